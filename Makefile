@@ -1,0 +1,45 @@
+# The verbs a newcomer needs. `make run` and `make test` do all the set-up themselves.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
+ZK_JAR := /usr/share/java/zookeeper.jar
+PYTEST_ARGS ?=
+
+.PHONY: run test lint format bench openapi setup zookeeper clean
+
+setup: $(STAMP) zookeeper
+
+$(STAMP): pyproject.toml constraints.txt
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+zookeeper:
+	@command -v java >/dev/null || { echo "java is required (a JRE 17+)"; exit 1; }
+	@test -f $(ZK_JAR) || { $(SUDO) apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q zookeeper; }
+
+run: setup
+	$(VENV)/bin/quire up
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+openapi: $(STAMP)
+	$(PY) -m services.openapi_export
+
+bench: setup
+	$(PY) benchmarks/bookie_add.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

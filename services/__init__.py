@@ -1,0 +1,1 @@
+"""Quire's shared core: settings, errors, metadata store, digests, bookie client, protocol."""

@@ -1,0 +1,94 @@
+"""The bookie's compact binary framing for entries on the data path.
+
+A body is a sequence of records; each record is a fixed header followed by
+the digest and the payload:
+
+    flags        u8     bit 0: recovery add (accepted by a fenced ledger)
+    ledger_id    i64    >= 0
+    entry_id     i64    >= 0
+    lac          i64    >= -1, the writer's last-add-confirmed at send time
+    payload_len  u32    <= ENTRY_SIZE_MAX_BYTES
+    digest_len   u16    <= DIGEST_SIZE_MAX_BYTES
+    digest       digest_len bytes
+    payload      payload_len bytes
+
+All integers are big-endian. The same framing carries adds to a bookie and
+entries read back from it. A body that does not parse is rejected whole.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from services.errors import InvalidArgument, PayloadTooLarge
+
+MEDIA_TYPE = "application/x-quire-entries"
+HEADER = struct.Struct(">BqqqIH")
+FLAG_RECOVERY = 0x01
+ENTRY_SIZE_MAX_BYTES = 5 * 1024 * 1024
+DIGEST_SIZE_MAX_BYTES = 64
+BATCH_ENTRIES_MAX = 10_000
+BODY_SIZE_MAX_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    ledger_id: int
+    entry_id: int
+    lac: int
+    payload: bytes
+    digest: bytes = b""
+    recovery: bool = False
+
+
+def encode(records: list[Record]) -> bytes:
+    parts: list[bytes] = []
+    for r in records:
+        flags = FLAG_RECOVERY if r.recovery else 0
+        parts.append(
+            HEADER.pack(flags, r.ledger_id, r.entry_id, r.lac, len(r.payload), len(r.digest))
+        )
+        parts.append(r.digest)
+        parts.append(r.payload)
+    return b"".join(parts)
+
+
+def decode(body: bytes, max_records: int = BATCH_ENTRIES_MAX) -> list[Record]:
+    """Parse a whole body, or raise ``InvalidArgument`` / ``PayloadTooLarge``."""
+    records: list[Record] = []
+    view = memoryview(body)
+    pos, end, size = 0, len(body), HEADER.size
+    while pos < end:
+        if end - pos < size:
+            raise InvalidArgument(f"truncated record header at byte {pos}")
+        flags, ledger_id, entry_id, lac, payload_len, digest_len = HEADER.unpack_from(view, pos)
+        if flags & ~FLAG_RECOVERY:
+            raise InvalidArgument(f"unknown flags {flags:#x} at byte {pos}")
+        if ledger_id < 0 or entry_id < 0 or lac < -1:
+            raise InvalidArgument(
+                f"negative id in record at byte {pos}: ledger {ledger_id} entry {entry_id} "
+                f"lac {lac}"
+            )
+        if payload_len > ENTRY_SIZE_MAX_BYTES:
+            raise PayloadTooLarge(
+                f"entry of {payload_len} bytes over the limit of {ENTRY_SIZE_MAX_BYTES}"
+            )
+        if digest_len > DIGEST_SIZE_MAX_BYTES:
+            raise InvalidArgument(f"digest of {digest_len} bytes is too long")
+        pos += size
+        if end - pos < digest_len + payload_len:
+            raise InvalidArgument(
+                f"truncated record: ledger {ledger_id} entry {entry_id} declares "
+                f"{digest_len + payload_len} bytes, {end - pos} remain"
+            )
+        digest = bytes(view[pos : pos + digest_len])
+        pos += digest_len
+        payload = bytes(view[pos : pos + payload_len])
+        pos += payload_len
+        records.append(
+            Record(ledger_id, entry_id, lac, payload, digest, bool(flags & FLAG_RECOVERY))
+        )
+        if len(records) > max_records:
+            raise PayloadTooLarge(f"more than {max_records} entries in one request")
+    return records

@@ -1,0 +1,268 @@
+"""Starting, watching and stopping local processes: ZooKeeper and Quire services.
+
+Used by ``quire up``, ``quire bench --local``, the benchmarks and the test
+harness, so they all start the same things the same way. Every process is
+tracked by pid and stopped by pid; nothing here ever signals a process it did
+not start.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import httpx
+
+ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
+ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
+ZOOKEEPER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+STOP_GRACE_S = 10.0
+
+
+class ProcessError(RuntimeError):
+    """A local process could not be started or did not become ready."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def port_is_open(host: str, port: int, timeout_s: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+class ManagedProcess:
+    """A child process with its log file; stopped by pid, never by name."""
+
+    def __init__(self, name: str, argv: Sequence[str], log_path: Path, env: dict | None = None):
+        self.name = name
+        self.argv = list(argv)
+        self.log_path = log_path
+        self.env = env
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def start(self) -> ManagedProcess:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_file = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
+        env = dict(os.environ if self.env is None else self.env)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        try:
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+        finally:
+            log_file.close()
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, sig: int) -> None:
+        if self.alive():
+            assert self.proc is not None
+            self.proc.send_signal(sig)
+
+    def kill(self) -> None:
+        """SIGKILL, then reap."""
+        if self.proc is None:
+            return
+        if self.alive():
+            self.proc.kill()
+        self.proc.wait()
+
+    def pause(self) -> None:
+        self.signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.signal(signal.SIGCONT)
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> int | None:
+        """SIGTERM, wait up to ``grace_s``, then SIGKILL. Returns the exit code."""
+        if self.proc is None:
+            return None
+        if self.alive():
+            self.resume()
+            self.proc.terminate()
+            try:
+                self.proc.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        return self.proc.wait()
+
+    def wait_until(self, ready: callable, deadline_s: float, what: str) -> None:  # type: ignore[valid-type]
+        end = time.monotonic() + deadline_s
+        while time.monotonic() < end:
+            if not self.alive():
+                raise ProcessError(
+                    f"{self.name} exited with {self.proc.returncode if self.proc else None} "
+                    f"before {what}; log {self.log_path}:\n{tail(self.log_path)}"
+                )
+            if ready():
+                return
+            time.sleep(0.05)
+        raise ProcessError(
+            f"{self.name} not {what} after {deadline_s}s; log {self.log_path}:\n"
+            f"{tail(self.log_path)}"
+        )
+
+
+def zookeeper_config(
+    data_dir: Path,
+    client_port: int,
+    host: str = "127.0.0.1",
+    servers: Sequence[tuple[int, str, int, int]] = (),
+    tick_ms: int = 500,
+) -> str:
+    """A zoo.cfg; ``servers`` is ``(id, host, peer_port, election_port)`` for an ensemble."""
+    lines = [
+        f"tickTime={tick_ms}",
+        "initLimit=20",
+        "syncLimit=10",
+        f"dataDir={data_dir}",
+        f"clientPort={client_port}",
+        f"clientPortAddress={host}",
+        "admin.enableServer=false",
+        "4lw.commands.whitelist=ruok,srvr,stat,mntr",
+        "minSessionTimeout=1000",
+        "maxSessionTimeout=120000",
+        "maxClientCnxns=0",
+        "autopurge.purgeInterval=1",
+        "autopurge.snapRetainCount=3",
+    ]
+    for server_id, server_host, peer_port, election_port in servers:
+        lines.append(f"server.{server_id}={server_host}:{peer_port}:{election_port}")
+    return "\n".join(lines) + "\n"
+
+
+def zookeeper_ready(host: str, port: int) -> bool:
+    """True once the server answers ``srvr`` as serving (a quorum member or standalone)."""
+    try:
+        with socket.create_connection((host, port), timeout=0.5) as sock:
+            sock.sendall(b"srvr")
+            sock.settimeout(1.0)
+            chunks = []
+            while True:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+    except OSError:
+        return False
+    return b"Mode:" in b"".join(chunks)
+
+
+class ZooKeeperProcess(ManagedProcess):
+    """A ZooKeeper server from Debian's ``zookeeper`` package, run straight from the jar."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int,
+        host: str = "127.0.0.1",
+        server_id: int | None = None,
+        servers: Sequence[tuple[int, str, int, int]] = (),
+        name: str = "zookeeper",
+    ):
+        if not ZOOKEEPER_JAR.exists():
+            raise ProcessError(
+                f"{ZOOKEEPER_JAR} is missing: install Debian's zookeeper package "
+                "(apt-get install zookeeper), or run 'make run' / 'make test', which do"
+            )
+        self.data_dir = Path(data_dir)
+        self.host = host
+        self.port = port
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if server_id is not None:
+            (self.data_dir / "myid").write_text(f"{server_id}\n")
+        cfg = self.data_dir / "zoo.cfg"
+        cfg.write_text(zookeeper_config(self.data_dir, port, host, servers))
+        classpath = f"{ZOOKEEPER_CONF_DIR}:{ZOOKEEPER_JAR}"
+        argv = [
+            "java",
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-Dzookeeper.admin.enableServer=false",
+            "-cp",
+            classpath,
+            ZOOKEEPER_MAIN,
+            str(cfg),
+        ]
+        super().__init__(name, argv, self.data_dir / "zookeeper.log")
+
+    @property
+    def connect_string(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def wait_ready(self, deadline_s: float = 60.0) -> None:
+        self.wait_until(lambda: zookeeper_ready(self.host, self.port), deadline_s, "serving")
+
+
+def health_ok(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/health", timeout=1.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+class ServiceProcess(ManagedProcess):
+    """A Quire service (``python -m bookie`` …) with its URL and readiness check."""
+
+    def __init__(
+        self,
+        module: str,
+        args: Sequence[str],
+        host: str,
+        port: int,
+        log_path: Path,
+        env: dict | None = None,
+        name: str | None = None,
+    ):
+        self.module = module
+        self.host = host
+        self.port = port
+        argv = [sys.executable, "-m", module, "--host", host, "--port", str(port), *args]
+        super().__init__(name or f"{module}@{host}:{port}", argv, log_path, env)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def wait_healthy(self, deadline_s: float = 30.0) -> None:
+        self.wait_until(lambda: health_ok(self.url), deadline_s, "healthy")
+
+    def restart(self, deadline_s: float = 30.0) -> None:
+        self.stop()
+        self.start()
+        self.wait_healthy(deadline_s)

@@ -1,0 +1,128 @@
+"""Typed settings of every service: flags and ``QUIRE_*`` environment variables.
+
+A flag wins over its variable (pydantic-settings puts the CLI source first).
+Impossible values are refused at start-up with a one-line message.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
+
+_HOSTPORT = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:\d{1,5}$")
+
+
+class CommonSettings(BaseSettings):
+    """Options every service takes (API.md, "Processes and how they start")."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="QUIRE_",
+        cli_kebab_case=True,
+        cli_implicit_flags=True,
+        extra="ignore",
+    )
+
+    zk: str = Field("127.0.0.1:2181", description="ZooKeeper connection string HOST:PORT[,...]")
+    zk_root: str = Field("/quire", description="ZooKeeper chroot, created if missing")
+    host: str = Field("127.0.0.1", description="address to listen on and advertise")
+    port: int = Field(0, ge=0, le=65535, description="port to listen on")
+    zk_session_timeout: float = Field(
+        10.0, ge=1.0, le=600.0, description="ZooKeeper session timeout in seconds"
+    )
+    cluster_secret: str | None = Field(
+        None, description="secret shared by the services; bookies refuse data calls without it"
+    )
+    log_level: str = Field("info", description="debug, info, warning or error")
+
+    @field_validator("zk")
+    @classmethod
+    def _zk(cls, value: str) -> str:
+        parts = [p.strip() for p in value.split(",")]
+        if not parts or not all(_HOSTPORT.match(p) for p in parts):
+            raise ValueError(f"--zk must be HOST:PORT[,HOST:PORT...], got {value!r}")
+        for part in parts:
+            port = int(part.rsplit(":", 1)[1])
+            if not 1 <= port <= 65535:
+                raise ValueError(f"--zk port out of range in {part!r}")
+        return ",".join(parts)
+
+    @field_validator("zk_root")
+    @classmethod
+    def _zk_root(cls, value: str) -> str:
+        if not value.startswith("/") or value.endswith("/") and value != "/" or "//" in value:
+            raise ValueError(f"--zk-root must be an absolute ZooKeeper path, got {value!r}")
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _log_level(cls, value: str) -> str:
+        if value.lower() not in {"debug", "info", "warning", "error"}:
+            raise ValueError("--log-level must be debug, info, warning or error")
+        return value.lower()
+
+    @property
+    def address(self) -> str:
+        """The advertised ``host:port``: the service's identity."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def zk_hosts(self) -> str:
+        """Connection string with the chroot appended, as kazoo takes it."""
+        return self.zk if self.zk_root == "/" else f"{self.zk}{self.zk_root}"
+
+
+class BookieSettings(CommonSettings):
+    port: int = Field(3181, ge=1, le=65535, description="port to listen on")
+    data_dir: Path = Field(Path("./bookie-data"), description="where entries are stored")
+    journal_sync: bool = Field(True, description="fsync before acknowledging an add")
+    readonly_free_ratio: float = Field(
+        0.05, ge=0.0, le=1.0, description="go read-only when free disk falls under this ratio"
+    )
+    disk_check_interval: float = Field(
+        1.0, gt=0.0, le=3600.0, description="seconds between free-disk checks"
+    )
+
+
+class GatewaySettings(CommonSettings):
+    port: int = Field(8080, ge=1, le=65535, description="port to listen on")
+    api_token: str | None = Field(None, description="token every /v1/ call needs")
+    admin_token: str | None = Field(None, description="token /v1/admin/ calls need")
+
+
+class AuditorSettings(CommonSettings):
+    port: int = Field(8091, ge=1, le=65535, description="port to listen on")
+    lost_bookie_delay: float = Field(
+        30.0, ge=0.0, description="seconds a bookie must be gone before its ledgers are marked"
+    )
+    audit_interval: float = Field(600.0, gt=0.0, description="seconds between full checks")
+
+
+class ReplicatorSettings(CommonSettings):
+    port: int = Field(8092, ge=1, le=65535, description="port to listen on")
+    open_ledger_grace: float = Field(
+        30.0, ge=0.0, description="seconds before an open ledger's last fragment is recovered"
+    )
+
+
+S = TypeVar("S", bound=CommonSettings)
+
+
+def load_settings(cls: type[S], argv: list[str] | None = None, prog: str | None = None) -> S:
+    """Parse flags and environment; on an impossible value print one line and exit 2."""
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        return cls(_cli_parse_args=args, _cli_prog_name=prog)  # type: ignore[call-arg]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = "--" + "-".join(str(p) for p in first.get("loc", ())).replace("_", "-")
+        msg = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
+        print(f"{prog or 'quire'}: error: {where}: {msg}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except SettingsError as exc:
+        print(f"{prog or 'quire'}: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None

@@ -1,0 +1,100 @@
+"""Shared fixtures: a real ZooKeeper per session, a fresh chroot and process cluster per test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from services.processes import ZooKeeperProcess, free_port
+from tests.harness import Cluster, ZooKeeperEnsemble, fresh_chroot
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--sim-seed", type=int, default=None, help="replay one simulation seed")
+    parser.addoption("--sim-seeds", type=int, default=None, help="number of simulation seeds")
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+
+
+def _failed(request: pytest.FixtureRequest) -> bool:
+    node = request.node
+    return any(
+        getattr(getattr(node, f"rep_{when}", None), "failed", False)
+        for when in ("setup", "call")
+    )
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperProcess]:
+    """One real standalone ZooKeeper for the whole test session."""
+    server = ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper"), free_port())
+    server.start()
+    try:
+        server.wait_ready(60.0)
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def zk_root(zookeeper: ZooKeeperProcess) -> Iterator[str]:
+    """A fresh chroot for one test, deleted afterwards."""
+    root = fresh_chroot()
+    yield root
+    client = KazooClient(hosts=zookeeper.connect_string, timeout=10.0)
+    client.start(10.0)
+    try:
+        client.delete(root, recursive=True)
+    except Exception:  # noqa: BLE001 - cleanup is best effort
+        pass
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.fixture
+def zk_client(zookeeper: ZooKeeperProcess, zk_root: str) -> Iterator[KazooClient]:
+    """A plain kazoo client inside the test's chroot, for inspecting ZooKeeper."""
+    client = KazooClient(hosts=zookeeper.connect_string, timeout=10.0)
+    client.start(10.0)
+    client.ensure_path(zk_root)
+    client.stop()
+    client.close()
+    client = KazooClient(hosts=zookeeper.connect_string + zk_root, timeout=10.0)
+    client.start(10.0)
+    yield client
+    client.stop()
+    client.close()
+
+
+@pytest.fixture
+def cluster(
+    zookeeper: ZooKeeperProcess, zk_root: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Cluster]:
+    """Start service processes for one test; all are stopped by pid at teardown."""
+    c = Cluster(zookeeper.connect_string, zk_root, tmp_path)
+    try:
+        yield c
+    finally:
+        c.stop_all()
+        if _failed(request):
+            print(c.log_tails())
+
+
+@pytest.fixture(scope="module")
+def zk_ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperEnsemble]:
+    """A real three-server ZooKeeper ensemble on loopback."""
+    ensemble = ZooKeeperEnsemble(tmp_path_factory.mktemp("ensemble"), 3)
+    try:
+        ensemble.start()
+        yield ensemble
+    finally:
+        ensemble.stop()
