@@ -111,6 +111,4 @@ def add_health_route(app: FastAPI, is_ready: Callable[[], bool]) -> None:
     async def health() -> JSONResponse:
         if is_ready():
             return JSONResponse({"status": "ok"})
-        return JSONResponse(
-            {"error": "unavailable", "message": "not ready"}, status_code=503
-        )
+        return JSONResponse({"error": "unavailable", "message": "not ready"}, status_code=503)

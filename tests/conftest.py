@@ -27,8 +27,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
 def _failed(request: pytest.FixtureRequest) -> bool:
     node = request.node
     return any(
-        getattr(getattr(node, f"rep_{when}", None), "failed", False)
-        for when in ("setup", "call")
+        getattr(getattr(node, f"rep_{when}", None), "failed", False) for when in ("setup", "call")
     )
 
 

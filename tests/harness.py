@@ -32,7 +32,9 @@ def wait_for(
             if value:
                 return value
         time.sleep(0.05)
-    raise AssertionError(f"timed out after {deadline_s}s waiting for {what} (last error: {last_exc!r})")
+    raise AssertionError(
+        f"timed out after {deadline_s}s waiting for {what} (last error: {last_exc!r})"
+    )
 
 
 class ZooKeeperEnsemble:

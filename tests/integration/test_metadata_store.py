@@ -1,0 +1,140 @@
+"""The metadata store over a real ZooKeeper: CAS, watches, ids, session loss."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from services import zkpaths
+from services.errors import MetadataConflict, MetadataUnavailable
+from services.metadata import MetadataStore, NodeExists, NodeNotFound
+from tests.harness import expire_session
+
+
+async def _store(zookeeper, zk_root) -> MetadataStore:
+    store = MetadataStore(zookeeper.connect_string + zk_root, session_timeout_s=4)
+    await store.start(10)
+    return store
+
+
+def test_versioned_get_and_cas(zookeeper, zk_root):
+    """A set with a stale version loses with MetadataConflict and changes nothing."""
+
+    async def main():
+        store = await _store(zookeeper, zk_root)
+        try:
+            await store.create("/a/b", b"one")
+            first = await store.get("/a/b")
+            assert first.data == b"one"
+            new_version = await store.set("/a/b", b"two", first.version)
+            assert new_version == first.version + 1
+            with pytest.raises(MetadataConflict):
+                await store.set("/a/b", b"three", first.version)
+            assert (await store.get("/a/b")).data == b"two"
+            with pytest.raises(NodeExists):
+                await store.create("/a/b", b"x")
+            with pytest.raises(NodeNotFound):
+                await store.get("/a/missing")
+            assert await store.children("/a") == ["b"]
+            await store.delete_recursive("/a")
+            assert not await store.exists("/a")
+        finally:
+            await store.stop()
+
+    asyncio.run(main())
+
+
+def test_chroot_is_created(zookeeper, zk_client, zk_root):
+    """Starting the store under a missing chroot creates it."""
+
+    async def main():
+        store = MetadataStore(f"{zookeeper.connect_string}{zk_root}/deeper/root")
+        await store.start(10)
+        await store.create("/x", b"1")
+        await store.stop()
+
+    asyncio.run(main())
+    assert zk_client.exists("/deeper/root/x")
+
+
+def test_ledger_ids_are_unique_and_rollover(zookeeper, zk_root):
+    """Ids are unique under concurrency and move to the next 31-bit block near the end."""
+
+    async def main():
+        store = await _store(zookeeper, zk_root)
+        try:
+            ids = await asyncio.gather(*(store.generate_ledger_id() for _ in range(50)))
+            assert len(set(ids)) == 50
+            # Simulate an exhausted block: the next id comes from the next high-order block.
+            await store.create(f"{zkpaths.IDGEN}/{7:010d}")
+            high = await store.generate_ledger_id()
+            assert high >> 31 == 7
+            assert await store.children(f"{zkpaths.IDGEN}/{7:010d}") == []
+        finally:
+            await store.stop()
+
+    asyncio.run(main())
+
+
+def test_hierarchical_ledger_paths():
+    """Ledger paths split the zero-padded 19-digit id so no znode has over 10,000 children."""
+    assert zkpaths.ledger(1) == "/ledgers/000/0000/0000/0000/L0001"
+    assert zkpaths.ledger(2**63 - 1) == "/ledgers/922/3372/0368/5477/L5807"
+    parts = zkpaths.ledger(123456789012).split("/")[2:]
+    assert zkpaths.ledger_id_from_parts(parts) == 123456789012
+
+
+def test_watch_and_session_expiry(zookeeper, zk_root):
+    """Watches fire on the loop; after a forced session expiry the store reports LOST, then
+    CONNECTED with a new session, and its ephemeral nodes are gone."""
+
+    async def main():
+        store = await _store(zookeeper, zk_root)
+        try:
+            seen: list[list[str]] = []
+            states: list[str] = []
+            changed = asyncio.Event()
+            reconnected = asyncio.Event()
+
+            def on_children(children):
+                seen.append(children)
+                changed.set()
+
+            def on_state(state):
+                states.append(state)
+                if state == "CONNECTED" and "LOST" in states:
+                    reconnected.set()
+
+            store.add_state_listener(on_state)
+            store.watch_children("/w", on_children)
+            await store.create("/w/eph", ephemeral=True)
+            await asyncio.wait_for(_until(lambda: ["eph"] in seen, changed), 10)
+            old_session = store.session_id
+            sid, password = store.client.client_id
+            await asyncio.to_thread(expire_session, zookeeper.connect_string, sid, password)
+            await asyncio.wait_for(reconnected.wait(), 20)
+            assert store.session_id != old_session
+            assert not await store.exists("/w/eph")
+        finally:
+            await store.stop()
+
+    asyncio.run(main())
+
+
+async def _until(predicate, event: asyncio.Event):
+    while not predicate():
+        event.clear()
+        await event.wait()
+
+
+def test_unreachable_zookeeper_is_a_clear_error():
+    """Starting against a port where nothing listens fails with MetadataUnavailable."""
+
+    async def main():
+        store = MetadataStore("127.0.0.1:1", session_timeout_s=2)
+        with pytest.raises(MetadataUnavailable):
+            await store.start(2)
+        await store.stop()
+
+    asyncio.run(main())
