@@ -3,7 +3,8 @@
 A body is a sequence of records; each record is a fixed header followed by
 the digest and the payload:
 
-    flags        u8     bit 0: recovery add (accepted by a fenced ledger)
+    flags        u8     bit 0: recovery add (accepted by a fenced ledger);
+                        bits 1-2: digest type (0 none, 1 crc32c, 2 hmac-sha256)
     ledger_id    i64    >= 0
     entry_id     i64    >= 0
     lac          i64    >= -1, the writer's last-add-confirmed at send time
@@ -26,8 +27,13 @@ from services.errors import InvalidArgument, PayloadTooLarge
 MEDIA_TYPE = "application/x-quire-entries"
 HEADER = struct.Struct(">BqqqIH")
 FLAG_RECOVERY = 0x01
+_DIGEST_SHIFT = 1
+_DIGEST_MASK = 0x06
+_FLAGS_KNOWN = FLAG_RECOVERY | _DIGEST_MASK
+DIGEST_CODES = {"none": 0, "crc32c": 1, "hmac-sha256": 2}
+DIGEST_NAMES = {code: name for name, code in DIGEST_CODES.items()}
+DIGEST_LENGTHS = {"none": 0, "crc32c": 4, "hmac-sha256": 32}
 ENTRY_SIZE_MAX_BYTES = 5 * 1024 * 1024
-DIGEST_SIZE_MAX_BYTES = 64
 BATCH_ENTRIES_MAX = 10_000
 BODY_SIZE_MAX_BYTES = 64 * 1024 * 1024
 
@@ -40,12 +46,15 @@ class Record:
     payload: bytes
     digest: bytes = b""
     recovery: bool = False
+    digest_type: str = "none"
 
 
 def encode(records: list[Record]) -> bytes:
     parts: list[bytes] = []
     for r in records:
-        flags = FLAG_RECOVERY if r.recovery else 0
+        flags = (FLAG_RECOVERY if r.recovery else 0) | (
+            DIGEST_CODES[r.digest_type] << _DIGEST_SHIFT
+        )
         parts.append(
             HEADER.pack(flags, r.ledger_id, r.entry_id, r.lac, len(r.payload), len(r.digest))
         )
@@ -63,7 +72,8 @@ def decode(body: bytes, max_records: int = BATCH_ENTRIES_MAX) -> list[Record]:
         if end - pos < size:
             raise InvalidArgument(f"truncated record header at byte {pos}")
         flags, ledger_id, entry_id, lac, payload_len, digest_len = HEADER.unpack_from(view, pos)
-        if flags & ~FLAG_RECOVERY:
+        digest_type = DIGEST_NAMES.get((flags & _DIGEST_MASK) >> _DIGEST_SHIFT)
+        if flags & ~_FLAGS_KNOWN or digest_type is None:
             raise InvalidArgument(f"unknown flags {flags:#x} at byte {pos}")
         if ledger_id < 0 or entry_id < 0 or lac < -1:
             raise InvalidArgument(
@@ -74,8 +84,11 @@ def decode(body: bytes, max_records: int = BATCH_ENTRIES_MAX) -> list[Record]:
             raise PayloadTooLarge(
                 f"entry of {payload_len} bytes over the limit of {ENTRY_SIZE_MAX_BYTES}"
             )
-        if digest_len > DIGEST_SIZE_MAX_BYTES:
-            raise InvalidArgument(f"digest of {digest_len} bytes is too long")
+        if digest_len != DIGEST_LENGTHS[digest_type]:
+            raise InvalidArgument(
+                f"digest of {digest_len} bytes does not fit type {digest_type} "
+                f"(ledger {ledger_id} entry {entry_id})"
+            )
         pos += size
         if end - pos < digest_len + payload_len:
             raise InvalidArgument(
@@ -87,7 +100,9 @@ def decode(body: bytes, max_records: int = BATCH_ENTRIES_MAX) -> list[Record]:
         payload = bytes(view[pos : pos + payload_len])
         pos += payload_len
         records.append(
-            Record(ledger_id, entry_id, lac, payload, digest, bool(flags & FLAG_RECOVERY))
+            Record(
+                ledger_id, entry_id, lac, payload, digest, bool(flags & FLAG_RECOVERY), digest_type
+            )
         )
         if len(records) > max_records:
             raise PayloadTooLarge(f"more than {max_records} entries in one request")
