@@ -8,6 +8,7 @@ the digest and the payload:
     ledger_id    i64    >= 0
     entry_id     i64    >= 0
     lac          i64    >= -1, the writer's last-add-confirmed at send time
+    length       i64    >= 0, the ledger's total payload bytes up to and including this entry
     payload_len  u32    <= ENTRY_SIZE_MAX_BYTES
     digest_len   u16    <= DIGEST_SIZE_MAX_BYTES
     digest       digest_len bytes
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from services.errors import InvalidArgument, PayloadTooLarge
 
 MEDIA_TYPE = "application/x-quire-entries"
-HEADER = struct.Struct(">BqqqIH")
+HEADER = struct.Struct(">BqqqqIH")
 FLAG_RECOVERY = 0x01
 _DIGEST_SHIFT = 1
 _DIGEST_MASK = 0x06
@@ -47,6 +48,7 @@ class Record:
     digest: bytes = b""
     recovery: bool = False
     digest_type: str = "none"
+    length: int = 0
 
 
 def encode(records: list[Record]) -> bytes:
@@ -56,7 +58,9 @@ def encode(records: list[Record]) -> bytes:
             DIGEST_CODES[r.digest_type] << _DIGEST_SHIFT
         )
         parts.append(
-            HEADER.pack(flags, r.ledger_id, r.entry_id, r.lac, len(r.payload), len(r.digest))
+            HEADER.pack(
+                flags, r.ledger_id, r.entry_id, r.lac, r.length, len(r.payload), len(r.digest)
+            )
         )
         parts.append(r.digest)
         parts.append(r.payload)
@@ -71,11 +75,13 @@ def decode(body: bytes, max_records: int = BATCH_ENTRIES_MAX) -> list[Record]:
     while pos < end:
         if end - pos < size:
             raise InvalidArgument(f"truncated record header at byte {pos}")
-        flags, ledger_id, entry_id, lac, payload_len, digest_len = HEADER.unpack_from(view, pos)
+        (flags, ledger_id, entry_id, lac, length, payload_len, digest_len) = HEADER.unpack_from(
+            view, pos
+        )
         digest_type = DIGEST_NAMES.get((flags & _DIGEST_MASK) >> _DIGEST_SHIFT)
         if flags & ~_FLAGS_KNOWN or digest_type is None:
             raise InvalidArgument(f"unknown flags {flags:#x} at byte {pos}")
-        if ledger_id < 0 or entry_id < 0 or lac < -1:
+        if ledger_id < 0 or entry_id < 0 or lac < -1 or length < 0:
             raise InvalidArgument(
                 f"negative id in record at byte {pos}: ledger {ledger_id} entry {entry_id} "
                 f"lac {lac}"
@@ -101,7 +107,14 @@ def decode(body: bytes, max_records: int = BATCH_ENTRIES_MAX) -> list[Record]:
         pos += payload_len
         records.append(
             Record(
-                ledger_id, entry_id, lac, payload, digest, bool(flags & FLAG_RECOVERY), digest_type
+                ledger_id,
+                entry_id,
+                lac,
+                payload,
+                digest,
+                bool(flags & FLAG_RECOVERY),
+                digest_type,
+                length,
             )
         )
         if len(records) > max_records:
