@@ -1,8 +1,9 @@
 """Entry digests: CRC32C, or HMAC-SHA256 keyed from the ledger password.
 
 The digest covers the ledger id, the entry id, the writer's LAC at send time,
-the ledger's total length up to the entry, and the payload, so a replica moved to the wrong place or a torn payload is
-caught. Writers compute it once; readers verify it again (STYLE.md §4).
+the ledger's total length up to the entry, and the payload, so a replica moved
+to the wrong place or a torn payload is caught. Writers compute it once;
+readers verify it again (STYLE.md §4).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import struct
-
 from dataclasses import replace
 
 import crc32c
