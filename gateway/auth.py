@@ -1,0 +1,68 @@
+"""Token checks for the gateway's ``/v1/`` API, done before routing.
+
+API.md: the token is checked first, so an unknown ``/v1`` route without a
+required token is 401, not 404. ``--api-token`` guards every ``/v1/`` call;
+``--admin-token`` guards ``/v1/admin/`` (the API token is not enough there)
+and is also accepted everywhere the API token is. ``/health``, ``/metrics``,
+``/openapi.json``, ``/docs`` and the admin page are public.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+_ADMIN_PREFIX = "/v1/admin"
+
+
+def _matches(given: bytes | None, expected: bytes | None) -> bool:
+    return given is not None and expected is not None and hmac.compare_digest(given, expected)
+
+
+class TokenMiddleware:
+    def __init__(self, app: ASGIApp, api_token: str | None, admin_token: str | None) -> None:
+        self.app = app
+        self.api_token = api_token.encode() if api_token else None
+        self.admin_token = admin_token.encode() if admin_token else None
+
+    def allowed(self, path: str, token: bytes | None) -> bool:
+        if path == _ADMIN_PREFIX or path.startswith(_ADMIN_PREFIX + "/"):
+            if self.admin_token is not None:
+                return _matches(token, self.admin_token)
+            return self.api_token is None or _matches(token, self.api_token)
+        if self.api_token is None:
+            return True
+        return _matches(token, self.api_token) or _matches(token, self.admin_token)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not (
+            scope["path"] == "/v1" or scope["path"].startswith("/v1/")
+        ):
+            await self.app(scope, receive, send)
+            return
+        token = None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                if value[:7].lower() == b"bearer ":
+                    token = value[7:].strip()
+                break
+        if self.allowed(scope["path"], token):
+            await self.app(scope, receive, send)
+            return
+        body = json.dumps(
+            {"error": "unauthorized", "message": "missing or wrong bearer token"}
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", b"Bearer"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
