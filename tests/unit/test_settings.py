@@ -1,0 +1,211 @@
+"""Settings of every service and of the ``quire`` command line (API.md, "Processes")."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+
+from services.cli import DEFAULT_GATEWAY, app
+from services.settings import (
+    AuditorSettings,
+    BookieSettings,
+    CommonSettings,
+    GatewaySettings,
+    ReplicatorSettings,
+    load_settings,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+SERVICE_MODULES = ("bookie", "gateway", "auditor", "replicator")
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No QUIRE_* variable of the machine running the tests leaks in."""
+    for name in list(os.environ):
+        if name.startswith("QUIRE_"):
+            monkeypatch.delenv(name)
+
+
+def test_defaults_follow_api_md() -> None:
+    """With no flag and no variable, every default is the one API.md states."""
+    bookie = load_settings(BookieSettings, [])
+    gateway = load_settings(GatewaySettings, [])
+    auditor = load_settings(AuditorSettings, [])
+    replicator = load_settings(ReplicatorSettings, [])
+    assert (bookie.port, gateway.port, auditor.port, replicator.port) == (3181, 8080, 8091, 8092)
+    for settings in (bookie, gateway, auditor, replicator):
+        assert settings.zk == "127.0.0.1:2181"
+        assert settings.zk_root == "/quire"
+        assert settings.host == "127.0.0.1"
+        assert settings.zk_session_timeout == 10
+        assert settings.cluster_secret is None
+    assert auditor.lost_bookie_delay == 30
+    assert auditor.audit_interval == 600
+    assert replicator.open_ledger_grace == 30
+    assert bookie.readonly_free_ratio == 0.05
+    assert bookie.journal_sync is True
+    assert gateway.api_token is None and gateway.admin_token is None
+
+
+def test_environment_variable_sets_an_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    """QUIRE_<OPTION> (upper case, dashes to underscores) sets the option."""
+    monkeypatch.setenv("QUIRE_PORT", "4001")
+    monkeypatch.setenv("QUIRE_ZK_ROOT", "/elsewhere")
+    monkeypatch.setenv("QUIRE_READONLY_FREE_RATIO", "0.2")
+    monkeypatch.setenv("QUIRE_JOURNAL_SYNC", "false")
+    monkeypatch.setenv("QUIRE_LOST_BOOKIE_DELAY", "5")
+    bookie = load_settings(BookieSettings, [])
+    assert (bookie.port, bookie.zk_root, bookie.readonly_free_ratio) == (4001, "/elsewhere", 0.2)
+    assert bookie.journal_sync is False
+    assert load_settings(AuditorSettings, []).lost_bookie_delay == 5
+
+
+def test_flag_wins_over_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flag given on the command line beats the QUIRE_* variable of the same option."""
+    monkeypatch.setenv("QUIRE_PORT", "4001")
+    monkeypatch.setenv("QUIRE_ZK", "10.0.0.1:2181")
+    monkeypatch.setenv("QUIRE_JOURNAL_SYNC", "false")
+    monkeypatch.setenv("QUIRE_OPEN_LEDGER_GRACE", "99")
+    bookie = load_settings(
+        BookieSettings, ["--port", "4002", "--zk", "127.0.0.1:2182", "--journal-sync"]
+    )
+    assert (bookie.port, bookie.zk, bookie.journal_sync) == (4002, "127.0.0.1:2182", True)
+    replicator = load_settings(ReplicatorSettings, ["--open-ledger-grace", "7"])
+    assert replicator.open_ledger_grace == 7
+
+
+def test_journal_sync_can_be_turned_off() -> None:
+    """--no-journal-sync turns fsync-before-ack off."""
+    assert load_settings(BookieSettings, ["--no-journal-sync"]).journal_sync is False
+
+
+def test_zk_connection_string_and_chroot() -> None:
+    """An ensemble connection string is kept; the chroot is appended for kazoo."""
+    settings = load_settings(
+        GatewaySettings, ["--zk", "zk1:2181, zk2:2181,zk3:2181", "--zk-root", "/a/b"]
+    )
+    assert settings.zk == "zk1:2181,zk2:2181,zk3:2181"
+    assert settings.zk_hosts == "zk1:2181,zk2:2181,zk3:2181/a/b"
+    assert load_settings(GatewaySettings, ["--zk-root", "/"]).zk_hosts == "127.0.0.1:2181"
+
+
+@pytest.mark.parametrize(
+    ("cls", "argv", "option"),
+    [
+        (BookieSettings, ["--port", "70000"], "--port"),
+        (BookieSettings, ["--port", "0"], "--port"),
+        (GatewaySettings, ["--port", "eighty"], "--port"),
+        (GatewaySettings, ["--zk", "localhost"], "--zk"),
+        (GatewaySettings, ["--zk", "localhost:99999"], "--zk"),
+        (GatewaySettings, ["--zk-root", "quire"], "--zk-root"),
+        (GatewaySettings, ["--zk-root", "/quire/"], "--zk-root"),
+        (AuditorSettings, ["--zk-session-timeout", "0"], "--zk-session-timeout"),
+        (AuditorSettings, ["--lost-bookie-delay", "-1"], "--lost-bookie-delay"),
+        (AuditorSettings, ["--audit-interval", "0"], "--audit-interval"),
+        (ReplicatorSettings, ["--open-ledger-grace", "-5"], "--open-ledger-grace"),
+        (BookieSettings, ["--readonly-free-ratio", "1.5"], "--readonly-free-ratio"),
+        (BookieSettings, ["--log-level", "loud"], "--log-level"),
+    ],
+)
+def test_impossible_value_exits_2_with_one_line(
+    cls: type[CommonSettings], argv: list[str], option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An impossible value is refused at start-up: exit 2, one line on stderr naming it."""
+    with pytest.raises(SystemExit) as exc:
+        load_settings(cls, argv, prog="svc")
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith("svc: error: ") and option in err, err
+
+
+def test_impossible_environment_value_exits_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An impossible QUIRE_* value is refused the same way as a flag."""
+    monkeypatch.setenv("QUIRE_PORT", "123456")
+    with pytest.raises(SystemExit) as exc:
+        load_settings(GatewaySettings, [], prog="gateway")
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+# -- the quire command line -------------------------------------------------
+
+
+def _globals(argv: list[str]) -> dict:
+    """The global options ``quire`` resolves for ``argv`` (flags, then QUIRE_*, then defaults)."""
+    group = typer.main.get_command(app)
+    with group.make_context("quire", argv) as ctx:
+        return dict(ctx.params)
+
+
+def test_cli_global_defaults() -> None:
+    """Without flags or variables the gateway is http://127.0.0.1:8080 and there is no token."""
+    params = _globals(["up", "--help"])
+    assert params == {"gateway": DEFAULT_GATEWAY, "token": None}
+
+
+def test_cli_global_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """QUIRE_GATEWAY and QUIRE_TOKEN set the global options."""
+    monkeypatch.setenv("QUIRE_GATEWAY", "http://gw.example:9000")
+    monkeypatch.setenv("QUIRE_TOKEN", "from-env")
+    assert _globals(["up"]) == {"gateway": "http://gw.example:9000", "token": "from-env"}
+
+
+def test_cli_global_flag_wins_over_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--gateway and --token before the subcommand beat QUIRE_GATEWAY and QUIRE_TOKEN."""
+    monkeypatch.setenv("QUIRE_GATEWAY", "http://gw.example:9000")
+    monkeypatch.setenv("QUIRE_TOKEN", "from-env")
+    params = _globals(["--gateway", "http://127.0.0.1:9999", "--token", "from-flag", "up"])
+    assert params == {"gateway": "http://127.0.0.1:9999", "token": "from-flag"}
+
+
+def _run(argv: list[str], **kw) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUIRE_")}
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=REPO, env=env, **kw)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [[], ["up"], ["bookie"], ["bookie", "format"]],
+    ids=["quire", "up", "bookie", "bookie-format"],
+)
+def test_cli_help_exits_0(argv: list[str]) -> None:
+    """`quire ... --help` works for every command."""
+    result = _run([sys.executable, "-m", "services.cli", *argv, "--help"])
+    assert result.returncode == 0, result.stderr
+    assert "Usage" in result.stdout
+
+
+def test_cli_rejects_a_bad_gateway_url() -> None:
+    """A --gateway that is not an http(s) URL is a usage error (exit 2)."""
+    result = _run([sys.executable, "-m", "services.cli", "--gateway", "nope", "up"])
+    assert result.returncode == 2
+
+
+def test_cli_up_rejects_impossible_zookeeper_options(tmp_path: Path) -> None:
+    """quire up refuses an impossible --zk or --zk-root before it starts anything."""
+    for bad in (["--zk", "nohostport"], ["--zk-root", "relative"]):
+        result = _run(
+            [sys.executable, "-m", "services.cli", "up", "--data-dir", str(tmp_path), *bad]
+        )
+        assert result.returncode == 2, result.stderr
+        assert not (tmp_path / "logs").exists()
+
+
+@pytest.mark.parametrize("module", SERVICE_MODULES)
+def test_service_help_exits_0(module: str) -> None:
+    """`python -m <service> --help` exits 0 (once the service exists)."""
+    if importlib.util.find_spec(f"{module}.__main__") is None:
+        pytest.skip(f"{module}/__main__.py does not exist yet")
+    result = _run([sys.executable, "-m", module, "--help"])
+    assert result.returncode == 0, result.stderr
+    assert "--zk" in result.stdout and "--port" in result.stdout
