@@ -1,0 +1,175 @@
+"""The bookie client against real bookie processes: every call, the error mapping of
+real answers, and the transport surviving a bookie that restarts, dies or hangs."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+
+import httpx
+import pytest
+
+from services import digest, framing
+from services.bookie_client import AddResult, BookieClient, BookieClientPool
+from services.errors import (
+    BookieReadOnly,
+    BookieUnavailable,
+    EntryNotFound,
+    InvalidArgument,
+    LedgerNotFound,
+    Unauthorized,
+)
+
+SECRET = "integration-secret-xyz"
+
+
+def sealed(lid: int, eid: int, payload: bytes, recovery: bool = False) -> framing.Record:
+    record = framing.Record(
+        lid, eid, eid - 1, payload, recovery=recovery, digest_type="crc32c", length=eid
+    )
+    return digest.seal(record)
+
+
+def test_every_call_against_a_real_bookie(cluster):
+    """Adds, reads, LAC, fence, list, delete and info behave as bookie/API.md says."""
+    cluster.secret = SECRET
+    bookie = cluster.start_bookie()
+
+    async def main():
+        async with BookieClient(bookie.url, SECRET) as client:
+            records = [sealed(11, i, bytes([i]) * (100 * i + 1)) for i in range(10)]
+            assert await client.add(records) == AddResult(10, [])
+            assert await client.read_entry(11, 4) == records[4]
+            assert digest.record_ok(await client.read_entry(11, 9))
+
+            page = await client.read_range(11, 2, 7)
+            assert page.records == records[2:8] and page.last_entry_id == 9
+            assert (await client.read_range(11, 0, 9, max_entries=3)).records == records[:3]
+
+            lac = await client.read_lac(11)
+            assert (lac.ledger_id, lac.lac, lac.last_entry_id, lac.fenced) == (11, 8, 9, False)
+            assert (await client.write_lac(11, 9)).lac == 9
+            assert (await client.write_lac(11, 3)).lac == 9  # keeps the maximum
+
+            fenced = await client.fence(11)
+            assert fenced.fenced and fenced.last_entry_id == 9
+            result = await client.add([sealed(11, 10, b"late"), sealed(11, 11, b"r", True)])
+            assert result == AddResult(1, [(11, 10, "ledger_fenced")])
+
+            await client.add([sealed(12, 0, b"other")])
+            ids, nxt = await client.list_ledgers()
+            assert {11, 12} <= set(ids) and nxt is None
+            first, nxt = await client.list_ledgers(limit=1)
+            assert len(first) == 1 and nxt is not None
+
+            info = await client.info()
+            assert info["state"] == "writable" and info["address"].endswith(str(bookie.port))
+
+            await client.delete_ledger(12)
+            with pytest.raises(LedgerNotFound):
+                await client.read_entry(12, 0)
+
+    asyncio.run(main())
+
+
+def test_real_error_answers_map_to_their_classes(cluster):
+    """Unknown ledger/entry, a bad digest, a wrong secret and a read-only bookie raise
+    the matching QuireError."""
+    cluster.secret = SECRET
+    bookie = cluster.start_bookie()
+
+    async def main():
+        async with BookieClient(bookie.address, SECRET) as client:
+            with pytest.raises(LedgerNotFound):
+                await client.read_entry(404, 0)
+            with pytest.raises(LedgerNotFound):
+                await client.read_range(404, 0, 10)
+            with pytest.raises(LedgerNotFound):
+                await client.read_lac(404)
+            with pytest.raises(LedgerNotFound):
+                await client.delete_ledger(404)
+            await client.add([sealed(1, 0, b"a")])
+            with pytest.raises(EntryNotFound):
+                await client.read_entry(1, 5)
+            bad = replace(sealed(1, 1, b"payload"), digest=b"\0\0\0\0")
+            with pytest.raises(InvalidArgument):
+                await client.add([bad])
+
+        async with BookieClient(bookie.address, "not-the-secret-42") as intruder:
+            with pytest.raises(Unauthorized) as info:
+                await intruder.fence(1)
+            assert "not-the-secret-42" not in info.value.message
+        async with BookieClient(bookie.address, None) as anonymous:
+            with pytest.raises(Unauthorized):
+                await anonymous.info()
+
+    asyncio.run(main())
+
+
+def test_read_only_bookie_refuses_normal_adds(cluster):
+    """A read-only bookie answers BookieReadOnly to normal adds and still takes recovery
+    adds (threshold raised at run time, not a full disk)."""
+    bookie = cluster.start_bookie(extra_args=["--disk-check-interval", "0.1"])
+
+    async def main():
+        async with BookieClient(bookie.address) as client:
+            async with httpx.AsyncClient() as admin:
+                r = await admin.post(
+                    f"{bookie.url}/v1/admin/disk-threshold", json={"readonly_free_ratio": 1.0}
+                )
+                assert r.status_code == 200, r.text
+            end = time.monotonic() + 10
+            while (await client.info())["state"] != "readonly":
+                assert time.monotonic() < end, "bookie never went read-only"
+                await asyncio.sleep(0.1)
+            with pytest.raises(BookieReadOnly):
+                await client.add([sealed(3, 0, b"x")])
+            assert (await client.add([sealed(3, 0, b"x", recovery=True)])).stored == 1
+
+    asyncio.run(main())
+
+
+def test_client_survives_a_bookie_restart(cluster):
+    """After the bookie restarts, the pooled keep-alive connections are dead; the next
+    call reconnects by itself and succeeds."""
+    bookie = cluster.start_bookie()
+
+    async def main():
+        pool = BookieClientPool(None, request_timeout_s=5)
+        try:
+            client = pool.get(bookie.address)
+            await asyncio.gather(*(client.add([sealed(5, i, b"x")]) for i in range(8)))
+            await asyncio.to_thread(bookie.restart)
+            assert (await client.read_entry(5, 7)).payload == b"x"
+            assert (await client.add([sealed(5, 8, b"y")])).stored == 1
+        finally:
+            await pool.aclose()
+
+    asyncio.run(main())
+
+
+def test_dead_and_hung_bookies_are_unavailable_within_the_bound(cluster):
+    """A SIGSTOPped bookie gives BookieUnavailable after request_timeout_s; a killed
+    one gives it at once. Neither hangs the caller."""
+    bookie = cluster.start_bookie()
+
+    async def main():
+        async with BookieClient(bookie.address, request_timeout_s=0.5) as client:
+            await client.add([sealed(6, 0, b"x")])
+            bookie.pause()
+            try:
+                started = time.monotonic()
+                with pytest.raises(BookieUnavailable):
+                    await client.read_entry(6, 0)
+                assert time.monotonic() - started < 1.5
+            finally:
+                bookie.resume()
+            assert (await client.read_entry(6, 0)).payload == b"x"
+            bookie.kill()
+            started = time.monotonic()
+            with pytest.raises(BookieUnavailable):
+                await client.read_entry(6, 0)
+            assert time.monotonic() - started < 1.0
+
+    asyncio.run(main())
