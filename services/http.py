@@ -96,7 +96,18 @@ def bearer_token(request: Request) -> str | None:
 
 
 def add_metrics_route(app: FastAPI, registry: CollectorRegistry) -> None:
-    @app.get("/metrics", tags=["ops"], response_class=Response, summary="Prometheus metrics")
+    @app.get(
+        "/metrics",
+        tags=["ops"],
+        response_class=Response,
+        summary="Prometheus metrics",
+        responses={
+            200: {
+                "description": "Prometheus text exposition format",
+                "content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}},
+            }
+        },
+    )
     async def metrics() -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 

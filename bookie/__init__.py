@@ -1,0 +1,7 @@
+"""The bookie: a storage node of Quire (see bookie/API.md).
+
+It stores entries durably (SQLite in WAL mode, group commit, fsync before the
+answer), keeps a per-ledger fenced flag and LAC, serves single and range
+reads, registers itself in ZooKeeper and guards its identity with a cookie.
+It knows nothing about quorums.
+"""

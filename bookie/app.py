@@ -1,0 +1,178 @@
+"""The bookie's FastAPI application.
+
+``create_app`` only builds the application: no file, socket or ZooKeeper is
+touched until the lifespan starts (so the OpenAPI document can be exported
+anywhere). The lifespan starts a ``BookieNode`` (data-dir lock, cookie,
+store, group-commit writer, registration, disk watch) and stops it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from bookie.metrics import BookieMetrics
+from bookie.node import BookieNode
+from bookie.routes import admin, entries, ledgers
+from services.errors import Unauthorized
+from services.http import (
+    add_health_route,
+    add_metrics_route,
+    error_json,
+    install_error_handlers,
+    secret_matches,
+)
+from services.settings import BookieSettings
+
+SECRET_HEADER = "X-Cluster-Secret"
+_SECRET_HEADER_RAW = SECRET_HEADER.lower().encode()
+
+DESCRIPTION = """The internal HTTP API of a Quire bookie (see bookie/API.md).
+
+Every `/v1/...` call needs the header `X-Cluster-Secret` when the bookie runs with
+`--cluster-secret` (missing or wrong: 401 `unauthorized`, nothing changes). `/health`,
+`/metrics`, `/openapi.json` and `/docs` are public. Errors are
+`{"error": CODE, "message": TEXT}`. Entries travel in the binary framing
+`application/x-quire-entries`."""
+
+
+class ClusterSecretMiddleware:
+    """Refuses every ``/v1`` request without the right secret, before routing, so an
+    unknown ``/v1`` route without it is 401 too and nothing runs."""
+
+    def __init__(self, app: ASGIApp, secret: str) -> None:
+        self.app = app
+        self.secret = secret
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            path = scope["path"]
+            if path == "/v1" or path.startswith("/v1/"):
+                given = None
+                for name, value in scope["headers"]:
+                    if name == _SECRET_HEADER_RAW:
+                        given = value.decode("latin-1")
+                        break
+                if not secret_matches(given, self.secret):
+                    response = error_json(Unauthorized(f"missing or wrong {SECRET_HEADER}"))
+                    await response(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
+
+
+def _on_shutdown_signal(callback: Callable[[], None]) -> Callable[[], None]:
+    """Also call ``callback`` on the loop when SIGINT/SIGTERM arrives (uvicorn's own
+    handlers still run). Long-polls then answer at once instead of holding the
+    graceful shutdown for up to 30 s. Returns a function that undoes it."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    loop = asyncio.get_running_loop()
+    installed: dict[int, tuple[Any, Any]] = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous = signal.getsignal(sig)
+        if not callable(previous):
+            continue
+
+        def handler(signum: int, frame: Any, previous: Any = previous) -> None:
+            loop.call_soon_threadsafe(callback)
+            previous(signum, frame)
+
+        signal.signal(sig, handler)
+        installed[sig] = (handler, previous)
+
+    def restore() -> None:
+        for sig, (handler, previous) in installed.items():
+            if signal.getsignal(sig) is handler:
+                signal.signal(sig, previous)
+
+    return restore
+
+
+def _openapi(app: FastAPI) -> Callable[[], dict]:
+    """The OpenAPI document: the secret header as a security scheme on every /v1
+    operation, and no FastAPI 422 responses (validation errors are 400 here)."""
+
+    def build() -> dict:
+        if app.openapi_schema:
+            return app.openapi_schema
+        doc = get_openapi(
+            title=app.title,
+            version=app.version,
+            description=app.description,
+            routes=app.routes,
+            tags=app.openapi_tags,
+        )
+        doc.setdefault("components", {}).setdefault("securitySchemes", {})["clusterSecret"] = {
+            "type": "apiKey",
+            "in": "header",
+            "name": SECRET_HEADER,
+            "description": "Required on /v1 calls when the bookie runs with --cluster-secret",
+        }
+        for path, operations in doc.get("paths", {}).items():
+            for operation in operations.values():
+                operation.get("responses", {}).pop("422", None)
+                if path.startswith("/v1"):
+                    operation["security"] = [{"clusterSecret": []}]
+        schemas = doc.get("components", {}).get("schemas", {})
+        schemas.pop("HTTPValidationError", None)
+        schemas.pop("ValidationError", None)
+        app.openapi_schema = doc
+        return doc
+
+    return build
+
+
+def create_app(settings: BookieSettings) -> FastAPI:
+    """Build the bookie's application for ``settings``; does no I/O."""
+    metrics = BookieMetrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        node = BookieNode(settings, metrics)
+        await node.start()
+        app.state.node = node
+        restore = _on_shutdown_signal(node.closing)
+        try:
+            yield
+        finally:
+            restore()
+            app.state.node = None
+            await node.stop()
+
+    app = FastAPI(
+        title="Quire bookie",
+        version="1",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        openapi_tags=[
+            {"name": "entries", "description": "The data path: adds and reads"},
+            {"name": "ledgers", "description": "LAC, fencing, deletion, listing"},
+            {"name": "bookie", "description": "The bookie's identity and state"},
+            {"name": "ops", "description": "Health and metrics (public)"},
+        ],
+    )
+    app.state.node = None
+    app.state.metrics = metrics
+    install_error_handlers(app)
+
+    def ready() -> bool:
+        node = app.state.node
+        return node is not None and node.ready
+
+    add_health_route(app, ready)
+    add_metrics_route(app, metrics.registry)
+    app.include_router(entries.router)
+    app.include_router(ledgers.router)
+    app.include_router(admin.router)
+    if settings.cluster_secret:
+        app.add_middleware(ClusterSecretMiddleware, secret=settings.cluster_secret)
+    app.openapi = _openapi(app)  # type: ignore[method-assign]
+    return app

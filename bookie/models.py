@@ -1,0 +1,133 @@
+"""Request and response bodies of the bookie's JSON endpoints (for validation and OpenAPI).
+
+The data path does not build these models: handlers answer with small JSON
+documents or framed bytes directly; the models describe them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import Path, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.framing import (
+    BATCH_ENTRIES_MAX,
+    BODY_SIZE_MAX_BYTES,
+    ENTRY_SIZE_MAX_BYTES,
+    MEDIA_TYPE,
+)
+from services.http import error_response
+from services.zkpaths import LEDGER_ID_MAX
+
+ID_MAX = LEDGER_ID_MAX
+READ_ENTRIES_MAX = 1_000
+READ_BYTES_MAX = 8 * 1024 * 1024
+LIST_LIMIT_MAX = 1_000
+LAC_WAIT_MAX_MS = 30_000
+
+LedgerIdPath = Annotated[
+    int, Path(ge=0, le=ID_MAX, description="Ledger id, 0 .. 2^63-1", examples=[7])
+]
+EntryIdPath = Annotated[int, Path(ge=0, le=ID_MAX, description="Entry id, 0 .. 2^63-1")]
+
+
+def id_query(description: str, ge: int = 0, alias: str | None = None) -> object:
+    return Query(ge=ge, le=ID_MAX, alias=alias, description=description)
+
+
+class LedgerState(BaseModel):
+    """What this bookie knows of one ledger."""
+
+    ledger_id: int = Field(description="The ledger's id")
+    lac: int = Field(
+        description="Highest last-add-confirmed seen in stored entries or LAC updates (-1: none)"
+    )
+    last_entry_id: int = Field(description="Highest entry id stored here (-1: none)")
+    fenced: bool = Field(description="True once the ledger was fenced on this bookie")
+
+
+class RejectedEntry(BaseModel):
+    ledger_id: int = Field(description="Ledger of the refused entry")
+    entry_id: int = Field(description="The refused entry")
+    error: Literal["ledger_fenced"] = Field(description="Why it was refused")
+
+
+class AddResult(BaseModel):
+    """Outcome of a batch add: stored entries are durable before this answer."""
+
+    stored: int = Field(description="Number of entries stored")
+    rejected: list[RejectedEntry] = Field(
+        description="Entries refused one by one (normal adds to a fenced ledger)"
+    )
+
+
+class LacUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    lac: int = Field(ge=-1, le=ID_MAX, strict=True, description="A LAC the writer has reached")
+
+
+class LedgerList(BaseModel):
+    ledgers: list[int] = Field(description="Ledger ids stored here, ascending")
+    next: int | None = Field(description="Pass as `after` for the next page; null at the end")
+
+
+class DiskThreshold(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    readonly_free_ratio: float = Field(
+        ge=0.0, le=1.0, description="Go read-only when the free disk ratio falls under this"
+    )
+
+
+class BookieInfo(BaseModel):
+    bookie_id: str = Field(description="The bookie's id: its advertised host:port")
+    address: str = Field(description="Base URL of the bookie, http://host:port")
+    state: Literal["writable", "readonly"] = Field(description="Whether it takes normal adds")
+    instance_id: str = Field(description="The cookie's instance id (bound to the data dir)")
+    free_ratio: float = Field(description="Free fraction of the data dir's disk at the last check")
+    readonly_free_ratio: float = Field(description="The read-only threshold in force")
+    journal_sync: bool = Field(description="Whether adds are fsynced before the answer")
+
+
+BINARY_SCHEMA = {"type": "string", "format": "binary"}
+
+FRAMING_DESCRIPTION = (
+    "A sequence of records (`services/framing.py`): header `>BqqqqIH` = flags u8, "
+    "ledger_id i64, entry_id i64, lac i64, length i64 (the ledger's total payload bytes "
+    "up to and including the entry), payload_len u32, digest_len u16; then the "
+    "digest bytes, then the payload bytes. Flags bit 0 = recovery add; bits 1-2 = digest "
+    "type (0 none / 0 bytes, 1 crc32c / 4 bytes, 2 hmac-sha256 / 32 bytes). "
+    f"Limits: payload <= {ENTRY_SIZE_MAX_BYTES} bytes, <= {BATCH_ENTRIES_MAX} records, "
+    f"body <= {BODY_SIZE_MAX_BYTES} bytes."
+)
+
+ADD_REQUEST_BODY = {
+    "requestBody": {
+        "required": True,
+        "description": FRAMING_DESCRIPTION,
+        "content": {MEDIA_TYPE: {"schema": BINARY_SCHEMA}},
+    }
+}
+
+
+def framed_response(description: str, headers: dict | None = None) -> dict:
+    out: dict = {
+        "description": description,
+        "content": {MEDIA_TYPE: {"schema": BINARY_SCHEMA}},
+    }
+    if headers:
+        out["headers"] = headers
+    return {200: out}
+
+
+def errors(*pairs: tuple[int, str]) -> dict:
+    """OpenAPI error responses; every /v1 route can also answer 401."""
+    out: dict = {}
+    for status, description in (
+        *pairs,
+        (401, "unauthorized: missing or wrong X-Cluster-Secret"),
+    ):
+        out.update(error_response(status, description))
+    return out

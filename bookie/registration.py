@@ -1,0 +1,154 @@
+"""The bookie's registration: an ephemeral ``/bookies/{id}`` znode, kept alive.
+
+One task owns the znode and reconciles it whenever something may have
+changed: a session state change (LOST means the znode is gone; kazoo then
+connects a new session and reports CONNECTED), a data watch on the znode
+(deleted by someone), a change of the bookie's state (writable/read-only),
+and a slow periodic check as a safety net. ``registered`` is true only
+while the znode exists and belongs to this process's current session; the
+bookie's ``/health`` is 503 otherwise.
+
+A znode left by a previous incarnation of this bookie (killed before its
+session expired) carries the same ``instance_id``; the data-dir lock proves
+that incarnation is dead, so it is replaced at once instead of waiting for
+its session to time out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from services import zkpaths
+from services.metadata import MetadataStore, NodeExists, NodeNotFound
+
+log = logging.getLogger(__name__)
+
+RECHECK_INTERVAL_S = 5.0
+RETRY_DELAY_S = 0.25
+
+
+class Registration:
+    def __init__(self, store: MetadataStore, bookie_id: str, address: str, instance_id: str):
+        self.store = store
+        self.bookie_id = bookie_id
+        self.address = address
+        self.instance_id = instance_id
+        self.path = zkpaths.bookie(bookie_id)
+        self.state = "writable"
+        self.registered = False
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._warned_owner: str | None = None
+
+    def data(self) -> bytes:
+        return json.dumps(
+            {
+                "id": self.bookie_id,
+                "address": self.address,
+                "state": self.state,
+                "instance_id": self.instance_id,
+            }
+        ).encode()
+
+    async def start(self) -> None:
+        """Start keeping the znode up; ``registered`` turns true once it is."""
+        self.store.add_state_listener(self._on_session_state)
+        self.store.watch_data(self.path, self._on_node)
+        self._wake.set()
+        self._task = asyncio.create_task(self._run(), name="bookie-registration")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        self.registered = False
+
+    def set_state(self, state: str) -> None:
+        if state != self.state:
+            self.state = state
+            self._wake.set()
+
+    def _on_session_state(self, state: str) -> None:
+        if state == "LOST":
+            self.registered = False
+        self._wake.set()
+
+    def _on_node(self, value: Any) -> None:
+        if value is None:
+            self.registered = False
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), RECHECK_INTERVAL_S)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                await self._reconcile()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - retried until it works
+                self.registered = False
+                log.warning(
+                    "bookie registration failed, retrying",
+                    extra={"fields": {"error": repr(exc), "path": self.path}},
+                )
+                await asyncio.sleep(RETRY_DELAY_S)
+                self._wake.set()
+
+    async def _reconcile(self) -> None:
+        """Make the znode exist, belong to our session and carry our current data."""
+        if not self.store.connected:
+            # CONNECTED wakes the task again once kazoo has a session.
+            self.registered = False
+            return
+        client = self.store.client
+        session = self.store.session_id
+        found = await asyncio.to_thread(client.exists, self.path)
+        data = self.data()
+        if found is not None and found.ephemeralOwner == session:
+            current, stat = await asyncio.to_thread(client.get, self.path)
+            if current != data:
+                await self.store.set(self.path, data, stat.version)
+                log.info("bookie state registered", extra={"fields": {"state": self.state}})
+            self.registered = True
+            return
+        if found is not None:
+            current, stat = await asyncio.to_thread(client.get, self.path)
+            try:
+                owner = json.loads(current).get("instance_id")
+            except (ValueError, AttributeError):
+                owner = None
+            if owner != self.instance_id:
+                # Not ours to take: wait for it to go (the data watch wakes us).
+                self.registered = False
+                if owner != self._warned_owner:
+                    self._warned_owner = owner
+                    log.warning(
+                        "bookie id is registered by another instance; waiting for it to go",
+                        extra={"fields": {"path": self.path, "other_instance": owner}},
+                    )
+                return
+            try:
+                await self.store.delete(self.path, stat.version)
+            except NodeNotFound:
+                pass
+        try:
+            await self.store.create(self.path, data, ephemeral=True)
+        except NodeExists:
+            self._wake.set()
+            raise
+        self.registered = True
+        self._warned_owner = None
+        log.info(
+            "bookie registered",
+            extra={"fields": {"path": self.path, "state": self.state, "session": session}},
+        )

@@ -1,0 +1,1 @@
+"""The bookie's HTTP routes (bookie/API.md)."""

@@ -1,0 +1,36 @@
+"""The bookie's own state: info and the run-time read-only threshold."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from bookie.models import BookieInfo, DiskThreshold, errors
+from bookie.routes.deps import NodeDep
+
+router = APIRouter(prefix="/v1", tags=["bookie"])
+
+
+@router.get(
+    "/info",
+    summary="Identity and state of this bookie",
+    response_model=BookieInfo,
+    responses=errors(),
+)
+async def info(node: NodeDep) -> JSONResponse:
+    return JSONResponse(node.info())
+
+
+@router.post(
+    "/admin/disk-threshold",
+    summary="Change the read-only free-disk threshold at run time",
+    description=(
+        "The bookie goes read-only while the free fraction of its disk is under the "
+        "threshold. The new value is applied at once (a disk check runs immediately)."
+    ),
+    response_model=BookieInfo,
+    responses=errors((400, "invalid_argument: bad body")),
+)
+async def set_disk_threshold(body: DiskThreshold, node: NodeDep) -> JSONResponse:
+    node.set_readonly_threshold(body.readonly_free_ratio)
+    return JSONResponse(node.info())

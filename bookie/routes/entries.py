@@ -1,0 +1,218 @@
+"""The data path: batch add, single read, range read."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
+
+from bookie.models import (
+    ADD_REQUEST_BODY,
+    FRAMING_DESCRIPTION,
+    ID_MAX,
+    READ_BYTES_MAX,
+    READ_ENTRIES_MAX,
+    AddResult,
+    EntryIdPath,
+    LedgerIdPath,
+    errors,
+    framed_response,
+)
+from bookie.node import BookieNode
+from bookie.routes.deps import NodeDep
+from bookie.storage import StoredEntry
+from services import digest
+from services.errors import (
+    BookieReadOnly,
+    EntryNotFound,
+    InvalidArgument,
+    LedgerNotFound,
+    PayloadTooLarge,
+    QuireError,
+)
+from services.framing import BODY_SIZE_MAX_BYTES, DIGEST_NAMES, MEDIA_TYPE, Record, decode, encode
+
+router = APIRouter(prefix="/v1", tags=["entries"])
+
+LAST_ENTRY_HEADER = "X-Quire-Last-Entry-Id"
+
+
+async def read_body(request: Request, limit: int = BODY_SIZE_MAX_BYTES) -> bytes:
+    """The whole request body, refused with 413 as soon as it passes ``limit``."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise InvalidArgument("bad Content-Length")
+        if int(declared) > limit:
+            raise PayloadTooLarge(f"body of {declared} bytes over the limit of {limit}")
+        return await request.body()
+    chunks, total = [], 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if total > limit:
+            raise PayloadTooLarge(f"body over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def check_records(records: list[Record]) -> int:
+    """Verify crc32c digests (a bookie has no HMAC key); return the payload bytes."""
+    size = 0
+    record_ok = digest.record_ok
+    for r in records:
+        size += len(r.payload)
+        if r.digest_type == "crc32c" and not record_ok(r):
+            raise InvalidArgument(
+                f"crc32c digest mismatch: ledger {r.ledger_id} entry {r.entry_id}"
+            )
+    return size
+
+
+@router.post(
+    "/entries",
+    summary="Store entries (batch add, binary framing)",
+    description=(
+        "Stores framed records, possibly of several ledgers, durably (fsync unless the "
+        "bookie runs with --no-journal-sync) before answering. A normal add to a fenced "
+        "ledger is rejected per entry; a recovery add (flag bit 0) is accepted. Re-adding "
+        "an entry overwrites it. A body that does not parse is refused whole; nothing is "
+        "stored. A read-only bookie refuses requests holding any non-recovery record."
+    ),
+    response_model=AddResult,
+    responses=errors(
+        (400, "invalid_argument: empty or malformed body, bad ids, digest length or crc32c"),
+        (413, "payload_too_large: entry, record count or body over the limit"),
+        (503, "bookie_read_only: this bookie takes only recovery adds"),
+    ),
+    openapi_extra=ADD_REQUEST_BODY,
+)
+async def add_entries(request: Request) -> Response:
+    # The hot path: no pydantic, no dependency injection, one JSON answer.
+    node: BookieNode = request.app.state.node
+    try:
+        body = await read_body(request)
+        if not body:
+            raise InvalidArgument("empty body: expected framed records")
+        records = decode(body)
+        payload_bytes = check_records(records)
+        if node.readonly and not all(r.recovery for r in records):
+            raise BookieReadOnly("bookie is read-only (disk nearly full): only recovery adds")
+    except QuireError as exc:
+        node.metrics.rejected_adds.labels(exc.code).inc()
+        raise
+    result = await node.add(records, payload_bytes)
+    rejected = [
+        {"ledger_id": lid, "entry_id": eid, "error": "ledger_fenced"}
+        for lid, eid in result.rejected
+    ]
+    if rejected:
+        node.metrics.rejected_adds.labels("ledger_fenced").inc(len(rejected))
+    return Response(
+        json.dumps({"stored": result.stored, "rejected": rejected}),
+        media_type="application/json",
+    )
+
+
+def _to_record(ledger_id: int, entry: StoredEntry) -> Record:
+    return Record(
+        ledger_id,
+        entry.entry_id,
+        entry.lac,
+        entry.payload,
+        entry.digest,
+        False,
+        DIGEST_NAMES[entry.digest_type],
+        entry.length,
+    )
+
+
+@router.get(
+    "/ledgers/{ledger_id}/entries/{entry_id}",
+    summary="Read one entry",
+    response_class=Response,
+    responses={
+        **framed_response("One framed record; the flags carry the digest type"),
+        **errors(
+            (400, "invalid_argument: bad ids"),
+            (404, "ledger_not_found (unknown here) or entry_not_found"),
+        ),
+    },
+)
+async def read_entry(ledger_id: LedgerIdPath, entry_id: EntryIdPath, node: NodeDep) -> Response:
+    if ledger_id not in node.index:
+        raise LedgerNotFound(f"ledger {ledger_id} is not stored on this bookie")
+    reader = node.reader
+    entry = await asyncio.get_running_loop().run_in_executor(
+        reader.executor, reader.read_entry, ledger_id, entry_id
+    )
+    node.metrics.read_requests.inc()
+    if entry is None:
+        raise EntryNotFound(f"entry {entry_id} of ledger {ledger_id} is not stored here")
+    node.metrics.reads.inc()
+    return Response(encode([_to_record(ledger_id, entry)]), media_type=MEDIA_TYPE)
+
+
+@router.get(
+    "/ledgers/{ledger_id}/entries",
+    summary="Read a range of entries",
+    description=(
+        "Framed records present in [from, to], ascending; missing ids are skipped. At most "
+        f"max_entries (default and max {READ_ENTRIES_MAX}) records and max_bytes of payload "
+        f"(default and max {READ_BYTES_MAX}; the first entry is always returned). Larger "
+        "limits are clamped."
+    ),
+    response_class=Response,
+    responses={
+        **framed_response(
+            FRAMING_DESCRIPTION,
+            headers={
+                LAST_ENTRY_HEADER: {
+                    "description": "Last entry id this bookie stores for the ledger (-1: none)",
+                    "schema": {"type": "integer"},
+                }
+            },
+        ),
+        **errors(
+            (400, "invalid_argument: bad ids or limits, from > to"),
+            (404, "ledger_not_found: the ledger is unknown here"),
+        ),
+    },
+)
+async def read_range(
+    ledger_id: LedgerIdPath,
+    node: NodeDep,
+    from_: Annotated[
+        int, Query(alias="from", ge=0, le=ID_MAX, description="First entry id (default 0)")
+    ] = 0,
+    to: Annotated[
+        int, Query(ge=0, le=ID_MAX, description="Last entry id, inclusive (default: no bound)")
+    ] = ID_MAX,
+    max_entries: Annotated[
+        int, Query(ge=1, le=ID_MAX, description="Most records to return")
+    ] = READ_ENTRIES_MAX,
+    max_bytes: Annotated[
+        int, Query(ge=1, le=ID_MAX, description="Most payload bytes to return")
+    ] = READ_BYTES_MAX,
+) -> Response:
+    if from_ > to:
+        raise InvalidArgument(f"from {from_} is greater than to {to}")
+    if ledger_id not in node.index:
+        raise LedgerNotFound(f"ledger {ledger_id} is not stored on this bookie")
+    reader = node.reader
+    entries = await asyncio.get_running_loop().run_in_executor(
+        reader.executor,
+        reader.read_range,
+        ledger_id,
+        from_,
+        to,
+        min(max_entries, READ_ENTRIES_MAX),
+        min(max_bytes, READ_BYTES_MAX),
+    )
+    node.metrics.read_requests.inc()
+    node.metrics.reads.inc(len(entries))
+    body = encode([_to_record(ledger_id, e) for e in entries])
+    headers = {LAST_ENTRY_HEADER: str(node.index.last_entry_id(ledger_id))}
+    return Response(body, media_type=MEDIA_TYPE, headers=headers)

@@ -1,0 +1,129 @@
+"""Per-ledger operations: LAC (with long-poll), explicit LAC update, fence, delete, list."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse, Response
+
+from bookie.models import (
+    ID_MAX,
+    LAC_WAIT_MAX_MS,
+    LIST_LIMIT_MAX,
+    LacUpdate,
+    LedgerIdPath,
+    LedgerList,
+    LedgerState,
+    errors,
+)
+from bookie.routes.deps import NodeDep
+from services.errors import LedgerNotFound
+
+router = APIRouter(prefix="/v1/ledgers", tags=["ledgers"])
+
+
+def _not_here(ledger_id: int) -> LedgerNotFound:
+    return LedgerNotFound(f"ledger {ledger_id} is not stored on this bookie")
+
+
+@router.get(
+    "/{ledger_id}/lac",
+    summary="Read the ledger's LAC, last entry and fenced flag (optionally long-poll)",
+    description=(
+        "`lac` is the highest LAC seen (in entries or explicit updates), `last_entry_id` "
+        "the highest entry id stored (-1 if none). With `after`, waits up to `wait_ms` "
+        f"(clamped to {LAC_WAIT_MAX_MS}) until lac > after or last_entry_id > after, also "
+        "for a ledger not known yet, then answers with what it has (404 if the ledger is "
+        "still unknown)."
+    ),
+    response_model=LedgerState,
+    responses=errors(
+        (400, "invalid_argument: bad ledger id, after or wait_ms"),
+        (404, "ledger_not_found: the ledger is unknown here"),
+    ),
+)
+async def read_lac(
+    ledger_id: LedgerIdPath,
+    node: NodeDep,
+    after: Annotated[
+        int | None, Query(ge=-1, le=ID_MAX, description="Wait until lac or last entry > this")
+    ] = None,
+    wait_ms: Annotated[int, Query(ge=0, le=ID_MAX, description="Longest wait in milliseconds")] = 0,
+) -> JSONResponse:
+    if after is None:
+        view = node.index.get(ledger_id)
+    else:
+        view = await node.index.wait_past(ledger_id, after, min(wait_ms, LAC_WAIT_MAX_MS) / 1000)
+    if view is None:
+        raise _not_here(ledger_id)
+    return JSONResponse(view.to_json())
+
+
+@router.post(
+    "/{ledger_id}/lac",
+    summary="Record a LAC the writer has reached (keeps the maximum)",
+    description="Durable before the answer. Creates the ledger record if unknown.",
+    response_model=LedgerState,
+    responses=errors((400, "invalid_argument: bad ledger id or body")),
+)
+async def update_lac(ledger_id: LedgerIdPath, body: LacUpdate, node: NodeDep) -> JSONResponse:
+    view = await node.update_lac(ledger_id, body.lac)
+    return JSONResponse(view.to_json())
+
+
+@router.post(
+    "/{ledger_id}/fence",
+    summary="Fence the ledger: later normal adds are rejected, recovery adds accepted",
+    description=(
+        "The fenced flag is on disk before the answer. Creates the ledger record if "
+        "unknown (a recovery must fence bookies that never saw an entry). Idempotent."
+    ),
+    response_model=LedgerState,
+    responses=errors((400, "invalid_argument: bad ledger id")),
+)
+async def fence(ledger_id: LedgerIdPath, node: NodeDep) -> JSONResponse:
+    view = await node.fence(ledger_id)
+    return JSONResponse(view.to_json())
+
+
+@router.delete(
+    "/{ledger_id}",
+    summary="Delete the ledger's entries and flags; reclaim the space",
+    status_code=204,
+    response_class=Response,
+    responses={
+        204: {"description": "Deleted"},
+        **errors(
+            (400, "invalid_argument: bad ledger id"),
+            (404, "ledger_not_found: the ledger is unknown here"),
+        ),
+    },
+)
+async def delete_ledger(ledger_id: LedgerIdPath, node: NodeDep) -> Response:
+    await node.delete(ledger_id)
+    return Response(status_code=204)
+
+
+@router.get(
+    "",
+    summary="List the ledgers stored here",
+    description=f"Ascending ids after `after`; `limit` defaults to and is clamped to "
+    f"{LIST_LIMIT_MAX}.",
+    response_model=LedgerList,
+    responses=errors((400, "invalid_argument: bad after or limit")),
+)
+async def list_ledgers(
+    node: NodeDep,
+    after: Annotated[int, Query(ge=-1, le=ID_MAX, description="List ids greater than this")] = -1,
+    limit: Annotated[int, Query(ge=1, le=ID_MAX, description="Most ids to return")] = (
+        LIST_LIMIT_MAX
+    ),
+) -> JSONResponse:
+    limit = min(limit, LIST_LIMIT_MAX)
+    reader = node.reader
+    ids = await asyncio.get_running_loop().run_in_executor(
+        reader.executor, reader.list_ledgers, after, limit
+    )
+    return JSONResponse({"ledgers": ids, "next": ids[-1] if len(ids) == limit else None})

@@ -1,0 +1,303 @@
+"""Group commit: one writer thread, one transaction and one fsync for many requests.
+
+Async handlers never write. They put an operation (an add of framed records,
+a fence, a LAC update, a ledger delete) with an asyncio future on a queue and
+await the future. The writer thread owns the only writing connection and
+loops:
+
+1. block until one operation is queued;
+2. take everything else already queued, up to ``GROUP_COMMIT_ENTRIES_MAX``
+   entries and ``GROUP_COMMIT_BYTES_MAX`` bytes of payload (one operation may
+   overshoot: a request is never split);
+3. apply the operations in queue order inside ONE transaction;
+4. commit once (with journal sync on this is the one fsync of the batch);
+5. hand the results to the event loop with ONE ``call_soon_threadsafe``,
+   which first publishes the new ledger states, then resolves the futures.
+
+Ordering rules. The writer keeps its own copy of every ledger's state
+(lac, last entry id, fenced), loaded at start and changed at apply time, so
+an operation sees the effect of every operation queued before it: a fence
+queued before an add rejects that add, even in the same batch. Nothing is
+answered before the commit that made it durable, so a fence is on disk
+before its answer and an acknowledged entry survives a crash. The event
+loop's view of the ledgers (``LedgerIndex``) changes only after the commit,
+so LAC answers and reads never show an uncommitted entry.
+
+If a commit fails (disk full, I/O error), the transaction is rolled back,
+every operation of the batch fails with ``BookieUnavailable``, and the
+writer reloads its copy of the ledger states from the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Engine
+
+from bookie.metrics import BookieMetrics
+from bookie.storage import (
+    DELETE_ENTRIES_SQL,
+    DELETE_LEDGER_SQL,
+    INSERT_ENTRY_SQL,
+    UPSERT_LEDGER_SQL,
+    load_ledgers,
+)
+from services.errors import BookieUnavailable, LedgerNotFound, QuireError
+from services.framing import DIGEST_CODES, Record
+
+log = logging.getLogger(__name__)
+
+GROUP_COMMIT_ENTRIES_MAX = 20_000
+GROUP_COMMIT_BYTES_MAX = 32 * 1024 * 1024
+
+# A ledger's state: [lac, last_entry_id, fenced]. Lists, for cheap in-place updates.
+LedgerState = list
+Snapshot = tuple[int, int, bool]  # (lac, last_entry_id, fenced)
+
+
+@dataclass(slots=True)
+class AddOp:
+    records: list[Record]
+    future: asyncio.Future
+    payload_bytes: int
+
+
+@dataclass(slots=True)
+class FenceOp:
+    ledger_id: int
+    future: asyncio.Future
+
+
+@dataclass(slots=True)
+class LacOp:
+    ledger_id: int
+    lac: int
+    future: asyncio.Future
+
+
+@dataclass(slots=True)
+class DeleteOp:
+    ledger_id: int
+    future: asyncio.Future
+
+
+@dataclass(slots=True)
+class AddResult:
+    stored: int
+    rejected: list[tuple[int, int]] = field(default_factory=list)  # (ledger_id, entry_id)
+
+
+Op = AddOp | FenceOp | LacOp | DeleteOp
+_STOP = object()
+
+# Delivered on the loop: (changed ledger states, None = deleted), (future, result or error).
+Deliver = Callable[[dict[int, Snapshot | None], list[tuple[asyncio.Future, Any]]], None]
+
+
+class GroupCommitWriter:
+    """The writer thread. ``submit`` is called on the event loop; all else runs in the thread."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        journal_sync: bool,
+        metrics: BookieMetrics,
+        loop: asyncio.AbstractEventLoop,
+        deliver: Deliver,
+        on_vacuum: Callable[[], None] | None = None,
+    ) -> None:
+        self._engine = engine
+        self._journal_sync = journal_sync
+        self._metrics = metrics
+        self._loop = loop
+        self._deliver = deliver
+        self._on_vacuum = on_vacuum
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._ledgers: dict[int, LedgerState] = {}
+        self._held: Any = None
+        self._thread = threading.Thread(target=self._run, name="bookie-writer", daemon=True)
+        self._digest_codes = DIGEST_CODES
+
+    def start(self, states: dict[int, Snapshot]) -> None:
+        self._ledgers = {lid: [lac, last, fenced] for lid, (lac, last, fenced) in states.items()}
+        self._thread.start()
+
+    def submit(self, op: Op) -> None:
+        self._queue.put(op)
+
+    def stop(self) -> None:
+        """Apply and commit everything queued so far, then end the thread (blocking)."""
+        self._queue.put(_STOP)
+        self._thread.join()
+
+    # -- the thread ----------------------------------------------------------
+
+    def _run(self) -> None:
+        with self._engine.connect() as conn:
+            while True:
+                batch, stop = self._take_batch()
+                if batch:
+                    self._commit_batch(conn, batch)
+                if stop:
+                    return
+
+    def _take_batch(self) -> tuple[list[Op], bool]:
+        """Block for the first operation, then drain what is queued, within the bounds."""
+        first = self._held if self._held is not None else self._queue.get()
+        self._held = None
+        if first is _STOP:
+            return [], True
+        batch = [first]
+        entries = len(first.records) if isinstance(first, AddOp) else 1
+        size = first.payload_bytes if isinstance(first, AddOp) else 0
+        while entries < GROUP_COMMIT_ENTRIES_MAX and size < GROUP_COMMIT_BYTES_MAX:
+            try:
+                op = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if op is _STOP:
+                return batch, True
+            if isinstance(op, AddOp):
+                if entries + len(op.records) > GROUP_COMMIT_ENTRIES_MAX or (
+                    size + op.payload_bytes > GROUP_COMMIT_BYTES_MAX
+                ):
+                    self._held = op
+                    break
+                entries += len(op.records)
+                size += op.payload_bytes
+            else:
+                entries += 1
+            batch.append(op)
+        return batch, False
+
+    def _commit_batch(self, conn: Any, batch: list[Op]) -> None:
+        results: list[tuple[asyncio.Future, Any]] = []
+        touched: set[int] = set()
+        deleted: set[int] = set()
+        rows: list[tuple] = []
+        try:
+            with conn.begin():
+                for op in batch:
+                    if isinstance(op, AddOp):
+                        results.append((op.future, self._apply_add(op, rows, touched)))
+                    else:
+                        if rows:  # keep queue order: earlier adds before this operation
+                            conn.exec_driver_sql(INSERT_ENTRY_SQL, rows)
+                            rows = []
+                        results.append((op.future, self._apply_other(conn, op, touched, deleted)))
+                if rows:
+                    conn.exec_driver_sql(INSERT_ENTRY_SQL, rows)
+                stored = sum(r.stored for _, r in results if isinstance(r, AddResult))
+                upserts = [
+                    (lid, int(st[2]), st[0], st[1])
+                    for lid in touched
+                    if (st := self._ledgers.get(lid)) is not None
+                ]
+                if upserts:
+                    conn.exec_driver_sql(UPSERT_LEDGER_SQL, upserts)
+                started = time.perf_counter()
+            # Leaving the block commits: the one fsync of the batch.
+            elapsed = time.perf_counter() - started
+        except Exception as exc:  # noqa: BLE001 - every waiter gets the failure
+            log.exception("group commit of %d operations failed", len(batch))
+            self._reload()
+            err = BookieUnavailable(f"storage failure: {type(exc).__name__}: {exc}")
+            self._loop.call_soon_threadsafe(self._deliver, {}, [(op.future, err) for op in batch])
+            return
+        metrics = self._metrics
+        metrics.commits.inc()
+        if self._journal_sync:
+            metrics.fsyncs.inc()
+        metrics.fsync_latency.observe(elapsed)
+        metrics.batch_size.observe(stored)
+        metrics.batch_requests.observe(len(batch))
+        if stored:
+            metrics.adds.inc(stored)
+        changes: dict[int, Snapshot | None] = {}
+        for lid in touched | deleted:
+            st = self._ledgers.get(lid)
+            changes[lid] = None if st is None else (st[0], st[1], st[2])
+        self._loop.call_soon_threadsafe(self._deliver, changes, results)
+        if deleted:
+            self._vacuum(conn)
+
+    def _apply_add(self, op: AddOp, rows: list[tuple], touched: set[int]) -> AddResult:
+        ledgers = self._ledgers
+        codes = self._digest_codes
+        result = AddResult(0)
+        for r in op.records:
+            lid = r.ledger_id
+            st = ledgers.get(lid)
+            if st is None:
+                st = ledgers[lid] = [-1, -1, False]
+            elif st[2] and not r.recovery:
+                result.rejected.append((lid, r.entry_id))
+                continue
+            rows.append(
+                (lid, r.entry_id, r.lac, r.length, codes[r.digest_type], r.digest, r.payload)
+            )
+            if r.lac > st[0]:
+                st[0] = r.lac
+            if r.entry_id > st[1]:
+                st[1] = r.entry_id
+            touched.add(lid)
+            result.stored += 1
+        return result
+
+    def _apply_other(self, conn: Any, op: Op, touched: set[int], deleted: set[int]) -> Any:
+        ledgers = self._ledgers
+        lid = op.ledger_id
+        if isinstance(op, DeleteOp):
+            if lid not in ledgers:
+                return LedgerNotFound(f"ledger {lid} is not stored on this bookie")
+            conn.exec_driver_sql(DELETE_ENTRIES_SQL, (lid,))
+            conn.exec_driver_sql(DELETE_LEDGER_SQL, (lid,))
+            del ledgers[lid]
+            touched.discard(lid)
+            deleted.add(lid)
+            return None
+        st = ledgers.get(lid)
+        if st is None:
+            st = ledgers[lid] = [-1, -1, False]
+        if isinstance(op, FenceOp):
+            st[2] = True
+        elif op.lac > st[0]:
+            st[0] = op.lac
+        touched.add(lid)
+        deleted.discard(lid)
+        return (st[0], st[1], st[2])
+
+    def _vacuum(self, conn: Any) -> None:
+        """Give the pages of deleted ledgers back to the file system."""
+        # Pragmas that cannot run inside a transaction go straight to the driver
+        # connection, which is in autocommit mode (isolation_level None).
+        raw = conn.connection.driver_connection
+        try:
+            raw.execute("PRAGMA incremental_vacuum").fetchall()
+            raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except Exception:  # noqa: BLE001 - space comes back at the next vacuum
+            log.warning("incremental vacuum failed", exc_info=True)
+        if self._on_vacuum is not None:
+            self._loop.call_soon_threadsafe(self._on_vacuum)
+
+    def _reload(self) -> None:
+        try:
+            states = load_ledgers(self._engine)
+        except Exception:  # noqa: BLE001 - keep the (more restrictive) state we have
+            log.exception("could not reload ledger states after a failed commit")
+            return
+        fenced = {lid for lid, st in self._ledgers.items() if st[2]}
+        self._ledgers = {
+            lid: [lac, last, f or lid in fenced] for lid, (lac, last, f) in states.items()
+        }
+
+
+def is_error(result: Any) -> bool:
+    return isinstance(result, QuireError)
