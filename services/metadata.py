@@ -265,14 +265,15 @@ class MetadataStore:
     # -- watches ----------------------------------------------------------
 
     def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> None:
-        """Call ``callback(children)`` on the loop now and on every change, until ``stop``."""
+        """Call ``callback(children)`` on the loop now and on every change, until ``stop``.
+
+        The znode must exist (``ensure_path`` it first)."""
         loop = asyncio.get_running_loop()
 
         def on_change(children: list[str] | None) -> None:
             if not loop.is_closed():
                 loop.call_soon_threadsafe(callback, sorted(children or []))
 
-        self._client.ensure_path(path)
         self._client.ChildrenWatch(path, on_change)
 
     def watch_data(self, path: str, callback: Callable[[Versioned | None], None]) -> None:

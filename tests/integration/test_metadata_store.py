@@ -107,6 +107,7 @@ def test_watch_and_session_expiry(zookeeper, zk_root):
                     reconnected.set()
 
             store.add_state_listener(on_state)
+            await store.ensure_path("/w")
             store.watch_children("/w", on_children)
             await store.create("/w/eph", ephemeral=True)
             await asyncio.wait_for(_until(lambda: ["eph"] in seen, changed), 10)
