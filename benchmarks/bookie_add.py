@@ -232,9 +232,12 @@ class Runner:
             sampler.case_rss_max = 0
         bookie_cpu0 = sampler.cpu_s() if sampler else 0.0
         busy0, wall0 = busy_cpu_s(), time.monotonic()
+        profiler = self.start_profiler(case, sampler)
         time.sleep(max(0.0, count_from + args.duration - time.time()))
         bookie_cpu = (sampler.cpu_s() - bookie_cpu0) if sampler else None
         busy, wall = busy_cpu_s() - busy0, time.monotonic() - wall0
+        if profiler is not None:
+            self.finish_profiler(case, profiler)
 
         outputs = []
         for proc in loads:
@@ -249,12 +252,92 @@ class Runner:
             outputs.append(json.loads(out.decode().strip().splitlines()[-1]))
         return summarize(case, outputs, bookie_cpu, busy, wall, sampler)
 
+    def start_profiler(self, case: Case, sampler: Sampler | None) -> subprocess.Popen | None:
+        """py-spy over the bookie for the counted window (``--profile DIR``)."""
+        if not self.args.profile or sampler is None:
+            return None
+        self.args.profile.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.Popen(
+            [
+                self.args.py_spy,
+                "record",
+                "--pid",
+                str(sampler.process.pid),
+                "--duration",
+                str(max(1, int(self.args.duration))),
+                "--rate",
+                "250",
+                "--format",
+                "raw",
+                "--output",
+                str(self.args.profile / f"{case.name}.folded"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self.children.append(proc)
+        return proc
+
+    def finish_profiler(self, case: Case, proc: subprocess.Popen) -> None:
+        try:
+            proc.wait(CASE_SLACK_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        self.children.remove(proc)
+        folded = self.args.profile / f"{case.name}.folded"
+        if folded.exists():
+            report = profile_report(folded)
+            (self.args.profile / f"{case.name}.top.txt").write_text(report)
+            log(f"profile of the bookie in {case.name} ({folded}):\n{report}")
+
     def stop_children(self) -> None:
         for proc in self.children:
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
         self.children.clear()
+
+
+# Leaf frames of a thread that is waiting, not working (py-spy cannot always tell:
+# uvloop's epoll wait shows as Runner.run, a pool thread's queue wait as _worker).
+IDLE_LEAVES = (
+    "Condition.wait (threading.py",
+    "EpollSelector.select (selectors.py",
+    "Runner.run (asyncio/runners.py",
+    "_worker (concurrent/futures/thread.py",
+)
+
+
+def profile_report(folded: Path, top: int = 15) -> str:
+    """Top frames of a py-spy folded-stacks file, as shares of the busy samples: by
+    self time and by inclusive time. Samples whose leaf is a wait are counted apart."""
+    own: dict[str, int] = {}
+    inclusive: dict[str, int] = {}
+    busy = idle = 0
+    for line in folded.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        frames = stack.split(";")
+        if frames[-1].startswith(IDLE_LEAVES):
+            idle += count
+            continue
+        busy += count
+        own[frames[-1]] = own.get(frames[-1], 0) + count
+        for frame in set(frames):
+            inclusive[frame] = inclusive.get(frame, 0) + count
+    if not busy:
+        return "  (no busy samples)"
+    lines = [f"  {busy} busy samples ({idle} more waiting); self:"]
+    for frame, count in sorted(own.items(), key=lambda kv: -kv[1])[:top]:
+        lines.append(f"    {100 * count / busy:5.1f}%  {frame}")
+    lines.append("  inclusive:")
+    for frame, count in sorted(inclusive.items(), key=lambda kv: -kv[1])[: top * 2]:
+        lines.append(f"    {100 * count / busy:5.1f}%  {frame}")
+    return "\n".join(lines)
 
 
 def summarize(
@@ -361,6 +444,10 @@ def summary_json(fsync: dict, results: list[dict], rss_max: float | None, args) 
     if sync_b and nosync_b:
         out["sync_over_nosync_1k_c64_batch"] = round(sync_b / nosync_b, 3)
     out["bookie_rss_mb_max"] = round(rss_max, 1) if rss_max is not None else None
+    with_rss = [r for r in results if r["bookie_rss_mb"] is not None]
+    if with_rss:
+        worst = max(with_rss, key=lambda r: r["bookie_rss_mb"])
+        out["bookie_rss_mb_max_case"] = worst["case"]
     out["load_cpu_max"] = round(max((r["load_cpu"] for r in results), default=0.0), 3)
     out["others_cpu_max"] = round(max((r["others_cpu"] for r in results), default=0.0), 3)
     out["errors"] = sum(r["errors"] for r in results)
@@ -386,6 +473,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--work-dir", type=Path, help="where the temp dir goes (default /tmp)")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (logs, data)")
     parser.add_argument("--list", action="store_true", help="list the case names and exit")
+    parser.add_argument(
+        "--profile", type=Path, help="record py-spy profiles of the bookie per case into DIR"
+    )
+    parser.add_argument("--py-spy", default=shutil.which("py-spy") or "py-spy", help="py-spy")
     args = parser.parse_args(argv)
     if args.duration is None:
         args.duration = QUICK_DURATION_S if args.quick else DEFAULT_DURATION_S
