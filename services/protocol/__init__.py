@@ -1,0 +1,19 @@
+"""The pure protocol core of Quire: BookKeeper's ledger protocol without I/O.
+
+Nothing in this package imports FastAPI, httpx, kazoo, SQLAlchemy or asyncio,
+reads a clock or draws unseeded randomness: time arrives in events (integer
+milliseconds), randomness as a seeded ``random.Random``. The gateway's async
+runner and the simulator (tests/simulation) run the same state machines.
+
+Modules, one per operation (STYLE.md §1):
+
+- ``quorum``     write sets, ack quorums, fencing coverage, absence (arithmetic)
+- ``placement``  choosing an ensemble and replacement bookies
+- ``metadata``   ``LedgerMetadata`` / ``Fragment`` (znode body and API object)
+- ``messages``   the events and effects, and what a runner does with each
+- ``adds``       in-order ack tracking of pending adds (PendingAddOp)
+- ``ensemble``   ensemble-change planning and the writer's close outcomes
+- ``writer``     ``WriteHandle``: adds, ensemble changes, fencing, close
+- ``recovery``   ``LedgerRecovery``: fence, read forward, write back, close
+- ``reader``     reads without recovery: replica order, LAC, readable range
+"""

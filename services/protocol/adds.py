@@ -1,0 +1,136 @@
+"""Pending adds: entries sent and not yet acknowledged to the client (BookKeeper's
+PendingAddOp, for all of a handle's entries at once).
+
+Rule (PROTOCOL.md, "Ledgers"): an entry is acknowledged to the client when Qa
+bookies of its write set stored it AND every lower entry is acknowledged, so
+acknowledgements are in entry-id order, always. A request (one entry or a
+batch) is acknowledged as a whole, once its last entry is.
+
+The pending entries are exactly ``lac + 1 .. next_entry_id - 1``, kept in a
+deque in id order. For each entry we remember which bookies of its CURRENT
+write set stored it (``acked_by``) and to which we sent it (``sent_to``).
+After an ensemble change the write sets are recomputed: acks and sends of a
+bookie that left an entry's write set are forgotten, so a replaced bookie's
+acks never count for entries of the new fragment, and the new bookie gets
+every pending entry of its write sets re-sent.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+
+from services.errors import invariant
+from services.protocol import quorum
+
+WriteSetOf = Callable[[int], tuple[str, ...]]
+
+
+@dataclass(slots=True)
+class PendingEntry:
+    entry_id: int
+    payload: bytes
+    length: int  # the ledger's total payload bytes up to and including this entry
+    write_set: tuple[str, ...]
+    acked_by: set[str] = field(default_factory=set)
+    sent_to: set[str] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class PendingRequest:
+    request_id: Hashable
+    first_entry_id: int
+    last_entry_id: int
+    deadline: int  # ms, when it fails with a time-out if not acknowledged
+
+
+class PendingAdds:
+    """The in-order ack tracker of one write handle."""
+
+    def __init__(self, ack_quorum: int) -> None:
+        self.ack_quorum = ack_quorum
+        self.entries: deque[PendingEntry] = deque()
+        self.requests: deque[PendingRequest] = deque()
+        self.lac = -1  # the last entry acknowledged to the client
+        self.acked_length = 0  # total payload bytes of entries 0..lac
+        self.next_entry_id = 0
+        self.length = 0  # total payload bytes of every entry handed out
+        self.bytes = 0  # payload bytes pending
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def add(
+        self,
+        request_id: Hashable,
+        payloads: Sequence[bytes],
+        deadline: int,
+        write_set_of: WriteSetOf,
+    ) -> list[PendingEntry]:
+        """Hand out the next entry ids to ``payloads``, in order."""
+        first = self.next_entry_id
+        out: list[PendingEntry] = []
+        for payload in payloads:
+            self.length += len(payload)
+            self.bytes += len(payload)
+            entry_id = self.next_entry_id
+            self.next_entry_id += 1
+            out.append(PendingEntry(entry_id, payload, self.length, write_set_of(entry_id)))
+        self.entries.extend(out)
+        self.requests.append(PendingRequest(request_id, first, self.next_entry_id - 1, deadline))
+        return out
+
+    def get(self, entry_id: int) -> PendingEntry | None:
+        index = entry_id - (self.lac + 1)
+        if 0 <= index < len(self.entries):
+            entry = self.entries[index]
+            invariant(entry.entry_id == entry_id, f"pending entry {entry.entry_id} at {entry_id}")
+            return entry
+        return None
+
+    def record_ack(self, bookie: str, entry_id: int) -> None:
+        """``bookie`` stored ``entry_id``; counted only if it is in the entry's write set."""
+        entry = self.get(entry_id)
+        if entry is not None and bookie in entry.write_set:
+            entry.acked_by.add(bookie)
+
+    def advance(self) -> tuple[int, list[PendingRequest]]:
+        """Acknowledge the quorum-acked prefix: how many entries, and the requests now done."""
+        popped = 0
+        while self.entries and quorum.ack_quorum_reached(
+            self.ack_quorum, len(self.entries[0].acked_by)
+        ):
+            entry = self.entries.popleft()
+            invariant(entry.entry_id == self.lac + 1, f"entry {entry.entry_id} acked out of order")
+            self.lac = entry.entry_id
+            self.acked_length = entry.length
+            self.bytes -= len(entry.payload)
+            popped += 1
+        done: list[PendingRequest] = []
+        while self.requests and self.requests[0].last_entry_id <= self.lac:
+            done.append(self.requests.popleft())
+        return popped, done
+
+    def fail_all(self) -> list[PendingRequest]:
+        """Drop every pending entry and return the requests that can no longer succeed.
+        Their ids stay used: the handle must not hand out ids again (it closes)."""
+        failed = list(self.requests)
+        self.requests.clear()
+        self.entries.clear()
+        self.bytes = 0
+        return failed
+
+    def refresh_write_sets(self, write_set_of: WriteSetOf) -> None:
+        """Recompute write sets after a metadata change; forget acks and sends of bookies
+        that left an entry's write set."""
+        for entry in self.entries:
+            entry.write_set = write_set_of(entry.entry_id)
+            members = set(entry.write_set)
+            entry.acked_by &= members
+            entry.sent_to &= members
+
+    def forget_sends(self, bookie: str) -> None:
+        """``bookie`` failed: adds in flight to it are lost (its acks so far still count)."""
+        for entry in self.entries:
+            entry.sent_to.discard(bookie)

@@ -1,0 +1,320 @@
+"""Events into and effects out of the protocol state machines.
+
+The write handle (``writer.WriteHandle``) and the recovery
+(``recovery.LedgerRecovery``) never do I/O. A runner (the gateway's asyncio
+loop, or the simulator) feeds them events with ``handle(event)`` and carries
+out the effects they return, in order. The runner's whole job:
+
+=====================  =====================================================
+effect                 what the runner does, and the event(s) it feeds back
+=====================  =====================================================
+SendAdds               ``POST /v1/entries`` with ``records`` to ``bookie``.
+                       200 -> ``BookieAddsDone(bookie, stored, rejected,
+                       reason=FENCED)`` (rejected = the per-entry
+                       ``ledger_fenced`` refusals). 503 bookie_read_only ->
+                       ``BookieAddsDone(bookie, (), all ids, READONLY)``.
+                       Any other failure or time-out -> ``BookieAddsDone(
+                       bookie, (), all ids, UNAVAILABLE)`` (or
+                       ``BookieFailed(bookie)``).
+SendLac                ``POST /v1/ledgers/{id}/lac`` to each bookie; fire
+                       and forget, nothing is fed back.
+WriteMetadata          CAS the znode to ``metadata.to_json()`` at
+                       ``expected_version``. Success -> ``MetadataWritten(
+                       metadata, new_version)``. Bad version -> read it ->
+                       ``MetadataConflicted(current, version)``. Unreachable
+                       store (outcome unknown) or no znode ->
+                       ``MetadataFailed(code, message)``.
+ReadMetadata           read the znode -> ``MetadataRead(metadata, version)``
+                       or ``MetadataFailed``.
+ReadWritableBookies    list the writable bookies (registered, not read-only,
+                       not decommissioning) -> ``WritableBookies(ids)``. The
+                       runner may also send ``WritableBookies`` unasked.
+SendFence              ``POST /v1/ledgers/{id}/fence`` -> ``FenceDone(
+                       bookie, lac, last_entry_id)`` or ``FenceFailed``.
+ReadEntries            read those entries from ``bookie`` (one by one or by
+                       range) -> one ``EntryRead`` per id: FOUND with the
+                       record, MISSING when the bookie says it has no such
+                       entry (or no such ledger), ERROR otherwise. An id a
+                       range answer may have cut off is an ERROR, not MISSING.
+AckAdds / FailAdds     answer the client's add request ``request_id``.
+CloseDone/CloseFailed  answer the client's close request ``request_id``.
+RecoveryDone/Failed    the recovery's result.
+=====================  =====================================================
+
+``Tick(now)``: the write handle has timers (add time-outs, retries, the idle
+LAC update); after every ``handle`` the runner asks ``next_deadline()`` and
+feeds ``Tick`` no later than that. Times are integer milliseconds from any
+monotonic clock. Each bookie request needs a time-out of its own in the
+runner (a hanging bookie must turn into an event, never block the machine).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from services.errors import QuireError
+from services.framing import Record
+from services.protocol.metadata import LedgerMetadata
+
+
+class RejectReason(StrEnum):
+    """Why a bookie did not store an add."""
+
+    FENCED = "fenced"  # the ledger is fenced on that bookie (a recovery started)
+    READONLY = "readonly"  # the bookie is read-only
+    UNAVAILABLE = "unavailable"  # unreachable, failed, timed out: outcome unknown
+
+
+class ReadOutcome(StrEnum):
+    FOUND = "found"
+    MISSING = "missing"
+    ERROR = "error"
+
+
+# ---------------------------------------------------------------------- events
+
+
+@dataclass(frozen=True, slots=True)
+class AddRequested:
+    """A client asks to append ``payloads`` (one request, acknowledged as a whole)."""
+
+    request_id: Hashable
+    payloads: tuple[bytes, ...]
+    now: int
+
+
+@dataclass(frozen=True, slots=True)
+class CloseRequested:
+    request_id: Hashable
+    now: int
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    now: int
+
+
+@dataclass(frozen=True, slots=True)
+class BookieAddsDone:
+    """A bookie's answer to ``SendAdds``: ``stored`` are durable there; ``rejected``
+    were not stored, for ``reason``."""
+
+    bookie: str
+    stored: tuple[int, ...] = ()
+    rejected: tuple[int, ...] = ()
+    reason: RejectReason | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BookieFailed:
+    """Every add in flight to ``bookie`` failed for ``reason``."""
+
+    bookie: str
+    reason: RejectReason = RejectReason.UNAVAILABLE
+
+
+@dataclass(frozen=True, slots=True)
+class WritableBookies:
+    bookies: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataWritten:
+    """The CAS of ``WriteMetadata`` succeeded; the znode is now at ``version``."""
+
+    metadata: LedgerMetadata
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataConflicted:
+    """The CAS lost: the znode had changed. ``metadata``/``version`` are its current value."""
+
+    metadata: LedgerMetadata
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataRead:
+    metadata: LedgerMetadata
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataFailed:
+    """The metadata store did not answer (a write's outcome is unknown) or the znode is
+    gone (``code == "ledger_not_found"``)."""
+
+    code: str
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FenceDone:
+    """The bookie persisted the fence flag; its LAC and last stored entry."""
+
+    bookie: str
+    lac: int
+    last_entry_id: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FenceFailed:
+    bookie: str
+
+
+@dataclass(frozen=True, slots=True)
+class EntryRead:
+    bookie: str
+    entry_id: int
+    outcome: ReadOutcome
+    record: Record | None = None
+
+
+Event = (
+    AddRequested
+    | CloseRequested
+    | Tick
+    | BookieAddsDone
+    | BookieFailed
+    | WritableBookies
+    | MetadataWritten
+    | MetadataConflicted
+    | MetadataRead
+    | MetadataFailed
+    | FenceDone
+    | FenceFailed
+    | EntryRead
+)
+
+
+# ---------------------------------------------------------------------- effects
+
+
+@dataclass(frozen=True, slots=True)
+class SendAdds:
+    """Store ``records`` (sealed; ``recovery`` flag set on recovery write-backs) on ``bookie``."""
+
+    bookie: str
+    records: tuple[Record, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SendLac:
+    """Tell ``bookies`` the writer's LAC (an explicit LAC update; no answer is needed)."""
+
+    ledger_id: int
+    bookies: tuple[str, ...]
+    lac: int
+
+
+@dataclass(frozen=True, slots=True)
+class WriteMetadata:
+    metadata: LedgerMetadata
+    expected_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadMetadata:
+    ledger_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadWritableBookies:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class SendFence:
+    ledger_id: int
+    bookie: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReadEntries:
+    ledger_id: int
+    bookie: str
+    entry_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AckAdds:
+    """The add request is acknowledged: entries ``first..last`` are durable on an ack
+    quorum each, and so is every lower entry. ``lac >= last_entry_id``."""
+
+    request_id: Hashable
+    first_entry_id: int
+    last_entry_id: int
+    lac: int
+
+
+@dataclass(frozen=True, slots=True)
+class FailAdds:
+    """The add request failed with ``error`` (a ``QuireError`` subclass). For
+    ``LedgerFenced`` and ``QuorumTimeout`` the outcome is unknown: the entries may
+    or may not have been written."""
+
+    request_id: Hashable
+    error: type[QuireError]
+    message: str
+
+    def exception(self) -> QuireError:
+        return self.error(self.message)
+
+
+@dataclass(frozen=True, slots=True)
+class CloseDone:
+    request_id: Hashable
+    metadata: LedgerMetadata
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class CloseFailed:
+    request_id: Hashable
+    error: type[QuireError]
+    message: str
+
+    def exception(self) -> QuireError:
+        return self.error(self.message)
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryDone:
+    """The ledger is CLOSED (by this recovery or, when ``closed_here`` is false, by
+    someone else: a concurrent recovery or the writer)."""
+
+    metadata: LedgerMetadata
+    version: int
+    closed_here: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryFailed:
+    """The recovery gave up; the ledger may be left IN_RECOVERY, and running the
+    recovery again continues it (retriable unless ``error.retriable`` is false)."""
+
+    error: type[QuireError]
+    message: str
+
+    def exception(self) -> QuireError:
+        return self.error(self.message)
+
+
+Effect = (
+    SendAdds
+    | SendLac
+    | WriteMetadata
+    | ReadMetadata
+    | ReadWritableBookies
+    | SendFence
+    | ReadEntries
+    | AckAdds
+    | FailAdds
+    | CloseDone
+    | CloseFailed
+    | RecoveryDone
+    | RecoveryFailed
+)

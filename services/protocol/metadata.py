@@ -1,0 +1,262 @@
+"""Ledger metadata: the value stored in a ledger's znode (PROTOCOL.md, "Ledgers").
+
+``LedgerMetadata`` is immutable. Every change (ensemble change, recovery
+marker, close) builds a new value that the caller writes by compare-and-set
+against the znode version it read; the version is kept beside the value, not
+in it. ``to_json()``/``from_json()`` are the znode body; ``to_api()`` is the
+ledger object of API.md, which never shows the password hash.
+
+A ledger's entries live in fragments: fragment ``i`` holds the entries from
+its ``first_entry_id`` up to the next fragment's first id (the last fragment
+is open-ended) on its own ensemble of E bookies. The first fragment starts at
+entry 0; first ids strictly increase.
+
+Times are integer milliseconds since the Unix epoch (``created_at``), passed
+in by the caller: nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from services.digest import DIGEST_TYPES
+from services.errors import InvalidArgument, invariant
+from services.protocol import quorum
+
+FORMAT_VERSION = 1
+CUSTOM_METADATA_MAX_BYTES = 64 * 1024
+
+
+class LedgerState(StrEnum):
+    OPEN = "OPEN"
+    IN_RECOVERY = "IN_RECOVERY"
+    CLOSED = "CLOSED"
+
+
+@dataclass(frozen=True, slots=True)
+class Fragment:
+    """Entries from ``first_entry_id`` on are stored on ``bookies`` (the ensemble)."""
+
+    first_entry_id: int
+    bookies: tuple[str, ...]
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return {"first_entry_id": self.first_entry_id, "bookies": list(self.bookies)}
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class LedgerMetadata:
+    """One ledger's metadata. Validated on construction (``InvalidArgument``)."""
+
+    ledger_id: int
+    ensemble_size: int
+    write_quorum: int
+    ack_quorum: int
+    fragments: tuple[Fragment, ...]
+    state: LedgerState = LedgerState.OPEN
+    last_entry_id: int | None = None
+    length: int = 0
+    digest_type: str = "crc32c"
+    password_hash: str | None = field(default=None, repr=False)
+    custom: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    created_at: int = 0
+
+    def __post_init__(self) -> None:
+        quorum.check_sizes(self.ensemble_size, self.write_quorum, self.ack_quorum)
+        if not _is_int(self.ledger_id) or not 0 <= self.ledger_id < 1 << 63:
+            raise InvalidArgument(f"ledger id {self.ledger_id!r} is not a 64-bit id")
+        object.__setattr__(self, "state", LedgerState(self.state))
+        object.__setattr__(self, "fragments", tuple(self.fragments))
+        object.__setattr__(self, "custom", dict(self.custom))
+        if self.digest_type not in DIGEST_TYPES:
+            raise InvalidArgument(f"unknown digest type {self.digest_type!r}")
+        if not self.fragments or self.fragments[0].first_entry_id != 0:
+            raise InvalidArgument(f"ledger {self.ledger_id}: the first fragment must start at 0")
+        previous = -1
+        for fragment in self.fragments:
+            bookies = fragment.bookies
+            if not _is_int(fragment.first_entry_id) or fragment.first_entry_id <= previous:
+                raise InvalidArgument(
+                    f"ledger {self.ledger_id}: fragment first ids must increase, "
+                    f"got {fragment.first_entry_id} after {previous}"
+                )
+            if len(bookies) != self.ensemble_size or len(set(bookies)) != len(bookies):
+                raise InvalidArgument(
+                    f"ledger {self.ledger_id}: fragment at {fragment.first_entry_id} needs "
+                    f"{self.ensemble_size} distinct bookies, got {list(bookies)}"
+                )
+            if not all(isinstance(b, str) and b for b in bookies):
+                raise InvalidArgument(f"ledger {self.ledger_id}: bookie ids must be strings")
+            previous = fragment.first_entry_id
+        if self.state is LedgerState.CLOSED:
+            if not _is_int(self.last_entry_id) or self.last_entry_id < -1:
+                raise InvalidArgument(
+                    f"ledger {self.ledger_id}: a CLOSED ledger needs last_entry_id >= -1"
+                )
+        elif self.last_entry_id is not None:
+            raise InvalidArgument(
+                f"ledger {self.ledger_id}: last_entry_id is null unless the ledger is CLOSED"
+            )
+        if not _is_int(self.length) or self.length < 0:
+            raise InvalidArgument(f"ledger {self.ledger_id}: length must be >= 0")
+        if not _is_int(self.created_at) or self.created_at < 0:
+            raise InvalidArgument(f"ledger {self.ledger_id}: created_at must be >= 0 (ms)")
+
+    # ------------------------------------------------------------------ building
+
+    @classmethod
+    def new(
+        cls,
+        ledger_id: int,
+        ensemble: Sequence[str],
+        write_quorum: int,
+        ack_quorum: int,
+        *,
+        digest_type: str = "crc32c",
+        password_hash: str | None = None,
+        custom: Mapping[str, Any] | None = None,
+        created_at: int = 0,
+    ) -> LedgerMetadata:
+        """An OPEN ledger with one fragment on ``ensemble`` (E = its length)."""
+        custom = dict(custom or {})
+        if len(json.dumps(custom)) > CUSTOM_METADATA_MAX_BYTES:
+            raise InvalidArgument(f"custom metadata over {CUSTOM_METADATA_MAX_BYTES} bytes of JSON")
+        return cls(
+            ledger_id=ledger_id,
+            ensemble_size=len(ensemble),
+            write_quorum=write_quorum,
+            ack_quorum=ack_quorum,
+            fragments=(Fragment(0, tuple(ensemble)),),
+            digest_type=digest_type,
+            password_hash=password_hash,
+            custom=custom,
+            created_at=created_at,
+        )
+
+    def with_ensemble(self, first_entry_id: int, bookies: Sequence[str]) -> LedgerMetadata:
+        """The metadata after an ensemble change: entries from ``first_entry_id`` on go
+        to ``bookies``. When the last fragment starts at that same entry it is
+        replaced in place (none of its entries was acknowledged)."""
+        last = self.last_fragment
+        invariant(
+            first_entry_id >= last.first_entry_id,
+            f"ledger {self.ledger_id}: a new fragment at {first_entry_id} would start before "
+            f"the last one at {last.first_entry_id}",
+        )
+        kept = self.fragments[:-1] if first_entry_id == last.first_entry_id else self.fragments
+        return replace(self, fragments=(*kept, Fragment(first_entry_id, tuple(bookies))))
+
+    def in_recovery(self) -> LedgerMetadata:
+        """The metadata with state IN_RECOVERY (recovery step 1)."""
+        invariant(self.state is LedgerState.OPEN, f"ledger {self.ledger_id} is {self.state}")
+        return replace(self, state=LedgerState.IN_RECOVERY)
+
+    def closed(self, last_entry_id: int, length: int) -> LedgerMetadata:
+        """The metadata with state CLOSED at ``last_entry_id`` and total ``length``."""
+        invariant(
+            self.state is not LedgerState.CLOSED, f"ledger {self.ledger_id} is already CLOSED"
+        )
+        return replace(self, state=LedgerState.CLOSED, last_entry_id=last_entry_id, length=length)
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def last_fragment(self) -> Fragment:
+        return self.fragments[-1]
+
+    @property
+    def ensemble(self) -> tuple[str, ...]:
+        """The bookies of the last fragment: where new entries go."""
+        return self.fragments[-1].bookies
+
+    def fragment_for(self, entry_id: int) -> Fragment:
+        """The fragment that contains ``entry_id``."""
+        invariant(entry_id >= 0, f"entry id {entry_id} < 0")
+        firsts = [f.first_entry_id for f in self.fragments]
+        return self.fragments[bisect.bisect_right(firsts, entry_id) - 1]
+
+    def write_set_bookies(self, entry_id: int) -> tuple[str, ...]:
+        """The Qw bookies that store ``entry_id``, in write-set order."""
+        bookies = self.fragment_for(entry_id).bookies
+        return tuple(
+            bookies[i] for i in quorum.write_set(entry_id, self.ensemble_size, self.write_quorum)
+        )
+
+    def bookies(self) -> tuple[str, ...]:
+        """Every bookie that stores some fragment, each once, in fragment order."""
+        return tuple(dict.fromkeys(b for f in self.fragments for b in f.bookies))
+
+    # ------------------------------------------------------------------ formats
+
+    def to_json(self) -> bytes:
+        """The znode body (includes the password hash)."""
+        doc = {
+            "format_version": FORMAT_VERSION,
+            "ledger_id": self.ledger_id,
+            "ensemble_size": self.ensemble_size,
+            "write_quorum": self.write_quorum,
+            "ack_quorum": self.ack_quorum,
+            "state": self.state.value,
+            "last_entry_id": self.last_entry_id,
+            "length": self.length,
+            "fragments": [f.to_json_obj() for f in self.fragments],
+            "digest": self.digest_type,
+            "password_hash": self.password_hash,
+            "metadata": self.custom,
+            "created_at": self.created_at,
+        }
+        return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> LedgerMetadata:
+        """Parse a znode body; ``InvalidArgument`` when it is not valid ledger metadata."""
+        try:
+            doc = json.loads(data)
+            version = doc.get("format_version", FORMAT_VERSION)
+            if version != FORMAT_VERSION:
+                raise InvalidArgument(f"unknown ledger metadata format {version!r}")
+            return cls(
+                ledger_id=doc["ledger_id"],
+                ensemble_size=doc["ensemble_size"],
+                write_quorum=doc["write_quorum"],
+                ack_quorum=doc["ack_quorum"],
+                fragments=tuple(
+                    Fragment(f["first_entry_id"], tuple(f["bookies"])) for f in doc["fragments"]
+                ),
+                state=LedgerState(doc["state"]),
+                last_entry_id=doc.get("last_entry_id"),
+                length=doc.get("length", 0),
+                digest_type=doc.get("digest", "crc32c"),
+                password_hash=doc.get("password_hash"),
+                custom=doc.get("metadata") or {},
+                created_at=doc.get("created_at", 0),
+            )
+        except InvalidArgument:
+            raise
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise InvalidArgument(f"malformed ledger metadata: {exc}") from exc
+
+    def to_api(self) -> dict[str, Any]:
+        """The ledger object of API.md (never the password hash)."""
+        return {
+            "ledger_id": self.ledger_id,
+            "state": self.state.value,
+            "ensemble_size": self.ensemble_size,
+            "write_quorum": self.write_quorum,
+            "ack_quorum": self.ack_quorum,
+            "digest": self.digest_type,
+            "last_entry_id": self.last_entry_id,
+            "length": self.length,
+            "fragments": [f.to_json_obj() for f in self.fragments],
+            "metadata": dict(self.custom),
+            "created_at": self.created_at,
+        }

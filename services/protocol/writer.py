@@ -1,0 +1,552 @@
+"""The write handle of one ledger as a state machine (BookKeeper's LedgerHandle).
+
+``WriteHandle.handle(event) -> list[effect]``; see ``messages`` for the events,
+the effects and what a runner does with them. Algorithm and ordering rules:
+
+Adds. Entry ids are handed out in order from 0. Each entry is sealed (digest
+over ledger id, entry id, the LAC at send time, cumulative length, payload)
+and sent to the write set of the fragment that contains it; all records for
+one bookie produced by one event go in one ``SendAdds``. An entry is
+acknowledged once Qa bookies of its write set stored it and every lower entry
+is acknowledged; a request is acknowledged as a whole (``adds.PendingAdds``).
+When the handle goes idle with a LAC the bookies have not been told, it sends
+an explicit LAC update after ``explicit_lac_delay_ms``.
+
+Bookie failure. A bookie of the current ensemble that fails an add
+(unavailable, read-only) is replaced: acknowledgements to clients are held
+back, a replacement is chosen among the writable bookies (``ReadWritableBookies``)
+and the new fragment, starting at ``lac + 1``, is written by CAS. While the
+change is in progress adds keep being accepted (bounded by
+``adds_in_flight_max``). When the CAS lands, pending entries are re-sent to
+the new bookies and acknowledgements resume. On a CAS conflict the fresh
+metadata decides: not OPEN -> the handle is fenced; OPEN -> plan again. With
+no replacement available the change waits (re-reading the writable bookies
+every ``ensemble_change_retry_ms``) until the oldest add times out.
+
+Fenced. A bookie refusing an add because the ledger is fenced means a
+recovery has started: every pending add and every later add fails with
+ledger_fenced (the outcome is unknown: they may or may not have been written).
+
+Time-out. When the oldest pending add is older than ``add_timeout_ms`` every
+pending add fails (quorum_timeout, or not_enough_bookies while waiting for a
+replacement) and the handle closes the ledger at its LAC, as BookKeeper does
+after an unrecoverable add error: later adds fail with ledger_closed, and
+nothing acknowledged is lost.
+
+Close. No more adds are accepted (ledger_closed); pending adds finish or time
+out; then CAS OPEN -> CLOSED at the LAC with its exact length. On conflict the
+fresh metadata decides (``ensemble.close_outcome``). Closing again returns the
+same metadata. Only one metadata write is in flight at a time.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Literal
+
+from services.digest import seal
+from services.errors import (
+    InvalidArgument,
+    LedgerClosed,
+    LedgerFenced,
+    LedgerNotFound,
+    MetadataConflict,
+    MetadataUnavailable,
+    NotEnoughBookies,
+    PayloadTooLarge,
+    QuireError,
+    QuorumTimeout,
+    Unavailable,
+    invariant,
+)
+from services.framing import BATCH_ENTRIES_MAX, ENTRY_SIZE_MAX_BYTES, Record
+from services.protocol.adds import PendingAdds, PendingEntry
+from services.protocol.ensemble import CloseOutcome, close_outcome, plan_ensemble_change
+from services.protocol.messages import (
+    AckAdds,
+    AddRequested,
+    BookieAddsDone,
+    BookieFailed,
+    CloseDone,
+    CloseFailed,
+    CloseRequested,
+    Effect,
+    Event,
+    FailAdds,
+    MetadataConflicted,
+    MetadataFailed,
+    MetadataRead,
+    MetadataWritten,
+    ReadMetadata,
+    ReadWritableBookies,
+    RejectReason,
+    SendAdds,
+    SendLac,
+    Tick,
+    WritableBookies,
+    WriteMetadata,
+)
+from services.protocol.metadata import LedgerMetadata, LedgerState
+
+
+@dataclass(frozen=True)
+class WriterLimits:
+    """Every bound of a write handle (STYLE.md §5)."""
+
+    adds_in_flight_max: int = 2 * BATCH_ENTRIES_MAX  # entries accepted, not acknowledged
+    add_bytes_in_flight_max: int = 128 * 1024 * 1024  # their payload bytes
+    add_timeout_ms: int = 20_000
+    explicit_lac_delay_ms: int = 20
+    ensemble_change_retry_ms: int = 500
+    ensemble_change_attempts_max: int = 10  # CAS conflicts before waiting a retry period
+    metadata_retry_ms: int = 500
+    metadata_failures_max: int = 10  # store failures in a row before giving up an operation
+    close_attempts_max: int = 10  # close CAS conflicts (ledger still OPEN) before giving up
+    send_batch_entries_max: int = 1_000
+    send_batch_bytes_max: int = 16 * 1024 * 1024
+
+
+class HandleState(StrEnum):
+    OPEN = "open"  # accepting adds
+    CLOSING = "closing"  # no more adds; pending adds finish, then CAS to CLOSED
+    CLOSED = "closed"  # closed by this handle
+    FENCED = "fenced"  # recovered, closed or deleted by someone else
+
+
+@dataclass(slots=True)
+class _MetadataOp:
+    kind: Literal["change", "close"]
+    target: LedgerMetadata
+    attempt: int = 1
+    failures: int = 0
+    read_at: int | None = None  # after a store failure: when to re-read
+
+
+@dataclass(slots=True)
+class _Change:
+    retry_at: int
+    waiting_for_bookies: bool = False
+    attempts: int = 0
+
+
+class WriteHandle:
+    """The writer of one OPEN ledger created by this process (ledgers are never re-opened
+    for writing)."""
+
+    def __init__(
+        self,
+        metadata: LedgerMetadata,
+        version: int,
+        *,
+        rng: random.Random,
+        digest_key: bytes = b"",
+        limits: WriterLimits | None = None,
+        now: int = 0,
+    ) -> None:
+        invariant(metadata.state is LedgerState.OPEN, f"ledger {metadata.ledger_id} not OPEN")
+        self.metadata = metadata
+        self.version = version
+        self.limits = limits or WriterLimits()
+        self.ensemble_changes = 0
+        self._rng = rng
+        self._key = digest_key
+        self._pending = PendingAdds(metadata.ack_quorum)
+        self._state = HandleState.OPEN
+        self._fence_error: type[QuireError] = LedgerFenced
+        self._failed: set[str] = set()
+        self._writable: tuple[str, ...] = ()
+        self._change: _Change | None = None
+        self._meta_op: _MetadataOp | None = None
+        self._close_waiters: list[Hashable] = []
+        self._now = now
+        self._idle_since = now
+        self._lac_sent = -1
+        self._handlers: dict[type, Callable[[object], list[Effect]]] = {
+            AddRequested: self._on_add,
+            CloseRequested: self._on_close,
+            Tick: self._on_tick,
+            BookieAddsDone: self._on_adds_done,
+            BookieFailed: self._on_bookie_failed,
+            WritableBookies: self._on_writable,
+            MetadataWritten: self._on_metadata_written,
+            MetadataConflicted: self._on_fresh_metadata,
+            MetadataRead: self._on_fresh_metadata,
+            MetadataFailed: self._on_metadata_failed,
+        }
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def ledger_id(self) -> int:
+        return self.metadata.ledger_id
+
+    @property
+    def state(self) -> HandleState:
+        return self._state
+
+    @property
+    def lac(self) -> int:
+        """The last entry acknowledged to a client."""
+        return self._pending.lac
+
+    @property
+    def length(self) -> int:
+        """Total payload bytes of the entries up to the LAC."""
+        return self._pending.acked_length
+
+    @property
+    def next_entry_id(self) -> int:
+        return self._pending.next_entry_id
+
+    @property
+    def pending_entries(self) -> int:
+        return len(self._pending)
+
+    @property
+    def changing_ensemble(self) -> bool:
+        return self._change is not None
+
+    def room(self) -> tuple[int, int]:
+        """How many more entries and payload bytes the handle accepts now (back-pressure)."""
+        return (
+            self.limits.adds_in_flight_max - len(self._pending),
+            self.limits.add_bytes_in_flight_max - self._pending.bytes,
+        )
+
+    def next_deadline(self) -> int | None:
+        """The time (ms) by which the runner must feed ``Tick``, or None."""
+        times: list[int] = []
+        live = self._state in (HandleState.OPEN, HandleState.CLOSING)
+        if live and self._pending.requests:
+            times.append(self._pending.requests[0].deadline)
+        if self._meta_op is not None and self._meta_op.read_at is not None:
+            times.append(self._meta_op.read_at)
+        if self._change is not None and self._change.waiting_for_bookies and not self._meta_op:
+            times.append(self._change.retry_at)
+        if live and not self._pending.entries and self.lac > self._lac_sent:
+            times.append(self._idle_since + self.limits.explicit_lac_delay_ms)
+        return min(times) if times else None
+
+    # ------------------------------------------------------------------ dispatch
+
+    def handle(self, event: Event) -> list[Effect]:
+        now = getattr(event, "now", None)
+        if now is not None:
+            self._now = max(self._now, now)
+        handler = self._handlers.get(type(event))
+        invariant(handler is not None, f"a write handle does not take {type(event).__name__}")
+        return handler(event)
+
+    # ------------------------------------------------------------------ adds
+
+    def _on_add(self, event: AddRequested) -> list[Effect]:
+        rid, payloads = event.request_id, tuple(event.payloads)
+        if self._state is HandleState.FENCED:
+            return [FailAdds(rid, self._fence_error, self._fenced_message())]
+        if self._state is not HandleState.OPEN:
+            return [FailAdds(rid, LedgerClosed, f"ledger {self.ledger_id} is closed")]
+        if not payloads:
+            return [FailAdds(rid, InvalidArgument, "an add needs at least one entry")]
+        if len(payloads) > BATCH_ENTRIES_MAX:
+            return [FailAdds(rid, PayloadTooLarge, f"over {BATCH_ENTRIES_MAX} entries")]
+        if any(len(p) > ENTRY_SIZE_MAX_BYTES for p in payloads):
+            return [FailAdds(rid, PayloadTooLarge, f"an entry over {ENTRY_SIZE_MAX_BYTES} bytes")]
+        room_entries, room_bytes = self.room()
+        if len(payloads) > room_entries or sum(map(len, payloads)) > room_bytes:
+            return [FailAdds(rid, Unavailable, f"ledger {self.ledger_id}: too many adds in flight")]
+        deadline = self._now + self.limits.add_timeout_ms
+        entries = self._pending.add(rid, payloads, deadline, self.metadata.write_set_bookies)
+        return self._send(entries)
+
+    def _send(self, entries: list[PendingEntry]) -> list[Effect]:
+        """Send each entry to the bookies of its write set that lack it and did not fail."""
+        lac = self._pending.lac
+        batches: dict[str, list[Record]] = {}
+        for entry in entries:
+            targets = [b for b in entry.write_set if b not in self._failed]
+            targets = [b for b in targets if b not in entry.sent_to]
+            if not targets:
+                continue
+            record = Record(
+                self.ledger_id,
+                entry.entry_id,
+                lac,
+                entry.payload,
+                digest_type=self.metadata.digest_type,
+                length=entry.length,
+            )
+            record = seal(record, self._key)
+            for bookie in targets:
+                batches.setdefault(bookie, []).append(record)
+                entry.sent_to.add(bookie)
+        if batches:
+            self._lac_sent = max(self._lac_sent, lac)
+        effects: list[Effect] = []
+        for bookie, records in batches.items():
+            effects.extend(SendAdds(bookie, chunk) for chunk in self._chunks(records))
+        return effects
+
+    def _chunks(self, records: list[Record]) -> list[tuple[Record, ...]]:
+        out: list[tuple[Record, ...]] = []
+        chunk: list[Record] = []
+        size = 0
+        for record in records:
+            full = len(chunk) >= self.limits.send_batch_entries_max
+            if chunk and (full or size + len(record.payload) > self.limits.send_batch_bytes_max):
+                out.append(tuple(chunk))
+                chunk, size = [], 0
+            chunk.append(record)
+            size += len(record.payload)
+        if chunk:
+            out.append(tuple(chunk))
+        return out
+
+    def _on_adds_done(self, event: BookieAddsDone) -> list[Effect]:
+        if self._state in (HandleState.CLOSED, HandleState.FENCED):
+            return []
+        if event.rejected and event.reason is RejectReason.FENCED:
+            return self._become_fenced(LedgerFenced)
+        for entry_id in event.stored:
+            self._pending.record_ack(event.bookie, entry_id)
+        effects = self._advance()
+        if event.rejected:
+            effects += self._bookie_failed(event.bookie)
+        return effects
+
+    def _on_bookie_failed(self, event: BookieFailed) -> list[Effect]:
+        if self._state in (HandleState.CLOSED, HandleState.FENCED):
+            return []
+        if event.reason is RejectReason.FENCED:
+            return self._become_fenced(LedgerFenced)
+        return self._bookie_failed(event.bookie)
+
+    def _advance(self) -> list[Effect]:
+        """Acknowledge what can be; never while an ensemble change is in progress."""
+        if self._change is not None or self._state is HandleState.FENCED:
+            return []
+        popped, done = self._pending.advance()
+        lac = self._pending.lac
+        effects: list[Effect] = [
+            AckAdds(r.request_id, r.first_entry_id, r.last_entry_id, lac) for r in done
+        ]
+        if popped and not self._pending.entries:
+            self._idle_since = self._now
+        return effects + self._maybe_start_close()
+
+    # ------------------------------------------------------------------ ensemble change
+
+    def _bookie_failed(self, bookie: str) -> list[Effect]:
+        if bookie not in self.metadata.ensemble or bookie in self._failed:
+            return []
+        self._failed.add(bookie)
+        self._pending.forget_sends(bookie)
+        if self._change is not None:
+            return []  # planned together with the change in progress (or right after it)
+        self._change = _Change(retry_at=self._now + self.limits.ensemble_change_retry_ms)
+        return [ReadWritableBookies()]
+
+    def _on_writable(self, event: WritableBookies) -> list[Effect]:
+        self._writable = tuple(event.bookies)
+        if self._change is not None and self._meta_op is None:
+            return self._plan_change()
+        return []
+
+    def _plan_change(self) -> list[Effect]:
+        change = self._change
+        if change is None or self._state in (HandleState.CLOSED, HandleState.FENCED):
+            self._change = None
+            return self._maybe_start_close()
+        if not any(b in self._failed for b in self.metadata.ensemble):
+            self._change = None
+            return self._advance()
+        if change.attempts >= self.limits.ensemble_change_attempts_max:
+            change.attempts = 0
+            return self._wait_for_bookies()
+        try:
+            target = plan_ensemble_change(
+                self.metadata, self._failed, self._writable, self._pending.lac, self._rng
+            )
+        except NotEnoughBookies:
+            return self._wait_for_bookies()
+        change.waiting_for_bookies = False
+        change.attempts += 1
+        self._meta_op = _MetadataOp("change", target)
+        return [WriteMetadata(target, self.version)]
+
+    def _wait_for_bookies(self) -> list[Effect]:
+        invariant(self._change is not None, "waiting for bookies without a change")
+        self._change.waiting_for_bookies = True
+        self._change.retry_at = self._now + self.limits.ensemble_change_retry_ms
+        return []
+
+    def _adopt(self, metadata: LedgerMetadata, version: int) -> list[Effect]:
+        """Take fresh OPEN metadata: recompute write sets and send pending entries to the
+        bookies that do not have them yet; tell replacement bookies the LAC."""
+        old_ensemble = set(self.metadata.ensemble)
+        self.metadata, self.version = metadata, version
+        self._failed &= set(metadata.ensemble)
+        self._pending.refresh_write_sets(metadata.write_set_bookies)
+        effects = self._send(list(self._pending.entries))
+        joined = tuple(b for b in metadata.ensemble if b not in old_ensemble)
+        if joined and self.lac >= 0:
+            effects.append(SendLac(self.ledger_id, joined, self.lac))
+        return effects
+
+    # ------------------------------------------------------------------ metadata results
+
+    def _on_metadata_written(self, event: MetadataWritten) -> list[Effect]:
+        op, self._meta_op = self._meta_op, None
+        if op is None:
+            return []
+        if op.kind == "close":
+            self.metadata, self.version = event.metadata, event.version
+            return self._closed_ok()
+        self.ensemble_changes += 1
+        if self._state is HandleState.FENCED:
+            self.metadata, self.version = event.metadata, event.version
+            return self._maybe_start_close()
+        return self._adopt(event.metadata, event.version) + self._plan_change()
+
+    def _on_fresh_metadata(self, event: MetadataConflicted | MetadataRead) -> list[Effect]:
+        """The CAS lost (or its outcome was unknown and we re-read): the fresh metadata
+        decides (PROTOCOL.md, "Failure while writing" and "Closing as writer")."""
+        op, self._meta_op = self._meta_op, None
+        if op is None:
+            return []
+        fresh, version = event.metadata, event.version
+        if op.kind == "change":
+            if fresh.state is not LedgerState.OPEN:
+                self.metadata, self.version = fresh, version
+                return self._become_fenced(LedgerFenced)
+            if self._state is HandleState.FENCED:
+                self.metadata, self.version = fresh, version
+                return self._maybe_start_close()
+            return self._adopt(fresh, version) + self._plan_change()
+        self.metadata, self.version = fresh, version
+        outcome = close_outcome(fresh, self.lac)
+        if outcome is CloseOutcome.DONE:
+            return self._closed_ok()
+        if outcome is CloseOutcome.RETRY:
+            if op.attempt >= self.limits.close_attempts_max:
+                return self._fail_close_waiters(
+                    MetadataConflict, f"ledger {self.ledger_id}: the close kept losing its CAS"
+                )
+            return self._write_close(op.attempt + 1)
+        return self._become_fenced(LedgerFenced)
+
+    def _on_metadata_failed(self, event: MetadataFailed) -> list[Effect]:
+        op = self._meta_op
+        if op is None:
+            return []
+        if event.code == LedgerNotFound.code:
+            self._meta_op = None
+            return self._become_fenced(LedgerNotFound)
+        op.failures += 1
+        if op.failures <= self.limits.metadata_failures_max:
+            op.read_at = self._now + self.limits.metadata_retry_ms  # the outcome is unknown
+            return []
+        self._meta_op = None
+        if op.kind == "change":
+            return self._wait_for_bookies() if self._change is not None else []
+        return self._fail_close_waiters(
+            MetadataUnavailable, f"ledger {self.ledger_id}: cannot reach the metadata store"
+        )
+
+    # ------------------------------------------------------------------ close, fence, time
+
+    def _on_close(self, event: CloseRequested) -> list[Effect]:
+        if self._state is HandleState.CLOSED:
+            return [CloseDone(event.request_id, self.metadata, self.version)]
+        self._close_waiters.append(event.request_id)
+        if self._state is HandleState.OPEN:
+            self._state = HandleState.CLOSING
+        return self._maybe_start_close()
+
+    def _maybe_start_close(self) -> list[Effect]:
+        if self._meta_op is not None:
+            return []
+        if self._state is HandleState.CLOSING:
+            if self._pending.entries:
+                return []
+            self._change = None  # nothing left to re-send: closing needs no bookies
+            return self._write_close()
+        if self._state is HandleState.FENCED and self._close_waiters:
+            if self.metadata.state is LedgerState.OPEN and self._fence_error is LedgerFenced:
+                return self._write_close()  # our view is stale: the CAS tells us the truth
+            if close_outcome(self.metadata, self.lac) is CloseOutcome.DONE:
+                return self._closed_ok()
+            return self._fail_close_waiters(self._fence_error, self._fenced_message())
+        return []
+
+    def _write_close(self, attempt: int = 1) -> list[Effect]:
+        target = self.metadata.closed(self.lac, self.length)
+        self._meta_op = _MetadataOp("close", target, attempt)
+        return [WriteMetadata(target, self.version)]
+
+    def _closed_ok(self) -> list[Effect]:
+        self._state = HandleState.CLOSED
+        self._change = None
+        waiters, self._close_waiters = self._close_waiters, []
+        return [CloseDone(rid, self.metadata, self.version) for rid in waiters]
+
+    def _fail_close_waiters(self, error: type[QuireError], message: str) -> list[Effect]:
+        waiters, self._close_waiters = self._close_waiters, []
+        return [CloseFailed(rid, error, message) for rid in waiters]
+
+    def _fenced_message(self) -> str:
+        if self._fence_error is LedgerNotFound:
+            return f"ledger {self.ledger_id} was deleted"
+        return (
+            f"ledger {self.ledger_id} was fenced or closed by someone else (a recovery): "
+            "the outcome of the add is unknown, it may or may not have been written"
+        )
+
+    def _become_fenced(self, error: type[QuireError]) -> list[Effect]:
+        if self._state is HandleState.CLOSED:
+            return []
+        if self._state is not HandleState.FENCED:
+            self._state = HandleState.FENCED
+            self._fence_error = error
+        self._change = None
+        message = self._fenced_message()
+        effects: list[Effect] = [
+            FailAdds(r.request_id, error, message) for r in self._pending.fail_all()
+        ]
+        return effects + self._maybe_start_close()
+
+    def _on_tick(self, event: Tick) -> list[Effect]:
+        now = self._now
+        effects: list[Effect] = []
+        live = self._state in (HandleState.OPEN, HandleState.CLOSING)
+        requests = self._pending.requests
+        if live and requests and requests[0].deadline <= now:
+            waiting = self._change is not None and self._change.waiting_for_bookies
+            error: type[QuireError] = NotEnoughBookies if waiting else QuorumTimeout
+            message = (
+                f"ledger {self.ledger_id}: no ack quorum within {self.limits.add_timeout_ms} ms"
+                + (" (no writable bookie to replace a failed one)" if waiting else "")
+                + "; the outcome is unknown and the ledger is closed at its last acknowledged entry"
+            )
+            effects += [FailAdds(r.request_id, error, message) for r in self._pending.fail_all()]
+            self._state = HandleState.CLOSING
+            effects += self._maybe_start_close()
+        op = self._meta_op
+        if op is not None and op.read_at is not None and op.read_at <= now:
+            op.read_at = None
+            effects.append(ReadMetadata(self.ledger_id))
+        change = self._change
+        if change is not None and change.waiting_for_bookies and self._meta_op is None:
+            if change.retry_at <= now:
+                change.retry_at = now + self.limits.ensemble_change_retry_ms
+                effects.append(ReadWritableBookies())
+        live = self._state in (HandleState.OPEN, HandleState.CLOSING)
+        idle_due = self._idle_since + self.limits.explicit_lac_delay_ms
+        if live and not self._pending.entries and self.lac > self._lac_sent and now >= idle_due:
+            bookies = tuple(b for b in self.metadata.ensemble if b not in self._failed)
+            if bookies:
+                effects.append(SendLac(self.ledger_id, bookies, self.lac))
+            self._lac_sent = self.lac
+        return effects
