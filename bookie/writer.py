@@ -276,11 +276,12 @@ class GroupCommitWriter:
 
     def _vacuum(self, conn: Any) -> None:
         """Give the pages of deleted ledgers back to the file system."""
-        # Pragmas that cannot run inside a transaction go straight to the driver
-        # connection, which is in autocommit mode (isolation_level None).
+        # These pragmas go straight to the driver connection, in autocommit mode
+        # (isolation_level None). ``execute`` steps a statement once, and each step
+        # of incremental_vacuum frees one page; ``executescript`` steps it to the end.
         raw = conn.connection.driver_connection
         try:
-            raw.execute("PRAGMA incremental_vacuum").fetchall()
+            raw.executescript("PRAGMA incremental_vacuum;")
             raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         except Exception:  # noqa: BLE001 - space comes back at the next vacuum
             log.warning("incremental vacuum failed", exc_info=True)
