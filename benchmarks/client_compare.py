@@ -42,6 +42,7 @@ from services.processes import ProcessError, free_port, health_ok  # noqa: E402
 SCENARIOS = {
     # name: (entries per request, concurrent callers, connections in the pool)
     "single_c64_pool4": (1, 64, 4),
+    "single_c64_pool16": (1, 64, 16),
     "single_c64_pool64": (1, 64, 64),
     "batch100_c8_pool4": (100, 8, 4),
 }

@@ -5,13 +5,15 @@ One ``BookieClient`` per bookie, built once and reused; ``BookieClientPool``
 hands them out by bookie id and closes them all in ``aclose()``.
 
 Transport. The client speaks HTTP/1.1 over asyncio streams with a small pool
-of keep-alive connections per bookie (``connections_max``, default 4). The
-data path is few, large, batched requests, and a bookie is uvicorn+httptools,
-whose answers are plain Content-Length (or chunked) HTTP/1.1. We measured
-httpx on the same path (benchmarks/README.md): its pool costs more CPU per
-request than the whole exchange does here, and one AsyncClient with a large
-pool fell to ~200 requests/s (encode/httpx#3215). Anything that speaks
-``HttpTransport`` can be passed in instead (the benchmarks pass an httpx one).
+of keep-alive connections per bookie (``connections_max``, default 16: it
+also bounds the requests in flight to one bookie). The data path is few,
+large, batched requests, and a bookie is uvicorn+httptools, whose answers are
+plain Content-Length (or chunked) HTTP/1.1. We measured httpx on the same
+path (benchmarks/README.md, benchmarks/client_compare.py): 1.2-2 ms of client
+CPU per request against 45-300 us here, and 3-10x fewer requests/s; one
+AsyncClient with a large pool is the worst case (encode/httpx#3215). Anything
+that speaks ``HttpTransport`` can be passed in instead (the comparison passes
+an httpx one).
 
 Ordering and retry rules:
 
@@ -65,7 +67,7 @@ log = logging.getLogger(__name__)
 # Bounds (STYLE.md §5).
 CONNECT_TIMEOUT_S = 2.0
 REQUEST_TIMEOUT_S = 10.0
-CONNECTIONS_MAX = 4
+CONNECTIONS_MAX = 16
 LONG_POLLS_MAX = 16
 LAC_WAIT_MAX_MS = 30_000
 # uvicorn closes an idle keep-alive connection after 30 s (services/serve.py);
