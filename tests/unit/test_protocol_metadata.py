@@ -1,0 +1,148 @@
+"""Ledger metadata (services/protocol/metadata.py): validation, fragments, the znode
+body and the API object."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from services.errors import InvalidArgument, InvariantViolation
+from services.protocol.metadata import Fragment, LedgerMetadata, LedgerState
+
+ENSEMBLE = ("b1:1", "b2:1", "b3:1")
+
+
+def ledger(**kw: object) -> LedgerMetadata:
+    args: dict[str, object] = {
+        "ledger_id": 7,
+        "ensemble": ENSEMBLE,
+        "write_quorum": 2,
+        "ack_quorum": 2,
+        "password_hash": "pbkdf2-sha256$1$salt$hash",
+        "custom": {"owner": "tests"},
+        "created_at": 1_700_000_000_000,
+    }
+    args.update(kw)
+    return LedgerMetadata.new(**args)  # type: ignore[arg-type]
+
+
+def test_metadata_holds_every_field_of_protocol_md() -> None:
+    """PROTOCOL.md Ledgers: id, E, Qw, Qa, state, last entry (null unless CLOSED),
+    fragments, digest type, password hash, custom metadata, creation time."""
+    md = ledger()
+    assert (md.ledger_id, md.ensemble_size, md.write_quorum, md.ack_quorum) == (7, 3, 2, 2)
+    assert md.state is LedgerState.OPEN and md.last_entry_id is None and md.length == 0
+    assert md.fragments == (Fragment(0, ENSEMBLE),)
+    assert md.digest_type == "crc32c"
+    assert md.password_hash and md.custom == {"owner": "tests"}
+    assert md.created_at == 1_700_000_000_000
+
+
+@pytest.mark.parametrize(("w", "a"), [(4, 2), (2, 3), (0, 0), (2, 0)])
+def test_creation_rejects_sizes_that_break_e_ge_qw_ge_qa_ge_1(w: int, a: int) -> None:
+    """PROTOCOL.md Ledgers: creation requires E >= Qw >= Qa >= 1 (InvalidArgument)."""
+    with pytest.raises(InvalidArgument):
+        ledger(write_quorum=w, ack_quorum=a)
+
+
+def test_validation_of_fragments_state_and_digest() -> None:
+    """Metadata that breaks its own rules is refused, never stored or used."""
+    md = ledger()
+    bad = [
+        {"fragments": ()},
+        {"fragments": (Fragment(1, ENSEMBLE),)},
+        {"fragments": (Fragment(0, ENSEMBLE), Fragment(0, ENSEMBLE))},
+        {"fragments": (Fragment(0, ("b1:1", "b1:1", "b2:1")),)},
+        {"fragments": (Fragment(0, ("b1:1", "b2:1")),)},
+        {"state": LedgerState.CLOSED},  # CLOSED without a last entry
+        {"last_entry_id": 3},  # a last entry while OPEN
+        {"digest_type": "md5"},
+        {"length": -1},
+        {"ledger_id": -1},
+        {"ledger_id": 1 << 63},
+    ]
+    for change in bad:
+        with pytest.raises(InvalidArgument):
+            LedgerMetadata(**{**md.__dict__, **change})
+
+
+def test_fragment_for_and_write_sets_follow_fragment_boundaries() -> None:
+    """PROTOCOL.md Ledgers/Failure while writing: an entry has one ensemble, the fragment
+    that contains it; its write quorum is striped over that ensemble."""
+    md = ledger().with_ensemble(12, ("b4:1", "b2:1", "b3:1"))
+    assert md.fragment_for(0).first_entry_id == 0
+    assert md.fragment_for(11).bookies == ENSEMBLE
+    assert md.fragment_for(12).bookies == ("b4:1", "b2:1", "b3:1")
+    assert md.fragment_for(10**9) is md.last_fragment
+    assert md.write_set_bookies(11) == ("b3:1", "b1:1")  # 11 % 3 = 2
+    assert md.write_set_bookies(12) == ("b4:1", "b2:1")
+    assert md.ensemble == ("b4:1", "b2:1", "b3:1")
+    assert md.bookies() == ("b1:1", "b2:1", "b3:1", "b4:1")
+
+
+def test_ensemble_change_at_the_last_fragment_start_replaces_it_in_place() -> None:
+    """A new fragment that starts where the last one starts replaces it (none of that
+    fragment's entries was acknowledged); it never starts before it."""
+    md = ledger().with_ensemble(5, ("b4:1", "b2:1", "b3:1"))
+    again = md.with_ensemble(5, ("b4:1", "b5:1", "b3:1"))
+    assert [f.first_entry_id for f in again.fragments] == [0, 5]
+    assert again.ensemble == ("b4:1", "b5:1", "b3:1")
+    with pytest.raises(InvariantViolation):
+        md.with_ensemble(4, ENSEMBLE)
+
+
+def test_state_transitions() -> None:
+    """PROTOCOL.md: OPEN -> IN_RECOVERY (recovery step 1) -> CLOSED with a last entry."""
+    md = ledger()
+    rec = md.in_recovery()
+    assert rec.state is LedgerState.IN_RECOVERY and rec.last_entry_id is None
+    closed = rec.closed(41, 1234)
+    assert (closed.state, closed.last_entry_id, closed.length) == (LedgerState.CLOSED, 41, 1234)
+    assert md.closed(-1, 0).last_entry_id == -1  # an empty closed ledger
+    with pytest.raises(InvariantViolation):
+        closed.closed(42, 1)
+    with pytest.raises(InvariantViolation):
+        rec.in_recovery()
+
+
+def test_znode_body_round_trips_and_keeps_the_password_hash() -> None:
+    """The znode body holds everything, including the password hash."""
+    md = ledger().with_ensemble(3, ("b4:1", "b2:1", "b3:1")).in_recovery().closed(9, 99)
+    body = md.to_json()
+    assert LedgerMetadata.from_json(body) == md
+    assert json.loads(body)["password_hash"] == md.password_hash
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"not json", b"[]", b'{"ledger_id": 1}', b'{"format_version": 99}'],
+)
+def test_malformed_znode_body_is_invalid_argument(body: bytes) -> None:
+    """A znode body that is not valid metadata is refused with InvalidArgument."""
+    with pytest.raises(InvalidArgument):
+        LedgerMetadata.from_json(body)
+
+
+def test_api_object_matches_api_md_and_never_shows_the_password() -> None:
+    """API.md ledger object: exactly its fields, without the password (hash)."""
+    md = ledger(digest_type="hmac-sha256")
+    doc = md.to_api()
+    assert set(doc) == {
+        "ledger_id",
+        "state",
+        "ensemble_size",
+        "write_quorum",
+        "ack_quorum",
+        "digest",
+        "last_entry_id",
+        "length",
+        "fragments",
+        "metadata",
+        "created_at",
+    }
+    assert doc["state"] == "OPEN" and doc["last_entry_id"] is None
+    assert doc["digest"] == "hmac-sha256"
+    assert doc["fragments"] == [{"first_entry_id": 0, "bookies": list(ENSEMBLE)}]
+    assert "pbkdf2" not in json.dumps(doc)
+    assert "pbkdf2" not in repr(md)
