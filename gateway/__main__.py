@@ -1,0 +1,20 @@
+"""``python -m gateway --zk HOST:PORT --port P``: run a gateway."""
+
+from __future__ import annotations
+
+from gateway.app import create_app
+from services.logs import setup_logging
+from services.serve import serve
+from services.settings import GatewaySettings, load_settings
+
+PROG = "python -m gateway"
+
+
+def main(argv: list[str] | None = None) -> None:
+    settings = load_settings(GatewaySettings, argv, prog=PROG)
+    setup_logging("gateway", settings.log_level)
+    serve(create_app(settings), settings)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""The gateway's FastAPI application.
+
+``create_app`` builds the application without I/O (the OpenAPI document is
+exported from it anywhere); the lifespan connects to ZooKeeper, starts the
+bookie registry view and the bookie client pool, and on shutdown fails what
+is still waiting and closes them.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from gateway.auth import TokenMiddleware
+from gateway.context import GatewayContext
+from gateway.handles import HandleTable
+from gateway.ledger_store import LedgerStore
+from gateway.metrics import GatewayMetrics
+from gateway.registry import BookieRegistry
+from gateway.routes import ledgers
+from services.bookie_client import BookieClientPool
+from services.http import add_health_route, add_metrics_route, install_error_handlers
+from services.metadata import MetadataStore
+from services.settings import GatewaySettings
+
+DESCRIPTION = """The public API of a Quire gateway: ledgers (quorum writes, fencing, recovery,
+reads) — see API.md. Errors are `{"error": CODE, "message": TEXT}`. When the gateway runs
+with `--api-token`, every `/v1/` call needs `Authorization: Bearer <token>`; `/v1/admin/`
+calls need the admin token when `--admin-token` is set."""
+
+
+def create_app(settings: GatewaySettings) -> FastAPI:
+    metrics = GatewayMetrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        store = MetadataStore(settings.zk_hosts, session_timeout_s=settings.zk_session_timeout)
+        await store.start(30.0)
+        registry = BookieRegistry(store)
+        pool = BookieClientPool(settings.cluster_secret)
+        ctx = GatewayContext(
+            settings=settings,
+            store=store,
+            ledgers=LedgerStore(store),
+            registry=registry,
+            bookies=pool,
+            metrics=metrics,
+            rng=random.Random(),
+        )
+        ctx.handles = HandleTable(ctx)
+        try:
+            await registry.start()
+            app.state.ctx = ctx
+            yield
+        finally:
+            app.state.ctx = None
+            await ctx.handles.aclose()
+            await pool.aclose()
+            await store.stop()
+
+    app = FastAPI(
+        title="Quire gateway",
+        version="0.1.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    app.state.ctx = None
+    install_error_handlers(app)
+
+    def ready() -> bool:
+        ctx = app.state.ctx
+        return ctx is not None and ctx.store.connected
+
+    add_health_route(app, ready)
+    add_metrics_route(app, metrics.registry)
+    app.include_router(ledgers.router)
+    app.add_middleware(
+        TokenMiddleware, api_token=settings.api_token, admin_token=settings.admin_token
+    )
+    return app

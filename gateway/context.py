@@ -1,0 +1,38 @@
+"""What the gateway's routes and runners share, built once in the lifespan (STYLE.md §7)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gateway.ledger_store import LedgerStore
+from gateway.metrics import GatewayMetrics
+from gateway.registry import BookieRegistry
+from services.bookie_client import BookieClient, BookieClientPool
+from services.metadata import MetadataStore
+from services.settings import GatewaySettings
+
+if TYPE_CHECKING:
+    from gateway.handles import HandleTable
+
+
+@dataclass
+class GatewayContext:
+    settings: GatewaySettings
+    store: MetadataStore
+    ledgers: LedgerStore
+    registry: BookieRegistry
+    bookies: BookieClientPool
+    metrics: GatewayMetrics
+    rng: random.Random = field(default_factory=random.Random)
+    handles: HandleTable | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def writable_bookies(self) -> list[str]:
+        """Registered, writable bookies that may join an ensemble."""
+        return self.registry.writable
+
+    def bookie(self, bookie_id: str) -> BookieClient:
+        """The long-lived client of a bookie, reached at its registered address."""
+        return self.bookies.get(bookie_id, self.registry.address_of(bookie_id))

@@ -1,0 +1,56 @@
+"""The gateway's Prometheus metrics (one registry per app)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_LATENCY_BUCKETS = (
+    0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0,
+)  # fmt: skip
+
+
+class GatewayMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.add_latency = Histogram(
+            "quire_gateway_add_seconds",
+            "Time from an add request to its acknowledgement",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.read_latency = Histogram(
+            "quire_gateway_read_seconds",
+            "Time to answer a read request",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.entries_added = Counter(
+            "quire_gateway_entries_added_total", "Entries acknowledged to clients", registry=r
+        )
+        self.add_errors = Counter(
+            "quire_gateway_add_errors_total", "Failed add requests by error", ["error"], registry=r
+        )
+        self.adds_in_flight = Gauge(
+            "quire_gateway_adds_in_flight", "Entries sent and not yet acknowledged", registry=r
+        )
+        self.ensemble_changes = Counter(
+            "quire_gateway_ensemble_changes_total", "Ensemble changes written", registry=r
+        )
+        self.recoveries = Counter(
+            "quire_gateway_recoveries_total",
+            "Ledger recoveries by outcome",
+            ["outcome"],
+            registry=r,
+        )
+        self.entries_read = Counter(
+            "quire_gateway_entries_read_total", "Entries returned to readers", registry=r
+        )
+        self.read_failovers = Counter(
+            "quire_gateway_read_failovers_total",
+            "Entry reads that had to try another replica (missing, corrupt or down)",
+            registry=r,
+        )
+        self.open_handles = Gauge(
+            "quire_gateway_write_handles", "Write handles this gateway holds", registry=r
+        )

@@ -1,0 +1,209 @@
+"""Reading ledgers: LAC, single entries and pages, with failover and digest checks.
+
+Reads never fence. An OPEN (or IN_RECOVERY) ledger is read up to its LAC: the
+writer gateway knows it exactly; any other gateway asks the bookies of the last
+fragment and takes the highest LAC they report (which may trail the writer's by
+the entries not yet followed by another add or LAC update). A CLOSED ledger is
+read up to its last entry.
+
+A page of a range is fetched with one range read per "cover" bookie of each
+fragment: indexes 0, Qw, 2·Qw, … of the ensemble, which together hold every
+entry (bookie ``i`` stores entry ``e`` when ``(i - e) mod E < Qw``). An entry
+a cover bookie should have but did not return, or returned with a bad digest,
+is read from the other bookies of its write set in order (failover); a corrupt
+replica is skipped, never returned. An entry at or below the LAC that no
+replica can serve is ``BookieUnavailable``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable
+from dataclasses import dataclass
+
+from gateway.context import GatewayContext
+from services import digest
+from services.errors import BookieUnavailable, EntryNotFound, LedgerNotFound, QuireError
+from services.framing import Record
+from services.protocol.metadata import LedgerMetadata, LedgerState
+
+log = logging.getLogger(__name__)
+
+PAGE_ENTRIES_MAX = 1000
+PAGE_BYTES_MAX = 8 * 1024 * 1024
+LAC_WAIT_MAX_MS = 30_000
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    entries: list[tuple[int, bytes]]
+    next_entry_id: int | None
+
+
+def read_key(metadata: LedgerMetadata, password: str | None) -> bytes:
+    """The digest key a reader verifies with (HMAC ledgers: derived from the password)."""
+    if metadata.digest_type == "hmac-sha256":
+        return digest.mac_key((password or "").encode())
+    return b""
+
+
+async def _gather_settled(calls: list[Awaitable]) -> list[object]:
+    return await asyncio.gather(*calls, return_exceptions=True)
+
+
+async def bookies_lac(ctx: GatewayContext, metadata: LedgerMetadata) -> int:
+    """The highest LAC the bookies of the last fragment report (-1 if none knows any)."""
+    bookies = metadata.ensemble
+    answers = await _gather_settled([ctx.bookie(b).read_lac(metadata.ledger_id) for b in bookies])
+    lacs = [a.lac for a in answers if not isinstance(a, BaseException)]
+    not_found = [a for a in answers if isinstance(a, LedgerNotFound)]
+    if not lacs and len(not_found) < len(bookies):
+        raise BookieUnavailable(
+            f"no bookie of ledger {metadata.ledger_id}'s last fragment answered its LAC"
+        )
+    return max(lacs, default=-1)
+
+
+async def wait_bookies_lac(
+    ctx: GatewayContext, metadata: LedgerMetadata, after: int, wait_ms: int
+) -> int:
+    """Long poll: the first LAC above ``after`` any bookie reports within ``wait_ms``,
+    else the highest LAC known when the time is up."""
+    tasks = [
+        asyncio.ensure_future(ctx.bookie(b).read_lac(metadata.ledger_id, after, wait_ms))
+        for b in metadata.ensemble
+    ]
+    best = -1
+    try:
+        pending = set(tasks)
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task.exception() is None:
+                    best = max(best, task.result().lac)
+            if best > after:
+                return best
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    if best < 0:
+        best = await bookies_lac(ctx, metadata)
+    return best
+
+
+def _valid(record: Record, metadata: LedgerMetadata, entry_id: int, key: bytes) -> bool:
+    return (
+        record.ledger_id == metadata.ledger_id
+        and record.entry_id == entry_id
+        and record.digest_type == metadata.digest_type
+        and digest.record_ok(record, key)
+    )
+
+
+async def read_entry(
+    ctx: GatewayContext, metadata: LedgerMetadata, entry_id: int, key: bytes
+) -> Record:
+    """One entry from its write set, trying each replica in order until a valid one."""
+    errors: list[str] = []
+    for bookie in metadata.write_set_bookies(entry_id):
+        try:
+            record = await ctx.bookie(bookie).read_entry(metadata.ledger_id, entry_id)
+        except QuireError as exc:
+            errors.append(f"{bookie}: {exc.code}")
+            ctx.metrics.read_failovers.inc()
+            continue
+        if _valid(record, metadata, entry_id, key):
+            return record
+        log.warning(
+            "corrupt replica skipped",
+            extra={"fields": {"ledger_id": metadata.ledger_id, "entry_id": entry_id,
+                              "bookie": bookie}},
+        )  # fmt: skip
+        errors.append(f"{bookie}: digest mismatch")
+        ctx.metrics.read_failovers.inc()
+    raise BookieUnavailable(
+        f"entry {entry_id} of ledger {metadata.ledger_id} could not be read from any replica "
+        f"({'; '.join(errors)})"
+    )
+
+
+def _cover_indexes(ensemble_size: int, write_quorum: int) -> list[int]:
+    return list(range(0, ensemble_size, write_quorum))
+
+
+async def read_page(
+    ctx: GatewayContext,
+    metadata: LedgerMetadata,
+    first: int,
+    last: int,
+    key: bytes,
+    entries_max: int = PAGE_ENTRIES_MAX,
+    bytes_max: int = PAGE_BYTES_MAX,
+) -> Page:
+    """Entries ``first``..``last`` (already cut at the readable end), bounded by count and
+    bytes (the first entry is always returned); ``next_entry_id`` is where to go on."""
+    if first > last:
+        return Page([], None)
+    last = min(last, first + entries_max - 1)
+    fragment = metadata.fragment_for(first)
+    index = metadata.fragments.index(fragment)
+    if index + 1 < len(metadata.fragments):
+        last = min(last, metadata.fragments[index + 1].first_entry_id - 1)
+    cover = [fragment.bookies[i] for i in _cover_indexes(
+        metadata.ensemble_size, metadata.write_quorum)]  # fmt: skip
+    answers = await _gather_settled(
+        [
+            ctx.bookie(b).read_range(
+                metadata.ledger_id, first, last, max_entries=last - first + 1, max_bytes=bytes_max
+            )
+            for b in cover
+        ]
+    )
+    found: dict[int, Record] = {}
+    for answer in answers:
+        if isinstance(answer, BaseException):
+            continue
+        for record in answer.records:
+            if first <= record.entry_id <= last and record.entry_id not in found:
+                if _valid(record, metadata, record.entry_id, key):
+                    found[record.entry_id] = record
+    entries: list[tuple[int, bytes]] = []
+    size = 0
+    entry_id = first
+    while entry_id <= last:
+        record = found.get(entry_id)
+        if record is None:
+            ctx.metrics.read_failovers.inc()
+            record = await read_entry(ctx, metadata, entry_id, key)
+        if entries and size + len(record.payload) > bytes_max:
+            break
+        entries.append((entry_id, record.payload))
+        size += len(record.payload)
+        entry_id += 1
+    ctx.metrics.entries_read.inc(len(entries))
+    return Page(entries, entry_id)
+
+
+async def readable_end(
+    ctx: GatewayContext, metadata: LedgerMetadata, writer_lac: int | None
+) -> int:
+    """The last entry a reader may see now: last entry (CLOSED), else the LAC."""
+    if metadata.state is LedgerState.CLOSED:
+        return metadata.last_entry_id if metadata.last_entry_id is not None else -1
+    if writer_lac is not None:
+        return writer_lac
+    return await bookies_lac(ctx, metadata)
+
+
+async def read_single(
+    ctx: GatewayContext, metadata: LedgerMetadata, entry_id: int, end: int, key: bytes
+) -> bytes:
+    if entry_id > end:
+        raise EntryNotFound(
+            f"entry {entry_id} of ledger {metadata.ledger_id} is past the readable end {end}"
+        )
+    record = await read_entry(ctx, metadata, entry_id, key)
+    ctx.metrics.entries_read.inc()
+    return record.payload

@@ -1,0 +1,27 @@
+"""What routes get injected: the gateway context, and common path/query/header types."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Header, Path, Request
+
+from gateway.context import GatewayContext
+
+ID_MAX = (1 << 63) - 1
+
+
+def get_context(request: Request) -> GatewayContext:
+    return request.app.state.ctx
+
+
+ContextDep = Annotated[GatewayContext, Depends(get_context)]
+LedgerIdPath = Annotated[int, Path(ge=0, le=ID_MAX, description="ledger id")]
+EntryIdPath = Annotated[int, Path(ge=0, le=ID_MAX, description="entry id")]
+PasswordHeader = Annotated[
+    str | None,
+    Header(
+        alias="X-Ledger-Password",
+        description="the ledger's password, when it was created with one",
+    ),
+]

@@ -1,0 +1,424 @@
+"""The Ledgers API of API.md."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from gateway import ledgers as ops
+from gateway import reads
+from gateway.routes.deps import ID_MAX, ContextDep, EntryIdPath, LedgerIdPath, PasswordHeader
+from services.errors import InvalidArgument, PayloadTooLarge
+from services.framing import BATCH_ENTRIES_MAX, BODY_SIZE_MAX_BYTES, ENTRY_SIZE_MAX_BYTES
+from services.http import error_response, is_json, read_body
+from services.protocol.metadata import LedgerState
+
+router = APIRouter(prefix="/v1/ledgers", tags=["ledgers"])
+
+LIST_LIMIT_DEFAULT = 1000
+
+
+def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    text = {
+        400: "invalid_argument",
+        401: "unauthorized (token or ledger password)",
+        404: "ledger_not_found / entry_not_found",
+        409: "ledger_closed / ledger_fenced (outcome unknown) / not_writer / metadata_conflict",
+        413: "payload_too_large",
+        503: "not_enough_bookies / bookie_unavailable / unavailable",
+        504: "quorum_timeout (outcome unknown)",
+    }
+    out: dict[int | str, dict[str, Any]] = {}
+    for code in codes:
+        out.update(error_response(code, text[code]))
+    return out
+
+
+class Fragment(BaseModel):
+    first_entry_id: int
+    bookies: list[str]
+
+
+class Ledger(BaseModel):
+    ledger_id: int
+    state: str = Field(description="OPEN, IN_RECOVERY or CLOSED")
+    ensemble_size: int
+    write_quorum: int
+    ack_quorum: int
+    digest: str
+    last_entry_id: int | None = Field(description="null unless CLOSED")
+    length: int = Field(description="total payload bytes; exact once CLOSED")
+    fragments: list[Fragment]
+    metadata: dict[str, Any]
+    created_at: int = Field(description="milliseconds since the Unix epoch")
+
+
+class CreateLedger(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    ensemble_size: int = Field(3, ge=1, le=64)
+    write_quorum: int = Field(2, ge=1, le=64)
+    ack_quorum: int = Field(2, ge=1, le=64)
+    digest: str = Field("crc32c", pattern="^(crc32c|hmac-sha256|none)$")
+    password: str | None = Field(None, min_length=1, max_length=1024)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class AddResult(BaseModel):
+    entry_id: int
+    last_add_confirmed: int
+
+
+class BatchAddResult(BaseModel):
+    first_entry_id: int
+    last_entry_id: int
+    last_add_confirmed: int
+
+
+class Lac(BaseModel):
+    last_add_confirmed: int
+
+
+class Entry(BaseModel):
+    entry_id: int
+    data: str = Field(description="base64")
+
+
+class EntryPage(BaseModel):
+    entries: list[Entry]
+    last_add_confirmed: int
+    next: int | None
+
+
+class LedgerList(BaseModel):
+    ledgers: list[int]
+    next: int | None
+
+
+ADD_BODY = {
+    "requestBody": {
+        "description": (
+            "A raw body (any content type but application/json) is one entry. JSON "
+            '`{"entries": ["<base64>", ...]}` is a batch, acknowledged as a whole, in order.'
+        ),
+        "content": {
+            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["entries"],
+                    "properties": {
+                        "entries": {
+                            "type": "array",
+                            "items": {"type": "string", "format": "byte"},
+                            "minItems": 1,
+                            "maxItems": BATCH_ENTRIES_MAX,
+                        }
+                    },
+                }
+            },
+        },
+    }
+}
+
+
+def _json_body(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidArgument(f"body is not valid JSON: {exc}") from exc
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=Ledger,
+    summary="Create a ledger (this gateway holds its write handle)",
+    responses=errors(400, 401, 503),
+    openapi_extra={
+        "requestBody": {
+            "content": {"application/json": {"schema": CreateLedger.model_json_schema()}}
+        }
+    },
+)
+async def create_ledger(request: Request, ctx: ContextDep) -> JSONResponse:
+    raw = await read_body(request, 1024 * 1024)
+    doc = _json_body(raw) if raw.strip() else {}
+    if not isinstance(doc, dict):
+        raise InvalidArgument("body must be a JSON object")
+    try:
+        body = CreateLedger.model_validate(doc)
+    except ValueError as exc:
+        raise InvalidArgument(_first_error(exc)) from exc
+    runner = await ops.create_ledger(
+        ctx,
+        body.ensemble_size,
+        body.write_quorum,
+        body.ack_quorum,
+        body.digest,
+        body.password,
+        body.metadata,
+    )
+    return JSONResponse(ops.api_object(ctx, runner.handle.metadata), status_code=201)
+
+
+def _first_error(exc: ValueError) -> str:
+    errs = getattr(exc, "errors", None)
+    if callable(errs):
+        first = errs()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        return f"{where}: {first.get('msg')}" if where else str(first.get("msg"))
+    return str(exc)
+
+
+@router.get("", response_model=LedgerList, summary="List ledger ids", responses=errors(400, 401))
+async def list_ledgers(
+    ctx: ContextDep,
+    limit: Annotated[int, Query(ge=1, description="clamped to 1000")] = LIST_LIMIT_DEFAULT,
+    after: Annotated[int | None, Query(ge=-1, le=ID_MAX)] = None,
+) -> dict[str, Any]:
+    ids, next_after = await ctx.ledgers.list(after, min(limit, LIST_LIMIT_DEFAULT))
+    return {"ledgers": ids, "next": next_after}
+
+
+@router.get(
+    "/{ledger_id}",
+    response_model=Ledger,
+    summary="A ledger's metadata (never checks or shows the password)",
+    responses=errors(400, 401, 404),
+)
+async def get_ledger(ledger_id: LedgerIdPath, ctx: ContextDep) -> dict[str, Any]:
+    # ZooKeeper decides (the writer's view may trail it after a recovery elsewhere).
+    current = (await ctx.ledgers.get(ledger_id)).metadata
+    return ops.api_object(ctx, current)
+
+
+@router.post(
+    "/{ledger_id}/entries",
+    summary="Add one entry (raw body) or a batch (JSON)",
+    responses={
+        200: {
+            "description": "acknowledged by an ack quorum, with every lower entry",
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "oneOf": [
+                            AddResult.model_json_schema(),
+                            BatchAddResult.model_json_schema(),
+                        ]
+                    }
+                }
+            },
+        },
+        **errors(400, 401, 404, 409, 413, 503, 504),
+    },
+    openapi_extra=ADD_BODY,
+)
+async def add_entries(
+    ledger_id: LedgerIdPath, request: Request, ctx: ContextDep, password: PasswordHeader = None
+) -> dict[str, int]:
+    raw = await read_body(request, BODY_SIZE_MAX_BYTES)
+    if not is_json(request):
+        if len(raw) > ENTRY_SIZE_MAX_BYTES:
+            raise PayloadTooLarge(f"entry of {len(raw)} bytes over {ENTRY_SIZE_MAX_BYTES}")
+        outcome = await ops.add(ctx, ledger_id, password, (raw,))
+        return {"entry_id": outcome.last_entry_id, "last_add_confirmed": outcome.lac}
+    payloads = decode_batch(_json_body(raw))
+    outcome = await ops.add(ctx, ledger_id, password, payloads)
+    return {
+        "first_entry_id": outcome.first_entry_id,
+        "last_entry_id": outcome.last_entry_id,
+        "last_add_confirmed": outcome.lac,
+    }
+
+
+def decode_batch(doc: Any) -> tuple[bytes, ...]:
+    """``{"entries": [base64, ...]}`` → payloads; 400 / 413 per API.md."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("entries"), list):
+        raise InvalidArgument('a JSON add needs {"entries": ["<base64>", ...]}')
+    items = doc["entries"]
+    if not items:
+        raise InvalidArgument("empty batch")
+    if len(items) > BATCH_ENTRIES_MAX:
+        raise PayloadTooLarge(f"batch of {len(items)} entries over {BATCH_ENTRIES_MAX}")
+    payloads = []
+    for index, item in enumerate(items):
+        if not isinstance(item, str):
+            raise InvalidArgument(f"entries[{index}] is not a base64 string")
+        try:
+            payload = base64.b64decode(item, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise InvalidArgument(f"entries[{index}] is not valid base64") from exc
+        if len(payload) > ENTRY_SIZE_MAX_BYTES:
+            raise PayloadTooLarge(
+                f"entries[{index}] of {len(payload)} bytes over {ENTRY_SIZE_MAX_BYTES}"
+            )
+        payloads.append(payload)
+    return tuple(payloads)
+
+
+@router.post(
+    "/{ledger_id}/close",
+    response_model=Ledger,
+    summary="Close as the writer (closing again returns the same object)",
+    responses=errors(400, 401, 404, 409, 503),
+)
+async def close_ledger(
+    ledger_id: LedgerIdPath, ctx: ContextDep, password: PasswordHeader = None
+) -> dict[str, Any]:
+    return await ops.close(ctx, ledger_id, password)
+
+
+@router.post(
+    "/{ledger_id}/recover",
+    response_model=Ledger,
+    summary="Fence, recover and close an OPEN ledger (any gateway); a CLOSED one is unchanged",
+    responses=errors(400, 401, 404, 503, 504),
+)
+async def recover_ledger(
+    ledger_id: LedgerIdPath, ctx: ContextDep, password: PasswordHeader = None
+) -> dict[str, Any]:
+    return await ops.recover(ctx, ledger_id, password)
+
+
+@router.delete(
+    "/{ledger_id}",
+    status_code=204,
+    summary="Delete a ledger and its entries",
+    responses=errors(400, 401, 404),
+)
+async def delete_ledger(
+    ledger_id: LedgerIdPath, ctx: ContextDep, password: PasswordHeader = None
+) -> Response:
+    await ops.delete(ctx, ledger_id, password)
+    return Response(status_code=204)
+
+
+@router.get(
+    "/{ledger_id}/lac",
+    response_model=Lac,
+    summary="Last add confirmed, optionally long-polling for a newer one (never fences)",
+    responses=errors(400, 401, 404, 503),
+)
+async def get_lac(
+    ledger_id: LedgerIdPath,
+    ctx: ContextDep,
+    password: PasswordHeader = None,
+    after: Annotated[int | None, Query(ge=-1, le=ID_MAX)] = None,
+    wait_ms: Annotated[int, Query(ge=0, description="clamped to 30000")] = 0,
+) -> dict[str, int]:
+    metadata = await ops.metadata_for(ctx, ledger_id, password)
+    wait_ms = min(wait_ms, reads.LAC_WAIT_MAX_MS)
+    if metadata.state is LedgerState.CLOSED:
+        return {"last_add_confirmed": _closed_end(metadata)}
+    runner = ctx.handles.get(ledger_id) if ctx.handles else None
+    if runner is not None and runner.live:
+        lac = runner.lac
+        if after is not None and wait_ms > 0 and lac <= after:
+            lac = await runner.wait_lac(after, wait_ms / 1000)
+        return {"last_add_confirmed": lac}
+    if after is not None and wait_ms > 0:
+        lac = await reads.wait_bookies_lac(ctx, metadata, after, wait_ms)
+    else:
+        lac = await reads.bookies_lac(ctx, metadata)
+    return {"last_add_confirmed": lac}
+
+
+def _closed_end(metadata) -> int:  # type: ignore[no-untyped-def]
+    return metadata.last_entry_id if metadata.last_entry_id is not None else -1
+
+
+async def _readable_end(ctx, ledger_id, metadata) -> int:  # type: ignore[no-untyped-def]
+    runner = ctx.handles.get(ledger_id) if ctx.handles else None
+    writer_lac = runner.lac if runner is not None and runner.live else None
+    return await reads.readable_end(ctx, metadata, writer_lac)
+
+
+@router.get(
+    "/{ledger_id}/entries",
+    response_model=EntryPage,
+    summary="Read a range (paged; NDJSON stream with Accept: application/x-ndjson)",
+    responses={
+        200: {
+            "description": "a page, or with Accept: application/x-ndjson the whole range",
+            "content": {
+                "application/x-ndjson": {
+                    "schema": {"type": "string", "description": '{"entry_id", "data"} lines'}
+                }
+            },
+        },
+        **errors(400, 401, 404, 503),
+    },
+)
+async def read_entries(
+    ledger_id: LedgerIdPath,
+    request: Request,
+    ctx: ContextDep,
+    password: PasswordHeader = None,
+    first: Annotated[int | None, Query(alias="from", ge=0, le=ID_MAX)] = None,
+    last: Annotated[int | None, Query(alias="to", ge=0, le=ID_MAX)] = None,
+) -> Any:
+    if first is not None and last is not None and first > last:
+        raise InvalidArgument(f"from ({first}) > to ({last})")
+    metadata = await ops.metadata_for(ctx, ledger_id, password)
+    key = reads.read_key(metadata, password)
+    end = await _readable_end(ctx, ledger_id, metadata)
+    start = 0 if first is None else first
+    stop = end if last is None else min(last, end)
+    if "application/x-ndjson" in request.headers.get("accept", ""):
+        return StreamingResponse(
+            _ndjson(ctx, metadata, start, stop, key), media_type="application/x-ndjson"
+        )
+    page = await reads.read_page(ctx, metadata, start, stop, key)
+    next_id = page.next_entry_id if page.next_entry_id is not None else None
+    if next_id is not None and next_id > stop:
+        next_id = None
+    return {
+        "entries": [
+            {"entry_id": eid, "data": base64.b64encode(data).decode()} for eid, data in page.entries
+        ],
+        "last_add_confirmed": end,
+        "next": next_id,
+    }
+
+
+async def _ndjson(ctx, metadata, start: int, stop: int, key: bytes) -> AsyncIterator[bytes]:  # type: ignore[no-untyped-def]
+    position = start
+    while position <= stop:
+        page = await reads.read_page(ctx, metadata, position, stop, key)
+        if not page.entries:
+            return
+        yield b"".join(
+            json.dumps({"entry_id": eid, "data": base64.b64encode(data).decode()}).encode() + b"\n"
+            for eid, data in page.entries
+        )
+        position = page.entries[-1][0] + 1
+
+
+@router.get(
+    "/{ledger_id}/entries/{entry_id}",
+    response_class=Response,
+    summary="One entry's raw bytes",
+    responses={
+        200: {"content": {"application/octet-stream": {"schema": {"type": "string",
+                                                                  "format": "binary"}}}},
+        **errors(400, 401, 404, 503),
+    },
+)  # fmt: skip
+async def read_entry(
+    ledger_id: LedgerIdPath,
+    entry_id: EntryIdPath,
+    ctx: ContextDep,
+    password: PasswordHeader = None,
+) -> Response:
+    metadata = await ops.metadata_for(ctx, ledger_id, password)
+    end = await _readable_end(ctx, ledger_id, metadata)
+    key = reads.read_key(metadata, password)
+    data = await reads.read_single(ctx, metadata, entry_id, end, key)
+    return Response(data, media_type="application/octet-stream")
