@@ -21,19 +21,16 @@ import asyncio
 import json
 import math
 import os
-import struct
 import sys
 import time
 from dataclasses import dataclass, field
 
-import crc32c
-
 # The record header of services/framing.py, packed directly so the hot loop does not
 # build Record objects; the bookie's answer ("stored" == batch) checks the bytes.
+from services.digest import compute
 from services.framing import HEADER, MEDIA_TYPE
 
 DIGEST_CRC32C = 1 << 1
-_DIGEST_HEADER = struct.Struct(">qqqq")
 REQUEST_TIMEOUT_S = 30.0
 BUCKET_BASE = 1.02  # latency histogram resolution: 2 %
 PROGRESS_INTERVAL_S = 0.5
@@ -103,11 +100,11 @@ class Load:
         for entry_id in range(first_entry, first_entry + self.batch):
             lac = entry_id - 1
             length = (entry_id + 1) * size
-            if flags:
-                seed = crc32c.crc32c(_DIGEST_HEADER.pack(ledger_id, entry_id, lac, length))
-                digest = crc32c.crc32c(payload, seed).to_bytes(4, "big")
-            else:
-                digest = b""
+            digest = (
+                compute("crc32c", b"", ledger_id, entry_id, lac, payload, length=length)
+                if flags
+                else b""
+            )
             parts.append(HEADER.pack(flags, ledger_id, entry_id, lac, length, size, len(digest)))
             parts.append(digest)
             parts.append(payload)
