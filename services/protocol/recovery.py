@@ -207,16 +207,16 @@ class LedgerRecovery:
             return []
         if fresh.state is LedgerState.CLOSED:
             return self._done(fresh, version, closed_here=False)
-        self._meta_attempts += 1
+        self.metadata, self.version = fresh, version
+        if self.phase is RecoveryPhase.MARKING and fresh.state is LedgerState.IN_RECOVERY:
+            return self._start_fencing()  # ours landed, or another recovery's did
+        if self.phase is RecoveryPhase.CLOSING and fresh.state is LedgerState.OPEN:
+            return self._fail(QuireError, "the ledger went back from IN_RECOVERY to OPEN")
+        self._meta_attempts += 1  # the CAS lost to another change: try again on the fresh one
         if self._meta_attempts > self.limits.metadata_attempts_max:
             return self._fail(MetadataUnavailable, "the metadata kept changing under the CAS")
-        self.metadata, self.version = fresh, version
         if self.phase is RecoveryPhase.MARKING:
-            if fresh.state is LedgerState.IN_RECOVERY:
-                return self._start_fencing()
             return [WriteMetadata(fresh.in_recovery(), version)]
-        if fresh.state is LedgerState.OPEN:
-            return self._fail(QuireError, "the ledger went back from IN_RECOVERY to OPEN")
         return self._write_close()
 
     def _on_metadata_failed(self, event: MetadataFailed) -> list[Effect]:
@@ -245,22 +245,30 @@ class LedgerRecovery:
         if event.bookie not in self.metadata.ensemble or self.phase is RecoveryPhase.MARKING:
             return []
         self._fence_lacs[event.bookie] = event.lac
-        if self.phase is RecoveryPhase.FENCING and self._covered():
+        self._fence_failures.discard(event.bookie)
+        if self.phase is not RecoveryPhase.FENCING:
+            return []  # a late answer: the bookie is fenced, later reads may use it
+        if self._covered():
             return self._start_reading()
-        return []
+        return self._fencing_settled()
 
     def _on_fence_failed(self, event: FenceFailed) -> list[Effect]:
         if self.phase is not RecoveryPhase.FENCING or event.bookie not in self.metadata.ensemble:
             return []
-        self._fence_failures.add(event.bookie)
-        if len(self._fence_failures) + len(self._fence_lacs) >= self.metadata.ensemble_size:
-            md = self.metadata
-            return self._fail(
-                NotEnoughBookies,
-                f"only {sorted(self._fence_lacs)} of {list(md.ensemble)} answered the fence; "
-                f"every write set needs {quorum.fence_threshold(md.write_quorum, md.ack_quorum)}",
-            )
-        return []
+        if event.bookie not in self._fence_lacs:
+            self._fence_failures.add(event.bookie)
+        return self._fencing_settled()
+
+    def _fencing_settled(self) -> list[Effect]:
+        """Fail when every bookie answered or failed and the coverage is still not met."""
+        md = self.metadata
+        if len(self._fence_failures) + len(self._fence_lacs) < md.ensemble_size:
+            return []
+        return self._fail(
+            NotEnoughBookies,
+            f"only {sorted(self._fence_lacs)} of {list(md.ensemble)} answered the fence; "
+            f"every write set needs {quorum.fence_threshold(md.write_quorum, md.ack_quorum)}",
+        )
 
     # ------------------------------------------------------------------ reading forward
 
