@@ -16,8 +16,11 @@ metadata. ``start()`` returns the first effects, ``handle(event)`` the next.
    Read forward from ``floor + 1`` in bounded windows
    (``recovery_read_batch_max``), each entry from the FENCED bookies of its
    write set only: a fenced bookie's "missing" is final, it will never take
-   the old writer's add afterwards. A replica whose digest does not verify
-   counts as missing. An entry found on any of them is written back to its
+   the old writer's add afterwards. A replica whose digest does not verify is
+   never used; it counts as a read error, NOT as missing: the bookie holds
+   some copy, so counting it towards absence could drop an acknowledged
+   entry (with Qw - Qa + 1 = 1 a single corrupt answer would). An entry
+   found on any of them is written back to its
    whole write set with the recovery flag and counts once Qa bookies stored
    it. The first entry missing from ``Qw - Qa + 1`` fenced bookies of its
    write set cannot have been acknowledged: the last entry is the one before.
@@ -313,17 +316,21 @@ class LedgerRecovery:
     def _take_answer(self, reads: _Reads, event: EntryRead) -> list[Effect]:
         """Record one answer; a read ERROR is retried (bounded) and returned as effects."""
         reads.asked.discard(event.bookie)
-        if event.outcome is ReadOutcome.ERROR:
-            count = reads.errors.get(event.bookie, 0) + 1
-            reads.errors[event.bookie] = count
-            if count < self.limits.recovery_read_attempts_max:
-                reads.asked.add(event.bookie)
-                return [ReadEntries(self.ledger_id, event.bookie, (event.entry_id,))]
-        elif record_usable(event.record, self.metadata, event.entry_id, self._key):
-            if reads.record is None:
-                reads.record = event.record
-        else:  # missing, or a replica whose digest does not verify
+        if event.outcome is ReadOutcome.MISSING:
             reads.missing.add(event.bookie)
+            return []
+        if event.outcome is ReadOutcome.FOUND:
+            if record_usable(event.record, self.metadata, event.entry_id, self._key):
+                if reads.record is None:
+                    reads.record = event.record
+                return []
+            # A replica whose digest does not verify is never used, and it is no evidence
+            # of absence either (the bookie does hold some copy): treated as a read error.
+        count = reads.errors.get(event.bookie, 0) + 1
+        reads.errors[event.bookie] = count
+        if count < self.limits.recovery_read_attempts_max:
+            reads.asked.add(event.bookie)
+            return [ReadEntries(self.ledger_id, event.bookie, (event.entry_id,))]
         return []
 
     def _on_probe_read(self, event: EntryRead, probe: _Reads) -> list[Effect]:

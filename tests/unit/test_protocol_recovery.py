@@ -253,17 +253,36 @@ def test_reads_go_only_to_fenced_bookies() -> None:
     assert reads and all(x.bookie in cluster.fenced for x in reads)
 
 
-def test_a_replica_with_a_bad_digest_counts_as_missing() -> None:
-    """PROTOCOL.md Ledgers: readers verify the digest; a mismatch is treated as a missing
-    replica, never returned (nor written back)."""
-    md = ledger(e=3, w=2, a=2)
-    cluster = Cluster(md)
+def test_a_replica_with_a_bad_digest_is_never_used_nor_evidence_of_absence() -> None:
+    """PROTOCOL.md Ledgers: readers verify the digest; a mismatch is never returned (nor
+    written back). In recovery it is not counted towards absence either: the bookie does
+    hold a copy, so a corrupt answer is a read error, retried; a good copy wins."""
+    md = ledger(e=3, w=2, a=2)  # threshold 1: one 'missing' answer would end the ledger
     good = record(0, -1, 2)
     corrupt = replace(good, payload=b"XX")
+    r = LedgerRecovery(md.in_recovery(), 1)
+    for effect in r.start():
+        r.handle(FenceDone(effect.bookie, -1))
+    first = ws(md, 0)[0]
+    retry = r.handle(EntryRead(first, 0, ReadOutcome.FOUND, corrupt))
+    assert retry == [ReadEntries(1, first, (0,))]
+    assert r.last_entry_id is None  # not absent
+    effects = r.handle(EntryRead(first, 0, ReadOutcome.FOUND, good))
+    written = {rec for x in of(effects, SendAdds) for rec in x.records}
+    assert written == {replace(good, recovery=True)}
+
+
+def test_replicas_corrupt_everywhere_fail_the_recovery_instead_of_dropping_the_entry() -> None:
+    """Persistence first: when every fenced replica of an entry is corrupt the recovery
+    fails (retriable) rather than closing the ledger before that entry."""
+    md = ledger(e=3, w=2, a=2)
+    cluster = Cluster(md)
+    corrupt = replace(record(0, -1, 2), payload=b"XX")
     for bookie in ws(md, 0):
         cluster.put(bookie, corrupt)
-    (done,) = cluster.run(LedgerRecovery(md, 0))
-    assert done.metadata.last_entry_id == -1
+    (failed,) = cluster.run(LedgerRecovery(md, 0))
+    assert isinstance(failed, RecoveryFailed) and failed.error is NotEnoughBookies
+    assert cluster.metadata.state is LedgerState.IN_RECOVERY
 
 
 def test_read_errors_are_retried_a_bounded_number_of_times_then_the_recovery_fails() -> None:
