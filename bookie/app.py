@@ -19,6 +19,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from bookie.fastpath import AddFastPath
 from bookie.metrics import BookieMetrics
 from bookie.node import BookieNode
 from bookie.routes import admin, entries, ledgers
@@ -172,6 +173,8 @@ def create_app(settings: BookieSettings) -> FastAPI:
     app.include_router(entries.router)
     app.include_router(ledgers.router)
     app.include_router(admin.router)
+    # The last middleware added is the outermost: the secret is checked first.
+    app.add_middleware(AddFastPath, node=lambda: app.state.node)
     if settings.cluster_secret:
         app.add_middleware(ClusterSecretMiddleware, secret=settings.cluster_secret)
     app.openapi = _openapi(app)  # type: ignore[method-assign]

@@ -1,0 +1,133 @@
+"""The add hot path, shared by the FastAPI route and a bare ASGI fast path.
+
+``store_entries`` is the whole add: parse the framing, verify crc32c digests,
+refuse non-recovery adds on a read-only bookie, hand the records to the
+group-commit writer and build the small JSON answer.
+
+``AddFastPath`` serves ``POST /v1/entries`` straight from ASGI, in front of
+FastAPI's router, dependency solving and per-request wrappers. Measured on
+this machine those layers cost about three quarters of the event loop's time
+per single-entry add; the entry data path is the one place where that
+matters. Errors still go through the one mapping (``services.http.error_json``)
+and the route stays in the app for the OpenAPI document (and works the same
+without the fast path). It sits inside the cluster-secret check.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from bookie.node import BookieNode
+from services import digest
+from services.errors import BookieReadOnly, InvalidArgument, PayloadTooLarge, QuireError
+from services.framing import BODY_SIZE_MAX_BYTES, Record, decode
+from services.http import error_json
+
+log = logging.getLogger(__name__)
+
+ADD_PATH = "/v1/entries"
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+def check_records(records: list[Record]) -> int:
+    """Verify crc32c digests (a bookie has no HMAC key); return the payload bytes."""
+    size = 0
+    record_ok = digest.record_ok
+    for r in records:
+        size += len(r.payload)
+        if r.digest_type == "crc32c" and not record_ok(r):
+            raise InvalidArgument(
+                f"crc32c digest mismatch: ledger {r.ledger_id} entry {r.entry_id}"
+            )
+    return size
+
+
+def check_declared_length(declared: str | None, limit: int = BODY_SIZE_MAX_BYTES) -> None:
+    """Refuse a body whose Content-Length is over the limit before reading it."""
+    if declared is None:
+        return
+    if not declared.isdigit():
+        raise InvalidArgument("bad Content-Length")
+    if int(declared) > limit:
+        raise PayloadTooLarge(f"body of {declared} bytes over the limit of {limit}")
+
+
+async def store_entries(node: BookieNode, body: bytes) -> bytes:
+    """Store the framed records of ``body``; the JSON answer once they are durable."""
+    try:
+        if not body:
+            raise InvalidArgument("empty body: expected framed records")
+        records = decode(body)
+        payload_bytes = check_records(records)
+        if node.readonly and not all(r.recovery for r in records):
+            raise BookieReadOnly("bookie is read-only (disk nearly full): only recovery adds")
+    except QuireError as exc:
+        node.metrics.rejected_adds.labels(exc.code).inc()
+        raise
+    result = await node.add(records, payload_bytes)
+    if not result.rejected:
+        return b'{"stored": %d, "rejected": []}' % result.stored
+    node.metrics.rejected_adds.labels("ledger_fenced").inc(len(result.rejected))
+    rejected = [
+        {"ledger_id": lid, "entry_id": eid, "error": "ledger_fenced"}
+        for lid, eid in result.rejected
+    ]
+    return json.dumps({"stored": result.stored, "rejected": rejected}).encode()
+
+
+async def _receive_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    declared = None
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            declared = value.decode("latin-1")
+            break
+    check_declared_length(declared, limit)
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise InvalidArgument("client disconnected before the body was complete")
+        chunk = message.get("body", b"")
+        if chunk:
+            total += len(chunk)
+            if total > limit:
+                raise PayloadTooLarge(f"body over the limit of {limit} bytes")
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+class AddFastPath:
+    def __init__(self, app: ASGIApp, node: Callable[[], BookieNode | None]) -> None:
+        self.app = app
+        self.node = node
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        node = self.node() if scope["type"] == "http" else None
+        if node is None or scope["path"] != ADD_PATH or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        try:
+            body = await _receive_body(scope, receive, BODY_SIZE_MAX_BYTES)
+            answer = await store_entries(node, body)
+        except QuireError as exc:
+            await error_json(exc)(scope, receive, send)
+            return
+        except Exception:  # noqa: BLE001 - never a bare 500 page
+            log.exception("unexpected error on POST %s", ADD_PATH)
+            await error_json(QuireError("internal error"))(scope, receive, send)
+            return
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [*_JSON_HEADERS, (b"content-length", b"%d" % len(answer))],
+            }
+        )
+        await send({"type": "http.response.body", "body": answer})
