@@ -1,0 +1,169 @@
+"""Fencing and recovery across real gateway processes (PROTOCOL.md, "Fencing and
+recovery"): a killed writer, a writer presumed dead that is not, concurrent recoveries,
+and reads that never fence."""
+
+from __future__ import annotations
+
+import threading
+
+import httpx
+
+from tests.harness import Cluster, wait_for
+from tests.integration.gateway_support import (
+    Appender,
+    assert_error,
+    check_read_back,
+    metric_value,
+    payload_for,
+    start_bookies,
+    start_gateway,
+    wait_writable,
+)
+
+
+def test_killed_writer_recovered_elsewhere_keeps_every_acknowledged_entry(
+    cluster: Cluster,
+) -> None:
+    """Persistence: after the writer gateway is SIGKILLed mid-stream and another gateway
+    recovers the ledger, its last entry is >= every acknowledged id and every
+    acknowledged entry reads back byte-exact, in order, with no gap (pages and NDJSON)."""
+    start_bookies(cluster, 3)
+    writer = start_gateway(cluster)
+    other = start_gateway(cluster)
+    wait_writable(writer, 3)
+    ledger = writer.create(ensemble_size=3, write_quorum=2, ack_quorum=2)
+    lid = ledger["ledger_id"]
+    # Two clients at once, so adds are in flight when the writer dies.
+    singles = Appender(writer.url, lid).start()
+    batches = Appender(writer.url, lid, batch=5).start()
+    singles.wait_count(40)
+    batches.wait_count(40)
+    writer.proc.kill()
+    wait_for(lambda: not singles.running and not batches.running, 30, "appenders to stop")
+    acked = {**singles.acked, **batches.acked}
+    sent = singles.sent | batches.sent
+
+    closed = other.recover(lid)
+    assert closed["state"] == "CLOSED"
+    last = closed["last_entry_id"]
+    assert last >= max(acked)
+    pages = other.read_all(lid)
+    check_read_back(pages, last, acked, sent)
+    assert other.read_ndjson(lid) == pages
+    assert closed["length"] == sum(len(data) for _, data in pages)
+    assert other.metadata(lid) == closed
+    assert other.recover(lid) == closed  # a CLOSED ledger is returned unchanged
+
+
+def test_presumed_dead_writer_is_fenced_and_never_acknowledged_again(cluster: Cluster) -> None:
+    """Fencing / single writer: a writer paused (SIGSTOP) while another gateway recovers
+    gets ledger_fenced once resumed, for the add it had received while paused and for
+    every later add; none is acknowledged and the closed ledger's last entry does not
+    change."""
+    start_bookies(cluster, 3)
+    writer = start_gateway(cluster)
+    other = start_gateway(cluster)
+    wait_writable(writer, 3)
+    lid = writer.create(ensemble_size=3, write_quorum=2, ack_quorum=2)["ledger_id"]
+    for n in range(10):
+        writer.add(lid, payload_for(n))
+
+    writer.proc.pause()
+    stalled: dict[str, httpx.Response] = {}
+
+    def stalled_add() -> None:
+        with httpx.Client(base_url=writer.url, timeout=60.0) as http:
+            stalled["r"] = http.post(f"/v1/ledgers/{lid}/entries", content=b"sent while paused")
+
+    thread = threading.Thread(target=stalled_add, daemon=True)
+    try:
+        thread.start()
+        closed = other.recover(lid)
+    finally:
+        writer.proc.resume()
+    assert closed["state"] == "CLOSED" and closed["last_entry_id"] == 9
+
+    thread.join(60)
+    assert "r" in stalled
+    assert_error(stalled["r"], 409, "ledger_fenced")
+    assert "unknown" in stalled["r"].json()["message"]
+    for n in range(3):
+        r = writer.request("POST", f"/v1/ledgers/{lid}/entries", content=payload_for(100 + n))
+        assert_error(r, 409, "ledger_fenced")
+    r = writer.request("POST", f"/v1/ledgers/{lid}/entries", json={"entries": ["AAAA"]})
+    assert_error(r, 409, "ledger_fenced")
+    assert other.metadata(lid) == closed
+    assert writer.metadata(lid) == closed
+    assert [eid for eid, _ in other.read_all(lid)] == list(range(10))
+
+
+def test_concurrent_recoveries_converge_on_the_same_last_entry(cluster: Cluster) -> None:
+    """Agreement: two recoveries of the same ledger started together on two gateways
+    (the writer killed mid-stream) both answer CLOSED with the same last entry and
+    length, which is also what ZooKeeper holds."""
+    start_bookies(cluster, 3)
+    writer = start_gateway(cluster)
+    first = start_gateway(cluster)
+    second = start_gateway(cluster)
+    wait_writable(writer, 3)
+    lid = writer.create(ensemble_size=3, write_quorum=2, ack_quorum=2)["ledger_id"]
+    appender = Appender(writer.url, lid, batch=3).start()
+    appender.wait_count(30)
+    writer.proc.kill()
+    wait_for(lambda: not appender.running, 30, "the appender to stop")
+
+    barrier = threading.Barrier(2)
+    results: dict[str, dict] = {}
+
+    def recover(name: str, gateway) -> None:  # type: ignore[no-untyped-def]
+        barrier.wait(10)
+        results[name] = gateway.recover(lid)
+
+    threads = [
+        threading.Thread(target=recover, args=(n, g), daemon=True)
+        for n, g in (("first", first), ("second", second))
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert set(results) == {"first", "second"}
+    a, b = results["first"], results["second"]
+    assert a["state"] == b["state"] == "CLOSED"
+    assert a["last_entry_id"] == b["last_entry_id"] >= max(appender.acked)
+    assert a["length"] == b["length"]
+    assert first.metadata(lid) == a
+    check_read_back(first.read_all(lid), a["last_entry_id"], appender.acked, appender.sent)
+    assert second.read_all(lid) == first.read_all(lid)
+    total = sum(
+        metric_value(g.metrics(), "quire_gateway_recoveries_total", f'outcome="{o}"')
+        for g in (first, second)
+        for o in ("closed", "already_closed")
+    )
+    assert total == 2
+
+
+def test_reads_from_another_gateway_never_fence(cluster: Cluster) -> None:
+    """Opening without recovery never fences: LAC reads (plain and long poll), range and
+    single-entry reads of an OPEN ledger from a non-writer gateway leave the writer
+    appending successfully, and the ledger OPEN."""
+    start_bookies(cluster, 3)
+    writer = start_gateway(cluster)
+    reader = start_gateway(cluster)
+    wait_writable(writer, 3)
+    lid = writer.create(ensemble_size=3, write_quorum=2, ack_quorum=2)["ledger_id"]
+    for n in range(5):
+        writer.add(lid, payload_for(n))
+    wait_for(lambda: reader.lac(lid) == 4, 10, "the reader to learn LAC 4")
+    assert reader.lac(lid, after=4, wait_ms=100) == 4
+    assert [e for e, _ in reader.read_all(lid)] == list(range(5))
+    assert [e for e, _ in reader.read_ndjson(lid)] == list(range(5))
+    assert reader.entry(lid, 4) == payload_for(4)
+    assert reader.metadata(lid)["state"] == "OPEN"
+    for n in range(5, 10):
+        assert writer.add(lid, payload_for(n))["entry_id"] == n
+    assert writer.add_batch(lid, [payload_for(10), payload_for(11)])["last_entry_id"] == 11
+    assert reader.metadata(lid)["state"] == "OPEN"
+    closed = writer.close(lid)
+    assert closed["last_entry_id"] == 11
+    assert [d for _, d in reader.read_all(lid)] == [payload_for(n) for n in range(12)]
