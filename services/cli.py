@@ -133,6 +133,13 @@ def up(
         float | None,
         typer.Option(show_default=False, help="ZooKeeper session timeout, seconds [default: 10]"),
     ] = None,
+    without: Annotated[
+        list[str] | None,
+        typer.Option(
+            show_default=False,
+            help="do not start this service (gateway, auditor or replicator); repeatable",
+        ),
+    ] = None,
     zk_port: Annotated[
         int, typer.Option(min=1, max=65535, hidden=True, help="port of the ZooKeeper it starts")
     ] = 2181,
@@ -148,9 +155,13 @@ def up(
     identity is its host:port). A child that dies is reported and the rest keep
     running; if ZooKeeper dies, or no service is left, quire up stops and exits 1.
     """
-    from services.cluster import ClusterError, LocalCluster, StopRequested, UpConfig
+    from services.cluster import SERVICES, ClusterError, LocalCluster, StopRequested, UpConfig
 
     _check_zk(zk, zk_root, zk_session_timeout)
+    names = [spec.name for spec in SERVICES]
+    for name in without or ():
+        if name not in names:
+            raise typer.BadParameter(f"must be one of {', '.join(names)}", param_hint="--without")
     cluster = LocalCluster(
         UpConfig(
             data_dir=data_dir,
@@ -161,6 +172,7 @@ def up(
             zk_root=zk_root,
             zk_session_timeout=zk_session_timeout,
             start_deadline_s=start_timeout,
+            without=frozenset(without or ()),
         )
     )
 
@@ -248,11 +260,13 @@ def bookie_format(
             fail(exc.message)
         raise
     detail = f" ({result})" if isinstance(result, str | dict) and result else ""
-    print(f"formatted bookie {bookie_id}: data dir {data_dir}{detail}")
+    print(
+        f"formatted bookie {bookie_id}: data dir {data_dir} is empty{detail}; "
+        "its next start gives it a new cookie"
+    )
 
 
 async def _format(bookie_id: str, data_dir: Path, zk_hosts: str) -> object:
-    from services import zkpaths
     from services.metadata import MetadataStore
 
     try:
@@ -262,11 +276,7 @@ async def _format(bookie_id: str, data_dir: Path, zk_hosts: str) -> object:
     store = MetadataStore(zk_hosts)
     await store.start(timeout_s=15.0)
     try:
-        if await store.exists(zkpaths.bookie(bookie_id)):
-            fail(
-                f"bookie {bookie_id} is registered in ZooKeeper, so it is running: stop it "
-                "first (after kill -9 it stays registered until its session times out)"
-            )
+        # format_bookie refuses while the bookie is registered or holds its data dir.
         result = format_bookie(store, bookie_id, data_dir)
         if inspect.isawaitable(result):
             result = await result

@@ -118,6 +118,7 @@ class UpConfig:
     zk_root: str = "/quire"
     zk_session_timeout: float | None = None
     start_deadline_s: float = SERVICE_START_DEADLINE_S
+    without: frozenset[str] = frozenset()
 
 
 class Ui:
@@ -202,8 +203,12 @@ class LocalCluster:
             )
             for i in range(1, cfg.bookies + 1)
         ]
+        unknown = cfg.without - {spec.name for spec in SERVICES}
+        if unknown:
+            names = ", ".join(spec.name for spec in SERVICES)
+            raise ClusterError(f"--without takes {names}; got {', '.join(sorted(unknown))}")
         for spec in SERVICES:
-            if spec.available():
+            if spec.name not in cfg.without and spec.available():
                 port = spec.port(cfg.gateway_port, cfg.bookies)
                 planned.append(Planned(spec.name, spec.module, port, common))
         for item in planned:
@@ -353,9 +358,8 @@ class LocalCluster:
                 if self.stop_requested.is_set():
                     raise StopRequested
                 if not proc.alive():
-                    code = proc.proc.returncode if proc.proc else None
                     raise ClusterError(
-                        f"{proc.name} exited with code {code} before it was {what}; "
+                        f"{proc.name} {_ended(proc)} before it was {what}; "
                         f"its log is {proc.log_path}",
                         proc.log_path,
                     )
@@ -395,8 +399,7 @@ class LocalCluster:
                 if proc.alive() or id(proc) in self._reported:
                     continue
                 self._reported.add(id(proc))
-                code = proc.proc.returncode if proc.proc else None
-                self.ui.error(f"{proc.name} (pid {proc.pid}) exited with code {code}")
+                self.ui.error(f"{proc.name} (pid {proc.pid}) {_ended(proc)}")
                 self.ui.note(_indent(tail(proc.log_path, LOG_TAIL_LINES)))
                 if proc is not self.zookeeper:
                     self.ui.note(f"the rest keep running; its log is {proc.log_path}")
@@ -468,6 +471,17 @@ def stop_processes(procs: Sequence[ManagedProcess], grace_s: float) -> None:
             child.kill()
         except psutil.Error:
             pass
+
+
+def _ended(proc: ManagedProcess) -> str:
+    """How a process ended, for people: "exited with code 3", "was killed by SIGKILL"."""
+    code = proc.proc.returncode if proc.proc is not None else None
+    if code is not None and code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            pass
+    return f"exited with code {code}"
 
 
 def _indent(text: str) -> str:

@@ -1,0 +1,382 @@
+"""`quire up`: a real local cluster as a subprocess, stopped by signal, restarted on its data.
+
+Every test stops everything it started even when it fails: the `quire up`
+process, every pid it printed and every descendant seen while it ran, by pid.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+from kazoo.client import KazooClient
+from typer.testing import CliRunner
+
+from services import processes
+from services.cluster import port_free
+from services.processes import ZooKeeperProcess, free_port
+from tests.harness import wait_for
+
+START_DEADLINE_S = 150.0
+STOP_DEADLINE_S = 45.0
+LINE = re.compile(r"^(?P<name>\S+)\s+(?P<where>\S+)\s+pid (?P<pid>\d+)\s+log (?P<log>.+)$")
+
+
+def _quire() -> list[str]:
+    script = Path(sys.executable).parent / "quire"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "services.cli"]
+
+
+def free_port_block(count: int) -> int:
+    """A port P such that P..P+count-1 are all free (below the kernel's ephemeral range)."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 32000 - count)
+        if all(port_free("127.0.0.1", base + i) for i in range(count)):
+            return base
+    raise AssertionError(f"no block of {count} free ports")
+
+
+class QuireUp:
+    """One `quire up` subprocess: its output parsed, its descendants remembered."""
+
+    def __init__(self, args: list[str], cwd: Path):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("QUIRE_")}
+        self.proc = subprocess.Popen(
+            [*_quire(), "up", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+        self.stdout: list[str] = []
+        self.stderr: list[str] = []
+        self.seen_pids: set[int] = set()
+        self._readers = [
+            threading.Thread(target=self._read, args=(self.proc.stdout, self.stdout), daemon=True),
+            threading.Thread(target=self._read, args=(self.proc.stderr, self.stderr), daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    @staticmethod
+    def _read(stream, lines: list[str]) -> None:
+        for line in stream:
+            lines.append(line.rstrip("\n"))
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def output(self) -> str:
+        return "stdout:\n" + "\n".join(self.stdout) + "\nstderr:\n" + "\n".join(self.stderr)
+
+    def _remember_descendants(self) -> None:
+        try:
+            self.seen_pids.update(c.pid for c in psutil.Process(self.pid).children(recursive=True))
+        except psutil.Error:
+            pass
+
+    def wait_line(self, pattern: str, stream: str = "stdout", deadline_s: float = 30.0) -> str:
+        lines = self.stdout if stream == "stdout" else self.stderr
+        end = time.monotonic() + deadline_s
+        regex = re.compile(pattern)
+        while time.monotonic() < end:
+            self._remember_descendants()
+            for line in list(lines):
+                if regex.search(line):
+                    return line
+            if self.proc.poll() is not None:
+                time.sleep(0.2)  # let the readers drain
+                for line in list(lines):
+                    if regex.search(line):
+                        return line
+                raise AssertionError(
+                    f"quire up exited with {self.proc.returncode} before printing "
+                    f"{pattern!r}\n{self.output()}"
+                )
+            time.sleep(0.1)
+        raise AssertionError(f"no line matching {pattern!r} in {deadline_s}s\n{self.output()}")
+
+    def wait_ready(self) -> dict[str, dict]:
+        self.wait_line(r"^quire up: ready", deadline_s=START_DEADLINE_S)
+        return self.started()
+
+    def started(self) -> dict[str, dict]:
+        """name -> {"where", "pid", "log"} of every process it printed."""
+        found = {}
+        for line in self.stdout:
+            match = LINE.match(line)
+            if match:
+                found[match["name"]] = {
+                    "where": match["where"],
+                    "pid": int(match["pid"]),
+                    "log": Path(match["log"]),
+                }
+                self.seen_pids.add(int(match["pid"]))
+        return found
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        self._remember_descendants()
+        os.kill(self.pid, sig)
+        try:
+            return self.proc.wait(STOP_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"quire up did not exit {STOP_DEADLINE_S}s after {signal.Signals(sig).name}\n"
+                f"{self.output()}"
+            ) from None
+
+    def kill_everything(self) -> None:
+        """Teardown: SIGKILL quire up and every process it started, by pid."""
+        self._remember_descendants()
+        self.started()
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+        for pid in self.seen_pids:
+            if alive(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.fixture
+def run_up(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator:
+    """Start `quire up` processes; all are killed at teardown, their output shown on failure."""
+    started: list[QuireUp] = []
+
+    def start(*args: str) -> QuireUp:
+        up = QuireUp(list(args), cwd=tmp_path)
+        started.append(up)
+        return up
+
+    try:
+        yield start
+    finally:
+        for up in started:
+            up.kill_everything()
+        failed = getattr(getattr(request.node, "rep_call", None), "failed", False)
+        if failed:
+            for up in started:
+                print(up.output())
+
+
+def ports_needed(bookies: int) -> int:
+    """P (gateway), P+1..P+N (bookies), P+N+1 (auditor), P+N+2 (replicator)."""
+    return 1 + bookies + 2
+
+
+def _bookie_info(url: str) -> dict:
+    r = httpx.get(f"{url}/v1/info", timeout=5.0)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _check_bookies(started: dict[str, dict], gateway_port: int, bookies: int) -> dict[str, str]:
+    """Every bookie printed is healthy on P+i; returns bookie id -> instance id."""
+    instances = {}
+    for i in range(1, bookies + 1):
+        entry = started[f"bookie-{i}"]
+        assert entry["where"] == f"http://127.0.0.1:{gateway_port + i}"
+        assert httpx.get(f"{entry['where']}/health", timeout=5.0).status_code == 200
+        assert entry["log"].exists()
+        info = _bookie_info(entry["where"])
+        assert info["bookie_id"] == f"127.0.0.1:{gateway_port + i}"
+        instances[info["bookie_id"]] = info["instance_id"]
+    return instances
+
+
+def _assert_all_gone(up: QuireUp, started: dict[str, dict]) -> None:
+    pids = [e["pid"] for e in started.values()]
+    wait_for(lambda: not any(alive(p) for p in pids), 10.0, "every printed pid to be gone")
+    assert not any(alive(p) for p in up.seen_pids)
+
+
+def test_up_with_external_zookeeper_stops_on_sigterm_and_restarts(
+    run_up, zookeeper: ZooKeeperProcess, zk_root: str, zk_client: KazooClient, tmp_path: Path
+) -> None:
+    """quire up --zk: bookies healthy and registered; SIGTERM stops all (exit 0); data reused."""
+    bookies = 3
+    port = free_port_block(ports_needed(bookies))
+    data_dir = tmp_path / "data"
+    args = [
+        "--bookies", str(bookies),
+        "--data-dir", str(data_dir),
+        "--gateway-port", str(port),
+        "--zk", zookeeper.connect_string,
+        "--zk-root", zk_root,
+        "--zk-session-timeout", "4",
+    ]  # fmt: skip
+    up = run_up(*args)
+    started = up.wait_ready()
+    assert "zookeeper" not in started, "it must not start a ZooKeeper when --zk is given"
+    instances = _check_bookies(started, port, bookies)
+    for bookie_id in instances:
+        assert zk_client.exists(f"/bookies/{bookie_id}"), f"{bookie_id} is not registered"
+    for name, entry in started.items():
+        assert entry["log"].parent == data_dir / "logs"
+        assert httpx.get(f"{entry['where']}/health", timeout=5.0).status_code == 200, name
+    if "gateway" in started:
+        assert started["gateway"]["where"] == f"http://127.0.0.1:{port}"
+
+    assert up.stop(signal.SIGTERM) == 0, up.output()
+    _assert_all_gone(up, started)
+    assert any("stopped everything" in line for line in up.stdout), up.output()
+    # A clean stop closes the sessions: the registrations go at once.
+    wait_for(
+        lambda: not any(zk_client.exists(f"/bookies/{b}") for b in instances),
+        5.0,
+        "registrations to disappear",
+    )
+
+    again = run_up(*args)
+    restarted = again.wait_ready()
+    assert _check_bookies(restarted, port, bookies) == instances, "cookies were not reused"
+    assert again.stop(signal.SIGINT) == 0, again.output()
+    _assert_all_gone(again, restarted)
+
+
+def test_up_starts_its_own_zookeeper_and_survives_a_dead_bookie(run_up, tmp_path: Path) -> None:
+    """Without --zk it runs ZooKeeper itself; a bookie killed -9 is reported, the rest run on;
+    SIGTERM stops ZooKeeper too; the next start reuses ZooKeeper's data and the cookies."""
+    bookies = 2
+    port = free_port_block(ports_needed(bookies))
+    zk_port = free_port()
+    data_dir = tmp_path / "data"
+    args = [
+        "--bookies", str(bookies),
+        "--data-dir", str(data_dir),
+        "--gateway-port", str(port),
+        "--zk-port", str(zk_port),
+        "--zk-session-timeout", "4",
+    ]  # fmt: skip
+    up = run_up(*args)
+    started = up.wait_ready()
+    assert started["zookeeper"]["where"] == f"127.0.0.1:{zk_port}"
+    assert started["zookeeper"]["log"] == data_dir / "logs" / "zookeeper.log"
+    assert (data_dir / "zookeeper").is_dir()
+    instances = _check_bookies(started, port, bookies)
+    client = KazooClient(hosts=f"127.0.0.1:{zk_port}/quire", timeout=10.0)
+    client.start(10.0)
+    try:
+        for bookie_id in instances:
+            assert client.exists(f"/bookies/{bookie_id}")
+    finally:
+        client.stop()
+        client.close()
+
+    victim = started["bookie-2"]["pid"]
+    os.kill(victim, signal.SIGKILL)
+    up.wait_line(rf"bookie-2 \(pid {victim}\) was killed by SIGKILL", stream="stderr")
+    time.sleep(1.0)
+    assert up.proc.poll() is None, "quire up must keep running when one bookie dies"
+    assert httpx.get(f"{started['bookie-1']['where']}/health", timeout=5.0).status_code == 200
+
+    assert up.stop(signal.SIGTERM) == 0, up.output()
+    _assert_all_gone(up, started)
+    assert port_free("127.0.0.1", zk_port)
+
+    again = run_up(*args)
+    restarted = again.wait_ready()
+    assert restarted["zookeeper"]["pid"] != started["zookeeper"]["pid"]
+    assert _check_bookies(restarted, port, bookies) == instances, "cookies were not reused"
+    assert again.stop(signal.SIGTERM) == 0, again.output()
+    _assert_all_gone(again, restarted)
+
+
+def test_up_refuses_a_busy_port_and_starts_nothing(
+    run_up, zookeeper: ZooKeeperProcess, zk_root: str, tmp_path: Path
+) -> None:
+    """A busy bookie port: one clear error line naming it, exit 1, nothing left running."""
+    port = free_port_block(ports_needed(3))
+    with socket_listening(port + 2):
+        up = run_up(
+            "--data-dir", str(tmp_path / "data"),
+            "--gateway-port", str(port),
+            "--zk", zookeeper.connect_string,
+            "--zk-root", zk_root,
+        )  # fmt: skip
+        assert up.proc.wait(60) == 1, up.output()
+        time.sleep(0.2)
+    errors = [line for line in up.stderr if "error" in line]
+    assert len(errors) == 1 and f"port {port + 2}" in errors[0], up.output()
+    assert "bookie-2" in errors[0]
+    assert not up.started() and not any(alive(p) for p in up.seen_pids)
+
+
+class socket_listening:
+    """A plain TCP listener on 127.0.0.1:port for the duration of a with-block."""
+
+    def __init__(self, port: int):
+        import socket
+
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", port))
+        self.sock.listen(1)
+
+    def __enter__(self) -> socket_listening:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
+
+
+def test_up_says_so_when_the_zookeeper_jar_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No ZooKeeper jar: one line saying how to install it, exit 1, nothing started."""
+    from services.cli import app
+
+    monkeypatch.setattr(processes, "ZOOKEEPER_JAR", tmp_path / "missing" / "zookeeper.jar")
+    port = free_port_block(8)
+    result = CliRunner().invoke(
+        app,
+        [
+            "up",
+            "--data-dir", str(tmp_path / "data"),
+            "--gateway-port", str(port),
+            "--zk-port", str(free_port()),
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert "zookeeper.jar is missing" in result.output and "apt-get install zookeeper" in (
+        result.output
+    )
+    assert not list((tmp_path / "data" / "logs").glob("bookie-*.log"))
+
+
+def test_up_cannot_reach_the_given_zookeeper(run_up, tmp_path: Path) -> None:
+    """--zk naming a port where nothing listens: one clear line, exit 1."""
+    port = free_port_block(ports_needed(1))
+    up = run_up(
+        "--bookies", "1",
+        "--data-dir", str(tmp_path / "data"),
+        "--gateway-port", str(port),
+        "--zk", f"127.0.0.1:{free_port()}",
+    )  # fmt: skip
+    assert up.proc.wait(60) == 1, up.output()
+    time.sleep(0.2)
+    assert any("cannot reach ZooKeeper" in line for line in up.stderr), up.output()
