@@ -1,0 +1,103 @@
+"""Ensemble changes with real processes (PROTOCOL.md, "Failure while writing"): a bookie
+of the ensemble killed or turned read-only during a write stream is replaced by a new
+fragment, writes continue, and nothing acknowledged is lost."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.harness import Cluster, wait_for
+from tests.integration.gateway_support import (
+    Appender,
+    check_read_back,
+    metric_value,
+    start_bookies,
+    start_gateway,
+    wait_writable,
+)
+
+
+def _replaced_while_writing(cluster: Cluster, fail_bookie) -> None:  # type: ignore[no-untyped-def]
+    """Stream adds, fail one bookie of the ensemble with ``fail_bookie(id)``, and check
+    the ensemble change and the ledger's contents after close."""
+    procs = {p.address: p for p in start_bookies(cluster, 4, ["--disk-check-interval", "0.2"])}
+    gateway = start_gateway(cluster)
+    wait_writable(gateway, 4)
+    ledger = gateway.create(ensemble_size=3, write_quorum=2, ack_quorum=2)
+    lid = ledger["ledger_id"]
+    ensemble = ledger["fragments"][0]["bookies"]
+    (spare,) = set(procs) - set(ensemble)
+    victim = ensemble[1]
+
+    appender = Appender(gateway.url, lid, batch=2).start()
+    appender.wait_count(30)
+    fail_bookie(procs[victim])
+    at_failure = appender.count
+    appender.wait_count(at_failure + 40, deadline_s=40)
+    fragments = wait_for(
+        lambda: len(f := gateway.metadata(lid)["fragments"]) >= 2 and f,
+        20,
+        "a new fragment in the metadata",
+    )
+    appender.stop()
+    assert not appender.errors, appender.errors
+
+    last_fragment = fragments[-1]
+    assert victim not in last_fragment["bookies"]
+    assert spare in last_fragment["bookies"]
+    assert [b for b in last_fragment["bookies"] if b != spare] == [b for b in ensemble
+                                                                   if b != victim]  # fmt: skip
+    assert 0 < last_fragment["first_entry_id"] <= at_failure + 2
+    assert metric_value(gateway.metrics(), "quire_gateway_ensemble_changes_total") >= 1
+
+    closed = gateway.close(lid)
+    assert closed["state"] == "CLOSED"
+    assert closed["last_entry_id"] == max(appender.acked)
+    entries = gateway.read_all(lid)
+    check_read_back(entries, closed["last_entry_id"], appender.acked, appender.sent)
+    assert closed["length"] == sum(len(d) for _, d in entries)
+    # A fresh gateway agrees (it reads from the bookies only).
+    other = start_gateway(cluster)
+    assert other.read_ndjson(lid) == entries
+
+
+def test_killed_bookie_is_replaced_and_nothing_acknowledged_is_lost(cluster: Cluster) -> None:
+    """A bookie of the ensemble SIGKILLed during a write stream (4 bookies, E=3, Qw=2,
+    Qa=2): writes continue, a new fragment replaces it with the spare bookie, and every
+    acknowledged entry reads back after close (reads fail over past the dead bookie)."""
+    _replaced_while_writing(cluster, lambda proc: proc.kill())
+
+
+def test_read_only_bookie_is_replaced_like_a_failed_one(cluster: Cluster) -> None:
+    """A bookie of the ensemble turning read-only during a write stream triggers an
+    ensemble change the same way, and nothing acknowledged is lost."""
+
+    def make_read_only(proc) -> None:  # type: ignore[no-untyped-def]
+        r = httpx.post(f"{proc.url}/v1/admin/disk-threshold", json={"readonly_free_ratio": 0.9999})
+        assert r.status_code == 200, r.text
+        wait_for(
+            lambda: httpx.get(f"{proc.url}/v1/info").json()["state"] == "readonly",
+            10,
+            "the bookie to turn read-only",
+        )
+
+    _replaced_while_writing(cluster, make_read_only)
+
+
+def test_reads_fail_over_when_a_replica_is_killed(cluster: Cluster) -> None:
+    """Reads with failover: with one bookie of a closed ledger's ensemble killed, every
+    entry still reads back (ranges, NDJSON, single entries) from the other replica of
+    its write set, and the failovers are counted."""
+    procs = {p.address: p for p in start_bookies(cluster, 3)}
+    gateway = start_gateway(cluster)
+    wait_writable(gateway, 3)
+    lid = gateway.create(ensemble_size=3, write_quorum=2, ack_quorum=2)["ledger_id"]
+    payloads = [f"entry {n}".encode() * (n + 1) for n in range(12)]
+    gateway.add_batch(lid, payloads)
+    gateway.close(lid)
+    procs[gateway.metadata(lid)["fragments"][0]["bookies"][0]].kill()
+    before = metric_value(gateway.metrics(), "quire_gateway_read_failovers_total")
+    assert [d for _, d in gateway.read_all(lid)] == payloads
+    assert [d for _, d in gateway.read_ndjson(lid)] == payloads
+    assert [gateway.entry(lid, n) for n in range(12)] == payloads
+    assert metric_value(gateway.metrics(), "quire_gateway_read_failovers_total") > before
