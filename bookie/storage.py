@@ -29,6 +29,7 @@ from typing import Any
 
 from sqlalchemy import (
     Column,
+    Connection,
     Engine,
     Integer,
     LargeBinary,
@@ -235,10 +236,16 @@ def create_reader_engine(data_dir: Path) -> Engine:
 def load_ledgers(engine: Engine) -> dict[int, tuple[int, int, bool]]:
     """Every ledger's ``(lac, last_entry_id, fenced)`` as stored."""
     with engine.connect() as conn:
+        return load_ledgers_on(conn)
+
+
+def load_ledgers_on(conn: Connection) -> dict[int, tuple[int, int, bool]]:
+    """``load_ledgers`` on a connection the caller holds (in its own transaction)."""
+    with conn.begin():
         rows = conn.execute(
             select(ledgers.c.ledger_id, ledgers.c.lac, ledgers.c.last_entry_id, ledgers.c.fenced)
-        )
-        return {lid: (lac, last, bool(fenced)) for lid, lac, last, fenced in rows}
+        ).all()
+    return {lid: (lac, last, bool(fenced)) for lid, lac, last, fenced in rows}
 
 
 def store_size_bytes(data_dir: Path) -> int:

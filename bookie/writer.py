@@ -47,7 +47,7 @@ from bookie.storage import (
     DELETE_LEDGER_SQL,
     INSERT_ENTRY_SQL,
     UPSERT_LEDGER_SQL,
-    load_ledgers,
+    load_ledgers_on,
 )
 from services.errors import BookieUnavailable, LedgerNotFound, QuireError
 from services.framing import DIGEST_CODES, Record
@@ -122,11 +122,14 @@ class GroupCommitWriter:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._ledgers: dict[int, LedgerState] = {}
         self._held: Any = None
+        self._conn: Any = None
         self._thread = threading.Thread(target=self._run, name="bookie-writer", daemon=True)
         self._digest_codes = DIGEST_CODES
 
     def start(self, states: dict[int, Snapshot]) -> None:
+        """Connect (here, so a failure raises to the caller) and start the thread."""
         self._ledgers = {lid: [lac, last, fenced] for lid, (lac, last, fenced) in states.items()}
+        self._conn = self._engine.connect()
         self._thread.start()
 
     def submit(self, op: Op) -> None:
@@ -140,13 +143,21 @@ class GroupCommitWriter:
     # -- the thread ----------------------------------------------------------
 
     def _run(self) -> None:
-        with self._engine.connect() as conn:
+        with self._conn as conn:
             while True:
                 batch, stop = self._take_batch()
                 if batch:
-                    self._commit_batch(conn, batch)
+                    try:
+                        self._commit_batch(conn, batch)
+                    except Exception as exc:  # noqa: BLE001 - the thread must not die
+                        log.exception("group commit writer error")
+                        self._fail(batch, exc)
                 if stop:
                     return
+
+    def _fail(self, batch: list[Op], exc: Exception) -> None:
+        err = BookieUnavailable(f"storage failure: {type(exc).__name__}: {exc}")
+        self._loop.call_soon_threadsafe(self._deliver, {}, [(op.future, err) for op in batch])
 
     def _take_batch(self) -> tuple[list[Op], bool]:
         """Block for the first operation, then drain what is queued, within the bounds."""
@@ -208,8 +219,7 @@ class GroupCommitWriter:
         except Exception as exc:  # noqa: BLE001 - every waiter gets the failure
             log.exception("group commit of %d operations failed", len(batch))
             self._reload()
-            err = BookieUnavailable(f"storage failure: {type(exc).__name__}: {exc}")
-            self._loop.call_soon_threadsafe(self._deliver, {}, [(op.future, err) for op in batch])
+            self._fail(batch, exc)
             return
         metrics = self._metrics
         metrics.commits.inc()
@@ -290,7 +300,7 @@ class GroupCommitWriter:
 
     def _reload(self) -> None:
         try:
-            states = load_ledgers(self._engine)
+            states = load_ledgers_on(self._conn)
         except Exception:  # noqa: BLE001 - keep the (more restrictive) state we have
             log.exception("could not reload ledger states after a failed commit")
             return

@@ -166,3 +166,26 @@ def test_long_poll_wakes_on_change_and_times_out():
         assert (await asyncio.wait_for(late, 5.0)).lac == 4
 
     asyncio.run(main())
+
+
+def test_failed_commit_fails_its_batch_and_the_writer_goes_on(tmp_path):
+    """When a group commit fails, every operation of the batch gets bookie_unavailable,
+    nothing of it is stored, and later operations are served normally."""
+    from services.errors import BookieUnavailable
+
+    def ops(loop):
+        f = loop.create_future
+        poisoned = Record(1, 1, 0, object(), b"", False, "none", 0)  # sqlite cannot bind it
+        return [AddOp([sealed(1, 0)], f(), 1), FenceOp(2, f()), AddOp([poisoned], f(), 1)]
+
+    results, metrics, index, _ = asyncio.run(run_batch(tmp_path, ops))
+    assert all(isinstance(r, BookieUnavailable) for r in results)
+    assert metric(metrics, "quire_bookie_commits_total") == 0
+    assert index.get(1) is None and index.get(2) is None
+
+    def later(loop):
+        return [AddOp([sealed(1, 0)], loop.create_future(), 1)]
+
+    results, _, index, _ = asyncio.run(run_batch(tmp_path, later))
+    assert results == [AddResult(1, [])]
+    assert index.get(1).last_entry_id == 0 and index.get(2) is None
