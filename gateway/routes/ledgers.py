@@ -61,7 +61,8 @@ class Ledger(BaseModel):
 
 
 class CreateLedger(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Strict: JSON integers only ("3", 3.0 and true are not sizes).
+    model_config = ConfigDict(extra="forbid", strict=True)
     ensemble_size: int = Field(3, ge=1, le=64)
     write_quorum: int = Field(2, ge=1, le=64)
     ack_quorum: int = Field(2, ge=1, le=64)
