@@ -316,3 +316,28 @@ def gateway_clients(*gateways: Gateway) -> Iterator[None]:
     finally:
         for g in gateways:
             g.close_client()
+
+
+@contextmanager
+def module_cluster(zookeeper, base_dir: Path, secret: str | None = None) -> Iterator[Cluster]:  # type: ignore[no-untyped-def]
+    """A cluster shared by the tests of one module (its own chroot), stopped by pid and
+    its chroot deleted at the end, also on failure."""
+    from kazoo.client import KazooClient
+
+    from tests.harness import fresh_chroot
+
+    root = fresh_chroot()
+    c = Cluster(zookeeper.connect_string, root, base_dir, secret)
+    try:
+        yield c
+    finally:
+        c.stop_all()
+        client = KazooClient(hosts=zookeeper.connect_string, timeout=10.0)
+        client.start(10.0)
+        try:
+            client.delete(root, recursive=True)
+        except Exception:  # noqa: BLE001 - cleanup is best effort
+            pass
+        finally:
+            client.stop()
+            client.close()

@@ -1,0 +1,340 @@
+"""Bad input on every Ledgers endpoint of a real gateway: a 4xx with the API.md code and
+a body of exactly ``{"error", "message"}``, never a 500, and nothing partially written
+by a rejected request."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+
+from services.framing import BATCH_ENTRIES_MAX, BODY_SIZE_MAX_BYTES, ENTRY_SIZE_MAX_BYTES
+from tests.integration.gateway_support import (
+    Gateway,
+    assert_error,
+    module_cluster,
+    start_bookies,
+    start_gateway,
+    wait_writable,
+)
+
+ID_MAX = 2**63 - 1
+BAD_IDS = ["abc", "-1", "1.5", "1e3", str(2**63), str(2**64)]
+JSON = "application/json"
+RAW = "application/octet-stream"
+
+
+@dataclass
+class Env:
+    gateway: Gateway
+    open_id: int  # OPEN, entries 0..2, on this gateway
+    closed_id: int  # CLOSED at entry 1
+    missing_id: int  # never created
+
+
+@pytest.fixture(scope="module")
+def env(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:  # type: ignore[no-untyped-def]
+    with module_cluster(zookeeper, tmp_path_factory.mktemp("gateway-bad-input")) as cluster:
+        start_bookies(cluster, 3)
+        gateway = start_gateway(cluster)
+        wait_writable(gateway, 3)
+        open_id = gateway.create()["ledger_id"]
+        gateway.add_batch(open_id, [b"a", b"b", b"c"])
+        closed_id = gateway.create()["ledger_id"]
+        gateway.add_batch(closed_id, [b"x", b"y"])
+        gateway.close(closed_id)
+        yield Env(gateway, open_id, closed_id, ID_MAX)
+        gateway.close_client()
+
+
+def _ledger_paths(lid: str) -> list[tuple[str, str]]:
+    return [
+        ("GET", f"/v1/ledgers/{lid}"),
+        ("DELETE", f"/v1/ledgers/{lid}"),
+        ("POST", f"/v1/ledgers/{lid}/entries"),
+        ("GET", f"/v1/ledgers/{lid}/entries"),
+        ("GET", f"/v1/ledgers/{lid}/entries/0"),
+        ("GET", f"/v1/ledgers/{lid}/lac"),
+        ("POST", f"/v1/ledgers/{lid}/close"),
+        ("POST", f"/v1/ledgers/{lid}/recover"),
+    ]
+
+
+BAD_ID_CASES = [case for bad in BAD_IDS for case in _ledger_paths(bad)] + [
+    ("GET", f"/v1/ledgers/{{open}}/entries/{bad}") for bad in BAD_IDS
+]
+
+
+@pytest.mark.parametrize(("method", "path"), BAD_ID_CASES)
+def test_bad_ids_are_400(env: Env, method: str, path: str) -> None:
+    """Non-integer, negative and over 2^63-1 ledger or entry ids: 400 invalid_argument."""
+    r = env.gateway.request(method, path.format(open=env.open_id), content=b"x")
+    assert_error(r, 400, "invalid_argument")
+
+
+@pytest.mark.parametrize(("method", "path"), _ledger_paths("{missing}"))
+def test_unknown_ledger_is_404(env: Env, method: str, path: str) -> None:
+    """Every call on a ledger that does not exist: 404 ledger_not_found."""
+    r = env.gateway.request(method, path.format(missing=env.missing_id), content=b"x")
+    assert_error(r, 404, "ledger_not_found")
+
+
+def test_entry_past_the_readable_end_is_404(env: Env) -> None:
+    """A single entry past the LAC (open) or the last entry (closed): 404
+    entry_not_found; a range is cut at that end instead."""
+    g = env.gateway
+    for path in (
+        f"/v1/ledgers/{env.open_id}/entries/3",
+        f"/v1/ledgers/{env.open_id}/entries/{ID_MAX}",
+        f"/v1/ledgers/{env.closed_id}/entries/2",
+    ):
+        assert_error(g.request("GET", path), 404, "entry_not_found")
+    assert [e["entry_id"] for e in g.page(env.open_id, **{"from": 1, "to": 99})["entries"]] == [
+        1,
+        2,
+    ]
+    for params in ({"from": 3}, {"from": 3, "to": 5}, {"from": ID_MAX}):
+        page = g.page(env.open_id, **params)
+        assert page["entries"] == [] and page["next"] is None
+        assert page["last_add_confirmed"] == 2
+    assert g.page(env.closed_id, **{"from": 2})["entries"] == []
+
+
+QUERY_CASES = [
+    ("GET", "/v1/ledgers/{open}/entries", {"from": 2, "to": 1}),
+    ("GET", "/v1/ledgers/{open}/entries", {"from": -1}),
+    ("GET", "/v1/ledgers/{open}/entries", {"to": -1}),
+    ("GET", "/v1/ledgers/{open}/entries", {"from": "x"}),
+    ("GET", "/v1/ledgers/{open}/entries", {"to": str(2**63)}),
+    ("GET", "/v1/ledgers/{open}/lac", {"after": "x"}),
+    ("GET", "/v1/ledgers/{open}/lac", {"after": -2}),
+    ("GET", "/v1/ledgers/{open}/lac", {"after": str(2**63)}),
+    ("GET", "/v1/ledgers/{open}/lac", {"after": 0, "wait_ms": -1}),
+    ("GET", "/v1/ledgers/{open}/lac", {"after": 0, "wait_ms": "soon"}),
+    ("GET", "/v1/ledgers", {"limit": 0}),
+    ("GET", "/v1/ledgers", {"limit": "x"}),
+    ("GET", "/v1/ledgers", {"after": -2}),
+    ("GET", "/v1/ledgers", {"after": str(2**63)}),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "params"), QUERY_CASES)
+def test_bad_query_parameters_are_400(env: Env, method: str, path: str, params: dict) -> None:
+    """Bad query parameters, including from > to: 400 invalid_argument."""
+    r = env.gateway.request(method, path.format(open=env.open_id), params=params)
+    assert_error(r, 400, "invalid_argument")
+
+
+CREATE_CASES = [
+    # not E >= Qw >= Qa >= 1
+    ({"ensemble_size": 2, "write_quorum": 3, "ack_quorum": 2}, 400, "invalid_argument"),
+    ({"ensemble_size": 3, "write_quorum": 2, "ack_quorum": 3}, 400, "invalid_argument"),
+    ({"ensemble_size": 3, "write_quorum": 2, "ack_quorum": 0}, 400, "invalid_argument"),
+    ({"ensemble_size": 0, "write_quorum": 0, "ack_quorum": 0}, 400, "invalid_argument"),
+    ({"ensemble_size": -1}, 400, "invalid_argument"),
+    ({"write_quorum": 4}, 400, "invalid_argument"),  # E defaults to 3
+    ({"ensemble_size": 2.5}, 400, "invalid_argument"),
+    ({"ensemble_size": "3"}, 400, "invalid_argument"),
+    ({"ensemble_size": True}, 400, "invalid_argument"),
+    ({"ensemble_size": 1.0, "write_quorum": 1, "ack_quorum": 1}, 400, "invalid_argument"),
+    ({"ensemble_size": True, "write_quorum": True, "ack_quorum": True}, 400, "invalid_argument"),
+    ({"ensemble_size": None}, 400, "invalid_argument"),
+    ({"ensemble_size": 2**70}, 400, "invalid_argument"),
+    # more than the writable bookies
+    ({"ensemble_size": 4, "write_quorum": 2, "ack_quorum": 2}, 503, "not_enough_bookies"),
+    ({"ensemble_size": 64, "write_quorum": 1, "ack_quorum": 1}, 503, "not_enough_bookies"),
+    # digest, password, metadata, unknown fields
+    ({"digest": "md5"}, 400, "invalid_argument"),
+    ({"digest": "CRC32C"}, 400, "invalid_argument"),
+    ({"digest": 1}, 400, "invalid_argument"),
+    ({"password": 7}, 400, "invalid_argument"),
+    ({"password": ""}, 400, "invalid_argument"),
+    ({"metadata": [1, 2]}, 400, "invalid_argument"),
+    ({"metadata": "k=v"}, 400, "invalid_argument"),
+    ({"metadata": {"big": "x" * (70 * 1024)}}, 400, "invalid_argument"),
+    ({"ensemble": 3}, 400, "invalid_argument"),
+]
+
+
+@pytest.mark.parametrize(("body", "status", "code"), CREATE_CASES)
+def test_bad_create_is_refused_and_creates_nothing(
+    env: Env, body: dict, status: int, code: str
+) -> None:
+    """Create with bad sizes, digest, password or metadata: 400; more E than writable
+    bookies: 503 not_enough_bookies; in every case no ledger appears."""
+    before = env.gateway.request("GET", "/v1/ledgers").json()["ledgers"]
+    assert_error(env.gateway.request("POST", "/v1/ledgers", json=body), status, code)
+    assert env.gateway.request("GET", "/v1/ledgers").json()["ledgers"] == before
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
+        (b"{", JSON),
+        (b"not json", JSON),
+        (b"\xff\xfe", JSON),
+        (b"[]", JSON),
+        (b'"text"', JSON),
+        (b"3", JSON),
+        (b"null", JSON),
+        (b"{}x", JSON),
+    ],
+)
+def test_create_needs_a_json_object(env: Env, body: bytes, content_type: str) -> None:
+    """Malformed or non-object JSON on create: 400 invalid_argument."""
+    r = env.gateway.request(
+        "POST", "/v1/ledgers", content=body, headers={"Content-Type": content_type}
+    )
+    assert_error(r, 400, "invalid_argument")
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+ADD_CASES = [
+    (b"{", JSON, 400, "invalid_argument"),
+    (b"not json", JSON, 400, "invalid_argument"),
+    (b"[]", JSON, 400, "invalid_argument"),
+    (b'["AAAA"]', JSON, 400, "invalid_argument"),
+    (b'"AAAA"', JSON, 400, "invalid_argument"),
+    (b"{}", JSON, 400, "invalid_argument"),
+    (b'{"entry": ["AAAA"]}', JSON, 400, "invalid_argument"),
+    (b'{"entries": "AAAA"}', JSON, 400, "invalid_argument"),
+    (b'{"entries": null}', JSON, 400, "invalid_argument"),
+    (b'{"entries": []}', JSON, 400, "invalid_argument"),
+    (b'{"entries": ["@@@@"]}', JSON, 400, "invalid_argument"),
+    (b'{"entries": ["AAA"]}', JSON, 400, "invalid_argument"),
+    (b'{"entries": ["AAAA", "not base64!"]}', JSON, 400, "invalid_argument"),
+    (b'{"entries": ["AAAA", 5]}', JSON, 400, "invalid_argument"),
+    (b'{"entries": [null]}', JSON, 400, "invalid_argument"),
+    (b'{"entries": [["AAAA"]]}', JSON, 400, "invalid_argument"),
+    (b'{"entries": ["AAAA"]}', "application/json; charset=utf-8", None, None),
+]
+
+
+@pytest.mark.parametrize(("body", "content_type", "status", "code"), ADD_CASES)
+def test_bad_add_is_refused_and_writes_nothing(
+    env: Env, body: bytes, content_type: str, status: int | None, code: str | None
+) -> None:
+    """A malformed JSON add (not an object, no entries, empty batch, bad base64, a bad
+    item anywhere): 400 and the LAC is unchanged; JSON with parameters is still JSON."""
+    g = env.gateway
+    before = g.lac(env.open_id)
+    r = g.request(
+        "POST", f"/v1/ledgers/{env.open_id}/entries", content=body,
+        headers={"Content-Type": content_type},
+    )  # fmt: skip
+    if status is None:
+        assert r.status_code == 200, r.text
+        assert r.json()["first_entry_id"] == before + 1
+        return
+    assert_error(r, status, code)
+    assert g.lac(env.open_id) == before
+
+
+@pytest.fixture(scope="module")
+def size_ledger(env: Env) -> int:
+    """A ledger of its own for the size limits (big entries stay out of the others)."""
+    return env.gateway.create(ensemble_size=3, write_quorum=2, ack_quorum=2)["ledger_id"]
+
+
+def test_size_limits(env: Env, size_ledger: int) -> None:
+    """An entry of exactly 5 MiB is accepted (raw and JSON); one byte more is 413, as is a
+    batch of 10,001 entries and a body over 64 MiB; a rejected request writes nothing."""
+    g, lid = env.gateway, size_ledger
+    path = f"/v1/ledgers/{lid}/entries"
+    exact = bytes(range(256)) * (ENTRY_SIZE_MAX_BYTES // 256)
+    assert len(exact) == ENTRY_SIZE_MAX_BYTES
+    assert g.add(lid, exact)["entry_id"] == 0
+    assert g.add_batch(lid, [exact])["first_entry_id"] == 1
+
+    over = exact + b"!"
+    r = g.request("POST", path, content=over, headers={"Content-Type": RAW})
+    assert_error(r, 413, "payload_too_large")
+    r = g.request("POST", path, json={"entries": [_b64(b"ok"), _b64(over)]})
+    assert_error(r, 413, "payload_too_large")
+    r = g.request("POST", path, json={"entries": [_b64(b"")] * (BATCH_ENTRIES_MAX + 1)})
+    assert_error(r, 413, "payload_too_large")
+    huge = b'{"entries": ["' + b"A" * BODY_SIZE_MAX_BYTES + b'"]}'
+    try:
+        r = g.request("POST", path, content=huge, headers={"Content-Type": JSON})
+    except httpx.TransportError:
+        # The gateway may answer 413 before reading the body and close the connection
+        # while the client is still sending; read it again with a declared length only.
+        r = _declared_only(g.url, path, len(huge))
+    assert_error(r, 413, "payload_too_large")
+    assert g.lac(lid) == 1
+
+    batch = g.add_batch(lid, [b"z"] * BATCH_ENTRIES_MAX)  # exactly 10,000 is fine
+    assert (batch["first_entry_id"], batch["last_entry_id"]) == (2, 1 + BATCH_ENTRIES_MAX)
+    assert g.entry(lid, 0) == exact
+    assert g.entry(lid, 1) == exact
+
+
+def _declared_only(url: str, path: str, length: int) -> httpx.Response:
+    """Send only the head of a request declaring ``length`` bytes of body."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+        sock.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: {JSON}\r\n"
+            f"Content-Length: {length}\r\n\r\n".encode()
+        )
+        data = b""
+        while b"\r\n\r\n" not in data or not data.endswith(b"}"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = int(head.split()[1])
+    return httpx.Response(status, content=body, headers={"Content-Type": JSON})
+
+
+ROUTE_CASES = [
+    ("GET", "/nope", 404, "not_found"),
+    ("GET", "/v1", 404, "not_found"),
+    ("GET", "/v1/nope", 404, "not_found"),
+    ("POST", "/v1/ledger", 404, "not_found"),
+    ("GET", "/v1/ledgers/{open}/nope", 404, "not_found"),
+    ("GET", "/v1/ledgers/{open}/entries/0/more", 404, "not_found"),
+    ("PUT", "/v1/ledgers", 405, "method_not_allowed"),
+    ("DELETE", "/v1/ledgers", 405, "method_not_allowed"),
+    ("PATCH", "/v1/ledgers/{open}", 405, "method_not_allowed"),
+    ("PUT", "/v1/ledgers/{open}", 405, "method_not_allowed"),
+    ("GET", "/v1/ledgers/{open}/close", 405, "method_not_allowed"),
+    ("GET", "/v1/ledgers/{open}/recover", 405, "method_not_allowed"),
+    ("DELETE", "/v1/ledgers/{open}/entries", 405, "method_not_allowed"),
+    ("POST", "/v1/ledgers/{open}/entries/0", 405, "method_not_allowed"),
+    ("DELETE", "/v1/ledgers/{open}/entries/0", 405, "method_not_allowed"),
+    ("POST", "/v1/ledgers/{open}/lac", 405, "method_not_allowed"),
+    ("POST", "/health", 405, "method_not_allowed"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "status", "code"), ROUTE_CASES)
+def test_unknown_routes_and_wrong_methods(
+    env: Env, method: str, path: str, status: int, code: str
+) -> None:
+    """Unknown routes: 404 not_found; a known route with another method: 405
+    method_not_allowed; both with an {"error", "message"} body."""
+    r = env.gateway.request(method, path.format(open=env.open_id), content=b"x")
+    assert_error(r, status, code)
+
+
+def test_rejected_requests_left_the_ledgers_intact(env: Env) -> None:
+    """After the whole matrix the ledgers still hold exactly what was written, and the
+    gateway never answered 500 (it logged no unexpected error)."""
+    g = env.gateway
+    assert [d for _, d in g.read_all(env.closed_id)] == [b"x", b"y"]
+    assert g.metadata(env.closed_id)["last_entry_id"] == 1
+    entries = g.read_all(env.open_id)
+    assert [d for _, d in entries[:3]] == [b"a", b"b", b"c"]
+    log = g.proc.log_path.read_text(errors="replace")
+    assert "unexpected error" not in log
