@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -46,14 +46,33 @@ def check_records(records: list[Record]) -> int:
     return size
 
 
-def check_declared_length(declared: str | None, limit: int = BODY_SIZE_MAX_BYTES) -> None:
-    """Refuse a body whose Content-Length is over the limit before reading it."""
+def declared_length(declared: str | None, limit: int = BODY_SIZE_MAX_BYTES) -> int:
+    """The bytes to reserve for a body: its Content-Length (refused with 413 when over
+    the limit, before anything is read), or the limit when it is not declared."""
     if declared is None:
-        return
+        return limit
     if not declared.isdigit():
         raise InvalidArgument("bad Content-Length")
-    if int(declared) > limit:
+    size = int(declared)
+    if size > limit:
         raise PayloadTooLarge(f"body of {declared} bytes over the limit of {limit}")
+    return size
+
+
+async def add_request(
+    node: BookieNode, declared: str | None, read_body: Callable[[], Awaitable[bytes]]
+) -> bytes:
+    """A whole add: reserve the body's bytes, read it, store it; the JSON answer."""
+    try:
+        size = declared_length(declared)
+    except QuireError as exc:
+        node.metrics.rejected_adds.labels(exc.code).inc()
+        raise
+    await node.add_budget.acquire(size)
+    try:
+        return await store_entries(node, await read_body())
+    finally:
+        node.add_budget.release(size)
 
 
 async def store_entries(node: BookieNode, body: bytes) -> bytes:
@@ -61,7 +80,7 @@ async def store_entries(node: BookieNode, body: bytes) -> bytes:
     try:
         if not body:
             raise InvalidArgument("empty body: expected framed records")
-        records = decode(body)
+        records = decode(body, copy=False)
         payload_bytes = check_records(records)
         if node.readonly and not all(r.recovery for r in records):
             raise BookieReadOnly("bookie is read-only (disk nearly full): only recovery adds")
@@ -79,13 +98,7 @@ async def store_entries(node: BookieNode, body: bytes) -> bytes:
     return json.dumps({"stored": result.stored, "rejected": rejected}).encode()
 
 
-async def _receive_body(scope: Scope, receive: Receive, limit: int) -> bytes:
-    declared = None
-    for name, value in scope["headers"]:
-        if name == b"content-length":
-            declared = value.decode("latin-1")
-            break
-    check_declared_length(declared, limit)
+async def _receive_body(receive: Receive, limit: int) -> bytes:
     chunks: list[bytes] = []
     total = 0
     while True:
@@ -113,9 +126,15 @@ class AddFastPath:
         if node is None or scope["path"] != ADD_PATH or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
+        declared = None
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                declared = value.decode("latin-1")
+                break
         try:
-            body = await _receive_body(scope, receive, BODY_SIZE_MAX_BYTES)
-            answer = await store_entries(node, body)
+            answer = await add_request(
+                node, declared, lambda: _receive_body(receive, BODY_SIZE_MAX_BYTES)
+            )
         except QuireError as exc:
             await error_json(exc)(scope, receive, send)
             return

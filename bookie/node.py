@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from bookie.budget import ByteBudget
 from bookie.cookie import check_cookie
 from bookie.ledgers import LedgerIndex, LedgerView
 from bookie.metrics import BookieMetrics
@@ -35,8 +36,9 @@ from services.settings import BookieSettings
 
 log = logging.getLogger(__name__)
 
-# Payload bytes of adds queued for the writer; further adds wait (STYLE.md §5).
-WRITE_QUEUE_BYTES_MAX = 128 * 1024 * 1024
+# Body bytes of add requests in flight (read, queued or being committed); further
+# adds wait before reading their bodies (STYLE.md §5, bookie.budget).
+ADD_BYTES_IN_FLIGHT_MAX = 64 * 1024 * 1024
 ZK_START_TIMEOUT_S = 30.0
 
 
@@ -59,8 +61,7 @@ class BookieNode:
         self._engine: Engine | None = None
         self._writer: GroupCommitWriter | None = None
         self._disk_task: asyncio.Task | None = None
-        self._queued_bytes = 0
-        self._drained = asyncio.Event()
+        self.add_budget = ByteBudget(ADD_BYTES_IN_FLIGHT_MAX)
         self._locked = False
 
     # -- life cycle ----------------------------------------------------------
@@ -173,17 +174,10 @@ class BookieNode:
         return result
 
     async def add(self, records: list[Record], payload_bytes: int) -> AddResult:
-        """Store framed records; answers once they are committed (and fsynced)."""
-        while self._queued_bytes > WRITE_QUEUE_BYTES_MAX:
-            self._drained.clear()
-            await self._drained.wait()
-        self._queued_bytes += payload_bytes
-        try:
-            return await self._submit(lambda f: AddOp(records, f, payload_bytes))
-        finally:
-            self._queued_bytes -= payload_bytes
-            if self._queued_bytes <= WRITE_QUEUE_BYTES_MAX:
-                self._drained.set()
+        """Store framed records; answers once they are committed (and fsynced).
+
+        The caller holds ``add_budget`` for the request's body (bookie.fastpath)."""
+        return await self._submit(lambda f: AddOp(records, f, payload_bytes))
 
     async def fence(self, ledger_id: int) -> LedgerView:
         """Fence a ledger: the flag is on disk before this returns."""

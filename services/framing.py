@@ -67,8 +67,13 @@ def encode(records: list[Record]) -> bytes:
     return b"".join(parts)
 
 
-def decode(body: bytes, max_records: int = BATCH_ENTRIES_MAX) -> list[Record]:
-    """Parse a whole body, or raise ``InvalidArgument`` / ``PayloadTooLarge``."""
+def decode(body: bytes, max_records: int = BATCH_ENTRIES_MAX, *, copy: bool = True) -> list[Record]:
+    """Parse a whole body, or raise ``InvalidArgument`` / ``PayloadTooLarge``.
+
+    With ``copy=False`` each payload is a read-only ``memoryview`` into ``body``
+    instead of a copy (it keeps ``body`` alive): the bookie's add path uses it to
+    hold each entry in memory once, not twice.
+    """
     records: list[Record] = []
     view = memoryview(body)
     pos, end, size = 0, len(body), HEADER.size
@@ -103,7 +108,9 @@ def decode(body: bytes, max_records: int = BATCH_ENTRIES_MAX) -> list[Record]:
             )
         digest = bytes(view[pos : pos + digest_len])
         pos += digest_len
-        payload = bytes(view[pos : pos + payload_len])
+        payload = view[pos : pos + payload_len]
+        if copy:
+            payload = bytes(payload)
         pos += payload_len
         records.append(
             Record(

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from bookie.fastpath import check_declared_length, store_entries
+from bookie.fastpath import add_request
 from bookie.models import (
     ADD_REQUEST_BODY,
     FRAMING_DESCRIPTION,
@@ -39,7 +39,6 @@ LAST_ENTRY_HEADER = "X-Quire-Last-Entry-Id"
 
 async def read_body(request: Request, limit: int = BODY_SIZE_MAX_BYTES) -> bytes:
     """The whole request body, refused with 413 as soon as it passes ``limit``."""
-    check_declared_length(request.headers.get("content-length"), limit)
     chunks, total = [], 0
     async for chunk in request.stream():
         total += len(chunk)
@@ -70,7 +69,8 @@ async def read_body(request: Request, limit: int = BODY_SIZE_MAX_BYTES) -> bytes
 async def add_entries(request: Request) -> Response:
     # Normally answered by bookie.fastpath.AddFastPath before routing; same code.
     node: BookieNode = request.app.state.node
-    answer = await store_entries(node, await read_body(request))
+    declared = request.headers.get("content-length")
+    answer = await add_request(node, declared, lambda: read_body(request))
     return Response(answer, media_type="application/json")
 
 

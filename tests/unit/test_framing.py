@@ -155,3 +155,13 @@ def test_flags_carry_recovery_and_digest_type():
     body = encode([rec(recovery=False, digest_type="crc32c")])
     assert body[0] == 1 << 1
     assert framing.MEDIA_TYPE == "application/x-quire-entries"
+
+
+def test_decode_without_copy_gives_views_of_the_body():
+    """decode(copy=False) returns the same records, payloads as views into the body."""
+    records = [rec(entry_id=i, payload=bytes([i]) * 50) for i in range(3)]
+    body = encode(records)
+    views = decode(body, copy=False)
+    assert all(isinstance(r.payload, memoryview) for r in views)
+    assert [bytes(r.payload) for r in views] == [r.payload for r in records]
+    assert views == records  # a memoryview compares equal to the same bytes
