@@ -19,10 +19,13 @@ import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from services.cluster import ClusterError, LocalCluster
 
 DEFAULT_GATEWAY = "http://127.0.0.1:8080"
 _HOSTPORT = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:\d{1,5}$")
@@ -182,30 +185,34 @@ def up(
         cluster.stop_requested.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    failure: ClusterError | None = None
     try:
-        try:
-            cluster.start()
-        except StopRequested:
-            cluster.ui.started("quire up: stopped before the cluster was ready")
-            return
-        cluster.ui.started(cluster.summary())
-        try:
-            cluster.supervise()
-        finally:
-            cluster.stop()
-        cluster.ui.started("quire up: stopped everything")
-    except ClusterError as exc:
-        cluster.ui.error(str(exc))
-        if exc.log_path is not None:
-            from services.processes import tail
-
-            cluster.ui.note(
-                "\n".join(f"    {line}" for line in tail(exc.log_path, 12).splitlines())
-            )
-        raise typer.Exit(1) from None
+        with cluster:  # stops every process it started, whatever happens
+            try:
+                cluster.start()
+                cluster.ui.started(cluster.summary())
+                cluster.supervise()
+            except StopRequested:
+                pass
+            except ClusterError as exc:
+                failure = exc
+                _report(cluster, exc)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if failure is not None:
+        raise typer.Exit(1)
+    cluster.ui.started("quire up: stopped everything")
+
+
+def _report(cluster: LocalCluster, exc: ClusterError) -> None:
+    """The error in one line, then the end of the log that explains it, if any."""
+    from services.processes import tail
+
+    cluster.ui.error(str(exc))
+    if exc.log_path is not None:
+        lines = tail(exc.log_path, 12).splitlines()
+        cluster.ui.note("\n".join(f"    {line}" for line in lines))
 
 
 # -- quire bookie format ----------------------------------------------------

@@ -221,24 +221,30 @@ class LocalCluster:
 
     # -- start --------------------------------------------------------------
 
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def start(self) -> None:
-        """Start everything and wait until it is healthy; on failure stop what started."""
+        """Start everything and wait until it is healthy.
+
+        On failure (``ClusterError``, ``StopRequested``) what started keeps
+        running until ``stop()``: use the cluster as a context manager.
+        """
         planned = self.plan()
         self._check_ports(planned)
         self._lock_data_dir()
-        try:
-            if self.config.zk is None:
-                self._start_zookeeper()
-            else:
-                self._check_external_zookeeper()
-            bookies = [p for p in planned if p.module == "bookie"]
-            others = [p for p in planned if p.module != "bookie"]
-            self._start_group(bookies)
-            for item in others:
-                self._start_group([item])
-        except BaseException:
-            self.stop()
-            raise
+        if self.config.zk is None:
+            self._start_zookeeper()
+        else:
+            self._check_external_zookeeper()
+        bookies = [p for p in planned if p.module == "bookie"]
+        others = [p for p in planned if p.module != "bookie"]
+        self._start_group(bookies)
+        for item in others:
+            self._start_group([item])
 
     def _check_ports(self, planned: Sequence[Planned]) -> None:
         host = self.config.host

@@ -380,3 +380,18 @@ def test_up_cannot_reach_the_given_zookeeper(run_up, tmp_path: Path) -> None:
     assert up.proc.wait(60) == 1, up.output()
     time.sleep(0.2)
     assert any("cannot reach ZooKeeper" in line for line in up.stderr), up.output()
+
+
+def test_sigterm_while_starting_stops_what_started(run_up, tmp_path: Path) -> None:
+    """SIGTERM before the cluster is ready: everything started so far is stopped, exit 0."""
+    port = free_port_block(ports_needed(3))
+    up = run_up(
+        "--data-dir", str(tmp_path / "data"),
+        "--gateway-port", str(port),
+        "--zk-port", str(free_port()),
+    )  # fmt: skip
+    up.wait_line(r"^waiting for bookie-1", stream="stderr", deadline_s=START_DEADLINE_S)
+    assert up.seen_pids, "ZooKeeper and the bookies should be running by now"
+    assert up.stop(signal.SIGTERM) == 0, up.output()
+    wait_for(lambda: not any(alive(p) for p in up.seen_pids), 10.0, "every child to be gone")
+    assert not any(line.startswith("quire up: ready") for line in up.stdout)
