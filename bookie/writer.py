@@ -49,7 +49,7 @@ from bookie.storage import (
     UPSERT_LEDGER_SQL,
     load_ledgers_on,
 )
-from services.errors import BookieUnavailable, LedgerNotFound, QuireError
+from services.errors import BookieUnavailable, LedgerNotFound, QuireError, invariant
 from services.framing import DIGEST_CODES, Record
 
 log = logging.getLogger(__name__)
@@ -234,6 +234,7 @@ class GroupCommitWriter:
         for lid in touched | deleted:
             st = self._ledgers.get(lid)
             changes[lid] = None if st is None else (st[0], st[1], st[2])
+        invariant(len(results) == len(batch), "one result per operation of the batch")
         self._loop.call_soon_threadsafe(self._deliver, changes, results)
         if deleted:
             self._vacuum(conn)
