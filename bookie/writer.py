@@ -49,7 +49,7 @@ from bookie.storage import (
     UPSERT_LEDGER_SQL,
     load_ledgers_on,
 )
-from services.errors import BookieUnavailable, LedgerNotFound, QuireError, invariant
+from services.errors import BookieUnavailable, LedgerNotFound, invariant
 from services.framing import DIGEST_CODES, Record
 
 log = logging.getLogger(__name__)
@@ -309,7 +309,3 @@ class GroupCommitWriter:
         self._ledgers = {
             lid: [lac, last, f or lid in fenced] for lid, (lac, last, f) in states.items()
         }
-
-
-def is_error(result: Any) -> bool:
-    return isinstance(result, QuireError)
