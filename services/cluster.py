@@ -41,15 +41,14 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 import psutil
-from rich.console import Console
 
+from services.cli_ui import Ui
 from services.processes import (
     STOP_GRACE_S,
     ManagedProcess,
@@ -121,32 +120,6 @@ class UpConfig:
     without: frozenset[str] = frozenset()
 
 
-class Ui:
-    """Where ``quire up`` talks: stdout for what runs where, stderr for progress and trouble."""
-
-    def __init__(self, out: IO[str] | None = None, err: Console | None = None):
-        self.out = out
-        self.err = err or Console(stderr=True, highlight=False, soft_wrap=True)
-
-    def started(self, line: str) -> None:
-        print(line, file=self.out, flush=True)
-
-    def note(self, message: str) -> None:
-        self.err.print(message, markup=False)
-
-    def error(self, message: str) -> None:
-        self.err.print(f"quire up: error: {message}", markup=False, style="bold red")
-
-    @contextmanager
-    def progress(self, message: str) -> Iterator[None]:
-        if self.err.is_terminal:
-            with self.err.status(message):
-                yield
-        else:
-            self.note(message)
-            yield
-
-
 def port_free(host: str, port: int) -> bool:
     """True if a server could listen on ``host:port`` now (what uvicorn and ZooKeeper do)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -171,7 +144,7 @@ class LocalCluster:
 
     def __init__(self, config: UpConfig, ui: Ui | None = None):
         self.config = config
-        self.ui = ui or Ui()
+        self.ui = ui or Ui("quire up")
         self.data_dir = config.data_dir.expanduser().resolve()
         self.logs_dir = self.data_dir / "logs"
         self.stop_requested = threading.Event()
