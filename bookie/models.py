@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import Path, Query
+from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.framing import (
@@ -30,10 +30,6 @@ LedgerIdPath = Annotated[
     int, Path(ge=0, le=ID_MAX, description="Ledger id, 0 .. 2^63-1", examples=[7])
 ]
 EntryIdPath = Annotated[int, Path(ge=0, le=ID_MAX, description="Entry id, 0 .. 2^63-1")]
-
-
-def id_query(description: str, ge: int = 0, alias: str | None = None) -> object:
-    return Query(ge=ge, le=ID_MAX, alias=alias, description=description)
 
 
 class LedgerState(BaseModel):
