@@ -21,6 +21,7 @@ import httpx
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
+SLF4J_SIMPLE_JAR = Path("/usr/share/java/slf4j-simple.jar")
 ZOOKEEPER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 STOP_GRACE_S = 10.0
 
@@ -205,6 +206,9 @@ class ZooKeeperProcess(ManagedProcess):
         cfg = self.data_dir / "zoo.cfg"
         cfg.write_text(zookeeper_config(self.data_dir, port, host, servers))
         classpath = f"{ZOOKEEPER_CONF_DIR}:{ZOOKEEPER_JAR}"
+        if SLF4J_SIMPLE_JAR.exists():
+            # Without a binding ZooKeeper's own log is lost (SLF4J falls back to NOP).
+            classpath += f":{SLF4J_SIMPLE_JAR}"
         argv = [
             "java",
             "-Xmx256m",
