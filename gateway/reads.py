@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 PAGE_ENTRIES_MAX = 1000
 PAGE_BYTES_MAX = 8 * 1024 * 1024
 LAC_WAIT_MAX_MS = 30_000
+LAC_REPOLL_DELAY_S = 0.02  # between long polls of one bookie that answered too early
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,25 +70,45 @@ async def wait_bookies_lac(
     ctx: GatewayContext, metadata: LedgerMetadata, after: int, wait_ms: int
 ) -> int:
     """Long poll: the first LAC above ``after`` any bookie reports within ``wait_ms``,
-    else the highest LAC known when the time is up."""
-    tasks = [
-        asyncio.ensure_future(ctx.bookie(b).read_lac(metadata.ledger_id, after, wait_ms))
-        for b in metadata.ensemble
-    ]
+    else the highest LAC known when the time is up.
+
+    A bookie's long poll also ends when it stores an entry past ``after`` whose
+    piggybacked LAC is not past it yet (the LAC that covers it comes with the next
+    add or the writer's explicit LAC update, a few ms later). Such a bookie is asked
+    again after ``LAC_REPOLL_DELAY_S`` while time is left, so the poll answers when
+    the LAC passes ``after``, not merely when an entry arrives (with E == Qw every
+    bookie answers that way and the poll used to return at once, LAC unchanged).
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_ms / 1000
+
+    def poll(bookie: str, delay_s: float = 0.0) -> asyncio.Future:
+        async def run():  # type: ignore[no-untyped-def]
+            if delay_s:
+                await asyncio.sleep(delay_s)
+            left_ms = max(0, int((deadline - loop.time()) * 1000))
+            return bookie, await ctx.bookie(bookie).read_lac(metadata.ledger_id, after, left_ms)
+
+        return asyncio.ensure_future(run())
+
+    pending = {poll(b) for b in metadata.ensemble}
     best = -1
     try:
-        pending = set(tasks)
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
-                if task.exception() is None:
-                    best = max(best, task.result().lac)
+                if task.exception() is not None:
+                    continue  # that bookie sits this poll out
+                bookie, info = task.result()
+                best = max(best, info.lac)
+                if info.lac <= after and deadline - loop.time() > LAC_REPOLL_DELAY_S:
+                    pending.add(poll(bookie, LAC_REPOLL_DELAY_S))
             if best > after:
                 return best
     finally:
-        for task in tasks:
+        for task in pending:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*pending, return_exceptions=True)
     if best < 0:
         best = await bookies_lac(ctx, metadata)
     return best
