@@ -5,8 +5,9 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import AsyncIterator
-from typing import Annotated, Any
+import time
+from collections.abc import AsyncIterator, Awaitable
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -14,8 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gateway import ledgers as ops
 from gateway import reads
+from gateway.context import GatewayContext
 from gateway.routes.deps import ID_MAX, ContextDep, EntryIdPath, LedgerIdPath, PasswordHeader
-from services.errors import InvalidArgument, PayloadTooLarge
+from services.errors import BookieUnavailable, InvalidArgument, PayloadTooLarge
 from services.framing import BATCH_ENTRIES_MAX, BODY_SIZE_MAX_BYTES, ENTRY_SIZE_MAX_BYTES
 from services.http import error_response, is_json, read_body
 from services.protocol.metadata import LedgerState
@@ -23,6 +25,7 @@ from services.protocol.metadata import LedgerState
 router = APIRouter(prefix="/v1/ledgers", tags=["ledgers"])
 
 LIST_LIMIT_DEFAULT = 1000
+T = TypeVar("T")
 
 
 def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -331,6 +334,20 @@ async def get_lac(
     return {"last_add_confirmed": lac}
 
 
+async def _timed_read(ctx: GatewayContext, ledger_id: int, read: Awaitable[T]) -> T:
+    """Await a read of entries, observed in the read latency histogram. When no replica
+    could serve it, a ledger deleted meanwhile (by another gateway, while this one still
+    holds its write handle and so its metadata) is 404 ledger_not_found, not 503."""
+    started = time.monotonic()
+    try:
+        return await read
+    except BookieUnavailable:
+        await ctx.ledgers.get(ledger_id)  # raises LedgerNotFound when it is gone
+        raise
+    finally:
+        ctx.metrics.read_latency.observe(time.monotonic() - started)
+
+
 def _closed_end(metadata) -> int:  # type: ignore[no-untyped-def]
     return metadata.last_entry_id if metadata.last_entry_id is not None else -1
 
@@ -376,7 +393,7 @@ async def read_entries(
         return StreamingResponse(
             _ndjson(ctx, metadata, start, stop, key), media_type="application/x-ndjson"
         )
-    page = await reads.read_page(ctx, metadata, start, stop, key)
+    page = await _timed_read(ctx, ledger_id, reads.read_page(ctx, metadata, start, stop, key))
     next_id = page.next_entry_id if page.next_entry_id is not None else None
     if next_id is not None and next_id > stop:
         next_id = None
@@ -392,7 +409,9 @@ async def read_entries(
 async def _ndjson(ctx, metadata, start: int, stop: int, key: bytes) -> AsyncIterator[bytes]:  # type: ignore[no-untyped-def]
     position = start
     while position <= stop:
-        page = await reads.read_page(ctx, metadata, position, stop, key)
+        page = await _timed_read(
+            ctx, metadata.ledger_id, reads.read_page(ctx, metadata, position, stop, key)
+        )
         if not page.entries:
             return
         yield b"".join(
@@ -421,5 +440,5 @@ async def read_entry(
     metadata = await ops.metadata_for(ctx, ledger_id, password)
     end = await _readable_end(ctx, ledger_id, metadata)
     key = reads.read_key(metadata, password)
-    data = await reads.read_single(ctx, metadata, entry_id, end, key)
+    data = await _timed_read(ctx, ledger_id, reads.read_single(ctx, metadata, entry_id, end, key))
     return Response(data, media_type="application/octet-stream")
