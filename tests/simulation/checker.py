@@ -1,0 +1,235 @@
+"""The invariants of PROTOCOL.md, checked while the simulation runs.
+
+- Persistence: an entry acknowledged to a client is on Qa bookies of its write
+  quorum when it is acknowledged; once the ledger is CLOSED every acknowledged
+  entry is <= its last entry, every entry up to the last one is on Qa bookies
+  with its exact bytes, and the length is exact; at the end every entry reads
+  back byte-exact.
+- Agreement: an entry id has one payload everywhere (every replica any bookie
+  stores, every entry a reader returns); readers never read past the LAC or the
+  last entry; every reader's sequence is a prefix of the final ledger, and
+  concurrent recoveries end on the same metadata.
+- Fencing: once a recovery's fence step completed, the old writer acknowledges
+  no entry that was not already on a bookie that recovery fenced (so the
+  recovery's reads find every entry the writer will ever acknowledge).
+- Single writer: after another party closed the ledger the writer
+  acknowledges nothing beyond its last entry, and a writer told ledger_fenced
+  acknowledges nothing more; a closed ledger never changes; an ensemble change
+  never moves an acknowledged entry.
+
+Checks run in callbacks (acks, stores, reads, metadata writes) and after every
+scheduler step (``after_step``); a violation raises ``Violation``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from services.errors import LedgerFenced
+from services.framing import Record
+from services.protocol.messages import (
+    AckAdds,
+    CloseDone,
+    CloseFailed,
+    FailAdds,
+    RecoveryDone,
+    SendAdds,
+)
+from services.protocol.metadata import LedgerMetadata, LedgerState
+from services.protocol.reader import readable_last
+from services.protocol.recovery import LedgerRecovery
+
+if TYPE_CHECKING:
+    from tests.simulation.scenario import Simulation
+
+
+class Violation(AssertionError):
+    """An invariant of PROTOCOL.md does not hold."""
+
+
+class Checker:
+    def __init__(self, sim: Simulation, ack_quorum: int) -> None:
+        self.sim = sim
+        self.ack_quorum = ack_quorum
+        self.written: dict[int, bytes] = {}  # the one payload of each entry id
+        self.copies: dict[int, set[str]] = {}  # bookies holding a good copy
+        self.acked: dict[int, bytes] = {}
+        self.last_acked = -1
+        self.writer_fenced = False
+        self.closed: LedgerMetadata | None = None
+        self.closed_by_writer = False
+        self.recovery_results: dict[str, LedgerMetadata] = {}
+        self._metadata = sim.cell.metadata
+        self._version = sim.cell.version
+        self._fence_snapshots: list[tuple[LedgerRecovery, set[int]]] = []
+        self._snapshotted: set[int] = set()  # ids of recoveries already snapshotted
+
+    def fail(self, message: str) -> None:
+        raise Violation(f"t={self.sim.scheduler.now}ms: {message}")
+
+    # ------------------------------------------------------------------ data path
+
+    def on_send(self, gateway: str, effect: SendAdds) -> None:
+        for record in effect.records:
+            known = self.written.setdefault(record.entry_id, record.payload)
+            if known != record.payload:
+                self.fail(f"agreement: {gateway} sends entry {record.entry_id} with other bytes")
+
+    def on_store(self, bookie: str, record: Record) -> None:
+        known = self.written.get(record.entry_id)
+        if known is None or known != record.payload:
+            self.fail(f"agreement: {bookie} stores entry {record.entry_id} with a foreign payload")
+        self.copies.setdefault(record.entry_id, set()).add(bookie)
+
+    def _copies_in_write_set(self, md: LedgerMetadata, entry_id: int) -> int:
+        holders = self.copies.get(entry_id, set())
+        return sum(1 for b in md.write_set_bookies(entry_id) if b in holders)
+
+    def on_ack(self, ack: AckAdds, payloads: tuple[bytes, ...]) -> None:
+        first, last = ack.first_entry_id, ack.last_entry_id
+        if first != self.last_acked + 1 or last - first + 1 != len(payloads):
+            self.fail(f"acks out of order: {first}..{last} after {self.last_acked}")
+        if ack.lac < last:
+            self.fail(f"ack of {first}..{last} reports LAC {ack.lac}")
+        if self.writer_fenced:
+            self.fail(f"single writer: a fenced writer acknowledged {first}..{last}")
+        md = self.sim.cell.metadata
+        for entry_id, payload in zip(range(first, last + 1), payloads, strict=True):
+            if self.written.get(entry_id) != payload:
+                self.fail(f"entry {entry_id} acknowledged with bytes the client did not send")
+            copies = self._copies_in_write_set(md, entry_id)
+            if copies < self.ack_quorum:
+                self.fail(
+                    f"persistence: entry {entry_id} acknowledged with {copies} copies in its "
+                    f"write quorum {md.write_set_bookies(entry_id)}, Qa={self.ack_quorum}"
+                )
+            if self.closed is not None and not self.closed_by_writer:
+                if entry_id > self.closed.last_entry_id:
+                    self.fail(
+                        f"single writer: entry {entry_id} acknowledged after the ledger was "
+                        f"closed by a recovery at {self.closed.last_entry_id}"
+                    )
+            for recovery, visible in self._fence_snapshots:
+                if entry_id not in visible:
+                    self.fail(
+                        f"fencing: entry {entry_id} acknowledged after a recovery fenced "
+                        f"{sorted(recovery.fenced_at_completion)}, none of which held it then"
+                    )
+            self.acked[entry_id] = payload
+        self.last_acked = last
+
+    def on_add_failed(self, effect: FailAdds) -> None:
+        if effect.error is LedgerFenced:
+            self.writer_fenced = True
+
+    def on_close_result(self, effect: CloseDone | CloseFailed) -> None:
+        if isinstance(effect, CloseDone):
+            # The LAC is per entry: a batch may be acknowledged entry by entry and then
+            # fail as a whole (time-out); entries up to the LAC are in the ledger.
+            lac = self.sim.handle.lac
+            if effect.metadata.last_entry_id != lac or lac < self.last_acked:
+                self.fail(
+                    f"writer close at {effect.metadata.last_entry_id}, but its LAC is {lac} "
+                    f"and the last entry acknowledged is {self.last_acked}"
+                )
+            if self.sim.cell.metadata != effect.metadata:
+                self.fail("writer close answered metadata that is not the stored one")
+
+    def on_read(
+        self, reader: str, entry_id: int, payload: bytes, md: LedgerMetadata, lac: int
+    ) -> None:
+        if entry_id > readable_last(md, lac):
+            self.fail(f"{reader} read entry {entry_id} past its readable end")
+        if self.written.get(entry_id) != payload:
+            self.fail(f"agreement: {reader} read entry {entry_id} with other bytes")
+
+    def on_recovery_done(self, name: str, done: RecoveryDone) -> None:
+        if done.metadata.state is not LedgerState.CLOSED:
+            self.fail(f"{name} finished on a ledger that is not CLOSED")
+        for other, md in self.recovery_results.items():
+            if md != done.metadata:
+                self.fail(
+                    f"recoveries disagree: {other} ended at {md.last_entry_id}, {name} at "
+                    f"{done.metadata.last_entry_id}"
+                )
+        self.recovery_results[name] = done.metadata
+
+    # ------------------------------------------------------------------ metadata, steps
+
+    def after_metadata_write(self, gateway: str) -> None:
+        cell = self.sim.cell
+        if cell.version == self._version:
+            return
+        md = cell.metadata
+        prev, self._metadata, self._version = self._metadata, md, cell.version
+        if self.closed is not None:
+            self.fail(f"single writer: {gateway} changed the CLOSED ledger")
+        lac = max(self.last_acked, self.sim.handle.lac)
+        kept = [f for f in prev.fragments if f.first_entry_id <= lac]
+        moved = len(md.fragments) > len(kept) and md.fragments[len(kept)].first_entry_id <= lac
+        if list(md.fragments[: len(kept)]) != kept or moved:
+            self.fail(f"{gateway}'s ensemble change moved acknowledged entries: {md.fragments}")
+        if md.state is LedgerState.CLOSED:
+            self.closed = md
+            self.closed_by_writer = gateway == "writer"
+            self._check_closed(md)
+
+    def _check_closed(self, md: LedgerMetadata) -> None:
+        last = md.last_entry_id if md.last_entry_id is not None else -1
+        lac = max(self.last_acked, self.sim.handle.lac)
+        if lac > last:
+            self.fail(f"persistence: closed at {last} but entry {lac} was acknowledged")
+        for entry_id in range(last + 1):
+            if entry_id not in self.written:
+                self.fail(f"closed at {last} but entry {entry_id} was never written")
+            copies = self._copies_in_write_set(md, entry_id)
+            if copies < self.ack_quorum:
+                self.fail(f"closed at {last} but entry {entry_id} has only {copies} copies")
+        length = sum(len(self.written[e]) for e in range(last + 1))
+        if md.length != length:
+            self.fail(f"closed with length {md.length}, the entries add up to {length}")
+
+    def after_step(self) -> None:
+        closed = self.closed
+        if closed is not None and self.sim.handle.lac > closed.last_entry_id:
+            self.fail(
+                f"persistence: the writer's LAC {self.sim.handle.lac} passed the last entry "
+                f"{closed.last_entry_id} of the closed ledger"
+            )
+        for recovery in self.sim.recoveries:
+            if recovery.fence_complete and id(recovery) not in self._snapshotted:
+                self._snapshotted.add(id(recovery))
+                self._fence_snapshots.append((recovery, self._visible_to(recovery)))
+
+    def _visible_to(self, recovery: LedgerRecovery) -> set[int]:
+        """Entries held, when the fence completed, by a bookie that recovery fenced."""
+        md, fenced = recovery.metadata, recovery.fenced_at_completion
+        return {
+            entry_id
+            for entry_id, holders in self.copies.items()
+            if any(b in fenced and b in holders for b in md.write_set_bookies(entry_id))
+        }
+
+    # ------------------------------------------------------------------ the end
+
+    def final(self, entries: list[bytes | None], readers: dict[str, list[bytes]]) -> None:
+        md = self.sim.cell.metadata
+        if md.state is not LedgerState.CLOSED:
+            self.fail("liveness: the ledger is not CLOSED after healing and recovering")
+        last = md.last_entry_id if md.last_entry_id is not None else -1
+        if len(entries) != last + 1:
+            self.fail("final read did not cover the ledger")
+        for entry_id, payload in enumerate(entries):
+            if payload is None:
+                self.fail(f"persistence: entry {entry_id} <= last {last} cannot be read back")
+            if payload != self.written.get(entry_id):
+                self.fail(f"agreement: entry {entry_id} reads back with other bytes")
+        for entry_id, payload in self.acked.items():
+            if entry_id > last or entries[entry_id] != payload:
+                self.fail(f"persistence: acknowledged entry {entry_id} lost or changed")
+        for name, seq in readers.items():
+            if seq != entries[: len(seq)]:
+                self.fail(f"agreement: {name} saw a sequence that is not a prefix of the ledger")
+        for name, result in self.recovery_results.items():
+            if result != md:
+                self.fail(f"{name} reported metadata other than the final one")
