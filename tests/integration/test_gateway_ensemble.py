@@ -101,3 +101,30 @@ def test_reads_fail_over_when_a_replica_is_killed(cluster: Cluster) -> None:
     assert [d for _, d in gateway.read_ndjson(lid)] == payloads
     assert [gateway.entry(lid, n) for n in range(12)] == payloads
     assert metric_value(gateway.metrics(), "quire_gateway_read_failovers_total") > before
+
+
+def test_writer_killed_after_an_ensemble_change_is_recovered_elsewhere(
+    cluster: Cluster,
+) -> None:
+    """Persistence across both failures: a bookie killed (ensemble change), then the
+    writer killed; another gateway recovers the last fragment, and every acknowledged
+    entry of both fragments reads back (the first fragment via failover)."""
+    procs = {p.address: p for p in start_bookies(cluster, 4)}
+    writer = start_gateway(cluster)
+    other = start_gateway(cluster)
+    wait_writable(writer, 4)
+    ledger = writer.create(ensemble_size=3, write_quorum=2, ack_quorum=2)
+    lid = ledger["ledger_id"]
+    appender = Appender(writer.url, lid, batch=3).start()
+    appender.wait_count(30)
+    procs[ledger["fragments"][0]["bookies"][0]].kill()
+    wait_for(lambda: len(writer.metadata(lid)["fragments"]) == 2, 20, "an ensemble change")
+    appender.wait_count(appender.count + 30)
+    writer.proc.kill()
+    wait_for(lambda: not appender.running, 30, "the appender to stop")
+
+    closed = other.recover(lid)
+    assert closed["state"] == "CLOSED" and len(closed["fragments"]) == 2
+    entries = other.read_all(lid)
+    check_read_back(entries, closed["last_entry_id"], appender.acked, appender.sent)
+    assert closed["length"] == sum(len(d) for _, d in entries)

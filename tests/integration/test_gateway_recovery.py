@@ -5,6 +5,7 @@ and reads that never fence."""
 from __future__ import annotations
 
 import threading
+import time
 
 import httpx
 
@@ -167,3 +168,55 @@ def test_reads_from_another_gateway_never_fence(cluster: Cluster) -> None:
     closed = writer.close(lid)
     assert closed["last_entry_id"] == 11
     assert [d for _, d in reader.read_all(lid)] == [payload_for(n) for n in range(12)]
+
+
+def test_recovery_while_the_writer_keeps_appending(cluster: Cluster) -> None:
+    """Fencing, live: another gateway recovers while the writer is appending at full
+    speed. The writer's client gets ledger_fenced (never a success after it), every
+    acknowledged entry is <= the last entry and reads back exactly."""
+    start_bookies(cluster, 3)
+    writer = start_gateway(cluster)
+    other = start_gateway(cluster)
+    wait_writable(writer, 3)
+    lid = writer.create(ensemble_size=3, write_quorum=2, ack_quorum=2)["ledger_id"]
+    appenders = [Appender(writer.url, lid, batch=b).start() for b in (1, 4)]
+    for a in appenders:
+        a.wait_count(30)
+    closed = other.recover(lid)
+    wait_for(lambda: not any(a.running for a in appenders), 30, "the appenders to be fenced")
+    for a in appenders:
+        assert a.statuses[-1] == 409 and "ledger_fenced" in a.errors[-1], a.errors
+        assert all(s == 200 for s in a.statuses[:-1])
+    acked = {k: v for a in appenders for k, v in a.acked.items()}
+    sent = set().union(*(a.sent for a in appenders))
+    check_read_back(other.read_all(lid), closed["last_entry_id"], acked, sent)
+    r = writer.request("POST", f"/v1/ledgers/{lid}/entries", content=b"after")
+    assert_error(r, 409, "ledger_fenced")
+    assert other.metadata(lid) == closed
+
+
+def test_recovery_is_not_blocked_by_a_hanging_bookie(cluster: Cluster) -> None:
+    """A recovery does not wait for a bookie that hangs (SIGSTOP): fencing is complete
+    once every write set is covered, and the ledger closes at the right entry well
+    before the bookie client's 10 s time-out."""
+    bookies = start_bookies(cluster, 3)
+    writer = start_gateway(cluster)
+    other = start_gateway(cluster)
+    wait_writable(writer, 3)
+    lid = writer.create(ensemble_size=3, write_quorum=3, ack_quorum=2)["ledger_id"]
+    for n in range(10):
+        writer.add(lid, payload_for(n))
+    wait_for(lambda: other.lac(lid) == 9, 5, "the idle LAC update")
+    hanging = bookies[1]
+    hanging.pause()
+    try:
+        started = time.monotonic()
+        closed = other.recover(lid)
+        elapsed = time.monotonic() - started
+    finally:
+        hanging.resume()
+    assert closed["state"] == "CLOSED" and closed["last_entry_id"] == 9
+    assert elapsed < 8, elapsed
+    assert [d for _, d in other.read_all(lid)] == [payload_for(n) for n in range(10)]
+    r = writer.request("POST", f"/v1/ledgers/{lid}/entries", content=b"late")
+    assert_error(r, 409, "ledger_fenced")
