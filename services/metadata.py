@@ -52,6 +52,8 @@ _SEQ_ROLLOVER = (1 << 31) - 2
 class NodeNotFound(NotFound):
     """The znode does not exist."""
 
+    code = "node_not_found"
+
 
 class NodeExists(Conflict):
     """The znode exists already."""

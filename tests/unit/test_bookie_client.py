@@ -380,7 +380,15 @@ def test_split_address():
 
 # ------------------------------------------------------------------ error mapping
 
-ALL_ERRORS = [errors.QuireError, *errors._all_subclasses(errors.QuireError)]  # noqa: SLF001
+# Every error class by its code (one class per code: error_for_code's choice). Built after
+# importing every module that defines errors, so collection does not depend on import order.
+import services.metadata  # noqa: E402, F401
+
+ALL_ERRORS = sorted(
+    {errors.error_for_code(c.code) for c in errors._all_subclasses(errors.QuireError)}  # noqa: SLF001
+    | {errors.QuireError},
+    key=lambda c: c.code,
+)
 
 
 @pytest.mark.parametrize("cls", ALL_ERRORS, ids=lambda c: c.code)
