@@ -18,11 +18,14 @@ every pending entry of its write sets re-sent.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 
+from services.digest import seal
 from services.errors import invariant
+from services.framing import Record
 from services.protocol import quorum
+from services.protocol.messages import SendAdds
 
 WriteSetOf = Callable[[int], tuple[str, ...]]
 
@@ -134,3 +137,43 @@ class PendingAdds:
         """``bookie`` failed: adds in flight to it are lost (its acks so far still count)."""
         for entry in self.entries:
             entry.sent_to.discard(bookie)
+
+
+def build_sends(
+    entries: Iterable[PendingEntry],
+    failed: Collection[str],
+    template: Record,
+    digest_key: bytes,
+    batch_entries_max: int,
+    batch_bytes_max: int,
+) -> list[SendAdds]:
+    """``SendAdds`` effects that send each entry to the bookies of its write set that
+    have not been sent it and did not fail, one batch per bookie (split at the bounds).
+
+    Each record is ``template`` (ledger id, the LAC at send time, digest type) with the
+    entry's id, payload and cumulative length, sealed once for all its bookies."""
+    batches: dict[str, list[Record]] = {}
+    for entry in entries:
+        targets = [b for b in entry.write_set if b not in failed and b not in entry.sent_to]
+        if not targets:
+            continue
+        record = replace(
+            template, entry_id=entry.entry_id, payload=entry.payload, length=entry.length
+        )
+        record = seal(record, digest_key)
+        for bookie in targets:
+            batches.setdefault(bookie, []).append(record)
+            entry.sent_to.add(bookie)
+    effects: list[SendAdds] = []
+    for bookie, records in batches.items():
+        chunk: list[Record] = []
+        size = 0
+        for record in records:
+            full = len(chunk) >= batch_entries_max or size + len(record.payload) > batch_bytes_max
+            if chunk and full:
+                effects.append(SendAdds(bookie, tuple(chunk)))
+                chunk, size = [], 0
+            chunk.append(record)
+            size += len(record.payload)
+        effects.append(SendAdds(bookie, tuple(chunk)))
+    return effects

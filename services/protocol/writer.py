@@ -47,7 +47,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
-from services.digest import seal
 from services.errors import (
     InvalidArgument,
     LedgerClosed,
@@ -63,7 +62,7 @@ from services.errors import (
     invariant,
 )
 from services.framing import BATCH_ENTRIES_MAX, ENTRY_SIZE_MAX_BYTES, Record
-from services.protocol.adds import PendingAdds, PendingEntry
+from services.protocol.adds import PendingAdds, PendingEntry, build_sends
 from services.protocol.ensemble import CloseOutcome, close_outcome, plan_ensemble_change
 from services.protocol.messages import (
     AckAdds,
@@ -83,7 +82,6 @@ from services.protocol.messages import (
     ReadMetadata,
     ReadWritableBookies,
     RejectReason,
-    SendAdds,
     SendLac,
     Tick,
     WritableBookies,
@@ -264,45 +262,17 @@ class WriteHandle:
     def _send(self, entries: list[PendingEntry]) -> list[Effect]:
         """Send each entry to the bookies of its write set that lack it and did not fail."""
         lac = self._pending.lac
-        batches: dict[str, list[Record]] = {}
-        for entry in entries:
-            targets = [b for b in entry.write_set if b not in self._failed]
-            targets = [b for b in targets if b not in entry.sent_to]
-            if not targets:
-                continue
-            record = Record(
-                self.ledger_id,
-                entry.entry_id,
-                lac,
-                entry.payload,
-                digest_type=self.metadata.digest_type,
-                length=entry.length,
-            )
-            record = seal(record, self._key)
-            for bookie in targets:
-                batches.setdefault(bookie, []).append(record)
-                entry.sent_to.add(bookie)
-        if batches:
+        effects = build_sends(
+            entries,
+            self._failed,
+            Record(self.ledger_id, 0, lac, b"", digest_type=self.metadata.digest_type),
+            self._key,
+            self.limits.send_batch_entries_max,
+            self.limits.send_batch_bytes_max,
+        )
+        if effects:
             self._lac_sent = max(self._lac_sent, lac)
-        effects: list[Effect] = []
-        for bookie, records in batches.items():
-            effects.extend(SendAdds(bookie, chunk) for chunk in self._chunks(records))
-        return effects
-
-    def _chunks(self, records: list[Record]) -> list[tuple[Record, ...]]:
-        out: list[tuple[Record, ...]] = []
-        chunk: list[Record] = []
-        size = 0
-        for record in records:
-            full = len(chunk) >= self.limits.send_batch_entries_max
-            if chunk and (full or size + len(record.payload) > self.limits.send_batch_bytes_max):
-                out.append(tuple(chunk))
-                chunk, size = [], 0
-            chunk.append(record)
-            size += len(record.payload)
-        if chunk:
-            out.append(tuple(chunk))
-        return out
+        return list(effects)
 
     def _on_adds_done(self, event: BookieAddsDone) -> list[Effect]:
         if self._state in (HandleState.CLOSED, HandleState.FENCED):
@@ -362,6 +332,9 @@ class WriteHandle:
         if not any(b in self._failed for b in self.metadata.ensemble):
             self._change = None
             return self._advance()
+        if self._state is HandleState.CLOSING and not self._pending.entries:
+            self._change = None  # nothing left to re-send: closing needs no bookies
+            return self._maybe_start_close()
         if change.attempts >= self.limits.ensemble_change_attempts_max:
             change.attempts = 0
             return self._wait_for_bookies()

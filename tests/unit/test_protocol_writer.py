@@ -468,3 +468,14 @@ def test_plan_ensemble_change_is_pure() -> None:
     assert new.ensemble[1] in POOL[3:]
     with pytest.raises(NotEnoughBookies):
         plan_ensemble_change(md, {"b2:3181"}, POOL[:3], 9, random.Random(3))
+
+
+def test_sends_to_one_bookie_are_split_at_the_batch_bounds() -> None:
+    """STYLE.md §5: one request per bookie, split when it would pass
+    send_batch_entries_max entries or send_batch_bytes_max payload bytes."""
+    h = make(e=1, w=1, a=1, limits=WriterLimits(send_batch_entries_max=3))
+    effects = of(add(h, "r", *[b"x"] * 7), SendAdds)
+    assert [len(x.records) for x in effects] == [3, 3, 1]
+    h = make(e=1, w=1, a=1, limits=WriterLimits(send_batch_bytes_max=10))
+    effects = of(add(h, "r", b"a" * 6, b"b" * 4, b"c" * 1, b"d" * 20), SendAdds)
+    assert [[len(r.payload) for r in x.records] for x in effects] == [[6, 4], [1], [20]]
