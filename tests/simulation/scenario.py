@@ -18,9 +18,9 @@ the invariants of ``checker`` are checked (they are also checked during the run)
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from services.protocol.metadata import LedgerMetadata
+from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.placement import choose_ensemble
 from services.protocol.reader import read_sequence, record_usable
 from services.protocol.recovery import LedgerRecovery, RecoveryLimits
@@ -55,6 +55,7 @@ class Config:
     writer_close_at: int | None = None
     writer_crash_at: int | None = None
     recoveries_at: list[int] = field(default_factory=list)
+    meddles_at: list[int] = field(default_factory=list)  # someone else CASes the metadata
     workload_start_ms: int = 1
     phase1_ms: int = 4_000
     end_ms: int = 20_000
@@ -69,7 +70,8 @@ class Config:
             f"{f.metadata_fail_p:.3f}, partitions {f.partitions}, clogs {f.clogs}, slow "
             f"{f.slow}, crashes {self.crashes}, "
             f"read-only {self.readonly}, close at {self.writer_close_at}, writer crash at "
-            f"{self.writer_crash_at}, recoveries at {self.recoveries_at}"
+            f"{self.writer_crash_at}, recoveries at {self.recoveries_at}, metadata touched "
+            f"at {self.meddles_at}"
         )
 
 
@@ -138,6 +140,8 @@ def draw_config(seed: int) -> Config:
     if not calm and rng.random() < 0.3:
         start = rng.randint(0, horizon)
         cfg.readonly.append((rng.choice(bookies), start, start + rng.randint(50, 2_000)))
+    if not calm and rng.random() < 0.3:
+        cfg.meddles_at = sorted(rng.randint(0, horizon) for _ in range(rng.randint(1, 5)))
     if mode == "writer-closes" or rng.random() < 0.3:
         cfg.writer_close_at = rng.randint(200, 2_500)
     if mode == "writer-crashes":
@@ -197,7 +201,17 @@ class Simulation:
             at(cfg.writer_crash_at, lambda: setattr(self.writer, "dead", True))
         for recoverer, start in zip(self.recoverers, cfg.recoveries_at, strict=True):
             at(start, recoverer.start)
+        for count, when in enumerate(cfg.meddles_at):
+            at(when, lambda n=count: self._meddle(n))
         at(cfg.phase1_ms, self._heal)
+
+    def _meddle(self, count: int) -> None:
+        """Another party (say a replicator, or an admin tool) changes an OPEN ledger's
+        metadata: the writer's next CAS loses and must retry on the fresh version."""
+        md = self.cell.metadata
+        if md.state is LedgerState.OPEN:
+            self.cell.compare_and_set(replace(md, custom={"touched": count}), self.cell.version)
+            self.checker.after_metadata_write("meddler")
 
     def _heal(self) -> None:
         self.faults = self.network.faults = self.config.faults.healed()
