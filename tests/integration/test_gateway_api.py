@@ -6,10 +6,12 @@ metrics and the docs page."""
 from __future__ import annotations
 
 import base64
+import json
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest
@@ -313,7 +315,8 @@ def test_list_pages_in_ascending_order(env: Env) -> None:
 
 def test_metrics_and_docs(env: Env) -> None:
     """/metrics shows the add and read latency histograms, in-flight adds, ensemble
-    changes and recoveries, and they move; /docs is the interactive docs page."""
+    changes and recoveries, and they move; /docs is the interactive docs page and
+    /openapi.json the exported openapi/gateway.json."""
     lid = env.writer.create()["ledger_id"]
     env.writer.add(lid, b"m")
     env.writer.entry(lid, 0)
@@ -334,3 +337,6 @@ def test_metrics_and_docs(env: Env) -> None:
     assert metric_value(r, "quire_gateway_recoveries_total", 'outcome="closed"') >= 1
     docs = env.writer.request("GET", "/docs")
     assert docs.status_code == 200 and "/openapi.json" in docs.text
+    served = env.writer.request("GET", "/openapi.json").json()
+    exported = Path(__file__).parents[2] / "openapi" / "gateway.json"
+    assert served == json.loads(exported.read_text())
