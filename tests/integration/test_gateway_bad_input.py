@@ -338,3 +338,31 @@ def test_rejected_requests_left_the_ledgers_intact(env: Env) -> None:
     assert [d for _, d in entries[:3]] == [b"a", b"b", b"c"]
     log = g.proc.log_path.read_text(errors="replace")
     assert "unexpected error" not in log
+
+
+def test_chunked_bodies_are_bounded_too(env: Env, size_ledger: int) -> None:
+    """A body sent chunked (no Content-Length) is one raw entry like any other, and is
+    refused with 413 once it passes 5 MiB for a raw entry; nothing is written then."""
+    g, lid = env.gateway, size_ledger
+    path = f"/v1/ledgers/{lid}/entries"
+
+    def chunks(total: int, size: int = 256 * 1024) -> Iterator[bytes]:
+        sent = 0
+        while sent < total:
+            n = min(size, total - sent)
+            sent += n
+            yield b"c" * n
+
+    before = g.lac(lid)
+    r = g.request("POST", path, content=chunks(1000, 100), headers={"Content-Type": RAW})
+    assert r.status_code == 200, r.text
+    assert r.json()["entry_id"] == before + 1
+    assert g.entry(lid, before + 1) == b"c" * 1000
+    try:
+        r = g.request(
+            "POST", path, content=chunks(ENTRY_SIZE_MAX_BYTES + 1), headers={"Content-Type": RAW}
+        )
+    except httpx.TransportError:
+        pytest.skip("the gateway closed the connection before the client finished sending")
+    assert_error(r, 413, "payload_too_large")
+    assert g.lac(lid) == before + 1
