@@ -12,49 +12,29 @@ answers arriving later are not counted.
 It prints a live progress line on stderr (when asked) and one JSON object on
 stdout: counts, rates, a latency histogram (log buckets of 2 %, mergeable
 across processes) and the CPU time this process used, so the orchestrator can
-tell whether the generator itself was the limit.
+tell whether the generator itself was the limit. The histogram and the raw
+HTTP/1.1 exchange live in ``services/bench_load.py``, shared with ``quire bench``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import math
 import os
 import sys
 import time
 from dataclasses import dataclass, field
 
+from services.bench_load import bucket_of, exchange, percentile_s
+from services.digest import compute
+
 # The record header of services/framing.py, packed directly so the hot loop does not
 # build Record objects; the bookie's answer ("stored" == batch) checks the bytes.
-from services.digest import compute
 from services.framing import HEADER, MEDIA_TYPE
 
 DIGEST_CRC32C = 1 << 1
 REQUEST_TIMEOUT_S = 30.0
-BUCKET_BASE = 1.02  # latency histogram resolution: 2 %
 PROGRESS_INTERVAL_S = 0.5
-
-
-def bucket_of(latency_s: float) -> int:
-    return int(math.log(max(latency_s, 1e-6) * 1e6, BUCKET_BASE))
-
-
-def bucket_value_s(bucket: int) -> float:
-    return BUCKET_BASE ** (bucket + 0.5) / 1e6
-
-
-def percentile_s(histogram: dict[int, int], fraction: float) -> float:
-    total = sum(histogram.values())
-    if total == 0:
-        return 0.0
-    rank = fraction * total
-    seen = 0
-    for bucket in sorted(histogram):
-        seen += histogram[bucket]
-        if seen >= rank:
-            return bucket_value_s(bucket)
-    return bucket_value_s(max(histogram))
 
 
 @dataclass
@@ -157,20 +137,7 @@ class Load:
         head: bytes,
         body: bytes,
     ) -> tuple[int, int | None]:
-        if len(body) < 256 * 1024:
-            writer.write(head + body)
-        else:
-            writer.write(head)
-            writer.write(body)
-        await writer.drain()
-        raw = await reader.readuntil(b"\r\n\r\n")
-        status = int(raw[9:12])
-        length = 0
-        for line in raw.split(b"\r\n")[1:]:
-            if line[:15].lower() == b"content-length:":
-                length = int(line[15:])
-                break
-        doc = await reader.readexactly(length) if length else b""
+        status, doc, _ = await exchange(reader, writer, head, body)
         stored = None
         if status == 200:
             stored = json.loads(doc).get("stored")

@@ -5,9 +5,10 @@ Global options come before the subcommand: ``--gateway URL`` (env
 ``QUIRE_TOKEN``); a flag wins over its variable. Commands that talk to a
 gateway read them with ``global_options(ctx)``.
 
-Commands: ``quire up`` (a local cluster, ``services/cluster.py``) and
-``quire bookie format``. The ledger, log, admin and bench commands come with
-the issues that build the gateway.
+Commands: ``quire up`` (a local cluster, ``services/cluster.py``), ``quire
+ledger ...`` (``services/cli_ledger.py``), ``quire bench``
+(``services/bench.py``) and ``quire bookie format``. The log and admin
+commands come with the issues that build them.
 """
 
 from __future__ import annotations
@@ -292,9 +293,21 @@ async def _format(bookie_id: str, data_dir: Path, zk_hosts: str) -> object:
         await store.stop()
 
 
+# -- sub-apps ----------------------------------------------------------------
+# Imported last: they use fail() and global_options() above.
+
+from services.cli_ledger import ledger_app  # noqa: E402
+
+app.add_typer(ledger_app, name="ledger")
+
+
 def main() -> None:
     app(prog_name="quire")
 
 
 if __name__ == "__main__":
-    main()
+    # Run the imported module's app, not this __main__ copy: the sub-apps import
+    # services.cli, and there must be one GlobalOptions class.
+    from services.cli import main as _main
+
+    _main()
