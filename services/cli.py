@@ -296,9 +296,11 @@ async def _format(bookie_id: str, data_dir: Path, zk_hosts: str) -> object:
 # -- sub-apps ----------------------------------------------------------------
 # Imported last: they use fail() and global_options() above.
 
+from services.cli_bench import bench_command  # noqa: E402
 from services.cli_ledger import ledger_app  # noqa: E402
 
 app.add_typer(ledger_app, name="ledger")
+app.command("bench")(bench_command)
 
 
 def main() -> None:

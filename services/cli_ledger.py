@@ -14,27 +14,33 @@ never logged, never part of an error message.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from enum import StrEnum
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from services.cli import fail, global_options
 from services.cli_client import EXIT_CODES_HELP, GatewayClient, reported
-from services.errors import PayloadTooLarge, QuireError
-from services.framing import BATCH_ENTRIES_MAX, ENTRY_SIZE_MAX_BYTES
+from services.cli_ledger_io import (
+    Appender,
+    AppendProgress,
+    ReadFormat,
+    batches,
+    err,
+    input_lines,
+    print_json,
+    quiet_stdout,
+    read_whole,
+    render,
+)
+from services.errors import QuireError
+from services.framing import BATCH_ENTRIES_MAX
 
-# A JSON batch carries base64 (4/3 of the payload) and must stay under the gateway's
-# 64 MiB body limit: 16 MiB of payload per request leaves room to spare.
-APPEND_BATCH_BYTES_MAX = 16 * 1024 * 1024
-READ_CHUNK_BYTES = 1024 * 1024
 LIST_PAGE_MAX = 1000
 
 ledger_app = typer.Typer(
@@ -46,8 +52,6 @@ ledger_app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-
-_err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 LedgerId = Annotated[int, typer.Argument(min=0, show_default=False, help="the ledger id")]
 Password = Annotated[
@@ -67,24 +71,9 @@ class Digest(StrEnum):
     none = "none"
 
 
-class ReadFormat(StrEnum):
-    text = "text"
-    json = "json"
-    base64 = "base64"
-
-
 def _client(ctx: typer.Context, password: str | None = None) -> GatewayClient:
     options = global_options(ctx)
     return GatewayClient(options.gateway, options.token, password)
-
-
-def print_json(doc: Any) -> None:
-    """An object on stdout: indented and coloured on a terminal, one line otherwise."""
-    if sys.stdout.isatty():
-        Console(highlight=False, soft_wrap=True).print_json(data=doc)
-    else:
-        sys.stdout.write(json.dumps(doc) + "\n")
-        sys.stdout.flush()
 
 
 def _parse_meta(items: Iterable[str]) -> dict[str, str]:
@@ -165,132 +154,6 @@ def create(
 # -- append -----------------------------------------------------------------
 
 
-def _lines(stream: IO[bytes]) -> Iterator[bytes]:
-    """One entry per line, without its newline (a last line without one counts too)."""
-    for line in stream:
-        yield line[:-1] if line.endswith(b"\n") else line
-
-
-def _batches(entries: Iterable[bytes], entries_max: int) -> Iterator[list[bytes]]:
-    """Consecutive batches of at most ``entries_max`` entries and about
-    ``APPEND_BATCH_BYTES_MAX`` bytes of payload (a bigger entry goes alone)."""
-    batch: list[bytes] = []
-    size = 0
-    for entry in entries:
-        if batch and (len(batch) >= entries_max or size + len(entry) > APPEND_BATCH_BYTES_MAX):
-            yield batch
-            batch, size = [], 0
-        batch.append(entry)
-        size += len(entry)
-    if batch:
-        yield batch
-
-
-def _read_whole(stream: IO[bytes], name: str) -> bytes:
-    """The whole input as one entry, refused (413) past the entry size limit without
-    reading the rest."""
-    data = stream.read(ENTRY_SIZE_MAX_BYTES + 1)
-    if len(data) > ENTRY_SIZE_MAX_BYTES:
-        raise PayloadTooLarge(
-            f"{name} is over the entry size limit of {ENTRY_SIZE_MAX_BYTES} bytes "
-            "(use --lines for one entry per line)"
-        )
-    return data
-
-
-class _Appender:
-    """Sends entries in order, one request at a time, and sums up what was acknowledged."""
-
-    def __init__(self, client: GatewayClient, ledger_id: int) -> None:
-        self.client = client
-        self.ledger_id = ledger_id
-        self.path = f"/v1/ledgers/{ledger_id}/entries"
-        self.entries = 0
-        self.bytes = 0
-        self.first_entry_id: int | None = None
-        self.last_entry_id: int | None = None
-        self.lac: int | None = None
-
-    def single(self, payload: bytes) -> None:
-        answer = self.client.json(
-            "POST",
-            self.path,
-            content=payload,
-            headers={"Content-Type": "application/octet-stream"},
-            password=True,
-        )
-        self._acked(answer["entry_id"], answer["entry_id"], answer, 1, len(payload))
-
-    def batch(self, payloads: list[bytes]) -> None:
-        body = {"entries": [base64.b64encode(p).decode() for p in payloads]}
-        answer = self.client.json("POST", self.path, json=body, password=True)
-        size = sum(map(len, payloads))
-        self._acked(answer["first_entry_id"], answer["last_entry_id"], answer, len(payloads), size)
-
-    def _acked(self, first: int, last: int, answer: dict, count: int, size: int) -> None:
-        if self.first_entry_id is None:
-            self.first_entry_id = first
-        self.last_entry_id = last
-        self.lac = answer.get("last_add_confirmed")
-        self.entries += count
-        self.bytes += size
-
-    def summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "ledger_id": self.ledger_id,
-            "entries": self.entries,
-            "bytes": self.bytes,
-            "first_entry_id": self.first_entry_id,
-            "last_entry_id": self.last_entry_id,
-            "last_add_confirmed": self.lac,
-        }
-        if self.entries == 1:
-            out["entry_id"] = self.first_entry_id
-        return out
-
-
-class _Progress:
-    """A rich progress bar on stderr, only when stderr is a terminal."""
-
-    def __init__(self, total_bytes: int | None) -> None:
-        self.bar = None
-        if not _err.is_terminal:
-            return
-        from rich.progress import (
-            BarColumn,
-            DownloadColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TransferSpeedColumn,
-        )
-
-        self.bar = Progress(
-            TextColumn("appending"),
-            BarColumn(),
-            DownloadColumn(),
-            TransferSpeedColumn(),
-            TextColumn("{task.fields[entries]:,} entries"),
-            TimeElapsedColumn(),
-            console=_err,
-            transient=True,
-        )
-        self.task = self.bar.add_task("append", total=total_bytes, entries=0)
-
-    def __enter__(self) -> _Progress:
-        if self.bar is not None:
-            self.bar.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-    def advance(self, entries: int, size: int) -> None:
-        if self.bar is not None:
-            self.bar.update(self.task, advance=size, entries=entries)
-
-
 @ledger_app.command()
 def append(
     ctx: typer.Context,
@@ -330,20 +193,20 @@ def append(
     if data and file is not None:
         raise typer.BadParameter("give entries as arguments or --file, not both")
     with reported(), _client(ctx, password) as client:
-        appender = _Appender(client, ledger_id)
+        appender = Appender(client, ledger_id)
         try:
             if data:
                 payloads = [d.encode() for d in data]
                 if len(payloads) == 1:
                     appender.single(payloads[0])
                 else:
-                    for chunk in _batches(payloads, batch):
+                    for chunk in batches(payloads, batch):
                         appender.batch(chunk)
             else:
                 _append_input(appender, file, lines, batch)
         except QuireError:
             if appender.entries:
-                _err.print(
+                err.print(
                     f"quire: {appender.entries} entries were acknowledged before the error "
                     f"(ids {appender.first_entry_id}..{appender.last_entry_id})",
                     markup=False,
@@ -352,12 +215,12 @@ def append(
     print_json(appender.summary())
 
 
-def _append_input(appender: _Appender, file: Path | None, lines: bool, batch: int) -> None:
+def _append_input(appender: Appender, file: Path | None, lines: bool, batch: int) -> None:
     stdin = file is None or str(file) == "-"
     if stdin:
         stream, total, name = sys.stdin.buffer, None, "stdin"
         if sys.stdin.isatty():
-            _err.print("reading from the terminal; end with Ctrl-D", markup=False)
+            err.print("reading from the terminal; end with Ctrl-D", markup=False)
     else:
         assert file is not None
         try:
@@ -368,10 +231,10 @@ def _append_input(appender: _Appender, file: Path | None, lines: bool, batch: in
         name = str(file)
     try:
         if not lines:
-            appender.single(_read_whole(stream, name))
+            appender.single(read_whole(stream, name))
             return
-        with _Progress(total) as progress:
-            for chunk in _batches(_lines(stream), batch):
+        with AppendProgress(total) as progress:
+            for chunk in batches(input_lines(stream), batch):
                 appender.batch(chunk)
                 # Each line also had its newline; close enough for a progress bar.
                 progress.advance(appender.entries, sum(map(len, chunk)) + len(chunk))
@@ -446,31 +309,12 @@ def read(
                             f"expected entry {expected} from the gateway, got {doc.get('entry_id')}"
                         )
                     expected += 1
-                    out.write(_render(doc, output_format, raw, ids))
+                    out.write(render(doc, output_format, raw, ids))
                     if raw:
                         out.flush()
             out.flush()
         except BrokenPipeError:
-            _quiet_stdout()
-
-
-def _render(doc: dict, output_format: ReadFormat, raw: bool, ids: bool) -> bytes:
-    if raw:
-        return base64.b64decode(doc["data"])
-    if output_format is ReadFormat.json:
-        return json.dumps({"entry_id": doc["entry_id"], "data": doc["data"]}).encode() + b"\n"
-    prefix = f"{doc['entry_id']}\t".encode() if ids else b""
-    if output_format is ReadFormat.base64:
-        return prefix + doc["data"].encode() + b"\n"
-    text = base64.b64decode(doc["data"]).decode("utf-8", errors="backslashreplace")
-    return prefix + text.encode() + b"\n"
-
-
-def _quiet_stdout() -> None:
-    """The reader went away (``| head``): stop quietly, without a traceback at exit."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
+            quiet_stdout()
 
 
 # -- show, list -------------------------------------------------------------
@@ -519,7 +363,7 @@ def list_ledgers(
     if as_json:
         print_json({"ledgers": collected, "next": next_after})
     elif next_after is not None:
-        _err.print(f"more after {next_after}: --after {next_after}, or --all", markup=False)
+        err.print(f"more after {next_after}: --after {next_after}, or --all", markup=False)
 
 
 # -- close, recover, delete ---------------------------------------------------
