@@ -1,0 +1,222 @@
+"""`quire ledger ...` against a real cluster (3 bookies and a gateway), run as the
+installed `quire` console script in a subprocess, the way people run it."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.harness import Cluster
+from tests.integration.gateway_support import Gateway, start_bookies, start_gateway, wait_writable
+
+QUIRE = Path(sys.executable).parent / "quire"
+TIMEOUT_S = 120.0
+
+# Exit codes of services/cli_client.py EXIT_CODES.
+USAGE, UNREACHABLE, INVALID, UNAUTHORIZED, NOT_FOUND, CONFLICT = 2, 3, 4, 5, 6, 7
+
+
+def quire(
+    *args: str,
+    gateway: str | None = None,
+    stdin: bytes | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess:
+    """Run the console script; stdout and stderr captured as bytes."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("QUIRE_")}
+    argv = [str(QUIRE), *(["--gateway", gateway] if gateway else []), *args]
+    return subprocess.run(
+        argv,
+        input=stdin if stdin is not None else b"",
+        capture_output=True,
+        env={**base, **(env or {})},
+        timeout=TIMEOUT_S,
+    )
+
+
+def ok(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 0, (proc.returncode, proc.stderr.decode(errors="replace"))
+    return proc.stdout.decode()
+
+
+def error(proc: subprocess.CompletedProcess, exit_code: int, code: str) -> str:
+    stderr = proc.stderr.decode(errors="replace")
+    assert proc.returncode == exit_code, (proc.returncode, stderr, proc.stdout)
+    assert f"error: {code}: " in stderr, stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr  # one line, no traceback
+    return stderr
+
+
+@pytest.fixture
+def gateway(cluster: Cluster) -> Iterator[Gateway]:
+    """3 bookies and a gateway that can place an ensemble of 3."""
+    start_bookies(cluster, 3)
+    gw = start_gateway(cluster)
+    wait_writable(gw, 3)
+    yield gw
+    gw.close_client()
+
+
+def test_round_trip(gateway: Gateway, tmp_path: Path) -> None:
+    """create → append (arguments, a file, stdin lines in batches) → read in every
+    format, byte-exact and in order → show/list → close → recover → delete."""
+    url = gateway.url
+    created = json.loads(
+        ok(quire("ledger", "create", "-e", "3", "-w", "2", "-a", "2", "--meta", "k=v", gateway=url))
+    )
+    lid = created["ledger_id"]
+    assert created["state"] == "OPEN"
+    assert (created["ensemble_size"], created["write_quorum"], created["ack_quorum"]) == (3, 2, 2)
+    assert created["metadata"] == {"k": "v"}
+
+    one = json.loads(ok(quire("ledger", "append", str(lid), "hello", gateway=url)))
+    assert one["entry_id"] == 0 and one["entries"] == 1 and one["last_add_confirmed"] >= 0
+    two = json.loads(ok(quire("ledger", "append", str(lid), "a", "b c", gateway=url)))
+    assert (two["first_entry_id"], two["last_entry_id"], two["entries"]) == (1, 2, 2)
+
+    blob = bytes(range(256)) * 40  # binary, not UTF-8
+    (tmp_path / "blob").write_bytes(blob)
+    three = json.loads(ok(quire("ledger", "append", str(lid), "-f", str(tmp_path / "blob"),
+                                gateway=url)))  # fmt: skip
+    assert three["entry_id"] == 3 and three["bytes"] == len(blob)
+
+    lines = b"".join(b"line %d\n" % i for i in range(25))
+    many = json.loads(
+        ok(quire("ledger", "append", str(lid), "--lines", "--batch", "10", gateway=url,
+                 stdin=lines))
+    )  # fmt: skip
+    assert (many["first_entry_id"], many["last_entry_id"], many["entries"]) == (4, 28, 25)
+
+    raw = quire("ledger", "read", str(lid), "--from", "3", "--to", "3", "--raw", gateway=url)
+    assert raw.returncode == 0 and raw.stdout == blob, raw.stderr
+    text = ok(quire("ledger", "read", str(lid), "--from", "4", gateway=url))
+    assert text.encode() == lines
+    head = ok(quire("ledger", "read", str(lid), "--to", "2", "--ids", gateway=url))
+    assert head.splitlines() == ["0\thello", "1\ta", "2\tb c"]
+    as_json = ok(quire("ledger", "read", str(lid), "--format", "json", gateway=url))
+    docs = [json.loads(line) for line in as_json.splitlines()]
+    assert [d["entry_id"] for d in docs] == list(range(29))
+    assert gateway.read_ndjson(lid) == [(d["entry_id"], base64.b64decode(d["data"])) for d in docs]
+    b64 = ok(quire("ledger", "read", str(lid), "--from", "0", "--to", "0", "--format", "base64",
+                   gateway=url))  # fmt: skip
+    assert b64 == "aGVsbG8=\n"
+
+    shown = json.loads(ok(quire("ledger", "show", str(lid), gateway=url)))
+    assert shown["ledger_id"] == lid and shown["state"] == "OPEN"
+    other = json.loads(ok(quire("ledger", "create", "-e", "1", "-w", "1", "-a", "1",
+                                gateway=url)))["ledger_id"]  # fmt: skip
+    assert ok(quire("ledger", "create", "-q", gateway=url)).strip().isdigit()
+    listed = ok(quire("ledger", "list", "--limit", "1", "--all", gateway=url)).split()
+    assert [int(x) for x in listed] == sorted(int(x) for x in listed)
+    assert {lid, other} <= {int(x) for x in listed}
+    page = quire("ledger", "list", "--limit", "1", gateway=url)
+    assert len(ok(page).split()) == 1 and b"--all" in page.stderr
+    assert json.loads(ok(quire("ledger", "list", "--json", "--all", gateway=url)))["next"] is None
+
+    closed = json.loads(ok(quire("ledger", "close", str(lid), gateway=url)))
+    assert closed["state"] == "CLOSED" and closed["last_entry_id"] == 28
+    error(quire("ledger", "append", str(lid), "late", gateway=url), CONFLICT, "ledger_closed")
+    assert ok(quire("ledger", "read", str(lid), "--from", "28", gateway=url)) == "line 24\n"
+
+    recovered = json.loads(ok(quire("ledger", "recover", str(other), gateway=url)))
+    assert recovered["state"] == "CLOSED" and recovered["last_entry_id"] == -1
+
+    refused = quire("ledger", "delete", str(other), gateway=url)  # no terminal, no --yes
+    assert refused.returncode != 0 and b"--yes" in refused.stderr
+    ok(quire("ledger", "show", str(other), gateway=url))
+    assert ok(quire("ledger", "delete", "--yes", str(other), gateway=url)).strip() == (
+        f"deleted ledger {other}"
+    )
+    error(quire("ledger", "show", str(other), gateway=url), NOT_FOUND, "ledger_not_found")
+
+
+def test_password(gateway: Gateway, cluster: Cluster) -> None:
+    """A ledger created with a password needs it (flag or QUIRE_LEDGER_PASSWORD) to
+    append, read, close and delete; a missing or wrong one is 401 and changes nothing;
+    show needs none. The password is never printed, nor logged by the gateway."""
+    url, secret = gateway.url, "pa55-w0rd-never-shown"
+    env = {"QUIRE_LEDGER_PASSWORD": secret}
+    outputs: list[bytes] = []
+
+    def run(*args: str, **kw) -> subprocess.CompletedProcess:  # type: ignore[no-untyped-def]
+        proc = quire(*args, gateway=url, **kw)
+        outputs.extend((proc.stdout, proc.stderr))
+        return proc
+
+    lid = int(ok(run("ledger", "create", "-q", "--password", secret)))
+    error(run("ledger", "append", str(lid), "x"), UNAUTHORIZED, "unauthorized")
+    error(run("ledger", "append", str(lid), "x", "--password", "wrong"), UNAUTHORIZED,
+          "unauthorized")  # fmt: skip
+    assert json.loads(ok(run("ledger", "append", str(lid), "x", env=env)))["entry_id"] == 0
+    assert (
+        json.loads(ok(run("ledger", "append", str(lid), "y", "--password", secret)))["entry_id"]
+        == 1
+    )
+    error(run("ledger", "read", str(lid)), UNAUTHORIZED, "unauthorized")
+    assert ok(run("ledger", "read", str(lid), env=env)) == "x\ny\n"
+    shown = json.loads(ok(run("ledger", "show", str(lid))))
+    assert "password" not in shown and shown["ledger_id"] == lid
+    error(run("ledger", "close", str(lid)), UNAUTHORIZED, "unauthorized")
+    error(run("ledger", "delete", "--yes", str(lid)), UNAUTHORIZED, "unauthorized")
+    assert json.loads(ok(run("ledger", "close", str(lid), env=env)))["last_entry_id"] == 1
+    ok(run("ledger", "delete", "--yes", str(lid), env=env))
+    error(run("ledger", "show", str(lid)), NOT_FOUND, "ledger_not_found")
+
+    assert all(secret.encode() not in out for out in outputs)
+    for proc in cluster.processes:
+        assert secret not in Path(proc.log_path).read_text(errors="replace"), proc.name
+
+
+def test_errors(gateway: Gateway) -> None:
+    """API errors print `quire: error: CODE: MESSAGE` on one stderr line and exit with
+    the code of their class; an unreachable gateway names its URL; bad usage is 2."""
+    url = gateway.url
+    stderr = error(quire("ledger", "show", "987654", gateway=url), NOT_FOUND, "ledger_not_found")
+    assert "987654" in stderr
+    error(quire("ledger", "read", "987654", gateway=url), NOT_FOUND, "ledger_not_found")
+    error(quire("ledger", "append", "987654", "x", gateway=url), NOT_FOUND, "ledger_not_found")
+    error(quire("ledger", "delete", "-y", "987654", gateway=url), NOT_FOUND, "ledger_not_found")
+    error(quire("ledger", "create", "-e", "2", "-w", "3", gateway=url), INVALID, "invalid_argument")
+
+    lid = int(ok(quire("ledger", "create", "-q", gateway=url)))
+    backwards = quire("ledger", "read", str(lid), "--from", "5", "--to", "1", gateway=url)
+    assert backwards.returncode == USAGE and b"--from" in backwards.stderr
+    assert ok(quire("ledger", "read", str(lid), gateway=url)) == ""  # empty, open
+
+    dead = "http://127.0.0.1:9"  # discard port: nothing listens
+    stderr = error(quire("ledger", "show", "1", gateway=dead), UNREACHABLE, "gateway_unreachable")
+    assert dead in stderr
+    env_url = quire("ledger", "show", "1", env={"QUIRE_GATEWAY": dead})
+    assert env_url.returncode == UNREACHABLE and dead.encode() in env_url.stderr
+
+    bad_meta = quire("ledger", "create", "--meta", "novalue", gateway=url)
+    assert bad_meta.returncode == USAGE and b"KEY=VALUE" in bad_meta.stderr
+    for command in ("create", "append", "read", "close", "recover", "show", "list", "delete"):
+        assert b"Usage" in ok(quire("ledger", command, "--help")).encode()
+
+
+def test_token(cluster: Cluster) -> None:
+    """With a gateway run with --api-token, the commands need the global --token (or
+    QUIRE_TOKEN): without it they exit 5 unauthorized, with it they work."""
+    start_bookies(cluster, 3)
+    token = "t0ken-for-the-cli"
+    gw = start_gateway(cluster, ["--api-token", token], token=token)
+    try:
+        wait_writable(gw, 3)
+        error(quire("ledger", "create", gateway=gw.url), UNAUTHORIZED, "unauthorized")
+        error(quire("--token", "nope", "ledger", "list", gateway=gw.url), UNAUTHORIZED,
+              "unauthorized")  # fmt: skip
+        lid = int(ok(quire("--token", token, "ledger", "create", "-q", gateway=gw.url)))
+        env = {"QUIRE_TOKEN": token}
+        ok(quire("ledger", "append", str(lid), "tok", gateway=gw.url, env=env))
+        assert ok(quire("ledger", "read", str(lid), gateway=gw.url, env=env)) == "tok\n"
+        error(quire("ledger", "read", str(lid), gateway=gw.url), UNAUTHORIZED, "unauthorized")
+    finally:
+        gw.close_client()
