@@ -21,6 +21,7 @@ import itertools
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.context import GatewayContext
@@ -61,6 +62,8 @@ class HandleRunner(EffectRunner):
         self._waiters: list[asyncio.Future[None]] = []
         self.closed_metadata: LedgerMetadata | None = None
         self._ensemble_changes_seen = 0
+        # Called once the handle is no longer live and nobody awaits it (HandleTable).
+        self.on_retired: Callable[[HandleRunner], None] | None = None
 
     @property
     def ledger_id(self) -> int:
@@ -147,6 +150,8 @@ class HandleRunner(EffectRunner):
             self._ensemble_changes_seen = changes
         self._arm_timer()
         self._notify()
+        if self.on_retired is not None and not self.live and not self._adds and not self._closes:
+            self.on_retired(self)
 
     def _apply(self, effect: m.Effect) -> None:
         metrics = self.ctx.metrics
@@ -244,6 +249,7 @@ class HandleTable:
             metadata, version, rng=self.ctx.rng, digest_key=digest_key, now=now_ms()
         )
         runner = HandleRunner(self.ctx, self.senders, handle)
+        runner.on_retired = self._retire
         self._live[metadata.ledger_id] = runner
         self.ctx.metrics.open_handles.set(len(self._live))
         return runner
@@ -255,6 +261,12 @@ class HandleTable:
         return self._live.get(ledger_id) or self._closed.get(ledger_id)
 
     def _retire(self, runner: HandleRunner) -> None:
+        """Move a handle that is no longer live from the live table to the bounded table
+        of closed ones: as soon as it stops being live (``on_retired``), not only on the
+        next lookup, so handles closed or fenced and never looked up again do not pile
+        up in the unbounded live table."""
+        if self._live.get(runner.ledger_id) is not runner:
+            return
         self._live.pop(runner.ledger_id, None)
         self._closed[runner.ledger_id] = runner
         while len(self._closed) > CLOSED_HANDLES_KEPT_MAX:
