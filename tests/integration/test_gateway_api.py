@@ -18,8 +18,10 @@ import pytest
 
 from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import (
+    Appender,
     Gateway,
     assert_error,
+    check_read_back,
     metric_value,
     module_cluster,
     payload_for,
@@ -340,3 +342,22 @@ def test_metrics_and_docs(env: Env) -> None:
     served = env.writer.request("GET", "/openapi.json").json()
     exported = Path(__file__).parents[2] / "openapi" / "gateway.json"
     assert served == json.loads(exported.read_text())
+
+
+def test_close_while_appending(env: Env) -> None:
+    """Close as writer with adds in flight: pending adds finish first, the last entry is
+    >= every acknowledged id (all read back), later adds are 409 ledger_closed, and the
+    write handle leaves the gateway's live handles at once."""
+    handles = metric_value(env.writer.metrics(), "quire_gateway_write_handles")
+    lid = env.writer.create()["ledger_id"]
+    assert metric_value(env.writer.metrics(), "quire_gateway_write_handles") == handles + 1
+    appender = Appender(env.writer.url, lid, batch=3).start()
+    appender.wait_count(30)
+    closed = env.writer.close(lid)
+    wait_for(lambda: not appender.running, 20, "the appender to stop")
+    assert appender.statuses[-1] == 409 and "ledger_closed" in appender.errors[-1]
+    assert closed["last_entry_id"] >= max(appender.acked)
+    check_read_back(
+        env.reader.read_all(lid), closed["last_entry_id"], appender.acked, appender.sent
+    )
+    assert metric_value(env.writer.metrics(), "quire_gateway_write_handles") == handles

@@ -132,8 +132,9 @@ def test_decode_batch() -> None:
 
 
 def test_handle_table_lookups_survive_an_empty_table() -> None:
-    """A table whose only handle is no longer live is still truthy and still finds that
-    handle (the routes' ``if ctx.handles`` checks once answered not_writer here)."""
+    """A handle leaves the live table as soon as it stops being live (the live table is
+    not bounded otherwise); the table stays truthy when empty and still finds that handle
+    (the routes' ``if ctx.handles`` checks once answered not_writer here)."""
     ctx = SimpleNamespace(bookie=lambda _: None, metrics=GatewayMetrics(), rng=random.Random(1))
     table = HandleTable(ctx)  # type: ignore[arg-type]
     assert table
@@ -141,6 +142,8 @@ def test_handle_table_lookups_survive_an_empty_table() -> None:
     runner = table.open(metadata, 0, b"")
     assert table.get(7) is runner and table.live_count == 1
     runner.handle._state = type(runner.handle.state).FENCED  # as after a recovery elsewhere
-    assert table.get(7) is runner  # retired, still found
+    runner._after_feed()  # the event that fenced it: retired at once, not on a lookup
     assert table.live_count == 0
+    assert table.get(7) is runner  # retired, still found
     assert table, "an empty table must stay truthy"
+    assert ctx.metrics.open_handles._value.get() == 0
