@@ -1,0 +1,130 @@
+"""`quire bench --local` runs end to end (its own ZooKeeper, bookies and gateway),
+ends with one JSON line holding the required figures, and leaves nothing behind,
+also when interrupted. Checks that the command works, not how fast it is."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.harness import wait_for
+
+QUIRE = Path(sys.executable).parent / "quire"
+REQUIRED = ("adds_per_s", "mb_per_s", "p50_ms", "p99_ms", "p999_ms")
+RSS_KEYS = ("gateway_rss_mb_max", "bookie_rss_mb_max")
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUIRE_")}
+    return {**env, "TMPDIR": str(tmp_path)}
+
+
+def _left_behind(tmp_path: Path) -> list[str]:
+    """Processes whose command line mentions the test's temp dir (the cluster's)."""
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if any(str(tmp_path) in part for part in proc.info["cmdline"] or ()):
+                found.append(f"{proc.info['pid']}: {' '.join(proc.info['cmdline'])}")
+        except psutil.Error:
+            pass
+    return found
+
+
+def _run(tmp_path: Path, *args: str) -> dict:
+    proc = subprocess.run(
+        [str(QUIRE), "bench", "--local", "--duration", "2", "--warmup", "0.5", *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=_env(tmp_path),
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    for key in (*REQUIRED, *RSS_KEYS):
+        value = summary.get(key)
+        assert isinstance(value, int | float) and value > 0, (key, value, proc.stderr[-2000:])
+    assert summary["errors"] == 0, summary
+    assert "adds/s" in proc.stdout and "p99.9" in proc.stdout
+    assert "bench" in proc.stderr  # the progress line
+    assert list(tmp_path.iterdir()) == []  # the temp dir is removed
+    assert _left_behind(tmp_path) == []
+    return summary
+
+
+def test_bench_local_single_entry_adds(tmp_path: Path) -> None:
+    """Single-entry adds with the default quorums: every required key is a positive
+    number, no add failed, the temp dir and every process are gone afterwards."""
+    summary = _run(tmp_path, "--concurrency", "4", "--ledgers", "2")
+    assert summary["batch"] == 1 and summary["requests_per_s"] == summary["adds_per_s"]
+    assert summary["p50_ms"] <= summary["p99_ms"] <= summary["p999_ms"]
+
+
+def test_bench_local_batched_adds(tmp_path: Path) -> None:
+    """Batched adds at E=Qw=Qa=1 with a rate limit: entries/s is batch × requests/s,
+    and the rate is held (not exceeded by more than the histogram's slack)."""
+    summary = _run(
+        tmp_path, "-e", "1", "-w", "1", "-a", "1", "--batch", "10", "--concurrency", "2",
+        "--rate", "40", "--entry-size", "100",
+    )  # fmt: skip
+    assert summary["adds_per_s"] == 10 * summary["requests_per_s"]
+    assert summary["requests_per_s"] <= 40 * 1.2
+    assert summary["mb_per_s"] * 1e6 == pytest.approx(summary["adds_per_s"] * 100, rel=0.01)
+
+
+def test_bench_local_interrupted_stops_everything(tmp_path: Path) -> None:
+    """SIGINT while the load runs: exit 130, every process of the local cluster and
+    the load generator is stopped (by pid), the temp dir is removed."""
+    proc = subprocess.Popen(
+        [str(QUIRE), "bench", "--local", "--duration", "60", "--concurrency", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=_env(tmp_path),
+        start_new_session=True,
+    )
+    stderr: list[str] = []
+    reader = threading.Thread(target=lambda: stderr.extend(proc.stderr), daemon=True)
+    reader.start()
+    children: set[int] = set()
+    try:
+
+        def loading() -> bool:
+            try:
+                children.update(c.pid for c in psutil.Process(proc.pid).children(recursive=True))
+            except psutil.Error:
+                pass
+            return any("bench" in line and "s " in line for line in stderr)
+
+        wait_for(loading, 180.0, "the load to run")
+        assert len(children) >= 5  # ZooKeeper, 3 bookies, gateway, load
+        os.kill(proc.pid, signal.SIGINT)
+        assert proc.wait(60.0) == 130, "".join(stderr)[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(5.0)
+    end = time.monotonic() + 10.0
+    while time.monotonic() < end and any(psutil.pid_exists(pid) for pid in children):
+        time.sleep(0.1)
+    survivors = [pid for pid in children if psutil.pid_exists(pid)]
+    for pid in survivors:  # do not leak them into other tests, but fail
+        try:
+            psutil.Process(pid).kill()
+        except psutil.Error:
+            pass
+    assert survivors == [], survivors
+    assert "interrupted" in "".join(stderr)
+    assert list(tmp_path.iterdir()) == []
