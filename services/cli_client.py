@@ -123,6 +123,7 @@ class GatewayClient:
         token: str | None = None,
         password: str | None = None,
         timeout_s: float = REQUEST_TIMEOUT_S,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -131,6 +132,7 @@ class GatewayClient:
             base_url=self.url,
             headers=headers,
             timeout=httpx.Timeout(timeout_s, connect=CONNECT_TIMEOUT_S),
+            transport=transport,
         )
 
     def __enter__(self) -> GatewayClient:
