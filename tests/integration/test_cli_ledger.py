@@ -6,14 +6,19 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
-from tests.harness import Cluster
+from services.bench import free_port_block
+from services.processes import ZooKeeperProcess
+from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import Gateway, start_bookies, start_gateway, wait_writable
 
 QUIRE = Path(sys.executable).parent / "quire"
@@ -220,3 +225,55 @@ def test_token(cluster: Cluster) -> None:
         error(quire("ledger", "read", str(lid), gateway=gw.url), UNAUTHORIZED, "unauthorized")
     finally:
         gw.close_client()
+
+
+def test_quire_up_gateway_serves_the_ledger_commands(
+    zookeeper: ZooKeeperProcess, zk_root: str, tmp_path: Path
+) -> None:
+    """`quire up` starts a gateway on --gateway-port, and `quire ledger` works against
+    it end to end; SIGTERM then stops everything it started."""
+    port = free_port_block(4)
+    up = subprocess.Popen(
+        [str(QUIRE), "up", "--zk", zookeeper.connect_string, "--zk-root", zk_root,
+         "--data-dir", str(tmp_path / "data"), "--gateway-port", str(port),
+         "--without", "auditor", "--without", "replicator"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("QUIRE_")},
+        start_new_session=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(up.stdout), daemon=True)
+    reader.start()
+    children: set[int] = set()
+    try:
+
+        def ready() -> bool:
+            try:
+                children.update(c.pid for c in psutil.Process(up.pid).children(recursive=True))
+            except psutil.Error:
+                pass
+            assert up.poll() is None, "".join(lines)
+            return any("quire up: ready" in line for line in lines)
+
+        wait_for(ready, 150.0, "quire up to be ready")
+        url = f"http://127.0.0.1:{port}"
+        assert any(line.startswith("gateway") and url in line for line in lines), lines
+        lid = int(ok(quire("ledger", "create", "-q", gateway=url)))
+        ok(quire("ledger", "append", str(lid), "--lines", gateway=url, stdin=b"one\ntwo\n"))
+        assert ok(quire("ledger", "read", str(lid), gateway=url)) == "one\ntwo\n"
+        assert json.loads(ok(quire("ledger", "close", str(lid), gateway=url)))["state"] == (
+            "CLOSED"
+        )
+        up.send_signal(signal.SIGTERM)
+        assert up.wait(60.0) == 0, "".join(lines)
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()
+        for pid in children:
+            if psutil.pid_exists(pid):
+                try:
+                    psutil.Process(pid).kill()
+                except psutil.Error:
+                    pass
+        reader.join(5.0)
