@@ -18,17 +18,16 @@ import inspect
 import re
 import signal
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
+
+from services.cli_common import DEFAULT_GATEWAY, GlobalOptions, fail
 
 if TYPE_CHECKING:
     from services.cluster import ClusterError, LocalCluster
 
-DEFAULT_GATEWAY = "http://127.0.0.1:8080"
 _HOSTPORT = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:\d{1,5}$")
 
 app = typer.Typer(
@@ -43,20 +42,6 @@ bookie_app = typer.Typer(
     help="Bookie maintenance.", no_args_is_help=True, pretty_exceptions_enable=False
 )
 app.add_typer(bookie_app, name="bookie")
-
-_err = Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-@dataclass(frozen=True, slots=True)
-class GlobalOptions:
-    gateway: str
-    token: str | None
-
-
-def fail(message: str, code: int = 1, prog: str = "quire") -> NoReturn:
-    """One line on stderr, then exit with ``code``."""
-    _err.print(f"{prog}: error: {message}", markup=False)
-    raise typer.Exit(code)
 
 
 @app.callback()
@@ -78,14 +63,6 @@ def _global(
     if not re.match(r"^https?://[^/\s]+", gateway):
         raise typer.BadParameter(f"must be an http:// or https:// URL, got {gateway!r}")
     ctx.obj = GlobalOptions(gateway.rstrip("/"), token or None)
-
-
-def global_options(ctx: typer.Context) -> GlobalOptions:
-    """The resolved ``--gateway`` / ``--token`` of this invocation."""
-    root = ctx.find_root()
-    if isinstance(root.obj, GlobalOptions):
-        return root.obj
-    return GlobalOptions(DEFAULT_GATEWAY, None)
 
 
 def _check_zk(zk: str | None, zk_root: str, session_timeout: float | None = None) -> None:
@@ -294,7 +271,6 @@ async def _format(bookie_id: str, data_dir: Path, zk_hosts: str) -> object:
 
 
 # -- sub-apps ----------------------------------------------------------------
-# Imported last: they use fail() and global_options() above.
 
 from services.cli_bench import bench_command  # noqa: E402
 from services.cli_ledger import ledger_app  # noqa: E402
@@ -308,8 +284,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    # Run the imported module's app, not this __main__ copy: the sub-apps import
-    # services.cli, and there must be one GlobalOptions class.
-    from services.cli import main as _main
-
-    _main()
+    main()

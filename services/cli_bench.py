@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from services.cli import global_options
+from services.cli_common import global_options
 
 
 def bench_command(

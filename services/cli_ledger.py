@@ -24,8 +24,8 @@ from typing import Annotated, Any
 
 import typer
 
-from services.cli import fail, global_options
 from services.cli_client import EXIT_CODES_HELP, GatewayClient, reported
+from services.cli_common import fail, global_options
 from services.cli_ledger_io import (
     Appender,
     AppendProgress,
