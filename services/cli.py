@@ -3,7 +3,8 @@
 Global options come before the subcommand: ``--gateway URL`` (env
 ``QUIRE_GATEWAY``, default ``http://127.0.0.1:8080``) and ``--token`` (env
 ``QUIRE_TOKEN``); a flag wins over its variable. Commands that talk to a
-gateway read them with ``global_options(ctx)``.
+gateway read them with ``global_options(ctx)`` (``services/cli_common.py``,
+which sub-apps import, so there is no import cycle).
 
 Commands: ``quire up`` (a local cluster, ``services/cluster.py``), ``quire
 ledger ...`` (``services/cli_ledger.py``), ``quire bench``
@@ -23,7 +24,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from services.cli_common import DEFAULT_GATEWAY, GlobalOptions, fail
+from services.cli_common import (  # noqa: F401 - global_options re-exported
+    DEFAULT_GATEWAY,
+    GlobalOptions,
+    fail,
+    global_options,
+)
 
 if TYPE_CHECKING:
     from services.cluster import ClusterError, LocalCluster
