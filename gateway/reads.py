@@ -13,13 +13,21 @@ a cover bookie should have but did not return, or returned with a bad digest,
 is read from the other bookies of its write set in order (failover); a corrupt
 replica is skipped, never returned. An entry at or below the LAC that no
 replica can serve is ``BookieUnavailable``.
+
+A bookie that hangs (stopped, overloaded) must not stall reads for the bookie
+client's whole time-out per request. So reads are speculative, as in
+BookKeeper: a replica that has not answered within ``SPECULATIVE_READ_S`` gets
+the next replica asked in parallel (the first valid answer wins); a cover
+bookie whose range read has not answered by then is given up for the page and
+its entries are read from their other replicas, the slow bookie last; and a
+LAC read uses the bookies that answered by then (any bookie's LAC is a lower
+bound of the writer's).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from gateway.context import GatewayContext
@@ -34,6 +42,7 @@ PAGE_ENTRIES_MAX = 1000
 PAGE_BYTES_MAX = 8 * 1024 * 1024
 LAC_WAIT_MAX_MS = 30_000
 LAC_REPOLL_DELAY_S = 0.02  # between long polls of one bookie that answered too early
+SPECULATIVE_READ_S = 2.0  # a replica slower than this: ask another one in parallel
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,14 +58,21 @@ def read_key(metadata: LedgerMetadata, password: str | None) -> bytes:
     return b""
 
 
-async def _gather_settled(calls: list[Awaitable]) -> list[object]:
-    return await asyncio.gather(*calls, return_exceptions=True)
-
-
 async def bookies_lac(ctx: GatewayContext, metadata: LedgerMetadata) -> int:
-    """The highest LAC the bookies of the last fragment report (-1 if none knows any)."""
+    """The highest LAC the bookies of the last fragment report (-1 if none knows any).
+    Once ``SPECULATIVE_READ_S`` passed and some bookie reported a LAC, bookies still
+    silent are not waited for."""
     bookies = metadata.ensemble
-    answers = await _gather_settled([ctx.bookie(b).read_lac(metadata.ledger_id) for b in bookies])
+    tasks = [asyncio.ensure_future(ctx.bookie(b).read_lac(metadata.ledger_id)) for b in bookies]
+    try:
+        done, pending = await asyncio.wait(tasks, timeout=SPECULATIVE_READ_S)
+        if pending and not any(t.exception() is None for t in done):
+            await asyncio.wait(pending)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    answers = [t.exception() or t.result() for t in tasks if t.done() and not t.cancelled()]
     lacs = [a.lac for a in answers if not isinstance(a, BaseException)]
     not_found = [a for a in answers if isinstance(a, LedgerNotFound)]
     if not lacs and len(not_found) < len(bookies):
@@ -95,7 +111,13 @@ async def wait_bookies_lac(
     best = -1
     try:
         while pending:
-            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            # A bookie that hangs is not waited for past the deadline (plus a grace).
+            left_s = max(0.0, deadline - loop.time()) + SPECULATIVE_READ_S
+            done, pending = await asyncio.wait(
+                pending, timeout=left_s, return_when=asyncio.FIRST_COMPLETED
+            )
+            if not done:
+                break
             for task in done:
                 if task.exception() is not None:
                     continue  # that bookie sits this poll out
@@ -124,26 +146,54 @@ def _valid(record: Record, metadata: LedgerMetadata, entry_id: int, key: bytes) 
 
 
 async def read_entry(
-    ctx: GatewayContext, metadata: LedgerMetadata, entry_id: int, key: bytes
+    ctx: GatewayContext,
+    metadata: LedgerMetadata,
+    entry_id: int,
+    key: bytes,
+    suspects: frozenset[str] | set[str] = frozenset(),
 ) -> Record:
-    """One entry from its write set, trying each replica in order until a valid one."""
+    """One entry from its write set, trying each replica in order (``suspects``, bookies
+    that already failed or hung in this request, last) until a valid one. A replica
+    that fails moves on to the next at once; one that is silent for
+    ``SPECULATIVE_READ_S`` gets the next asked in parallel."""
+    order = sorted(metadata.write_set_bookies(entry_id), key=lambda b: b in suspects)
     errors: list[str] = []
-    for bookie in metadata.write_set_bookies(entry_id):
-        try:
-            record = await ctx.bookie(bookie).read_entry(metadata.ledger_id, entry_id)
-        except QuireError as exc:
-            errors.append(f"{bookie}: {exc.code}")
-            ctx.metrics.read_failovers.inc()
-            continue
-        if _valid(record, metadata, entry_id, key):
-            return record
-        log.warning(
-            "corrupt replica skipped",
-            extra={"fields": {"ledger_id": metadata.ledger_id, "entry_id": entry_id,
-                              "bookie": bookie}},
-        )  # fmt: skip
-        errors.append(f"{bookie}: digest mismatch")
-        ctx.metrics.read_failovers.inc()
+    asked: dict[asyncio.Future, str] = {}
+    try:
+        while order or asked:
+            if order:
+                bookie = order.pop(0)
+                call = ctx.bookie(bookie).read_entry(metadata.ledger_id, entry_id)
+                asked[asyncio.ensure_future(call)] = bookie
+            done, _ = await asyncio.wait(
+                asked, timeout=SPECULATIVE_READ_S if order else None,
+                return_when=asyncio.FIRST_COMPLETED,
+            )  # fmt: skip
+            if not done:
+                ctx.metrics.read_failovers.inc()  # speculative: the next replica too
+            for task in done:
+                bookie = asked.pop(task)
+                exc = task.exception()
+                if exc is not None:
+                    if not isinstance(exc, QuireError):
+                        raise exc
+                    errors.append(f"{bookie}: {exc.code}")
+                    ctx.metrics.read_failovers.inc()
+                    continue
+                record = task.result()
+                if _valid(record, metadata, entry_id, key):
+                    return record
+                log.warning(
+                    "corrupt replica skipped",
+                    extra={"fields": {"ledger_id": metadata.ledger_id, "entry_id": entry_id,
+                                      "bookie": bookie}},
+                )  # fmt: skip
+                errors.append(f"{bookie}: digest mismatch")
+                ctx.metrics.read_failovers.inc()
+    finally:
+        for task in asked:
+            task.cancel()
+        await asyncio.gather(*asked, return_exceptions=True)
     raise BookieUnavailable(
         f"entry {entry_id} of ledger {metadata.ledger_id} could not be read from any replica "
         f"({'; '.join(errors)})"
@@ -174,18 +224,24 @@ async def read_page(
         last = min(last, metadata.fragments[index + 1].first_entry_id - 1)
     cover = [fragment.bookies[i] for i in _cover_indexes(
         metadata.ensemble_size, metadata.write_quorum)]  # fmt: skip
-    answers = await _gather_settled(
-        [
+    calls = {
+        asyncio.ensure_future(
             ctx.bookie(b).read_range(
                 metadata.ledger_id, first, last, max_entries=last - first + 1, max_bytes=bytes_max
             )
-            for b in cover
-        ]
-    )
+        ): b
+        for b in cover
+    }
+    done, pending = await asyncio.wait(calls, timeout=SPECULATIVE_READ_S)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    suspects = {calls[t] for t in pending} | {calls[t] for t in done if t.exception() is not None}
     found: dict[int, Record] = {}
-    for answer in answers:
-        if isinstance(answer, BaseException):
+    for task in done:
+        if task.exception() is not None:
             continue
+        answer = task.result()
         for record in answer.records:
             if first <= record.entry_id <= last and record.entry_id not in found:
                 if _valid(record, metadata, record.entry_id, key):
@@ -197,7 +253,7 @@ async def read_page(
         record = found.get(entry_id)
         if record is None:
             ctx.metrics.read_failovers.inc()
-            record = await read_entry(ctx, metadata, entry_id, key)
+            record = await read_entry(ctx, metadata, entry_id, key, suspects)
         if entries and size + len(record.payload) > bytes_max:
             break
         entries.append((entry_id, record.payload))
