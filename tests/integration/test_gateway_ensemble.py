@@ -4,6 +4,8 @@ fragment, writes continue, and nothing acknowledged is lost."""
 
 from __future__ import annotations
 
+import time
+
 import httpx
 
 from tests.harness import Cluster, wait_for
@@ -128,3 +130,43 @@ def test_writer_killed_after_an_ensemble_change_is_recovered_elsewhere(
     entries = other.read_all(lid)
     check_read_back(entries, closed["last_entry_id"], appender.acked, appender.sent)
     assert closed["length"] == sum(len(d) for _, d in entries)
+
+
+def test_reads_are_not_blocked_by_a_hanging_bookie(cluster: Cluster) -> None:
+    """A bookie of the ensemble that hangs (SIGSTOP) costs a read a few seconds at most,
+    not the bookie client's time-out per entry: pages, NDJSON and single entries of a
+    closed ledger, and LAC, long poll and pages of an open one on another gateway."""
+    procs = {p.address: p for p in start_bookies(cluster, 3)}
+    writer = start_gateway(cluster)
+    reader = start_gateway(cluster)
+    wait_writable(writer, 3)
+    closed_id = writer.create(ensemble_size=3, write_quorum=2, ack_quorum=2)["ledger_id"]
+    payloads = [f"entry {n}".encode() for n in range(30)]
+    writer.add_batch(closed_id, payloads)
+    hanging = procs[writer.close(closed_id)["fragments"][0]["bookies"][0]]
+    open_id = writer.create(ensemble_size=3, write_quorum=2, ack_quorum=2)["ledger_id"]
+    writer.add_batch(open_id, payloads)
+    wait_for(lambda: reader.lac(open_id) == 29, 5, "the reader to see LAC 29")
+
+    def timed(call):  # type: ignore[no-untyped-def]
+        started = time.monotonic()
+        value = call()
+        return value, time.monotonic() - started
+
+    hanging.pause()
+    try:
+        entries, elapsed = timed(lambda: reader.read_all(closed_id))
+        assert [d for _, d in entries] == payloads and elapsed < 6, elapsed
+        entries, elapsed = timed(lambda: writer.read_ndjson(closed_id))
+        assert [d for _, d in entries] == payloads and elapsed < 6, elapsed
+        for n in (0, 2):  # the hanging bookie is first in entry 0's write set, last in 2's
+            data, elapsed = timed(lambda n=n: reader.entry(closed_id, n))
+            assert data == payloads[n] and elapsed < 6, elapsed
+        lac, elapsed = timed(lambda: reader.lac(open_id))
+        assert lac == 29 and elapsed < 6, elapsed
+        lac, elapsed = timed(lambda: reader.lac(open_id, after=29, wait_ms=500))
+        assert lac == 29 and elapsed < 6, elapsed
+        entries, elapsed = timed(lambda: reader.read_all(open_id))
+        assert [d for _, d in entries] == payloads and elapsed < 8, elapsed
+    finally:
+        hanging.resume()

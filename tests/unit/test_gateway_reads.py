@@ -1,16 +1,23 @@
 """Reads without a real bookie (gateway/reads.py): the non-writer LAC long poll waits for
 the LAC to pass ``after``, not merely for an entry to arrive, and answers the current
-LAC when the time is up."""
+LAC when the time is up; reads fail over past down, corrupt and hanging replicas
+without waiting out a time-out per entry."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from types import SimpleNamespace
+
+import pytest
 
 from gateway import reads
 from gateway.metrics import GatewayMetrics
-from services.bookie_client import LacInfo
+from services.bookie_client import LacInfo, RangeResult
+from services.digest import seal
+from services.errors import BookieUnavailable, EntryNotFound
+from services.framing import Record
 from services.protocol.metadata import LedgerMetadata
 
 
@@ -109,3 +116,122 @@ def test_long_poll_with_an_entry_stored_but_no_lac_update_is_bounded() -> None:
     assert 0.35 <= elapsed < 2
     # three bookies, at most one poll each per LAC_REPOLL_DELAY_S (plus the first)
     assert calls <= 3 * (0.4 / reads.LAC_REPOLL_DELAY_S + 2)
+
+
+# ---------------------------------------------------------------- failover and hanging bookies
+
+
+class ReplicaBookie:
+    """A bookie holding sealed entries of one ledger: ``ok``, ``hang`` (never answers),
+    ``down`` (fails at once) or ``corrupt`` (answers records with a bad digest)."""
+
+    def __init__(self, entries: dict[int, bytes], mode: str = "ok") -> None:
+        self.entries = entries
+        self.mode = mode
+        self.calls = 0
+
+    def _record(self, entry_id: int) -> Record:
+        record = Record(1, entry_id, entry_id - 1, self.entries[entry_id], digest_type="crc32c")
+        record = seal(record)
+        if self.mode == "corrupt":
+            record = replace(record, payload=record.payload + b"!")
+        return record
+
+    async def _gate(self) -> None:
+        self.calls += 1
+        if self.mode == "hang":
+            await asyncio.sleep(3600)
+        if self.mode == "down":
+            raise BookieUnavailable("connection refused")
+
+    async def read_entry(self, ledger_id: int, entry_id: int) -> Record:
+        await self._gate()
+        if entry_id not in self.entries:
+            raise EntryNotFound(f"no entry {entry_id}")
+        return self._record(entry_id)
+
+    async def read_range(self, ledger_id, first, last, max_entries=1000, max_bytes=1 << 23):  # type: ignore[no-untyped-def]
+        await self._gate()
+        ids = [e for e in sorted(self.entries) if first <= e <= last][:max_entries]
+        return RangeResult([self._record(e) for e in ids], max(self.entries, default=-1))
+
+    async def read_lac(self, ledger_id: int, after: int | None = None, wait_ms: int = 0):  # type: ignore[no-untyped-def]
+        await self._gate()
+        return LacInfo(1, max(self.entries, default=-1), max(self.entries, default=-1), False)
+
+
+def _cluster(modes: list[str], count: int = 9) -> tuple[LedgerMetadata, dict]:
+    """E=3, Qw=2 over bookies b0..b2 with ``modes``; each holds its write-set entries."""
+    metadata = LedgerMetadata.new(1, ["b0", "b1", "b2"], 2, 2)
+    stores: dict[str, dict[int, bytes]] = {b: {} for b in metadata.ensemble}
+    for e in range(count):
+        for b in metadata.write_set_bookies(e):
+            stores[b][e] = f"entry {e}".encode()
+    return metadata, {b: ReplicaBookie(stores[b], m) for b, m in zip(stores, modes, strict=True)}
+
+
+def _ctx_of(bookies: dict) -> SimpleNamespace:
+    return SimpleNamespace(bookie=lambda b: bookies[b], metrics=GatewayMetrics())
+
+
+def _fast(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(reads, "SPECULATIVE_READ_S", 0.1)
+
+
+def test_read_entry_asks_the_next_replica_when_one_hangs(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A replica silent for SPECULATIVE_READ_S gets the next one asked in parallel; one
+    that fails or answers a bad digest moves on at once; a corrupt replica is never
+    returned; no valid replica at all is BookieUnavailable."""
+    _fast(monkeypatch)
+    metadata, bookies = _cluster(["hang", "ok", "ok"])  # entry 0: write set b0, b1
+
+    async def run() -> None:
+        started = time.monotonic()
+        record = await reads.read_entry(_ctx_of(bookies), metadata, 0, b"")
+        assert record.payload == b"entry 0"
+        assert 0.09 <= time.monotonic() - started < 1
+        for first in ("down", "corrupt"):
+            bookies["b0"].mode = first
+            started = time.monotonic()
+            record = await reads.read_entry(_ctx_of(bookies), metadata, 0, b"")
+            assert record.payload == b"entry 0" and time.monotonic() - started < 0.09
+        bookies["b1"].mode = "corrupt"
+        with pytest.raises(BookieUnavailable):
+            await reads.read_entry(_ctx_of(bookies), metadata, 0, b"")
+
+    asyncio.run(run())
+
+
+def test_read_page_gives_up_on_a_hanging_cover_bookie(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A cover bookie whose range read hangs costs one SPECULATIVE_READ_S per page, not a
+    time-out per entry: its entries come from their other replica, the slow one last."""
+    _fast(monkeypatch)
+    metadata, bookies = _cluster(["hang", "ok", "ok"], count=30)
+
+    async def run() -> None:
+        started = time.monotonic()
+        page = await reads.read_page(_ctx_of(bookies), metadata, 0, 29, b"")
+        assert [e for e, _ in page.entries] == list(range(30))
+        assert [d for _, d in page.entries] == [f"entry {e}".encode() for e in range(30)]
+        assert time.monotonic() - started < 0.5
+        assert bookies["b0"].calls == 1  # only the range read: never asked first again
+
+    asyncio.run(run())
+
+
+def test_bookies_lac_does_not_wait_for_a_hanging_bookie(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A non-writer LAC read uses the bookies that answered within SPECULATIVE_READ_S;
+    with no answer at all from anyone it is BookieUnavailable."""
+    _fast(monkeypatch)
+    metadata, bookies = _cluster(["hang", "ok", "ok"])
+
+    async def run() -> None:
+        started = time.monotonic()
+        assert await reads.bookies_lac(_ctx_of(bookies), metadata) == 8
+        assert time.monotonic() - started < 0.5
+        for b in bookies.values():
+            b.mode = "down"
+        with pytest.raises(BookieUnavailable):
+            await reads.bookies_lac(_ctx_of(bookies), metadata)
+
+    asyncio.run(run())
