@@ -8,9 +8,12 @@ import time
 
 import httpx
 
+from services import digest, framing
+from services.framing import Record
 from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import (
     Appender,
+    assert_error,
     check_read_back,
     metric_value,
     start_bookies,
@@ -170,3 +173,45 @@ def test_reads_are_not_blocked_by_a_hanging_bookie(cluster: Cluster) -> None:
         assert [d for _, d in entries] == payloads and elapsed < 8, elapsed
     finally:
         hanging.resume()
+
+
+def test_a_corrupt_replica_is_skipped_never_returned(cluster: Cluster) -> None:
+    """Digest verification on read: an hmac-sha256 entry overwritten on one bookie with a
+    record sealed under another key is skipped (the other replica answers, in pages,
+    NDJSON and single reads); with every replica corrupt the read fails 503 and the
+    forged bytes are never returned."""
+    procs = {p.address: p for p in start_bookies(cluster, 3)}
+    gateway = start_gateway(cluster)
+    wait_writable(gateway, 3)
+    password = "corrupt-test"
+    lid = gateway.create(password=password, digest="hmac-sha256")["ledger_id"]
+    payloads = [f"entry {n}".encode() for n in range(6)]
+    gateway.add_batch(lid, payloads, password=password)
+    closed = gateway.close(lid, password=password)
+    bookies = closed["fragments"][0]["bookies"]
+
+    def forge(entry_id: int, bookie: str) -> None:
+        record = Record(
+            lid, entry_id, entry_id - 1, b"forged", digest_type="hmac-sha256",
+            length=sum(map(len, payloads[: entry_id + 1])),
+        )  # fmt: skip
+        record = digest.seal(record, digest.mac_key(b"another password"))
+        r = httpx.post(
+            f"http://{bookie}/v1/entries",
+            content=framing.encode([record]),
+            headers={"Content-Type": framing.MEDIA_TYPE},
+        )
+        assert r.status_code == 200 and r.json()["stored"] == 1, r.text
+
+    write_set = [bookies[(3 + i) % 3] for i in range(2)]  # entry 3, E=3, Qw=2
+    forge(3, write_set[0])
+    assert [d for _, d in gateway.read_all(lid, password)] == payloads
+    assert [d for _, d in gateway.read_ndjson(lid, password)] == payloads
+    assert gateway.entry(lid, 3, password) == payloads[3]
+    forge(3, write_set[1])
+    headers = {"X-Ledger-Password": password}
+    r = gateway.request("GET", f"/v1/ledgers/{lid}/entries/3", headers=headers)
+    assert_error(r, 503, "bookie_unavailable")
+    r = gateway.request("GET", f"/v1/ledgers/{lid}/entries", headers=headers)
+    assert_error(r, 503, "bookie_unavailable")
+    assert set(procs) >= set(bookies)
