@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from kazoo.client import KazooClient
 
 from services.processes import ServiceProcess
-from tests.harness import Cluster, wait_for
+from tests.harness import Cluster, fresh_chroot, wait_for
 
 # Small enough to keep the tests fast, big enough to cross a few pages.
 PAYLOAD_PREFIX = b"quire-entry-"
@@ -310,22 +311,9 @@ def check_read_back(
 
 
 @contextmanager
-def gateway_clients(*gateways: Gateway) -> Iterator[None]:
-    try:
-        yield
-    finally:
-        for g in gateways:
-            g.close_client()
-
-
-@contextmanager
 def module_cluster(zookeeper, base_dir: Path, secret: str | None = None) -> Iterator[Cluster]:  # type: ignore[no-untyped-def]
     """A cluster shared by the tests of one module (its own chroot), stopped by pid and
     its chroot deleted at the end, also on failure."""
-    from kazoo.client import KazooClient
-
-    from tests.harness import fresh_chroot
-
     root = fresh_chroot()
     c = Cluster(zookeeper.connect_string, root, base_dir, secret)
     try:
