@@ -389,11 +389,13 @@ async def read_entries(
     end = await _readable_end(ctx, ledger_id, metadata)
     start = 0 if first is None else first
     stop = end if last is None else min(last, end)
+    # The first page is read before answering, so that an error there (no replica)
+    # is still an {"error", "message"} answer and not a 200 with a broken stream.
+    page = await _timed_read(ctx, ledger_id, reads.read_page(ctx, metadata, start, stop, key))
     if "application/x-ndjson" in request.headers.get("accept", ""):
         return StreamingResponse(
-            _ndjson(ctx, metadata, start, stop, key), media_type="application/x-ndjson"
+            _ndjson(ctx, metadata, page, stop, key), media_type="application/x-ndjson"
         )
-    page = await _timed_read(ctx, ledger_id, reads.read_page(ctx, metadata, start, stop, key))
     next_id = page.next_entry_id if page.next_entry_id is not None else None
     if next_id is not None and next_id > stop:
         next_id = None
@@ -406,19 +408,19 @@ async def read_entries(
     }
 
 
-async def _ndjson(ctx, metadata, start: int, stop: int, key: bytes) -> AsyncIterator[bytes]:  # type: ignore[no-untyped-def]
-    position = start
-    while position <= stop:
-        page = await _timed_read(
-            ctx, metadata.ledger_id, reads.read_page(ctx, metadata, position, stop, key)
-        )
-        if not page.entries:
-            return
+async def _ndjson(ctx, metadata, page: reads.Page, stop: int, key: bytes) -> AsyncIterator[bytes]:  # type: ignore[no-untyped-def]
+    """The NDJSON lines of ``page`` (already read) and of the pages after it up to ``stop``."""
+    while page.entries:
         yield b"".join(
             json.dumps({"entry_id": eid, "data": base64.b64encode(data).decode()}).encode() + b"\n"
             for eid, data in page.entries
         )
         position = page.entries[-1][0] + 1
+        if position > stop:
+            return
+        page = await _timed_read(
+            ctx, metadata.ledger_id, reads.read_page(ctx, metadata, position, stop, key)
+        )
 
 
 @router.get(
