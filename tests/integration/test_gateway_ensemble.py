@@ -214,4 +214,8 @@ def test_a_corrupt_replica_is_skipped_never_returned(cluster: Cluster) -> None:
     assert_error(r, 503, "bookie_unavailable")
     r = gateway.request("GET", f"/v1/ledgers/{lid}/entries", headers=headers)
     assert_error(r, 503, "bookie_unavailable")
+    r = gateway.request(
+        "GET", f"/v1/ledgers/{lid}/entries", headers={**headers, "Accept": "application/x-ndjson"}
+    )
+    assert_error(r, 503, "bookie_unavailable")  # not a 200 with a broken stream
     assert set(procs) >= set(bookies)
