@@ -101,6 +101,9 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         version="0.1.0",
         description=DESCRIPTION,
         lifespan=lifespan,
+        # API.md: a path not listed is an unknown route (404 not_found with an error
+        # body), also with a trailing slash; FastAPI would answer 307 with no body.
+        redirect_slashes=False,
     )
     app.openapi = _openapi(app)  # type: ignore[method-assign]
     app.state.ctx = None
