@@ -304,6 +304,9 @@ ROUTE_CASES = [
     ("POST", "/v1/ledger", 404, "not_found"),
     ("GET", "/v1/ledgers/{open}/nope", 404, "not_found"),
     ("GET", "/v1/ledgers/{open}/entries/0/more", 404, "not_found"),
+    ("GET", "/v1/ledgers/", 404, "not_found"),  # a trailing slash: not a redirect
+    ("POST", "/v1/ledgers/", 404, "not_found"),
+    ("GET", "/v1/ledgers/{open}/", 404, "not_found"),
     ("PUT", "/v1/ledgers", 405, "method_not_allowed"),
     ("DELETE", "/v1/ledgers", 405, "method_not_allowed"),
     ("PATCH", "/v1/ledgers/{open}", 405, "method_not_allowed"),
