@@ -15,5 +15,6 @@ Modules, one per operation (STYLE.md §1):
 - ``ensemble``   ensemble-change planning and the writer's close outcomes
 - ``writer``     ``WriteHandle``: adds, ensemble changes, fencing, close
 - ``recovery``   ``LedgerRecovery``: fence, read forward, write back, close
+- ``writeback``  recovery write-backs and the bookie replacements they may need
 - ``reader``     reads without recovery: replica order, LAC, readable range
 """

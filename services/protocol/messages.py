@@ -27,8 +27,10 @@ WriteMetadata          CAS the znode to ``metadata.to_json()`` at
 ReadMetadata           read the znode -> ``MetadataRead(metadata, version)``
                        or ``MetadataFailed``.
 ReadWritableBookies    list the writable bookies (registered, not read-only,
-                       not decommissioning) -> ``WritableBookies(ids)``. The
-                       runner may also send ``WritableBookies`` unasked.
+                       not decommissioning) -> ``WritableBookies(ids)``. Both
+                       the write handle and the recovery ask for it (to
+                       replace a failed bookie). The runner may also send
+                       ``WritableBookies`` to the write handle unasked.
 SendFence              ``POST /v1/ledgers/{id}/fence`` -> ``FenceDone(
                        bookie, lac, last_entry_id)`` or ``FenceFailed``.
 ReadEntries            read those entries from ``bookie`` (one by one or by

@@ -22,7 +22,9 @@ metadata. ``start()`` returns the first effects, ``handle(event)`` the next.
    entry (with Qw - Qa + 1 = 1 a single corrupt answer would). An entry
    found on any of them is written back to its
    whole write set with the recovery flag and counts once Qa bookies stored
-   it. The first entry missing from ``Qw - Qa + 1`` fenced bookies of its
+   it (``writeback``: a bookie failing write-backs is replaced in a new
+   fragment that stays local until step 5). The first entry missing from
+   ``Qw - Qa + 1`` fenced bookies of its
    write set cannot have been acknowledged: the last entry is the one before.
    An entry neither found nor provably absent (read errors, after
    ``recovery_read_attempts_max`` tries per bookie) fails the recovery
@@ -30,18 +32,20 @@ metadata. ``start()`` returns the first effects, ``handle(event)`` the next.
 4. The length is the last entry's ``length`` field; when nothing is found
    beyond the floor, entry ``floor`` itself is read (from any bookie of its
    write set) to learn it.
-5. CAS the state to CLOSED at that last entry and length. On conflict
-   re-read: CLOSED -> done with that metadata (a concurrent recovery or the
-   writer won, and everybody converges on it); IN_RECOVERY -> CAS again.
+5. CAS the state to CLOSED at that last entry and length, with the new
+   fragments of step 4 if any (one atomic change). On conflict re-read:
+   CLOSED -> done with that metadata (a concurrent recovery or the writer
+   won, and everybody converges on it); IN_RECOVERY -> CAS again on it.
 
-No ensemble change happens during recovery: a write-back that cannot reach
-Qa bookies fails the recovery, which can be run again later.
+Reads always use the metadata as it was fenced; write-backs use it plus the
+recovery's own new fragments.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from services.errors import (
@@ -68,14 +72,16 @@ from services.protocol.messages import (
     ReadEntries,
     ReadMetadata,
     ReadOutcome,
+    ReadWritableBookies,
     RecoveryDone,
     RecoveryFailed,
-    SendAdds,
     SendFence,
+    WritableBookies,
     WriteMetadata,
 )
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.reader import record_usable
+from services.protocol.writeback import WriteBacks
 
 
 @dataclass(frozen=True)
@@ -84,7 +90,9 @@ class RecoveryLimits:
 
     recovery_read_batch_max: int = 16  # entries being read ahead at once
     recovery_read_attempts_max: int = 3  # reads of one entry from one bookie
+    recovery_write_attempts_max: int = 3  # failed write-backs before a bookie is replaced
     metadata_attempts_max: int = 10  # CAS conflicts or store failures per step
+    ensemble_change_attempts_max: int = 5  # replacements of write-back bookies
 
 
 class RecoveryPhase(StrEnum):
@@ -106,13 +114,6 @@ class _Reads:
     record: Record | None = None
 
 
-@dataclass(slots=True)
-class _WriteBack:
-    write_set: tuple[str, ...]
-    acked: set[str] = field(default_factory=set)
-    failed: set[str] = field(default_factory=set)
-
-
 class LedgerRecovery:
     """Fence, find the last entry, write back, close: see the module docstring."""
 
@@ -123,6 +124,7 @@ class LedgerRecovery:
         *,
         digest_key: bytes = b"",
         limits: RecoveryLimits | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self.metadata = metadata
         self.version = version
@@ -133,6 +135,7 @@ class LedgerRecovery:
         self.floor = -1
         self.last_entry_id: int | None = None  # the last entry, once found
         self._key = digest_key
+        self._rng = rng or random.Random(metadata.ledger_id)
         self._started = False
         self._meta_attempts = 0
         self._fence_lacs: dict[str, int] = {}
@@ -141,7 +144,9 @@ class LedgerRecovery:
         self._cursor = 0  # the lowest entry not decided yet
         self._next_read = 0  # the lowest entry not asked for yet
         self._last_record: Record | None = None
-        self._writebacks: dict[int, _WriteBack] = {}
+        self._fenced = metadata  # the metadata as fenced: every read uses it
+        self._writebacks = WriteBacks(metadata, self.limits.recovery_write_attempts_max)
+        self._changing = False  # waiting for WritableBookies
         self._probe: _Reads | None = None
         self._close_length = 0
         self._handlers: dict[type, Callable[[object], list[Effect]]] = {
@@ -154,6 +159,7 @@ class LedgerRecovery:
             EntryRead: self._on_entry_read,
             BookieAddsDone: self._on_adds_done,
             BookieFailed: self._on_bookie_failed,
+            WritableBookies: self._on_writable,
         }
 
     @property
@@ -277,6 +283,8 @@ class LedgerRecovery:
 
     def _start_reading(self) -> list[Effect]:
         self.phase = RecoveryPhase.READING
+        self._fenced = self.metadata
+        self._writebacks = WriteBacks(self.metadata, self.limits.recovery_write_attempts_max)
         self.fence_complete = True
         self.fenced_at_completion = frozenset(self._fence_lacs)
         max_lac = max(self._fence_lacs.values())
@@ -284,7 +292,7 @@ class LedgerRecovery:
         self._cursor = self._next_read = self.floor + 1
         effects: list[Effect] = []
         if self.floor >= 0:
-            bookies = self.metadata.write_set_bookies(self.floor)
+            bookies = self._fenced.write_set_bookies(self.floor)
             self._probe = _Reads(asked=set(bookies))
             effects += [ReadEntries(self.ledger_id, b, (self.floor,)) for b in bookies]
         return effects + self._fill_window()
@@ -294,7 +302,8 @@ class LedgerRecovery:
         while self.last_entry_id is None and len(self._reads) < self.limits.recovery_read_batch_max:
             entry_id = self._next_read
             self._next_read += 1
-            fenced = [b for b in self.metadata.write_set_bookies(entry_id) if b in self._fence_lacs]
+            candidates = self._fenced.write_set_bookies(entry_id)
+            fenced = [b for b in candidates if b in self._fence_lacs]
             self._reads[entry_id] = _Reads(asked=set(fenced))
             for bookie in fenced:
                 asks.setdefault(bookie, []).append(entry_id)
@@ -320,7 +329,7 @@ class LedgerRecovery:
             reads.missing.add(event.bookie)
             return []
         if event.outcome is ReadOutcome.FOUND:
-            if record_usable(event.record, self.metadata, event.entry_id, self._key):
+            if record_usable(event.record, self._fenced, event.entry_id, self._key):
                 if reads.record is None:
                     reads.record = event.record
                 return []
@@ -341,18 +350,15 @@ class LedgerRecovery:
 
     def _decide(self) -> list[Effect]:
         """Decide entries in id order: found -> write back; absent -> the end."""
-        md = self.metadata
-        writes: dict[str, list[Record]] = {}
+        md = self._fenced
+        found: list[int] = []
         while self.last_entry_id is None and self._cursor in self._reads:
             entry_id = self._cursor
             reads = self._reads[entry_id]
             if reads.record is not None:
                 del self._reads[entry_id]
-                write_set = md.write_set_bookies(entry_id)
-                self._writebacks[entry_id] = _WriteBack(write_set)
-                record = replace(reads.record, recovery=True)
-                for bookie in write_set:
-                    writes.setdefault(bookie, []).append(record)
+                self._writebacks.add(reads.record)
+                found.append(entry_id)
                 self._last_record = reads.record
                 self._cursor += 1
             elif quorum.entry_absent(md.write_quorum, md.ack_quorum, len(reads.missing)):
@@ -367,10 +373,10 @@ class LedgerRecovery:
                 )
             else:
                 break
-        effects: list[Effect] = [SendAdds(b, tuple(records)) for b, records in writes.items()]
+        effects: list[Effect] = list(self._writebacks.send(found)) if found else []
         if self.last_entry_id is None:
-            return effects + self._fill_window()
-        return effects + self._maybe_close()
+            effects += self._fill_window()
+        return effects + self._progress()
 
     # ------------------------------------------------------------------ writing back
 
@@ -378,44 +384,53 @@ class LedgerRecovery:
         if self.phase is not RecoveryPhase.READING:
             return []
         for entry_id in event.stored:
-            wb = self._writebacks.get(entry_id)
-            if wb is not None and event.bookie in wb.write_set:
-                wb.acked.add(event.bookie)
-                if quorum.ack_quorum_reached(self.metadata.ack_quorum, len(wb.acked)):
-                    del self._writebacks[entry_id]
-        for entry_id in event.rejected:
-            failure = self._write_back_failed(entry_id, event.bookie)
-            if failure:
-                return failure
-        return self._maybe_close()
+            self._writebacks.stored(event.bookie, entry_id)
+        retry: list[Effect] = []
+        if event.rejected:
+            retry += self._writebacks.failed_on(event.bookie)
+        return retry + self._progress()
 
     def _on_bookie_failed(self, event: BookieFailed) -> list[Effect]:
         if self.phase is not RecoveryPhase.READING:
             return []
-        for entry_id in sorted(self._writebacks):
-            failure = self._write_back_failed(entry_id, event.bookie)
-            if failure:
-                return failure
-        return []
+        retry: list[Effect] = list(self._writebacks.failed_on(event.bookie))
+        return retry + self._progress()
 
-    def _write_back_failed(self, entry_id: int, bookie: str) -> list[Effect]:
-        wb = self._writebacks.get(entry_id)
-        if wb is None or bookie not in wb.write_set or bookie in wb.acked:
+    def _progress(self) -> list[Effect]:
+        """Replace failed bookies when a write-back is stuck; close once everything is in."""
+        if self.phase is not RecoveryPhase.READING or self._changing:
             return []
-        wb.failed.add(bookie)
-        md = self.metadata
-        if quorum.ack_quorum_possible(md.write_quorum, md.ack_quorum, len(wb.failed)):
+        if self._writebacks.blocked():
+            self._changing = True
+            return [ReadWritableBookies()]
+        return self._maybe_close()
+
+    def _on_writable(self, event: WritableBookies) -> list[Effect]:
+        if self.phase is not RecoveryPhase.READING or not self._changing:
             return []
-        return self._fail(
-            NotEnoughBookies,
-            f"writing back entry {entry_id} failed on {sorted(wb.failed)}: no ack quorum left",
-        )
+        self._changing = False
+        writebacks = self._writebacks
+        if not writebacks.blocked():
+            return self._progress()
+        if writebacks.changes >= self.limits.ensemble_change_attempts_max:
+            return self._fail(NotEnoughBookies, "write-backs kept failing on new bookies")
+        try:
+            writebacks.change_ensemble(event.bookies, self._rng)
+        except NotEnoughBookies as exc:
+            return self._fail(
+                NotEnoughBookies,
+                f"write-backs failed on {sorted(writebacks.failed)} and none can be replaced: "
+                f"{exc.message}",
+            )
+        return list(writebacks.send()) + self._progress()
 
     # ------------------------------------------------------------------ closing
 
     def _maybe_close(self) -> list[Effect]:
         last = self.last_entry_id
-        if self.phase is not RecoveryPhase.READING or last is None or self._writebacks:
+        if self.phase is not RecoveryPhase.READING or last is None:
+            return []
+        if self._writebacks.pending():
             return []
         if last > self.floor:
             invariant(self._last_record is not None, "no record of the last entry")
@@ -438,6 +453,12 @@ class LedgerRecovery:
         return self._write_close()
 
     def _write_close(self) -> list[Effect]:
+        """CAS to CLOSED on the metadata we know, with this recovery's new fragments."""
         invariant(self.last_entry_id is not None, "closing without a last entry")
-        target = self.metadata.closed(self.last_entry_id, self._close_length)
+        merged = self._writebacks.merged_into(self.metadata, self._fenced)
+        if merged is None:
+            return self._fail(
+                MetadataUnavailable, "the fenced fragment changed under the recovery; run it again"
+            )
+        target = merged.closed(self.last_entry_id, self._close_length)
         return [WriteMetadata(target, self.version)]

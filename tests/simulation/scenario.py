@@ -51,6 +51,7 @@ class Config:
     writer_limits: WriterLimits
     recovery_limits: RecoveryLimits
     crashes: list[tuple[str, int, int]] = field(default_factory=list)  # bookie, down, up
+    lost: list[tuple[str, int]] = field(default_factory=list)  # bookie, down for good
     readonly: list[tuple[str, int, int]] = field(default_factory=list)
     writer_close_at: int | None = None
     writer_crash_at: int | None = None
@@ -68,7 +69,7 @@ class Config:
             f"{self.requests} requests (batch <= {self.batch_max}), delay <= {f.delay_max_ms} ms, "
             f"drop {f.drop_p:.3f}, corrupt {f.corrupt_read_p:.3f}, metadata failures "
             f"{f.metadata_fail_p:.3f}, partitions {f.partitions}, clogs {f.clogs}, slow "
-            f"{f.slow}, crashes {self.crashes}, "
+            f"{f.slow}, crashes {self.crashes}, lost {self.lost}, "
             f"read-only {self.readonly}, close at {self.writer_close_at}, writer crash at "
             f"{self.writer_crash_at}, recoveries at {self.recoveries_at}, metadata touched "
             f"at {self.meddles_at}"
@@ -126,6 +127,10 @@ def draw_config(seed: int) -> Config:
     for _ in range(0 if calm else rng.randint(0, 3)):
         down = rng.randint(0, horizon)
         cfg.crashes.append((rng.choice(bookies), down, down + rng.randint(20, 2_000)))
+    if not calm and a >= 2 and count > e and rng.random() < 0.3:
+        # A bookie gone for good (its disk with it): at most Qa - 1 = 1 of them, and a spare
+        # exists, so every acknowledged entry stays readable and can be re-replicated.
+        cfg.lost.append((rng.choice(bookies), rng.randint(0, busy_until + 500)))
     for _ in range(0 if calm else rng.randint(0, 2)):
         start = rng.randint(0, horizon)
         gateway = rng.choice(["writer", "writer", "rec0", "rec1", "reader"])
@@ -172,6 +177,7 @@ class Simulation:
         ]
         self.bookies = {b.bookie_id: b for b in self.bookie_list}
         self.recoveries: list[LedgerRecovery] = []
+        self.lost: set[str] = set()
         handle = WriteHandle(
             metadata, 0, rng=random.Random(config.seed + 1), limits=config.writer_limits
         )
@@ -191,6 +197,8 @@ class Simulation:
         for bookie, down, up in cfg.crashes:
             at(down, lambda b=bookie: setattr(self.bookies[b], "up", False))
             at(up, lambda b=bookie: setattr(self.bookies[b], "up", True))
+        for bookie, down in cfg.lost:
+            at(down, lambda b=bookie: self._lose(b))
         for bookie, start, end in cfg.readonly:
             at(start, lambda b=bookie: setattr(self.bookies[b], "readonly", True))
             at(end, lambda b=bookie: setattr(self.bookies[b], "readonly", False))
@@ -213,10 +221,15 @@ class Simulation:
             self.cell.compare_and_set(replace(md, custom={"touched": count}), self.cell.version)
             self.checker.after_metadata_write("meddler")
 
+    def _lose(self, bookie: str) -> None:
+        self.bookies[bookie].up = False
+        self.lost.add(bookie)
+
     def _heal(self) -> None:
         self.faults = self.network.faults = self.config.faults.healed()
         for bookie in self.bookie_list:
-            bookie.up, bookie.readonly = True, False
+            bookie.up = bookie.bookie_id not in self.lost
+            bookie.readonly = False
 
     def _run_until(self, end_ms: int) -> None:
         scheduler, checker = self.scheduler, self.checker
@@ -238,6 +251,8 @@ class Simulation:
         for entry_id in range((md.last_entry_id if md.last_entry_id is not None else -1) + 1):
             found = None
             for bookie in read_sequence(md, entry_id):
+                if bookie in self.lost:
+                    continue
                 record = self.bookies[bookie].entries.get(entry_id)
                 if record_usable(record, md, entry_id):
                     found = record.payload

@@ -25,14 +25,16 @@ from services.protocol.messages import (
     ReadEntries,
     ReadMetadata,
     ReadOutcome,
+    ReadWritableBookies,
     RecoveryDone,
     RecoveryFailed,
     RejectReason,
     SendAdds,
     SendFence,
+    WritableBookies,
     WriteMetadata,
 )
-from services.protocol.metadata import LedgerMetadata, LedgerState
+from services.protocol.metadata import Fragment, LedgerMetadata, LedgerState
 from services.protocol.recovery import LedgerRecovery, RecoveryLimits, RecoveryPhase
 
 POOL = [f"b{i}:3181" for i in range(1, 7)]
@@ -54,6 +56,7 @@ class Cluster:
     fenced: set[str] = field(default_factory=set)
     hanging: set[str] = field(default_factory=set)  # never answer
     broken: set[str] = field(default_factory=set)  # answer with errors
+    pool: list[str] = field(default_factory=lambda: POOL[:3])  # registered bookies
     log: list[Effect] = field(default_factory=list)
 
     def put(self, bookie: str, rec: Record) -> None:
@@ -78,6 +81,9 @@ class Cluster:
                 events.append(MetadataConflicted(self.metadata, self.version))
         elif isinstance(effect, ReadMetadata):
             events.append(MetadataRead(self.metadata, self.version))
+        elif isinstance(effect, ReadWritableBookies):
+            alive = [b for b in self.pool if b not in self.broken and b not in self.hanging]
+            events.append(WritableBookies(tuple(alive)))
         elif isinstance(effect, SendFence):
             if effect.bookie in self.hanging:
                 pass
@@ -304,9 +310,10 @@ def test_read_errors_are_retried_a_bounded_number_of_times_then_the_recovery_fai
     assert cluster.metadata.state is LedgerState.OPEN  # this test never ran the CAS
 
 
-def test_write_back_without_ack_quorum_fails_the_recovery() -> None:
-    """Recovery step 4: an entry found counts once Qa bookies acked the write-back; when
-    that is impossible the recovery fails (retriable)."""
+def test_write_back_without_ack_quorum_and_no_replacement_fails_the_recovery() -> None:
+    """Recovery step 4: an entry found counts once Qa bookies acked the write-back; a
+    bookie failing it is retried recovery_write_attempts_max times, then replaced; when
+    no writable bookie can replace it, the recovery fails (retriable)."""
     md = ledger(e=3, w=3, a=3)
     cluster = Cluster(md)
     cluster.write([(0, -1, ("b1:3181",))])
@@ -318,8 +325,63 @@ def test_write_back_without_ack_quorum_fails_the_recovery() -> None:
     effects = r.handle(EntryRead("b1:3181", 0, ReadOutcome.FOUND, record(0, -1, 2)))
     assert {x.bookie for x in of(effects, SendAdds)} == set(POOL[:3])
     r.handle(BookieAddsDone("b1:3181", (0,)))
-    (failed,) = r.handle(BookieAddsDone("b2:3181", (), (0,), RejectReason.UNAVAILABLE))
-    assert failed.error is NotEnoughBookies
+    failure = BookieAddsDone("b2:3181", (), (0,), RejectReason.UNAVAILABLE)
+    (retry,) = r.handle(failure)  # a failed write-back is retried (bounded) ...
+    assert isinstance(retry, SendAdds) and retry.bookie == "b2:3181"
+    (retry,) = r.handle(failure)
+    assert r.handle(failure) == [ReadWritableBookies()]  # ... then the bookie is replaced
+    (failed,) = r.handle(WritableBookies(tuple(POOL[:3])))
+    assert isinstance(failed, RecoveryFailed) and failed.error is NotEnoughBookies
+
+
+def test_a_bookie_failing_write_backs_is_replaced_in_a_fragment_written_with_the_close() -> None:
+    """Recovery step 4 with a dead bookie in the last ensemble: it is replaced (a bookie
+    not in the ensemble, a new fragment from the first entry not yet written back) and
+    the entries are written to the new bookie; the new fragment reaches the metadata only
+    in the CAS that closes the ledger (never an intermediate ensemble change)."""
+    md = ledger(e=3, w=2, a=2)
+    cluster = Cluster(md, broken={"b2:3181"}, pool=POOL[:4])
+    cluster.write([(i, i - 1, ws(md, i)) for i in range(3)])  # 0..2 acknowledged
+    cluster.lacs = {b: 2 for b in POOL[:3]}
+    cluster.put("b1:3181", record(3, 2, 99))  # entry 3 -> (b1, b2), only on b1
+    (done,) = cluster.run(LedgerRecovery(md, 0))
+    assert isinstance(done, RecoveryDone) and done.closed_here
+    closed = done.metadata
+    assert (closed.state, closed.last_entry_id, closed.length) == (LedgerState.CLOSED, 3, 99)
+    assert closed.fragments[0] == md.fragments[0]
+    assert closed.fragments[1].first_entry_id == 3
+    assert closed.fragments[1].bookies == ("b1:3181", "b4:3181", "b3:3181")
+    assert 3 in cluster.entries["b4:3181"]  # the replacement holds the entry
+    writes = [x for x in cluster.log if isinstance(x, WriteMetadata)]
+    assert [w.metadata.state for w in writes] == [LedgerState.IN_RECOVERY, LedgerState.CLOSED]
+
+
+def test_close_keeps_a_replicator_change_of_an_earlier_fragment() -> None:
+    """Recovery step 5 on conflict with the ledger still IN_RECOVERY: CAS again on the
+    fresh metadata, keeping its earlier fragments (a replicator may have swapped a
+    bookie there) and the recovery's own fragments after the fenced one."""
+    md = ledger(e=3, w=2, a=2).with_ensemble(5, ("b4:3181", "b2:3181", "b3:3181")).in_recovery()
+    r = LedgerRecovery(md, 1)
+    for effect in r.start():
+        r.handle(FenceDone(effect.bookie, 4))
+    # floor = 4 (LAC 4, last fragment at 5): the probe reads entry 4 for the length; entry
+    # 5 (write set b3, b4) is missing from a fenced bookie, so 4 is the last entry.
+    effects = r.handle(EntryRead("b2:3181", 4, ReadOutcome.FOUND, record(4, 3, 20)))
+    effects += r.handle(EntryRead("b4:3181", 5, ReadOutcome.MISSING))
+    (close,) = of(effects, WriteMetadata)
+    assert close.metadata.fragments == md.fragments
+    assert (close.metadata.last_entry_id, close.metadata.length) == (4, 20)
+    swapped = (Fragment(0, ("b5:3181", "b2:3181", "b3:3181")), md.fragments[1])
+    (again,) = r.handle(MetadataConflicted(replace(md, fragments=swapped), 2))
+    assert again.expected_version == 2 and again.metadata.fragments == swapped
+    moved = (md.fragments[0], Fragment(5, ("b4:3181", "b6:3181", "b3:3181")))
+    r2 = LedgerRecovery(md, 1)
+    for effect in r2.start():
+        r2.handle(FenceDone(effect.bookie, 4))
+    r2.handle(EntryRead("b2:3181", 4, ReadOutcome.FOUND, record(4, 3, 20)))
+    r2.handle(EntryRead("b4:3181", 5, ReadOutcome.MISSING))
+    (failed,) = r2.handle(MetadataConflicted(replace(md, fragments=moved), 2))
+    assert isinstance(failed, RecoveryFailed)  # the fenced fragment changed: start again
 
 
 def test_step5_close_conflicts_converge_on_the_winner() -> None:

@@ -1,0 +1,122 @@
+"""Recovery write-backs, and the ensemble changes they may need (part of LedgerRecoveryOp).
+
+Every entry a recovery finds past the floor is written back, with the recovery
+flag, to its whole write set, and counts once Qa bookies of that write set
+stored it. A bookie that fails write-backs ``attempts_max`` times (each failure
+re-sends what it lacks) is out for the rest of the recovery.
+When an entry can no longer reach Qa because of failed bookies, the failed
+bookies of the last ensemble are replaced, in a new fragment starting at the
+first entry not yet written back (every lower one already is), and the entries
+from there on are written to the new write sets.
+
+Ordering rule: the new fragments stay LOCAL to the recovery. They are written to
+the metadata only in the CAS that closes the ledger, once every entry reached Qa
+under them (as BookKeeper does since "Recovery uses immutable metadata"). Writing
+them earlier would be unsafe: if this recovery then died, the next one would fence
+and read a replacement bookie that lacks the entries, and its "missing" answers
+could declare an acknowledged entry absent.
+
+Memory: the records found past the floor are kept until the close (they may have
+to be re-sent); there are at most as many as the old writer had in flight.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+from services.framing import Record
+from services.protocol import quorum
+from services.protocol.ensemble import plan_ensemble_change
+from services.protocol.messages import SendAdds
+from services.protocol.metadata import LedgerMetadata
+
+
+@dataclass(slots=True)
+class _WriteBack:
+    record: Record  # recovery flag set
+    stored_on: set[str] = field(default_factory=set)
+    sent_to: set[str] = field(default_factory=set)
+
+
+class WriteBacks:
+    def __init__(self, metadata: LedgerMetadata, attempts_max: int = 3) -> None:
+        self.metadata = metadata  # the fenced metadata plus this recovery's new fragments
+        self.attempts_max = attempts_max
+        self.failed: set[str] = set()
+        self._failures: dict[str, int] = {}
+        self.changes = 0
+        self._entries: dict[int, _WriteBack] = {}
+
+    def add(self, record: Record) -> None:
+        self._entries[record.entry_id] = _WriteBack(replace(record, recovery=True))
+
+    def done(self, entry_id: int) -> bool:
+        wb = self._entries[entry_id]
+        write_set = self.metadata.write_set_bookies(entry_id)
+        stored = sum(1 for b in write_set if b in wb.stored_on)
+        return quorum.ack_quorum_reached(self.metadata.ack_quorum, stored)
+
+    def pending(self) -> list[int]:
+        """The entries not yet on Qa bookies of their write set, in id order."""
+        return [e for e in sorted(self._entries) if not self.done(e)]
+
+    def blocked(self) -> bool:
+        """Whether some entry cannot reach Qa any more without replacing failed bookies."""
+        for entry_id in self.pending():
+            wb = self._entries[entry_id]
+            write_set = self.metadata.write_set_bookies(entry_id)
+            usable = sum(1 for b in write_set if b not in self.failed or b in wb.stored_on)
+            if usable < self.metadata.ack_quorum:
+                return True
+        return False
+
+    def send(self, entry_ids: Iterable[int] | None = None) -> list[SendAdds]:
+        """Send entries (default: every pending one) to the bookies of their write set that
+        were not sent them and did not fail; one ``SendAdds`` per bookie."""
+        ids = self.pending() if entry_ids is None else list(entry_ids)
+        batches: dict[str, list[Record]] = {}
+        for entry_id in ids:
+            wb = self._entries[entry_id]
+            for bookie in self.metadata.write_set_bookies(entry_id):
+                if bookie in self.failed or bookie in wb.sent_to or bookie in wb.stored_on:
+                    continue
+                wb.sent_to.add(bookie)
+                batches.setdefault(bookie, []).append(wb.record)
+        return [SendAdds(bookie, tuple(records)) for bookie, records in batches.items()]
+
+    def stored(self, bookie: str, entry_id: int) -> None:
+        wb = self._entries.get(entry_id)
+        if wb is not None:
+            wb.stored_on.add(bookie)
+
+    def failed_on(self, bookie: str) -> list[SendAdds]:
+        """``bookie`` failed a write-back: send it again what it lacks, or, after
+        ``attempts_max`` failures, take it out for the rest of the recovery."""
+        for wb in self._entries.values():
+            wb.sent_to.discard(bookie)
+        if bookie in self.failed:
+            return []
+        self._failures[bookie] = self._failures.get(bookie, 0) + 1
+        if self._failures[bookie] >= self.attempts_max:
+            self.failed.add(bookie)
+            return []
+        return [x for x in self.send() if x.bookie == bookie]
+
+    def change_ensemble(self, writable: Iterable[str], rng: random.Random) -> None:
+        """Replace the failed bookies of the last ensemble from the first pending entry on
+        (``NotEnoughBookies`` when there are not enough writable bookies)."""
+        first = self.pending()[0]
+        self.metadata = plan_ensemble_change(self.metadata, self.failed, writable, first - 1, rng)
+        self.changes += 1
+
+    def merged_into(self, fresh: LedgerMetadata, fenced: LedgerMetadata) -> LedgerMetadata | None:
+        """``fresh`` (the znode now) with this recovery's new fragments, or None when the
+        fragment that was fenced is no longer the last one of ``fresh``. Earlier
+        fragments are taken from ``fresh`` (a replicator may have changed them)."""
+        count = len(fenced.fragments)
+        if len(fresh.fragments) != count or fresh.last_fragment != fenced.last_fragment:
+            return None
+        ours = self.metadata.fragments[count - 1 :]
+        return replace(fresh, fragments=(*fresh.fragments[:-1], *ours))
