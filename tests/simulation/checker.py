@@ -10,8 +10,10 @@
   last entry; every reader's sequence is a prefix of the final ledger, and
   concurrent recoveries end on the same metadata.
 - Fencing: once a recovery's fence step completed, the old writer acknowledges
-  no entry that was not already on a bookie that recovery fenced (so the
-  recovery's reads find every entry the writer will ever acknowledge).
+  no entry that was not already on a bookie that recovery fenced, or in an
+  earlier fragment on Qa bookies (so the recovery keeps every entry the writer
+  will ever acknowledge). Acknowledgements already in flight are fine; a new
+  entry reaching an ack quorum is not.
 - Single writer: after another party closed the ledger the writer
   acknowledges nothing beyond its last entry, and a writer told ledger_fenced
   acknowledges nothing more; a closed ledger never changes; the writer's ensemble
@@ -203,13 +205,21 @@ class Checker:
                 self._fence_snapshots.append((recovery, self._visible_to(recovery)))
 
     def _visible_to(self, recovery: LedgerRecovery) -> set[int]:
-        """Entries held, when the fence completed, by a bookie that recovery fenced."""
+        """Entries the recovery is bound to keep, as of its fence completing: those held by
+        a bookie it fenced, and those of earlier fragments already on Qa bookies (every
+        entry below the last fragment is in the ledger by construction: the writer starts
+        a fragment after its LAC). A batch may be acknowledged after the fence although
+        its first entries were replicated, and counted in the LAC, long before."""
         md, fenced = recovery.metadata, recovery.fenced_at_completion
-        return {
-            entry_id
-            for entry_id, holders in self.copies.items()
-            if any(b in fenced and b in holders for b in md.write_set_bookies(entry_id))
-        }
+        first = md.last_fragment.first_entry_id
+        visible = set()
+        for entry_id, holders in self.copies.items():
+            write_set = md.write_set_bookies(entry_id)
+            if any(b in fenced and b in holders for b in write_set):
+                visible.add(entry_id)
+            elif entry_id < first and self._copies_in_write_set(md, entry_id) >= self.ack_quorum:
+                visible.add(entry_id)
+        return visible
 
     # ------------------------------------------------------------------ the end
 
