@@ -29,6 +29,7 @@ from services.http import (
     add_metrics_route,
     error_json,
     install_error_handlers,
+    new_app,
     secret_matches,
 )
 from services.settings import BookieSettings
@@ -148,7 +149,7 @@ def create_app(settings: BookieSettings) -> FastAPI:
             app.state.node = None
             await node.stop()
 
-    app = FastAPI(
+    app = new_app(
         title="Quire bookie",
         version="1",
         description=DESCRIPTION,

@@ -23,7 +23,7 @@ from gateway.metrics import GatewayMetrics
 from gateway.registry import BookieRegistry
 from gateway.routes import ledgers
 from services.bookie_client import BookieClientPool
-from services.http import add_health_route, add_metrics_route, install_error_handlers
+from services.http import add_health_route, add_metrics_route, install_error_handlers, new_app
 from services.metadata import MetadataStore
 from services.settings import GatewaySettings
 
@@ -96,7 +96,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
             await pool.aclose()
             await store.stop()
 
-    app = FastAPI(
+    app = new_app(
         title="Quire gateway",
         version="0.1.0",
         description=DESCRIPTION,

@@ -9,7 +9,7 @@ from fastapi import Depends, Request
 from bookie.node import BookieNode
 
 
-def get_node(request: Request) -> BookieNode:
+async def get_node(request: Request) -> BookieNode:
     return request.app.state.node
 
 

@@ -11,7 +11,8 @@ from gateway.context import GatewayContext
 ID_MAX = (1 << 63) - 1
 
 
-def get_context(request: Request) -> GatewayContext:
+async def get_context(request: Request) -> GatewayContext:
+    # async: a plain def would run in the thread pool on every request.
     return request.app.state.ctx
 
 

@@ -256,7 +256,7 @@ def decode_batch(doc: Any) -> tuple[bytes, ...]:
         if not isinstance(item, str):
             raise InvalidArgument(f"entries[{index}] is not a base64 string")
         try:
-            payload = base64.b64decode(item, validate=True)
+            payload = binascii.a2b_base64(item, strict_mode=True)
         except (binascii.Error, ValueError) as exc:
             raise InvalidArgument(f"entries[{index}] is not valid base64") from exc
         if len(payload) > ENTRY_SIZE_MAX_BYTES:
