@@ -40,6 +40,8 @@ openapi: $(STAMP)
 
 bench: setup
 	$(PY) benchmarks/bookie_add.py
+	$(VENV)/bin/quire bench --local --concurrency 64 --duration 10
+	$(VENV)/bin/quire bench --local --concurrency 64 --batch 100 --duration 10
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
