@@ -8,7 +8,6 @@ import threading
 import time
 
 import httpx
-import pytest
 
 from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import (
@@ -223,13 +222,6 @@ def test_recovery_is_not_blocked_by_a_hanging_bookie(cluster: Cluster) -> None:
     assert_error(r, 409, "ledger_fenced")
 
 
-@pytest.mark.xfail(
-    reason="services/protocol/recovery.py makes no ensemble change during recovery: an "
-    "unacknowledged entry past the LAC whose write set holds a dead bookie cannot reach "
-    "Qa on write-back, and recovery fails 503 until that bookie returns (BookKeeper "
-    "replaces the bookie during recovery). Reported to the protocol core's owner.",
-    strict=False,
-)
 def test_recovery_with_a_dead_bookie_in_the_last_ensemble(cluster: Cluster) -> None:
     """Recovery replaces a dead bookie: the writer and then one bookie of the ensemble
     die mid-stream (4 bookies, E=3, Qw=2, Qa=2); another gateway still recovers the
