@@ -16,7 +16,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.openapi.utils import get_openapi
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bookie.fastpath import AddFastPath
@@ -29,6 +28,7 @@ from services.http import (
     add_metrics_route,
     error_json,
     install_error_handlers,
+    install_openapi,
     new_app,
     secret_matches,
 )
@@ -36,6 +36,12 @@ from services.settings import BookieSettings
 
 SECRET_HEADER = "X-Cluster-Secret"
 _SECRET_HEADER_RAW = SECRET_HEADER.lower().encode()
+SECRET_SCHEME = {
+    "type": "apiKey",
+    "in": "header",
+    "name": SECRET_HEADER,
+    "description": "Required on /v1 calls when the bookie runs with --cluster-secret",
+}
 
 DESCRIPTION = """The internal HTTP API of a Quire bookie (see bookie/API.md).
 
@@ -98,40 +104,6 @@ def _on_shutdown_signal(callback: Callable[[], None]) -> Callable[[], None]:
     return restore
 
 
-def _openapi(app: FastAPI) -> Callable[[], dict]:
-    """The OpenAPI document: the secret header as a security scheme on every /v1
-    operation, and no FastAPI 422 responses (validation errors are 400 here)."""
-
-    def build() -> dict:
-        if app.openapi_schema:
-            return app.openapi_schema
-        doc = get_openapi(
-            title=app.title,
-            version=app.version,
-            description=app.description,
-            routes=app.routes,
-            tags=app.openapi_tags,
-        )
-        doc.setdefault("components", {}).setdefault("securitySchemes", {})["clusterSecret"] = {
-            "type": "apiKey",
-            "in": "header",
-            "name": SECRET_HEADER,
-            "description": "Required on /v1 calls when the bookie runs with --cluster-secret",
-        }
-        for path, operations in doc.get("paths", {}).items():
-            for operation in operations.values():
-                operation.get("responses", {}).pop("422", None)
-                if path.startswith("/v1"):
-                    operation["security"] = [{"clusterSecret": []}]
-        schemas = doc.get("components", {}).get("schemas", {})
-        schemas.pop("HTTPValidationError", None)
-        schemas.pop("ValidationError", None)
-        app.openapi_schema = doc
-        return doc
-
-    return build
-
-
 def create_app(settings: BookieSettings) -> FastAPI:
     """Build the bookie's application for ``settings``; does no I/O."""
     metrics = BookieMetrics()
@@ -178,5 +150,5 @@ def create_app(settings: BookieSettings) -> FastAPI:
     app.add_middleware(AddFastPath, node=lambda: app.state.node)
     if settings.cluster_secret:
         app.add_middleware(ClusterSecretMiddleware, secret=settings.cluster_secret)
-    app.openapi = _openapi(app)  # type: ignore[method-assign]
+    install_openapi(app, "clusterSecret", SECRET_SCHEME)
     return app

@@ -9,11 +9,10 @@ is still waiting and closes them.
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from fastapi.openapi.utils import get_openapi
 
 from gateway.auth import TokenMiddleware
 from gateway.context import GatewayContext
@@ -23,7 +22,13 @@ from gateway.metrics import GatewayMetrics
 from gateway.registry import BookieRegistry
 from gateway.routes import ledgers
 from services.bookie_client import BookieClientPool
-from services.http import add_health_route, add_metrics_route, install_error_handlers, new_app
+from services.http import (
+    add_health_route,
+    add_metrics_route,
+    install_error_handlers,
+    install_openapi,
+    new_app,
+)
 from services.metadata import MetadataStore
 from services.settings import GatewaySettings
 
@@ -32,39 +37,12 @@ reads) — see API.md. Errors are `{"error": CODE, "message": TEXT}`. When the g
 with `--api-token`, every `/v1/` call needs `Authorization: Bearer <token>`; `/v1/admin/`
 calls need the admin token when `--admin-token` is set."""
 
-
-def _openapi(app: FastAPI) -> Callable[[], dict]:
-    """The OpenAPI document: the bearer token as a security scheme on every /v1
-    operation, and no FastAPI 422 responses (validation errors are 400 here)."""
-
-    def build() -> dict:
-        if app.openapi_schema:
-            return app.openapi_schema
-        doc = get_openapi(
-            title=app.title,
-            version=app.version,
-            description=app.description,
-            routes=app.routes,
-            tags=app.openapi_tags,
-        )
-        doc.setdefault("components", {}).setdefault("securitySchemes", {})["bearerToken"] = {
-            "type": "http",
-            "scheme": "bearer",
-            "description": "Required on /v1 calls when the gateway runs with --api-token "
-            "(the admin token is accepted too)",
-        }
-        for path, operations in doc.get("paths", {}).items():
-            for operation in operations.values():
-                operation.get("responses", {}).pop("422", None)
-                if path.startswith("/v1"):
-                    operation["security"] = [{"bearerToken": []}]
-        schemas = doc.get("components", {}).get("schemas", {})
-        schemas.pop("HTTPValidationError", None)
-        schemas.pop("ValidationError", None)
-        app.openapi_schema = doc
-        return doc
-
-    return build
+TOKEN_SCHEME = {
+    "type": "http",
+    "scheme": "bearer",
+    "description": "Required on /v1 calls when the gateway runs with --api-token "
+    "(the admin token is accepted too)",
+}
 
 
 def create_app(settings: GatewaySettings) -> FastAPI:
@@ -105,7 +83,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         # body), also with a trailing slash; FastAPI would answer 307 with no body.
         redirect_slashes=False,
     )
-    app.openapi = _openapi(app)  # type: ignore[method-assign]
+    install_openapi(app, "bearerToken", TOKEN_SCHEME)
     app.state.ctx = None
     install_error_handlers(app)
 
