@@ -222,6 +222,8 @@ def test_hmac_ledger_round_trips_with_its_password(env: Env) -> None:
     env.writer.add(lid, payloads[0], password=PASSWORD)
     env.writer.add_batch(lid, payloads[1:], password=PASSWORD)
     assert [d for _, d in env.writer.read_all(lid, password=PASSWORD)] == payloads
+    # Another gateway learns the LAC from the bookies: after the writer's idle LAC update.
+    wait_for(lambda: env.other.lac(lid, password=PASSWORD) == 7, 10, "the LAC update")
     assert env.other.entry(lid, 7, password=PASSWORD) == payloads[7]
     closed = env.other.recover(lid, password=PASSWORD)
     assert closed["digest"] == "hmac-sha256"
