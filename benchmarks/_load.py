@@ -23,9 +23,8 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 
-from services.bench_load import bucket_of, exchange, percentile_s
+from services.bench_load import Stats, bucket_of, exchange, percentile_s
 from services.digest import compute
 
 # The record header of services/framing.py, packed directly so the hot loop does not
@@ -35,16 +34,6 @@ from services.framing import HEADER, MEDIA_TYPE
 DIGEST_CRC32C = 1 << 1
 REQUEST_TIMEOUT_S = 30.0
 PROGRESS_INTERVAL_S = 0.5
-
-
-@dataclass
-class Stats:
-    requests: int = 0
-    entries: int = 0
-    payload_bytes: int = 0
-    errors: int = 0
-    histogram: dict[int, int] = field(default_factory=dict)
-    first_error: str | None = None
 
 
 class Load:
