@@ -145,6 +145,7 @@ def create_app(settings: BookieSettings) -> FastAPI:
     add_metrics_route(app, metrics.registry)
     app.include_router(entries.router)
     app.include_router(ledgers.router)
+    app.include_router(ledgers.batch_router)
     app.include_router(admin.router)
     # The last middleware added is the outermost: the secret is checked first.
     app.add_middleware(AddFastPath, node=lambda: app.state.node)

@@ -64,6 +64,26 @@ class LacUpdate(BaseModel):
     lac: int = Field(ge=-1, le=ID_MAX, strict=True, description="A LAC the writer has reached")
 
 
+LAC_BATCH_MAX = 10_000
+
+
+class LacEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    ledger_id: int = Field(ge=0, le=ID_MAX, strict=True)
+    lac: int = Field(ge=-1, le=ID_MAX, strict=True, description="A LAC the writer has reached")
+
+
+class LacBatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    lacs: list[LacEntry] = Field(min_length=1, max_length=LAC_BATCH_MAX)
+
+
+class LacBatchResult(BaseModel):
+    updated: int = Field(description="Ledgers whose LAC record was written")
+
+
 class LedgerList(BaseModel):
     ledgers: list[int] = Field(description="Ledger ids stored here, ascending")
     next: int | None = Field(description="Pass as `after` for the next page; null at the end")

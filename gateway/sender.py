@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 REQUESTS_IN_FLIGHT_MAX = 4
 BATCH_ENTRIES_MAX = 2_000
 BATCH_BYTES_MAX = 16 * 1024 * 1024
+LAC_BATCH_MAX = 10_000
 
 # callback(stored_entry_ids, rejected_entry_ids, reason)
 AddCallback = Callable[[tuple[int, ...], tuple[int, ...], RejectReason | None], None]
@@ -132,12 +133,62 @@ def _call(callback: AddCallback, stored, rejected, reason) -> None:  # type: ign
         log.exception("add callback failed")
 
 
+class LacSender:
+    """Explicit LAC updates to one bookie, coalesced across ledgers.
+
+    An idle ledger tells each bookie of its ensemble its LAC (so tailing readers
+    see the last entry). With many ledgers that was one request per ledger and
+    bookie; here updates queued while a request is in flight go out together in
+    the next one (``POST /v1/lacs``), keeping only the highest LAC per ledger.
+    At most one request is in flight per bookie, and at most
+    ``lac_batch_max`` ledgers go in one. Updates are best effort: a failed one
+    is dropped (the next add carries the LAC anyway)."""
+
+    def __init__(self, bookie_id: str, client: Callable[[], BookieClient]) -> None:
+        self.bookie_id = bookie_id
+        self._client = client
+        self._pending: dict[int, int] = {}
+        self._task: asyncio.Task | None = None
+
+    def update(self, ledger_id: int, lac: int) -> None:
+        if lac > self._pending.get(ledger_id, -2):
+            self._pending[ledger_id] = lac
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._flush())
+
+    async def _flush(self) -> None:
+        try:
+            while self._pending:
+                batch: dict[int, int] = {}
+                for ledger_id in list(self._pending)[:LAC_BATCH_MAX]:
+                    batch[ledger_id] = self._pending.pop(ledger_id)
+                try:
+                    await self._client().write_lacs(batch)
+                except QuireError as exc:
+                    log.debug("LAC update to %s failed: %s", self.bookie_id, exc.code)
+        finally:
+            self._task = None
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+
 class SenderTable:
-    """One ``BookieSender`` per bookie id, created on first use."""
+    """One ``BookieSender`` and one ``LacSender`` per bookie id, created on first use."""
 
     def __init__(self, client_for: Callable[[str], BookieClient]) -> None:
         self._client_for = client_for
         self._senders: dict[str, BookieSender] = {}
+        self._lac_senders: dict[str, LacSender] = {}
+
+    def lac(self, bookie_id: str) -> LacSender:
+        sender = self._lac_senders.get(bookie_id)
+        if sender is None:
+            sender = LacSender(bookie_id, lambda: self._client_for(bookie_id))
+            self._lac_senders[bookie_id] = sender
+        return sender
 
     def get(self, bookie_id: str) -> BookieSender:
         sender = self._senders.get(bookie_id)
@@ -148,3 +199,4 @@ class SenderTable:
 
     async def aclose(self) -> None:
         await asyncio.gather(*(s.aclose() for s in self._senders.values()))
+        await asyncio.gather(*(s.aclose() for s in self._lac_senders.values()))

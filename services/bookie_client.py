@@ -81,6 +81,7 @@ _COALESCE_MAX_BYTES = 256 * 1024
 RANGE_ENTRIES_MAX = 1_000
 RANGE_BYTES_MAX = 8 * 1024 * 1024
 LIST_LIMIT_MAX = 1_000
+LAC_BATCH_MAX = 10_000
 
 SECRET_HEADER = "X-Cluster-Secret"
 LAST_ENTRY_HEADER = "x-quire-last-entry-id"
@@ -520,6 +521,19 @@ class BookieClient:
             what=what,
         )
         return self._lac(doc, what)
+
+    async def write_lacs(self, lacs: Mapping[int, int]) -> int:
+        """Raise this bookie's LAC of each ledger to at least the given one, in one
+        request (at most LAC_BATCH_MAX ledgers); returns how many were written."""
+        what = f"write LACs of {len(lacs)} ledgers"
+        body = json.dumps(
+            {"lacs": [{"ledger_id": int(k), "lac": int(v)} for k, v in lacs.items()]}
+        ).encode()
+        doc = await self._json("POST", "/v1/lacs", body, content_type="application/json", what=what)
+        updated = doc.get("updated")
+        if not isinstance(updated, int):
+            raise self._malformed(what, ValueError(f"no count in {doc!r}"))
+        return updated
 
     async def fence(self, ledger_id: int) -> LacInfo:
         """Fence the ledger here; the flag is durable before the bookie answers."""

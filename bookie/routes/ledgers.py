@@ -12,6 +12,8 @@ from bookie.models import (
     ID_MAX,
     LAC_WAIT_MAX_MS,
     LIST_LIMIT_MAX,
+    LacBatch,
+    LacBatchResult,
     LacUpdate,
     LedgerIdPath,
     LedgerList,
@@ -22,6 +24,26 @@ from bookie.routes.deps import NodeDep
 from services.errors import LedgerNotFound
 
 router = APIRouter(prefix="/v1/ledgers", tags=["ledgers"])
+batch_router = APIRouter(prefix="/v1", tags=["ledgers"])
+
+
+@batch_router.post(
+    "/lacs",
+    summary="Record the LACs a writer has reached, for many ledgers in one request",
+    description=(
+        "The same as `POST /v1/ledgers/{id}/lac` for each listed ledger (keeps the maximum, "
+        "creates unknown ledger records), all durable before the answer, in one group "
+        "commit. A writer of many ledgers sends its idle LAC updates to a bookie this way."
+    ),
+    response_model=LacBatchResult,
+    responses=errors((400, "invalid_argument: bad ids, empty or oversized list")),
+)
+async def update_lacs(body: LacBatch, node: NodeDep) -> JSONResponse:
+    latest: dict[int, int] = {}
+    for item in body.lacs:
+        latest[item.ledger_id] = max(item.lac, latest.get(item.ledger_id, -1))
+    await asyncio.gather(*(node.update_lac(lid, lac) for lid, lac in latest.items()))
+    return JSONResponse({"updated": len(latest)})
 
 
 def _not_here(ledger_id: int) -> LedgerNotFound:
