@@ -24,7 +24,7 @@ import os
 import sys
 import time
 
-from services.bench_load import Stats, bucket_of, exchange, percentile_s
+from services.bench_load import Stats, bucket_of, exchange, percentile_s, run_loop
 from services.digest import compute
 
 # The record header of services/framing.py, packed directly so the hot loop does not
@@ -171,32 +171,17 @@ class Load:
         if progress is not None:
             progress.cancel()
             sys.stderr.write("\r" + " " * 92 + "\r")
-        s = self.stats
         return {
             "label": self.label,
             "clients": self.clients,
             "batch": self.batch,
             "size": self.size,
-            "elapsed_s": elapsed,
-            "requests": s.requests,
-            "entries": s.entries,
-            "payload_bytes": s.payload_bytes,
-            "errors": s.errors,
-            "first_error": s.first_error,
-            "histogram": {str(k): v for k, v in s.histogram.items()},
-            "cpu_s": cpu,
-            "cpu_total_s": time.process_time() - cpu0,
+            **self.stats.summary(elapsed, cpu, time.process_time() - cpu0),
         }
 
 
 def main() -> None:
-    spec = json.loads(sys.argv[1])
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is in constraints.txt
-        uvloop = None
-    runner = uvloop.run if uvloop is not None else asyncio.run
-    result = runner(Load(spec).run())
+    result = run_loop(Load(json.loads(sys.argv[1])).run())
     sys.stdout.write(json.dumps(result) + "\n")
 
 

@@ -19,6 +19,7 @@ from gateway.context import GatewayContext
 from gateway.handles import HandleTable
 from gateway.ledger_store import LedgerStore
 from gateway.metrics import GatewayMetrics
+from gateway.recovery import Recoveries
 from gateway.registry import BookieRegistry
 from gateway.routes import ledgers
 from services.bookie_client import BookieClientPool
@@ -64,6 +65,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
             rng=random.Random(),
         )
         ctx.handles = HandleTable(ctx)
+        ctx.recoveries = Recoveries(ctx)
         try:
             await registry.start()
             app.state.ctx = ctx

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gateway.ledger_store import LedgerStore
 from gateway.metrics import GatewayMetrics
@@ -15,6 +15,7 @@ from services.settings import GatewaySettings
 
 if TYPE_CHECKING:
     from gateway.handles import HandleTable
+    from gateway.recovery import Recoveries
 
 
 @dataclass
@@ -27,7 +28,7 @@ class GatewayContext:
     metrics: GatewayMetrics
     rng: random.Random = field(default_factory=random.Random)
     handles: HandleTable | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    recoveries: Recoveries | None = None
 
     def writable_bookies(self) -> list[str]:
         """Registered, writable bookies that may join an ensemble."""

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from gateway.context import GatewayContext
 from gateway.runner import EffectRunner
 from gateway.sender import SenderTable
-from services.errors import LedgerClosed, Unavailable
+from services.errors import Unavailable
 from services.protocol import messages as m
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.writer import HandleState, WriteHandle, WriterLimits
@@ -294,6 +294,3 @@ class HandleTable:
         runners = [*self._live.values(), *self._closed.values()]
         await asyncio.gather(*(r.aclose() for r in runners), return_exceptions=True)
         await self.senders.aclose()
-
-
-__all__ = ["HandleRunner", "HandleTable", "AddOutcome", "LedgerClosed"]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from services import zkpaths
 from services.errors import LedgerNotFound
-from services.metadata import MetadataStore, NodeExists, NodeNotFound
+from services.metadata import MetadataStore, NodeNotFound
 from services.protocol.metadata import LedgerMetadata
 
 LIST_LIMIT_MAX = 1000
@@ -97,10 +97,3 @@ class LedgerStore:
             if int(prefix.ljust(19, "9")) <= after:
                 continue
             await self._walk(f"{path}/{child}", [*parts, child], after, want, out)
-
-
-async def ledger_exists(store: MetadataStore, ledger_id: int) -> bool:
-    return await store.exists(zkpaths.ledger(ledger_id))
-
-
-__all__ = ["LedgerStore", "VersionedLedger", "NodeExists"]

@@ -16,14 +16,13 @@ from gateway.context import GatewayContext
 from gateway.handles import AddOutcome, HandleRunner
 from gateway.passwords import check_password, hash_password
 from gateway.reads import read_key
-from gateway.recovery import Recoveries
 from services import digest
 from services.errors import (
     LedgerNotFound,
     NotWriter,
     QuireError,
 )
-from services.protocol import placement
+from services.protocol import placement, quorum
 from services.protocol.metadata import LedgerMetadata, LedgerState
 
 log = logging.getLogger(__name__)
@@ -46,10 +45,7 @@ async def create_ledger(
 ) -> HandleRunner:
     """Choose an ensemble, write the metadata, and hold the new ledger's write handle."""
     # Validate before touching ZooKeeper: a bad request creates nothing.
-    LedgerMetadata.new(
-        0, [f"placeholder-{i}" for i in range(ensemble_size)], write_quorum, ack_quorum,
-        digest_type=digest_type, custom=custom,
-    )  # fmt: skip
+    quorum.check_sizes(ensemble_size, write_quorum, ack_quorum)
     ensemble = placement.choose_ensemble(ctx.writable_bookies(), ensemble_size, ctx.rng)
     ledger_id = await ctx.ledgers.new_ledger_id()
     metadata = LedgerMetadata.new(
@@ -129,8 +125,8 @@ async def recover(ctx: GatewayContext, ledger_id: int, password: str | None) -> 
     check_password(password, current.metadata.password_hash)
     if current.metadata.state is LedgerState.CLOSED:
         return current.metadata.to_api()
-    recoveries: Recoveries = ctx.extra.setdefault("recoveries", Recoveries(ctx))
-    metadata, _ = await recoveries.recover(
+    assert ctx.recoveries is not None
+    metadata, _ = await ctx.recoveries.recover(
         current.metadata, current.version, read_key(current.metadata, password)
     )
     return metadata.to_api()

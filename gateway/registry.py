@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from services import zkpaths
-from services.metadata import MetadataStore, NodeNotFound, Versioned
+from services.metadata import MetadataStore, Versioned
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,3 @@ class BookieRegistry:
                 callback()
             except Exception:  # noqa: BLE001 - one listener must not break the others
                 log.exception("bookie registry listener failed")
-
-
-__all__ = ["BookieRegistry", "BookieInfo", "NodeNotFound"]

@@ -130,6 +130,29 @@ class Stats:
         if self.first_error is None:
             self.first_error = text[:ERROR_TEXT_MAX_CHARS]
 
+    def summary(self, elapsed_s: float, cpu_s: float, cpu_total_s: float) -> dict:
+        """The counted part of a load run's result line (shared by every load generator)."""
+        return {
+            "elapsed_s": elapsed_s,
+            "requests": self.requests,
+            "entries": self.entries,
+            "payload_bytes": self.payload_bytes,
+            "errors": self.errors,
+            "first_error": self.first_error,
+            "histogram": {str(k): v for k, v in self.histogram.items()},
+            "cpu_s": cpu_s,
+            "cpu_total_s": cpu_total_s,
+        }
+
+
+def run_loop(coro):  # type: ignore[no-untyped-def]
+    """Run a load generator's main coroutine, on uvloop when it is installed."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop comes with uvicorn[standard]
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
 
 class GatewayLoad:
     def __init__(self, spec: dict) -> None:
@@ -265,31 +288,16 @@ class GatewayLoad:
             if task.exception() is not None:
                 self.stats.error(f"client failed: {task.exception()!r}")
         progress.cancel()
-        s = self.stats
         return {
             "type": "result",
             "clients": len(self.client_ledgers),
-            "elapsed_s": elapsed,
-            "requests": s.requests,
-            "entries": s.entries,
-            "payload_bytes": s.payload_bytes,
-            "errors": s.errors,
-            "first_error": s.first_error,
-            "histogram": {str(k): v for k, v in s.histogram.items()},
-            "cpu_s": cpu,
-            "cpu_total_s": time.process_time() - cpu0,
+            **self.stats.summary(elapsed, cpu, time.process_time() - cpu0),
         }
 
 
 def main() -> None:
-    spec = json.loads(sys.argv[1])
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop comes with uvicorn[standard]
-        uvloop = None
-    load = GatewayLoad(spec)
-    runner = uvloop.run if uvloop is not None else asyncio.run
-    load.emit(runner(load.run()))
+    load = GatewayLoad(json.loads(sys.argv[1]))
+    load.emit(run_loop(load.run()))
 
 
 if __name__ == "__main__":

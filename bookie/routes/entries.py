@@ -28,24 +28,13 @@ from services.errors import (
     EntryNotFound,
     InvalidArgument,
     LedgerNotFound,
-    PayloadTooLarge,
 )
 from services.framing import BODY_SIZE_MAX_BYTES, DIGEST_NAMES, MEDIA_TYPE, Record, encode
+from services.http import read_body
 
 router = APIRouter(prefix="/v1", tags=["entries"])
 
 LAST_ENTRY_HEADER = "X-Quire-Last-Entry-Id"
-
-
-async def read_body(request: Request, limit: int = BODY_SIZE_MAX_BYTES) -> bytes:
-    """The whole request body, refused with 413 as soon as it passes ``limit``."""
-    chunks, total = [], 0
-    async for chunk in request.stream():
-        total += len(chunk)
-        if total > limit:
-            raise PayloadTooLarge(f"body over the limit of {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 @router.post(
@@ -70,7 +59,7 @@ async def add_entries(request: Request) -> Response:
     # Normally answered by bookie.fastpath.AddFastPath before routing; same code.
     node: BookieNode = request.app.state.node
     declared = request.headers.get("content-length")
-    answer = await add_request(node, declared, lambda: read_body(request))
+    answer = await add_request(node, declared, lambda: read_body(request, BODY_SIZE_MAX_BYTES))
     return Response(answer, media_type="application/json")
 
 
