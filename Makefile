@@ -36,7 +36,7 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format .
 
 openapi: $(STAMP)
-	$(PY) -m services.openapi_export
+	$(PY) -m services.web.openapi_export
 
 bench: setup
 	$(PY) benchmarks/bookie_add.py

@@ -13,7 +13,7 @@ It prints a live progress line on stderr (when asked) and one JSON object on
 stdout: counts, rates, a latency histogram (log buckets of 2 %, mergeable
 across processes) and the CPU time this process used, so the orchestrator can
 tell whether the generator itself was the limit. The histogram and the raw
-HTTP/1.1 exchange live in ``services/bench_load.py``, shared with ``quire bench``.
+HTTP/1.1 exchange live in ``services/bench/load.py``, shared with ``quire bench``.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ import os
 import sys
 import time
 
-from services.bench_load import Stats, bucket_of, exchange, percentile_s, run_loop
-from services.digest import compute
+from services.bench.load import Stats, bucket_of, exchange, percentile_s, run_loop
+from services.wire.digest import compute
 
-# The record header of services/framing.py, packed directly so the hot loop does not
+# The record header of services/wire/framing.py, packed directly so the hot loop does not
 # build Record objects; the bookie's answer ("stored" == batch) checks the bytes.
-from services.framing import HEADER, MEDIA_TYPE
+from services.wire.framing import HEADER, MEDIA_TYPE
 
 DIGEST_CRC32C = 1 << 1
 REQUEST_TIMEOUT_S = 30.0

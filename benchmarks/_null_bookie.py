@@ -13,7 +13,7 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from services import framing
+from services.wire import framing
 
 app = FastAPI()
 

@@ -43,15 +43,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from services.bench_load import percentile_s  # noqa: E402
-from services.bench_measure import (  # noqa: E402
+from services.bench.load import percentile_s  # noqa: E402
+from services.bench.measure import (  # noqa: E402
     Sampler,
     busy_cpu_s,
     local_pid_listening_on,
     profile_report,
     raw_fsync,
 )
-from services.processes import ServiceProcess, ZooKeeperProcess, free_port  # noqa: E402
+from services.cluster.processes import ServiceProcess, ZooKeeperProcess, free_port  # noqa: E402
 
 LOAD_SCRIPT = Path(__file__).resolve().parent / "_load.py"
 SIZES = {"100b": 100, "1k": 1024, "64k": 64 * 1024}

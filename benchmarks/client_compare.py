@@ -30,14 +30,14 @@ import uvloop
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from services import framing  # noqa: E402
-from services.bookie_client import (  # noqa: E402
-    BookieClient,
+from services.bookie_client import BookieClient  # noqa: E402
+from services.bookie_client.transport import (  # noqa: E402
     HttpResponse,
     ProtocolError,
     split_address,
 )
-from services.processes import ProcessError, free_port, health_ok  # noqa: E402
+from services.cluster.processes import ProcessError, free_port, health_ok  # noqa: E402
+from services.wire import framing  # noqa: E402
 
 SCENARIOS = {
     # name: (entries per request, concurrent callers, connections in the pool)
@@ -49,7 +49,7 @@ SCENARIOS = {
 
 
 class HttpxTransport:
-    """The ``HttpTransport`` of services.bookie_client, done with one httpx.AsyncClient."""
+    """The ``HttpTransport`` of services.bookie_client.transport, done with httpx."""
 
     def __init__(self, address: str, connections_max: int, connect_timeout_s: float = 2.0):
         host, port = split_address(address)

@@ -15,9 +15,9 @@ from bookie.cookie import check_cookie
 from bookie.storage import DataDirInUse, lock_data_dir
 from services.errors import CookieMismatch, MetadataUnavailable
 from services.logs import setup_logging
-from services.metadata import MetadataStore
-from services.serve import serve
 from services.settings import BookieSettings, load_settings
+from services.web.serve import serve
+from services.zk.store import MetadataStore
 
 PROG = "python -m bookie"
 EXIT_REFUSED = 3

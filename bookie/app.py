@@ -23,16 +23,12 @@ from bookie.metrics import BookieMetrics
 from bookie.node import BookieNode
 from bookie.routes import admin, entries, ledgers
 from services.errors import Unauthorized
-from services.http import (
-    add_health_route,
-    add_metrics_route,
-    error_json,
-    install_error_handlers,
-    install_openapi,
-    new_app,
-    secret_matches,
-)
 from services.settings import BookieSettings
+from services.web.app import new_app
+from services.web.auth import secret_matches
+from services.web.errors import error_json, install_error_handlers
+from services.web.openapi import install_openapi
+from services.web.routes import add_health_route, add_metrics_route
 
 SECRET_HEADER = "X-Cluster-Secret"
 _SECRET_HEADER_RAW = SECRET_HEADER.lower().encode()

@@ -29,9 +29,9 @@ import uuid
 from pathlib import Path
 
 from bookie.storage import data_dir_locked_elsewhere, has_store
-from services import zkpaths
 from services.errors import Conflict, CookieMismatch
-from services.metadata import MetadataStore, NodeExists, NodeNotFound
+from services.zk import paths as zkpaths
+from services.zk.store import MetadataStore, NodeExists, NodeNotFound
 
 COOKIE_FILE = "cookie.json"
 PENDING_FILE = "cookie.json.new"

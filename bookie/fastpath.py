@@ -22,10 +22,11 @@ from collections.abc import Awaitable, Callable
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bookie.node import BookieNode
-from services import digest
 from services.errors import BookieReadOnly, InvalidArgument, PayloadTooLarge, QuireError
-from services.framing import BODY_SIZE_MAX_BYTES, Record, decode
-from services.http import error_json
+from services.limits import BODY_SIZE_MAX_BYTES
+from services.web.errors import error_json
+from services.wire import digest
+from services.wire.framing import Record, decode
 
 log = logging.getLogger(__name__)
 

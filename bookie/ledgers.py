@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+from services.limits import LAC_WAIT_MAX_MS
+
 LAC_WAITERS_MAX = 10_000
-LAC_WAIT_MAX_S = 30.0
 
 
 @dataclass(slots=True, frozen=True)
@@ -80,7 +81,7 @@ class LedgerIndex:
         down, or when ``LAC_WAITERS_MAX`` long-polls are already waiting.
         """
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + min(wait_s, LAC_WAIT_MAX_S)
+        deadline = loop.time() + min(wait_s, LAC_WAIT_MAX_MS / 1000)
         while True:
             view = self.get(ledger_id)
             if view is not None and (view.lac > after or view.last_entry_id > after):

@@ -11,20 +11,15 @@ from typing import Annotated, Literal
 from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.framing import (
+from services.limits import (
     BATCH_ENTRIES_MAX,
     BODY_SIZE_MAX_BYTES,
     ENTRY_SIZE_MAX_BYTES,
-    MEDIA_TYPE,
+    ID_MAX,
+    LAC_BATCH_MAX,
 )
-from services.http import error_response
-from services.zkpaths import LEDGER_ID_MAX
-
-ID_MAX = LEDGER_ID_MAX
-READ_ENTRIES_MAX = 1_000
-READ_BYTES_MAX = 8 * 1024 * 1024
-LIST_LIMIT_MAX = 1_000
-LAC_WAIT_MAX_MS = 30_000
+from services.web.errors import error_response
+from services.wire.framing import MEDIA_TYPE
 
 LedgerIdPath = Annotated[
     int, Path(ge=0, le=ID_MAX, description="Ledger id, 0 .. 2^63-1", examples=[7])
@@ -62,9 +57,6 @@ class LacUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     lac: int = Field(ge=-1, le=ID_MAX, strict=True, description="A LAC the writer has reached")
-
-
-LAC_BATCH_MAX = 10_000
 
 
 class LacEntry(BaseModel):
@@ -110,7 +102,7 @@ class BookieInfo(BaseModel):
 BINARY_SCHEMA = {"type": "string", "format": "binary"}
 
 FRAMING_DESCRIPTION = (
-    "A sequence of records (`services/framing.py`): header `>BqqqqIH` = flags u8, "
+    "A sequence of records (`services/wire/framing.py`): header `>BqqqqIH` = flags u8, "
     "ledger_id i64, entry_id i64, lac i64, length i64 (the ledger's total payload bytes "
     "up to and including the entry), payload_len u32, digest_len u16; then the "
     "digest bytes, then the payload bytes. Flags bit 0 = recovery add; bits 1-2 = digest "

@@ -30,9 +30,9 @@ from bookie.storage import (
 )
 from bookie.writer import AddOp, AddResult, DeleteOp, FenceOp, GroupCommitWriter, LacOp
 from services.errors import QuireError
-from services.framing import Record
-from services.metadata import MetadataStore
 from services.settings import BookieSettings
+from services.wire.framing import Record
+from services.zk.store import MetadataStore
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ import json
 import logging
 from typing import Any
 
-from services import zkpaths
-from services.metadata import MetadataStore, NodeExists, NodeNotFound
+from services.zk import paths as zkpaths
+from services.zk.store import MetadataStore, NodeExists, NodeNotFound
 
 log = logging.getLogger(__name__)
 

@@ -50,7 +50,7 @@ from bookie.storage import (
     load_ledgers_on,
 )
 from services.errors import BookieUnavailable, LedgerNotFound, invariant
-from services.framing import DIGEST_CODES, Record
+from services.wire.framing import DIGEST_CODES, Record
 
 log = logging.getLogger(__name__)
 

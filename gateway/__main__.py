@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from gateway.app import create_app
 from services.logs import setup_logging
-from services.serve import serve
 from services.settings import GatewaySettings, load_settings
+from services.web.serve import serve
 
 PROG = "python -m gateway"
 

@@ -16,22 +16,19 @@ from fastapi import FastAPI
 
 from gateway.auth import TokenMiddleware
 from gateway.context import GatewayContext
-from gateway.handles import HandleTable
-from gateway.ledger_store import LedgerStore
 from gateway.metrics import GatewayMetrics
-from gateway.recovery import Recoveries
-from gateway.registry import BookieRegistry
 from gateway.routes import ledgers
+from gateway.runners.recovery import Recoveries
+from gateway.runners.write import HandleTable
 from services.bookie_client import BookieClientPool
-from services.http import (
-    add_health_route,
-    add_metrics_route,
-    install_error_handlers,
-    install_openapi,
-    new_app,
-)
-from services.metadata import MetadataStore
 from services.settings import GatewaySettings
+from services.web.app import new_app
+from services.web.errors import install_error_handlers
+from services.web.openapi import install_openapi
+from services.web.routes import add_health_route, add_metrics_route
+from services.zk.ledger_store import LedgerStore
+from services.zk.registry import BookieRegistry
+from services.zk.store import MetadataStore
 
 DESCRIPTION = """The public API of a Quire gateway: ledgers (quorum writes, fencing, recovery,
 reads) — see API.md. Errors are `{"error": CODE, "message": TEXT}`. When the gateway runs

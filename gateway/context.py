@@ -6,16 +6,16 @@ import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gateway.ledger_store import LedgerStore
 from gateway.metrics import GatewayMetrics
-from gateway.registry import BookieRegistry
 from services.bookie_client import BookieClient, BookieClientPool
-from services.metadata import MetadataStore
 from services.settings import GatewaySettings
+from services.zk.ledger_store import LedgerStore
+from services.zk.registry import BookieRegistry
+from services.zk.store import MetadataStore
 
 if TYPE_CHECKING:
-    from gateway.handles import HandleTable
-    from gateway.recovery import Recoveries
+    from gateway.runners.recovery import Recoveries
+    from gateway.runners.write import HandleTable
 
 
 @dataclass

@@ -14,6 +14,8 @@ from typing import TypeVar
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
+from services.limits import BATCH_ENTRIES_MAX, BODY_SIZE_MAX_BYTES
+
 _HOSTPORT = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:\d{1,5}$")
 
 
@@ -92,6 +94,44 @@ class GatewaySettings(CommonSettings):
     port: int = Field(8080, ge=1, le=65535, description="port to listen on")
     api_token: str | None = Field(None, description="token every /v1/ call needs")
     admin_token: str | None = Field(None, description="token /v1/admin/ calls need")
+    # Tunables of the write and read paths (STYLE.md §5): each a flag and a QUIRE_*
+    # variable, with its unit last.
+    admission_wait_ms: int = Field(
+        30_000, ge=1, le=600_000, description="longest wait of an add for room in its ledger"
+    )
+    explicit_lac_delay_ms: int = Field(
+        200, ge=1, le=60_000, description="idle time before a ledger's LAC is sent explicitly"
+    )
+    speculative_read_ms: int = Field(
+        2_000, ge=1, le=60_000, description="a replica slower than this: ask another too"
+    )
+    lac_repoll_delay_ms: int = Field(
+        20, ge=1, le=10_000, description="pause before re-polling a bookie that answered early"
+    )
+    recovery_timeout_ms: int = Field(
+        120_000, ge=1_000, le=3_600_000, description="longest run of one ledger recovery"
+    )
+    closed_handles_kept_max: int = Field(
+        100_000, ge=0, le=10_000_000, description="closed write handles remembered"
+    )
+    bookie_requests_in_flight_max: int = Field(
+        4, ge=1, le=256, description="add requests in flight to one bookie"
+    )
+    bookie_batch_entries_max: int = Field(
+        2_000, ge=1, le=BATCH_ENTRIES_MAX, description="entries in one add request to a bookie"
+    )
+    bookie_batch_bytes_max: int = Field(
+        16 * 1024 * 1024,
+        ge=1,
+        le=BODY_SIZE_MAX_BYTES // 2,
+        description="payload bytes in one add request to a bookie",
+    )
+    bookie_connect_timeout_ms: int = Field(
+        2_000, ge=1, le=60_000, description="TCP connect time-out to a bookie"
+    )
+    bookie_request_timeout_ms: int = Field(
+        10_000, ge=1, le=600_000, description="time-out of one request to a bookie"
+    )
 
 
 class AuditorSettings(CommonSettings):

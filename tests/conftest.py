@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from services.processes import ZooKeeperProcess, free_port
+from services.cluster.processes import ZooKeeperProcess, free_port
 from tests.harness import Cluster, ZooKeeperEnsemble, fresh_chroot
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
-from services.processes import ServiceProcess, ZooKeeperProcess, free_port, tail
+from services.cluster.processes import ServiceProcess, ZooKeeperProcess, free_port, tail
 
 
 def wait_for(

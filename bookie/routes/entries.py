@@ -12,9 +12,6 @@ from bookie.fastpath import add_request
 from bookie.models import (
     ADD_REQUEST_BODY,
     FRAMING_DESCRIPTION,
-    ID_MAX,
-    READ_BYTES_MAX,
-    READ_ENTRIES_MAX,
     AddResult,
     EntryIdPath,
     LedgerIdPath,
@@ -29,8 +26,9 @@ from services.errors import (
     InvalidArgument,
     LedgerNotFound,
 )
-from services.framing import BODY_SIZE_MAX_BYTES, DIGEST_NAMES, MEDIA_TYPE, Record, encode
-from services.http import read_body
+from services.limits import BODY_SIZE_MAX_BYTES, ID_MAX, PAGE_BYTES_MAX, PAGE_ENTRIES_MAX
+from services.web.body import read_body
+from services.wire.framing import DIGEST_NAMES, MEDIA_TYPE, Record, encode
 
 router = APIRouter(prefix="/v1", tags=["entries"])
 
@@ -107,8 +105,8 @@ async def read_entry(ledger_id: LedgerIdPath, entry_id: EntryIdPath, node: NodeD
     summary="Read a range of entries",
     description=(
         "Framed records present in [from, to], ascending; missing ids are skipped. At most "
-        f"max_entries (default and max {READ_ENTRIES_MAX}) records and max_bytes of payload "
-        f"(default and max {READ_BYTES_MAX}; the first entry is always returned). Larger "
+        f"max_entries (default and max {PAGE_ENTRIES_MAX}) records and max_bytes of payload "
+        f"(default and max {PAGE_BYTES_MAX}; the first entry is always returned). Larger "
         "limits are clamped."
     ),
     response_class=Response,
@@ -139,10 +137,10 @@ async def read_range(
     ] = ID_MAX,
     max_entries: Annotated[
         int, Query(ge=1, le=ID_MAX, description="Most records to return")
-    ] = READ_ENTRIES_MAX,
+    ] = PAGE_ENTRIES_MAX,
     max_bytes: Annotated[
         int, Query(ge=1, le=ID_MAX, description="Most payload bytes to return")
-    ] = READ_BYTES_MAX,
+    ] = PAGE_BYTES_MAX,
 ) -> Response:
     if from_ > to:
         raise InvalidArgument(f"from {from_} is greater than to {to}")
@@ -155,8 +153,8 @@ async def read_range(
         ledger_id,
         from_,
         to,
-        min(max_entries, READ_ENTRIES_MAX),
-        min(max_bytes, READ_BYTES_MAX),
+        min(max_entries, PAGE_ENTRIES_MAX),
+        min(max_bytes, PAGE_BYTES_MAX),
     )
     node.metrics.read_requests.inc()
     node.metrics.reads.inc(len(entries))

@@ -9,9 +9,6 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse, Response
 
 from bookie.models import (
-    ID_MAX,
-    LAC_WAIT_MAX_MS,
-    LIST_LIMIT_MAX,
     LacBatch,
     LacBatchResult,
     LacUpdate,
@@ -22,6 +19,7 @@ from bookie.models import (
 )
 from bookie.routes.deps import NodeDep
 from services.errors import LedgerNotFound
+from services.limits import ID_MAX, LAC_WAIT_MAX_MS, LIST_LIMIT_MAX
 
 router = APIRouter(prefix="/v1/ledgers", tags=["ledgers"])
 batch_router = APIRouter(prefix="/v1", tags=["ledgers"])

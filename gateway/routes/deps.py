@@ -7,8 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Header, Path, Request
 
 from gateway.context import GatewayContext
-
-ID_MAX = (1 << 63) - 1
+from services.limits import ID_MAX
 
 
 async def get_context(request: Request) -> GatewayContext:

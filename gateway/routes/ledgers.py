@@ -11,125 +11,38 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
 
-from gateway import ledgers as ops
-from gateway import reads
+from gateway import operations as ops
 from gateway.context import GatewayContext
-from gateway.routes.deps import ID_MAX, ContextDep, EntryIdPath, LedgerIdPath, PasswordHeader
+from gateway.routes.deps import ContextDep, EntryIdPath, LedgerIdPath, PasswordHeader
+from gateway.runners import read as reads
+from gateway.schemas import (
+    ADD_BODY,
+    AddResult,
+    BatchAddResult,
+    CreateLedger,
+    EntryPage,
+    Lac,
+    Ledger,
+    LedgerList,
+    errors,
+)
 from services.errors import BookieUnavailable, InvalidArgument, PayloadTooLarge
-from services.framing import BATCH_ENTRIES_MAX, BODY_SIZE_MAX_BYTES, ENTRY_SIZE_MAX_BYTES
-from services.http import error_response, is_json, read_body
+from services.limits import (
+    BATCH_ENTRIES_MAX,
+    BODY_SIZE_MAX_BYTES,
+    ENTRY_SIZE_MAX_BYTES,
+    ID_MAX,
+    LAC_WAIT_MAX_MS,
+    LIST_LIMIT_MAX,
+    SMALL_BODY_MAX_BYTES,
+)
 from services.protocol.metadata import LedgerState
+from services.web.body import is_json, read_body
 
 router = APIRouter(prefix="/v1/ledgers", tags=["ledgers"])
 
-LIST_LIMIT_DEFAULT = 1000
 T = TypeVar("T")
-
-
-def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
-    text = {
-        400: "invalid_argument",
-        401: "unauthorized (token or ledger password)",
-        404: "ledger_not_found / entry_not_found",
-        409: "ledger_closed / ledger_fenced (outcome unknown) / not_writer / metadata_conflict",
-        413: "payload_too_large",
-        503: "not_enough_bookies / bookie_unavailable / unavailable",
-        504: "quorum_timeout (outcome unknown)",
-    }
-    out: dict[int | str, dict[str, Any]] = {}
-    for code in codes:
-        out.update(error_response(code, text[code]))
-    return out
-
-
-class Fragment(BaseModel):
-    first_entry_id: int
-    bookies: list[str]
-
-
-class Ledger(BaseModel):
-    ledger_id: int
-    state: str = Field(description="OPEN, IN_RECOVERY or CLOSED")
-    ensemble_size: int
-    write_quorum: int
-    ack_quorum: int
-    digest: str
-    last_entry_id: int | None = Field(description="null unless CLOSED")
-    length: int = Field(description="total payload bytes; exact once CLOSED")
-    fragments: list[Fragment]
-    metadata: dict[str, Any]
-    created_at: int = Field(description="milliseconds since the Unix epoch")
-
-
-class CreateLedger(BaseModel):
-    # Strict: JSON integers only ("3", 3.0 and true are not sizes).
-    model_config = ConfigDict(extra="forbid", strict=True)
-    ensemble_size: int = Field(3, ge=1, le=64)
-    write_quorum: int = Field(2, ge=1, le=64)
-    ack_quorum: int = Field(2, ge=1, le=64)
-    digest: str = Field("crc32c", pattern="^(crc32c|hmac-sha256|none)$")
-    password: str | None = Field(None, min_length=1, max_length=1024)
-    metadata: dict[str, Any] = Field(default_factory=dict)
-
-
-class AddResult(BaseModel):
-    entry_id: int
-    last_add_confirmed: int
-
-
-class BatchAddResult(BaseModel):
-    first_entry_id: int
-    last_entry_id: int
-    last_add_confirmed: int
-
-
-class Lac(BaseModel):
-    last_add_confirmed: int
-
-
-class Entry(BaseModel):
-    entry_id: int
-    data: str = Field(description="base64")
-
-
-class EntryPage(BaseModel):
-    entries: list[Entry]
-    last_add_confirmed: int
-    next: int | None
-
-
-class LedgerList(BaseModel):
-    ledgers: list[int]
-    next: int | None
-
-
-ADD_BODY = {
-    "requestBody": {
-        "description": (
-            "A raw body (any content type but application/json) is one entry. JSON "
-            '`{"entries": ["<base64>", ...]}` is a batch, acknowledged as a whole, in order.'
-        ),
-        "content": {
-            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "required": ["entries"],
-                    "properties": {
-                        "entries": {
-                            "type": "array",
-                            "items": {"type": "string", "format": "byte"},
-                            "minItems": 1,
-                            "maxItems": BATCH_ENTRIES_MAX,
-                        }
-                    },
-                }
-            },
-        },
-    }
-}
 
 
 def _json_body(raw: bytes) -> Any:
@@ -152,7 +65,7 @@ def _json_body(raw: bytes) -> Any:
     },
 )
 async def create_ledger(request: Request, ctx: ContextDep) -> JSONResponse:
-    raw = await read_body(request, 1024 * 1024)
+    raw = await read_body(request, SMALL_BODY_MAX_BYTES)
     doc = _json_body(raw) if raw.strip() else {}
     if not isinstance(doc, dict):
         raise InvalidArgument("body must be a JSON object")
@@ -184,10 +97,10 @@ def _first_error(exc: ValueError) -> str:
 @router.get("", response_model=LedgerList, summary="List ledger ids", responses=errors(400, 401))
 async def list_ledgers(
     ctx: ContextDep,
-    limit: Annotated[int, Query(ge=1, description="clamped to 1000")] = LIST_LIMIT_DEFAULT,
+    limit: Annotated[int, Query(ge=1, description="clamped to 1000")] = LIST_LIMIT_MAX,
     after: Annotated[int | None, Query(ge=-1, le=ID_MAX)] = None,
 ) -> dict[str, Any]:
-    ids, next_after = await ctx.ledgers.list(after, min(limit, LIST_LIMIT_DEFAULT))
+    ids, next_after = await ctx.ledgers.list(after, min(limit, LIST_LIMIT_MAX))
     return {"ledgers": ids, "next": next_after}
 
 
@@ -318,7 +231,7 @@ async def get_lac(
     wait_ms: Annotated[int, Query(ge=0, description="clamped to 30000")] = 0,
 ) -> dict[str, int]:
     metadata = await ops.metadata_for(ctx, ledger_id, password)
-    wait_ms = min(wait_ms, reads.LAC_WAIT_MAX_MS)
+    wait_ms = min(wait_ms, LAC_WAIT_MAX_MS)
     if metadata.state is LedgerState.CLOSED:
         return {"last_add_confirmed": _closed_end(metadata)}
     runner = ctx.handles.get(ledger_id) if ctx.handles else None

@@ -21,11 +21,11 @@ from collections import deque
 from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from services.digest import seal
 from services.errors import invariant
-from services.framing import Record
 from services.protocol import quorum
 from services.protocol.messages import SendAdds
+from services.wire.digest import seal
+from services.wire.framing import Record
 
 WriteSetOf = Callable[[int], tuple[str, ...]]
 

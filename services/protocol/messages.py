@@ -57,8 +57,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from services.errors import QuireError
-from services.framing import Record
 from services.protocol.metadata import LedgerMetadata
+from services.wire.framing import Record
 
 
 class RejectReason(StrEnum):

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from services.digest import DIGEST_TYPES
 from services.errors import InvalidArgument, invariant
 from services.protocol import quorum
+from services.wire.digest import DIGEST_TYPES
 
 FORMAT_VERSION = 1
 CUSTOM_METADATA_MAX_BYTES = 64 * 1024

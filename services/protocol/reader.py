@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 
-from services.digest import record_ok
-from services.framing import Record
 from services.protocol.metadata import LedgerMetadata, LedgerState
+from services.wire.digest import record_ok
+from services.wire.framing import Record
 
 
 def record_usable(

@@ -55,7 +55,6 @@ from services.errors import (
     QuireError,
     invariant,
 )
-from services.framing import Record
 from services.protocol import quorum
 from services.protocol.messages import (
     BookieAddsDone,
@@ -82,6 +81,7 @@ from services.protocol.messages import (
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.reader import record_usable
 from services.protocol.writeback import WriteBacks
+from services.wire.framing import Record
 
 
 @dataclass(frozen=True)

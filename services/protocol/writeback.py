@@ -26,11 +26,11 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from services.framing import Record
 from services.protocol import quorum
 from services.protocol.ensemble import plan_ensemble_change
 from services.protocol.messages import SendAdds
 from services.protocol.metadata import LedgerMetadata
+from services.wire.framing import Record
 
 
 @dataclass(slots=True)

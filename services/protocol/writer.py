@@ -61,7 +61,7 @@ from services.errors import (
     Unavailable,
     invariant,
 )
-from services.framing import BATCH_ENTRIES_MAX, ENTRY_SIZE_MAX_BYTES, Record
+from services.limits import BATCH_ENTRIES_MAX, ENTRY_SIZE_MAX_BYTES
 from services.protocol.adds import PendingAdds, PendingEntry, build_sends
 from services.protocol.ensemble import CloseOutcome, close_outcome, plan_ensemble_change
 from services.protocol.messages import (
@@ -88,6 +88,7 @@ from services.protocol.messages import (
     WriteMetadata,
 )
 from services.protocol.metadata import LedgerMetadata, LedgerState
+from services.wire.framing import Record
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import httpx
 
-from services import digest, framing
-from services.framing import Record
-from services.processes import ServiceProcess, tail
+from services.cluster.processes import ServiceProcess, tail
+from services.wire import digest, framing
+from services.wire.framing import Record
 
 
 def sealed(

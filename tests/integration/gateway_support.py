@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 from kazoo.client import KazooClient
 
-from services.processes import ServiceProcess
+from services.cluster.processes import ServiceProcess
 from tests.harness import Cluster, fresh_chroot, wait_for
 
 # Small enough to keep the tests fast, big enough to cross a few pages.

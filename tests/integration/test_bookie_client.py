@@ -10,7 +10,6 @@ from dataclasses import replace
 import httpx
 import pytest
 
-from services import digest, framing
 from services.bookie_client import AddResult, BookieClient, BookieClientPool
 from services.errors import (
     BookieReadOnly,
@@ -20,6 +19,7 @@ from services.errors import (
     LedgerNotFound,
     Unauthorized,
 )
+from services.wire import digest, framing
 
 SECRET = "integration-secret-xyz"
 

@@ -10,9 +10,9 @@ import shutil
 import pytest
 
 from bookie.cookie import BookieRunning, format_bookie
-from services import zkpaths
-from services.metadata import MetadataStore
-from services.processes import free_port
+from services.cluster.processes import free_port
+from services.zk import paths as zkpaths
+from services.zk.store import MetadataStore
 from tests.integration.bookie_support import Bookie, exit_code_and_log, sealed
 
 

@@ -7,8 +7,9 @@ import json
 
 import httpx
 
-from services import framing, zkpaths
-from services.processes import free_port
+from services.cluster.processes import free_port
+from services.wire import framing
+from services.zk import paths as zkpaths
 from tests.harness import wait_for
 from tests.integration.bookie_support import Bookie, sealed
 

@@ -8,7 +8,7 @@ import random
 import threading
 import time
 
-from services import framing
+from services.wire import framing
 from tests.harness import wait_for
 from tests.integration.bookie_support import Bookie, RawConnection, sealed, store_bytes
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
-from services.processes import ServiceProcess
+from services.cluster.processes import ServiceProcess
 from tests.harness import Cluster
 
 EXIT_REFUSED = 3  # python -m bookie: cookie refusal

@@ -16,15 +16,15 @@ from pathlib import Path
 import psutil
 import pytest
 
-from services.bench import free_port_block
-from services.processes import ZooKeeperProcess
+from services.bench.run import free_port_block
+from services.cluster.processes import ZooKeeperProcess
 from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import Gateway, start_bookies, start_gateway, wait_writable
 
 QUIRE = Path(sys.executable).parent / "quire"
 TIMEOUT_S = 120.0
 
-# Exit codes of services/cli_client.py EXIT_CODES.
+# Exit codes of services/cli/client.py EXIT_CODES.
 USAGE, UNREACHABLE, INVALID, UNAUTHORIZED, NOT_FOUND, CONFLICT = 2, 3, 4, 5, 6, 7
 
 

@@ -8,8 +8,8 @@ import time
 
 import httpx
 
-from services import digest, framing
-from services.framing import Record
+from services.wire import digest, framing
+from services.wire.framing import Record
 from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import (
     Appender,

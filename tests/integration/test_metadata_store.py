@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from services import zkpaths
 from services.errors import MetadataConflict, MetadataUnavailable
-from services.metadata import MetadataStore, NodeExists, NodeNotFound
+from services.zk import paths as zkpaths
+from services.zk.store import MetadataStore, NodeExists, NodeNotFound
 from tests.harness import expire_session
 
 

@@ -23,9 +23,8 @@ import pytest
 from kazoo.client import KazooClient
 from typer.testing import CliRunner
 
-from services import processes
-from services.cluster import port_free
-from services.processes import ZooKeeperProcess, free_port
+from services.cluster.local import port_free, processes
+from services.cluster.processes import ZooKeeperProcess, free_port
 from tests.harness import wait_for
 
 START_DEADLINE_S = 150.0
@@ -353,7 +352,7 @@ def test_up_says_so_when_the_zookeeper_jar_is_missing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No ZooKeeper jar: one line saying how to install it, exit 1, nothing started."""
-    from services.cli import app
+    from services.cli.app import app
 
     monkeypatch.setattr(processes, "ZOOKEEPER_JAR", tmp_path / "missing" / "zookeeper.jar")
     port = free_port_block(8)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from services.errors import QuireError
-from services.metadata import MetadataStore
+from services.zk.store import MetadataStore
 from tests.harness import ZooKeeperEnsemble
 
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from services.errors import LedgerFenced
-from services.framing import Record
 from services.protocol.messages import (
     AckAdds,
     CloseDone,
@@ -41,6 +40,7 @@ from services.protocol.messages import (
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.reader import readable_last
 from services.protocol.recovery import LedgerRecovery
+from services.wire.framing import Record
 
 if TYPE_CHECKING:
     from tests.simulation.scenario import Simulation

@@ -21,10 +21,10 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from services.digest import record_ok
 from services.errors import invariant
-from services.framing import Record
 from services.protocol.metadata import LedgerMetadata
+from services.wire.digest import record_ok
+from services.wire.framing import Record
 
 
 class Scheduler:

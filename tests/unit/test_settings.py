@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from services.cli import DEFAULT_GATEWAY, app
+from services.cli.app import DEFAULT_GATEWAY, app
 from services.settings import (
     AuditorSettings,
     BookieSettings,

@@ -1,0 +1,153 @@
+"""The figures of ``quire bench``: the live progress line, the summary (the JSON of
+the last stdout line) and the human report before it."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import IO, TYPE_CHECKING, Any
+
+from services.bench.load import merge_histograms, percentile_s
+from services.bench.measure import Sampler
+
+if TYPE_CHECKING:
+    from services.bench.run import BenchConfig
+
+PROGRESS_TTY_INTERVAL_S = 0.5
+PROGRESS_PLAIN_INTERVAL_S = 2.0
+
+
+class Progress:
+    """One live line on stderr: rewritten on a terminal, a plain line every few seconds
+    otherwise (so logs and tests see it too)."""
+
+    def __init__(self, stream: IO[str] = sys.stderr) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.interval_s = PROGRESS_TTY_INTERVAL_S if self.tty else PROGRESS_PLAIN_INTERVAL_S
+        self._last: tuple[float, int] | None = None
+
+    def show(self, snap: dict, duration_s: float, gateway_rss_mb: float | None) -> None:
+        now = time.monotonic()
+        if not snap["counting"]:
+            text = "warming up"
+        else:
+            counted = max(snap["counted_s"], 1e-9)
+            rate = snap["entries"] / counted
+            now_rate = ""
+            if self._last is not None and now > self._last[0]:
+                recent = (snap["entries"] - self._last[1]) / (now - self._last[0])
+                now_rate = f" (now {recent:,.0f})"
+            text = (
+                f"{min(counted, duration_s):5.1f}/{duration_s:g}s {rate:>10,.0f} adds/s{now_rate}"
+                f"  p99 {snap['p99_ms']:.2f} ms  errors {snap['errors']}"
+            )
+            self._last = (now, snap["entries"])
+        if gateway_rss_mb is not None:
+            text += f"  gateway {gateway_rss_mb:.0f} MB"
+        if self.tty:
+            self.stream.write(f"\r  bench {text:<96}")
+        else:
+            self.stream.write(f"  bench {text}\n")
+        self.stream.flush()
+
+    def clear(self) -> None:
+        if self.tty:
+            self.stream.write("\r" + " " * 104 + "\r")
+            self.stream.flush()
+
+
+def summarize(
+    config: BenchConfig,
+    url: str,
+    outputs: list[dict],
+    gateway: Sampler | None,
+    bookies: list[Sampler],
+    gateway_cpu: float | None,
+    bookie_cpu: float | None,
+    machine_cpu: float,
+) -> dict[str, Any]:
+    histogram = merge_histograms([out["histogram"] for out in outputs])
+    elapsed = max(out["elapsed_s"] for out in outputs)
+    entries = sum(out["entries"] for out in outputs)
+    load_cpu = sum(out["cpu_s"] for out in outputs) / elapsed
+    errors = sum(out["errors"] for out in outputs)
+    ms = {
+        key: round(percentile_s(histogram, fraction) * 1000, 3)
+        for key, fraction in (("p50_ms", 0.5), ("p95_ms", 0.95), ("p99_ms", 0.99),
+                              ("p999_ms", 0.999), ("max_ms", 1.0))
+    }  # fmt: skip
+    others = machine_cpu - load_cpu - (gateway_cpu or 0.0) - (bookie_cpu or 0.0)
+    summary: dict[str, Any] = {
+        "adds_per_s": round(entries / elapsed, 1),
+        "requests_per_s": round(sum(out["requests"] for out in outputs) / elapsed, 1),
+        "mb_per_s": round(sum(out["payload_bytes"] for out in outputs) / elapsed / 1e6, 3),
+        **ms,
+        "errors": errors,
+        "entries": entries,
+        "gateway": url,
+        "local": config.local,
+        "ledgers": config.ledgers,
+        "ensemble": config.ensemble,
+        "write_quorum": config.write_quorum,
+        "ack_quorum": config.ack_quorum,
+        "entry_size": config.entry_size,
+        "concurrency": config.concurrency,
+        "batch": config.batch,
+        "rate": config.rate,
+        "duration_s": round(elapsed, 3),
+        "load_procs": len(outputs),
+        "load_cpu": round(load_cpu, 3),
+        "gateway_cpu": round(gateway_cpu, 3) if gateway_cpu is not None else None,
+        "bookie_cpu": round(bookie_cpu, 3) if bookie_cpu is not None else None,
+        "others_cpu": round(max(0.0, others), 3),
+        "nproc": os.cpu_count(),
+        "gateway_rss_mb_max": round(gateway.rss_max / 2**20, 1) if gateway else None,
+        "bookie_rss_mb_max": (
+            round(max(b.rss_max for b in bookies) / 2**20, 1) if bookies else None
+        ),
+    }
+    if errors:
+        summary["first_error"] = next((o["first_error"] for o in outputs if o["first_error"]), None)
+    return summary
+
+
+def report(summary: dict) -> str:
+    """The human part of stdout (the JSON line follows it)."""
+    s = summary
+    rate = f"{s['rate']:g} requests/s" if s["rate"] else "unthrottled"
+    per = "1 entry per request" if s["batch"] == 1 else f"batches of {s['batch']}"
+    lines = [
+        f"quire bench: {s['gateway']}{' (local)' if s['local'] else ''}: "
+        f"{s['concurrency']} clients over {s['ledgers']} ledger(s) "
+        f"(E={s['ensemble']} Qw={s['write_quorum']} Qa={s['ack_quorum']}), "
+        f"{s['entry_size']:,}-byte entries, {per}, {rate}, {s['duration_s']:.1f} s counted",
+        f"  adds/s       {s['adds_per_s']:>12,.0f}   ({s['requests_per_s']:,.0f} requests/s)",
+        f"  MB/s         {s['mb_per_s']:>12,.1f}",
+        f"  latency ms   p50 {s['p50_ms']:.2f}  p95 {s['p95_ms']:.2f}  p99 {s['p99_ms']:.2f}  "
+        f"p99.9 {s['p999_ms']:.2f}  max {s['max_ms']:.2f}",
+        f"  errors       {s['errors']:>12,}",
+    ]
+    if s["errors"]:
+        lines[-1] += f"   first: {s['first_error']}"
+    cpu = [f"load {s['load_cpu']:.2f}"]
+    if s["gateway_cpu"] is not None:
+        cpu.append(f"gateway {s['gateway_cpu']:.2f}")
+    if s["bookie_cpu"] is not None:
+        cpu.append(f"bookies {s['bookie_cpu']:.2f}")
+    cpu.append(f"others {s['others_cpu']:.2f}")
+    lines.append(f"  cpu (cores)  {'  '.join(cpu)}   of {s['nproc']}")
+    memory = []
+    if s["gateway_rss_mb_max"] is not None:
+        memory.append(f"gateway {s['gateway_rss_mb_max']:.0f}")
+    if s["bookie_rss_mb_max"] is not None:
+        memory.append(f"largest bookie {s['bookie_rss_mb_max']:.0f}")
+    if memory:
+        lines.append(f"  peak RSS MB  {'  '.join(memory)}")
+    if "raw_fsync_p50_ms" in s:
+        lines.append(
+            f"  raw fsync    p50 {s['raw_fsync_p50_ms']:.2f} ms  p99 {s['raw_fsync_p99_ms']:.2f} ms"
+            f"  ({s['raw_fsync_per_s']:,.0f}/s, 4 KiB append + fsync on the bench's disk)"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,416 @@
+"""The async client of the bookie HTTP API (bookie/API.md), used by the gateway and
+the replicator.
+
+One ``BookieClient`` per bookie, built once and reused; ``BookieClientPool``
+hands them out by bookie id and closes them all in ``aclose()``.
+
+Transport. The client speaks HTTP/1.1 over asyncio streams with a small pool
+of keep-alive connections per bookie (``connections_max``, default 16: it
+also bounds the requests in flight to one bookie). The data path is few,
+large, batched requests, and a bookie is uvicorn+httptools, whose answers are
+plain Content-Length (or chunked) HTTP/1.1. We measured httpx on the same
+path (benchmarks/README.md, benchmarks/client_compare.py): 1.2-2 ms of client
+CPU per request against 45-300 us here, and 3-10x fewer requests/s; one
+AsyncClient with a large pool is the worst case (encode/httpx#3215). Anything
+that speaks ``HttpTransport`` can be passed in instead (the comparison passes
+an httpx one).
+
+Ordering and retry rules:
+
+- A request holds one connection from write to the end of the response body;
+  a connection is reused only after a complete response that did not say
+  ``Connection: close``. Any error, timeout or cancellation in the middle
+  closes the connection, so a half-read answer never reaches the next caller.
+- An idle connection the bookie closed (keep-alive expiry, restart) is found
+  out before use when possible, and otherwise when the request gets no byte
+  of answer: then the request is sent once more on a new connection. That
+  retry is safe because every bookie call is idempotent (API.md: re-adding an
+  entry overwrites it, fence and LAC updates keep the maximum, delete of a
+  deleted ledger answers 404).
+- Every wait is bounded: ``connect_timeout_s`` for a TCP connect,
+  ``request_timeout_s`` for the whole call (waiting for a free connection
+  included); a long-poll LAC read adds its ``wait_ms`` and uses connections of
+  its own (``long_polls_max``) so that tailing readers never starve adds.
+
+Errors. A bookie's ``{"error": code}`` answer becomes the matching
+``QuireError`` (``error_for_code``); an unknown code or bare failure with a 5xx
+status, a malformed answer, and every transport error (refused, reset,
+timeout) become ``BookieUnavailable`` raised from the cause. The cluster secret
+is sent in a header and never appears in a message or a log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.bookie_client.transport import (
+    CONNECT_TIMEOUT_S,
+    CONNECTIONS_MAX,
+    HttpResponse,
+    HttpTransport,
+    ProtocolError,
+    StreamTransport,
+    split_address,
+)
+from services.errors import (
+    BookieUnavailable,
+    Conflict,
+    InvalidArgument,
+    MethodNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+    QuireError,
+    Unauthorized,
+    error_for_code,
+)
+from services.limits import (
+    BATCH_ENTRIES_MAX,
+    BODY_SIZE_MAX_BYTES,
+    LAC_WAIT_MAX_MS,
+    LIST_LIMIT_MAX,
+    PAGE_BYTES_MAX,
+    PAGE_ENTRIES_MAX,
+)
+from services.wire import framing
+
+log = logging.getLogger(__name__)
+
+# Bounds (STYLE.md §5).
+REQUEST_TIMEOUT_S = 10.0
+LONG_POLLS_MAX = 16
+
+SECRET_HEADER = "X-Cluster-Secret"
+LAST_ENTRY_HEADER = "x-quire-last-entry-id"
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, slots=True)
+class AddResult:
+    """What a bookie did with one add request: entries stored, and the ones it refused
+    as ``(ledger_id, entry_id, error_code)`` (e.g. ``ledger_fenced``)."""
+
+    stored: int
+    rejected: list[tuple[int, int, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class RangeResult:
+    """Entries of a range read, ascending, and the last entry id the bookie stores
+    for the ledger (-1 if none)."""
+
+    records: list[framing.Record]
+    last_entry_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class LacInfo:
+    ledger_id: int
+    lac: int
+    last_entry_id: int
+    fenced: bool
+
+
+# --------------------------------------------------------------------------- client
+
+
+class BookieClient:
+    """One bookie's API: adds, reads, LAC, fence, delete, list, info."""
+
+    def __init__(
+        self,
+        address: str,
+        cluster_secret: str | None = None,
+        *,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+        request_timeout_s: float = REQUEST_TIMEOUT_S,
+        connections_max: int = CONNECTIONS_MAX,
+        long_polls_max: int = LONG_POLLS_MAX,
+        transport: HttpTransport | None = None,
+    ) -> None:
+        self.host, self.port = split_address(address)
+        self.address = f"{self.host}:{self.port}"
+        self.request_timeout_s = request_timeout_s
+        self._headers: dict[str, str] = {}
+        if cluster_secret:
+            if any(c in cluster_secret for c in "\r\n\0"):
+                raise ValueError("the cluster secret holds a control character")
+            self._headers[SECRET_HEADER] = cluster_secret
+        self._transport: HttpTransport = transport or StreamTransport(
+            self.host,
+            self.port,
+            connect_timeout_s=connect_timeout_s,
+            connections_max=connections_max,
+        )
+        # Long polls hold a connection for up to LAC_WAIT_MAX_MS; they get their own.
+        self._poll_transport: HttpTransport = (
+            transport
+            if transport is not None
+            else StreamTransport(
+                self.host,
+                self.port,
+                connect_timeout_s=connect_timeout_s,
+                connections_max=long_polls_max,
+            )
+        )
+
+    def __repr__(self) -> str:  # no secret here
+        return f"BookieClient({self.address!r})"
+
+    async def aclose(self) -> None:
+        await self._transport.aclose()
+        if self._poll_transport is not self._transport:
+            await self._poll_transport.aclose()
+
+    async def __aenter__(self) -> BookieClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # ---------------------------------------------------------------- calls
+
+    async def add(self, records: list[framing.Record]) -> AddResult:
+        """Store entries (of one or several ledgers) in one request. Stored entries are
+        durable when this returns; normal adds to a fenced ledger come back in
+        ``rejected``. A whole-request failure raises (e.g. ``BookieReadOnly``)."""
+        if not records:
+            return AddResult(0, [])
+        if len(records) > BATCH_ENTRIES_MAX:
+            raise PayloadTooLarge(
+                f"{len(records)} entries in one add; the limit is {BATCH_ENTRIES_MAX}"
+            )
+        body = framing.encode(records)
+        if len(body) > BODY_SIZE_MAX_BYTES:
+            raise PayloadTooLarge(
+                f"add body of {len(body)} bytes; the limit is {BODY_SIZE_MAX_BYTES}"
+            )
+        doc = await self._json(
+            "POST", "/v1/entries", body, content_type=framing.MEDIA_TYPE, what="add"
+        )
+        try:
+            rejected = [
+                (int(r["ledger_id"]), int(r["entry_id"]), str(r["error"]))
+                for r in doc.get("rejected", [])
+            ]
+            return AddResult(int(doc["stored"]), rejected)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise self._malformed("add", exc) from exc
+
+    async def read_entry(self, ledger_id: int, entry_id: int) -> framing.Record:
+        """One entry; ``LedgerNotFound`` / ``EntryNotFound`` when this bookie lacks it."""
+        what = f"read {ledger_id}/{entry_id}"
+        response = await self._call(
+            "GET", f"/v1/ledgers/{int(ledger_id)}/entries/{int(entry_id)}", what=what
+        )
+        records = self._decode(response.body, what)
+        if len(records) != 1 or (records[0].ledger_id, records[0].entry_id) != (
+            ledger_id,
+            entry_id,
+        ):
+            raise BookieUnavailable(f"bookie {self.address}: {what} answered another entry")
+        return records[0]
+
+    async def read_range(
+        self,
+        ledger_id: int,
+        first: int,
+        last: int,
+        max_entries: int = PAGE_ENTRIES_MAX,
+        max_bytes: int = PAGE_BYTES_MAX,
+    ) -> RangeResult:
+        """Entries this bookie stores in [first, last], ascending (missing ids skipped),
+        at most ``max_entries`` and about ``max_bytes`` of payload."""
+        max_entries = max(1, min(int(max_entries), PAGE_ENTRIES_MAX))
+        max_bytes = max(1, min(int(max_bytes), PAGE_BYTES_MAX))
+        what = f"read {ledger_id}/[{first},{last}]"
+        response = await self._call(
+            "GET",
+            f"/v1/ledgers/{int(ledger_id)}/entries?from={int(first)}&to={int(last)}"
+            f"&max_entries={max_entries}&max_bytes={max_bytes}",
+            what=what,
+        )
+        records = self._decode(response.body, what, max_records=max_entries)
+        try:
+            last_entry_id = int(response.headers.get(LAST_ENTRY_HEADER, "-1"))
+        except ValueError as exc:
+            raise self._malformed(what, exc) from exc
+        return RangeResult(records, last_entry_id)
+
+    async def read_lac(self, ledger_id: int, after: int | None = None, wait_ms: int = 0) -> LacInfo:
+        """The ledger's LAC and last stored entry here. With ``after``, the bookie waits
+        up to ``wait_ms`` for either to pass it (a long poll), then answers anyway."""
+        target = f"/v1/ledgers/{int(ledger_id)}/lac"
+        wait_ms = max(0, min(int(wait_ms), LAC_WAIT_MAX_MS))
+        long_poll = after is not None and wait_ms > 0
+        if after is not None:
+            target += f"?after={int(after)}&wait_ms={wait_ms}"
+        doc = await self._json(
+            "GET",
+            target,
+            what=f"read LAC of {ledger_id}",
+            extra_s=wait_ms / 1000 if long_poll else 0.0,
+            long_poll=long_poll,
+        )
+        return self._lac(doc, f"read LAC of {ledger_id}")
+
+    async def write_lac(self, ledger_id: int, lac: int) -> LacInfo:
+        """Raise this bookie's LAC of the ledger to at least ``lac``."""
+        what = f"write LAC of {ledger_id}"
+        doc = await self._json(
+            "POST",
+            f"/v1/ledgers/{int(ledger_id)}/lac",
+            json.dumps({"lac": int(lac)}).encode(),
+            content_type="application/json",
+            what=what,
+        )
+        return self._lac(doc, what)
+
+    async def write_lacs(self, lacs: Mapping[int, int]) -> int:
+        """Raise this bookie's LAC of each ledger to at least the given one, in one
+        request (at most LAC_BATCH_MAX ledgers); returns how many were written."""
+        what = f"write LACs of {len(lacs)} ledgers"
+        body = json.dumps(
+            {"lacs": [{"ledger_id": int(k), "lac": int(v)} for k, v in lacs.items()]}
+        ).encode()
+        doc = await self._json("POST", "/v1/lacs", body, content_type="application/json", what=what)
+        updated = doc.get("updated")
+        if not isinstance(updated, int):
+            raise self._malformed(what, ValueError(f"no count in {doc!r}"))
+        return updated
+
+    async def fence(self, ledger_id: int) -> LacInfo:
+        """Fence the ledger here; the flag is durable before the bookie answers."""
+        what = f"fence {ledger_id}"
+        doc = await self._json("POST", f"/v1/ledgers/{int(ledger_id)}/fence", what=what)
+        return self._lac(doc, what)
+
+    async def delete_ledger(self, ledger_id: int) -> None:
+        """Remove the ledger's entries and flags; ``LedgerNotFound`` if it has none here."""
+        await self._call("DELETE", f"/v1/ledgers/{int(ledger_id)}", what=f"delete {ledger_id}")
+
+    async def list_ledgers(
+        self, after: int | None = None, limit: int | None = None
+    ) -> tuple[list[int], int | None]:
+        """One page of the ledger ids stored here, and the ``after`` of the next page."""
+        params = []
+        if after is not None:
+            params.append(f"after={int(after)}")
+        if limit is not None:
+            params.append(f"limit={max(1, min(int(limit), LIST_LIMIT_MAX))}")
+        target = "/v1/ledgers" + ("?" + "&".join(params) if params else "")
+        doc = await self._json("GET", target, what="list ledgers")
+        try:
+            ids = [int(i) for i in doc["ledgers"]]
+            nxt = doc.get("next")
+            return ids, None if nxt is None else int(nxt)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise self._malformed("list ledgers", exc) from exc
+
+    async def info(self) -> dict[str, Any]:
+        """The bookie's id, address, state (writable/readonly), instance id, disk ratios."""
+        return await self._json("GET", "/v1/info", what="info")
+
+    # ---------------------------------------------------------------- plumbing
+
+    async def _call(
+        self,
+        method: str,
+        target: str,
+        body: bytes = b"",
+        *,
+        content_type: str | None = None,
+        what: str,
+        extra_s: float = 0.0,
+        long_poll: bool = False,
+    ) -> HttpResponse:
+        """One request; every failure leaves as a ``QuireError`` (STYLE.md §3)."""
+        headers = self._headers
+        if content_type is not None:
+            headers = {**headers, "Content-Type": content_type}
+        transport = self._poll_transport if long_poll else self._transport
+        timeout_s = self.request_timeout_s + extra_s
+        try:
+            response = await transport.request(method, target, body, headers, timeout_s)
+        except TimeoutError as exc:
+            raise BookieUnavailable(
+                f"bookie {self.address}: {what}: no answer within {timeout_s:g}s"
+            ) from exc
+        except (OSError, ProtocolError, asyncio.IncompleteReadError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise BookieUnavailable(
+                f"bookie {self.address}: {what}: {type(exc).__name__}: {reason}"
+            ) from exc
+        if response.status >= 400:
+            raise self._error(response, what)
+        return response
+
+    async def _json(self, method: str, target: str, body: bytes = b"", **kw: Any) -> dict:
+        what = kw["what"]
+        response = await self._call(method, target, body, **kw)
+        try:
+            doc = json.loads(response.body)
+        except ValueError as exc:
+            raise self._malformed(what, exc) from exc
+        if not isinstance(doc, dict):
+            raise self._malformed(what, TypeError("not a JSON object"))
+        return doc
+
+    def _error(self, response: HttpResponse, what: str) -> QuireError:
+        """The ``QuireError`` for an error answer (API.md: ``{"error", "message"}``)."""
+        status = response.status
+        code = message = None
+        try:
+            doc = json.loads(response.body)
+            if isinstance(doc, dict) and isinstance(doc.get("error"), str):
+                code, message = doc["error"], doc.get("message")
+        except ValueError:
+            pass
+        if code is not None:
+            cls = error_for_code(code)
+            if status >= 500 and cls is QuireError:
+                # "internal" or a code we do not know: the bookie failed.
+                cls = BookieUnavailable
+            return cls(f"bookie {self.address}: {what}: {message or code}")
+        if status >= 500:
+            return BookieUnavailable(
+                f"bookie {self.address}: {what}: HTTP {status} without an error body"
+            )
+        cls = _BY_STATUS.get(status, QuireError)
+        return cls(f"bookie {self.address}: {what}: HTTP {status}")
+
+    def _decode(self, body: bytes, what: str, max_records: int = 1) -> list[framing.Record]:
+        try:
+            return framing.decode(body, max_records=max_records)
+        except QuireError as exc:
+            raise self._malformed(what, exc) from exc
+
+    def _lac(self, doc: dict, what: str) -> LacInfo:
+        try:
+            return LacInfo(
+                int(doc["ledger_id"]),
+                int(doc["lac"]),
+                int(doc["last_entry_id"]),
+                bool(doc["fenced"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise self._malformed(what, exc) from exc
+
+    def _malformed(self, what: str, exc: Exception) -> BookieUnavailable:
+        return BookieUnavailable(f"bookie {self.address}: {what}: malformed answer ({exc})")
+
+
+_BY_STATUS: dict[int, type[QuireError]] = {
+    400: InvalidArgument,
+    401: Unauthorized,
+    404: NotFound,
+    405: MethodNotAllowed,
+    409: Conflict,
+    413: PayloadTooLarge,
+}

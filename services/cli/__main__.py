@@ -1,0 +1,5 @@
+"""``python -m services.cli``: the ``quire`` command."""
+
+from services.cli.app import main
+
+main()

@@ -1,0 +1,68 @@
+"""The ``quire`` command line.
+
+Global options come before the subcommand: ``--gateway URL`` (env
+``QUIRE_GATEWAY``, default ``http://127.0.0.1:8080``) and ``--token`` (env
+``QUIRE_TOKEN``); a flag wins over its variable. Commands that talk to a
+gateway read them with ``global_options(ctx)`` (``services/cli/common.py``,
+which sub-apps import, so there is no import cycle).
+
+Commands: ``quire up`` (a local cluster, ``services/cluster/local.py``), ``quire
+ledger ...`` (``services/cli/ledger.py``), ``quire bench``
+(``services/bench/run.py``) and ``quire bookie format``. The log and admin
+commands come with the issues that build them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+import typer
+
+from services.cli.bench import bench_command
+from services.cli.bookie import bookie_app
+from services.cli.common import DEFAULT_GATEWAY, GlobalOptions
+from services.cli.ledger import ledger_app
+from services.cli.up import up
+
+app = typer.Typer(
+    name="quire",
+    help="Quire: a replicated, durable log store (the BookKeeper ledger protocol over HTTP).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.command("up")(up)
+app.add_typer(bookie_app, name="bookie")
+app.add_typer(ledger_app, name="ledger")
+app.command("bench")(bench_command)
+
+
+@app.callback()
+def _global(
+    ctx: typer.Context,
+    gateway: Annotated[
+        str,
+        typer.Option(
+            envvar="QUIRE_GATEWAY", help="URL of the gateway the ledger and log commands talk to"
+        ),
+    ] = DEFAULT_GATEWAY,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="QUIRE_TOKEN", show_default=False, help="API (or admin) token for the gateway"
+        ),
+    ] = None,
+) -> None:
+    if not re.match(r"^https?://[^/\s]+", gateway):
+        raise typer.BadParameter(f"must be an http:// or https:// URL, got {gateway!r}")
+    ctx.obj = GlobalOptions(gateway.rstrip("/"), token or None)
+
+
+def main() -> None:
+    app(prog_name="quire")
+
+
+if __name__ == "__main__":
+    main()

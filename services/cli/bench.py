@@ -1,0 +1,121 @@
+"""``quire bench``: the command line of services/bench/run.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from services.cli.common import global_options
+
+
+def bench_command(
+    ctx: typer.Context,
+    gateway: Annotated[
+        str | None,
+        typer.Option(
+            show_default=False,
+            help="the gateway to load [default: the global --gateway / QUIRE_GATEWAY]",
+        ),
+    ] = None,
+    local: Annotated[
+        bool,
+        typer.Option(
+            "--local",
+            help="start a throwaway ZooKeeper, bookies and gateway in a temp dir (fsync on)",
+        ),
+    ] = False,
+    token: Annotated[
+        str | None,
+        typer.Option(show_default=False, help="API token [default: the global --token]"),
+    ] = None,
+    ledgers: Annotated[int, typer.Option(min=1, max=100_000, help="ledgers written")] = 1,
+    ensemble: Annotated[int, typer.Option("--ensemble", "-e", min=1, help="ensemble size E")] = 3,
+    write_quorum: Annotated[
+        int, typer.Option("--write-quorum", "-w", min=1, help="write quorum Qw")
+    ] = 2,
+    ack_quorum: Annotated[int, typer.Option("--ack-quorum", "-a", min=1, help="ack quorum Qa")] = 2,
+    entry_size: Annotated[
+        int, typer.Option(min=1, max=5 * 1024 * 1024, help="bytes per entry")
+    ] = 1024,
+    concurrency: Annotated[
+        int,
+        typer.Option(min=1, max=10_000, help="clients, each with one request in flight"),
+    ] = 64,
+    batch: Annotated[
+        int,
+        typer.Option(
+            min=1, max=10_000, help="entries per request: 1 = raw single-entry adds, >1 = JSON"
+        ),
+    ] = 1,
+    rate: Annotated[
+        float, typer.Option(min=0.0, help="requests/s of all clients together; 0 = unthrottled")
+    ] = 0.0,
+    duration: Annotated[float, typer.Option(min=0.1, help="seconds counted")] = 10.0,
+    warmup: Annotated[float, typer.Option(min=0.0, help="seconds before counting")] = 1.0,
+    bookies: Annotated[int, typer.Option(min=1, max=32, help="bookies of --local")] = 3,
+    load_procs: Annotated[int, typer.Option(min=1, max=64, help="load generator processes")] = 1,
+    keep_ledgers: Annotated[
+        bool,
+        typer.Option("--keep-ledgers", help="do not delete the ledgers from --gateway afterwards"),
+    ] = False,
+    work_dir: Annotated[
+        Path | None,
+        typer.Option(show_default=False, help="where --local makes its temp dir [default: TMPDIR]"),
+    ] = None,
+    keep: Annotated[
+        bool, typer.Option("--keep", help="keep the temp dir of --local (logs, data)")
+    ] = False,
+    profile: Annotated[
+        Path | None,
+        typer.Option(
+            show_default=False,
+            help="record a py-spy profile of the gateway during the counted window into DIR",
+        ),
+    ] = None,
+    py_spy: Annotated[str, typer.Option(help="the py-spy executable for --profile")] = "py-spy",
+) -> None:
+    """Measure add throughput and latency through a gateway (like BookKeeper's
+    'benchmark writes').
+
+    Creates --ledgers ledgers on the gateway, then --concurrency clients (in
+    a separate load process, one keep-alive connection each) add entries
+    back to back, or at --rate requests/s, for --duration seconds after a
+    --warmup. Prints adds/s (entries), MB/s, latency p50/p95/p99/p99.9, the
+    CPU of the load, the gateway and the bookies, and with --local the peak
+    RSS of the gateway and of the largest bookie; the LAST stdout line is
+    one JSON object of all that. The ledgers are deleted afterwards
+    (--keep-ledgers keeps them); --local removes its whole cluster, also on
+    Ctrl-C.
+    """
+    from services.bench.run import BenchConfig, main
+
+    options = global_options(ctx)
+    if local and gateway is not None:
+        raise typer.BadParameter("give --gateway or --local, not both", param_hint="--local")
+    config = BenchConfig(
+        gateway=None if local else (gateway or options.gateway).rstrip("/"),
+        token=token or options.token,
+        local=local,
+        bookies=bookies,
+        ledgers=ledgers,
+        ensemble=ensemble,
+        write_quorum=write_quorum,
+        ack_quorum=ack_quorum,
+        entry_size=entry_size,
+        concurrency=concurrency,
+        batch=batch,
+        rate=rate,
+        duration_s=duration,
+        warmup_s=warmup,
+        load_procs=load_procs,
+        keep_ledgers=keep_ledgers,
+        work_dir=work_dir,
+        keep=keep,
+        profile=profile,
+        py_spy=py_spy,
+    )
+    code = main(config)
+    if code:
+        raise typer.Exit(code)

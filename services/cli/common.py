@@ -1,0 +1,58 @@
+"""What every ``quire`` command shares: the global options and the one-line failure.
+
+A module of its own so that ``services/cli/app.py`` can register the sub-apps
+(``cli_ledger``, ``cli_bench``, ...) that use these without an import cycle,
+also when it runs as ``python -m services.cli.app``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NoReturn
+
+import typer
+from rich.console import Console
+
+DEFAULT_GATEWAY = "http://127.0.0.1:8080"
+
+_err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+@dataclass(frozen=True, slots=True)
+class GlobalOptions:
+    gateway: str
+    token: str | None
+
+
+def fail(message: str, code: int = 1, prog: str = "quire") -> NoReturn:
+    """One line on stderr, then exit with ``code``."""
+    _err.print(f"{prog}: error: {message}", markup=False)
+    raise typer.Exit(code)
+
+
+def global_options(ctx: typer.Context) -> GlobalOptions:
+    """The resolved ``--gateway`` / ``--token`` of this invocation."""
+    root = ctx.find_root()
+    if isinstance(root.obj, GlobalOptions):
+        return root.obj
+    return GlobalOptions(DEFAULT_GATEWAY, None)
+
+
+def check_zk(zk: str | None, zk_root: str, session_timeout: float | None = None) -> None:
+    """Refuse impossible ZooKeeper options with the same rules the services apply."""
+    from pydantic import ValidationError
+
+    from services.settings import CommonSettings
+
+    values: dict = {"zk_root": zk_root}
+    if zk is not None:
+        values["zk"] = zk
+    if session_timeout is not None:
+        values["zk_session_timeout"] = session_timeout
+    try:
+        CommonSettings.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = "--" + "-".join(str(p) for p in first.get("loc", ())).replace("_", "-")
+        msg = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
+        raise typer.BadParameter(f"{where}: {msg}") from None

@@ -1,0 +1,184 @@
+"""What ``quire ledger`` reads and writes: entries from arguments, files and stdin
+(in batches, with a progress bar on a terminal), entries and objects to stdout."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from enum import StrEnum
+from typing import IO, Any
+
+from rich.console import Console
+
+from services.cli.client import GatewayClient
+from services.errors import PayloadTooLarge
+from services.limits import ENTRY_SIZE_MAX_BYTES
+
+# A JSON batch carries base64 (4/3 of the payload) and must stay under the gateway's
+# 64 MiB body limit: 16 MiB of payload per request leaves room to spare.
+APPEND_BATCH_BYTES_MAX = 16 * 1024 * 1024
+
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class ReadFormat(StrEnum):
+    text = "text"
+    json = "json"
+    base64 = "base64"
+
+
+def print_json(doc: Any) -> None:
+    """An object on stdout: indented and coloured on a terminal, one line otherwise."""
+    if sys.stdout.isatty():
+        Console(highlight=False, soft_wrap=True).print_json(data=doc)
+    else:
+        sys.stdout.write(json.dumps(doc) + "\n")
+        sys.stdout.flush()
+
+
+def input_lines(stream: IO[bytes]) -> Iterator[bytes]:
+    """One entry per line, without its newline (a last line without one counts too)."""
+    for line in stream:
+        yield line[:-1] if line.endswith(b"\n") else line
+
+
+def batches(entries: Iterable[bytes], entries_max: int) -> Iterator[list[bytes]]:
+    """Consecutive batches of at most ``entries_max`` entries and about
+    ``APPEND_BATCH_BYTES_MAX`` bytes of payload (a bigger entry goes alone)."""
+    batch: list[bytes] = []
+    size = 0
+    for entry in entries:
+        if batch and (len(batch) >= entries_max or size + len(entry) > APPEND_BATCH_BYTES_MAX):
+            yield batch
+            batch, size = [], 0
+        batch.append(entry)
+        size += len(entry)
+    if batch:
+        yield batch
+
+
+def read_whole(stream: IO[bytes], name: str) -> bytes:
+    """The whole input as one entry, refused (413) past the entry size limit without
+    reading the rest."""
+    data = stream.read(ENTRY_SIZE_MAX_BYTES + 1)
+    if len(data) > ENTRY_SIZE_MAX_BYTES:
+        raise PayloadTooLarge(
+            f"{name} is over the entry size limit of {ENTRY_SIZE_MAX_BYTES} bytes "
+            "(use --lines for one entry per line)"
+        )
+    return data
+
+
+class Appender:
+    """Sends entries in order, one request at a time, and sums up what was acknowledged."""
+
+    def __init__(self, client: GatewayClient, ledger_id: int) -> None:
+        self.client = client
+        self.ledger_id = ledger_id
+        self.path = f"/v1/ledgers/{ledger_id}/entries"
+        self.entries = 0
+        self.bytes = 0
+        self.first_entry_id: int | None = None
+        self.last_entry_id: int | None = None
+        self.lac: int | None = None
+
+    def single(self, payload: bytes) -> None:
+        answer = self.client.json(
+            "POST",
+            self.path,
+            content=payload,
+            headers={"Content-Type": "application/octet-stream"},
+            password=True,
+        )
+        self._acked(answer["entry_id"], answer["entry_id"], answer, 1, len(payload))
+
+    def batch(self, payloads: list[bytes]) -> None:
+        body = {"entries": [base64.b64encode(p).decode() for p in payloads]}
+        answer = self.client.json("POST", self.path, json=body, password=True)
+        size = sum(map(len, payloads))
+        self._acked(answer["first_entry_id"], answer["last_entry_id"], answer, len(payloads), size)
+
+    def _acked(self, first: int, last: int, answer: dict, count: int, size: int) -> None:
+        if self.first_entry_id is None:
+            self.first_entry_id = first
+        self.last_entry_id = last
+        self.lac = answer.get("last_add_confirmed")
+        self.entries += count
+        self.bytes += size
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "ledger_id": self.ledger_id,
+            "entries": self.entries,
+            "bytes": self.bytes,
+            "first_entry_id": self.first_entry_id,
+            "last_entry_id": self.last_entry_id,
+            "last_add_confirmed": self.lac,
+        }
+        if self.entries == 1:
+            out["entry_id"] = self.first_entry_id
+        return out
+
+
+class AppendProgress:
+    """A rich progress bar on stderr, only when stderr is a terminal."""
+
+    def __init__(self, total_bytes: int | None) -> None:
+        self.bar = None
+        if not err.is_terminal:
+            return
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TransferSpeedColumn,
+        )
+
+        self.bar = Progress(
+            TextColumn("appending"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TextColumn("{task.fields[entries]:,} entries"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+        )
+        self.task = self.bar.add_task("append", total=total_bytes, entries=0)
+
+    def __enter__(self) -> AppendProgress:
+        if self.bar is not None:
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def advance(self, entries: int, size: int) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, advance=size, entries=entries)
+
+
+def render(doc: dict, output_format: ReadFormat, raw: bool, ids: bool) -> bytes:
+    if raw:
+        return base64.b64decode(doc["data"])
+    if output_format is ReadFormat.json:
+        return json.dumps({"entry_id": doc["entry_id"], "data": doc["data"]}).encode() + b"\n"
+    prefix = f"{doc['entry_id']}\t".encode() if ids else b""
+    if output_format is ReadFormat.base64:
+        return prefix + doc["data"].encode() + b"\n"
+    text = base64.b64decode(doc["data"]).decode("utf-8", errors="backslashreplace")
+    return prefix + text.encode() + b"\n"
+
+
+def quiet_stdout() -> None:
+    """The reader went away (``| head``): stop quietly, without a traceback at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)

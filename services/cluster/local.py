@@ -1,0 +1,467 @@
+"""The local cluster behind ``quire up``: ZooKeeper, bookies and services, supervised.
+
+Layout (P = the gateway port, N = the number of bookies)::
+
+    zookeeper    127.0.0.1:2181 (unless --zk names one)   DATA_DIR/zookeeper
+    bookie-i     P+i, i = 1..N                            DATA_DIR/bookie-i
+    gateway      P         (once gateway/__main__.py exists)
+    auditor      P+N+1     (once auditor/__main__.py exists)
+    replicator   P+N+2     (once replicator/__main__.py exists)
+
+Every log goes to ``DATA_DIR/logs/<name>.log``.
+
+Ordering rules. Every port is checked before anything starts, so a busy port
+costs nothing. ZooKeeper starts first and must serve before the bookies
+start; the bookies start together and are then waited for one by one (a
+bookie is healthy once it is registered); then the services in table order.
+Stopping goes the other way: every service gets SIGTERM at once, then
+SIGKILL after a grace, and ZooKeeper goes last, so the services close their
+sessions and their ephemeral registrations disappear at once rather than
+after the session timeout.
+
+A child that dies while the cluster runs is reported on stderr and the rest
+keep running, so you can kill -9 a bookie by hand and watch the cluster
+cope. When nothing useful is left -- the ZooKeeper that ``quire up`` started
+died, or no service is alive -- it stops the rest and exits 1.
+
+The data dir is reused on the next start: ZooKeeper's data and each bookie's
+data dir (with its cookie) stay where they were, and a bookie's id is its
+``host:port``, so the same ``--gateway-port`` gives every bookie its old
+identity back.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.util
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import psutil
+
+from services.cli.ui import Ui
+from services.cluster.processes import (
+    STOP_GRACE_S,
+    ManagedProcess,
+    ProcessError,
+    ServiceProcess,
+    ZooKeeperProcess,
+    health_ok,
+    port_is_open,
+    tail,
+    zookeeper_ready,
+)
+
+BOOKIES_MAX = 32
+ZOOKEEPER_START_DEADLINE_S = 90.0
+SERVICE_START_DEADLINE_S = 90.0
+EXTERNAL_ZOOKEEPER_DEADLINE_S = 10.0
+SUPERVISE_INTERVAL_S = 0.5
+LOG_TAIL_LINES = 8
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceSpec:
+    """One singleton service of the local cluster; ``port(P, N)`` places it."""
+
+    name: str
+    module: str
+    port: Callable[[int, int], int]
+
+    def available(self) -> bool:
+        """True once ``python -m <module>`` can run (later issues add the modules)."""
+        try:
+            return importlib.util.find_spec(f"{self.module}.__main__") is not None
+        except (ImportError, ValueError):
+            return False
+
+
+# The services after the bookies, in start order. Each starts only once its
+# module exists; adding one to the cluster is one line here.
+SERVICES: tuple[ServiceSpec, ...] = (
+    ServiceSpec("gateway", "gateway", lambda p, n: p),
+    ServiceSpec("auditor", "auditor", lambda p, n: p + n + 1),
+    ServiceSpec("replicator", "replicator", lambda p, n: p + n + 2),
+)
+
+
+class ClusterError(RuntimeError):
+    """The cluster cannot start or keep running; the message is one line for people."""
+
+    def __init__(self, message: str, log_path: Path | None = None):
+        super().__init__(message)
+        self.log_path = log_path
+
+
+class StopRequested(Exception):
+    """SIGINT or SIGTERM arrived while the cluster was starting."""
+
+
+@dataclass(slots=True)
+class UpConfig:
+    data_dir: Path
+    bookies: int = 3
+    gateway_port: int = 8080
+    host: str = "127.0.0.1"
+    zk: str | None = None
+    zk_port: int = 2181
+    zk_root: str = "/quire"
+    zk_session_timeout: float | None = None
+    start_deadline_s: float = SERVICE_START_DEADLINE_S
+    without: frozenset[str] = frozenset()
+
+
+def port_free(host: str, port: int) -> bool:
+    """True if a server could listen on ``host:port`` now (what uvicorn and ZooKeeper do)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+@dataclass(slots=True)
+class Planned:
+    name: str
+    module: str
+    port: int
+    args: list[str]
+
+
+class LocalCluster:
+    """Starts, watches and stops the processes of one ``quire up``."""
+
+    def __init__(self, config: UpConfig, ui: Ui | None = None):
+        self.config = config
+        self.ui = ui or Ui("quire up")
+        self.data_dir = config.data_dir.expanduser().resolve()
+        self.logs_dir = self.data_dir / "logs"
+        self.stop_requested = threading.Event()
+        self.zookeeper: ZooKeeperProcess | None = None
+        self.services: list[ServiceProcess] = []
+        self._reported: set[int] = set()
+        self._lock_file: IO[str] | None = None
+
+    # -- the plan -----------------------------------------------------------
+
+    @property
+    def zk_connect(self) -> str:
+        return self.config.zk or f"{self.config.host}:{self.config.zk_port}"
+
+    def plan(self) -> list[Planned]:
+        """Every service to start, with its port and arguments, in start order."""
+        cfg = self.config
+        if not 1 <= cfg.bookies <= BOOKIES_MAX:
+            raise ClusterError(f"--bookies must be between 1 and {BOOKIES_MAX}, got {cfg.bookies}")
+        common = ["--zk", self.zk_connect, "--zk-root", cfg.zk_root]
+        if cfg.zk_session_timeout is not None:
+            common += ["--zk-session-timeout", str(cfg.zk_session_timeout)]
+        planned = [
+            Planned(
+                f"bookie-{i}",
+                "bookie",
+                cfg.gateway_port + i,
+                [*common, "--data-dir", str(self.data_dir / f"bookie-{i}")],
+            )
+            for i in range(1, cfg.bookies + 1)
+        ]
+        unknown = cfg.without - {spec.name for spec in SERVICES}
+        if unknown:
+            names = ", ".join(spec.name for spec in SERVICES)
+            raise ClusterError(f"--without takes {names}; got {', '.join(sorted(unknown))}")
+        for spec in SERVICES:
+            if spec.name not in cfg.without and spec.available():
+                port = spec.port(cfg.gateway_port, cfg.bookies)
+                planned.append(Planned(spec.name, spec.module, port, common))
+        for item in planned:
+            if not 1 <= item.port <= 65535:
+                raise ClusterError(
+                    f"{item.name} would listen on port {item.port}, outside 1-65535: "
+                    "pick a lower --gateway-port"
+                )
+        return planned
+
+    # -- start --------------------------------------------------------------
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Start everything and wait until it is healthy.
+
+        On failure (``ClusterError``, ``StopRequested``) what started keeps
+        running until ``stop()``: use the cluster as a context manager.
+        """
+        planned = self.plan()
+        self._check_ports(planned)
+        self._lock_data_dir()
+        if self.config.zk is None:
+            self._start_zookeeper()
+        else:
+            self._check_external_zookeeper()
+        bookies = [p for p in planned if p.module == "bookie"]
+        others = [p for p in planned if p.module != "bookie"]
+        self._start_group(bookies)
+        for item in others:
+            self._start_group([item])
+
+    def _check_ports(self, planned: Sequence[Planned]) -> None:
+        host = self.config.host
+        wanted = [(p.name, p.port) for p in planned]
+        if self.config.zk is None:
+            wanted.insert(0, ("zookeeper", self.config.zk_port))
+        seen: dict[int, str] = {}
+        for name, port in wanted:
+            if port in seen:
+                raise ClusterError(f"{name} and {seen[port]} would both use port {port}")
+            seen[port] = name
+        for name, port in wanted:
+            if port_free(host, port):
+                continue
+            if name == "zookeeper":
+                raise ClusterError(
+                    f"port {port} on {host} (for ZooKeeper) is busy: is a ZooKeeper already "
+                    f"running? Use it with --zk {host}:{port}, or stop it"
+                )
+            raise ClusterError(
+                f"port {port} on {host} (for {name}) is busy: stop whatever uses it "
+                "(another quire up?) or choose other ports with --gateway-port"
+            )
+
+    def _lock_data_dir(self) -> None:
+        """One ``quire up`` per data dir: two would share ZooKeeper's and the bookies' files."""
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        path = self.data_dir / "quire-up.pid"
+        lock = open(path, "a+")  # noqa: SIM115 - held until stop()
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.seek(0)
+            other = lock.read().strip() or "?"
+            lock.close()
+            raise ClusterError(
+                f"{self.data_dir} is in use by another quire up (pid {other}); "
+                "stop it or choose another --data-dir"
+            ) from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"{os.getpid()}\n")
+        lock.flush()
+        self._lock_file = lock
+
+    def _start_zookeeper(self) -> None:
+        if shutil.which("java") is None:
+            raise ClusterError(
+                "java is not installed: ZooKeeper needs a Java runtime (17+); "
+                "'make run' installs what it can, or install a JRE"
+            )
+        try:
+            zk = ZooKeeperProcess(
+                self.data_dir / "zookeeper", self.config.zk_port, host=self.config.host
+            )
+        except ProcessError as exc:
+            raise ClusterError(str(exc)) from None
+        zk.log_path = self.logs_dir / "zookeeper.log"
+        self.zookeeper = zk
+        self._spawn(zk)
+        self._wait(
+            zk,
+            lambda: zookeeper_ready(zk.host, zk.port),
+            "serving",
+            max(ZOOKEEPER_START_DEADLINE_S, self.config.start_deadline_s),
+        )
+        self.ui.started(self._describe(zk, zk.connect_string))
+
+    def _check_external_zookeeper(self) -> None:
+        hosts = [h.rsplit(":", 1) for h in self.zk_connect.split(",")]
+        end = time.monotonic() + EXTERNAL_ZOOKEEPER_DEADLINE_S
+        with self.ui.progress(f"checking ZooKeeper at {self.zk_connect}"):
+            while not any(port_is_open(h, int(p)) for h, p in hosts):
+                if self.stop_requested.is_set():
+                    raise StopRequested
+                if time.monotonic() > end:
+                    raise ClusterError(
+                        f"cannot reach ZooKeeper at {self.zk_connect} (--zk): is it running?"
+                    )
+                self.stop_requested.wait(0.2)
+
+    def _start_group(self, items: Sequence[Planned]) -> None:
+        """Start ``items`` together, then wait for each to be healthy."""
+        started = []
+        for item in items:
+            proc = ServiceProcess(
+                item.module,
+                item.args,
+                self.config.host,
+                item.port,
+                self.logs_dir / f"{item.name}.log",
+                name=item.name,
+            )
+            self.services.append(proc)
+            self._spawn(proc)
+            started.append(proc)
+        for proc in started:
+            self._wait(
+                proc, lambda p=proc: health_ok(p.url), "healthy", self.config.start_deadline_s
+            )
+            self.ui.started(self._describe(proc, proc.url))
+
+    def _spawn(self, proc: ManagedProcess) -> None:
+        with open(proc.log_path, "ab") as log:
+            log.write(f"----- quire up: starting {proc.name}: {' '.join(proc.argv)}\n".encode())
+        try:
+            proc.start()
+        except OSError as exc:
+            raise ClusterError(f"cannot start {proc.name}: {exc}") from None
+
+    def _wait(
+        self, proc: ManagedProcess, ready: Callable[[], bool], what: str, deadline_s: float
+    ) -> None:
+        end = time.monotonic() + deadline_s
+        with self.ui.progress(f"waiting for {proc.name} (pid {proc.pid}) to be {what}"):
+            while True:
+                if self.stop_requested.is_set():
+                    raise StopRequested
+                if not proc.alive():
+                    raise ClusterError(
+                        f"{proc.name} {_ended(proc)} before it was {what}; "
+                        f"its log is {proc.log_path}",
+                        proc.log_path,
+                    )
+                if ready():
+                    return
+                if time.monotonic() > end:
+                    raise ClusterError(
+                        f"{proc.name} was not {what} after {deadline_s:g}s; "
+                        f"its log is {proc.log_path}",
+                        proc.log_path,
+                    )
+                self.stop_requested.wait(0.1)
+
+    def _describe(self, proc: ManagedProcess, where: str) -> str:
+        return f"{proc.name:<12} {where:<24} pid {proc.pid:<8} log {proc.log_path}"
+
+    def summary(self) -> str:
+        counts: dict[str, int] = {}
+        for proc in self.services:
+            module = getattr(proc, "module", proc.name)
+            counts[module] = counts.get(module, 0) + 1
+        what = [f"{n} {m}{'s' if n > 1 else ''}" for m, n in counts.items()]
+        if self.zookeeper is not None:
+            what.insert(0, "ZooKeeper")
+        return (
+            f"quire up: ready: {', '.join(what)}; ZooKeeper {self.zk_connect}"
+            f"{self.config.zk_root}; data in {self.data_dir}; "
+            f"Ctrl-C or SIGTERM to pid {os.getpid()} stops everything"
+        )
+
+    # -- run ----------------------------------------------------------------
+
+    def supervise(self) -> None:
+        """Watch the children until a stop is requested; ``ClusterError`` when hopeless."""
+        while not self.stop_requested.wait(SUPERVISE_INTERVAL_S):
+            for proc in self._children():
+                if proc.alive() or id(proc) in self._reported:
+                    continue
+                self._reported.add(id(proc))
+                self.ui.error(f"{proc.name} (pid {proc.pid}) {_ended(proc)}")
+                self.ui.note(_indent(tail(proc.log_path, LOG_TAIL_LINES)))
+                if proc is not self.zookeeper:
+                    self.ui.note(f"the rest keep running; its log is {proc.log_path}")
+            if self.zookeeper is not None and not self.zookeeper.alive():
+                raise ClusterError(
+                    "ZooKeeper died; nothing works without it, stopping everything",
+                    self.zookeeper.log_path,
+                )
+            if not any(p.alive() for p in self.services):
+                raise ClusterError("every service has exited, stopping")
+
+    # -- stop ---------------------------------------------------------------
+
+    def _children(self) -> list[ManagedProcess]:
+        children: list[ManagedProcess] = list(self.services)
+        if self.zookeeper is not None:
+            children.insert(0, self.zookeeper)
+        return children
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Stop every service at once, then ZooKeeper; SIGKILL whatever outlives the grace."""
+        services = [p for p in reversed(self.services) if p.proc is not None]
+        if any(p.alive() for p in services):
+            with self.ui.progress(f"stopping {len(services)} service(s)"):
+                stop_processes(services, grace_s)
+        else:
+            stop_processes(services, grace_s)
+        if self.zookeeper is not None and self.zookeeper.proc is not None:
+            with self.ui.progress("stopping ZooKeeper"):
+                stop_processes([self.zookeeper], grace_s)
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None
+
+
+def stop_processes(procs: Sequence[ManagedProcess], grace_s: float) -> None:
+    """SIGTERM every process (and its descendants) at once, SIGKILL after ``grace_s``.
+
+    Descendants are collected by pid before the signal, so a child that its
+    parent leaves behind is stopped too; nothing is signalled by name.
+    """
+    descendants: list[psutil.Process] = []
+    for proc in procs:
+        if proc.alive() and proc.pid is not None:
+            try:
+                descendants += psutil.Process(proc.pid).children(recursive=True)
+            except psutil.Error:
+                pass
+            proc.signal(signal.SIGCONT)  # a paused process cannot handle SIGTERM
+            proc.signal(signal.SIGTERM)
+    end = time.monotonic() + grace_s
+    for proc in procs:
+        if proc.proc is None:
+            continue
+        try:
+            proc.proc.wait(max(0.0, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        proc.proc.wait()
+    alive = [d for d in descendants if d.is_running()]
+    for child in alive:
+        try:
+            child.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(alive, timeout=max(0.5, end - time.monotonic()))
+    for child in alive:
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+
+
+def _ended(proc: ManagedProcess) -> str:
+    """How a process ended, for people: "exited with code 3", "was killed by SIGKILL"."""
+    code = proc.proc.returncode if proc.proc is not None else None
+    if code is not None and code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            pass
+    return f"exited with code {code}"
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"    {line}" for line in text.splitlines())

@@ -1,0 +1,32 @@
+"""The bounds every service shares (STYLE.md §5), each named with its unit last.
+
+API.md fixes most of them; the bookie API (bookie/API.md) uses the same ones, so
+a gateway never asks a bookie for more than the bookie serves. Tunables that an
+operator may change are settings (``services/settings.py``), not constants here.
+"""
+
+from __future__ import annotations
+
+# Ids are non-negative signed 64-bit integers.
+ID_MAX = (1 << 63) - 1
+
+# Entries and add requests (API.md: 413 payload_too_large past these).
+ENTRY_SIZE_MAX_BYTES = 5 * 1024 * 1024
+BATCH_ENTRIES_MAX = 10_000
+BODY_SIZE_MAX_BYTES = 64 * 1024 * 1024
+# A create-ledger (or other small JSON) request body.
+SMALL_BODY_MAX_BYTES = 1024 * 1024
+
+# Range reads: one answer holds at most this many entries or payload bytes (the
+# first entry always comes whole).
+PAGE_ENTRIES_MAX = 1_000
+PAGE_BYTES_MAX = 8 * 1024 * 1024
+
+# Listings (ledgers, logs, bookies' ledgers): the most ids per answer.
+LIST_LIMIT_MAX = 1_000
+
+# LAC long polls are clamped to this wait.
+LAC_WAIT_MAX_MS = 30_000
+
+# Explicit LAC updates: the most ledgers in one request to a bookie.
+LAC_BATCH_MAX = 10_000

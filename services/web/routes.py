@@ -1,0 +1,41 @@
+"""The routes every service has: ``/health`` and ``/metrics``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from services.web.errors import error_response
+
+
+def add_metrics_route(app: FastAPI, registry: CollectorRegistry) -> None:
+    @app.get(
+        "/metrics",
+        tags=["ops"],
+        response_class=Response,
+        summary="Prometheus metrics",
+        responses={
+            200: {
+                "description": "Prometheus text exposition format",
+                "content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}},
+            }
+        },
+    )
+    async def metrics() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def add_health_route(app: FastAPI, is_ready: Callable[[], bool]) -> None:
+    @app.get(
+        "/health",
+        tags=["ops"],
+        summary="Readiness",
+        responses={200: {"description": "ready"}, **error_response(503, "not ready")},
+    )
+    async def health() -> JSONResponse:
+        if is_ready():
+            return JSONResponse({"status": "ok"})
+        return JSONResponse({"error": "unavailable", "message": "not ready"}, status_code=503)

@@ -1,0 +1,94 @@
+"""Entry digests: CRC32C, or HMAC-SHA256 keyed from the ledger password.
+
+The digest covers the ledger id, the entry id, the writer's LAC at send time,
+the ledger's total length up to the entry, and the payload, so a replica moved
+to the wrong place or a torn payload is caught. Writers compute it once;
+readers verify it again (STYLE.md §4).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import struct
+from dataclasses import replace
+
+import crc32c
+
+from services.wire.framing import Record
+
+DIGEST_TYPES = ("crc32c", "hmac-sha256", "none")
+_HEADER = struct.Struct(">qqqq")
+
+
+def mac_key(password: bytes) -> bytes:
+    """The HMAC key of a ledger: derived from its password, never the password itself."""
+    return hashlib.sha256(b"quire-ledger-mac:" + password).digest()
+
+
+def compute(
+    digest_type: str,
+    key: bytes,
+    ledger_id: int,
+    entry_id: int,
+    lac: int,
+    payload: bytes,
+    *,
+    length: int = 0,
+) -> bytes:
+    header = _HEADER.pack(ledger_id, entry_id, lac, length)
+    if digest_type == "crc32c":
+        return crc32c.crc32c(payload, crc32c.crc32c(header)).to_bytes(4, "big")
+    if digest_type == "hmac-sha256":
+        mac = hmac.new(key, header, hashlib.sha256)
+        mac.update(payload)
+        return mac.digest()
+    if digest_type == "none":
+        return b""
+    raise ValueError(f"unknown digest type {digest_type!r}")
+
+
+def verify(
+    digest_type: str,
+    key: bytes,
+    ledger_id: int,
+    entry_id: int,
+    lac: int,
+    payload: bytes,
+    digest: bytes,
+    *,
+    length: int = 0,
+) -> bool:
+    expected = compute(digest_type, key, ledger_id, entry_id, lac, payload, length=length)
+    return hmac.compare_digest(expected, digest)
+
+
+def seal(record: Record, key: bytes = b"") -> Record:
+    """The record with its digest computed over its fields (the writer's side)."""
+    digest = compute(
+        record.digest_type,
+        key,
+        record.ledger_id,
+        record.entry_id,
+        record.lac,
+        record.payload,
+        length=record.length,
+    )
+    return replace(record, digest=digest)
+
+
+def record_ok(record: Record, key: bytes = b"") -> bool:
+    """True when the record's digest matches its fields (the reader's side).
+
+    A bookie calls this with an empty key for crc32c and none digests; it
+    cannot check an HMAC (it has no key)."""
+    return verify(
+        record.digest_type,
+        key,
+        record.ledger_id,
+        record.entry_id,
+        record.lac,
+        record.payload,
+        record.digest,
+        length=record.length,
+    )

@@ -1,0 +1,127 @@
+"""The bookie's compact binary framing for entries on the data path.
+
+A body is a sequence of records; each record is a fixed header followed by
+the digest and the payload:
+
+    flags        u8     bit 0: recovery add (accepted by a fenced ledger);
+                        bits 1-2: digest type (0 none, 1 crc32c, 2 hmac-sha256)
+    ledger_id    i64    >= 0
+    entry_id     i64    >= 0
+    lac          i64    >= -1, the writer's last-add-confirmed at send time
+    length       i64    >= 0, the ledger's total payload bytes up to and including this entry
+    payload_len  u32    <= ENTRY_SIZE_MAX_BYTES
+    digest_len   u16    <= DIGEST_SIZE_MAX_BYTES
+    digest       digest_len bytes
+    payload      payload_len bytes
+
+All integers are big-endian. The same framing carries adds to a bookie and
+entries read back from it. A body that does not parse is rejected whole.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from services.errors import InvalidArgument, PayloadTooLarge
+from services.limits import BATCH_ENTRIES_MAX, ENTRY_SIZE_MAX_BYTES
+
+MEDIA_TYPE = "application/x-quire-entries"
+HEADER = struct.Struct(">BqqqqIH")
+FLAG_RECOVERY = 0x01
+_DIGEST_SHIFT = 1
+_DIGEST_MASK = 0x06
+_FLAGS_KNOWN = FLAG_RECOVERY | _DIGEST_MASK
+DIGEST_CODES = {"none": 0, "crc32c": 1, "hmac-sha256": 2}
+DIGEST_NAMES = {code: name for name, code in DIGEST_CODES.items()}
+DIGEST_LENGTHS = {"none": 0, "crc32c": 4, "hmac-sha256": 32}
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    ledger_id: int
+    entry_id: int
+    lac: int
+    payload: bytes
+    digest: bytes = b""
+    recovery: bool = False
+    digest_type: str = "none"
+    length: int = 0
+
+
+def encode(records: list[Record]) -> bytes:
+    parts: list[bytes] = []
+    for r in records:
+        flags = (FLAG_RECOVERY if r.recovery else 0) | (
+            DIGEST_CODES[r.digest_type] << _DIGEST_SHIFT
+        )
+        parts.append(
+            HEADER.pack(
+                flags, r.ledger_id, r.entry_id, r.lac, r.length, len(r.payload), len(r.digest)
+            )
+        )
+        parts.append(r.digest)
+        parts.append(r.payload)
+    return b"".join(parts)
+
+
+def decode(body: bytes, max_records: int = BATCH_ENTRIES_MAX, *, copy: bool = True) -> list[Record]:
+    """Parse a whole body, or raise ``InvalidArgument`` / ``PayloadTooLarge``.
+
+    With ``copy=False`` each payload is a read-only ``memoryview`` into ``body``
+    instead of a copy (it keeps ``body`` alive): the bookie's add path uses it to
+    hold each entry in memory once, not twice.
+    """
+    records: list[Record] = []
+    view = memoryview(body)
+    pos, end, size = 0, len(body), HEADER.size
+    while pos < end:
+        if end - pos < size:
+            raise InvalidArgument(f"truncated record header at byte {pos}")
+        (flags, ledger_id, entry_id, lac, length, payload_len, digest_len) = HEADER.unpack_from(
+            view, pos
+        )
+        digest_type = DIGEST_NAMES.get((flags & _DIGEST_MASK) >> _DIGEST_SHIFT)
+        if flags & ~_FLAGS_KNOWN or digest_type is None:
+            raise InvalidArgument(f"unknown flags {flags:#x} at byte {pos}")
+        if ledger_id < 0 or entry_id < 0 or lac < -1 or length < 0:
+            raise InvalidArgument(
+                f"negative id in record at byte {pos}: ledger {ledger_id} entry {entry_id} "
+                f"lac {lac}"
+            )
+        if payload_len > ENTRY_SIZE_MAX_BYTES:
+            raise PayloadTooLarge(
+                f"entry of {payload_len} bytes over the limit of {ENTRY_SIZE_MAX_BYTES}"
+            )
+        if digest_len != DIGEST_LENGTHS[digest_type]:
+            raise InvalidArgument(
+                f"digest of {digest_len} bytes does not fit type {digest_type} "
+                f"(ledger {ledger_id} entry {entry_id})"
+            )
+        pos += size
+        if end - pos < digest_len + payload_len:
+            raise InvalidArgument(
+                f"truncated record: ledger {ledger_id} entry {entry_id} declares "
+                f"{digest_len + payload_len} bytes, {end - pos} remain"
+            )
+        digest = bytes(view[pos : pos + digest_len])
+        pos += digest_len
+        payload = view[pos : pos + payload_len]
+        if copy:
+            payload = bytes(payload)
+        pos += payload_len
+        records.append(
+            Record(
+                ledger_id,
+                entry_id,
+                lac,
+                payload,
+                digest,
+                bool(flags & FLAG_RECOVERY),
+                digest_type,
+                length,
+            )
+        )
+        if len(records) > max_records:
+            raise PayloadTooLarge(f"more than {max_records} entries in one request")
+    return records

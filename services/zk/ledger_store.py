@@ -1,0 +1,98 @@
+"""Ledger metadata in ZooKeeper: create, versioned read, compare-and-set, delete, list.
+
+One znode per ledger at the hierarchical path of ``services.zkpaths.ledger``;
+the znode version is the CAS token and is kept beside the metadata value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from services.errors import LedgerNotFound
+from services.limits import LIST_LIMIT_MAX
+from services.protocol.metadata import LedgerMetadata
+from services.zk import paths as zkpaths
+from services.zk.store import MetadataStore, NodeNotFound
+
+
+@dataclass(frozen=True, slots=True)
+class VersionedLedger:
+    metadata: LedgerMetadata
+    version: int
+
+
+class LedgerStore:
+    def __init__(self, store: MetadataStore) -> None:
+        self.store = store
+
+    async def new_ledger_id(self) -> int:
+        return await self.store.generate_ledger_id()
+
+    async def create(self, metadata: LedgerMetadata) -> VersionedLedger:
+        """Write a new ledger's znode (its id is fresh, so it cannot exist)."""
+        await self.store.create(zkpaths.ledger(metadata.ledger_id), metadata.to_json())
+        return VersionedLedger(metadata, 0)
+
+    async def get(self, ledger_id: int) -> VersionedLedger:
+        try:
+            node = await self.store.get(zkpaths.ledger(ledger_id))
+        except NodeNotFound as exc:
+            raise LedgerNotFound(f"no ledger {ledger_id}") from exc
+        return VersionedLedger(LedgerMetadata.from_json(node.data), node.version)
+
+    async def compare_and_set(self, metadata: LedgerMetadata, version: int) -> VersionedLedger:
+        """Write ``metadata`` only if the znode is still at ``version``
+        (``MetadataConflict`` otherwise, ``LedgerNotFound`` if it was deleted)."""
+        try:
+            new_version = await self.store.set(
+                zkpaths.ledger(metadata.ledger_id), metadata.to_json(), version
+            )
+        except NodeNotFound as exc:
+            raise LedgerNotFound(f"ledger {metadata.ledger_id} was deleted") from exc
+        return VersionedLedger(metadata, new_version)
+
+    async def delete(self, ledger_id: int) -> None:
+        try:
+            await self.store.delete(zkpaths.ledger(ledger_id))
+        except NodeNotFound as exc:
+            raise LedgerNotFound(f"no ledger {ledger_id}") from exc
+
+    async def list(self, after: int | None, limit: int) -> tuple[list[int], int | None]:
+        """Ledger ids in ascending order after ``after``; the next ``after`` or None.
+
+        Walks the hierarchy depth first, in order, skipping subtrees that end
+        before ``after``, so a page costs a few ``children`` calls however many
+        ledgers exist."""
+        limit = max(1, min(limit, LIST_LIMIT_MAX))
+        start = -1 if after is None else after
+        out: list[int] = []
+        await self._walk(zkpaths.LEDGERS, [], start, limit + 1, out)
+        if len(out) > limit:
+            return out[:limit], out[limit - 1]
+        return out, None
+
+    async def _walk(
+        self, path: str, parts: list[str], after: int, want: int, out: list[int]
+    ) -> None:
+        try:
+            children = await self.store.children(path)
+        except NodeNotFound:
+            return
+        depth = len(parts)
+        for child in children:
+            if len(out) >= want:
+                return
+            if depth == 4:
+                if not child.startswith("L"):
+                    continue
+                ledger_id = zkpaths.ledger_id_from_parts([*parts, child])
+                if ledger_id > after:
+                    out.append(ledger_id)
+                continue
+            if not child.isdigit():
+                continue
+            # The largest id in this subtree; skip it when it ends before ``after``.
+            prefix = "".join([*parts, child])
+            if int(prefix.ljust(19, "9")) <= after:
+                continue
+            await self._walk(f"{path}/{child}", [*parts, child], after, want, out)

@@ -1,0 +1,79 @@
+"""Every ZooKeeper path Quire uses, built in this one module.
+
+All paths are relative to the service's chroot (``--zk-root``, default
+``/quire``), which kazoo applies to every call.
+
+    /bookies/{bookie_id}                   ephemeral registration (JSON: address, state)
+    /cookies/{bookie_id}                   persistent cookie (JSON: instance_id)
+    /idgen/{hob}/ID-{seq}                  64-bit ledger id generation (transient nodes)
+    /ledgers/000/0000/0000/0000/L0001      ledger metadata, hierarchical by zero-padded id
+    /logs/{name}                           log metadata
+    /underreplication/ledgers/...          under-replicated marks (same hierarchy as ledgers)
+    /underreplication/locks/{ledger_id}    replication worker locks (ephemeral)
+    /underreplication/disabled             present while replication is disabled
+    /auditor/election                      auditor leader election
+"""
+
+from __future__ import annotations
+
+from services.errors import InvalidArgument
+from services.limits import ID_MAX
+
+BOOKIES = "/bookies"
+COOKIES = "/cookies"
+IDGEN = "/idgen"
+LEDGERS = "/ledgers"
+LOGS = "/logs"
+UNDER_REPLICATION = "/underreplication"
+UNDER_REPLICATED_LEDGERS = f"{UNDER_REPLICATION}/ledgers"
+REPLICATION_LOCKS = f"{UNDER_REPLICATION}/locks"
+REPLICATION_DISABLED = f"{UNDER_REPLICATION}/disabled"
+AUDITOR_ELECTION = "/auditor/election"
+
+LEDGER_ID_MAX = ID_MAX
+_ID_DIGITS = 19
+_ID_SPLIT = (3, 4, 4, 4, 4)
+
+
+def bookie(bookie_id: str) -> str:
+    return f"{BOOKIES}/{bookie_id}"
+
+
+def cookie(bookie_id: str) -> str:
+    return f"{COOKIES}/{bookie_id}"
+
+
+def _hierarchy(ledger_id: int) -> list[str]:
+    if not 0 <= ledger_id <= LEDGER_ID_MAX:
+        raise InvalidArgument(f"ledger id out of range: {ledger_id}")
+    digits = f"{ledger_id:0{_ID_DIGITS}d}"
+    parts, pos = [], 0
+    for width in _ID_SPLIT:
+        parts.append(digits[pos : pos + width])
+        pos += width
+    parts[-1] = "L" + parts[-1]
+    return parts
+
+
+def ledger(ledger_id: int) -> str:
+    """``/ledgers/000/0000/0000/0000/L0001``: at most 10,000 children per znode."""
+    return LEDGERS + "/" + "/".join(_hierarchy(ledger_id))
+
+
+def under_replicated(ledger_id: int) -> str:
+    return UNDER_REPLICATED_LEDGERS + "/" + "/".join(_hierarchy(ledger_id))
+
+
+def ledger_id_from_parts(parts: list[str]) -> int:
+    """Inverse of the hierarchy: the five path components below ``/ledgers``."""
+    if len(parts) != len(_ID_SPLIT) or not parts[-1].startswith("L"):
+        raise ValueError(f"not a ledger path: {parts}")
+    return int("".join(parts[:-1]) + parts[-1][1:])
+
+
+def replication_lock(ledger_id: int) -> str:
+    return f"{REPLICATION_LOCKS}/{ledger_id}"
+
+
+def log(name: str) -> str:
+    return f"{LOGS}/{name}"

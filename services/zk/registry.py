@@ -1,0 +1,88 @@
+"""The gateway's view of the bookie registry (``/bookies`` in ZooKeeper).
+
+A children watch keeps the set of registered bookies current; each bookie's
+JSON (address, state) is read when it appears and re-read on changes, so the
+writer knows which bookies are writable (placement, ensemble changes) and
+where each one is reached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from services.zk import paths as zkpaths
+from services.zk.store import MetadataStore, Versioned
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class BookieInfo:
+    bookie_id: str
+    address: str
+    state: str  # "writable" | "readonly"
+
+
+class BookieRegistry:
+    def __init__(self, store: MetadataStore) -> None:
+        self.store = store
+        self.bookies: dict[str, BookieInfo] = {}
+        self._watched: set[str] = set()
+        self._listeners: list[Callable[[], None]] = []
+        self._ready = asyncio.Event()
+
+    def add_listener(self, callback: Callable[[], None]) -> None:
+        """``callback()`` on the loop whenever the set or a state changes."""
+        self._listeners.append(callback)
+
+    async def start(self) -> None:
+        await self.store.ensure_path(zkpaths.BOOKIES)
+        self.store.watch_children(zkpaths.BOOKIES, self._on_children)
+        await asyncio.wait_for(self._ready.wait(), 30)
+
+    @property
+    def writable(self) -> list[str]:
+        return sorted(b for b, info in self.bookies.items() if info.state == "writable")
+
+    def address_of(self, bookie_id: str) -> str:
+        info = self.bookies.get(bookie_id)
+        return info.address if info else bookie_id
+
+    def _on_children(self, children: list[str]) -> None:
+        current = set(children)
+        for gone in set(self.bookies) - current:
+            del self.bookies[gone]
+        for child in current - self._watched:
+            # A DataWatch lives on after its node is deleted and fires again when the
+            # bookie re-registers, so each bookie is watched once.
+            self._watched.add(child)
+            self.store.watch_data(zkpaths.bookie(child), self._data_callback(child))
+        self._ready.set()
+        self._notify()
+
+    def _data_callback(self, bookie_id: str) -> Callable[[Versioned | None], None]:
+        def on_data(node: Versioned | None) -> None:
+            if node is None:
+                self.bookies.pop(bookie_id, None)
+            else:
+                try:
+                    doc = json.loads(node.data)
+                    address = str(doc.get("address") or bookie_id).removeprefix("http://")
+                    state = str(doc.get("state") or "writable")
+                except (ValueError, AttributeError):
+                    address, state = bookie_id, "writable"
+                self.bookies[bookie_id] = BookieInfo(bookie_id, address, state)
+            self._notify()
+
+        return on_data
+
+    def _notify(self) -> None:
+        for callback in self._listeners:
+            try:
+                callback()
+            except Exception:  # noqa: BLE001 - one listener must not break the others
+                log.exception("bookie registry listener failed")

@@ -1,0 +1,332 @@
+"""The metadata store: ZooKeeper through kazoo, bridged once for asyncio.
+
+kazoo runs its own I/O thread. Every call here uses kazoo's ``*_async``
+methods and resolves an asyncio future from kazoo's callback with
+``loop.call_soon_threadsafe``, so no event-loop thread ever blocks on
+ZooKeeper. Watches and session-state changes are delivered on the event loop
+the same way.
+
+Session states (kazoo ``KazooState``): CONNECTED; SUSPENDED (connection lost,
+the session may survive: do not assume ephemeral nodes, locks or leadership);
+LOST (the session expired: ephemeral nodes are gone; kazoo reconnects with a
+new session and reports CONNECTED again, and owners of ephemeral nodes must
+re-create them).
+
+kazoo exceptions are mapped at this boundary: NoNode -> ``NodeNotFound``,
+NodeExists -> ``NodeExists``, BadVersion -> ``MetadataConflict``, connection
+problems and timeouts -> ``MetadataUnavailable``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionClosedError,
+    ConnectionLoss,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import KazooState
+
+from services.errors import Conflict, MetadataConflict, MetadataUnavailable, NotFound
+from services.zk import paths as zkpaths
+
+log = logging.getLogger(__name__)
+
+OPERATION_TIMEOUT_S = 15.0
+_SEQ_ROLLOVER = (1 << 31) - 2
+
+
+class NodeNotFound(NotFound):
+    """The znode does not exist."""
+
+    code = "node_not_found"
+
+
+class NodeExists(Conflict):
+    """The znode exists already."""
+
+    code = "node_exists"
+
+
+class NodeNotEmpty(Conflict):
+    """The znode has children."""
+
+    code = "node_not_empty"
+
+
+@dataclass(frozen=True, slots=True)
+class Versioned:
+    data: bytes
+    version: int
+
+
+def _translate(exc: BaseException, path: str) -> BaseException:
+    if isinstance(exc, NoNodeError):
+        return NodeNotFound(f"no znode {path}")
+    if isinstance(exc, NodeExistsError):
+        return NodeExists(f"znode {path} exists")
+    if isinstance(exc, BadVersionError):
+        return MetadataConflict(f"version of {path} changed")
+    if isinstance(exc, NotEmptyError):
+        return NodeNotEmpty(f"znode {path} has children")
+    if isinstance(
+        exc,
+        ConnectionLoss
+        | SessionExpiredError
+        | ConnectionClosedError
+        | OperationTimeoutError
+        | KazooTimeoutError,
+    ):
+        return MetadataUnavailable(f"ZooKeeper unavailable ({type(exc).__name__}) at {path}")
+    if isinstance(exc, KazooException):
+        return MetadataUnavailable(f"ZooKeeper error {type(exc).__name__} at {path}")
+    return exc
+
+
+class MetadataStore:
+    """Versioned get / CAS set / create / delete / children / watches over kazoo."""
+
+    def __init__(
+        self,
+        hosts: str,
+        session_timeout_s: float = 10.0,
+        operation_timeout_s: float = OPERATION_TIMEOUT_S,
+    ) -> None:
+        self.hosts = hosts
+        self.operation_timeout_s = operation_timeout_s
+        self._client = KazooClient(
+            hosts=hosts,
+            timeout=session_timeout_s,
+            connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1.0},
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._listeners: list[Callable[[str], None]] = []
+        self.state = KazooState.LOST
+        self._client.add_listener(self._on_state)
+
+    @property
+    def client(self) -> KazooClient:
+        """The raw kazoo client, for kazoo recipes (election, locks) run in threads."""
+        return self._client
+
+    @property
+    def connected(self) -> bool:
+        return self._client.connected
+
+    @property
+    def session_id(self) -> int | None:
+        sid = self._client.client_id
+        return sid[0] if sid else None
+
+    async def start(self, timeout_s: float = 30.0) -> None:
+        """Connect (creating the chroot if missing); raise ``MetadataUnavailable`` on time-out."""
+        self._loop = asyncio.get_running_loop()
+        chroot = ""
+        first_host = self.hosts.split(",")[0]
+        if "/" in first_host:
+            chroot = "/" + self.hosts.split("/", 1)[1]
+        try:
+            if chroot:
+                await asyncio.to_thread(self._ensure_chroot, chroot, timeout_s)
+            await asyncio.to_thread(self._client.start, timeout_s)
+        except KazooTimeoutError as exc:
+            raise MetadataUnavailable(f"cannot reach ZooKeeper at {self.hosts}") from exc
+
+    def _ensure_chroot(self, chroot: str, timeout_s: float) -> None:
+        base = self.hosts.split("/", 1)[0]
+        bootstrap = KazooClient(hosts=base, timeout=10.0)
+        bootstrap.start(timeout_s)
+        try:
+            bootstrap.ensure_path(chroot)
+        finally:
+            bootstrap.stop()
+            bootstrap.close()
+
+    async def stop(self) -> None:
+        await asyncio.to_thread(self._stop_sync)
+
+    def _stop_sync(self) -> None:
+        try:
+            self._client.stop()
+            self._client.close()
+        except Exception:  # noqa: BLE001 - closing is best effort
+            log.debug("error closing ZooKeeper client", exc_info=True)
+
+    # -- session state ----------------------------------------------------
+
+    def add_state_listener(self, callback: Callable[[str], None]) -> None:
+        """``callback(state)`` on the event loop for CONNECTED / SUSPENDED / LOST."""
+        self._listeners.append(callback)
+
+    def _on_state(self, state: str) -> None:
+        self.state = state
+        log.info("ZooKeeper session state: %s", state)
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        for callback in self._listeners:
+            loop.call_soon_threadsafe(callback, state)
+
+    # -- the async bridge -------------------------------------------------
+
+    async def _call(self, path: str, method: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+
+        def done(result: Any) -> None:
+            try:
+                value = result.get_nowait()
+            except BaseException as exc:  # noqa: BLE001 - delivered to the awaiting task
+                err = _translate(exc, path)
+                loop.call_soon_threadsafe(_set_exception, future, err, exc)
+            else:
+                loop.call_soon_threadsafe(_set_result, future, value)
+
+        try:
+            method(*args, **kw).rawlink(done)
+        except BaseException as exc:  # noqa: BLE001
+            raise _translate(exc, path) from exc
+        try:
+            return await asyncio.wait_for(future, self.operation_timeout_s)
+        except TimeoutError as exc:
+            raise MetadataUnavailable(f"ZooKeeper did not answer in time at {path}") from exc
+
+    async def get(self, path: str) -> Versioned:
+        data, stat = await self._call(path, self._client.get_async, path)
+        return Versioned(data or b"", stat.version)
+
+    async def get_or_none(self, path: str) -> Versioned | None:
+        try:
+            return await self.get(path)
+        except NodeNotFound:
+            return None
+
+    async def exists(self, path: str) -> bool:
+        return await self._call(path, self._client.exists_async, path) is not None
+
+    async def create(
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequence: bool = False,
+        makepath: bool = True,
+    ) -> str:
+        """Create a znode; return its path (with the sequence suffix when ``sequence``)."""
+        return await self._call(
+            path,
+            self._client.create_async,
+            path,
+            data,
+            ephemeral=ephemeral,
+            sequence=sequence,
+            makepath=makepath,
+        )
+
+    async def set(self, path: str, data: bytes, version: int = -1) -> int:
+        """Compare-and-set: write only if the znode is at ``version``; return the new version."""
+        stat = await self._call(path, self._client.set_async, path, data, version)
+        return stat.version
+
+    async def delete(self, path: str, version: int = -1) -> None:
+        await self._call(path, self._client.delete_async, path, version)
+
+    async def delete_recursive(self, path: str) -> None:
+        """Delete a subtree (children first); a missing node is not an error."""
+        try:
+            children = await self.children(path)
+        except NodeNotFound:
+            return
+        for child in children:
+            await self.delete_recursive(f"{path}/{child}")
+        try:
+            await self.delete(path)
+        except NodeNotFound:
+            pass
+
+    async def children(self, path: str) -> list[str]:
+        return sorted(await self._call(path, self._client.get_children_async, path))
+
+    async def ensure_path(self, path: str) -> None:
+        await self._call(path, self._client.ensure_path_async, path)
+
+    # -- watches ----------------------------------------------------------
+
+    def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> None:
+        """Call ``callback(children)`` on the loop now and on every change, until ``stop``.
+
+        The znode must exist (``ensure_path`` it first)."""
+        loop = asyncio.get_running_loop()
+
+        def on_change(children: list[str] | None) -> None:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(callback, sorted(children or []))
+
+        self._client.ChildrenWatch(path, on_change)
+
+    def watch_data(self, path: str, callback: Callable[[Versioned | None], None]) -> None:
+        """Call ``callback(Versioned | None)`` on the loop now and on every change."""
+        loop = asyncio.get_running_loop()
+
+        def on_change(data: bytes | None, stat: Any) -> None:
+            value = None if stat is None else Versioned(data or b"", stat.version)
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(callback, value)
+
+        self._client.DataWatch(path, on_change)
+
+    # -- ledger ids ---------------------------------------------------------
+
+    async def generate_ledger_id(self) -> int:
+        """A new unique 64-bit ledger id.
+
+        ZooKeeper's sequence counters are 31-bit, so the id is
+        ``(hob << 31) | seq``: ``seq`` is the sequence number of a transient
+        node under ``/idgen/{hob}`` (deleted at once, so the tree stays
+        small); when ``seq`` nears the end of its range the generator moves to
+        ``hob + 1``.
+        """
+        while True:
+            try:
+                hobs = [int(h) for h in await self.children(zkpaths.IDGEN) if h.isdigit()]
+            except NodeNotFound:
+                hobs = []
+            hob = max(hobs, default=0)
+            created = await self.create(f"{zkpaths.IDGEN}/{hob:010d}/ID-", sequence=True)
+            seq = int(created.rsplit("-", 1)[1])
+            try:
+                await self.delete(created)
+            except NodeNotFound:
+                pass
+            if seq < _SEQ_ROLLOVER:
+                return (hob << 31) | seq
+            try:
+                await self.create(f"{zkpaths.IDGEN}/{hob + 1:010d}")
+            except NodeExists:
+                pass
+
+
+def _set_result(future: asyncio.Future[Any], value: Any) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+def _set_exception(future: asyncio.Future[Any], err: BaseException, cause: BaseException) -> None:
+    if not future.done():
+        if err is not cause:
+            err.__cause__ = cause
+        future.set_exception(err)

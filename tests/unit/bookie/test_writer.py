@@ -1,0 +1,191 @@
+"""The bookie's group-commit writer and ledger index, in-process on a real SQLite file."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from bookie.ledgers import LedgerIndex
+from bookie.metrics import BookieMetrics
+from bookie.storage import Reader, create_writer_engine, load_ledgers
+from bookie.writer import AddOp, AddResult, DeleteOp, FenceOp, GroupCommitWriter, LacOp
+from services.errors import LedgerNotFound
+from services.wire import digest
+from services.wire.framing import Record
+
+
+def sealed(lid: int, eid: int, payload: bytes = b"x", recovery: bool = False) -> Record:
+    return digest.seal(Record(lid, eid, eid - 1, payload, b"", recovery, "crc32c", eid + 1))
+
+
+def metric(metrics: BookieMetrics, name: str) -> float:
+    return metrics.registry.get_sample_value(name) or 0.0
+
+
+async def run_batch(data_dir: Path, make_ops, journal_sync: bool = True):
+    """Queue every operation BEFORE the writer starts, so they share one batch."""
+    loop = asyncio.get_running_loop()
+    metrics = BookieMetrics()
+    engine = create_writer_engine(data_dir, journal_sync)
+    index = LedgerIndex(load_ledgers(engine))
+    published: list[dict] = []
+
+    def deliver(changes, results):
+        published.append(changes)
+        index.apply(changes)
+        for future, result in results:
+            future.set_result(result)
+
+    writer = GroupCommitWriter(engine, journal_sync, metrics, loop, deliver)
+    ops = make_ops(loop)
+    for op in ops:
+        writer.submit(op)
+    writer.start(load_ledgers(engine))
+    results = [await op.future for op in ops]
+    await asyncio.to_thread(writer.stop)
+    engine.dispose()
+    return results, metrics, index, published
+
+
+def test_one_batch_one_commit_in_queue_order(tmp_path):
+    """Operations queued together commit in one transaction (one fsync) and apply in queue
+    order: an add before the fence is stored, a normal add after it is rejected, a recovery
+    add after it is stored."""
+
+    def ops(loop):
+        f = loop.create_future
+        return [
+            AddOp([sealed(1, 0), sealed(2, 0)], f(), 2),
+            FenceOp(1, f()),
+            AddOp([sealed(1, 1), sealed(2, 1)], f(), 2),
+            AddOp([sealed(1, 2, recovery=True)], f(), 1),
+            LacOp(3, 5, f()),
+        ]
+
+    results, metrics, index, published = asyncio.run(run_batch(tmp_path, ops))
+    assert results[0] == AddResult(2, [])
+    assert results[1] == (-1, 0, True)
+    assert results[2] == AddResult(1, [(1, 1)])
+    assert results[3] == AddResult(1, [])
+    assert results[4] == (5, -1, False)
+    assert metric(metrics, "quire_bookie_commits_total") == 1
+    assert metric(metrics, "quire_bookie_fsyncs_total") == 1
+    assert metric(metrics, "quire_bookie_adds_total") == 4
+    assert len(published) == 1
+    assert index.get(1).to_json() == {"ledger_id": 1, "lac": 1, "last_entry_id": 2, "fenced": True}
+    assert index.get(2).last_entry_id == 1
+    assert index.get(3).lac == 5
+
+    # Everything is on disk: a new writer engine loads the same states.
+    engine = create_writer_engine(tmp_path, True)
+    assert load_ledgers(engine) == {1: (1, 2, True), 2: (0, 1, False), 3: (5, -1, False)}
+    engine.dispose()
+    reader = Reader(tmp_path)
+    try:
+        assert [e.entry_id for e in reader.read_range(1, 0, 10, 100, 1 << 20)] == [0, 2]
+        assert reader.read_entry(1, 1) is None
+    finally:
+        reader.close()
+
+
+def test_no_journal_sync_counts_no_fsyncs(tmp_path):
+    """With journal sync off, commits happen but no fsync is counted."""
+
+    def ops(loop):
+        return [AddOp([sealed(1, 0)], loop.create_future(), 1)]
+
+    _, metrics, _, _ = asyncio.run(run_batch(tmp_path, ops, journal_sync=False))
+    assert metric(metrics, "quire_bookie_commits_total") == 1
+    assert metric(metrics, "quire_bookie_fsyncs_total") == 0
+
+
+def test_delete_then_readd_in_one_batch(tmp_path):
+    """A delete forgets entries and flags; an add queued after it starts the ledger afresh;
+    deleting an unknown ledger answers ledger_not_found."""
+
+    def first(loop):
+        f = loop.create_future
+        return [AddOp([sealed(4, i) for i in range(5)], f(), 5), FenceOp(4, f())]
+
+    asyncio.run(run_batch(tmp_path, first))
+
+    def second(loop):
+        f = loop.create_future
+        return [DeleteOp(4, f()), DeleteOp(4, f()), AddOp([sealed(4, 7)], f(), 1)]
+
+    results, _, index, _ = asyncio.run(run_batch(tmp_path, second))
+    assert results[0] is None
+    assert isinstance(results[1], LedgerNotFound)
+    assert results[2] == AddResult(1, [])
+    assert index.get(4).to_json() == {"ledger_id": 4, "lac": 6, "last_entry_id": 7, "fenced": False}
+
+
+def test_range_read_bounds(tmp_path):
+    """Range reads stop at max_entries and max_bytes, but always return the first entry."""
+
+    def ops(loop):
+        records = [sealed(9, i, bytes(100)) for i in range(10)]
+        return [AddOp(records, loop.create_future(), 1000)]
+
+    asyncio.run(run_batch(tmp_path, ops))
+    reader = Reader(tmp_path)
+    try:
+        assert len(reader.read_range(9, 0, 100, 3, 1 << 20)) == 3
+        assert len(reader.read_range(9, 0, 100, 100, 250)) == 2
+        assert len(reader.read_range(9, 4, 100, 100, 1)) == 1
+        assert [e.entry_id for e in reader.read_range(9, 8, 100, 100, 1 << 20)] == [8, 9]
+        assert reader.list_ledgers(-1, 10) == [9]
+        assert reader.list_ledgers(9, 10) == []
+    finally:
+        reader.close()
+
+
+def test_long_poll_wakes_on_change_and_times_out():
+    """wait_past answers as soon as the ledger passes `after`, or with the current state
+    when the wait is over, or None for a ledger still unknown."""
+
+    async def main():
+        index = LedgerIndex({1: (3, 4, False)})
+        assert (await index.wait_past(1, 2, 10.0)).lac == 3  # already past
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        waiter = asyncio.create_task(index.wait_past(1, 4, 10.0))
+        unknown = asyncio.create_task(index.wait_past(2, -1, 10.0))
+        await asyncio.sleep(0)
+        index.apply({1: (4, 5, False), 2: (-1, 0, False)})
+        assert (await waiter).last_entry_id == 5
+        assert (await unknown).last_entry_id == 0
+        assert loop.time() - started < 5.0
+        view = await index.wait_past(1, 100, 0.05)
+        assert view is not None and view.last_entry_id == 5
+        assert await index.wait_past(77, 0, 0.05) is None
+        # Shutting down: waits end at once.
+        late = asyncio.create_task(index.wait_past(1, 100, 30.0))
+        await asyncio.sleep(0)
+        index.close()
+        assert (await asyncio.wait_for(late, 5.0)).lac == 4
+
+    asyncio.run(main())
+
+
+def test_failed_commit_fails_its_batch_and_the_writer_goes_on(tmp_path):
+    """When a group commit fails, every operation of the batch gets bookie_unavailable,
+    nothing of it is stored, and later operations are served normally."""
+    from services.errors import BookieUnavailable
+
+    def ops(loop):
+        f = loop.create_future
+        poisoned = Record(1, 1, 0, object(), b"", False, "none", 0)  # sqlite cannot bind it
+        return [AddOp([sealed(1, 0)], f(), 1), FenceOp(2, f()), AddOp([poisoned], f(), 1)]
+
+    results, metrics, index, _ = asyncio.run(run_batch(tmp_path, ops))
+    assert all(isinstance(r, BookieUnavailable) for r in results)
+    assert metric(metrics, "quire_bookie_commits_total") == 0
+    assert index.get(1) is None and index.get(2) is None
+
+    def later(loop):
+        return [AddOp([sealed(1, 0)], loop.create_future(), 1)]
+
+    results, _, index, _ = asyncio.run(run_batch(tmp_path, later))
+    assert results == [AddResult(1, [])]
+    assert index.get(1).last_entry_id == 0 and index.get(2) is None

@@ -1,0 +1,237 @@
+"""Reads without a real bookie (gateway/runners/read.py): the non-writer LAC long poll waits for
+the LAC to pass ``after``, not merely for an entry to arrive, and answers the current
+LAC when the time is up; reads fail over past down, corrupt and hanging replicas
+without waiting out a time-out per entry."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+
+from gateway.metrics import GatewayMetrics
+from gateway.runners import read as reads
+from services.bookie_client import LacInfo, RangeResult
+from services.errors import BookieUnavailable, EntryNotFound
+from services.protocol.metadata import LedgerMetadata
+from services.wire.digest import seal
+from services.wire.framing import Record
+
+
+class FakeBookies:
+    """Every bookie of the ensemble stores every entry (E == Qw); a long poll ends when
+    the LAC or the last entry passes ``after``, like bookie/ledgers.py ``wait_past``."""
+
+    def __init__(self) -> None:
+        self.lac = -1
+        self.last_entry_id = -1
+        self.changed = asyncio.Event()
+        self.calls = 0
+
+    def set(self, lac: int, last_entry_id: int) -> None:
+        self.lac, self.last_entry_id = lac, last_entry_id
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+    def info(self) -> LacInfo:
+        return LacInfo(1, self.lac, self.last_entry_id, False)
+
+    async def read_lac(self, ledger_id: int, after: int | None = None, wait_ms: int = 0):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        deadline = time.monotonic() + wait_ms / 1000
+        while after is not None and not (self.lac > after or self.last_entry_id > after):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                await asyncio.wait_for(self.changed.wait(), left)
+            except TimeoutError:
+                break
+        return self.info()
+
+
+def _ctx(bookies: FakeBookies) -> SimpleNamespace:
+    return SimpleNamespace(bookie=lambda _: bookies, metrics=GatewayMetrics())
+
+
+METADATA = LedgerMetadata.new(1, ["a:1", "b:2", "c:3"], 3, 3)
+
+
+def test_long_poll_waits_for_the_lac_not_just_the_entry() -> None:
+    """Entry 5 arrives carrying LAC 4 (every bookie stores it and ends its poll); the
+    LAC update to 5 follows 100 ms later: the poll answers 5, not 4, and at once then."""
+
+    async def run() -> tuple[int, float]:
+        bookies = FakeBookies()
+        bookies.set(4, 4)
+
+        async def writer() -> None:
+            await asyncio.sleep(0.05)
+            bookies.set(4, 5)  # the entry, with the LAC of its send time
+            await asyncio.sleep(0.1)
+            bookies.set(5, 5)  # the writer's idle LAC update
+
+        task = asyncio.ensure_future(writer())
+        started = time.monotonic()
+        lac = await reads.wait_bookies_lac(_ctx(bookies), METADATA, 4, 5_000)
+        await task
+        return lac, time.monotonic() - started
+
+    lac, elapsed = asyncio.run(run())
+    assert lac == 5
+    assert 0.1 <= elapsed < 2
+
+
+def test_long_poll_answers_the_current_lac_when_time_is_up() -> None:
+    """Nothing new within wait_ms: the current LAC, after about wait_ms."""
+
+    async def run() -> tuple[int, float]:
+        bookies = FakeBookies()
+        bookies.set(7, 7)
+        started = time.monotonic()
+        lac = await reads.wait_bookies_lac(_ctx(bookies), METADATA, 7, 300)
+        return lac, time.monotonic() - started
+
+    lac, elapsed = asyncio.run(run())
+    assert lac == 7
+    assert 0.25 <= elapsed < 2
+
+
+def test_long_poll_with_an_entry_stored_but_no_lac_update_is_bounded() -> None:
+    """An entry past ``after`` whose LAC never comes: the poll re-asks at a bounded rate
+    and answers the old LAC when the time is up."""
+
+    async def run() -> tuple[int, float, int]:
+        bookies = FakeBookies()
+        bookies.set(2, 3)
+        started = time.monotonic()
+        lac = await reads.wait_bookies_lac(_ctx(bookies), METADATA, 2, 400)
+        return lac, time.monotonic() - started, bookies.calls
+
+    lac, elapsed, calls = asyncio.run(run())
+    assert lac == 2
+    assert 0.35 <= elapsed < 2
+    # three bookies, at most one poll each per LAC_REPOLL_DELAY_S (plus the first)
+    assert calls <= 3 * (0.4 / reads.LAC_REPOLL_DELAY_S + 2)
+
+
+# ---------------------------------------------------------------- failover and hanging bookies
+
+
+class ReplicaBookie:
+    """A bookie holding sealed entries of one ledger: ``ok``, ``hang`` (never answers),
+    ``down`` (fails at once) or ``corrupt`` (answers records with a bad digest)."""
+
+    def __init__(self, entries: dict[int, bytes], mode: str = "ok") -> None:
+        self.entries = entries
+        self.mode = mode
+        self.calls = 0
+
+    def _record(self, entry_id: int) -> Record:
+        record = Record(1, entry_id, entry_id - 1, self.entries[entry_id], digest_type="crc32c")
+        record = seal(record)
+        if self.mode == "corrupt":
+            record = replace(record, payload=record.payload + b"!")
+        return record
+
+    async def _gate(self) -> None:
+        self.calls += 1
+        if self.mode == "hang":
+            await asyncio.sleep(3600)
+        if self.mode == "down":
+            raise BookieUnavailable("connection refused")
+
+    async def read_entry(self, ledger_id: int, entry_id: int) -> Record:
+        await self._gate()
+        if entry_id not in self.entries:
+            raise EntryNotFound(f"no entry {entry_id}")
+        return self._record(entry_id)
+
+    async def read_range(self, ledger_id, first, last, max_entries=1000, max_bytes=1 << 23):  # type: ignore[no-untyped-def]
+        await self._gate()
+        ids = [e for e in sorted(self.entries) if first <= e <= last][:max_entries]
+        return RangeResult([self._record(e) for e in ids], max(self.entries, default=-1))
+
+    async def read_lac(self, ledger_id: int, after: int | None = None, wait_ms: int = 0):  # type: ignore[no-untyped-def]
+        await self._gate()
+        return LacInfo(1, max(self.entries, default=-1), max(self.entries, default=-1), False)
+
+
+def _cluster(modes: list[str], count: int = 9) -> tuple[LedgerMetadata, dict]:
+    """E=3, Qw=2 over bookies b0..b2 with ``modes``; each holds its write-set entries."""
+    metadata = LedgerMetadata.new(1, ["b0", "b1", "b2"], 2, 2)
+    stores: dict[str, dict[int, bytes]] = {b: {} for b in metadata.ensemble}
+    for e in range(count):
+        for b in metadata.write_set_bookies(e):
+            stores[b][e] = f"entry {e}".encode()
+    return metadata, {b: ReplicaBookie(stores[b], m) for b, m in zip(stores, modes, strict=True)}
+
+
+def _ctx_of(bookies: dict) -> SimpleNamespace:
+    return SimpleNamespace(bookie=lambda b: bookies[b], metrics=GatewayMetrics())
+
+
+def _fast(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(reads, "SPECULATIVE_READ_S", 0.1)
+
+
+def test_read_entry_asks_the_next_replica_when_one_hangs(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A replica silent for SPECULATIVE_READ_S gets the next one asked in parallel; one
+    that fails or answers a bad digest moves on at once; a corrupt replica is never
+    returned; no valid replica at all is BookieUnavailable."""
+    _fast(monkeypatch)
+    metadata, bookies = _cluster(["hang", "ok", "ok"])  # entry 0: write set b0, b1
+
+    async def run() -> None:
+        started = time.monotonic()
+        record = await reads.read_entry(_ctx_of(bookies), metadata, 0, b"")
+        assert record.payload == b"entry 0"
+        assert 0.09 <= time.monotonic() - started < 1
+        for first in ("down", "corrupt"):
+            bookies["b0"].mode = first
+            started = time.monotonic()
+            record = await reads.read_entry(_ctx_of(bookies), metadata, 0, b"")
+            assert record.payload == b"entry 0" and time.monotonic() - started < 0.09
+        bookies["b1"].mode = "corrupt"
+        with pytest.raises(BookieUnavailable):
+            await reads.read_entry(_ctx_of(bookies), metadata, 0, b"")
+
+    asyncio.run(run())
+
+
+def test_read_page_gives_up_on_a_hanging_cover_bookie(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A cover bookie whose range read hangs costs one SPECULATIVE_READ_S per page, not a
+    time-out per entry: its entries come from their other replica, the slow one last."""
+    _fast(monkeypatch)
+    metadata, bookies = _cluster(["hang", "ok", "ok"], count=30)
+
+    async def run() -> None:
+        started = time.monotonic()
+        page = await reads.read_page(_ctx_of(bookies), metadata, 0, 29, b"")
+        assert [e for e, _ in page.entries] == list(range(30))
+        assert [d for _, d in page.entries] == [f"entry {e}".encode() for e in range(30)]
+        assert time.monotonic() - started < 0.5
+        assert bookies["b0"].calls == 1  # only the range read: never asked first again
+
+    asyncio.run(run())
+
+
+def test_bookies_lac_does_not_wait_for_a_hanging_bookie(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A non-writer LAC read uses the bookies that answered within SPECULATIVE_READ_S;
+    with no answer at all from anyone it is BookieUnavailable."""
+    _fast(monkeypatch)
+    metadata, bookies = _cluster(["hang", "ok", "ok"])
+
+    async def run() -> None:
+        started = time.monotonic()
+        assert await reads.bookies_lac(_ctx_of(bookies), metadata) == 8
+        assert time.monotonic() - started < 0.5
+        for b in bookies.values():
+            b.mode = "down"
+        with pytest.raises(BookieUnavailable):
+            await reads.bookies_lac(_ctx_of(bookies), metadata)
+
+    asyncio.run(run())

@@ -1,0 +1,188 @@
+"""Per-bookie add batching (gateway/senders.py) against a fake bookie client: records of
+many ledgers queued while requests are in flight go out together, the in-flight bound
+holds, batches respect their bounds, and every outcome reaches each callback once."""
+
+from __future__ import annotations
+
+import asyncio
+
+from gateway.senders import BookieSender
+from services.bookie_client import AddResult
+from services.errors import BookieReadOnly, BookieUnavailable, LedgerFenced
+from services.protocol.messages import RejectReason
+from services.wire.framing import Record
+
+
+def rec(lid: int, eid: int, size: int = 1) -> Record:
+    return Record(lid, eid, eid - 1, b"x" * size)
+
+
+class FakeClient:
+    """Answers each add when the test releases it; remembers every request."""
+
+    def __init__(self) -> None:
+        self.requests: list[list[Record]] = []
+        self.gates: list[asyncio.Future] = []
+        self.in_flight = 0
+        self.in_flight_max = 0
+
+    async def add(self, records: list[Record]) -> AddResult:
+        self.requests.append(list(records))
+        gate = asyncio.get_running_loop().create_future()
+        self.gates.append(gate)
+        self.in_flight += 1
+        self.in_flight_max = max(self.in_flight_max, self.in_flight)
+        try:
+            outcome = await gate
+        finally:
+            self.in_flight -= 1
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def release(self, index: int, outcome: object | None = None) -> None:
+        records = self.requests[index]
+        self.gates[index].set_result(outcome if outcome is not None else AddResult(len(records)))
+
+
+class Calls:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple, tuple, RejectReason | None]] = []
+
+    def callback(self, name: str):  # type: ignore[no-untyped-def]
+        def cb(stored, rejected, reason) -> None:  # type: ignore[no-untyped-def]
+            self.calls.append((name, stored, rejected, reason))
+
+        return cb
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def test_queued_records_of_many_ledgers_go_out_in_one_request() -> None:
+    """With the in-flight bound reached, everything queued meanwhile (several ledgers)
+    goes out in the next single request, and each callback hears its own ids."""
+
+    async def run() -> None:
+        client, calls = FakeClient(), Calls()
+        sender = BookieSender("b1", lambda: client, requests_in_flight_max=1)
+        sender.send((rec(1, 0),), calls.callback("first"))
+        await settle()
+        sender.send((rec(1, 1), rec(1, 2)), calls.callback("l1"))
+        sender.send((rec(2, 0),), calls.callback("l2"))
+        await settle()
+        assert len(client.requests) == 1  # bound: one request in flight
+        client.release(0)
+        await settle()
+        assert len(client.requests) == 2
+        assert [(r.ledger_id, r.entry_id) for r in client.requests[1]] == [(1, 1), (1, 2), (2, 0)]
+        client.release(1)
+        await settle()
+        assert calls.calls == [
+            ("first", (0,), (), None),
+            ("l1", (1, 2), (), None),
+            ("l2", (0,), (), None),
+        ]
+        assert client.in_flight_max == 1
+        await sender.aclose()
+
+    asyncio.run(run())
+
+
+def test_in_flight_bound_and_batch_bounds() -> None:
+    """At most ``requests_in_flight_max`` requests are open; a batch never passes its
+    entry or byte bound (an item is never split)."""
+
+    async def run() -> None:
+        client, calls = FakeClient(), Calls()
+        sender = BookieSender(
+            "b1", lambda: client, requests_in_flight_max=2, batch_entries_max=3,
+            batch_bytes_max=100,
+        )  # fmt: skip
+        for i in range(10):
+            sender.send((rec(1, i, size=40),), calls.callback(f"r{i}"))
+        await settle()
+        assert len(client.requests) == 2
+        while len(calls.calls) < 10:
+            for index, gate in enumerate(client.gates):
+                if not gate.done():
+                    client.release(index)
+            await settle()
+        assert client.in_flight_max == 2
+        for request in client.requests:
+            assert len(request) <= 3
+            assert sum(len(r.payload) for r in request) <= 100 or len(request) == 1
+        assert sorted(c[1][0] for c in calls.calls) == list(range(10))
+        await sender.aclose()
+
+    asyncio.run(run())
+
+
+def test_failures_map_to_reject_reasons() -> None:
+    """Read-only -> READONLY, fenced -> FENCED, any other error -> UNAVAILABLE, for every
+    record of the failed request; per-entry fenced rejections reach only their item."""
+
+    async def run() -> None:
+        for error, reason in (
+            (BookieReadOnly("ro"), RejectReason.READONLY),
+            (LedgerFenced("f"), RejectReason.FENCED),
+            (BookieUnavailable("down"), RejectReason.UNAVAILABLE),
+        ):
+            client, calls = FakeClient(), Calls()
+            sender = BookieSender("b1", lambda client=client: client)
+            sender.send((rec(1, 0), rec(1, 1)), calls.callback("a"))
+            await settle()
+            client.release(0, error)
+            await settle()
+            assert calls.calls == [("a", (), (0, 1), reason)]
+            await sender.aclose()
+
+        client, calls = FakeClient(), Calls()
+        sender = BookieSender("b1", lambda: client, requests_in_flight_max=1)
+        sender.send((rec(9, 0),), calls.callback("hold"))
+        await settle()
+        sender.send((rec(1, 5), rec(1, 6)), calls.callback("one"))
+        sender.send((rec(2, 5),), calls.callback("two"))
+        await settle()
+        client.release(0)
+        await settle()
+        client.release(1, AddResult(2, [(1, 6, "ledger_fenced")]))
+        await settle()
+        assert calls.calls[1:] == [
+            ("one", (5,), (6,), RejectReason.FENCED),
+            ("two", (5,), (), None),
+        ]
+        await sender.aclose()
+
+    asyncio.run(run())
+
+
+def test_a_failing_callback_does_not_break_the_sender() -> None:
+    """One handle's callback raising must not stop the others' answers or later sends."""
+
+    async def run() -> None:
+        client, calls = FakeClient(), Calls()
+        sender = BookieSender("b1", lambda: client, requests_in_flight_max=1)
+
+        def bad(*_: object) -> None:
+            raise RuntimeError("boom")
+
+        sender.send((rec(9, 0),), calls.callback("hold"))
+        await settle()
+        sender.send((rec(1, 0),), bad)
+        sender.send((rec(2, 0),), calls.callback("good"))
+        await settle()
+        client.release(0)
+        await settle()
+        client.release(1)
+        await settle()
+        sender.send((rec(3, 0),), calls.callback("later"))
+        await settle()
+        client.release(2)
+        await settle()
+        assert [c[0] for c in calls.calls] == ["hold", "good", "later"]
+        await sender.aclose()
+
+    asyncio.run(run())

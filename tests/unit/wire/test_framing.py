@@ -1,0 +1,167 @@
+"""The binary framing of the data path: exact round trips, and every malformed body refused."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from services.errors import InvalidArgument, PayloadTooLarge
+from services.wire import framing
+from services.wire.framing import (
+    BATCH_ENTRIES_MAX,
+    DIGEST_LENGTHS,
+    ENTRY_SIZE_MAX_BYTES,
+    HEADER,
+    Record,
+    decode,
+    encode,
+)
+
+I64_MAX = 2**63 - 1
+
+
+def rec(**kw) -> Record:
+    fields = dict(
+        ledger_id=7,
+        entry_id=3,
+        lac=2,
+        payload=b"payload",
+        digest=b"\x01\x02\x03\x04",
+        recovery=False,
+        digest_type="crc32c",
+        length=100,
+    )
+    fields.update(kw)
+    return Record(**fields)
+
+
+def header(flags=0x02, ledger_id=7, entry_id=3, lac=2, length=100, payload_len=0, digest_len=4):
+    return HEADER.pack(flags, ledger_id, entry_id, lac, length, payload_len, digest_len)
+
+
+records_strategy = st.lists(
+    st.builds(
+        lambda lid, eid, lac, length, payload, recovery, dtype, seed: Record(
+            lid, eid, lac, payload, (seed * 32)[: DIGEST_LENGTHS[dtype]], recovery, dtype, length
+        ),
+        st.integers(0, I64_MAX),
+        st.integers(0, I64_MAX),
+        st.integers(-1, I64_MAX),
+        st.integers(0, I64_MAX),
+        st.binary(max_size=300),
+        st.booleans(),
+        st.sampled_from(sorted(DIGEST_LENGTHS)),
+        st.binary(min_size=1, max_size=1),
+    ),
+    max_size=20,
+)
+
+
+@given(records_strategy)
+def test_round_trip_is_exact(records):
+    """decode(encode(records)) gives back the same records, field for field."""
+    assert decode(encode(records)) == records
+
+
+def test_round_trip_extremes():
+    """Largest ids, LAC -1, empty payload, every digest type and the recovery flag survive."""
+    records = [
+        rec(ledger_id=I64_MAX, entry_id=I64_MAX, lac=I64_MAX, length=I64_MAX),
+        rec(lac=-1, payload=b"", digest=b"", digest_type="none", recovery=True),
+        rec(digest=bytes(range(32)), digest_type="hmac-sha256"),
+        rec(ledger_id=0, entry_id=0, length=0),
+    ]
+    assert decode(encode(records)) == records
+
+
+def test_entry_of_exactly_the_limit_is_accepted():
+    """A payload of exactly ENTRY_SIZE_MAX_BYTES (5 MiB) parses; the limit is inclusive."""
+    big = rec(payload=b"x" * ENTRY_SIZE_MAX_BYTES)
+    assert decode(encode([big])) == [big]
+
+
+def test_empty_body_is_no_records():
+    """An empty body decodes to no records (the bookie refuses it separately)."""
+    assert decode(b"") == []
+
+
+@pytest.mark.parametrize(
+    "body, error, fragment",
+    [
+        (header()[:-1], InvalidArgument, "truncated record header"),
+        (b"\x00" * 5, InvalidArgument, "truncated record header"),
+        (header(payload_len=10) + b"\x00" * 4 + b"short", InvalidArgument, "truncated record"),
+        (header(digest_len=4), InvalidArgument, "truncated record"),
+        (header(flags=0x08), InvalidArgument, "unknown flags"),
+        (header(flags=0x80), InvalidArgument, "unknown flags"),
+        (header(flags=0x06), InvalidArgument, "unknown flags"),  # digest type 3
+        (header(ledger_id=-1) + b"\x00" * 4, InvalidArgument, "negative"),
+        (header(entry_id=-5) + b"\x00" * 4, InvalidArgument, "negative"),
+        (header(lac=-2) + b"\x00" * 4, InvalidArgument, "negative"),
+        (header(length=-1) + b"\x00" * 4, InvalidArgument, "negative"),
+        (header(digest_len=3) + b"\x00" * 3, InvalidArgument, "does not fit type crc32c"),
+        (header(flags=0x00, digest_len=4) + b"\x00" * 4, InvalidArgument, "type none"),
+        (header(flags=0x04, digest_len=4) + b"\x00" * 4, InvalidArgument, "hmac-sha256"),
+        (header(payload_len=ENTRY_SIZE_MAX_BYTES + 1), PayloadTooLarge, "over the limit"),
+    ],
+    ids=[
+        "header-one-byte-short",
+        "five-bytes",
+        "payload-short",
+        "digest-missing",
+        "flag-bit-3",
+        "flag-bit-7",
+        "digest-type-3",
+        "negative-ledger",
+        "negative-entry",
+        "lac-below-minus-one",
+        "negative-length",
+        "crc32c-digest-3-bytes",
+        "none-digest-4-bytes",
+        "hmac-digest-4-bytes",
+        "entry-over-5MiB",
+    ],
+)
+def test_malformed_bodies_are_refused(body, error, fragment):
+    """Every malformed record is refused with the right error and a message saying why."""
+    with pytest.raises(error) as info:
+        decode(body)
+    assert fragment in info.value.message
+
+
+def test_a_bad_record_after_good_ones_refuses_the_whole_body():
+    """A body that does not parse is rejected whole: good records before the bad one do not
+    come back."""
+    good = encode([rec(entry_id=i) for i in range(3)])
+    with pytest.raises(InvalidArgument):
+        decode(good + header(flags=0x08))
+    with pytest.raises(InvalidArgument):
+        decode(good + b"\x01")
+
+
+def test_too_many_records():
+    """More than BATCH_ENTRIES_MAX records is 413; exactly the limit is fine."""
+    one = encode([rec(payload=b"", digest=b"", digest_type="none")])
+    assert len(decode(one * BATCH_ENTRIES_MAX)) == BATCH_ENTRIES_MAX
+    with pytest.raises(PayloadTooLarge):
+        decode(one * (BATCH_ENTRIES_MAX + 1))
+
+
+def test_flags_carry_recovery_and_digest_type():
+    """Bit 0 is the recovery flag and bits 1-2 the digest type, as bookie/API.md says."""
+    body = encode([rec(recovery=True, digest_type="hmac-sha256", digest=b"\x00" * 32)])
+    assert body[0] == 0x01 | (2 << 1)
+    body = encode([rec(recovery=False, digest_type="crc32c")])
+    assert body[0] == 1 << 1
+    assert framing.MEDIA_TYPE == "application/x-quire-entries"
+
+
+def test_decode_without_copy_gives_views_of_the_body():
+    """decode(copy=False) returns the same records, payloads as views into the body."""
+    records = [rec(entry_id=i, payload=bytes([i]) * 50) for i in range(3)]
+    body = encode(records)
+    views = decode(body, copy=False)
+    assert all(isinstance(r.payload, memoryview) for r in views)
+    assert [bytes(r.payload) for r in views] == [r.payload for r in records]
+    assert views == records  # a memoryview compares equal to the same bytes
