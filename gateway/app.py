@@ -18,8 +18,7 @@ from gateway.auth import TokenMiddleware
 from gateway.context import GatewayContext
 from gateway.metrics import GatewayMetrics
 from gateway.routes import ledgers
-from gateway.runners.recovery import Recoveries
-from gateway.runners.write import HandleTable
+from gateway.service import Gateway
 from services.bookie_client import BookieClientPool
 from services.settings import GatewaySettings
 from services.web.app import new_app
@@ -61,15 +60,14 @@ def create_app(settings: GatewaySettings) -> FastAPI:
             metrics=metrics,
             rng=random.Random(),
         )
-        ctx.handles = HandleTable(ctx)
-        ctx.recoveries = Recoveries(ctx)
+        gateway = Gateway.build(ctx)
         try:
             await registry.start()
-            app.state.ctx = ctx
+            app.state.gateway = gateway
             yield
         finally:
-            app.state.ctx = None
-            await ctx.handles.aclose()
+            app.state.gateway = None
+            await gateway.aclose()
             await pool.aclose()
             await store.stop()
 
@@ -83,12 +81,12 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         redirect_slashes=False,
     )
     install_openapi(app, "bearerToken", TOKEN_SCHEME)
-    app.state.ctx = None
+    app.state.gateway = None
     install_error_handlers(app)
 
     def ready() -> bool:
-        ctx = app.state.ctx
-        return ctx is not None and ctx.store.connected
+        gateway = app.state.gateway
+        return gateway is not None and gateway.ctx.store.connected
 
     add_health_route(app, ready)
     add_metrics_route(app, metrics.registry)

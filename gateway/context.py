@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from gateway.metrics import GatewayMetrics
 from services.bookie_client import BookieClient, BookieClientPool
@@ -12,10 +11,6 @@ from services.settings import GatewaySettings
 from services.zk.ledger_store import LedgerStore
 from services.zk.registry import BookieRegistry
 from services.zk.store import MetadataStore
-
-if TYPE_CHECKING:
-    from gateway.runners.recovery import Recoveries
-    from gateway.runners.write import HandleTable
 
 
 @dataclass
@@ -27,8 +22,6 @@ class GatewayContext:
     bookies: BookieClientPool
     metrics: GatewayMetrics
     rng: random.Random = field(default_factory=random.Random)
-    handles: HandleTable | None = None
-    recoveries: Recoveries | None = None
 
     def writable_bookies(self) -> list[str]:
         """Registered, writable bookies that may join an ensemble."""

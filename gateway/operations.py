@@ -12,10 +12,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.context import GatewayContext
 from gateway.passwords import check_password, hash_password
 from gateway.runners.read import read_key
 from gateway.runners.write import AddOutcome, HandleRunner
+from gateway.service import Gateway
 from services.errors import (
     LedgerNotFound,
     NotWriter,
@@ -35,7 +35,7 @@ def writer_key(metadata: LedgerMetadata, password: str | None) -> bytes:
 
 
 async def create_ledger(
-    ctx: GatewayContext,
+    gw: Gateway,
     ensemble_size: int,
     write_quorum: int,
     ack_quorum: int,
@@ -46,8 +46,8 @@ async def create_ledger(
     """Choose an ensemble, write the metadata, and hold the new ledger's write handle."""
     # Validate before touching ZooKeeper: a bad request creates nothing.
     quorum.check_sizes(ensemble_size, write_quorum, ack_quorum)
-    ensemble = placement.choose_ensemble(ctx.writable_bookies(), ensemble_size, ctx.rng)
-    ledger_id = await ctx.ledgers.new_ledger_id()
+    ensemble = placement.choose_ensemble(gw.ctx.writable_bookies(), ensemble_size, gw.ctx.rng)
+    ledger_id = await gw.ctx.ledgers.new_ledger_id()
     metadata = LedgerMetadata.new(
         ledger_id,
         ensemble,
@@ -58,39 +58,38 @@ async def create_ledger(
         custom=custom,
         created_at=int(time.time() * 1000),
     )
-    created = await ctx.ledgers.create(metadata)
-    assert ctx.handles is not None
-    return ctx.handles.open(created.metadata, created.version, writer_key(metadata, password))
+    created = await gw.ctx.ledgers.create(metadata)
+    return gw.handles.open(created.metadata, created.version, writer_key(metadata, password))
 
 
 async def metadata_for(
-    ctx: GatewayContext, ledger_id: int, password: str | None, check: bool = True
+    gw: Gateway, ledger_id: int, password: str | None, check: bool = True
 ) -> LedgerMetadata:
     """The ledger's metadata, after checking the password (401) when ``check``."""
-    runner = ctx.handles.get(ledger_id) if ctx.handles else None
+    runner = gw.handles.get(ledger_id)
     if runner is not None and runner.live:
         metadata = runner.handle.metadata
     else:
-        metadata = (await ctx.ledgers.get(ledger_id)).metadata
+        metadata = (await gw.ctx.ledgers.get(ledger_id)).metadata
     if check:
         check_password(password, metadata.password_hash)
     return metadata
 
 
-def api_object(ctx: GatewayContext, metadata: LedgerMetadata) -> dict[str, Any]:
+def api_object(gw: Gateway, metadata: LedgerMetadata) -> dict[str, Any]:
     """The API.md ledger object; an open ledger's length is exact on its writer."""
     out = metadata.to_api()
-    runner = ctx.handles.get(metadata.ledger_id) if ctx.handles else None
+    runner = gw.handles.get(metadata.ledger_id)
     if runner is not None and runner.live and metadata.state is LedgerState.OPEN:
         out["length"] = runner.handle.length
     return out
 
 
-async def writer_for(ctx: GatewayContext, ledger_id: int, password: str | None) -> HandleRunner:
+async def writer_for(gw: Gateway, ledger_id: int, password: str | None) -> HandleRunner:
     """This gateway's write handle of the ledger (after the password check), or 409/404."""
-    runner = ctx.handles.get(ledger_id) if ctx.handles else None
+    runner = gw.handles.get(ledger_id)
     if runner is None:
-        metadata = (await ctx.ledgers.get(ledger_id)).metadata
+        metadata = (await gw.ctx.ledgers.get(ledger_id)).metadata
         check_password(password, metadata.password_hash)
         raise NotWriter(f"this gateway does not hold the write handle of ledger {ledger_id}")
     check_password(password, runner.handle.metadata.password_hash)
@@ -98,56 +97,54 @@ async def writer_for(ctx: GatewayContext, ledger_id: int, password: str | None) 
 
 
 async def add(
-    ctx: GatewayContext, ledger_id: int, password: str | None, payloads: tuple[bytes, ...]
+    gw: Gateway, ledger_id: int, password: str | None, payloads: tuple[bytes, ...]
 ) -> AddOutcome:
-    runner = await writer_for(ctx, ledger_id, password)
+    runner = await writer_for(gw, ledger_id, password)
     started = time.monotonic()
     try:
         outcome = await runner.add(payloads)
     except QuireError as exc:
-        ctx.metrics.add_errors.labels(exc.code).inc()
+        gw.ctx.metrics.add_errors.labels(exc.code).inc()
         raise
-    ctx.metrics.add_latency.observe(time.monotonic() - started)
-    ctx.metrics.entries_added.inc(len(payloads))
+    gw.ctx.metrics.add_latency.observe(time.monotonic() - started)
+    gw.ctx.metrics.entries_added.inc(len(payloads))
     return outcome
 
 
-async def close(ctx: GatewayContext, ledger_id: int, password: str | None) -> dict[str, Any]:
-    runner = await writer_for(ctx, ledger_id, password)
+async def close(gw: Gateway, ledger_id: int, password: str | None) -> dict[str, Any]:
+    runner = await writer_for(gw, ledger_id, password)
     if not runner.live and runner.closed_metadata is not None:
         return runner.closed_metadata.to_api()
     metadata, _ = await runner.close()
     return metadata.to_api()
 
 
-async def recover(ctx: GatewayContext, ledger_id: int, password: str | None) -> dict[str, Any]:
-    current = await ctx.ledgers.get(ledger_id)
+async def recover(gw: Gateway, ledger_id: int, password: str | None) -> dict[str, Any]:
+    current = await gw.ctx.ledgers.get(ledger_id)
     check_password(password, current.metadata.password_hash)
     if current.metadata.state is LedgerState.CLOSED:
         return current.metadata.to_api()
-    assert ctx.recoveries is not None
-    metadata, _ = await ctx.recoveries.recover(
+    metadata, _ = await gw.recoveries.recover(
         current.metadata, current.version, read_key(current.metadata, password)
     )
     return metadata.to_api()
 
 
-async def delete(ctx: GatewayContext, ledger_id: int, password: str | None) -> None:
+async def delete(gw: Gateway, ledger_id: int, password: str | None) -> None:
     """Delete the metadata first (no new reader finds the ledger), then the entries on
     every bookie that stores a fragment. A bookie that is down keeps its copy until
     it is formatted; that is logged, not an error."""
-    metadata = (await ctx.ledgers.get(ledger_id)).metadata
+    metadata = (await gw.ctx.ledgers.get(ledger_id)).metadata
     check_password(password, metadata.password_hash)
-    await ctx.ledgers.delete(ledger_id)
-    if ctx.handles is not None:
-        runner = ctx.handles.get(ledger_id)
-        ctx.handles.forget(ledger_id)
-        if runner is not None:
-            await runner.aclose()
+    await gw.ctx.ledgers.delete(ledger_id)
+    runner = gw.handles.get(ledger_id)
+    gw.handles.forget(ledger_id)
+    if runner is not None:
+        await runner.aclose()
 
     async def delete_on(bookie: str) -> None:
         try:
-            await ctx.bookie(bookie).delete_ledger(ledger_id)
+            await gw.ctx.bookie(bookie).delete_ledger(ledger_id)
         except LedgerNotFound:
             pass
         except QuireError as exc:

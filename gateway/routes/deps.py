@@ -6,16 +6,16 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Path, Request
 
-from gateway.context import GatewayContext
+from gateway.service import Gateway
 from services.limits import ID_MAX
 
 
-async def get_context(request: Request) -> GatewayContext:
+async def get_gateway(request: Request) -> Gateway:
     # async: a plain def would run in the thread pool on every request.
-    return request.app.state.ctx
+    return request.app.state.gateway
 
 
-ContextDep = Annotated[GatewayContext, Depends(get_context)]
+GatewayDep = Annotated[Gateway, Depends(get_gateway)]
 LedgerIdPath = Annotated[int, Path(ge=0, le=ID_MAX, description="ledger id")]
 EntryIdPath = Annotated[int, Path(ge=0, le=ID_MAX, description="entry id")]
 PasswordHeader = Annotated[

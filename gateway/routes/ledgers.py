@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from gateway import operations as ops
 from gateway.context import GatewayContext
-from gateway.routes.deps import ContextDep, EntryIdPath, LedgerIdPath, PasswordHeader
+from gateway.routes.deps import EntryIdPath, GatewayDep, LedgerIdPath, PasswordHeader
 from gateway.runners import read as reads
 from gateway.schemas import (
     ADD_BODY,
@@ -27,6 +27,7 @@ from gateway.schemas import (
     LedgerList,
     errors,
 )
+from gateway.service import Gateway
 from services.errors import BookieUnavailable, InvalidArgument, PayloadTooLarge
 from services.limits import (
     BATCH_ENTRIES_MAX,
@@ -37,7 +38,7 @@ from services.limits import (
     LIST_LIMIT_MAX,
     SMALL_BODY_MAX_BYTES,
 )
-from services.protocol.metadata import LedgerState
+from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.web.body import is_json, read_body
 
 router = APIRouter(prefix="/v1/ledgers", tags=["ledgers"])
@@ -64,7 +65,7 @@ def _json_body(raw: bytes) -> Any:
         }
     },
 )
-async def create_ledger(request: Request, ctx: ContextDep) -> JSONResponse:
+async def create_ledger(request: Request, gw: GatewayDep) -> JSONResponse:
     raw = await read_body(request, SMALL_BODY_MAX_BYTES)
     doc = _json_body(raw) if raw.strip() else {}
     if not isinstance(doc, dict):
@@ -74,7 +75,7 @@ async def create_ledger(request: Request, ctx: ContextDep) -> JSONResponse:
     except ValueError as exc:
         raise InvalidArgument(_first_error(exc)) from exc
     runner = await ops.create_ledger(
-        ctx,
+        gw,
         body.ensemble_size,
         body.write_quorum,
         body.ack_quorum,
@@ -82,7 +83,7 @@ async def create_ledger(request: Request, ctx: ContextDep) -> JSONResponse:
         body.password,
         body.metadata,
     )
-    return JSONResponse(ops.api_object(ctx, runner.handle.metadata), status_code=201)
+    return JSONResponse(ops.api_object(gw, runner.handle.metadata), status_code=201)
 
 
 def _first_error(exc: ValueError) -> str:
@@ -96,11 +97,11 @@ def _first_error(exc: ValueError) -> str:
 
 @router.get("", response_model=LedgerList, summary="List ledger ids", responses=errors(400, 401))
 async def list_ledgers(
-    ctx: ContextDep,
+    gw: GatewayDep,
     limit: Annotated[int, Query(ge=1, description="clamped to 1000")] = LIST_LIMIT_MAX,
     after: Annotated[int | None, Query(ge=-1, le=ID_MAX)] = None,
 ) -> dict[str, Any]:
-    ids, next_after = await ctx.ledgers.list(after, min(limit, LIST_LIMIT_MAX))
+    ids, next_after = await gw.ctx.ledgers.list(after, min(limit, LIST_LIMIT_MAX))
     return {"ledgers": ids, "next": next_after}
 
 
@@ -110,10 +111,10 @@ async def list_ledgers(
     summary="A ledger's metadata (never checks or shows the password)",
     responses=errors(400, 401, 404),
 )
-async def get_ledger(ledger_id: LedgerIdPath, ctx: ContextDep) -> dict[str, Any]:
+async def get_ledger(ledger_id: LedgerIdPath, gw: GatewayDep) -> dict[str, Any]:
     # ZooKeeper decides (the writer's view may trail it after a recovery elsewhere).
-    current = (await ctx.ledgers.get(ledger_id)).metadata
-    return ops.api_object(ctx, current)
+    current = (await gw.ctx.ledgers.get(ledger_id)).metadata
+    return ops.api_object(gw, current)
 
 
 @router.post(
@@ -138,16 +139,16 @@ async def get_ledger(ledger_id: LedgerIdPath, ctx: ContextDep) -> dict[str, Any]
     openapi_extra=ADD_BODY,
 )
 async def add_entries(
-    ledger_id: LedgerIdPath, request: Request, ctx: ContextDep, password: PasswordHeader = None
+    ledger_id: LedgerIdPath, request: Request, gw: GatewayDep, password: PasswordHeader = None
 ) -> dict[str, int]:
     raw = await read_body(request, BODY_SIZE_MAX_BYTES)
     if not is_json(request):
         if len(raw) > ENTRY_SIZE_MAX_BYTES:
             raise PayloadTooLarge(f"entry of {len(raw)} bytes over {ENTRY_SIZE_MAX_BYTES}")
-        outcome = await ops.add(ctx, ledger_id, password, (raw,))
+        outcome = await ops.add(gw, ledger_id, password, (raw,))
         return {"entry_id": outcome.last_entry_id, "last_add_confirmed": outcome.lac}
     payloads = decode_batch(_json_body(raw))
-    outcome = await ops.add(ctx, ledger_id, password, payloads)
+    outcome = await ops.add(gw, ledger_id, password, payloads)
     return {
         "first_entry_id": outcome.first_entry_id,
         "last_entry_id": outcome.last_entry_id,
@@ -187,9 +188,9 @@ def decode_batch(doc: Any) -> tuple[bytes, ...]:
     responses=errors(400, 401, 404, 409, 503),
 )
 async def close_ledger(
-    ledger_id: LedgerIdPath, ctx: ContextDep, password: PasswordHeader = None
+    ledger_id: LedgerIdPath, gw: GatewayDep, password: PasswordHeader = None
 ) -> dict[str, Any]:
-    return await ops.close(ctx, ledger_id, password)
+    return await ops.close(gw, ledger_id, password)
 
 
 @router.post(
@@ -199,9 +200,9 @@ async def close_ledger(
     responses=errors(400, 401, 404, 503, 504),
 )
 async def recover_ledger(
-    ledger_id: LedgerIdPath, ctx: ContextDep, password: PasswordHeader = None
+    ledger_id: LedgerIdPath, gw: GatewayDep, password: PasswordHeader = None
 ) -> dict[str, Any]:
-    return await ops.recover(ctx, ledger_id, password)
+    return await ops.recover(gw, ledger_id, password)
 
 
 @router.delete(
@@ -211,9 +212,9 @@ async def recover_ledger(
     responses=errors(400, 401, 404),
 )
 async def delete_ledger(
-    ledger_id: LedgerIdPath, ctx: ContextDep, password: PasswordHeader = None
+    ledger_id: LedgerIdPath, gw: GatewayDep, password: PasswordHeader = None
 ) -> Response:
-    await ops.delete(ctx, ledger_id, password)
+    await ops.delete(gw, ledger_id, password)
     return Response(status_code=204)
 
 
@@ -225,25 +226,25 @@ async def delete_ledger(
 )
 async def get_lac(
     ledger_id: LedgerIdPath,
-    ctx: ContextDep,
+    gw: GatewayDep,
     password: PasswordHeader = None,
     after: Annotated[int | None, Query(ge=-1, le=ID_MAX)] = None,
     wait_ms: Annotated[int, Query(ge=0, description="clamped to 30000")] = 0,
 ) -> dict[str, int]:
-    metadata = await ops.metadata_for(ctx, ledger_id, password)
+    metadata = await ops.metadata_for(gw, ledger_id, password)
     wait_ms = min(wait_ms, LAC_WAIT_MAX_MS)
     if metadata.state is LedgerState.CLOSED:
         return {"last_add_confirmed": _closed_end(metadata)}
-    runner = ctx.handles.get(ledger_id) if ctx.handles else None
-    if runner is not None and runner.live:
+    runner = gw.handles.live(ledger_id)
+    if runner is not None:
         lac = runner.lac
         if after is not None and wait_ms > 0 and lac <= after:
             lac = await runner.wait_lac(after, wait_ms / 1000)
         return {"last_add_confirmed": lac}
     if after is not None and wait_ms > 0:
-        lac = await reads.wait_bookies_lac(ctx, metadata, after, wait_ms)
+        lac = await reads.wait_bookies_lac(gw.ctx, metadata, after, wait_ms)
     else:
-        lac = await reads.bookies_lac(ctx, metadata)
+        lac = await reads.bookies_lac(gw.ctx, metadata)
     return {"last_add_confirmed": lac}
 
 
@@ -265,10 +266,8 @@ def _closed_end(metadata) -> int:  # type: ignore[no-untyped-def]
     return metadata.last_entry_id if metadata.last_entry_id is not None else -1
 
 
-async def _readable_end(ctx, ledger_id, metadata) -> int:  # type: ignore[no-untyped-def]
-    runner = ctx.handles.get(ledger_id) if ctx.handles else None
-    writer_lac = runner.lac if runner is not None and runner.live else None
-    return await reads.readable_end(ctx, metadata, writer_lac)
+async def _readable_end(gw: Gateway, ledger_id: int, metadata: LedgerMetadata) -> int:
+    return await reads.readable_end(gw.ctx, metadata, gw.handles.writer_lac(ledger_id))
 
 
 @router.get(
@@ -290,24 +289,24 @@ async def _readable_end(ctx, ledger_id, metadata) -> int:  # type: ignore[no-unt
 async def read_entries(
     ledger_id: LedgerIdPath,
     request: Request,
-    ctx: ContextDep,
+    gw: GatewayDep,
     password: PasswordHeader = None,
     first: Annotated[int | None, Query(alias="from", ge=0, le=ID_MAX)] = None,
     last: Annotated[int | None, Query(alias="to", ge=0, le=ID_MAX)] = None,
 ) -> Any:
     if first is not None and last is not None and first > last:
         raise InvalidArgument(f"from ({first}) > to ({last})")
-    metadata = await ops.metadata_for(ctx, ledger_id, password)
+    metadata = await ops.metadata_for(gw, ledger_id, password)
     key = reads.read_key(metadata, password)
-    end = await _readable_end(ctx, ledger_id, metadata)
+    end = await _readable_end(gw, ledger_id, metadata)
     start = 0 if first is None else first
     stop = end if last is None else min(last, end)
     # The first page is read before answering, so that an error there (no replica)
     # is still an {"error", "message"} answer and not a 200 with a broken stream.
-    page = await _timed_read(ctx, ledger_id, reads.read_page(ctx, metadata, start, stop, key))
+    page = await _timed_read(gw.ctx, ledger_id, reads.read_page(gw.ctx, metadata, start, stop, key))
     if "application/x-ndjson" in request.headers.get("accept", ""):
         return StreamingResponse(
-            _ndjson(ctx, metadata, page, stop, key), media_type="application/x-ndjson"
+            _ndjson(gw.ctx, metadata, page, stop, key), media_type="application/x-ndjson"
         )
     next_id = page.next_entry_id if page.next_entry_id is not None else None
     if next_id is not None and next_id > stop:
@@ -349,11 +348,13 @@ async def _ndjson(ctx, metadata, page: reads.Page, stop: int, key: bytes) -> Asy
 async def read_entry(
     ledger_id: LedgerIdPath,
     entry_id: EntryIdPath,
-    ctx: ContextDep,
+    gw: GatewayDep,
     password: PasswordHeader = None,
 ) -> Response:
-    metadata = await ops.metadata_for(ctx, ledger_id, password)
-    end = await _readable_end(ctx, ledger_id, metadata)
+    metadata = await ops.metadata_for(gw, ledger_id, password)
+    end = await _readable_end(gw, ledger_id, metadata)
     key = reads.read_key(metadata, password)
-    data = await _timed_read(ctx, ledger_id, reads.read_single(ctx, metadata, entry_id, end, key))
+    data = await _timed_read(
+        gw.ctx, ledger_id, reads.read_single(gw.ctx, metadata, entry_id, end, key)
+    )
     return Response(data, media_type="application/octet-stream")

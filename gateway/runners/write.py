@@ -286,9 +286,18 @@ class HandleTable:
 
     @property
     def live_count(self) -> int:
-        """Write handles held and still live (no ``__len__``: an empty table must stay
-        truthy for the ``if ctx.handles`` checks)."""
+        """Write handles held and still live."""
         return len(self._live)
+
+    def live(self, ledger_id: int) -> HandleRunner | None:
+        """The live write handle of the ledger, if this gateway holds one."""
+        runner = self.get(ledger_id)
+        return runner if runner is not None and runner.live else None
+
+    def writer_lac(self, ledger_id: int) -> int | None:
+        """The LAC of this gateway's live write handle of the ledger, else None."""
+        runner = self.live(ledger_id)
+        return runner.lac if runner is not None else None
 
     async def aclose(self) -> None:
         runners = [*self._live.values(), *self._closed.values()]

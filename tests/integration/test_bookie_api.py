@@ -9,8 +9,9 @@ from dataclasses import replace
 import httpx
 import pytest
 
+from services.limits import BATCH_ENTRIES_MAX, ENTRY_SIZE_MAX_BYTES
 from services.wire import digest, framing
-from services.wire.framing import BATCH_ENTRIES_MAX, ENTRY_SIZE_MAX_BYTES, HEADER, Record
+from services.wire.framing import HEADER, Record
 from tests.integration.bookie_support import Bookie, sealed
 
 BIG = str(2**63)

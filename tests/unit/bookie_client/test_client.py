@@ -28,6 +28,7 @@ from services.errors import (
     QuireError,
     Unauthorized,
 )
+from services.limits import BATCH_ENTRIES_MAX
 from services.web.errors import install_error_handlers
 from services.wire import framing
 
@@ -476,7 +477,7 @@ def test_oversized_adds_are_refused_locally():
     async def main():
         fake = FakeBookie()
         async with served(fake.app) as addr, BookieClient(addr) as client:
-            recs = [record(1, i) for i in range(framing.BATCH_ENTRIES_MAX + 1)]
+            recs = [record(1, i) for i in range(BATCH_ENTRIES_MAX + 1)]
             with pytest.raises(PayloadTooLarge):
                 await client.add(recs)
             assert fake.requests == 0

@@ -22,6 +22,7 @@ from services.errors import (
     QuorumTimeout,
     Unavailable,
 )
+from services.limits import ENTRY_SIZE_MAX_BYTES
 from services.protocol.ensemble import CloseOutcome, close_outcome, plan_ensemble_change
 from services.protocol.messages import (
     AckAdds,
@@ -49,7 +50,6 @@ from services.protocol.messages import (
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.writer import HandleState, WriteHandle, WriterLimits
 from services.wire.digest import record_ok
-from services.wire.framing import ENTRY_SIZE_MAX_BYTES
 
 POOL = [f"b{i}:3181" for i in range(1, 7)]
 
