@@ -151,6 +151,7 @@ class MetadataFailed:
 
     code: str
     message: str = ""
+    now: int | None = None  # when the runner saw the failure (the back-off starts there)
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,13 @@ metadata. ``start()`` returns the first effects, ``handle(event)`` the next.
    CLOSED -> done with that metadata (a concurrent recovery or the writer
    won, and everybody converges on it); IN_RECOVERY -> CAS again on it.
 
+Both metadata steps follow ``cas.MetadataCas`` (the writer's rules too):
+bounded attempts, and after a store failure (outcome unknown) a back-off of
+``metadata_retry_ms`` before re-reading. The whole recovery is bounded by
+``recovery_timeout_ms``, counted from ``start(now)`` on the ``Tick`` events the
+runner feeds by ``next_deadline()``; past it the recovery fails (quorum_timeout,
+retriable: running it again continues from where the metadata is).
+
 Reads always use the metadata as it was fenced; write-backs use it plus the
 recovery's own new fragments.
 """
@@ -53,9 +60,11 @@ from services.errors import (
     MetadataUnavailable,
     NotEnoughBookies,
     QuireError,
+    QuorumTimeout,
     invariant,
 )
 from services.protocol import quorum
+from services.protocol.cas import CasFailed, CasFresh, CasLimits, CasWritten, MetadataCas
 from services.protocol.messages import (
     BookieAddsDone,
     BookieFailed,
@@ -69,14 +78,13 @@ from services.protocol.messages import (
     MetadataRead,
     MetadataWritten,
     ReadEntries,
-    ReadMetadata,
     ReadOutcome,
     ReadWritableBookies,
     RecoveryDone,
     RecoveryFailed,
     SendFence,
+    Tick,
     WritableBookies,
-    WriteMetadata,
 )
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.reader import record_usable
@@ -91,7 +99,9 @@ class RecoveryLimits:
     recovery_read_batch_max: int = 16  # entries being read ahead at once
     recovery_read_attempts_max: int = 3  # reads of one entry from one bookie
     recovery_write_attempts_max: int = 3  # failed write-backs before a bookie is replaced
-    metadata_attempts_max: int = 10  # CAS conflicts or store failures per step
+    metadata_attempts_max: int = 10  # CAS writes, or store failures in a row, per step
+    metadata_retry_ms: int = 200  # back-off after a store failure before re-reading
+    recovery_timeout_ms: int = 120_000  # the longest run, from start() to its result
     ensemble_change_attempts_max: int = 5  # replacements of write-back bookies
 
 
@@ -137,7 +147,15 @@ class LedgerRecovery:
         self._key = digest_key
         self._rng = rng or random.Random(metadata.ledger_id)
         self._started = False
-        self._meta_attempts = 0
+        self._now = 0
+        self._deadline = 0
+        self._cas = MetadataCas(
+            metadata.ledger_id,
+            CasLimits(
+                failures_max=self.limits.metadata_attempts_max,
+                retry_ms=self.limits.metadata_retry_ms,
+            ),
+        )
         self._fence_lacs: dict[str, int] = {}
         self._fence_failures: set[str] = set()
         self._reads: dict[int, _Reads] = {}
@@ -150,10 +168,11 @@ class LedgerRecovery:
         self._probe: _Reads | None = None
         self._close_length = 0
         self._handlers: dict[type, Callable[[object], list[Effect]]] = {
-            MetadataWritten: self._on_metadata_written,
-            MetadataConflicted: self._on_fresh_metadata,
-            MetadataRead: self._on_fresh_metadata,
-            MetadataFailed: self._on_metadata_failed,
+            MetadataWritten: self._on_metadata,
+            MetadataConflicted: self._on_metadata,
+            MetadataRead: self._on_metadata,
+            MetadataFailed: self._on_metadata,
+            Tick: self._on_tick,
             FenceDone: self._on_fence_done,
             FenceFailed: self._on_fence_failed,
             EntryRead: self._on_entry_read,
@@ -170,21 +189,33 @@ class LedgerRecovery:
     def finished(self) -> bool:
         return self.phase in (RecoveryPhase.DONE, RecoveryPhase.FAILED)
 
-    def start(self) -> list[Effect]:
+    def start(self, now: int) -> list[Effect]:
+        """The first effects; ``now`` (ms) starts the ``recovery_timeout_ms`` clock."""
         invariant(not self._started, "a recovery starts once")
         self._started = True
+        self._now = now
+        self._deadline = now + self.limits.recovery_timeout_ms
         state = self.metadata.state
         if state is LedgerState.CLOSED:
             return self._done(self.metadata, self.version, closed_here=False)
         if state is LedgerState.OPEN:
-            self._meta_attempts = 1
-            return [WriteMetadata(self.metadata.in_recovery(), self.version)]
+            return self._begin_metadata_step(self.metadata.in_recovery(), self.version)
         return self._start_fencing()
+
+    def next_deadline(self) -> int | None:
+        """The time (ms) by which the runner must feed ``Tick``, or None."""
+        if not self._started or self.finished:
+            return None
+        cas_at = self._cas.next_deadline()
+        return self._deadline if cas_at is None else min(cas_at, self._deadline)
 
     def handle(self, event: Event) -> list[Effect]:
         invariant(self._started, "a recovery takes events only after start()")
         if self.finished:
             return []
+        now = getattr(event, "now", None)
+        if now is not None:
+            self._now = max(self._now, now)
         handler = self._handlers.get(type(event))
         invariant(handler is not None, f"a recovery does not take {type(event).__name__}")
         return handler(event)
@@ -202,18 +233,36 @@ class LedgerRecovery:
 
     # ------------------------------------------------------------------ metadata
 
-    def _on_metadata_written(self, event: MetadataWritten) -> list[Effect]:
-        if self.phase is RecoveryPhase.MARKING:
-            self.metadata, self.version = event.metadata, event.version
-            return self._start_fencing()
-        if self.phase is RecoveryPhase.CLOSING:
-            return self._done(event.metadata, event.version, closed_here=True)
-        return []
+    def _begin_metadata_step(self, target: LedgerMetadata, version: int) -> list[Effect]:
+        self._cas.begin(self.limits.metadata_attempts_max)
+        return self._write_metadata(target, version)
 
-    def _on_fresh_metadata(self, event: MetadataConflicted | MetadataRead) -> list[Effect]:
-        fresh, version = event.metadata, event.version
+    def _write_metadata(self, target: LedgerMetadata, version: int) -> list[Effect]:
+        write = self._cas.write(target, version)
+        if write is None:
+            return self._fail(MetadataUnavailable, "the metadata kept changing under the CAS")
+        return [write]
+
+    def _on_metadata(
+        self, event: MetadataWritten | MetadataConflicted | MetadataRead | MetadataFailed
+    ) -> list[Effect]:
         if self.phase not in (RecoveryPhase.MARKING, RecoveryPhase.CLOSING):
             return []
+        result = self._cas.take(event, self._now)
+        if isinstance(result, CasWritten):
+            if self.phase is RecoveryPhase.MARKING:
+                self.metadata, self.version = result.metadata, result.version
+                return self._start_fencing()
+            return self._done(result.metadata, result.version, closed_here=True)
+        if isinstance(result, CasFresh):
+            return self._on_fresh_metadata(result.metadata, result.version)
+        if isinstance(result, CasFailed):
+            if result.error is LedgerNotFound:
+                return self._fail(LedgerNotFound, "the ledger was deleted")
+            return self._fail(result.error, result.message)
+        return []
+
+    def _on_fresh_metadata(self, fresh: LedgerMetadata, version: int) -> list[Effect]:
         if fresh.state is LedgerState.CLOSED:
             return self._done(fresh, version, closed_here=False)
         self.metadata, self.version = fresh, version
@@ -221,28 +270,24 @@ class LedgerRecovery:
             return self._start_fencing()  # ours landed, or another recovery's did
         if self.phase is RecoveryPhase.CLOSING and fresh.state is LedgerState.OPEN:
             return self._fail(QuireError, "the ledger went back from IN_RECOVERY to OPEN")
-        self._meta_attempts += 1  # the CAS lost to another change: try again on the fresh one
-        if self._meta_attempts > self.limits.metadata_attempts_max:
-            return self._fail(MetadataUnavailable, "the metadata kept changing under the CAS")
+        # The CAS lost to another change: try again on the fresh metadata.
         if self.phase is RecoveryPhase.MARKING:
-            return [WriteMetadata(fresh.in_recovery(), version)]
+            return self._write_metadata(fresh.in_recovery(), version)
         return self._write_close()
 
-    def _on_metadata_failed(self, event: MetadataFailed) -> list[Effect]:
-        if self.phase not in (RecoveryPhase.MARKING, RecoveryPhase.CLOSING):
-            return []
-        if event.code == LedgerNotFound.code:
-            return self._fail(LedgerNotFound, "the ledger was deleted")
-        self._meta_attempts += 1
-        if self._meta_attempts > self.limits.metadata_attempts_max:
-            return self._fail(MetadataUnavailable, f"metadata store failing: {event.message}")
-        return [ReadMetadata(self.ledger_id)]  # the write's outcome is unknown: look
+    def _on_tick(self, event: Tick) -> list[Effect]:
+        if self._now >= self._deadline:
+            self._cas.cancel()
+            return self._fail(
+                QuorumTimeout,
+                f"did not finish in {self.limits.recovery_timeout_ms} ms; it can be run again",
+            )
+        return list(self._cas.tick(self._now))
 
     # ------------------------------------------------------------------ fencing
 
     def _start_fencing(self) -> list[Effect]:
         self.phase = RecoveryPhase.FENCING
-        self._meta_attempts = 0
         return [SendFence(self.ledger_id, bookie) for bookie in self.metadata.ensemble]
 
     def _covered(self) -> bool:
@@ -450,6 +495,7 @@ class LedgerRecovery:
                 )
             self._close_length = probe.record.length
         self.phase = RecoveryPhase.CLOSING
+        self._cas.begin(self.limits.metadata_attempts_max)
         return self._write_close()
 
     def _write_close(self) -> list[Effect]:
@@ -461,4 +507,4 @@ class LedgerRecovery:
                 MetadataUnavailable, "the fenced fragment changed under the recovery; run it again"
             )
         target = merged.closed(self.last_entry_id, self._close_length)
-        return [WriteMetadata(target, self.version)]
+        return self._write_metadata(target, self.version)
