@@ -4,10 +4,11 @@ so the runners run on a real asyncio loop without processes."""
 
 from __future__ import annotations
 
+import asyncio
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-from gateway.context import GatewayContext
+from gateway.context import GatewayContext, monotonic_ms
 from gateway.metrics import GatewayMetrics
 from services.bookie_client import AddResult, LacInfo, RangeResult
 from services.errors import (
@@ -65,6 +66,7 @@ class FakeBookie:
     def __init__(self, bookie_id: str) -> None:
         self.bookie_id = bookie_id
         self.down = False
+        self.gate: asyncio.Event | None = None  # when set: adds and fences wait for it
         self.entries: dict[tuple[int, int], Record] = {}
         self.fenced: set[int] = set()
         self.lacs: dict[int, int] = {}
@@ -74,8 +76,13 @@ class FakeBookie:
         if self.down:
             raise BookieUnavailable(f"bookie {self.bookie_id} is down")
 
-    async def add(self, records: list[Record]) -> AddResult:
+    async def _pass_gate(self) -> None:
+        if self.gate is not None:
+            await self.gate.wait()
         self._check()
+
+    async def add(self, records: list[Record]) -> AddResult:
+        await self._pass_gate()
         self.adds.append(list(records))
         rejected = []
         for r in records:
@@ -117,7 +124,7 @@ class FakeBookie:
         return len(lacs)
 
     async def fence(self, ledger_id: int) -> LacInfo:
-        self._check()
+        await self._pass_gate()
         self.fenced.add(ledger_id)  # persisted before the answer
         return await self.read_lac(ledger_id)
 
@@ -145,20 +152,10 @@ class FakeBookies:
         return self.bookies[bookie_id]
 
 
-class FakeClock:
-    """A monotonic ms clock the test moves."""
-
-    def __init__(self, now: int = 1_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-
 def make_context(
     bookies: FakeBookies,
     store: FakeLedgerStore | None = None,
-    clock: FakeClock | None = None,
+    clock: Callable[[], int] | None = None,
     **settings: int,
 ) -> GatewayContext:
     return GatewayContext(
@@ -167,6 +164,6 @@ def make_context(
         registry=bookies,
         bookies=bookies,
         metrics=GatewayMetrics(),
-        clock=clock or FakeClock(),
+        clock=clock or monotonic_ms,
         rng=random.Random(7),
     )
