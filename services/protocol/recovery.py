@@ -99,6 +99,7 @@ class RecoveryLimits:
     recovery_read_batch_max: int = 16  # entries being read ahead at once
     recovery_read_attempts_max: int = 3  # reads of one entry from one bookie
     recovery_write_attempts_max: int = 3  # failed write-backs before a bookie is replaced
+    recovery_write_backs_in_flight_max: int = 64  # entries being written back at once
     metadata_attempts_max: int = 10  # CAS writes, or store failures in a row, per step
     metadata_retry_ms: int = 200  # back-off after a store failure before re-reading
     recovery_timeout_ms: int = 120_000  # the longest run, from start() to its result
@@ -163,7 +164,7 @@ class LedgerRecovery:
         self._next_read = 0  # the lowest entry not asked for yet
         self._last_record: Record | None = None
         self._fenced = metadata  # the metadata as fenced: every read uses it
-        self._writebacks = WriteBacks(metadata, self.limits.recovery_write_attempts_max)
+        self._writebacks = self._new_writebacks(metadata)
         self._changing = False  # waiting for WritableBookies
         self._probe: _Reads | None = None
         self._close_length = 0
@@ -184,6 +185,14 @@ class LedgerRecovery:
     @property
     def ledger_id(self) -> int:
         return self.metadata.ledger_id
+
+    def _new_writebacks(self, metadata: LedgerMetadata) -> WriteBacks:
+        limits = self.limits
+        return WriteBacks(
+            metadata,
+            limits.recovery_write_attempts_max,
+            limits.recovery_write_backs_in_flight_max,
+        )
 
     @property
     def finished(self) -> bool:
@@ -329,7 +338,7 @@ class LedgerRecovery:
     def _start_reading(self) -> list[Effect]:
         self.phase = RecoveryPhase.READING
         self._fenced = self.metadata
-        self._writebacks = WriteBacks(self.metadata, self.limits.recovery_write_attempts_max)
+        self._writebacks = self._new_writebacks(self.metadata)
         self.fence_complete = True
         self.fenced_at_completion = frozenset(self._fence_lacs)
         max_lac = max(self._fence_lacs.values())
@@ -418,7 +427,7 @@ class LedgerRecovery:
                 )
             else:
                 break
-        effects: list[Effect] = list(self._writebacks.send(found)) if found else []
+        effects: list[Effect] = list(self._writebacks.send()) if found else []
         if self.last_entry_id is None:
             effects += self._fill_window()
         return effects + self._progress()
@@ -430,10 +439,12 @@ class LedgerRecovery:
             return []
         for entry_id in event.stored:
             self._writebacks.stored(event.bookie, entry_id)
-        retry: list[Effect] = []
+        more: list[Effect] = []
         if event.rejected:
-            retry += self._writebacks.failed_on(event.bookie)
-        return retry + self._progress()
+            more += self._writebacks.failed_on(event.bookie)  # re-sends, and sends more
+        else:
+            more += self._writebacks.send()  # the entries waiting for room
+        return more + self._progress()
 
     def _on_bookie_failed(self, event: BookieFailed) -> list[Effect]:
         if self.phase is not RecoveryPhase.READING:
