@@ -13,22 +13,15 @@ metadata. ``start()`` returns the first effects, ``handle(event)`` the next.
    failed without that coverage, the recovery fails (retriable).
 3. Every entry up to ``floor = max(highest LAC returned, first id of the last
    fragment - 1)`` was acknowledged to a client and is on an ack quorum.
-   Read forward from ``floor + 1`` in bounded windows
-   (``recovery_read_batch_max``), each entry from the FENCED bookies of its
-   write set only: a fenced bookie's "missing" is final, it will never take
-   the old writer's add afterwards. A replica whose digest does not verify is
-   never used; it counts as a read error, NOT as missing: the bookie holds
-   some copy, so counting it towards absence could drop an acknowledged
-   entry (with Qw - Qa + 1 = 1 a single corrupt answer would). An entry
-   found on any of them is written back to its
-   whole write set with the recovery flag and counts once Qa bookies stored
-   it (``writeback``: a bookie failing write-backs is replaced in a new
-   fragment that stays local until step 5). The first entry missing from
-   ``Qw - Qa + 1`` fenced bookies of its
-   write set cannot have been acknowledged: the last entry is the one before.
-   An entry neither found nor provably absent (read errors, after
-   ``recovery_read_attempts_max`` tries per bookie) fails the recovery
-   (retriable; nothing changed beyond IN_RECOVERY).
+   Read forward from ``floor + 1`` (``readforward.ReadForward``: bounded
+   windows, fenced bookies only, a corrupt replica is a read error and never
+   evidence of absence). An entry found is written back to its whole write
+   set with the recovery flag and counts once Qa bookies stored it
+   (``writeback``: a bookie failing write-backs is replaced in a new fragment
+   that stays local until step 5). The first entry missing from ``Qw - Qa + 1``
+   fenced bookies of its write set cannot have been acknowledged: the last
+   entry is the one before. An entry neither found nor provably absent fails
+   the recovery (retriable; nothing changed beyond IN_RECOVERY).
 4. The length is the last entry's ``length`` field; when nothing is found
    beyond the floor, entry ``floor`` itself is read (from any bookie of its
    write set) to learn it.
@@ -52,7 +45,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 
 from services.errors import (
@@ -77,8 +70,6 @@ from services.protocol.messages import (
     MetadataFailed,
     MetadataRead,
     MetadataWritten,
-    ReadEntries,
-    ReadOutcome,
     ReadWritableBookies,
     RecoveryDone,
     RecoveryFailed,
@@ -87,9 +78,8 @@ from services.protocol.messages import (
     WritableBookies,
 )
 from services.protocol.metadata import LedgerMetadata, LedgerState
-from services.protocol.reader import record_usable
+from services.protocol.readforward import ReadForward
 from services.protocol.writeback import WriteBacks
-from services.wire.framing import Record
 
 
 @dataclass(frozen=True)
@@ -115,16 +105,6 @@ class RecoveryPhase(StrEnum):
     FAILED = "failed"
 
 
-@dataclass(slots=True)
-class _Reads:
-    """Answers about one entry: outstanding bookies, who said missing, a good record."""
-
-    asked: set[str]
-    missing: set[str] = field(default_factory=set)
-    errors: dict[str, int] = field(default_factory=dict)
-    record: Record | None = None
-
-
 class LedgerRecovery:
     """Fence, find the last entry, write back, close: see the module docstring."""
 
@@ -144,7 +124,6 @@ class LedgerRecovery:
         self.fence_complete = False
         self.fenced_at_completion: frozenset[str] = frozenset()
         self.floor = -1
-        self.last_entry_id: int | None = None  # the last entry, once found
         self._key = digest_key
         self._rng = rng or random.Random(metadata.ledger_id)
         self._started = False
@@ -159,14 +138,10 @@ class LedgerRecovery:
         )
         self._fence_lacs: dict[str, int] = {}
         self._fence_failures: set[str] = set()
-        self._reads: dict[int, _Reads] = {}
-        self._cursor = 0  # the lowest entry not decided yet
-        self._next_read = 0  # the lowest entry not asked for yet
-        self._last_record: Record | None = None
+        self._forward: ReadForward | None = None  # once fenced
         self._fenced = metadata  # the metadata as fenced: every read uses it
         self._writebacks = self._new_writebacks(metadata)
         self._changing = False  # waiting for WritableBookies
-        self._probe: _Reads | None = None
         self._close_length = 0
         self._handlers: dict[type, Callable[[object], list[Effect]]] = {
             MetadataWritten: self._on_metadata,
@@ -193,6 +168,11 @@ class LedgerRecovery:
             limits.recovery_write_attempts_max,
             limits.recovery_write_backs_in_flight_max,
         )
+
+    @property
+    def last_entry_id(self) -> int | None:
+        """The last entry, once reading forward found it."""
+        return self._forward.last_entry_id if self._forward is not None else None
 
     @property
     def finished(self) -> bool:
@@ -343,93 +323,35 @@ class LedgerRecovery:
         self.fenced_at_completion = frozenset(self._fence_lacs)
         max_lac = max(self._fence_lacs.values())
         self.floor = max(max_lac, self.metadata.last_fragment.first_entry_id - 1)
-        self._cursor = self._next_read = self.floor + 1
-        effects: list[Effect] = []
-        if self.floor >= 0:
-            bookies = self._fenced.write_set_bookies(self.floor)
-            self._probe = _Reads(asked=set(bookies))
-            effects += [ReadEntries(self.ledger_id, b, (self.floor,)) for b in bookies]
-        return effects + self._fill_window()
-
-    def _fill_window(self) -> list[Effect]:
-        asks: dict[str, list[int]] = {}
-        while self.last_entry_id is None and len(self._reads) < self.limits.recovery_read_batch_max:
-            entry_id = self._next_read
-            self._next_read += 1
-            candidates = self._fenced.write_set_bookies(entry_id)
-            fenced = [b for b in candidates if b in self._fence_lacs]
-            self._reads[entry_id] = _Reads(asked=set(fenced))
-            for bookie in fenced:
-                asks.setdefault(bookie, []).append(entry_id)
-        return [ReadEntries(self.ledger_id, b, tuple(ids)) for b, ids in asks.items()]
+        self._forward = ReadForward(
+            self._fenced,
+            self.fenced_at_completion,
+            self.floor,
+            key=self._key,
+            batch_max=self.limits.recovery_read_batch_max,
+            attempts_max=self.limits.recovery_read_attempts_max,
+        )
+        return list(self._forward.start())
 
     def _on_entry_read(self, event: EntryRead) -> list[Effect]:
-        if self.phase is not RecoveryPhase.READING:
+        forward = self._forward
+        if self.phase is not RecoveryPhase.READING or forward is None:
             return []
-        if event.entry_id == self.floor and self._probe is not None:
-            return self._on_probe_read(event, self._probe)
-        reads = self._reads.get(event.entry_id)
-        if reads is None or event.bookie not in reads.asked:
+        probe = event.entry_id == self.floor and forward.probe is not None
+        retry = forward.answer(event)
+        if retry is None:
             return []
-        retry = self._take_answer(reads, event)
         if retry:
-            return retry
-        return self._decide()
-
-    def _take_answer(self, reads: _Reads, event: EntryRead) -> list[Effect]:
-        """Record one answer; a read ERROR is retried (bounded) and returned as effects."""
-        reads.asked.discard(event.bookie)
-        if event.outcome is ReadOutcome.MISSING:
-            reads.missing.add(event.bookie)
-            return []
-        if event.outcome is ReadOutcome.FOUND:
-            if record_usable(event.record, self._fenced, event.entry_id, self._key):
-                if reads.record is None:
-                    reads.record = event.record
-                return []
-            # A replica whose digest does not verify is never used, and it is no evidence
-            # of absence either (the bookie does hold some copy): treated as a read error.
-        count = reads.errors.get(event.bookie, 0) + 1
-        reads.errors[event.bookie] = count
-        if count < self.limits.recovery_read_attempts_max:
-            reads.asked.add(event.bookie)
-            return [ReadEntries(self.ledger_id, event.bookie, (event.entry_id,))]
-        return []
-
-    def _on_probe_read(self, event: EntryRead, probe: _Reads) -> list[Effect]:
-        if event.bookie not in probe.asked or probe.record is not None:
-            return []
-        retry = self._take_answer(probe, event)
-        return retry or self._maybe_close()
-
-    def _decide(self) -> list[Effect]:
-        """Decide entries in id order: found -> write back; absent -> the end."""
-        md = self._fenced
-        found: list[int] = []
-        while self.last_entry_id is None and self._cursor in self._reads:
-            entry_id = self._cursor
-            reads = self._reads[entry_id]
-            if reads.record is not None:
-                del self._reads[entry_id]
-                self._writebacks.add(reads.record)
-                found.append(entry_id)
-                self._last_record = reads.record
-                self._cursor += 1
-            elif quorum.entry_absent(md.write_quorum, md.ack_quorum, len(reads.missing)):
-                self.last_entry_id = entry_id - 1
-                self._reads.clear()
-            elif not reads.asked:
-                return self._fail(
-                    NotEnoughBookies,
-                    f"entry {entry_id} is neither found nor provably absent: missing from "
-                    f"{sorted(reads.missing)}, errors from {sorted(reads.errors)}; absence needs "
-                    f"{quorum.fence_threshold(md.write_quorum, md.ack_quorum)} fenced bookies",
-                )
-            else:
-                break
+            return list(retry)
+        if probe:
+            return self._maybe_close()
+        found, failure = forward.decide()
+        if failure is not None:
+            return self._fail(NotEnoughBookies, failure)
+        for record in found:
+            self._writebacks.add(record)
         effects: list[Effect] = list(self._writebacks.send()) if found else []
-        if self.last_entry_id is None:
-            effects += self._fill_window()
+        effects += forward.fill_window()
         return effects + self._progress()
 
     # ------------------------------------------------------------------ writing back
@@ -488,13 +410,15 @@ class LedgerRecovery:
             return []
         if self._writebacks.pending():
             return []
+        forward = self._forward
+        invariant(forward is not None, "closing before reading forward")
         if last > self.floor:
-            invariant(self._last_record is not None, "no record of the last entry")
-            self._close_length = self._last_record.length
+            invariant(forward.last_record is not None, "no record of the last entry")
+            self._close_length = forward.last_record.length
         elif last < 0:
             self._close_length = 0
         else:
-            probe = self._probe
+            probe = forward.probe
             invariant(probe is not None, "no probe of the floor entry")
             if probe.record is None:
                 if probe.asked:
