@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from gateway.context import GatewayContext
@@ -45,8 +45,8 @@ class HandleRunner(EffectRunner):
         self.senders = senders
         self.handle = handle
         self._ids = itertools.count()
-        self._adds: dict[int, asyncio.Future[AddOutcome]] = {}
-        self._closes: dict[int, asyncio.Future[tuple[LedgerMetadata, int]]] = {}
+        self._adds: dict[Hashable, asyncio.Future[AddOutcome]] = {}
+        self._closes: dict[Hashable, asyncio.Future[tuple[LedgerMetadata, int]]] = {}
         self._waiters: list[asyncio.Future[None]] = []
         self.closed_metadata: LedgerMetadata | None = None
         self._ensemble_changes_seen = 0
@@ -204,7 +204,9 @@ class HandleRunner(EffectRunner):
                     waiter.set_result(None)
 
     async def aclose(self) -> None:
-        for future in [*self._adds.values(), *self._closes.values()]:
+        futures: list[asyncio.Future[AddOutcome] | asyncio.Future[tuple[LedgerMetadata, int]]]
+        futures = [*self._adds.values(), *self._closes.values()]
+        for future in futures:
             if not future.done():
                 future.set_exception(Unavailable("the gateway is shutting down"))
         await self._stop()

@@ -47,6 +47,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from services.errors import (
     LedgerNotFound,
@@ -143,7 +144,7 @@ class LedgerRecovery:
         self._writebacks = self._new_writebacks(metadata)
         self._changing = False  # waiting for WritableBookies
         self._close_length = 0
-        self._handlers: dict[type, Callable[[object], list[Effect]]] = {
+        self._handlers: dict[type, Callable[[Any], list[Effect]]] = {
             MetadataWritten: self._on_metadata,
             MetadataConflicted: self._on_metadata,
             MetadataRead: self._on_metadata,

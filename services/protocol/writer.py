@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Hashable
-from typing import Literal
+from typing import Any, Literal
 
 from services.errors import (
     InvalidArgument,
@@ -131,7 +131,7 @@ class WriteHandle(HandleMetadata):
         self._now = now
         self._idle_since = now
         self._lac_sent = -1
-        self._handlers: dict[type, Callable[[object], list[Effect]]] = {
+        self._handlers: dict[type, Callable[[Any], list[Effect]]] = {
             AddRequested: self._on_add,
             CloseRequested: self._on_close,
             Tick: self._on_tick,
