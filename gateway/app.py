@@ -50,10 +50,13 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         store = MetadataStore(settings.zk_hosts, session_timeout_s=settings.zk_session_timeout)
         await store.start(30.0)
         registry = BookieRegistry(store)
-        pool = BookieClientPool(settings.cluster_secret)
+        pool = BookieClientPool(
+            settings.cluster_secret,
+            connect_timeout_s=settings.bookie_connect_timeout_ms / 1000,
+            request_timeout_s=settings.bookie_request_timeout_ms / 1000,
+        )
         ctx = GatewayContext(
             settings=settings,
-            store=store,
             ledgers=LedgerStore(store),
             registry=registry,
             bookies=pool,
@@ -63,10 +66,12 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         gateway = Gateway.build(ctx)
         try:
             await registry.start()
+            app.state.metadata_store = store
             app.state.gateway = gateway
             yield
         finally:
             app.state.gateway = None
+            app.state.metadata_store = None
             await gateway.aclose()
             await pool.aclose()
             await store.stop()
@@ -82,11 +87,12 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     )
     install_openapi(app, "bearerToken", TOKEN_SCHEME)
     app.state.gateway = None
+    app.state.metadata_store = None
     install_error_handlers(app)
 
     def ready() -> bool:
-        gateway = app.state.gateway
-        return gateway is not None and gateway.ctx.store.connected
+        store = app.state.metadata_store
+        return app.state.gateway is not None and store is not None and store.connected
 
     add_health_route(app, ready)
     add_metrics_route(app, metrics.registry)

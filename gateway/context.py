@@ -1,32 +1,107 @@
-"""What the gateway's routes and runners share, built once in the lifespan (STYLE.md §7)."""
+"""What the gateway's routes and runners share, built once in the lifespan (STYLE.md §7).
+
+The context holds only long-lived clients and stores, each typed as the small
+Protocol the gateway needs of it, plus a clock and a seeded ``random.Random``,
+so tests pass fakes (an in-memory metadata store, fake bookies, a fixed clock).
+The write handles and recoveries are not here: ``gateway.service.Gateway``
+holds them beside the context.
+"""
 
 from __future__ import annotations
 
 import random
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from gateway.metrics import GatewayMetrics
-from services.bookie_client import BookieClient, BookieClientPool
+from services.bookie_client import AddResult, LacInfo, RangeResult
+from services.protocol.metadata import LedgerMetadata
 from services.settings import GatewaySettings
-from services.zk.ledger_store import LedgerStore
-from services.zk.registry import BookieRegistry
-from services.zk.store import MetadataStore
+from services.wire.framing import Record
+from services.zk.ledger_store import VersionedLedger
+
+
+class LedgerMetadataStore(Protocol):
+    """Ledger metadata with versions (``services.zk.ledger_store.LedgerStore``)."""
+
+    async def new_ledger_id(self) -> int: ...
+
+    async def create(self, metadata: LedgerMetadata) -> VersionedLedger: ...
+
+    async def get(self, ledger_id: int) -> VersionedLedger: ...
+
+    async def compare_and_set(self, metadata: LedgerMetadata, version: int) -> VersionedLedger:
+        """``MetadataConflict`` when the version moved, ``LedgerNotFound`` when deleted."""
+        ...
+
+    async def delete(self, ledger_id: int) -> None: ...
+
+    async def list(self, after: int | None, limit: int) -> tuple[list[int], int | None]: ...
+
+
+class BookieRegistryView(Protocol):
+    """The registered bookies (``services.zk.registry.BookieRegistry``)."""
+
+    @property
+    def writable(self) -> list[str]: ...
+
+    def address_of(self, bookie_id: str) -> str: ...
+
+
+class BookieApi(Protocol):
+    """What the gateway asks of one bookie (``services.bookie_client.BookieClient``)."""
+
+    async def add(self, records: list[Record]) -> AddResult: ...
+
+    async def read_entry(self, ledger_id: int, entry_id: int) -> Record: ...
+
+    async def read_range(
+        self,
+        ledger_id: int,
+        first: int,
+        last: int,
+        max_entries: int = ...,
+        max_bytes: int = ...,
+    ) -> RangeResult: ...
+
+    async def read_lac(
+        self, ledger_id: int, after: int | None = None, wait_ms: int = 0
+    ) -> LacInfo: ...
+
+    async def write_lacs(self, lacs: Mapping[int, int]) -> int: ...
+
+    async def fence(self, ledger_id: int) -> LacInfo: ...
+
+    async def delete_ledger(self, ledger_id: int) -> None: ...
+
+
+class BookieLookup(Protocol):
+    """The long-lived client of each bookie (``services.bookie_client.BookieClientPool``)."""
+
+    def get(self, bookie_id: str, address: str | None = None) -> BookieApi: ...
+
+
+def monotonic_ms() -> int:
+    """Milliseconds from a monotonic clock (the protocol core's time)."""
+    return int(time.monotonic() * 1000)
 
 
 @dataclass
 class GatewayContext:
     settings: GatewaySettings
-    store: MetadataStore
-    ledgers: LedgerStore
-    registry: BookieRegistry
-    bookies: BookieClientPool
+    ledgers: LedgerMetadataStore
+    registry: BookieRegistryView
+    bookies: BookieLookup
     metrics: GatewayMetrics
+    clock: Callable[[], int] = monotonic_ms
     rng: random.Random = field(default_factory=random.Random)
 
     def writable_bookies(self) -> list[str]:
         """Registered, writable bookies that may join an ensemble."""
         return self.registry.writable
 
-    def bookie(self, bookie_id: str) -> BookieClient:
+    def bookie(self, bookie_id: str) -> BookieApi:
         """The long-lived client of a bookie, reached at its registered address."""
         return self.bookies.get(bookie_id, self.registry.address_of(bookie_id))

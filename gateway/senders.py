@@ -8,6 +8,20 @@ together. Under load this turns many small adds into few large requests
 (the bookie then group-commits them with one fsync); at light load a record
 goes out at once. The per-record outcome is reported back to each callback,
 grouped by ledger.
+
+The queue is bounded (``queued_batches_max`` requests' worth of entries and
+bytes). When it is full, the records are failed at once as UNAVAILABLE back to
+their handle (on the next loop turn: the handle's runner is feeding an event
+when it sends). We fail rather than make admission wait: the queue is shared by
+every ledger on that bookie, and the effect that enqueues is applied
+synchronously inside the handle's runner, so waiting there would stall every
+ledger of the handle; a bookie that cannot drain its queue is a slow bookie,
+and the handle's answer to an UNAVAILABLE bookie is the protocol's: replace it
+by an ensemble change (acknowledged entries are never lost). Admission already
+waits, bounded, on each handle's own in-flight limits.
+
+``add_outcome`` is the one mapping of a bookie's answer (or error) to an add
+onto ``BookieAddsDone``'s fields; the recovery's write-backs use it too.
 """
 
 from __future__ import annotations
@@ -15,23 +29,68 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from services.bookie_client import BookieClient
+from gateway.context import BookieApi
+from services.bookie_client import AddResult
 from services.errors import BookieReadOnly, LedgerFenced, QuireError
 from services.limits import LAC_BATCH_MAX
 from services.protocol.messages import RejectReason
+from services.settings import GatewaySettings
 from services.wire.framing import Record
 
 log = logging.getLogger(__name__)
 
-REQUESTS_IN_FLIGHT_MAX = 4
-BATCH_ENTRIES_MAX = 2_000
-BATCH_BYTES_MAX = 16 * 1024 * 1024
+# How many requests' worth of records (entries and bytes) may wait per bookie.
+QUEUED_BATCHES_MAX = 8
 
 # callback(stored_entry_ids, rejected_entry_ids, reason)
 AddCallback = Callable[[tuple[int, ...], tuple[int, ...], RejectReason | None], None]
+AddOutcome = tuple[tuple[int, ...], tuple[int, ...], RejectReason | None]
+
+
+def reject_reason(exc: QuireError) -> RejectReason:
+    """Why a bookie did not store an add request that failed with ``exc``."""
+    if isinstance(exc, BookieReadOnly):
+        return RejectReason.READONLY
+    if isinstance(exc, LedgerFenced):
+        return RejectReason.FENCED
+    return RejectReason.UNAVAILABLE  # unreachable, failed, timed out: outcome unknown
+
+
+def add_outcome(records: Sequence[Record], answer: AddResult | QuireError) -> AddOutcome:
+    """``(stored, rejected, reason)`` of ``records`` (a part of one add request) given the
+    bookie's answer: a failed request rejects them all (``reject_reason``); a per-entry
+    refusal (``ledger_fenced``) rejects that entry as FENCED."""
+    ids = tuple(r.entry_id for r in records)
+    if isinstance(answer, QuireError):
+        return (), ids, reject_reason(answer)
+    refused = {(lid, eid) for lid, eid, _ in answer.rejected}
+    stored = tuple(r.entry_id for r in records if (r.ledger_id, r.entry_id) not in refused)
+    rejected = tuple(r.entry_id for r in records if (r.ledger_id, r.entry_id) in refused)
+    return stored, rejected, (RejectReason.FENCED if rejected else None)
+
+
+@dataclass(frozen=True, slots=True)
+class SenderLimits:
+    """The bounds of one bookie's sender (STYLE.md §5)."""
+
+    requests_in_flight_max: int
+    batch_entries_max: int
+    batch_bytes_max: int
+    queued_entries_max: int
+    queued_bytes_max: int
+
+    @classmethod
+    def from_settings(cls, settings: GatewaySettings) -> SenderLimits:
+        return cls(
+            requests_in_flight_max=settings.bookie_requests_in_flight_max,
+            batch_entries_max=settings.bookie_batch_entries_max,
+            batch_bytes_max=settings.bookie_batch_bytes_max,
+            queued_entries_max=QUEUED_BATCHES_MAX * settings.bookie_batch_entries_max,
+            queued_bytes_max=QUEUED_BATCHES_MAX * settings.bookie_batch_bytes_max,
+        )
 
 
 @dataclass(slots=True)
@@ -43,38 +102,56 @@ class _Item:
 
 class BookieSender:
     def __init__(
-        self,
-        bookie_id: str,
-        client: Callable[[], BookieClient],
-        requests_in_flight_max: int = REQUESTS_IN_FLIGHT_MAX,
-        batch_entries_max: int = BATCH_ENTRIES_MAX,
-        batch_bytes_max: int = BATCH_BYTES_MAX,
+        self, bookie_id: str, client: Callable[[], BookieApi], limits: SenderLimits
     ) -> None:
         self.bookie_id = bookie_id
+        self.limits = limits
         self._client = client
         self._queue: deque[_Item] = deque()
+        self._queued_entries = 0
+        self._queued_bytes = 0
         self._in_flight = 0
-        self._max = requests_in_flight_max
-        self._entries_max = batch_entries_max
-        self._bytes_max = batch_bytes_max
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def send(self, records: tuple[Record, ...], callback: AddCallback) -> None:
-        self._queue.append(_Item(records, sum(len(r.payload) for r in records), callback))
+        size = sum(len(r.payload) for r in records)
+        limits = self.limits
+        full = self._queue and (
+            self._queued_entries + len(records) > limits.queued_entries_max
+            or self._queued_bytes + size > limits.queued_bytes_max
+        )
+        if full:
+            log.warning(
+                "add queue to bookie full",
+                extra={"fields": {"bookie": self.bookie_id, "entries": self._queued_entries}},
+            )
+            ids = tuple(r.entry_id for r in records)
+            asyncio.get_running_loop().call_soon(_call, callback, (), ids, RejectReason.UNAVAILABLE)
+            return
+        self._queue.append(_Item(records, size, callback))
+        self._queued_entries += len(records)
+        self._queued_bytes += size
         self._pump()
 
+    @property
+    def queued_entries(self) -> int:
+        return self._queued_entries
+
     def _pump(self) -> None:
-        while self._queue and self._in_flight < self._max:
+        limits = self.limits
+        while self._queue and self._in_flight < limits.requests_in_flight_max:
             batch: list[_Item] = []
             entries = size = 0
             while self._queue:
                 item = self._queue[0]
-                full = entries + len(item.records) > self._entries_max
-                if batch and (full or size + item.size > self._bytes_max):
+                full = entries + len(item.records) > limits.batch_entries_max
+                if batch and (full or size + item.size > limits.batch_bytes_max):
                     break
                 batch.append(self._queue.popleft())
                 entries += len(item.records)
                 size += item.size
+            self._queued_entries -= entries
+            self._queued_bytes -= size
             self._in_flight += 1
             task = asyncio.get_running_loop().create_task(self._request(batch))
             self._tasks.add(task)
@@ -82,43 +159,23 @@ class BookieSender:
 
     async def _request(self, batch: list[_Item]) -> None:
         records = [r for item in batch for r in item.records]
+        answer: AddResult | QuireError
         try:
             try:
-                result = await self._client().add(records)
-            except BookieReadOnly:
-                self._fail(batch, RejectReason.READONLY)
-                return
-            except LedgerFenced:
-                self._fail(batch, RejectReason.FENCED)
-                return
+                answer = await self._client().add(records)
             except QuireError as exc:
-                log.warning(
-                    "add to bookie failed",
-                    extra={"fields": {"bookie": self.bookie_id, "error": exc.code,
-                                      "message": exc.message}},
-                )  # fmt: skip
-                self._fail(batch, RejectReason.UNAVAILABLE)
-                return
-            rejected = {(lid, eid) for lid, eid, _ in result.rejected}
+                if reject_reason(exc) is RejectReason.UNAVAILABLE:
+                    log.warning(
+                        "add to bookie failed",
+                        extra={"fields": {"bookie": self.bookie_id, "error": exc.code,
+                                          "message": exc.message}},
+                    )  # fmt: skip
+                answer = exc
             for item in batch:
-                stored, refused = [], []
-                for r in item.records:
-                    (refused if (r.ledger_id, r.entry_id) in rejected else stored).append(
-                        r.entry_id
-                    )
-                _call(
-                    item.callback,
-                    tuple(stored),
-                    tuple(refused),
-                    RejectReason.FENCED if refused else None,
-                )
+                _call(item.callback, *add_outcome(item.records, answer))
         finally:
             self._in_flight -= 1
             self._pump()
-
-    def _fail(self, batch: list[_Item], reason: RejectReason) -> None:
-        for item in batch:
-            _call(item.callback, (), tuple(r.entry_id for r in item.records), reason)
 
     async def aclose(self) -> None:
         for task in list(self._tasks):
@@ -126,7 +183,12 @@ class BookieSender:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
-def _call(callback: AddCallback, stored, rejected, reason) -> None:  # type: ignore[no-untyped-def]
+def _call(
+    callback: AddCallback,
+    stored: tuple[int, ...],
+    rejected: tuple[int, ...],
+    reason: RejectReason | None,
+) -> None:
     try:
         callback(stored, rejected, reason)
     except Exception:  # noqa: BLE001 - one handle must not break the sender
@@ -144,11 +206,11 @@ class LacSender:
     ``lac_batch_max`` ledgers go in one. Updates are best effort: a failed one
     is dropped (the next add carries the LAC anyway)."""
 
-    def __init__(self, bookie_id: str, client: Callable[[], BookieClient]) -> None:
+    def __init__(self, bookie_id: str, client: Callable[[], BookieApi]) -> None:
         self.bookie_id = bookie_id
         self._client = client
         self._pending: dict[int, int] = {}
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
     def update(self, ledger_id: int, lac: int) -> None:
         if lac > self._pending.get(ledger_id, -2):
@@ -178,8 +240,9 @@ class LacSender:
 class SenderTable:
     """One ``BookieSender`` and one ``LacSender`` per bookie id, created on first use."""
 
-    def __init__(self, client_for: Callable[[str], BookieClient]) -> None:
+    def __init__(self, client_for: Callable[[str], BookieApi], limits: SenderLimits) -> None:
         self._client_for = client_for
+        self.limits = limits
         self._senders: dict[str, BookieSender] = {}
         self._lac_senders: dict[str, LacSender] = {}
 
@@ -193,7 +256,7 @@ class SenderTable:
     def get(self, bookie_id: str) -> BookieSender:
         sender = self._senders.get(bookie_id)
         if sender is None:
-            sender = BookieSender(bookie_id, lambda: self._client_for(bookie_id))
+            sender = BookieSender(bookie_id, lambda: self._client_for(bookie_id), self.limits)
             self._senders[bookie_id] = sender
         return sender
 

@@ -3,7 +3,7 @@ recoveries this gateway runs.
 
 Built whole in the lifespan (``gateway/app.py``) and never partial: the context holds
 only long-lived clients and stores; the handle table and the recoveries, which hold
-runners of the protocol core, live beside it here.
+runners of the protocol core, live beside it here (``gateway/handles.py``).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gateway.context import GatewayContext
-from gateway.runners.recovery import Recoveries
-from gateway.runners.write import HandleTable
+from gateway.handles import HandleTable, Recoveries
+from gateway.senders import SenderLimits, SenderTable
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +23,8 @@ class Gateway:
 
     @classmethod
     def build(cls, ctx: GatewayContext) -> Gateway:
-        return cls(ctx, HandleTable(ctx), Recoveries(ctx))
+        senders = SenderTable(ctx.bookie, SenderLimits.from_settings(ctx.settings))
+        return cls(ctx, HandleTable(ctx, senders), Recoveries(ctx))
 
     async def aclose(self) -> None:
         await self.handles.aclose()

@@ -3,30 +3,34 @@
 A runner feeds events to one state machine at a time, on the event loop, and
 carries out its effects (STYLE.md §1). This base holds the parts common to
 the write handle's and the recovery's runners: feeding (never re-entrant),
-spawned tasks, and the metadata effects.
+the timer that feeds ``Tick`` by the machine's ``next_deadline()``, spawned
+tasks, and the metadata effects.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Coroutine
 from typing import Any
 
 from gateway.context import GatewayContext
-from services.errors import QuireError
+from services.errors import MetadataConflict, QuireError, invariant
 from services.protocol import messages as m
-
-log = logging.getLogger(__name__)
 
 
 class EffectRunner:
     def __init__(self, ctx: GatewayContext) -> None:
         self.ctx = ctx
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: int | None = None
 
-    # Subclasses: the machine's ``handle`` and what to do with each effect.
+    # Subclasses: the machine's ``handle``, its ``next_deadline`` and what to do with
+    # each effect that is not a metadata one.
     def _handle(self, event: m.Event) -> list[m.Effect]:
+        raise NotImplementedError
+
+    def _next_deadline(self) -> int | None:
         raise NotImplementedError
 
     def _apply(self, effect: m.Effect) -> None:
@@ -36,8 +40,12 @@ class EffectRunner:
         """Called after every event's effects were applied."""
 
     def _feed(self, event: m.Event) -> None:
-        for effect in self._handle(event):
+        self._run(self._handle(event))
+
+    def _run(self, effects: list[m.Effect]) -> None:
+        for effect in effects:
             self._dispatch(effect)
+        self._arm_timer()
         self._after_feed()
 
     def _dispatch(self, effect: m.Effect) -> None:
@@ -48,6 +56,9 @@ class EffectRunner:
         else:
             self._apply(effect)
 
+    def _unexpected(self, effect: m.Effect) -> None:
+        invariant(False, f"{type(self).__name__} does not carry out {type(effect).__name__}")
+
     def _feed_soon(self, event: m.Event) -> None:
         asyncio.get_running_loop().call_soon(self._feed, event)
 
@@ -56,16 +67,41 @@ class EffectRunner:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    # ------------------------------------------------------------ time
+
+    def _arm_timer(self) -> None:
+        deadline = self._next_deadline()
+        if deadline == self._timer_at:
+            return
+        self._cancel_timer()
+        self._timer_at = deadline
+        if deadline is None:
+            return
+        delay_s = max(0.0, (deadline - self.ctx.clock()) / 1000)
+        self._timer = asyncio.get_running_loop().call_later(delay_s, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        self._feed(m.Tick(self.ctx.clock()))
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = None
+
+    # ------------------------------------------------------------ metadata
+
     async def _write_metadata(self, effect: m.WriteMetadata) -> None:
+        ledgers = self.ctx.ledgers
         try:
-            written = await self.ctx.ledgers.compare_and_set(
-                effect.metadata, effect.expected_version
-            )
+            written = await ledgers.compare_and_set(effect.metadata, effect.expected_version)
+        except MetadataConflict:
+            await self._read_metadata(effect.metadata.ledger_id, conflicted=True)
+            return
         except QuireError as exc:
-            if exc.code == "metadata_conflict":
-                await self._read_metadata(effect.metadata.ledger_id, conflicted=True)
-            else:
-                self._feed(m.MetadataFailed(exc.code, exc.message))
+            self._feed(m.MetadataFailed(exc.code, exc.message, now=self.ctx.clock()))
             return
         self._feed(m.MetadataWritten(written.metadata, written.version))
 
@@ -73,12 +109,14 @@ class EffectRunner:
         try:
             current = await self.ctx.ledgers.get(ledger_id)
         except QuireError as exc:
-            self._feed(m.MetadataFailed(exc.code, exc.message))
+            self._feed(m.MetadataFailed(exc.code, exc.message, now=self.ctx.clock()))
             return
         event_type = m.MetadataConflicted if conflicted else m.MetadataRead
         self._feed(event_type(current.metadata, current.version))
 
-    async def _cancel_tasks(self) -> None:
+    async def _stop(self) -> None:
+        """Cancel the timer and every task still running."""
+        self._cancel_timer()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,10 +1,12 @@
 """The asyncio runner of ledger recovery (the protocol core's ``LedgerRecovery``).
 
-Any gateway may recover any ledger; recoveries of one ledger started on the
-same gateway share one run. Every bookie request has its own time-out (the
-bookie client's), and the machine moves on as soon as fencing covers every
-write set, so one hanging bookie does not block a recovery. Requests still
-outstanding when the machine finishes are cancelled.
+Every bookie request has its own time-out (the bookie client's), and the
+machine moves on as soon as fencing covers every write set, so one hanging
+bookie does not block a recovery. The whole run is bounded by the machine
+itself (``recovery_timeout_ms``, reached through the ``Tick`` this runner feeds
+by ``next_deadline()``), as the simulator runs it. Requests still outstanding
+when the machine finishes are cancelled. Recoveries of one ledger started on the
+same gateway share one run: ``gateway.handles.Recoveries``.
 """
 
 from __future__ import annotations
@@ -14,21 +16,14 @@ import logging
 
 from gateway.context import GatewayContext
 from gateway.runners.base import EffectRunner
-from services.errors import (
-    BookieReadOnly,
-    EntryNotFound,
-    LedgerFenced,
-    LedgerNotFound,
-    QuireError,
-    QuorumTimeout,
-)
+from gateway.senders import add_outcome
+from services.bookie_client import AddResult
+from services.errors import EntryNotFound, LedgerNotFound, QuireError
 from services.protocol import messages as m
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.recovery import LedgerRecovery
 
 log = logging.getLogger(__name__)
-
-RECOVERY_TIMEOUT_S = 120.0
 
 
 class RecoveryRunner(EffectRunner):
@@ -40,22 +35,17 @@ class RecoveryRunner(EffectRunner):
         )
 
     def _handle(self, event: m.Event) -> list[m.Effect]:
-        if self.machine.finished:
-            return []
-        return self.machine.handle(event)
+        return self.machine.handle(event)  # a finished machine takes nothing more
+
+    def _next_deadline(self) -> int | None:
+        return self.machine.next_deadline()
 
     async def run(self) -> tuple[LedgerMetadata, int]:
-        for effect in self.machine.start():
-            self._dispatch(effect)
+        self._run(self.machine.start(self.ctx.clock()))
         try:
-            return await asyncio.wait_for(asyncio.shield(self.result), RECOVERY_TIMEOUT_S)
-        except TimeoutError as exc:
-            raise QuorumTimeout(
-                f"recovery of ledger {self.machine.ledger_id} did not finish in "
-                f"{RECOVERY_TIMEOUT_S:.0f}s; it can be run again"
-            ) from exc
+            return await asyncio.shield(self.result)
         finally:
-            await self._cancel_tasks()
+            await self._stop()
 
     def _apply(self, effect: m.Effect) -> None:
         if isinstance(effect, m.SendFence):
@@ -77,7 +67,7 @@ class RecoveryRunner(EffectRunner):
             if not self.result.done():
                 self.result.set_exception(effect.exception())
         else:
-            log.error("unexpected recovery effect %r", effect)
+            self._unexpected(effect)
 
     async def _fence(self, ledger_id: int, bookie: str) -> None:
         try:
@@ -102,41 +92,9 @@ class RecoveryRunner(EffectRunner):
             self._feed(event)
 
     async def _write_back(self, effect: m.SendAdds) -> None:
-        ids = tuple(r.entry_id for r in effect.records)
+        answer: AddResult | QuireError
         try:
-            result = await self.ctx.bookie(effect.bookie).add(list(effect.records))
-        except BookieReadOnly:
-            self._feed(m.BookieAddsDone(effect.bookie, (), ids, m.RejectReason.READONLY))
-            return
-        except LedgerFenced:
-            self._feed(m.BookieAddsDone(effect.bookie, (), ids, m.RejectReason.FENCED))
-            return
-        except QuireError:
-            self._feed(m.BookieAddsDone(effect.bookie, (), ids, m.RejectReason.UNAVAILABLE))
-            return
-        rejected = {eid for _, eid, _ in result.rejected}
-        stored = tuple(i for i in ids if i not in rejected)
-        reason = m.RejectReason.FENCED if rejected else None
-        self._feed(m.BookieAddsDone(effect.bookie, stored, tuple(sorted(rejected)), reason))
-
-
-class Recoveries:
-    """Recoveries running on this gateway, one per ledger at a time."""
-
-    def __init__(self, ctx: GatewayContext) -> None:
-        self.ctx = ctx
-        self._running: dict[int, asyncio.Future[tuple[LedgerMetadata, int]]] = {}
-
-    async def recover(
-        self, metadata: LedgerMetadata, version: int, digest_key: bytes
-    ) -> tuple[LedgerMetadata, int]:
-        ledger_id = metadata.ledger_id
-        running = self._running.get(ledger_id)
-        if running is None:
-            runner = RecoveryRunner(
-                self.ctx, LedgerRecovery(metadata, version, digest_key=digest_key)
-            )
-            running = asyncio.ensure_future(runner.run())
-            self._running[ledger_id] = running
-            running.add_done_callback(lambda _: self._running.pop(ledger_id, None))
-        return await asyncio.shield(running)
+            answer = await self.ctx.bookie(effect.bookie).add(list(effect.records))
+        except QuireError as exc:
+            answer = exc
+        self._feed(m.BookieAddsDone(effect.bookie, *add_outcome(effect.records, answer)))

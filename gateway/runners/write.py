@@ -10,18 +10,16 @@ time on the event loop; an effect that answers synchronously is fed back with
 ``call_soon`` so ``handle`` is never re-entered. After every event the runner
 arms a timer for ``next_deadline()`` and feeds ``Tick`` then.
 
-Back-pressure: an add waits (bounded by ``admission_wait_s``) until the handle
+Back-pressure: an add waits (bounded by ``admission_wait_ms``) until the handle
 has room for it, so a slow bookie slows clients instead of growing memory.
+The table of handles is ``gateway.handles.HandleTable``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
-import time
-from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from gateway.context import GatewayContext
@@ -30,23 +28,8 @@ from gateway.senders import SenderTable
 from services.errors import Unavailable
 from services.protocol import messages as m
 from services.protocol.metadata import LedgerMetadata
-from services.protocol.writer import HandleState, WriteHandle, WriterLimits
-
-log = logging.getLogger(__name__)
-
-ADMISSION_WAIT_S = 30.0
-# An idle ledger's explicit LAC update goes to every bookie of its ensemble (coalesced
-# across ledgers per bookie, gateway/senders.py); with many ledgers each written a few
-# times a second, a 20 ms idle delay sent one after nearly every add (39 % of the
-# gateway's CPU with 64 ledgers, measured before coalescing). Tailing readers see the
-# last entry within this delay; busy ledgers carry the LAC on every add anyway.
-EXPLICIT_LAC_DELAY_MS = 200
-WRITER_LIMITS = WriterLimits(explicit_lac_delay_ms=EXPLICIT_LAC_DELAY_MS)
-CLOSED_HANDLES_KEPT_MAX = 100_000
-
-
-def now_ms() -> int:
-    return int(time.monotonic() * 1000)
+from services.protocol.writer import HandleState, WriteHandle
+from services.wire.framing import Record
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +45,8 @@ class HandleRunner(EffectRunner):
         self.senders = senders
         self.handle = handle
         self._ids = itertools.count()
-        self._adds: dict[int, asyncio.Future[AddOutcome]] = {}
-        self._closes: dict[int, asyncio.Future[tuple[LedgerMetadata, int]]] = {}
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at: int | None = None
+        self._adds: dict[Hashable, asyncio.Future[AddOutcome]] = {}
+        self._closes: dict[Hashable, asyncio.Future[tuple[LedgerMetadata, int]]] = {}
         self._waiters: list[asyncio.Future[None]] = []
         self.closed_metadata: LedgerMetadata | None = None
         self._ensemble_changes_seen = 0
@@ -84,6 +65,16 @@ class HandleRunner(EffectRunner):
     def live(self) -> bool:
         return self.handle.state in (HandleState.OPEN, HandleState.CLOSING)
 
+    @property
+    def idle(self) -> bool:
+        """No add or close request awaits an answer from this handle."""
+        return not self._adds and not self._closes
+
+    @property
+    def retired(self) -> bool:
+        """No longer live and nobody awaits it: the table may move it to the closed ones."""
+        return not self.live and self.idle
+
     # ------------------------------------------------------------ requests
 
     async def add(self, payloads: tuple[bytes, ...]) -> AddOutcome:
@@ -91,7 +82,7 @@ class HandleRunner(EffectRunner):
         rid = next(self._ids)
         future: asyncio.Future[AddOutcome] = asyncio.get_running_loop().create_future()
         self._adds[rid] = future
-        self._feed(m.AddRequested(rid, payloads, now_ms()))
+        self._feed(m.AddRequested(rid, payloads, self.ctx.clock()))
         return await future
 
     async def close(self) -> tuple[LedgerMetadata, int]:
@@ -100,7 +91,7 @@ class HandleRunner(EffectRunner):
             asyncio.get_running_loop().create_future()
         )
         self._closes[rid] = future
-        self._feed(m.CloseRequested(rid, now_ms()))
+        self._feed(m.CloseRequested(rid, self.ctx.clock()))
         return await future
 
     async def wait_lac(self, after: int, timeout_s: float) -> int:
@@ -114,7 +105,7 @@ class HandleRunner(EffectRunner):
             pass
         return self.lac
 
-    async def _wait_until(self, predicate) -> None:  # type: ignore[no-untyped-def]
+    async def _wait_until(self, predicate: Callable[[], bool]) -> None:
         """Wait until ``predicate()`` holds; re-checked after every event fed."""
         loop = asyncio.get_running_loop()
         while not predicate():
@@ -139,7 +130,8 @@ class HandleRunner(EffectRunner):
         if fits():
             return
         try:
-            await asyncio.wait_for(self._wait_until(fits), ADMISSION_WAIT_S)
+            wait_s = self.ctx.settings.admission_wait_ms / 1000
+            await asyncio.wait_for(self._wait_until(fits), wait_s)
         except TimeoutError as exc:
             raise Unavailable(
                 f"ledger {self.ledger_id}: too many adds in flight; retry later"
@@ -150,27 +142,21 @@ class HandleRunner(EffectRunner):
     def _handle(self, event: m.Event) -> list[m.Effect]:
         return self.handle.handle(event)
 
+    def _next_deadline(self) -> int | None:
+        return self.handle.next_deadline()
+
     def _after_feed(self) -> None:
         changes = self.handle.ensemble_changes
         if changes > self._ensemble_changes_seen:
             self.ctx.metrics.ensemble_changes.inc(changes - self._ensemble_changes_seen)
             self._ensemble_changes_seen = changes
-        self._arm_timer()
         self._notify()
-        if self.on_retired is not None and not self.live and not self._adds and not self._closes:
+        if self.on_retired is not None and self.retired:
             self.on_retired(self)
 
     def _apply(self, effect: m.Effect) -> None:
-        metrics = self.ctx.metrics
         if isinstance(effect, m.SendAdds):
-            bookie = effect.bookie
-            metrics.adds_in_flight.inc(len(effect.records))
-
-            def done(stored, rejected, reason, bookie=bookie, n=len(effect.records)):  # type: ignore[no-untyped-def]
-                metrics.adds_in_flight.dec(n)
-                self._feed(m.BookieAddsDone(bookie, stored, rejected, reason))
-
-            self.senders.get(bookie).send(effect.records, done)
+            self._send_adds(effect.bookie, effect.records)
         elif isinstance(effect, m.AckAdds):
             future = self._adds.pop(effect.request_id, None)
             if future is not None and not future.done():
@@ -196,25 +182,19 @@ class HandleRunner(EffectRunner):
             if future is not None and not future.done():
                 future.set_exception(effect.exception())
         else:
-            log.error("unexpected effect %r", effect)
+            self._unexpected(effect)
 
-    def _arm_timer(self) -> None:
-        deadline = self.handle.next_deadline()
-        if deadline == self._timer_at:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._timer_at = deadline
-        if deadline is None:
-            return
-        delay_s = max(0.0, (deadline - now_ms()) / 1000)
-        self._timer = asyncio.get_running_loop().call_later(delay_s, self._on_timer)
+    def _send_adds(self, bookie: str, records: tuple[Record, ...]) -> None:
+        metrics = self.ctx.metrics
+        metrics.adds_in_flight.inc(len(records))
 
-    def _on_timer(self) -> None:
-        self._timer = None
-        self._timer_at = None
-        self._feed(m.Tick(now_ms()))
+        def done(
+            stored: tuple[int, ...], rejected: tuple[int, ...], reason: m.RejectReason | None
+        ) -> None:
+            metrics.adds_in_flight.dec(len(records))
+            self._feed(m.BookieAddsDone(bookie, stored, rejected, reason))
+
+        self.senders.get(bookie).send(records, done)
 
     def _notify(self) -> None:
         if self._waiters:
@@ -224,82 +204,9 @@ class HandleRunner(EffectRunner):
                     waiter.set_result(None)
 
     async def aclose(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        for future in [*self._adds.values(), *self._closes.values()]:
+        futures: list[asyncio.Future[AddOutcome] | asyncio.Future[tuple[LedgerMetadata, int]]]
+        futures = [*self._adds.values(), *self._closes.values()]
+        for future in futures:
             if not future.done():
                 future.set_exception(Unavailable("the gateway is shutting down"))
-        await self._cancel_tasks()
-
-
-class HandleTable:
-    """The write handles this gateway holds, by ledger id.
-
-    Handles of ledgers this gateway closed are kept (bounded, oldest dropped
-    first) so a second close returns the same object and an add answers
-    ``ledger_closed`` rather than ``not_writer``."""
-
-    def __init__(self, ctx: GatewayContext) -> None:
-        self.ctx = ctx
-        self.senders = SenderTable(ctx.bookie)
-        self._live: dict[int, HandleRunner] = {}
-        self._closed: OrderedDict[int, HandleRunner] = OrderedDict()
-
-    def open(self, metadata: LedgerMetadata, version: int, digest_key: bytes) -> HandleRunner:
-        handle = WriteHandle(
-            metadata,
-            version,
-            rng=self.ctx.rng,
-            digest_key=digest_key,
-            limits=WRITER_LIMITS,
-            now=now_ms(),
-        )
-        runner = HandleRunner(self.ctx, self.senders, handle)
-        runner.on_retired = self._retire
-        self._live[metadata.ledger_id] = runner
-        self.ctx.metrics.open_handles.set(len(self._live))
-        return runner
-
-    def get(self, ledger_id: int) -> HandleRunner | None:
-        runner = self._live.get(ledger_id)
-        if runner is not None and not runner.live and not runner._adds and not runner._closes:
-            self._retire(runner)
-        return self._live.get(ledger_id) or self._closed.get(ledger_id)
-
-    def _retire(self, runner: HandleRunner) -> None:
-        """Move a handle that is no longer live from the live table to the bounded table
-        of closed ones: as soon as it stops being live (``on_retired``), not only on the
-        next lookup, so handles closed or fenced and never looked up again do not pile
-        up in the unbounded live table."""
-        if self._live.get(runner.ledger_id) is not runner:
-            return
-        self._live.pop(runner.ledger_id, None)
-        self._closed[runner.ledger_id] = runner
-        while len(self._closed) > CLOSED_HANDLES_KEPT_MAX:
-            self._closed.popitem(last=False)
-        self.ctx.metrics.open_handles.set(len(self._live))
-
-    def forget(self, ledger_id: int) -> None:
-        self._live.pop(ledger_id, None)
-        self._closed.pop(ledger_id, None)
-        self.ctx.metrics.open_handles.set(len(self._live))
-
-    @property
-    def live_count(self) -> int:
-        """Write handles held and still live."""
-        return len(self._live)
-
-    def live(self, ledger_id: int) -> HandleRunner | None:
-        """The live write handle of the ledger, if this gateway holds one."""
-        runner = self.get(ledger_id)
-        return runner if runner is not None and runner.live else None
-
-    def writer_lac(self, ledger_id: int) -> int | None:
-        """The LAC of this gateway's live write handle of the ledger, else None."""
-        runner = self.live(ledger_id)
-        return runner.lac if runner is not None else None
-
-    async def aclose(self) -> None:
-        runners = [*self._live.values(), *self._closed.values()]
-        await asyncio.gather(*(r.aclose() for r in runners), return_exceptions=True)
-        await self.senders.aclose()
+        await self._stop()

@@ -43,9 +43,11 @@ CloseDone/CloseFailed  answer the client's close request ``request_id``.
 RecoveryDone/Failed    the recovery's result.
 =====================  =====================================================
 
-``Tick(now)``: the write handle has timers (add time-outs, retries, the idle
-LAC update); after every ``handle`` the runner asks ``next_deadline()`` and
-feeds ``Tick`` no later than that. Times are integer milliseconds from any
+``Tick(now)``: the write handle and the recovery have timers (add time-outs,
+metadata back-offs, the idle LAC update, the recovery's overall time-out);
+after every ``handle`` the runner asks ``next_deadline()`` and feeds ``Tick``
+no later than that. ``MetadataFailed`` carries the runner's ``now`` too (the
+back-off before re-reading starts there). Times are integer milliseconds from any
 monotonic clock. Each bookie request needs a time-out of its own in the
 runner (a hanging bookie must turn into an event, never block the machine).
 """
@@ -151,6 +153,7 @@ class MetadataFailed:
 
     code: str
     message: str = ""
+    now: int | None = None  # when the runner saw the failure (the back-off starts there)
 
 
 @dataclass(frozen=True, slots=True)

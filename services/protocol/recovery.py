@@ -13,22 +13,15 @@ metadata. ``start()`` returns the first effects, ``handle(event)`` the next.
    failed without that coverage, the recovery fails (retriable).
 3. Every entry up to ``floor = max(highest LAC returned, first id of the last
    fragment - 1)`` was acknowledged to a client and is on an ack quorum.
-   Read forward from ``floor + 1`` in bounded windows
-   (``recovery_read_batch_max``), each entry from the FENCED bookies of its
-   write set only: a fenced bookie's "missing" is final, it will never take
-   the old writer's add afterwards. A replica whose digest does not verify is
-   never used; it counts as a read error, NOT as missing: the bookie holds
-   some copy, so counting it towards absence could drop an acknowledged
-   entry (with Qw - Qa + 1 = 1 a single corrupt answer would). An entry
-   found on any of them is written back to its
-   whole write set with the recovery flag and counts once Qa bookies stored
-   it (``writeback``: a bookie failing write-backs is replaced in a new
-   fragment that stays local until step 5). The first entry missing from
-   ``Qw - Qa + 1`` fenced bookies of its
-   write set cannot have been acknowledged: the last entry is the one before.
-   An entry neither found nor provably absent (read errors, after
-   ``recovery_read_attempts_max`` tries per bookie) fails the recovery
-   (retriable; nothing changed beyond IN_RECOVERY).
+   Read forward from ``floor + 1`` (``readforward.ReadForward``: bounded
+   windows, fenced bookies only, a corrupt replica is a read error and never
+   evidence of absence). An entry found is written back to its whole write
+   set with the recovery flag and counts once Qa bookies stored it
+   (``writeback``: a bookie failing write-backs is replaced in a new fragment
+   that stays local until step 5). The first entry missing from ``Qw - Qa + 1``
+   fenced bookies of its write set cannot have been acknowledged: the last
+   entry is the one before. An entry neither found nor provably absent fails
+   the recovery (retriable; nothing changed beyond IN_RECOVERY).
 4. The length is the last entry's ``length`` field; when nothing is found
    beyond the floor, entry ``floor`` itself is read (from any bookie of its
    write set) to learn it.
@@ -36,6 +29,13 @@ metadata. ``start()`` returns the first effects, ``handle(event)`` the next.
    fragments of step 4 if any (one atomic change). On conflict re-read:
    CLOSED -> done with that metadata (a concurrent recovery or the writer
    won, and everybody converges on it); IN_RECOVERY -> CAS again on it.
+
+Both metadata steps follow ``cas.MetadataCas`` (the writer's rules too):
+bounded attempts, and after a store failure (outcome unknown) a back-off of
+``metadata_retry_ms`` before re-reading. The whole recovery is bounded by
+``recovery_timeout_ms``, counted from ``start(now)`` on the ``Tick`` events the
+runner feeds by ``next_deadline()``; past it the recovery fails (quorum_timeout,
+retriable: running it again continues from where the metadata is).
 
 Reads always use the metadata as it was fenced; write-backs use it plus the
 recovery's own new fragments.
@@ -45,17 +45,20 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from services.errors import (
     LedgerNotFound,
     MetadataUnavailable,
     NotEnoughBookies,
     QuireError,
+    QuorumTimeout,
     invariant,
 )
 from services.protocol import quorum
+from services.protocol.cas import CasFailed, CasFresh, CasLimits, CasWritten, MetadataCas
 from services.protocol.messages import (
     BookieAddsDone,
     BookieFailed,
@@ -68,20 +71,16 @@ from services.protocol.messages import (
     MetadataFailed,
     MetadataRead,
     MetadataWritten,
-    ReadEntries,
-    ReadMetadata,
-    ReadOutcome,
     ReadWritableBookies,
     RecoveryDone,
     RecoveryFailed,
     SendFence,
+    Tick,
     WritableBookies,
-    WriteMetadata,
 )
 from services.protocol.metadata import LedgerMetadata, LedgerState
-from services.protocol.reader import record_usable
+from services.protocol.readforward import ReadForward
 from services.protocol.writeback import WriteBacks
-from services.wire.framing import Record
 
 
 @dataclass(frozen=True)
@@ -91,7 +90,10 @@ class RecoveryLimits:
     recovery_read_batch_max: int = 16  # entries being read ahead at once
     recovery_read_attempts_max: int = 3  # reads of one entry from one bookie
     recovery_write_attempts_max: int = 3  # failed write-backs before a bookie is replaced
-    metadata_attempts_max: int = 10  # CAS conflicts or store failures per step
+    recovery_write_backs_in_flight_max: int = 64  # entries being written back at once
+    metadata_attempts_max: int = 10  # CAS writes, or store failures in a row, per step
+    metadata_retry_ms: int = 200  # back-off after a store failure before re-reading
+    recovery_timeout_ms: int = 120_000  # the longest run, from start() to its result
     ensemble_change_attempts_max: int = 5  # replacements of write-back bookies
 
 
@@ -102,16 +104,6 @@ class RecoveryPhase(StrEnum):
     CLOSING = "closing"  # CAS to CLOSED in flight
     DONE = "done"
     FAILED = "failed"
-
-
-@dataclass(slots=True)
-class _Reads:
-    """Answers about one entry: outstanding bookies, who said missing, a good record."""
-
-    asked: set[str]
-    missing: set[str] = field(default_factory=set)
-    errors: dict[str, int] = field(default_factory=dict)
-    record: Record | None = None
 
 
 class LedgerRecovery:
@@ -133,27 +125,31 @@ class LedgerRecovery:
         self.fence_complete = False
         self.fenced_at_completion: frozenset[str] = frozenset()
         self.floor = -1
-        self.last_entry_id: int | None = None  # the last entry, once found
         self._key = digest_key
         self._rng = rng or random.Random(metadata.ledger_id)
         self._started = False
-        self._meta_attempts = 0
+        self._now = 0
+        self._deadline = 0
+        self._cas = MetadataCas(
+            metadata.ledger_id,
+            CasLimits(
+                failures_max=self.limits.metadata_attempts_max,
+                retry_ms=self.limits.metadata_retry_ms,
+            ),
+        )
         self._fence_lacs: dict[str, int] = {}
         self._fence_failures: set[str] = set()
-        self._reads: dict[int, _Reads] = {}
-        self._cursor = 0  # the lowest entry not decided yet
-        self._next_read = 0  # the lowest entry not asked for yet
-        self._last_record: Record | None = None
+        self._forward: ReadForward | None = None  # once fenced
         self._fenced = metadata  # the metadata as fenced: every read uses it
-        self._writebacks = WriteBacks(metadata, self.limits.recovery_write_attempts_max)
+        self._writebacks = self._new_writebacks(metadata)
         self._changing = False  # waiting for WritableBookies
-        self._probe: _Reads | None = None
         self._close_length = 0
-        self._handlers: dict[type, Callable[[object], list[Effect]]] = {
-            MetadataWritten: self._on_metadata_written,
-            MetadataConflicted: self._on_fresh_metadata,
-            MetadataRead: self._on_fresh_metadata,
-            MetadataFailed: self._on_metadata_failed,
+        self._handlers: dict[type, Callable[[Any], list[Effect]]] = {
+            MetadataWritten: self._on_metadata,
+            MetadataConflicted: self._on_metadata,
+            MetadataRead: self._on_metadata,
+            MetadataFailed: self._on_metadata,
+            Tick: self._on_tick,
             FenceDone: self._on_fence_done,
             FenceFailed: self._on_fence_failed,
             EntryRead: self._on_entry_read,
@@ -166,25 +162,50 @@ class LedgerRecovery:
     def ledger_id(self) -> int:
         return self.metadata.ledger_id
 
+    def _new_writebacks(self, metadata: LedgerMetadata) -> WriteBacks:
+        limits = self.limits
+        return WriteBacks(
+            metadata,
+            limits.recovery_write_attempts_max,
+            limits.recovery_write_backs_in_flight_max,
+        )
+
+    @property
+    def last_entry_id(self) -> int | None:
+        """The last entry, once reading forward found it."""
+        return self._forward.last_entry_id if self._forward is not None else None
+
     @property
     def finished(self) -> bool:
         return self.phase in (RecoveryPhase.DONE, RecoveryPhase.FAILED)
 
-    def start(self) -> list[Effect]:
+    def start(self, now: int) -> list[Effect]:
+        """The first effects; ``now`` (ms) starts the ``recovery_timeout_ms`` clock."""
         invariant(not self._started, "a recovery starts once")
         self._started = True
+        self._now = now
+        self._deadline = now + self.limits.recovery_timeout_ms
         state = self.metadata.state
         if state is LedgerState.CLOSED:
             return self._done(self.metadata, self.version, closed_here=False)
         if state is LedgerState.OPEN:
-            self._meta_attempts = 1
-            return [WriteMetadata(self.metadata.in_recovery(), self.version)]
+            return self._begin_metadata_step(self.metadata.in_recovery(), self.version)
         return self._start_fencing()
+
+    def next_deadline(self) -> int | None:
+        """The time (ms) by which the runner must feed ``Tick``, or None."""
+        if not self._started or self.finished:
+            return None
+        cas_at = self._cas.next_deadline()
+        return self._deadline if cas_at is None else min(cas_at, self._deadline)
 
     def handle(self, event: Event) -> list[Effect]:
         invariant(self._started, "a recovery takes events only after start()")
         if self.finished:
             return []
+        now = getattr(event, "now", None)
+        if now is not None:
+            self._now = max(self._now, now)
         handler = self._handlers.get(type(event))
         invariant(handler is not None, f"a recovery does not take {type(event).__name__}")
         return handler(event)
@@ -202,18 +223,36 @@ class LedgerRecovery:
 
     # ------------------------------------------------------------------ metadata
 
-    def _on_metadata_written(self, event: MetadataWritten) -> list[Effect]:
-        if self.phase is RecoveryPhase.MARKING:
-            self.metadata, self.version = event.metadata, event.version
-            return self._start_fencing()
-        if self.phase is RecoveryPhase.CLOSING:
-            return self._done(event.metadata, event.version, closed_here=True)
-        return []
+    def _begin_metadata_step(self, target: LedgerMetadata, version: int) -> list[Effect]:
+        self._cas.begin(self.limits.metadata_attempts_max)
+        return self._write_metadata(target, version)
 
-    def _on_fresh_metadata(self, event: MetadataConflicted | MetadataRead) -> list[Effect]:
-        fresh, version = event.metadata, event.version
+    def _write_metadata(self, target: LedgerMetadata, version: int) -> list[Effect]:
+        write = self._cas.write(target, version)
+        if write is None:
+            return self._fail(MetadataUnavailable, "the metadata kept changing under the CAS")
+        return [write]
+
+    def _on_metadata(
+        self, event: MetadataWritten | MetadataConflicted | MetadataRead | MetadataFailed
+    ) -> list[Effect]:
         if self.phase not in (RecoveryPhase.MARKING, RecoveryPhase.CLOSING):
             return []
+        result = self._cas.take(event, self._now)
+        if isinstance(result, CasWritten):
+            if self.phase is RecoveryPhase.MARKING:
+                self.metadata, self.version = result.metadata, result.version
+                return self._start_fencing()
+            return self._done(result.metadata, result.version, closed_here=True)
+        if isinstance(result, CasFresh):
+            return self._on_fresh_metadata(result.metadata, result.version)
+        if isinstance(result, CasFailed):
+            if result.error is LedgerNotFound:
+                return self._fail(LedgerNotFound, "the ledger was deleted")
+            return self._fail(result.error, result.message)
+        return []
+
+    def _on_fresh_metadata(self, fresh: LedgerMetadata, version: int) -> list[Effect]:
         if fresh.state is LedgerState.CLOSED:
             return self._done(fresh, version, closed_here=False)
         self.metadata, self.version = fresh, version
@@ -221,28 +260,24 @@ class LedgerRecovery:
             return self._start_fencing()  # ours landed, or another recovery's did
         if self.phase is RecoveryPhase.CLOSING and fresh.state is LedgerState.OPEN:
             return self._fail(QuireError, "the ledger went back from IN_RECOVERY to OPEN")
-        self._meta_attempts += 1  # the CAS lost to another change: try again on the fresh one
-        if self._meta_attempts > self.limits.metadata_attempts_max:
-            return self._fail(MetadataUnavailable, "the metadata kept changing under the CAS")
+        # The CAS lost to another change: try again on the fresh metadata.
         if self.phase is RecoveryPhase.MARKING:
-            return [WriteMetadata(fresh.in_recovery(), version)]
+            return self._write_metadata(fresh.in_recovery(), version)
         return self._write_close()
 
-    def _on_metadata_failed(self, event: MetadataFailed) -> list[Effect]:
-        if self.phase not in (RecoveryPhase.MARKING, RecoveryPhase.CLOSING):
-            return []
-        if event.code == LedgerNotFound.code:
-            return self._fail(LedgerNotFound, "the ledger was deleted")
-        self._meta_attempts += 1
-        if self._meta_attempts > self.limits.metadata_attempts_max:
-            return self._fail(MetadataUnavailable, f"metadata store failing: {event.message}")
-        return [ReadMetadata(self.ledger_id)]  # the write's outcome is unknown: look
+    def _on_tick(self, event: Tick) -> list[Effect]:
+        if self._now >= self._deadline:
+            self._cas.cancel()
+            return self._fail(
+                QuorumTimeout,
+                f"did not finish in {self.limits.recovery_timeout_ms} ms; it can be run again",
+            )
+        return list(self._cas.tick(self._now))
 
     # ------------------------------------------------------------------ fencing
 
     def _start_fencing(self) -> list[Effect]:
         self.phase = RecoveryPhase.FENCING
-        self._meta_attempts = 0
         return [SendFence(self.ledger_id, bookie) for bookie in self.metadata.ensemble]
 
     def _covered(self) -> bool:
@@ -284,98 +319,40 @@ class LedgerRecovery:
     def _start_reading(self) -> list[Effect]:
         self.phase = RecoveryPhase.READING
         self._fenced = self.metadata
-        self._writebacks = WriteBacks(self.metadata, self.limits.recovery_write_attempts_max)
+        self._writebacks = self._new_writebacks(self.metadata)
         self.fence_complete = True
         self.fenced_at_completion = frozenset(self._fence_lacs)
         max_lac = max(self._fence_lacs.values())
         self.floor = max(max_lac, self.metadata.last_fragment.first_entry_id - 1)
-        self._cursor = self._next_read = self.floor + 1
-        effects: list[Effect] = []
-        if self.floor >= 0:
-            bookies = self._fenced.write_set_bookies(self.floor)
-            self._probe = _Reads(asked=set(bookies))
-            effects += [ReadEntries(self.ledger_id, b, (self.floor,)) for b in bookies]
-        return effects + self._fill_window()
-
-    def _fill_window(self) -> list[Effect]:
-        asks: dict[str, list[int]] = {}
-        while self.last_entry_id is None and len(self._reads) < self.limits.recovery_read_batch_max:
-            entry_id = self._next_read
-            self._next_read += 1
-            candidates = self._fenced.write_set_bookies(entry_id)
-            fenced = [b for b in candidates if b in self._fence_lacs]
-            self._reads[entry_id] = _Reads(asked=set(fenced))
-            for bookie in fenced:
-                asks.setdefault(bookie, []).append(entry_id)
-        return [ReadEntries(self.ledger_id, b, tuple(ids)) for b, ids in asks.items()]
+        self._forward = ReadForward(
+            self._fenced,
+            self.fenced_at_completion,
+            self.floor,
+            key=self._key,
+            batch_max=self.limits.recovery_read_batch_max,
+            attempts_max=self.limits.recovery_read_attempts_max,
+        )
+        return list(self._forward.start())
 
     def _on_entry_read(self, event: EntryRead) -> list[Effect]:
-        if self.phase is not RecoveryPhase.READING:
+        forward = self._forward
+        if self.phase is not RecoveryPhase.READING or forward is None:
             return []
-        if event.entry_id == self.floor and self._probe is not None:
-            return self._on_probe_read(event, self._probe)
-        reads = self._reads.get(event.entry_id)
-        if reads is None or event.bookie not in reads.asked:
+        probe = event.entry_id == self.floor and forward.probe is not None
+        retry = forward.answer(event)
+        if retry is None:
             return []
-        retry = self._take_answer(reads, event)
         if retry:
-            return retry
-        return self._decide()
-
-    def _take_answer(self, reads: _Reads, event: EntryRead) -> list[Effect]:
-        """Record one answer; a read ERROR is retried (bounded) and returned as effects."""
-        reads.asked.discard(event.bookie)
-        if event.outcome is ReadOutcome.MISSING:
-            reads.missing.add(event.bookie)
-            return []
-        if event.outcome is ReadOutcome.FOUND:
-            if record_usable(event.record, self._fenced, event.entry_id, self._key):
-                if reads.record is None:
-                    reads.record = event.record
-                return []
-            # A replica whose digest does not verify is never used, and it is no evidence
-            # of absence either (the bookie does hold some copy): treated as a read error.
-        count = reads.errors.get(event.bookie, 0) + 1
-        reads.errors[event.bookie] = count
-        if count < self.limits.recovery_read_attempts_max:
-            reads.asked.add(event.bookie)
-            return [ReadEntries(self.ledger_id, event.bookie, (event.entry_id,))]
-        return []
-
-    def _on_probe_read(self, event: EntryRead, probe: _Reads) -> list[Effect]:
-        if event.bookie not in probe.asked or probe.record is not None:
-            return []
-        retry = self._take_answer(probe, event)
-        return retry or self._maybe_close()
-
-    def _decide(self) -> list[Effect]:
-        """Decide entries in id order: found -> write back; absent -> the end."""
-        md = self._fenced
-        found: list[int] = []
-        while self.last_entry_id is None and self._cursor in self._reads:
-            entry_id = self._cursor
-            reads = self._reads[entry_id]
-            if reads.record is not None:
-                del self._reads[entry_id]
-                self._writebacks.add(reads.record)
-                found.append(entry_id)
-                self._last_record = reads.record
-                self._cursor += 1
-            elif quorum.entry_absent(md.write_quorum, md.ack_quorum, len(reads.missing)):
-                self.last_entry_id = entry_id - 1
-                self._reads.clear()
-            elif not reads.asked:
-                return self._fail(
-                    NotEnoughBookies,
-                    f"entry {entry_id} is neither found nor provably absent: missing from "
-                    f"{sorted(reads.missing)}, errors from {sorted(reads.errors)}; absence needs "
-                    f"{quorum.fence_threshold(md.write_quorum, md.ack_quorum)} fenced bookies",
-                )
-            else:
-                break
-        effects: list[Effect] = list(self._writebacks.send(found)) if found else []
-        if self.last_entry_id is None:
-            effects += self._fill_window()
+            return list(retry)
+        if probe:
+            return self._maybe_close()
+        found, failure = forward.decide()
+        if failure is not None:
+            return self._fail(NotEnoughBookies, failure)
+        for record in found:
+            self._writebacks.add(record)
+        effects: list[Effect] = list(self._writebacks.send()) if found else []
+        effects += forward.fill_window()
         return effects + self._progress()
 
     # ------------------------------------------------------------------ writing back
@@ -385,10 +362,12 @@ class LedgerRecovery:
             return []
         for entry_id in event.stored:
             self._writebacks.stored(event.bookie, entry_id)
-        retry: list[Effect] = []
+        more: list[Effect] = []
         if event.rejected:
-            retry += self._writebacks.failed_on(event.bookie)
-        return retry + self._progress()
+            more += self._writebacks.failed_on(event.bookie)  # re-sends, and sends more
+        else:
+            more += self._writebacks.send()  # the entries waiting for room
+        return more + self._progress()
 
     def _on_bookie_failed(self, event: BookieFailed) -> list[Effect]:
         if self.phase is not RecoveryPhase.READING:
@@ -432,13 +411,15 @@ class LedgerRecovery:
             return []
         if self._writebacks.pending():
             return []
+        forward = self._forward
+        invariant(forward is not None, "closing before reading forward")
         if last > self.floor:
-            invariant(self._last_record is not None, "no record of the last entry")
-            self._close_length = self._last_record.length
+            invariant(forward.last_record is not None, "no record of the last entry")
+            self._close_length = forward.last_record.length
         elif last < 0:
             self._close_length = 0
         else:
-            probe = self._probe
+            probe = forward.probe
             invariant(probe is not None, "no probe of the floor entry")
             if probe.record is None:
                 if probe.asked:
@@ -450,6 +431,7 @@ class LedgerRecovery:
                 )
             self._close_length = probe.record.length
         self.phase = RecoveryPhase.CLOSING
+        self._cas.begin(self.limits.metadata_attempts_max)
         return self._write_close()
 
     def _write_close(self) -> list[Effect]:
@@ -461,4 +443,4 @@ class LedgerRecovery:
                 MetadataUnavailable, "the fenced fragment changed under the recovery; run it again"
             )
         target = merged.closed(self.last_entry_id, self._close_length)
-        return [WriteMetadata(target, self.version)]
+        return self._write_metadata(target, self.version)

@@ -17,7 +17,9 @@ and read a replacement bookie that lacks the entries, and its "missing" answers
 could declare an acknowledged entry absent.
 
 Memory: the records found past the floor are kept until the close (they may have
-to be re-sent); there are at most as many as the old writer had in flight.
+to be re-sent); there are at most as many as the old writer had in flight. At
+most ``in_flight_max`` entries have a write-back outstanding at a time; the others
+wait, in entry-id order, and go out as answers come back (``send`` again).
 """
 
 from __future__ import annotations
@@ -41,9 +43,12 @@ class _WriteBack:
 
 
 class WriteBacks:
-    def __init__(self, metadata: LedgerMetadata, attempts_max: int = 3) -> None:
+    def __init__(
+        self, metadata: LedgerMetadata, attempts_max: int = 3, in_flight_max: int = 64
+    ) -> None:
         self.metadata = metadata  # the fenced metadata plus this recovery's new fragments
         self.attempts_max = attempts_max
+        self.in_flight_max = in_flight_max
         self.failed: set[str] = set()
         self._failures: dict[str, int] = {}
         self.changes = 0
@@ -72,18 +77,35 @@ class WriteBacks:
                 return True
         return False
 
-    def send(self, entry_ids: Iterable[int] | None = None) -> list[SendAdds]:
-        """Send entries (default: every pending one) to the bookies of their write set that
-        were not sent them and did not fail; one ``SendAdds`` per bookie."""
-        ids = self.pending() if entry_ids is None else list(entry_ids)
+    @staticmethod
+    def _outstanding(wb: _WriteBack) -> bool:
+        return not wb.sent_to <= wb.stored_on
+
+    def in_flight(self) -> int:
+        """Entries with a write-back sent and not yet answered."""
+        return sum(1 for wb in self._entries.values() if self._outstanding(wb))
+
+    def send(self) -> list[SendAdds]:
+        """Send pending entries, lowest id first, to the bookies of their write set that
+        were not sent them and did not fail, keeping at most ``in_flight_max`` entries
+        outstanding (an entry already outstanding may always be re-sent to another
+        bookie); one ``SendAdds`` per bookie."""
+        in_flight = self.in_flight()
         batches: dict[str, list[Record]] = {}
-        for entry_id in ids:
+        for entry_id in self.pending():
             wb = self._entries[entry_id]
+            outstanding = self._outstanding(wb)
+            if not outstanding and in_flight >= self.in_flight_max:
+                continue
+            sent = False
             for bookie in self.metadata.write_set_bookies(entry_id):
                 if bookie in self.failed or bookie in wb.sent_to or bookie in wb.stored_on:
                     continue
                 wb.sent_to.add(bookie)
                 batches.setdefault(bookie, []).append(wb.record)
+                sent = True
+            if sent and not outstanding:
+                in_flight += 1
         return [SendAdds(bookie, tuple(records)) for bookie, records in batches.items()]
 
     def stored(self, bookie: str, entry_id: int) -> None:
@@ -102,7 +124,7 @@ class WriteBacks:
         if self._failures[bookie] >= self.attempts_max:
             self.failed.add(bookie)
             return []
-        return [x for x in self.send() if x.bookie == bookie]
+        return self.send()
 
     def change_ensemble(self, writable: Iterable[str], rng: random.Random) -> None:
         """Replace the failed bookies of the last ensemble from the first pending entry on

@@ -15,7 +15,8 @@ an explicit LAC update after ``explicit_lac_delay_ms``.
 Bookie failure. A bookie of the current ensemble that fails an add
 (unavailable, read-only) is replaced: acknowledgements to clients are held
 back, a replacement is chosen among the writable bookies (``ReadWritableBookies``)
-and the new fragment, starting at ``lac + 1``, is written by CAS. While the
+and the new fragment, starting at ``lac + 1``, is written by CAS
+(``writer_metadata`` holds this half of the handle). While the
 change is in progress adds keep being accepted (bounded by
 ``adds_in_flight_max``). When the CAS lands, pending entries are re-sent to
 the new bookies and acknowledgements resume. On a CAS conflict the fresh
@@ -36,16 +37,17 @@ nothing acknowledged is lost.
 Close. No more adds are accepted (ledger_closed); pending adds finish or time
 out; then CAS OPEN -> CLOSED at the LAC with its exact length. On conflict the
 fresh metadata decides (``ensemble.close_outcome``). Closing again returns the
-same metadata. Only one metadata write is in flight at a time.
+same metadata. Only one metadata write is in flight at a time, and every one
+follows the rules of ``cas.MetadataCas`` (bounded attempts; after a store failure
+the outcome is unknown: back off ``metadata_retry_ms``, re-read, and let the fresh
+metadata decide).
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
-from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 from services.errors import (
     InvalidArgument,
@@ -53,7 +55,6 @@ from services.errors import (
     LedgerFenced,
     LedgerNotFound,
     MetadataConflict,
-    MetadataUnavailable,
     NotEnoughBookies,
     PayloadTooLarge,
     QuireError,
@@ -63,7 +64,8 @@ from services.errors import (
 )
 from services.limits import BATCH_ENTRIES_MAX, ENTRY_SIZE_MAX_BYTES
 from services.protocol.adds import PendingAdds, PendingEntry, build_sends
-from services.protocol.ensemble import CloseOutcome, close_outcome, plan_ensemble_change
+from services.protocol.cas import CasLimits, MetadataCas
+from services.protocol.ensemble import CloseOutcome, close_outcome
 from services.protocol.messages import (
     AckAdds,
     AddRequested,
@@ -79,59 +81,18 @@ from services.protocol.messages import (
     MetadataFailed,
     MetadataRead,
     MetadataWritten,
-    ReadMetadata,
     ReadWritableBookies,
     RejectReason,
     SendLac,
     Tick,
     WritableBookies,
-    WriteMetadata,
 )
 from services.protocol.metadata import LedgerMetadata, LedgerState
+from services.protocol.writer_metadata import HandleMetadata, HandleState, WriterLimits
 from services.wire.framing import Record
 
 
-@dataclass(frozen=True)
-class WriterLimits:
-    """Every bound of a write handle (STYLE.md §5)."""
-
-    adds_in_flight_max: int = 2 * BATCH_ENTRIES_MAX  # entries accepted, not acknowledged
-    add_bytes_in_flight_max: int = 128 * 1024 * 1024  # their payload bytes
-    add_timeout_ms: int = 20_000
-    explicit_lac_delay_ms: int = 20
-    ensemble_change_retry_ms: int = 500
-    ensemble_change_attempts_max: int = 10  # CAS conflicts before waiting a retry period
-    metadata_retry_ms: int = 500
-    metadata_failures_max: int = 10  # store failures in a row before giving up an operation
-    close_attempts_max: int = 10  # close CAS conflicts (ledger still OPEN) before giving up
-    send_batch_entries_max: int = 1_000
-    send_batch_bytes_max: int = 16 * 1024 * 1024
-
-
-class HandleState(StrEnum):
-    OPEN = "open"  # accepting adds
-    CLOSING = "closing"  # no more adds; pending adds finish, then CAS to CLOSED
-    CLOSED = "closed"  # closed by this handle
-    FENCED = "fenced"  # recovered, closed or deleted by someone else
-
-
-@dataclass(slots=True)
-class _MetadataOp:
-    kind: Literal["change", "close"]
-    target: LedgerMetadata
-    attempt: int = 1
-    failures: int = 0
-    read_at: int | None = None  # after a store failure: when to re-read
-
-
-@dataclass(slots=True)
-class _Change:
-    retry_at: int
-    waiting_for_bookies: bool = False
-    attempts: int = 0
-
-
-class WriteHandle:
+class WriteHandle(HandleMetadata):
     """The writer of one OPEN ledger created by this process (ledgers are never re-opened
     for writing)."""
 
@@ -157,39 +118,37 @@ class WriteHandle:
         self._fence_error: type[QuireError] = LedgerFenced
         self._failed: set[str] = set()
         self._writable: tuple[str, ...] = ()
-        self._change: _Change | None = None
-        self._meta_op: _MetadataOp | None = None
+        self._change = None
+        self._cas = MetadataCas(
+            metadata.ledger_id,
+            CasLimits(
+                failures_max=self.limits.metadata_failures_max,
+                retry_ms=self.limits.metadata_retry_ms,
+            ),
+        )
+        self._meta_kind: Literal["change", "close"] | None = None
         self._close_waiters: list[Hashable] = []
         self._now = now
         self._idle_since = now
         self._lac_sent = -1
-        self._handlers: dict[type, Callable[[object], list[Effect]]] = {
+        self._handlers: dict[type, Callable[[Any], list[Effect]]] = {
             AddRequested: self._on_add,
             CloseRequested: self._on_close,
             Tick: self._on_tick,
             BookieAddsDone: self._on_adds_done,
             BookieFailed: self._on_bookie_failed,
             WritableBookies: self._on_writable,
-            MetadataWritten: self._on_metadata_written,
-            MetadataConflicted: self._on_fresh_metadata,
-            MetadataRead: self._on_fresh_metadata,
-            MetadataFailed: self._on_metadata_failed,
+            MetadataWritten: self._on_metadata,
+            MetadataConflicted: self._on_metadata,
+            MetadataRead: self._on_metadata,
+            MetadataFailed: self._on_metadata,
         }
 
     # ------------------------------------------------------------------ queries
 
     @property
-    def ledger_id(self) -> int:
-        return self.metadata.ledger_id
-
-    @property
     def state(self) -> HandleState:
         return self._state
-
-    @property
-    def lac(self) -> int:
-        """The last entry acknowledged to a client."""
-        return self._pending.lac
 
     @property
     def length(self) -> int:
@@ -221,9 +180,10 @@ class WriteHandle:
         live = self._state in (HandleState.OPEN, HandleState.CLOSING)
         if live and self._pending.requests:
             times.append(self._pending.requests[0].deadline)
-        if self._meta_op is not None and self._meta_op.read_at is not None:
-            times.append(self._meta_op.read_at)
-        if self._change is not None and self._change.waiting_for_bookies and not self._meta_op:
+        cas_at = self._cas.next_deadline()
+        if cas_at is not None:
+            times.append(cas_at)
+        if self._change is not None and self._change.waiting_for_bookies and not self._cas.busy:
             times.append(self._change.retry_at)
         if live and not self._pending.entries and self.lac > self._lac_sent:
             times.append(self._idle_since + self.limits.explicit_lac_delay_ms)
@@ -307,128 +267,6 @@ class WriteHandle:
             self._idle_since = self._now
         return effects + self._maybe_start_close()
 
-    # ------------------------------------------------------------------ ensemble change
-
-    def _bookie_failed(self, bookie: str) -> list[Effect]:
-        if bookie not in self.metadata.ensemble or bookie in self._failed:
-            return []
-        self._failed.add(bookie)
-        self._pending.forget_sends(bookie)
-        if self._change is not None:
-            return []  # planned together with the change in progress (or right after it)
-        self._change = _Change(retry_at=self._now + self.limits.ensemble_change_retry_ms)
-        return [ReadWritableBookies()]
-
-    def _on_writable(self, event: WritableBookies) -> list[Effect]:
-        self._writable = tuple(event.bookies)
-        if self._change is not None and self._meta_op is None:
-            return self._plan_change()
-        return []
-
-    def _plan_change(self) -> list[Effect]:
-        change = self._change
-        if change is None or self._state in (HandleState.CLOSED, HandleState.FENCED):
-            self._change = None
-            return self._maybe_start_close()
-        if not any(b in self._failed for b in self.metadata.ensemble):
-            self._change = None
-            return self._advance()
-        if self._state is HandleState.CLOSING and not self._pending.entries:
-            self._change = None  # nothing left to re-send: closing needs no bookies
-            return self._maybe_start_close()
-        if change.attempts >= self.limits.ensemble_change_attempts_max:
-            change.attempts = 0
-            return self._wait_for_bookies()
-        try:
-            target = plan_ensemble_change(
-                self.metadata, self._failed, self._writable, self._pending.lac, self._rng
-            )
-        except NotEnoughBookies:
-            return self._wait_for_bookies()
-        change.waiting_for_bookies = False
-        change.attempts += 1
-        self._meta_op = _MetadataOp("change", target)
-        return [WriteMetadata(target, self.version)]
-
-    def _wait_for_bookies(self) -> list[Effect]:
-        invariant(self._change is not None, "waiting for bookies without a change")
-        self._change.waiting_for_bookies = True
-        self._change.retry_at = self._now + self.limits.ensemble_change_retry_ms
-        return []
-
-    def _adopt(self, metadata: LedgerMetadata, version: int) -> list[Effect]:
-        """Take fresh OPEN metadata: recompute write sets and send pending entries to the
-        bookies that do not have them yet; tell replacement bookies the LAC."""
-        old_ensemble = set(self.metadata.ensemble)
-        self.metadata, self.version = metadata, version
-        self._failed &= set(metadata.ensemble)
-        self._pending.refresh_write_sets(metadata.write_set_bookies)
-        effects = self._send(list(self._pending.entries))
-        joined = tuple(b for b in metadata.ensemble if b not in old_ensemble)
-        if joined and self.lac >= 0:
-            effects.append(SendLac(self.ledger_id, joined, self.lac))
-        return effects
-
-    # ------------------------------------------------------------------ metadata results
-
-    def _on_metadata_written(self, event: MetadataWritten) -> list[Effect]:
-        op, self._meta_op = self._meta_op, None
-        if op is None:
-            return []
-        if op.kind == "close":
-            self.metadata, self.version = event.metadata, event.version
-            return self._closed_ok()
-        self.ensemble_changes += 1
-        if self._state is HandleState.FENCED:
-            self.metadata, self.version = event.metadata, event.version
-            return self._maybe_start_close()
-        return self._adopt(event.metadata, event.version) + self._plan_change()
-
-    def _on_fresh_metadata(self, event: MetadataConflicted | MetadataRead) -> list[Effect]:
-        """The CAS lost (or its outcome was unknown and we re-read): the fresh metadata
-        decides (PROTOCOL.md, "Failure while writing" and "Closing as writer")."""
-        op, self._meta_op = self._meta_op, None
-        if op is None:
-            return []
-        fresh, version = event.metadata, event.version
-        if op.kind == "change":
-            if fresh.state is not LedgerState.OPEN:
-                self.metadata, self.version = fresh, version
-                return self._become_fenced(LedgerFenced)
-            if self._state is HandleState.FENCED:
-                self.metadata, self.version = fresh, version
-                return self._maybe_start_close()
-            return self._adopt(fresh, version) + self._plan_change()
-        self.metadata, self.version = fresh, version
-        outcome = close_outcome(fresh, self.lac)
-        if outcome is CloseOutcome.DONE:
-            return self._closed_ok()
-        if outcome is CloseOutcome.RETRY:
-            if op.attempt >= self.limits.close_attempts_max:
-                return self._fail_close_waiters(
-                    MetadataConflict, f"ledger {self.ledger_id}: the close kept losing its CAS"
-                )
-            return self._write_close(op.attempt + 1)
-        return self._become_fenced(LedgerFenced)
-
-    def _on_metadata_failed(self, event: MetadataFailed) -> list[Effect]:
-        op = self._meta_op
-        if op is None:
-            return []
-        if event.code == LedgerNotFound.code:
-            self._meta_op = None
-            return self._become_fenced(LedgerNotFound)
-        op.failures += 1
-        if op.failures <= self.limits.metadata_failures_max:
-            op.read_at = self._now + self.limits.metadata_retry_ms  # the outcome is unknown
-            return []
-        self._meta_op = None
-        if op.kind == "change":
-            return self._wait_for_bookies() if self._change is not None else []
-        return self._fail_close_waiters(
-            MetadataUnavailable, f"ledger {self.ledger_id}: cannot reach the metadata store"
-        )
-
     # ------------------------------------------------------------------ close, fence, time
 
     def _on_close(self, event: CloseRequested) -> list[Effect]:
@@ -440,7 +278,7 @@ class WriteHandle:
         return self._maybe_start_close()
 
     def _maybe_start_close(self) -> list[Effect]:
-        if self._meta_op is not None:
+        if self._cas.busy:
             return []
         if self._state is HandleState.CLOSING:
             if self._pending.entries:
@@ -455,10 +293,18 @@ class WriteHandle:
             return self._fail_close_waiters(self._fence_error, self._fenced_message())
         return []
 
-    def _write_close(self, attempt: int = 1) -> list[Effect]:
-        target = self.metadata.closed(self.lac, self.length)
-        self._meta_op = _MetadataOp("close", target, attempt)
-        return [WriteMetadata(target, self.version)]
+    def _write_close(self, *, retry: bool = False) -> list[Effect]:
+        """CAS to CLOSED at the LAC; a retry (the ledger is still OPEN) counts towards
+        ``close_attempts_max``."""
+        if not retry:
+            self._cas.begin(self.limits.close_attempts_max)
+        write = self._cas.write(self.metadata.closed(self.lac, self.length), self.version)
+        if write is None:
+            return self._fail_close_waiters(
+                MetadataConflict, f"ledger {self.ledger_id}: the close kept losing its CAS"
+            )
+        self._meta_kind = "close"
+        return [write]
 
     def _closed_ok(self) -> list[Effect]:
         self._state = HandleState.CLOSED
@@ -507,12 +353,9 @@ class WriteHandle:
             effects += [FailAdds(r.request_id, error, message) for r in self._pending.fail_all()]
             self._state = HandleState.CLOSING
             effects += self._maybe_start_close()
-        op = self._meta_op
-        if op is not None and op.read_at is not None and op.read_at <= now:
-            op.read_at = None
-            effects.append(ReadMetadata(self.ledger_id))
+        effects += self._cas.tick(now)
         change = self._change
-        if change is not None and change.waiting_for_bookies and self._meta_op is None:
+        if change is not None and change.waiting_for_bookies and not self._cas.busy:
             if change.retry_at <= now:
                 change.retry_at = now + self.limits.ensemble_change_retry_ms
                 effects.append(ReadWritableBookies())

@@ -282,7 +282,7 @@ class Recoverer:
         )
         sim.recoveries.append(recovery)
         runner = Runner(sim, self.name, recovery, self.on_result)
-        runner.execute(recovery.start())
+        runner.execute(recovery.start(sim.scheduler.now))
 
     def on_result(self, effect: Effect) -> None:
         if isinstance(effect, RecoveryDone):

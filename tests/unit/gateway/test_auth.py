@@ -4,23 +4,23 @@ table's lookups, without processes."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
-import random
-from types import SimpleNamespace
 
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from gateway.auth import TokenMiddleware
-from gateway.metrics import GatewayMetrics
+from gateway.handles import HandleTable
 from gateway.passwords import check_password, hash_password, password_matches
 from gateway.routes.ledgers import decode_batch
-from gateway.runners.write import HandleTable
+from gateway.senders import SenderLimits, SenderTable
 from services.errors import InvalidArgument, PayloadTooLarge, Unauthorized
 from services.limits import BATCH_ENTRIES_MAX, ENTRY_SIZE_MAX_BYTES
 from services.protocol.metadata import LedgerMetadata
 from services.web.errors import install_error_handlers
+from tests.unit.gateway.fakes import FakeBookies, make_context
 
 API, ADMIN = b"api", b"admin"
 
@@ -134,13 +134,20 @@ def test_decode_batch() -> None:
 def test_handle_table_lookups_survive_an_empty_table() -> None:
     """A handle leaves the live table as soon as it stops being live (the live table is
     not bounded otherwise), and the table still finds that handle."""
-    ctx = SimpleNamespace(bookie=lambda _: None, metrics=GatewayMetrics(), rng=random.Random(1))
-    table = HandleTable(ctx)  # type: ignore[arg-type]
-    metadata = LedgerMetadata.new(7, ["a:1", "b:2", "c:3"], 2, 2)
-    runner = table.open(metadata, 0, b"")
-    assert table.get(7) is runner and table.live_count == 1
-    runner.handle._state = type(runner.handle.state).FENCED  # as after a recovery elsewhere
-    runner._after_feed()  # the event that fenced it: retired at once, not on a lookup
-    assert table.live_count == 0
-    assert table.get(7) is runner  # retired, still found
-    assert ctx.metrics.open_handles._value.get() == 0
+
+    async def run() -> None:
+        ctx = make_context(FakeBookies(["a:1", "b:2", "c:3"]))
+        senders = SenderTable(ctx.bookie, SenderLimits.from_settings(ctx.settings))
+        table = HandleTable(ctx, senders)
+        metadata = LedgerMetadata.new(7, ["a:1", "b:2", "c:3"], 2, 2)
+        runner = table.open(metadata, 0, b"")
+        assert table.get(7) is runner and table.live_count == 1 and runner.idle
+        runner.handle._state = type(runner.handle.state).FENCED  # as after a recovery
+        runner._after_feed()  # the event that fenced it: retired at once, not on a lookup
+        assert table.live_count == 0
+        assert table.get(7) is runner  # retired, still found
+        assert table.live(7) is None and table.writer_lac(7) is None
+        assert ctx.metrics.open_handles._value.get() == 0
+        await table.aclose()
+
+    asyncio.run(run())

@@ -5,12 +5,20 @@ holds, batches respect their bounds, and every outcome reaches each callback onc
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
-from gateway.senders import BookieSender
+from gateway.senders import AddCallback, BookieSender, SenderLimits, add_outcome
 from services.bookie_client import AddResult
 from services.errors import BookieReadOnly, BookieUnavailable, LedgerFenced
 from services.protocol.messages import RejectReason
+from services.settings import GatewaySettings
 from services.wire.framing import Record
+
+DEFAULTS = SenderLimits.from_settings(GatewaySettings())
+
+
+def limits(**bounds: int) -> SenderLimits:
+    return replace(DEFAULTS, **bounds)
 
 
 def rec(lid: int, eid: int, size: int = 1) -> Record:
@@ -49,8 +57,8 @@ class Calls:
     def __init__(self) -> None:
         self.calls: list[tuple[str, tuple, tuple, RejectReason | None]] = []
 
-    def callback(self, name: str):  # type: ignore[no-untyped-def]
-        def cb(stored, rejected, reason) -> None:  # type: ignore[no-untyped-def]
+    def callback(self, name: str) -> AddCallback:
+        def cb(stored: tuple, rejected: tuple, reason: RejectReason | None) -> None:
             self.calls.append((name, stored, rejected, reason))
 
         return cb
@@ -67,7 +75,7 @@ def test_queued_records_of_many_ledgers_go_out_in_one_request() -> None:
 
     async def run() -> None:
         client, calls = FakeClient(), Calls()
-        sender = BookieSender("b1", lambda: client, requests_in_flight_max=1)
+        sender = BookieSender("b1", lambda: client, limits(requests_in_flight_max=1))
         sender.send((rec(1, 0),), calls.callback("first"))
         await settle()
         sender.send((rec(1, 1), rec(1, 2)), calls.callback("l1"))
@@ -97,10 +105,8 @@ def test_in_flight_bound_and_batch_bounds() -> None:
 
     async def run() -> None:
         client, calls = FakeClient(), Calls()
-        sender = BookieSender(
-            "b1", lambda: client, requests_in_flight_max=2, batch_entries_max=3,
-            batch_bytes_max=100,
-        )  # fmt: skip
+        bounds = limits(requests_in_flight_max=2, batch_entries_max=3, batch_bytes_max=100)
+        sender = BookieSender("b1", lambda: client, bounds)
         for i in range(10):
             sender.send((rec(1, i, size=40),), calls.callback(f"r{i}"))
         await settle()
@@ -131,7 +137,7 @@ def test_failures_map_to_reject_reasons() -> None:
             (BookieUnavailable("down"), RejectReason.UNAVAILABLE),
         ):
             client, calls = FakeClient(), Calls()
-            sender = BookieSender("b1", lambda client=client: client)
+            sender = BookieSender("b1", lambda client=client: client, DEFAULTS)
             sender.send((rec(1, 0), rec(1, 1)), calls.callback("a"))
             await settle()
             client.release(0, error)
@@ -140,7 +146,7 @@ def test_failures_map_to_reject_reasons() -> None:
             await sender.aclose()
 
         client, calls = FakeClient(), Calls()
-        sender = BookieSender("b1", lambda: client, requests_in_flight_max=1)
+        sender = BookieSender("b1", lambda: client, limits(requests_in_flight_max=1))
         sender.send((rec(9, 0),), calls.callback("hold"))
         await settle()
         sender.send((rec(1, 5), rec(1, 6)), calls.callback("one"))
@@ -164,7 +170,7 @@ def test_a_failing_callback_does_not_break_the_sender() -> None:
 
     async def run() -> None:
         client, calls = FakeClient(), Calls()
-        sender = BookieSender("b1", lambda: client, requests_in_flight_max=1)
+        sender = BookieSender("b1", lambda: client, limits(requests_in_flight_max=1))
 
         def bad(*_: object) -> None:
             raise RuntimeError("boom")
@@ -186,3 +192,43 @@ def test_a_failing_callback_does_not_break_the_sender() -> None:
         await sender.aclose()
 
     asyncio.run(run())
+
+
+def test_a_full_queue_fails_the_add_as_unavailable_on_the_next_loop_turn() -> None:
+    """The queue per bookie is bounded: past queued_entries_max the records are failed
+    back as UNAVAILABLE (so the handle replaces the slow bookie), never synchronously
+    (the handle's runner is inside its feed when it sends); the queue drains after."""
+
+    async def run() -> None:
+        client, calls = FakeClient(), Calls()
+        bounds = limits(requests_in_flight_max=1, queued_entries_max=2)
+        sender = BookieSender("b1", lambda: client, bounds)
+        sender.send((rec(1, 0),), calls.callback("in flight"))
+        await settle()
+        sender.send((rec(1, 1), rec(1, 2)), calls.callback("queued"))
+        sender.send((rec(2, 0),), calls.callback("over"))
+        assert calls.calls == []  # not answered inside send()
+        assert sender.queued_entries == 2
+        await settle()
+        assert calls.calls == [("over", (), (0,), RejectReason.UNAVAILABLE)]
+        client.release(0)
+        await settle()
+        client.release(1)
+        await settle()
+        assert [c[0] for c in calls.calls] == ["over", "in flight", "queued"]
+        assert sender.queued_entries == 0
+        await sender.aclose()
+
+    asyncio.run(run())
+
+
+def test_add_outcome_is_the_one_mapping_of_answers_to_reject_reasons() -> None:
+    """One mapping for the senders and the recovery's write-backs: an error rejects every
+    record with its reason; a per-entry refusal rejects only that record, as FENCED."""
+    records = (rec(1, 5), rec(1, 6), rec(2, 6))
+    assert add_outcome(records, BookieReadOnly("ro")) == ((), (5, 6, 6), RejectReason.READONLY)
+    assert add_outcome(records, LedgerFenced("f"))[2] is RejectReason.FENCED
+    assert add_outcome(records, BookieUnavailable("x"))[2] is RejectReason.UNAVAILABLE
+    assert add_outcome(records, AddResult(3)) == ((5, 6, 6), (), None)
+    refused = AddResult(2, [(1, 6, "ledger_fenced")])
+    assert add_outcome(records, refused) == ((5, 6), (6,), RejectReason.FENCED)

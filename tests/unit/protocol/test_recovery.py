@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from services.errors import LedgerNotFound, MetadataUnavailable, NotEnoughBookies
+from services.errors import LedgerNotFound, MetadataUnavailable, NotEnoughBookies, QuorumTimeout
 from services.protocol.messages import (
     BookieAddsDone,
     Effect,
@@ -29,6 +29,7 @@ from services.protocol.messages import (
     RejectReason,
     SendAdds,
     SendFence,
+    Tick,
     WritableBookies,
     WriteMetadata,
 )
@@ -118,7 +119,7 @@ class Cluster:
 
     def run(self, recovery: LedgerRecovery, effects: Iterable[Effect] | None = None) -> list:
         """Carry out effects (FIFO) until quiet; return the final results."""
-        queue = list(recovery.start() if effects is None else effects)
+        queue = list(recovery.start(0) if effects is None else effects)
         results = []
         while queue:
             effect = queue.pop(0)
@@ -147,7 +148,7 @@ def test_recovering_a_closed_ledger_changes_nothing() -> None:
     """API.md recover: on a CLOSED ledger it returns it unchanged."""
     md = ledger().closed(4, 10)
     r = LedgerRecovery(md, 3)
-    assert r.start() == [RecoveryDone(md, 3, False)]
+    assert r.start(0) == [RecoveryDone(md, 3, False)]
     assert r.handle(FenceDone("b1:3181", 0)) == []
 
 
@@ -156,13 +157,13 @@ def test_step1_open_ledger_is_first_marked_in_recovery_by_cas() -> None:
     step 2: fence every bookie of the last fragment."""
     md = ledger().with_ensemble(5, ("b4:3181", "b2:3181", "b3:3181"))
     r = LedgerRecovery(md, 0)
-    (write,) = r.start()
+    (write,) = r.start(0)
     assert isinstance(write, WriteMetadata) and write.expected_version == 0
     assert write.metadata.state is LedgerState.IN_RECOVERY
     effects = r.handle(MetadataWritten(write.metadata, 1))
     assert effects == [SendFence(1, b) for b in ("b4:3181", "b2:3181", "b3:3181")]
     r2 = LedgerRecovery(md.in_recovery(), 1)  # already IN_RECOVERY: continue
-    assert r2.start() == effects
+    assert r2.start(0) == effects
 
 
 def test_step3_fencing_completes_with_coverage_without_waiting_for_a_hanging_bookie() -> None:
@@ -267,7 +268,7 @@ def test_a_replica_with_a_bad_digest_is_never_used_nor_evidence_of_absence() -> 
     good = record(0, -1, 2)
     corrupt = replace(good, payload=b"XX")
     r = LedgerRecovery(md.in_recovery(), 1)
-    for effect in r.start():
+    for effect in r.start(0):
         r.handle(FenceDone(effect.bookie, -1))
     first = ws(md, 0)[0]
     retry = r.handle(EntryRead(first, 0, ReadOutcome.FOUND, corrupt))
@@ -297,7 +298,7 @@ def test_read_errors_are_retried_a_bounded_number_of_times_then_the_recovery_fai
     md = ledger(e=3, w=3, a=2)  # threshold 2: needs two 'missing' answers
     cluster = Cluster(md, broken=set())
     r = LedgerRecovery(md, 0, limits=RecoveryLimits(recovery_read_attempts_max=2))
-    effects = r.start()
+    effects = r.start(0)
     effects = r.handle(MetadataWritten(effects[0].metadata, 1))
     for bookie in POOL[:2]:  # b3 hangs: coverage needs 2 of the one write quorum
         effects = r.handle(FenceDone(bookie, -1))
@@ -318,7 +319,7 @@ def test_write_back_without_ack_quorum_and_no_replacement_fails_the_recovery() -
     cluster = Cluster(md)
     cluster.write([(0, -1, ("b1:3181",))])
     r = LedgerRecovery(md, 0)
-    effects = r.start()
+    effects = r.start(0)
     effects = r.handle(MetadataWritten(effects[0].metadata, 1))
     r.handle(FenceDone("b1:3181", -1))  # threshold 1: coverage from one bookie
     assert r.phase is RecoveryPhase.READING
@@ -362,7 +363,7 @@ def test_close_keeps_a_replicator_change_of_an_earlier_fragment() -> None:
     bookie there) and the recovery's own fragments after the fenced one."""
     md = ledger(e=3, w=2, a=2).with_ensemble(5, ("b4:3181", "b2:3181", "b3:3181")).in_recovery()
     r = LedgerRecovery(md, 1)
-    for effect in r.start():
+    for effect in r.start(0):
         r.handle(FenceDone(effect.bookie, 4))
     # floor = 4 (LAC 4, last fragment at 5): the probe reads entry 4 for the length; entry
     # 5 (write set b3, b4) is missing from a fenced bookie, so 4 is the last entry.
@@ -376,7 +377,7 @@ def test_close_keeps_a_replicator_change_of_an_earlier_fragment() -> None:
     assert again.expected_version == 2 and again.metadata.fragments == swapped
     moved = (md.fragments[0], Fragment(5, ("b4:3181", "b6:3181", "b3:3181")))
     r2 = LedgerRecovery(md, 1)
-    for effect in r2.start():
+    for effect in r2.start(0):
         r2.handle(FenceDone(effect.bookie, 4))
     r2.handle(EntryRead("b2:3181", 4, ReadOutcome.FOUND, record(4, 3, 20)))
     r2.handle(EntryRead("b4:3181", 5, ReadOutcome.MISSING))
@@ -403,7 +404,7 @@ def test_step5_in_recovery_conflict_retries_the_close_cas() -> None:
     fresh version."""
     md = ledger().in_recovery()
     r = LedgerRecovery(md, 4)
-    for effect in r.start():
+    for effect in r.start(0):
         r.handle(FenceDone(effect.bookie, -1))
     effects = r.handle(EntryRead("b1:3181", 0, ReadOutcome.MISSING))
     effects += r.handle(EntryRead("b2:3181", 0, ReadOutcome.MISSING))
@@ -420,34 +421,55 @@ def test_marking_conflicts() -> None:
     OPEN (the writer changed the ensemble) -> CAS again on the fresh metadata."""
     md = ledger()
     r = LedgerRecovery(md, 0)
-    r.start()
+    r.start(0)
     moved = md.with_ensemble(2, ("b4:3181", "b2:3181", "b3:3181"))
     (again,) = r.handle(MetadataConflicted(moved, 1))
     assert again.expected_version == 1 and again.metadata.ensemble[0] == "b4:3181"
     fences = r.handle(MetadataConflicted(moved.in_recovery(), 2))
     assert [x.bookie for x in fences] == list(moved.ensemble)
     r2 = LedgerRecovery(md, 0)
-    r2.start()
+    r2.start(0)
     closed = md.closed(3, 9)
     assert r2.handle(MetadataConflicted(closed, 1)) == [RecoveryDone(closed, 1, False)]
 
 
 def test_metadata_store_failures_are_resolved_by_reading_and_bounded() -> None:
-    """A CAS with an unknown outcome is resolved by re-reading; failures are bounded."""
+    """A CAS with an unknown outcome is resolved by re-reading after the back-off (a
+    deadline the runner reaches with Tick); failures in a row are bounded."""
     md = ledger()
-    r = LedgerRecovery(md, 0, limits=RecoveryLimits(metadata_attempts_max=2))
-    (write,) = r.start()
-    assert r.handle(MetadataFailed("metadata_unavailable")) == [ReadMetadata(1)]
+    limits = RecoveryLimits(metadata_attempts_max=2, metadata_retry_ms=50)
+    r = LedgerRecovery(md, 0, limits=limits)
+    (write,) = r.start(0)
+    assert r.handle(MetadataFailed("metadata_unavailable", now=10)) == []
+    assert r.next_deadline() == 60
+    assert r.handle(Tick(59)) == []
+    assert r.handle(Tick(60)) == [ReadMetadata(1)]
     fences = r.handle(MetadataRead(write.metadata, 1))  # our write had landed
     assert of(fences, SendFence)
-    r2 = LedgerRecovery(md, 0, limits=RecoveryLimits(metadata_attempts_max=2))
-    r2.start()
-    r2.handle(MetadataFailed("metadata_unavailable"))
-    (failed,) = r2.handle(MetadataFailed("metadata_unavailable"))
+    r2 = LedgerRecovery(md, 0, limits=limits)
+    r2.start(0)
+    for now in (10, 100):
+        assert r2.handle(MetadataFailed("metadata_unavailable", now=now)) == []
+        assert r2.handle(Tick(now + 50)) == [ReadMetadata(1)]
+    (failed,) = r2.handle(MetadataFailed("metadata_unavailable", now=200))
     assert failed.error is MetadataUnavailable
     r3 = LedgerRecovery(md, 0)
-    r3.start()
+    r3.start(0)
     assert r3.handle(MetadataFailed("ledger_not_found"))[0].error is LedgerNotFound
+
+
+def test_the_recovery_times_out_on_tick_at_recovery_timeout_ms() -> None:
+    """The whole recovery is bounded by recovery_timeout_ms from start(now), reached by a
+    Tick (no runner timer of its own): a hanging fence fails it as quorum_timeout."""
+    md = ledger()
+    r = LedgerRecovery(md.in_recovery(), 1, limits=RecoveryLimits(recovery_timeout_ms=5_000))
+    fences = r.start(1_000)
+    assert of(fences, SendFence)  # and nobody answers
+    assert r.next_deadline() == 6_000
+    assert r.handle(Tick(5_999)) == []
+    (failed,) = r.handle(Tick(6_000))
+    assert failed.error is QuorumTimeout and failed.error.retriable
+    assert r.finished and r.next_deadline() is None
 
 
 @pytest.mark.parametrize(("e", "w", "a"), [(1, 1, 1), (2, 2, 1), (3, 3, 2), (5, 3, 2), (4, 2, 1)])

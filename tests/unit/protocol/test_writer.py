@@ -442,6 +442,7 @@ def test_metadata_store_failures_are_bounded() -> None:
     h = make(limits=WriterLimits(metadata_failures_max=1, metadata_retry_ms=1))
     h.handle(CloseRequested("c", 0))
     h.handle(MetadataFailed("metadata_unavailable"))
+    assert h.handle(Tick(1)) == [ReadMetadata(1)]  # after the back-off, the re-read
     effects = h.handle(MetadataFailed("metadata_unavailable"))
     assert [(x.request_id, x.error) for x in effects] == [("c", MetadataUnavailable)]
 

@@ -1,0 +1,149 @@
+"""The write handle's asyncio runner (gateway/runners/write.py) with the handle table
+(gateway/handles.py), against fake bookies and an in-memory metadata store on a real
+event loop: adds, acknowledgements in entry-id order, an ensemble change when a bookie
+fails, close, and a fenced ledger."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from gateway.handles import HandleTable
+from gateway.runners.write import HandleRunner
+from gateway.senders import SenderLimits, SenderTable
+from services.errors import LedgerClosed, LedgerFenced
+from services.protocol.metadata import LedgerMetadata, LedgerState
+from tests.unit.gateway.fakes import FakeBookies, FakeLedgerStore, make_context
+
+POOL = ["b0:1", "b1:1", "b2:1", "b3:1"]
+
+
+async def settle(condition: Callable[[], bool]) -> None:
+    """Let the loop run until ``condition`` holds (bounded)."""
+    for _ in range(1_000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the condition never held")
+
+
+async def open_handle(
+    bookies: FakeBookies, store: FakeLedgerStore, e: int, w: int, a: int
+) -> tuple[HandleTable, HandleRunner]:
+    ctx = make_context(bookies, store)
+    table = HandleTable(ctx, SenderTable(ctx.bookie, SenderLimits.from_settings(ctx.settings)))
+    created = await store.create(LedgerMetadata.new(5, POOL[:e], w, a))
+    return table, table.open(created.metadata, created.version, b"")
+
+
+def run(test: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(test())
+
+
+def test_adds_are_stored_on_their_write_sets_and_acknowledged() -> None:
+    """Each add is sent to its write quorum and answered once Qa bookies stored it; the
+    LAC the answer carries covers it."""
+
+    async def body() -> None:
+        bookies, store = FakeBookies(POOL), FakeLedgerStore()
+        table, runner = await open_handle(bookies, store, 3, 2, 2)
+        outcomes = [await runner.add((b"e%d" % i,)) for i in range(3)]
+        assert [(o.first_entry_id, o.last_entry_id) for o in outcomes] == [(0, 0), (1, 1), (2, 2)]
+        assert outcomes[-1].lac == 2 and runner.lac == 2
+        for entry_id in range(3):
+            holders = {b for b, bk in bookies.bookies.items() if (5, entry_id) in bk.entries}
+            assert holders == set(runner.handle.metadata.write_set_bookies(entry_id))
+        assert table.live(5) is runner and table.writer_lac(5) == 2 and runner.idle
+        await table.aclose()
+
+    run(body)
+
+
+def test_acknowledgements_wait_for_every_lower_entry() -> None:
+    """PROTOCOL.md: acks to the client are in entry-id order, always. With b0 holding
+    back its answers, entry 1 (written to b1, b2) has its ack quorum but is answered only
+    after entry 0 (on b0, b1) is."""
+
+    async def body() -> None:
+        bookies, store = FakeBookies(POOL), FakeLedgerStore()
+        table, runner = await open_handle(bookies, store, 3, 2, 2)
+        bookies.bookies["b0:1"].gate = gate = asyncio.Event()
+        first = asyncio.ensure_future(runner.add((b"zero",)))
+        second = asyncio.ensure_future(runner.add((b"one",)))
+        b2 = bookies.bookies["b2:1"]
+        await settle(lambda: (5, 1) in b2.entries and (5, 1) in bookies.bookies["b1:1"].entries)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not first.done() and not second.done() and runner.lac == -1
+        gate.set()
+        done_first, done_second = await first, await second
+        assert (done_first.last_entry_id, done_second.last_entry_id) == (0, 1)
+        assert done_second.lac == 1
+        await table.aclose()
+
+    run(body)
+
+
+def test_a_failing_bookie_is_replaced_by_an_ensemble_change() -> None:
+    """A bookie failing an add is replaced: a new fragment at the first unacknowledged
+    entry is written by CAS, the pending entry is re-sent to the replacement, and the
+    add is acknowledged; nothing acknowledged before is lost."""
+
+    async def body() -> None:
+        bookies, store = FakeBookies(POOL), FakeLedgerStore()
+        table, runner = await open_handle(bookies, store, 3, 3, 2)
+        await runner.add((b"before",))
+        bookies.bookies["b2:1"].down = True
+        outcome = await runner.add((b"after",))
+        assert outcome.last_entry_id == 1
+        current = (await store.get(5)).metadata
+        assert current.state is LedgerState.OPEN
+        assert [f.first_entry_id for f in current.fragments] == [0, 1]
+        assert current.ensemble == ("b0:1", "b1:1", "b3:1")
+        await settle(lambda: (5, 1) in bookies.bookies["b3:1"].entries)
+        assert runner.handle.metadata == current
+        assert runner.ctx.metrics.ensemble_changes._value.get() == 1
+        await table.aclose()
+
+    run(body)
+
+
+def test_close_writes_closed_at_the_lac_and_later_adds_fail() -> None:
+    """Close CASes the metadata to CLOSED at the last acknowledged entry; closing again
+    answers the same metadata; an add afterwards fails with ledger_closed and the
+    handle leaves the live table."""
+
+    async def body() -> None:
+        bookies, store = FakeBookies(POOL), FakeLedgerStore()
+        table, runner = await open_handle(bookies, store, 3, 2, 2)
+        await runner.add((b"a", b"bb"))
+        closed, version = await runner.close()
+        assert closed.state is LedgerState.CLOSED and closed.last_entry_id == 1
+        assert (await store.get(5)).metadata == closed and version == 1
+        assert (await runner.close())[0] == closed
+        with pytest.raises(LedgerClosed):
+            await runner.add((b"late",))
+        assert table.live(5) is None and table.get(5) is runner and table.live_count == 0
+        await table.aclose()
+
+    run(body)
+
+
+def test_a_fenced_bookie_fails_the_add_with_ledger_fenced() -> None:
+    """Once a recovery fenced the ledger on the bookies, the writer's add fails with
+    ledger_fenced (outcome unknown) and the handle is no longer live."""
+
+    async def body() -> None:
+        bookies, store = FakeBookies(POOL), FakeLedgerStore()
+        table, runner = await open_handle(bookies, store, 3, 3, 3)
+        await runner.add((b"a",))
+        for bookie in bookies.bookies.values():
+            bookie.fenced.add(5)
+        with pytest.raises(LedgerFenced):
+            await runner.add((b"b",))
+        await settle(lambda: table.live(5) is None)
+        await table.aclose()
+
+    run(body)
