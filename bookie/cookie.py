@@ -29,18 +29,12 @@ import uuid
 from pathlib import Path
 
 from bookie.storage import data_dir_locked_elsewhere, has_store
-from services.errors import Conflict, CookieMismatch
+from services.errors import BookieRunning, CookieMismatch
 from services.zk import paths as zkpaths
 from services.zk.store import MetadataStore, NodeExists, NodeNotFound
 
 COOKIE_FILE = "cookie.json"
 PENDING_FILE = "cookie.json.new"
-
-
-class BookieRunning(Conflict):
-    """The bookie is registered or holds its data dir: stop it first."""
-
-    code = "bookie_running"
 
 
 def _format_hint(bookie_id: str, data_dir: Path, zk: str, zk_root: str) -> str:

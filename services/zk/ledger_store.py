@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.errors import LedgerNotFound
+from services.errors import LedgerNotFound, NodeNotFound
 from services.limits import LIST_LIMIT_MAX
 from services.protocol.metadata import LedgerMetadata
 from services.zk import paths as zkpaths
-from services.zk.store import MetadataStore, NodeNotFound
+from services.zk.store import MetadataStore
 
 
 @dataclass(frozen=True, slots=True)

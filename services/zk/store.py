@@ -12,9 +12,13 @@ LOST (the session expired: ephemeral nodes are gone; kazoo reconnects with a
 new session and reports CONNECTED again, and owners of ephemeral nodes must
 re-create them).
 
-kazoo exceptions are mapped at this boundary: NoNode -> ``NodeNotFound``,
-NodeExists -> ``NodeExists``, BadVersion -> ``MetadataConflict``, connection
-problems and timeouts -> ``MetadataUnavailable``.
+kazoo exceptions are mapped at this boundary into ``services.errors``: NoNode ->
+``NodeNotFound``, NodeExists -> ``NodeExists``, NotEmpty -> ``NodeNotEmpty``,
+BadVersion -> ``MetadataConflict``, connection problems and timeouts ->
+``MetadataUnavailable``. The ``Node*`` errors are the store's vocabulary: callers
+catch them (a missing znode is free, an existing one lost a race) and translate
+them into API errors; they live in ``services.errors`` with the rest so that every
+code is registered in one place.
 """
 
 from __future__ import annotations
@@ -40,31 +44,19 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
-from services.errors import Conflict, MetadataConflict, MetadataUnavailable, NotFound
+from services.errors import (
+    MetadataConflict,
+    MetadataUnavailable,
+    NodeExists,
+    NodeNotEmpty,
+    NodeNotFound,
+)
 from services.zk import paths as zkpaths
 
 log = logging.getLogger(__name__)
 
 OPERATION_TIMEOUT_S = 15.0
 _SEQ_ROLLOVER = (1 << 31) - 2
-
-
-class NodeNotFound(NotFound):
-    """The znode does not exist."""
-
-    code = "node_not_found"
-
-
-class NodeExists(Conflict):
-    """The znode exists already."""
-
-    code = "node_exists"
-
-
-class NodeNotEmpty(Conflict):
-    """The znode has children."""
-
-    code = "node_not_empty"
 
 
 @dataclass(frozen=True, slots=True)
