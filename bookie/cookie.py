@@ -29,7 +29,7 @@ import uuid
 from pathlib import Path
 
 from bookie.storage import data_dir_locked_elsewhere, has_store
-from services.errors import BookieRunning, CookieMismatch
+from services.errors import BookieRunning, CookieMismatch, invariant
 from services.zk import paths as zkpaths
 from services.zk.store import MetadataStore, NodeExists, NodeNotFound
 
@@ -131,7 +131,7 @@ async def check_cookie(
         return cookie["instance_id"]
 
     if local is None:
-        assert zk_cookie is not None
+        invariant(zk_cookie is not None, "no local cookie and none in ZooKeeper: handled above")
         raise CookieMismatch(
             f"bookie {bookie_id}: data dir {data_dir} has no cookie but ZooKeeper holds "
             f"cookie {zk_cookie['instance_id']} for this bookie: the data dir was wiped or "

@@ -116,7 +116,7 @@ class MetadataStore:
 
     @property
     def connected(self) -> bool:
-        return self._client.connected
+        return bool(self._client.connected)
 
     @property
     def session_id(self) -> int | None:
@@ -207,7 +207,8 @@ class MetadataStore:
             return None
 
     async def exists(self, path: str) -> bool:
-        return await self._call(path, self._client.exists_async, path) is not None
+        stat = await self._call(path, self._client.exists_async, path)
+        return stat is not None
 
     async def create(
         self,
@@ -219,7 +220,7 @@ class MetadataStore:
         makepath: bool = True,
     ) -> str:
         """Create a znode; return its path (with the sequence suffix when ``sequence``)."""
-        return await self._call(
+        created = await self._call(
             path,
             self._client.create_async,
             path,
@@ -228,11 +229,12 @@ class MetadataStore:
             sequence=sequence,
             makepath=makepath,
         )
+        return str(created)
 
     async def set(self, path: str, data: bytes, version: int = -1) -> int:
         """Compare-and-set: write only if the znode is at ``version``; return the new version."""
         stat = await self._call(path, self._client.set_async, path, data, version)
-        return stat.version
+        return int(stat.version)
 
     async def delete(self, path: str, version: int = -1) -> None:
         await self._call(path, self._client.delete_async, path, version)
