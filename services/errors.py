@@ -73,11 +73,8 @@ ERRORS_BY_CODE: Mapping[str, type[QuireError]] = MappingProxyType(_BY_CODE)
 def _register(cls: type[QuireError]) -> None:
     name = cls.__qualname__
     invariant("code" in cls.__dict__, f"error class {name} must declare its own code")
-    taken = _BY_CODE.get(cls.code)
-    invariant(
-        taken is None,
-        f"error code {cls.code!r} of {name} is taken by {taken.__qualname__ if taken else ''}",
-    )
+    owner = _BY_CODE.get(cls.code, cls)
+    invariant(owner is cls, f"error code {cls.code!r} of {name} is taken by {owner.__qualname__}")
     invariant(
         cls.__module__ == __name__,
         f"error class {name} must be defined in {__name__} (it is in {cls.__module__}), "
