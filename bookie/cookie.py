@@ -29,18 +29,12 @@ import uuid
 from pathlib import Path
 
 from bookie.storage import data_dir_locked_elsewhere, has_store
-from services.errors import Conflict, CookieMismatch
+from services.errors import BookieRunning, CookieMismatch, invariant
 from services.zk import paths as zkpaths
 from services.zk.store import MetadataStore, NodeExists, NodeNotFound
 
 COOKIE_FILE = "cookie.json"
 PENDING_FILE = "cookie.json.new"
-
-
-class BookieRunning(Conflict):
-    """The bookie is registered or holds its data dir: stop it first."""
-
-    code = "bookie_running"
 
 
 def _format_hint(bookie_id: str, data_dir: Path, zk: str, zk_root: str) -> str:
@@ -137,7 +131,7 @@ async def check_cookie(
         return cookie["instance_id"]
 
     if local is None:
-        assert zk_cookie is not None
+        invariant(zk_cookie is not None, "no local cookie and none in ZooKeeper: handled above")
         raise CookieMismatch(
             f"bookie {bookie_id}: data dir {data_dir} has no cookie but ZooKeeper holds "
             f"cookie {zk_cookie['instance_id']} for this bookie: the data dir was wiped or "

@@ -22,7 +22,13 @@ from collections.abc import Awaitable, Callable
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bookie.node import BookieNode
-from services.errors import BookieReadOnly, InvalidArgument, PayloadTooLarge, QuireError
+from services.errors import (
+    BookieReadOnly,
+    InvalidArgument,
+    LedgerFenced,
+    PayloadTooLarge,
+    QuireError,
+)
 from services.limits import BODY_SIZE_MAX_BYTES
 from services.web.errors import error_json
 from services.wire import digest
@@ -91,9 +97,9 @@ async def store_entries(node: BookieNode, body: bytes) -> bytes:
     result = await node.add(records, payload_bytes)
     if not result.rejected:
         return b'{"stored": %d, "rejected": []}' % result.stored
-    node.metrics.rejected_adds.labels("ledger_fenced").inc(len(result.rejected))
+    node.metrics.rejected_adds.labels(LedgerFenced.code).inc(len(result.rejected))
     rejected = [
-        {"ledger_id": lid, "entry_id": eid, "error": "ledger_fenced"}
+        {"ledger_id": lid, "entry_id": eid, "error": LedgerFenced.code}
         for lid, eid in result.rejected
     ]
     return json.dumps({"stored": result.stored, "rejected": rejected}).encode()

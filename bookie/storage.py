@@ -42,7 +42,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.pool import QueuePool
 
-from services.errors import Conflict
+from services.errors import DataDirInUse
 
 DB_FILE = "bookie.db"
 LOCK_FILE = "bookie.lock"
@@ -116,12 +116,6 @@ def has_store(data_dir: Path) -> bool:
 
 _locks: dict[Path, int] = {}
 _locks_guard = threading.Lock()
-
-
-class DataDirInUse(Conflict):
-    """Another process holds the data dir."""
-
-    code = "data_dir_in_use"
 
 
 def lock_data_dir(data_dir: Path) -> None:

@@ -10,11 +10,15 @@ and is also accepted everywhere the API token is. ``/health``, ``/metrics``,
 from __future__ import annotations
 
 import hmac
-import json
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from services.errors import Unauthorized
+from services.web.errors import error_json
+
 _ADMIN_PREFIX = "/v1/admin"
+# RFC 6750: a 401 names the scheme the client should use.
+_CHALLENGE = {"WWW-Authenticate": "Bearer"}
 
 
 def _matches(given: bytes | None, expected: bytes | None) -> bool:
@@ -51,18 +55,5 @@ class TokenMiddleware:
         if self.allowed(scope["path"], token):
             await self.app(scope, receive, send)
             return
-        body = json.dumps(
-            {"error": "unauthorized", "message": "missing or wrong bearer token"}
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"www-authenticate", b"Bearer"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        refusal = Unauthorized("missing or wrong bearer token")
+        await error_json(refusal, headers=_CHALLENGE)(scope, receive, send)

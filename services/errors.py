@@ -2,37 +2,95 @@
 
 Every error a service reports to the world is a ``QuireError`` subclass that
 carries the API.md error code and HTTP status. One FastAPI exception handler
-(``install_error_handlers``) turns them into ``{"error", "message"}``; routes
-never build error responses by hand. Clients map a code back to its class with
-``error_for_code``. Adapters translate kazoo, httpx and SQLAlchemy exceptions
-into this hierarchy at their boundary with ``raise ... from exc``.
+(``services.web.errors.install_error_handlers``) turns them into
+``{"error", "message"}`` and ``services.web.errors.error_body`` is the one place
+that body is built; routes and middlewares never build error responses by hand.
+Clients map a code back to its class with ``error_for_code``. Adapters translate
+kazoo, httpx and SQLAlchemy exceptions into this hierarchy at their boundary with
+``raise ... from exc``.
+
+Every class is defined in this module and registered by its code when it is
+created (``QuireError.__init_subclass__``), so ``error_for_code`` gives the same
+answer whatever else was imported. Each class declares its own code and no two
+share one; a class that breaks either rule, or is defined in another module, fails
+at its creation with ``InvariantViolation``.
 
     QuireError (500 internal)
     +-- InvalidArgument (400)
     +-- Unauthorized (401)
     +-- NotFound (404 not_found)
     |   +-- LedgerNotFound, EntryNotFound, LogNotFound, BookieNotFound
+    |   +-- NodeNotFound                      (metadata store)
     +-- MethodNotAllowed (405)
     +-- Conflict (409)
-    |   +-- LedgerClosed, LedgerFenced, NotWriter, MetadataConflict, CookieMismatch
+    |   +-- LedgerClosed, LedgerFenced, NotWriter, MetadataConflict,
+    |   |   IdempotencyKeyReused, CookieMismatch
+    |   +-- NodeExists, NodeNotEmpty           (metadata store)
+    |   +-- BookieRunning, DataDirInUse        (bookie start-up and format)
     +-- PayloadTooLarge (413)
     +-- Unavailable (503, retriable)
     |   +-- NotEnoughBookies, BookieReadOnly, MetadataUnavailable, BookieUnavailable
     +-- QuorumTimeout (504, retriable)
+    +-- GatewayUnreachable, StreamBroken       (the CLI's view of a gateway: 500)
+
+The metadata-store errors (``node_*``) are the vocabulary of
+``services.zk.store.MetadataStore``: its callers catch them to decide (a missing
+znode is free, an existing one lost a race) and translate them into API errors
+(``LedgerNotFound``, ``CookieMismatch``, ...) before anything answers a request.
+They are not API.md codes.
+
+``invariant`` is for our own bugs (STYLE.md §4): unlike ``assert`` it survives
+``python -O``.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import ClassVar
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 log = logging.getLogger(__name__)
+
+
+class InvariantViolation(AssertionError):
+    """A programmer error: a property the code relies on does not hold."""
+
+
+def invariant(condition: object, message: str) -> None:
+    """Check a property of our own code; unlike ``assert`` it survives ``python -O``."""
+    if not condition:
+        raise InvariantViolation(message)
+
+
+# Every error class by its code, filled as the classes below are created.
+_BY_CODE: dict[str, type[QuireError]] = {}
+
+ERRORS_BY_CODE: Mapping[str, type[QuireError]] = MappingProxyType(_BY_CODE)
+"""Every error class by its code (read-only): complete once this module is imported."""
+
+
+def _register(cls: type[QuireError]) -> None:
+    name = cls.__qualname__
+    invariant("code" in cls.__dict__, f"error class {name} must declare its own code")
+    owner = _BY_CODE.get(cls.code, cls)
+    invariant(owner is cls, f"error code {cls.code!r} of {name} is taken by {owner.__qualname__}")
+    invariant(
+        cls.__module__ == __name__,
+        f"error class {name} must be defined in {__name__} (it is in {cls.__module__}), "
+        "so that error_for_code knows it whatever was imported",
+    )
+    _BY_CODE[cls.code] = cls
 
 
 class QuireError(Exception):
     code: ClassVar[str] = "internal"
     http_status: ClassVar[int] = 500
     retriable: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _register(cls)
 
     def __init__(self, message: str | None = None) -> None:
         super().__init__(message or self.__class__.__doc__ or self.code)
@@ -43,6 +101,14 @@ class QuireError(Exception):
 
     def to_json(self) -> dict[str, str]:
         return {"error": self.code, "message": self.message}
+
+
+_register(QuireError)
+
+
+def error_for_code(code: str) -> type[QuireError]:
+    """The error class for an API error code (``QuireError`` for an unknown one)."""
+    return _BY_CODE.get(code, QuireError)
 
 
 class InvalidArgument(QuireError):
@@ -87,6 +153,12 @@ class BookieNotFound(NotFound):
     code = "bookie_not_found"
 
 
+class NodeNotFound(NotFound):
+    """The znode does not exist (metadata store)."""
+
+    code = "node_not_found"
+
+
 class MethodNotAllowed(QuireError):
     """The route exists but not with this method."""
 
@@ -124,10 +196,40 @@ class MetadataConflict(Conflict):
     code = "metadata_conflict"
 
 
+class IdempotencyKeyReused(Conflict):
+    """An ``Idempotency-Key`` seen in the dedup window with a different body."""
+
+    code = "idempotency_key_reused"
+
+
 class CookieMismatch(Conflict):
     """The bookie's data directory does not match its cookie."""
 
     code = "cookie_mismatch"
+
+
+class NodeExists(Conflict):
+    """The znode exists already (metadata store)."""
+
+    code = "node_exists"
+
+
+class NodeNotEmpty(Conflict):
+    """The znode has children (metadata store)."""
+
+    code = "node_not_empty"
+
+
+class BookieRunning(Conflict):
+    """The bookie is registered or holds its data dir: stop it first."""
+
+    code = "bookie_running"
+
+
+class DataDirInUse(Conflict):
+    """Another process holds the data dir."""
+
+    code = "data_dir_in_use"
 
 
 class PayloadTooLarge(QuireError):
@@ -172,27 +274,13 @@ class QuorumTimeout(QuireError):
     code, http_status, retriable = "quorum_timeout", 504, True
 
 
-def _all_subclasses(cls: type[QuireError]) -> list[type[QuireError]]:
-    out = []
-    for sub in cls.__subclasses__():
-        out.append(sub)
-        out.extend(_all_subclasses(sub))
-    return out
+class GatewayUnreachable(QuireError):
+    """The gateway could not be reached (refused, reset, timed out)."""
+
+    code = "gateway_unreachable"
 
 
-def error_for_code(code: str) -> type[QuireError]:
-    """The error class for an API error code (``QuireError`` for an unknown one)."""
-    for cls in _all_subclasses(QuireError):
-        if cls.code == code:
-            return cls
-    return QuireError
+class StreamBroken(QuireError):
+    """A streamed answer ended before it was complete (the gateway failed mid-way)."""
 
-
-class InvariantViolation(AssertionError):
-    """A programmer error: a property the code relies on does not hold."""
-
-
-def invariant(condition: object, message: str) -> None:
-    """Check a property of our own code; unlike ``assert`` it survives ``python -O``."""
-    if not condition:
-        raise InvariantViolation(message)
+    code = "stream_broken"

@@ -156,7 +156,7 @@ def load_settings(cls: type[S], argv: list[str] | None = None, prog: str | None 
     """Parse flags and environment; on an impossible value print one line and exit 2."""
     args = sys.argv[1:] if argv is None else argv
     try:
-        return cls(_cli_parse_args=args, _cli_prog_name=prog)  # type: ignore[call-arg]
+        return cls(_cli_parse_args=args, _cli_prog_name=prog)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = "--" + "-".join(str(p) for p in first.get("loc", ())).replace("_", "-")

@@ -35,7 +35,9 @@ import math
 import os
 import sys
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 REQUEST_TIMEOUT_S = 60.0
 RECONNECT_DELAY_S = 0.1
@@ -43,6 +45,8 @@ BUCKET_BASE = 1.02  # latency histogram resolution: 2 %
 PROGRESS_INTERVAL_S = 0.5
 RESPONSE_BODY_MAX_BYTES = 1024 * 1024
 ERROR_TEXT_MAX_CHARS = 300
+
+T = TypeVar("T")
 
 
 # -- latency histogram (shared with benchmarks/) -------------------------------
@@ -145,7 +149,7 @@ class Stats:
         }
 
 
-def run_loop(coro):  # type: ignore[no-untyped-def]
+def run_loop(coro: Coroutine[Any, Any, T]) -> T:
     """Run a load generator's main coroutine, on uvloop when it is installed."""
     try:
         import uvloop

@@ -44,7 +44,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from services.bench.measure import (
@@ -56,7 +56,10 @@ from services.bench.measure import (
 )
 from services.bench.report import Progress, report, summarize
 from services.cli.client import GatewayClient
-from services.errors import NotEnoughBookies, QuireError
+from services.errors import NotEnoughBookies, QuireError, invariant
+
+if TYPE_CHECKING:  # imported when a local cluster starts: most runs use a remote gateway
+    from services.cluster.local import LocalCluster
 
 LEDGER_CREATE_THREADS = 16
 WRITABLE_WAIT_S = 30.0
@@ -123,7 +126,7 @@ def free_port_block(count: int, host: str = "127.0.0.1") -> int:
     raise BenchError(f"no block of {count} free ports on {host}")
 
 
-def start_local_cluster(config: BenchConfig, data_dir: Path):  # type: ignore[no-untyped-def]
+def start_local_cluster(config: BenchConfig, data_dir: Path) -> LocalCluster:
     """ZooKeeper, ``config.bookies`` bookies and a gateway under ``data_dir`` (fsync on).
 
     Returns the started ``LocalCluster``; the caller stops it (it is a context
@@ -440,7 +443,7 @@ def _cpu(gateway: Sampler | None, bookies: list[Sampler]) -> list[float]:
 
 def _start_profiler(config: BenchConfig, pid: int) -> subprocess.Popen:
     """py-spy over the gateway for the counted window (``--profile DIR``)."""
-    assert config.profile is not None
+    invariant(config.profile is not None, "the profiler runs only with --profile")
     config.profile.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen(
         [
@@ -456,7 +459,7 @@ def _start_profiler(config: BenchConfig, pid: int) -> subprocess.Popen:
 
 
 def _finish_profiler(config: BenchConfig, proc: subprocess.Popen) -> None:
-    assert config.profile is not None
+    invariant(config.profile is not None, "the profiler runs only with --profile")
     try:
         proc.wait(LOAD_SLACK_S)
     except subprocess.TimeoutExpired:

@@ -31,11 +31,13 @@ from rich.console import Console
 
 from services.errors import (
     Conflict,
+    GatewayUnreachable,
     InvalidArgument,
     NotFound,
     PayloadTooLarge,
     QuireError,
     QuorumTimeout,
+    StreamBroken,
     Unauthorized,
     Unavailable,
     error_for_code,
@@ -45,18 +47,6 @@ CONNECT_TIMEOUT_S = 5.0
 # A recovery or a close may wait for slow bookies; reads stream for as long as they run.
 REQUEST_TIMEOUT_S = 120.0
 PASSWORD_HEADER = "X-Ledger-Password"
-
-
-class GatewayUnreachable(QuireError):
-    """The gateway could not be reached (refused, reset, timed out)."""
-
-    code = "gateway_unreachable"
-
-
-class StreamBroken(QuireError):
-    """A streamed answer ended before it was complete (the gateway failed mid-way)."""
-
-    code = "stream_broken"
 
 
 # Exit codes by error class (the first matching class wins; 2 is click's usage error).

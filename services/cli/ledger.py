@@ -38,7 +38,7 @@ from services.cli.ledger_io import (
     read_whole,
     render,
 )
-from services.errors import QuireError
+from services.errors import QuireError, invariant
 from services.limits import BATCH_ENTRIES_MAX
 
 LIST_PAGE_MAX = 1000
@@ -222,7 +222,7 @@ def _append_input(appender: Appender, file: Path | None, lines: bool, batch: int
         if sys.stdin.isatty():
             err.print("reading from the terminal; end with Ctrl-D", markup=False)
     else:
-        assert file is not None
+        invariant(file is not None, "no file means stdin")
         try:
             stream = open(file, "rb")  # noqa: SIM115 - closed below
         except OSError as exc:

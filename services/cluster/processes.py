@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import httpx
@@ -87,9 +87,9 @@ class ManagedProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def signal(self, sig: int) -> None:
-        if self.alive():
-            assert self.proc is not None
-            self.proc.send_signal(sig)
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(sig)
 
     def kill(self) -> None:
         """SIGKILL, then reap."""
@@ -118,7 +118,7 @@ class ManagedProcess:
                 self.proc.kill()
         return self.proc.wait()
 
-    def wait_until(self, ready: callable, deadline_s: float, what: str) -> None:  # type: ignore[valid-type]
+    def wait_until(self, ready: Callable[[], bool], deadline_s: float, what: str) -> None:
         end = time.monotonic() + deadline_s
         while time.monotonic() < end:
             if not self.alive():

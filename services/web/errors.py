@@ -1,12 +1,21 @@
-"""Every error, on every path, as ``{"error", "message"}`` with the API.md status."""
+"""Every error, on every path, as ``{"error", "message"}`` with the API.md status.
+
+``error_body`` is the one place that body is built; ``error_json`` wraps it in a
+response, which raw ASGI middlewares (the token and secret checks, the bookie's
+add fast path) send themselves: ``await error_json(exc)(scope, receive, send)``.
+``install_error_handlers`` maps every exception a FastAPI route raises through it.
+"""
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.errors import (
@@ -22,14 +31,15 @@ log = logging.getLogger(__name__)
 
 
 # Responses documented on every route (OpenAPI).
-ERROR_SCHEMA = {
+ERROR_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["error", "message"],
     "properties": {"error": {"type": "string"}, "message": {"type": "string"}},
 }
 
 
-def error_response(status: int, description: str) -> dict:
+def error_response(status: int, description: str) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI ``responses`` entry of an error answer with ``status``."""
     return {
         status: {
             "description": description,
@@ -38,19 +48,31 @@ def error_response(status: int, description: str) -> dict:
     }
 
 
-def error_json(exc: QuireError) -> JSONResponse:
-    return JSONResponse(exc.to_json(), status_code=exc.http_status)
+def error_body(exc: QuireError) -> bytes:
+    """The JSON body of an error answer: ``{"error": CODE, "message": TEXT}``, compact
+    UTF-8 as FastAPI's ``JSONResponse`` renders it."""
+    return json.dumps(
+        exc.to_json(), ensure_ascii=False, allow_nan=False, separators=(",", ":")
+    ).encode("utf-8")
+
+
+def error_json(exc: QuireError, headers: Mapping[str, str] | None = None) -> Response:
+    """The answer for ``exc``: its status and ``error_body``, plus ``headers``. It is an
+    ASGI application too, for middlewares that answer before routing."""
+    return Response(
+        error_body(exc), status_code=exc.http_status, headers=headers, media_type="application/json"
+    )
 
 
 def install_error_handlers(app: FastAPI) -> None:
     """Map every error to ``{"error", "message"}`` with the API.md status and code."""
 
     @app.exception_handler(QuireError)
-    async def _quire(_: Request, exc: QuireError) -> JSONResponse:
+    async def _quire(_: Request, exc: QuireError) -> Response:
         return error_json(exc)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation(_: Request, exc: RequestValidationError) -> Response:
         parts = []
         for err in exc.errors()[:5]:
             where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
@@ -58,7 +80,7 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_json(InvalidArgument("; ".join(parts) or "invalid request"))
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(_: Request, exc: StarletteHTTPException) -> Response:
         if exc.status_code == 404:
             err: QuireError = NotFound("no such route")
         elif exc.status_code == 405:
@@ -74,6 +96,6 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_json(err)
 
     @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    async def _unexpected(request: Request, exc: Exception) -> Response:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
         return error_json(QuireError("internal error"))

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from services.web.app import QuireApp
 
-def install_openapi(app: FastAPI, scheme_name: str, scheme: dict[str, Any]) -> None:
+
+def install_openapi(app: QuireApp, scheme_name: str, scheme: dict[str, Any]) -> None:
     """Build the app's OpenAPI document our way: ``scheme`` as the security scheme of
     every /v1 operation, and no FastAPI 422 responses (validation errors are 400)."""
 
-    def build() -> dict:
+    def build() -> dict[str, Any]:
         if app.openapi_schema:
             return app.openapi_schema
         doc = get_openapi(
@@ -34,4 +35,4 @@ def install_openapi(app: FastAPI, scheme_name: str, scheme: dict[str, Any]) -> N
         app.openapi_schema = doc
         return doc
 
-    app.openapi = build  # type: ignore[method-assign]
+    app.openapi_builder = build

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fastapi import FastAPI
+
 from services.settings import (
     AuditorSettings,
     BookieSettings,
@@ -48,7 +50,7 @@ class Exported:
 
     def document(self) -> dict[str, Any]:
         app_module = importlib.import_module(self.module)
-        app = app_module.create_app(self.settings.model_construct())
+        app: FastAPI = app_module.create_app(self.settings.model_construct())
         return app.openapi()
 
     @property

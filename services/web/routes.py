@@ -8,7 +8,8 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from services.web.errors import error_response
+from services.errors import Unavailable
+from services.web.errors import error_json, error_response
 
 
 def add_metrics_route(app: FastAPI, registry: CollectorRegistry) -> None:
@@ -35,7 +36,7 @@ def add_health_route(app: FastAPI, is_ready: Callable[[], bool]) -> None:
         summary="Readiness",
         responses={200: {"description": "ready"}, **error_response(503, "not ready")},
     )
-    async def health() -> JSONResponse:
+    async def health() -> Response:
         if is_ready():
             return JSONResponse({"status": "ok"})
-        return JSONResponse({"error": "unavailable", "message": "not ready"}, status_code=503)
+        return error_json(Unavailable("not ready"))

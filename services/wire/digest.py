@@ -32,7 +32,7 @@ def compute(
     ledger_id: int,
     entry_id: int,
     lac: int,
-    payload: bytes,
+    payload: bytes | memoryview,
     *,
     length: int = 0,
 ) -> bytes:
@@ -54,7 +54,7 @@ def verify(
     ledger_id: int,
     entry_id: int,
     lac: int,
-    payload: bytes,
+    payload: bytes | memoryview,
     digest: bytes,
     *,
     length: int = 0,

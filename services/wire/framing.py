@@ -42,7 +42,8 @@ class Record:
     ledger_id: int
     entry_id: int
     lac: int
-    payload: bytes
+    # A read-only view into the body it came in when decoded with ``copy=False``.
+    payload: bytes | memoryview
     digest: bytes = b""
     recovery: bool = False
     digest_type: str = "none"
@@ -50,7 +51,7 @@ class Record:
 
 
 def encode(records: list[Record]) -> bytes:
-    parts: list[bytes] = []
+    parts: list[bytes | memoryview] = []
     for r in records:
         flags = (FLAG_RECOVERY if r.recovery else 0) | (
             DIGEST_CODES[r.digest_type] << _DIGEST_SHIFT
@@ -106,7 +107,7 @@ def decode(body: bytes, max_records: int = BATCH_ENTRIES_MAX, *, copy: bool = Tr
             )
         digest = bytes(view[pos : pos + digest_len])
         pos += digest_len
-        payload = view[pos : pos + payload_len]
+        payload: bytes | memoryview = view[pos : pos + payload_len]
         if copy:
             payload = bytes(payload)
         pos += payload_len

@@ -6,13 +6,14 @@ the znode version is the CAS token and is kept beside the metadata value.
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass
 
-from services.errors import LedgerNotFound
+from services.errors import LedgerNotFound, NodeNotFound
 from services.limits import LIST_LIMIT_MAX
 from services.protocol.metadata import LedgerMetadata
 from services.zk import paths as zkpaths
-from services.zk.store import MetadataStore, NodeNotFound
+from services.zk.store import MetadataStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +72,14 @@ class LedgerStore:
             return out[:limit], out[limit - 1]
         return out, None
 
+    # ``builtins.list``: inside this class ``list`` names the method above.
     async def _walk(
-        self, path: str, parts: list[str], after: int, want: int, out: list[int]
+        self,
+        path: str,
+        parts: builtins.list[str],
+        after: int,
+        want: int,
+        out: builtins.list[int],
     ) -> None:
         try:
             children = await self.store.children(path)

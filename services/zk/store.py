@@ -12,9 +12,13 @@ LOST (the session expired: ephemeral nodes are gone; kazoo reconnects with a
 new session and reports CONNECTED again, and owners of ephemeral nodes must
 re-create them).
 
-kazoo exceptions are mapped at this boundary: NoNode -> ``NodeNotFound``,
-NodeExists -> ``NodeExists``, BadVersion -> ``MetadataConflict``, connection
-problems and timeouts -> ``MetadataUnavailable``.
+kazoo exceptions are mapped at this boundary into ``services.errors``: NoNode ->
+``NodeNotFound``, NodeExists -> ``NodeExists``, NotEmpty -> ``NodeNotEmpty``,
+BadVersion -> ``MetadataConflict``, connection problems and timeouts ->
+``MetadataUnavailable``. The ``Node*`` errors are the store's vocabulary: callers
+catch them (a missing znode is free, an existing one lost a race) and translate
+them into API errors; they live in ``services.errors`` with the rest so that every
+code is registered in one place.
 """
 
 from __future__ import annotations
@@ -40,31 +44,19 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
-from services.errors import Conflict, MetadataConflict, MetadataUnavailable, NotFound
+from services.errors import (
+    MetadataConflict,
+    MetadataUnavailable,
+    NodeExists,
+    NodeNotEmpty,
+    NodeNotFound,
+)
 from services.zk import paths as zkpaths
 
 log = logging.getLogger(__name__)
 
 OPERATION_TIMEOUT_S = 15.0
 _SEQ_ROLLOVER = (1 << 31) - 2
-
-
-class NodeNotFound(NotFound):
-    """The znode does not exist."""
-
-    code = "node_not_found"
-
-
-class NodeExists(Conflict):
-    """The znode exists already."""
-
-    code = "node_exists"
-
-
-class NodeNotEmpty(Conflict):
-    """The znode has children."""
-
-    code = "node_not_empty"
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +116,7 @@ class MetadataStore:
 
     @property
     def connected(self) -> bool:
-        return self._client.connected
+        return bool(self._client.connected)
 
     @property
     def session_id(self) -> int | None:
@@ -215,7 +207,8 @@ class MetadataStore:
             return None
 
     async def exists(self, path: str) -> bool:
-        return await self._call(path, self._client.exists_async, path) is not None
+        stat = await self._call(path, self._client.exists_async, path)
+        return stat is not None
 
     async def create(
         self,
@@ -227,7 +220,7 @@ class MetadataStore:
         makepath: bool = True,
     ) -> str:
         """Create a znode; return its path (with the sequence suffix when ``sequence``)."""
-        return await self._call(
+        created = await self._call(
             path,
             self._client.create_async,
             path,
@@ -236,11 +229,12 @@ class MetadataStore:
             sequence=sequence,
             makepath=makepath,
         )
+        return str(created)
 
     async def set(self, path: str, data: bytes, version: int = -1) -> int:
         """Compare-and-set: write only if the znode is at ``version``; return the new version."""
         stat = await self._call(path, self._client.set_async, path, data, version)
-        return stat.version
+        return int(stat.version)
 
     async def delete(self, path: str, version: int = -1) -> None:
         await self._call(path, self._client.delete_async, path, version)

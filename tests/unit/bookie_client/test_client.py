@@ -377,15 +377,8 @@ def test_split_address():
 
 # ------------------------------------------------------------------ error mapping
 
-# Every error class by its code (one class per code: error_for_code's choice). Built after
-# importing every module that defines errors, so collection does not depend on import order.
-import services.zk.store  # noqa: E402, F401
-
-ALL_ERRORS = sorted(
-    {errors.error_for_code(c.code) for c in errors._all_subclasses(errors.QuireError)}  # noqa: SLF001
-    | {errors.QuireError},
-    key=lambda c: c.code,
-)
+# Every error class by its code (services.errors registers them all when it is imported).
+ALL_ERRORS = sorted(errors.ERRORS_BY_CODE.values(), key=lambda c: c.code)
 
 
 @pytest.mark.parametrize("cls", ALL_ERRORS, ids=lambda c: c.code)
