@@ -1,14 +1,18 @@
-"""Parsing JSON request bodies with bounds, before the parser can be made to fail badly.
+"""Parsing JSON request bodies with bounds, so that no body can make the parser (or
+whoever walks the document later) fail badly.
 
 Python's ``json`` recurses once per nested array or object: a body of a few thousand
 ``[`` raises ``RecursionError`` (a 500 if it escapes), and a body that parses may still
-break whoever walks it later (pydantic, ``json.dumps``, the ZooKeeper record). So a cheap
-pre-scan of the raw bytes runs first: string literals are blanked out with one regular
-expression (C speed, whatever their size), and what is left must hold at most
-``JSON_CONTAINERS_MAX`` brackets, nested at most ``JSON_DEPTH_MAX`` deep. Only then is the
-body parsed, refusing the ``NaN`` / ``Infinity`` literals Python accepts but JSON does not,
-and strings holding a lone UTF-16 surrogate (``"\\ud800"``), which are not text and cannot
-be encoded again. Every refusal is ``InvalidArgument`` (400) with a message that quotes
+break whoever walks it later (pydantic, ``json.dumps``, the ZooKeeper record). So before
+parsing, one pass in C counts the bracket bytes: more than ``2 * JSON_CONTAINERS_MAX`` is
+refused outright (the API's bodies hold a handful; base64 holds none, and metadata is a
+few KiB at most), and at most ``JSON_DEPTH_MAX`` of them cannot nest deeper than that, so
+almost every body is parsed at once. Otherwise the document is parsed (``RecursionError``
+refused) and its containers walked for their depth; a regular expression blanking out the
+string literals first would cost several times the parse on a body of many short strings.
+Parsing refuses the ``NaN`` / ``Infinity`` literals Python accepts but JSON does not, and
+strings holding a lone UTF-16 surrogate (``"\\ud800"``), which are not text and cannot be
+encoded again. Every refusal is ``InvalidArgument`` (400) with a message that quotes
 nothing of the body.
 """
 
@@ -25,8 +29,6 @@ from services.errors import InvalidArgument
 JSON_DEPTH_MAX = 32
 JSON_CONTAINERS_MAX = 10_000
 
-# A JSON string literal: the unrolled form (no alternation inside the repeat), linear.
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 # A \u escape in the surrogate range (hex digits in either case); rare in real bodies,
 # so only bodies that hold one are walked for lone surrogates after parsing.
@@ -35,35 +37,37 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 def parse_json(raw: bytes) -> Any:
     """The JSON document in ``raw`` (UTF-8), or ``InvalidArgument`` when it is not JSON or
-    passes the nesting bounds."""
-    check_nesting(raw)
+    passes the bounds on containers and nesting."""
+    brackets = len(raw.translate(None, _NOT_BRACKETS))
+    if brackets > 2 * JSON_CONTAINERS_MAX:
+        raise InvalidArgument(f"body holds more than {JSON_CONTAINERS_MAX} arrays and objects")
     try:
-        # UTF-8 only (RFC 8259 §8.1): json.loads would also guess UTF-16 and UTF-32, in
-        # which the byte-level pre-scan above would not see the strings' bounds.
+        # UTF-8 only (RFC 8259 §8.1): json.loads would also guess UTF-16 and UTF-32.
         doc = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
-    except RecursionError as exc:  # unreachable after check_nesting; kept as a backstop
-        raise InvalidArgument("body is nested too deeply") from exc
+    except RecursionError as exc:
+        raise InvalidArgument(_TOO_DEEP) from exc
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidArgument(f"body is not valid JSON: {_reason(exc)}") from exc
+    if brackets > JSON_DEPTH_MAX and _depth(doc) > JSON_DEPTH_MAX:
+        raise InvalidArgument(_TOO_DEEP)
     if _SURROGATE_ESCAPE.search(raw) and _has_lone_surrogate(doc):
         raise InvalidArgument("body is not valid JSON: a string holds a lone UTF-16 surrogate")
     return doc
 
 
-def check_nesting(raw: bytes) -> None:
-    """Refuse ``raw`` when, outside string literals, it holds more than
-    ``JSON_CONTAINERS_MAX`` brackets or nests them more than ``JSON_DEPTH_MAX`` deep."""
-    brackets = _STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
-    if len(brackets) > 2 * JSON_CONTAINERS_MAX:
-        raise InvalidArgument(f"body holds more than {JSON_CONTAINERS_MAX} arrays and objects")
-    depth = 0
-    for byte in brackets:
-        if byte in b"[{":
-            depth += 1
-            if depth > JSON_DEPTH_MAX:
-                raise InvalidArgument(f"body is nested more than {JSON_DEPTH_MAX} levels deep")
-        else:
-            depth -= 1
+_TOO_DEEP = f"body is nested more than {JSON_DEPTH_MAX} levels deep"
+
+
+def _depth(doc: Any) -> int:
+    """The nesting depth of arrays and objects in ``doc`` (iterative: no recursion)."""
+    deepest = 0
+    stack = [(doc, 1)] if isinstance(doc, list | dict) else []
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        items = node.values() if isinstance(node, dict) else node
+        stack += [(item, depth + 1) for item in items if isinstance(item, list | dict)]
+    return deepest
 
 
 def _refuse_constant(name: str) -> Any:
