@@ -1,13 +1,16 @@
 """The gateway's FastAPI application.
 
 ``create_app`` builds the application without I/O (the OpenAPI document is
-exported from it anywhere); the lifespan connects to ZooKeeper, starts the
-bookie registry view and the bookie client pool, and on shutdown fails what
-is still waiting and closes them.
+exported from it anywhere); the lifespan builds the gateway, serves at once and
+connects to ZooKeeper and starts the bookie registry view in the background
+(``/health`` says 503 and ``/v1/`` calls 503 ``unavailable`` until then), and on
+shutdown fails what is still waiting and closes everything.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,6 +23,7 @@ from gateway.metrics import GatewayMetrics
 from gateway.routes import ledgers
 from gateway.service import Gateway
 from services.bookie_client import BookieClientPool
+from services.errors import MetadataUnavailable
 from services.settings import GatewaySettings
 from services.web.app import new_app
 from services.web.errors import install_error_handlers
@@ -28,6 +32,10 @@ from services.web.routes import add_health_route, add_metrics_route
 from services.zk.ledger_store import LedgerStore
 from services.zk.registry import BookieRegistry
 from services.zk.store import MetadataStore
+
+log = logging.getLogger(__name__)
+
+REGISTRY_RETRY_DELAY_S = 1.0
 
 DESCRIPTION = """The public API of a Quire gateway: ledgers (quorum writes, fencing, recovery,
 reads) — see API.md. Errors are `{"error": CODE, "message": TEXT}`. When the gateway runs
@@ -42,13 +50,38 @@ TOKEN_SCHEME = {
 }
 
 
+async def _connect(
+    app: FastAPI, gateway: Gateway, store: MetadataStore, registry: BookieRegistry
+) -> None:
+    """Connect to ZooKeeper (retrying with back-off), start the bookie registry view
+    (retried too), then publish the gateway to the routes."""
+    try:
+        await store.start_retrying()
+        while True:
+            try:
+                await registry.start()
+                break
+            except (MetadataUnavailable, TimeoutError) as exc:
+                log.warning(
+                    "cannot start the bookie registry view (%r); retrying in %.0f s",
+                    exc,
+                    REGISTRY_RETRY_DELAY_S,
+                )
+                await asyncio.sleep(REGISTRY_RETRY_DELAY_S)
+    except Exception:
+        log.exception("the gateway could not start; it stays unready")
+        raise
+    app.state.metadata_store = store
+    app.state.gateway = gateway
+    log.info("gateway ready")
+
+
 def create_app(settings: GatewaySettings) -> FastAPI:
     metrics = GatewayMetrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = MetadataStore(settings.zk_hosts, session_timeout_s=settings.zk_session_timeout)
-        await store.start(30.0)
         registry = BookieRegistry(store)
         pool = BookieClientPool(
             settings.cluster_secret,
@@ -64,14 +97,19 @@ def create_app(settings: GatewaySettings) -> FastAPI:
             rng=random.Random(),
         )
         gateway = Gateway.build(ctx)
+        # Serve at once (/health 503, /metrics) and connect in the background: the
+        # routes see the gateway (and /health says 200) once ZooKeeper answered and the
+        # registry view started; until then a /v1/ call is 503 unavailable.
+        connecting = asyncio.create_task(
+            _connect(app, gateway, store, registry), name="gateway-connect"
+        )
         try:
-            await registry.start()
-            app.state.metadata_store = store
-            app.state.gateway = gateway
             yield
         finally:
             app.state.gateway = None
             app.state.metadata_store = None
+            connecting.cancel()
+            await asyncio.gather(connecting, return_exceptions=True)
             await gateway.aclose()
             await pool.aclose()
             await store.stop()

@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.passwords import check_password, hash_password
+from gateway.passwords import check_password, new_password_hash
 from gateway.runners.read import read_key
 from gateway.runners.write import AddOutcome, HandleRunner
 from gateway.service import Gateway
@@ -47,6 +47,7 @@ async def create_ledger(
     # Validate before touching ZooKeeper: a bad request creates nothing.
     quorum.check_sizes(ensemble_size, write_quorum, ack_quorum)
     ensemble = placement.choose_ensemble(gw.ctx.writable_bookies(), ensemble_size, gw.ctx.rng)
+    password_hash = await new_password_hash(password) if password is not None else None
     ledger_id = await gw.ctx.ledgers.new_ledger_id()
     metadata = LedgerMetadata.new(
         ledger_id,
@@ -54,7 +55,7 @@ async def create_ledger(
         write_quorum,
         ack_quorum,
         digest_type=digest_type,
-        password_hash=hash_password(password) if password is not None else None,
+        password_hash=password_hash,
         custom=custom,
         created_at=int(time.time() * 1000),
     )
@@ -72,7 +73,7 @@ async def metadata_for(
     else:
         metadata = (await gw.ctx.ledgers.get(ledger_id)).metadata
     if check:
-        check_password(password, metadata.password_hash)
+        await check_password(password, metadata.password_hash)
     return metadata
 
 
@@ -90,9 +91,9 @@ async def writer_for(gw: Gateway, ledger_id: int, password: str | None) -> Handl
     runner = gw.handles.get(ledger_id)
     if runner is None:
         metadata = (await gw.ctx.ledgers.get(ledger_id)).metadata
-        check_password(password, metadata.password_hash)
+        await check_password(password, metadata.password_hash)
         raise NotWriter(f"this gateway does not hold the write handle of ledger {ledger_id}")
-    check_password(password, runner.handle.metadata.password_hash)
+    await check_password(password, runner.handle.metadata.password_hash)
     return runner
 
 
@@ -121,7 +122,7 @@ async def close(gw: Gateway, ledger_id: int, password: str | None) -> dict[str, 
 
 async def recover(gw: Gateway, ledger_id: int, password: str | None) -> dict[str, Any]:
     current = await gw.ctx.ledgers.get(ledger_id)
-    check_password(password, current.metadata.password_hash)
+    await check_password(password, current.metadata.password_hash)
     if current.metadata.state is LedgerState.CLOSED:
         return current.metadata.to_api()
     metadata, _ = await gw.recoveries.recover(
@@ -135,7 +136,7 @@ async def delete(gw: Gateway, ledger_id: int, password: str | None) -> None:
     every bookie that stores a fragment. A bookie that is down keeps its copy until
     it is formatted; that is logged, not an error."""
     metadata = (await gw.ctx.ledgers.get(ledger_id)).metadata
-    check_password(password, metadata.password_hash)
+    await check_password(password, metadata.password_hash)
     await gw.ctx.ledgers.delete(ledger_id)
     runner = gw.handles.get(ledger_id)
     gw.handles.forget(ledger_id)

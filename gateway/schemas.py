@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from services.limits import BATCH_ENTRIES_MAX
 from services.web.errors import error_response
@@ -45,15 +45,74 @@ class Ledger(BaseModel):
     created_at: int = Field(description="milliseconds since the Unix epoch")
 
 
+# API.md: a ledger password is 1-256 printable ASCII characters. It travels in an HTTP
+# header, which servers read as latin-1 and strip of leading white space, so a password
+# that starts or ends with a space could never be presented again either.
+PASSWORD_LENGTH_MAX = 256
+PASSWORD_PATTERN = r"^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$"
+
+# API.md: custom metadata is a flat map of string keys to string values, bounded in
+# UTF-8 bytes (the sizes below) and in count.
+METADATA_KEYS_MAX = 64
+METADATA_KEY_MAX_BYTES = 256
+METADATA_VALUE_MAX_BYTES = 4 * 1024
+METADATA_TOTAL_MAX_BYTES = 16 * 1024
+
+
 class CreateLedger(BaseModel):
-    # Strict: JSON integers only ("3", 3.0 and true are not sizes).
+    # Strict: JSON integers only ("3", 3.0 and true are not sizes), strings only in metadata.
     model_config = ConfigDict(extra="forbid", strict=True)
     ensemble_size: int = Field(3, ge=1, le=64)
     write_quorum: int = Field(2, ge=1, le=64)
     ack_quorum: int = Field(2, ge=1, le=64)
     digest: str = Field("crc32c", pattern="^(crc32c|hmac-sha256|none)$")
-    password: str | None = Field(None, min_length=1, max_length=1024)
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    password: str | None = Field(
+        None,
+        min_length=1,
+        max_length=PASSWORD_LENGTH_MAX,
+        pattern=PASSWORD_PATTERN,
+        description="1-256 printable ASCII characters, not starting or ending with a space; "
+        "required with digest hmac-sha256",
+    )
+    metadata: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=METADATA_KEYS_MAX,
+        description=f"string keys of at most {METADATA_KEY_MAX_BYTES} bytes to string values "
+        f"of at most {METADATA_VALUE_MAX_BYTES} bytes, {METADATA_TOTAL_MAX_BYTES} bytes in all "
+        "(UTF-8)",
+    )
+
+    @field_validator("metadata")
+    @classmethod
+    def _bounded_metadata(cls, metadata: dict[str, str]) -> dict[str, str]:
+        total = 0
+        for key, value in metadata.items():
+            key_bytes, value_bytes = _utf8_size(key), _utf8_size(value)
+            if key_bytes > METADATA_KEY_MAX_BYTES:
+                raise ValueError(f"a key of {key_bytes} bytes is over {METADATA_KEY_MAX_BYTES}")
+            if value_bytes > METADATA_VALUE_MAX_BYTES:
+                raise ValueError(
+                    f"a value of {value_bytes} bytes is over {METADATA_VALUE_MAX_BYTES}"
+                )
+            total += key_bytes + value_bytes
+        if total > METADATA_TOTAL_MAX_BYTES:
+            raise ValueError(f"{total} bytes of keys and values, over {METADATA_TOTAL_MAX_BYTES}")
+        return metadata
+
+    @model_validator(mode="after")
+    def _hmac_needs_a_password(self) -> CreateLedger:
+        # Without one the MAC key would be derived from the empty string: no authentication.
+        if self.digest == "hmac-sha256" and self.password is None:
+            raise ValueError("an hmac-sha256 ledger needs a password")
+        return self
+
+
+def _utf8_size(text: str) -> int:
+    """Bytes of ``text`` in UTF-8; a lone surrogate (not text) is refused."""
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValueError("keys and values must be valid Unicode text") from None
 
 
 class AddResult(BaseModel):

@@ -9,12 +9,20 @@ import time
 from collections.abc import AsyncIterator, Awaitable
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from gateway import operations as ops
 from gateway.context import GatewayContext
-from gateway.routes.deps import EntryIdPath, GatewayDep, LedgerIdPath, PasswordHeader
+from gateway.json_input import parse_json
+from gateway.routes.deps import (
+    EntryIdPath,
+    GatewayDep,
+    LedgerIdPath,
+    PasswordHeader,
+    canonical_integer_queries,
+    remember_client,
+)
 from gateway.runners import read as reads
 from gateway.schemas import (
     ADD_BODY,
@@ -41,16 +49,21 @@ from services.limits import (
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.web.body import is_json, read_body
 
-router = APIRouter(prefix="/v1/ledgers", tags=["ledgers"])
+router = APIRouter(
+    prefix="/v1/ledgers",
+    tags=["ledgers"],
+    dependencies=[Depends(canonical_integer_queries), Depends(remember_client)],
+)
+
+ERROR_LOCATION_MAX_CHARS = 80
 
 T = TypeVar("T")
 
 
 def _json_body(raw: bytes) -> Any:
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidArgument(f"body is not valid JSON: {exc}") from exc
+    """The JSON document of a request body, bounded (``gateway.json_input``): 400 when it
+    is not JSON, holds NaN or a lone surrogate, or nests too deeply."""
+    return parse_json(raw)
 
 
 @router.post(
@@ -90,7 +103,8 @@ def _first_error(exc: ValueError) -> str:
     errs = getattr(exc, "errors", None)
     if callable(errs):
         first = errs()[0]
-        where = ".".join(str(p) for p in first.get("loc", ()))
+        # The location may hold a key of the body: quote only the start of it.
+        where = ".".join(str(p) for p in first.get("loc", ()))[:ERROR_LOCATION_MAX_CHARS]
         return f"{where}: {first.get('msg')}" if where else str(first.get("msg"))
     return str(exc)
 

@@ -24,6 +24,7 @@ code is registered in one place.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -56,7 +57,17 @@ from services.zk import paths as zkpaths
 log = logging.getLogger(__name__)
 
 OPERATION_TIMEOUT_S = 15.0
+# Connecting in the background (``start_retrying``): each attempt's time-out, and the
+# back-off between attempts (doubling from the first delay up to the last).
+CONNECT_ATTEMPT_TIMEOUT_S = 3.0
+CONNECT_DELAY_FIRST_S = 0.5
+CONNECT_DELAY_MAX_S = 10.0
 _SEQ_ROLLOVER = (1 << 31) - 2
+
+
+class _DropAll(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +116,7 @@ class MetadataStore:
             connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1.0},
         )
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._starting: asyncio.Future[None] | None = None
         self._listeners: list[Callable[[str], None]] = []
         self.state = KazooState.LOST
         self._client.add_listener(self._on_state)
@@ -130,12 +142,48 @@ class MetadataStore:
         first_host = self.hosts.split(",")[0]
         if "/" in first_host:
             chroot = "/" + self.hosts.split("/", 1)[1]
+        # Shielded: a caller cancelled meanwhile (shutdown) leaves the attempt running in
+        # its thread, and ``stop`` waits for it before stopping the client.
+        self._starting = asyncio.ensure_future(
+            asyncio.to_thread(self._start_sync, chroot, timeout_s)
+        )
+        await asyncio.shield(self._starting)
+
+    def _start_sync(self, chroot: str, timeout_s: float) -> None:
         try:
             if chroot:
-                await asyncio.to_thread(self._ensure_chroot, chroot, timeout_s)
-            await asyncio.to_thread(self._client.start, timeout_s)
+                self._ensure_chroot(chroot, timeout_s)
+            self._client.start(timeout_s)
         except KazooTimeoutError as exc:
             raise MetadataUnavailable(f"cannot reach ZooKeeper at {self.hosts}") from exc
+
+    async def start_retrying(
+        self,
+        attempt_timeout_s: float = CONNECT_ATTEMPT_TIMEOUT_S,
+        delay_first_s: float = CONNECT_DELAY_FIRST_S,
+        delay_max_s: float = CONNECT_DELAY_MAX_S,
+    ) -> None:
+        """Connect like ``start``, retrying with exponential back-off until connected (or
+        cancelled), so that a service can serve ``/health`` (503) meanwhile. Each failed
+        attempt is logged once, with the delay before the next; kazoo's own warnings, one
+        per refused socket several times a second, are held back until connected (for
+        good when cancelled or failed first: the process is shutting down)."""
+        kazoo_log = logging.getLogger("kazoo.client")
+        quiet = _DropAll()
+        kazoo_log.addFilter(quiet)
+        delay = delay_first_s
+        for attempt in itertools.count(1):
+            try:
+                await self.start(attempt_timeout_s)
+            except MetadataUnavailable as exc:
+                log.warning("%s (attempt %d); next attempt in %.1f s", exc.message, attempt, delay)
+            else:
+                kazoo_log.removeFilter(quiet)
+                log.info("connected to ZooKeeper at %s (attempt %d)", self.hosts, attempt)
+                return
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, delay_max_s)
+        raise AssertionError("unreachable")
 
     def _ensure_chroot(self, chroot: str, timeout_s: float) -> None:
         base = self.hosts.split("/", 1)[0]
@@ -148,6 +196,11 @@ class MetadataStore:
             bootstrap.close()
 
     async def stop(self) -> None:
+        starting = self._starting
+        if starting is not None and not starting.done():
+            await asyncio.wait({starting})
+        if starting is not None and starting.done() and not starting.cancelled():
+            starting.exception()  # retrieved: its caller may have been cancelled
         await asyncio.to_thread(self._stop_sync)
 
     def _stop_sync(self) -> None:

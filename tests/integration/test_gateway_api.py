@@ -76,10 +76,10 @@ def test_create_answers_the_ledger_object(env: Env) -> None:
     assert env.reader.metadata(ledger["ledger_id"]) == ledger
 
     custom = env.writer.create(
-        ensemble_size=2, write_quorum=2, ack_quorum=1, digest="none", metadata={"k": ["v", 1]}
+        ensemble_size=2, write_quorum=2, ack_quorum=1, digest="none", metadata={"k": "v", "n": "1"}
     )
     assert (custom["ensemble_size"], custom["write_quorum"], custom["ack_quorum"]) == (2, 2, 1)
-    assert custom["digest"] == "none" and custom["metadata"] == {"k": ["v", 1]}
+    assert custom["digest"] == "none" and custom["metadata"] == {"k": "v", "n": "1"}
     assert env.writer.add(custom["ledger_id"], b"e0")["entry_id"] == 0  # ids start at 0
     assert env.writer.close(custom["ledger_id"])["last_entry_id"] == 0
 

@@ -22,7 +22,7 @@ from tests.integration.gateway_support import (
 )
 
 ID_MAX = 2**63 - 1
-BAD_IDS = ["abc", "-1", "1.5", "1e3", str(2**63), str(2**64)]
+BAD_IDS = ["abc", "-1", "1.5", "1e3", str(2**63), str(2**64), "1.0", "+1", "%201", "01", "1%20"]
 JSON = "application/json"
 RAW = "application/octet-stream"
 
@@ -75,6 +75,20 @@ def test_bad_ids_are_400(env: Env, method: str, path: str) -> None:
     assert_error(r, 400, "invalid_argument")
 
 
+@pytest.mark.parametrize("form", ["{}.0", "+{}", "%20{}", "{}%20", "0{}", "{}%00"])
+def test_an_existing_ledger_has_one_url(env: Env, form: str) -> None:
+    """Ids are canonical decimal integers: 1.0, +1, ' 1', '1 ' and 01 do not name ledger
+    1 (or entry 1); they are 400 invalid_argument on every route."""
+    g, lid = env.gateway, env.open_id
+    assert g.request("GET", f"/v1/ledgers/{lid}").status_code == 200
+    for method, path in _ledger_paths(form.format(lid)):
+        assert_error(g.request(method, path, content=b"x"), 400, "invalid_argument")
+    r = g.request("GET", f"/v1/ledgers/{lid}/entries/{form.format(1)}")
+    assert_error(r, 400, "invalid_argument")
+    assert g.lac(lid) >= 2  # nothing was added, closed or deleted
+    assert g.metadata(lid)["state"] == "OPEN"
+
+
 @pytest.mark.parametrize(("method", "path"), _ledger_paths("{missing}"))
 def test_unknown_ledger_is_404(env: Env, method: str, path: str) -> None:
     """Every call on a ledger that does not exist: 404 ledger_not_found."""
@@ -118,6 +132,15 @@ QUERY_CASES = [
     ("GET", "/v1/ledgers", {"limit": "x"}),
     ("GET", "/v1/ledgers", {"after": -2}),
     ("GET", "/v1/ledgers", {"after": str(2**63)}),
+    # canonical decimal integers only
+    ("GET", "/v1/ledgers/{open}/entries", {"from": "+1"}),
+    ("GET", "/v1/ledgers/{open}/entries", {"from": "0", "to": "1.0"}),
+    ("GET", "/v1/ledgers/{open}/entries", {"from": "01"}),
+    ("GET", "/v1/ledgers/{open}/lac", {"after": " 0"}),
+    ("GET", "/v1/ledgers/{open}/lac", {"after": "0", "wait_ms": "1e3"}),
+    ("GET", "/v1/ledgers/{open}/lac", {"after": "0", "wait_ms": str(2**63)}),
+    ("GET", "/v1/ledgers", {"limit": "+5"}),
+    ("GET", "/v1/ledgers", {"after": "-01"}),
 ]
 
 
@@ -156,6 +179,23 @@ CREATE_CASES = [
     ({"metadata": "k=v"}, 400, "invalid_argument"),
     ({"metadata": {"big": "x" * (70 * 1024)}}, 400, "invalid_argument"),
     ({"ensemble": 3}, 400, "invalid_argument"),
+    # metadata: a flat map of bounded strings (item 13)
+    ({"metadata": {"k": {"k": "v"}}}, 400, "invalid_argument"),
+    ({"metadata": {"k": 1}}, 400, "invalid_argument"),
+    ({"metadata": {"k": None}}, 400, "invalid_argument"),
+    ({"metadata": {"k": ["v", 1]}}, 400, "invalid_argument"),
+    ({"metadata": {f"k{i}": "v" for i in range(65)}}, 400, "invalid_argument"),
+    ({"metadata": {"k" * 257: "v"}}, 400, "invalid_argument"),
+    ({"metadata": {"k": "v" * 4097}}, 400, "invalid_argument"),
+    ({"metadata": {f"k{i}": "v" * 4096 for i in range(4)}}, 400, "invalid_argument"),
+    # passwords: 1-256 printable ASCII characters (item 16); hmac needs one (item 4)
+    ({"password": "пароль€"}, 400, "invalid_argument"),
+    ({"password": "caf\u00e9"}, 400, "invalid_argument"),
+    ({"password": "a\x01b"}, 400, "invalid_argument"),
+    ({"password": "tab\tbed"}, 400, "invalid_argument"),
+    ({"password": "x" * 257}, 400, "invalid_argument"),
+    ({"password": " padded "}, 400, "invalid_argument"),
+    ({"digest": "hmac-sha256"}, 400, "invalid_argument"),
 ]
 
 
@@ -189,6 +229,55 @@ def test_create_needs_a_json_object(env: Env, body: bytes, content_type: str) ->
         "POST", "/v1/ledgers", content=body, headers={"Content-Type": content_type}
     )
     assert_error(r, 400, "invalid_argument")
+
+
+def _deep(depth: int, inner: bytes = b'"v"') -> bytes:
+    return b'{"x": ' * depth + inner + b"}" * depth
+
+
+HOSTILE_CREATE_BODIES = [
+    b'{"metadata": ' + _deep(500) + b"}",  # was 201, then GET/close/recover 500 for ever
+    b'{"metadata": ' + _deep(1_000) + b"}",  # was 500 (recursion limit)
+    b'{"metadata": ' + _deep(100_000) + b"}",
+    b"[" * 1_000 + b"]" * 1_000,
+    b'{"metadata": {"k": NaN}}',  # was 500, and the ledger was created
+    b'{"metadata": {"k": Infinity}}',
+    b'{"ensemble_size": NaN}',
+    b'{"metadata": {"k": "\\ud800"}}',  # a lone surrogate: was 500, ledger created
+    b'{"metadata": {"\\udfff": "v"}}',
+    b'{"password": "\\ud800"}',
+    b'{"\\ud800": 1}',
+]
+
+
+@pytest.mark.parametrize("body", HOSTILE_CREATE_BODIES, ids=range(len(HOSTILE_CREATE_BODIES)))
+def test_hostile_create_bodies_are_400_and_create_nothing(env: Env, body: bytes) -> None:
+    """Deeply nested JSON (metadata or not), NaN / Infinity and lone surrogates on create:
+    400 invalid_argument, no ledger appears, and the gateway stays healthy."""
+    g = env.gateway
+    before = g.request("GET", "/v1/ledgers").json()["ledgers"]
+    r = g.request("POST", "/v1/ledgers", content=body, headers={"Content-Type": JSON})
+    assert_error(r, 400, "invalid_argument")
+    assert g.request("GET", "/v1/ledgers").json()["ledgers"] == before
+    assert g.request("GET", "/health").status_code == 200
+
+
+def test_metadata_and_password_at_their_bounds_work(env: Env) -> None:
+    """A password of 256 printable ASCII characters (spaces inside) and metadata at its
+    bounds are accepted; the ledger then answers GET, add, read, close and recover."""
+    g = env.gateway
+    password = ("pass word~!" * 24)[:256]
+    metadata = {"k" * 256: "v" * 4096, "ключ": "значение €", **{f"k{i}": "" for i in range(62)}}
+    created = g.create(password=password, digest="hmac-sha256", metadata=metadata)
+    lid = created["ledger_id"]
+    assert created["metadata"] == metadata
+    assert g.metadata(lid)["metadata"] == metadata
+    assert g.add(lid, b"one", password=password)["entry_id"] == 0
+    assert g.entry(lid, 0, password=password) == b"one"
+    assert g.close(lid, password=password)["last_entry_id"] == 0
+    assert g.recover(lid, password=password)["state"] == "CLOSED"
+    r = g.request("DELETE", f"/v1/ledgers/{lid}", headers={"X-Ledger-Password": password})
+    assert r.status_code == 204, r.text
 
 
 def _b64(data: bytes) -> str:
@@ -233,6 +322,31 @@ def test_bad_add_is_refused_and_writes_nothing(
         assert r.json()["first_entry_id"] == before + 1
         return
     assert_error(r, status, code)
+    assert g.lac(env.open_id) == before
+
+
+HOSTILE_ADD_BODIES = [
+    b'{"entries": [' + b"[" * 1_000 + b"]" * 1_000 + b"]}",  # was 500 (recursion limit)
+    b'{"entries": [' + b"[" * 100_000 + b"]" * 100_000 + b"]}",
+    b"[" * 5_000,
+    b'{"entries": ["AAAA"], "x": ' + _deep(40) + b"}",
+    b'{"entries": ["AAAA", NaN]}',
+    b'{"entries": ["AAAA"], "n": -Infinity}',
+    b'{"entries": ["\\ud800"]}',
+]
+
+
+@pytest.mark.parametrize("body", HOSTILE_ADD_BODIES, ids=range(len(HOSTILE_ADD_BODIES)))
+def test_hostile_add_bodies_are_400_and_write_nothing(env: Env, body: bytes) -> None:
+    """Deeply nested JSON, NaN / Infinity and lone surrogates on a batch add: 400
+    invalid_argument (not 500) and the LAC is unchanged."""
+    g = env.gateway
+    before = g.lac(env.open_id)
+    r = g.request(
+        "POST", f"/v1/ledgers/{env.open_id}/entries", content=body,
+        headers={"Content-Type": JSON},
+    )  # fmt: skip
+    assert_error(r, 400, "invalid_argument")
     assert g.lac(env.open_id) == before
 
 

@@ -101,13 +101,17 @@ def test_password_hashes_are_salted_and_checked() -> None:
     assert not password_matches(None, first)
     assert not password_matches("", first)
     assert not password_matches("s3cret", "garbage")
-    check_password(None, None)
-    check_password("anything", None)
-    check_password("s3cret", first)
-    with pytest.raises(Unauthorized):
-        check_password("wrong", first)
-    with pytest.raises(Unauthorized):
-        check_password(None, first)
+
+    async def checks() -> None:
+        await check_password(None, None)
+        await check_password("anything", None)
+        await check_password("s3cret", first)
+        with pytest.raises(Unauthorized):
+            await check_password("wrong", first)
+        with pytest.raises(Unauthorized):
+            await check_password(None, first)
+
+    asyncio.run(checks())
 
 
 def _b64(data: bytes) -> str:

@@ -1,0 +1,135 @@
+"""Wrong ledger passwords do not starve the gateway (issue 7, item 15): the PBKDF2 check
+runs off the event loop, an address that sent too many wrong passwords is refused at
+once without hashing, and the right password keeps working."""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.harness import wait_for
+from tests.integration.gateway_support import (
+    Gateway,
+    module_cluster,
+    start_bookies,
+    start_gateway,
+    wait_writable,
+)
+
+RIGHT = "the-right-password"
+HAMMERS = 4
+SAMPLES = 40
+
+
+@pytest.fixture(scope="module")
+def gateway(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:  # type: ignore[no-untyped-def]
+    with module_cluster(zookeeper, tmp_path_factory.mktemp("gateway-passwords")) as cluster:
+        start_bookies(cluster, 1)
+        g = start_gateway(cluster)
+        wait_writable(g, 1)
+        yield g
+        g.close_client()
+
+
+def _create(g: Gateway, password: str | None = None) -> int:
+    return g.create(password=password, ensemble_size=1, write_quorum=1, ack_quorum=1)["ledger_id"]
+
+
+def _latencies(http: httpx.Client, path: str, count: int) -> list[float]:
+    out = []
+    for _ in range(count):
+        started = time.monotonic()
+        r = http.get(path)
+        out.append(time.monotonic() - started)
+        assert r.status_code == 200, r.text
+    return out
+
+
+class Hammers:
+    """``HAMMERS`` clients sending GET ``path`` with ``password(n, i)`` as fast as they
+    can, in threads, until stopped; every answer is recorded."""
+
+    def __init__(self, url: str, path: str, password) -> None:  # type: ignore[no-untyped-def]
+        self.url, self.path, self.password = url, path, password
+        self.answers: list[tuple[int, str]] = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(n,)) for n in range(HAMMERS)]
+
+    def __enter__(self) -> Hammers:
+        for t in self._threads:
+            t.start()
+        wait_for(lambda: len(self.answers) >= 50, 30, "the hammering clients to get answers")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(30)
+
+    def _run(self, n: int) -> None:
+        with httpx.Client(base_url=self.url, timeout=30.0) as http:
+            i = 0
+            while not self._stop.is_set():
+                i += 1
+                password = self.password(n, i)
+                headers = {} if password is None else {"X-Ledger-Password": password}
+                r = http.get(self.path, headers=headers)
+                self.answers.append((r.status_code, r.json().get("message", "")))
+
+
+def test_wrong_passwords_do_not_starve_other_requests(gateway: Gateway) -> None:
+    """With four clients sending wrong passwords as fast as they can, an unrelated
+    request's median latency stays within a few times what it is while the same four
+    clients send cheap requests (before: every wrong password was ~27 ms of PBKDF2 on
+    the event loop, and the median went from ~10 ms to ~280 ms), the hammering clients are
+    told to slow down, and the right password still works: remembered for the address
+    that verified it, and from another address at once."""
+    g = gateway
+    guarded = _create(g, RIGHT)
+    assert g.add(guarded, b"first", password=RIGHT)["entry_id"] == 0  # verified here
+    unrelated = _create(g)
+    path = f"/v1/ledgers/{unrelated}/lac"
+    _latencies(g.http, path, 5)  # warm up
+    with Hammers(g.url, path, lambda n, i: None) as cheap:
+        busy = statistics.median(_latencies(g.http, path, SAMPLES))
+    assert {status for status, _ in cheap.answers} == {200}
+
+    wrong = Hammers(g.url, f"/v1/ledgers/{guarded}/lac", lambda n, i: f"guess-{n}-{i}")
+    with wrong:
+        loaded = statistics.median(_latencies(g.http, path, SAMPLES))
+        # The right password, while the hammering goes on.
+        assert g.add(guarded, b"second", password=RIGHT)["entry_id"] == 1
+        other = httpx.Client(
+            base_url=g.url, timeout=30.0, transport=httpx.HTTPTransport(local_address="127.0.0.2")
+        )
+        with other:
+            r = other.get(f"/v1/ledgers/{guarded}/lac", headers={"X-Ledger-Password": RIGHT})
+            assert r.status_code == 200, r.text
+            assert r.json()["last_add_confirmed"] == 1
+    assert loaded <= 3 * busy + 0.010, (busy, loaded)
+    assert {status for status, _ in wrong.answers} == {401}
+    assert any("slow down" in message for _, message in wrong.answers)
+
+
+def test_an_address_told_to_slow_down_gets_attempts_back(gateway: Gateway) -> None:
+    """After the wrong passwords stop, the address gets attempts back within seconds: a
+    right password it never presented before works again (and a wrong one is 401)."""
+    g = gateway
+    lid = _create(g, "another-password")
+    for i in range(40):
+        r = g.request("GET", f"/v1/ledgers/{lid}/lac", headers={"X-Ledger-Password": f"x{i}"})
+        assert r.status_code == 401
+    assert "slow down" in r.json()["message"]
+
+    def right_works() -> bool:
+        r = g.request(
+            "GET", f"/v1/ledgers/{lid}/lac", headers={"X-Ledger-Password": "another-password"}
+        )
+        return r.status_code == 200
+
+    wait_for(right_works, 20, "the right password to work again")
