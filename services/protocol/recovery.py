@@ -79,7 +79,7 @@ from services.protocol.messages import (
     WriteMetadata,
 )
 from services.protocol.metadata import LedgerMetadata, LedgerState
-from services.protocol.reader import record_usable
+from services.protocol.reads import record_usable
 from services.protocol.writeback import WriteBacks
 from services.wire.framing import Record
 
