@@ -1,6 +1,7 @@
 """The simulated gateways: a runner that carries out a state machine's effects over the
-simulated network (what the gateway's asyncio runner does with real clients), the
-writer's client, recoverers, and a tailing reader that never fences.
+simulated network (what the gateway's asyncio runners do with real clients), the
+writer's client, recoverers, and readers that never fence: a tailing reader and the
+final read-back, both running the core's ``LacOp`` and ``ReadOp`` as a gateway does.
 
 Every bookie call has a time-out (``request_timeout_ms``): an answer that is dropped,
 or a bookie that never answers, becomes a failure event; an answer that comes after
@@ -45,12 +46,22 @@ from services.protocol.messages import (
     WritableBookies,
     WriteMetadata,
 )
-from services.protocol.reader import (
-    lac_bookies,
-    lac_from_answers,
-    read_sequence,
-    readable_last,
-    record_usable,
+from services.protocol.metadata import LedgerMetadata
+from services.protocol.reads import ReadOp, readable_end
+from services.protocol.reads_lac import LacOp
+from services.protocol.reads_messages import (
+    CancelRequests,
+    EntryAnswered,
+    LacAnswered,
+    LacDone,
+    RangeAnswered,
+    ReadDone,
+    ReadEntry,
+    ReadFailed,
+    ReadLac,
+    ReadRange,
+    ReplicaCorrupt,
+    RequestFailed,
 )
 from services.protocol.recovery import LedgerRecovery
 from tests.simulation.world import BookieDown, BookieReadOnly, SimBookie, corrupted
@@ -76,12 +87,12 @@ class Runner:
         self.dead = False  # a crashed gateway: no more events or effects
         self._ticks: set[int] = set()
 
-    def feed(self, event: Event) -> None:
+    def feed(self, event: Any) -> None:
         if self.dead:
             return
         self.execute(self.machine.handle(event))
 
-    def execute(self, effects: list[Effect]) -> None:
+    def execute(self, effects: list[Any]) -> None:
         for effect in effects:
             self._carry_out(effect)
         deadline = getattr(self.machine, "next_deadline", lambda: None)()
@@ -95,7 +106,7 @@ class Runner:
 
     # ------------------------------------------------------------------ effects
 
-    def _carry_out(self, effect: Effect) -> None:
+    def _carry_out(self, effect: Any) -> None:
         sim = self.sim
         if isinstance(effect, SendAdds):
             sim.checker.on_send(self.gateway, effect)
@@ -119,6 +130,24 @@ class Runner:
         elif isinstance(effect, ReadWritableBookies):
             writable = tuple(b.bookie_id for b in sim.bookie_list if b.up and not b.readonly)
             sim.scheduler.after(sim.network.delay(), lambda: self.feed(WritableBookies(writable)))
+        elif isinstance(effect, ReadRange):
+            self._bookie_call(
+                effect.bookie,
+                lambda b: b.read_range(effect.first, effect.last, effect.entries_max,
+                                       effect.bytes_max),
+                self._range_answer(effect.request_id),
+            )  # fmt: skip
+        elif isinstance(effect, ReadEntry):
+            self._bookie_call(
+                effect.bookie, lambda b: b.read(effect.entry_id), self._entry_answer(effect)
+            )
+        elif isinstance(effect, ReadLac):
+            if effect.after is None or effect.wait_ms <= 0:
+                self._bookie_call(effect.bookie, SimBookie.read_lac, self._lac_answer(effect))
+            else:
+                self._long_poll(effect)
+        elif isinstance(effect, CancelRequests | ReplicaCorrupt):
+            pass  # a sent request cannot be recalled: its late answer is ignored by the op
         else:
             self.on_result(effect)
 
@@ -147,6 +176,89 @@ class Runner:
                 sim.scheduler.after(net.delay(bookie_id), lambda: answer(result))
 
         sim.scheduler.after(net.delay(bookie_id), arrive)
+
+    def _long_poll(self, effect: ReadLac) -> None:
+        """A LAC long poll: the bookie answers once its LAC or last entry passes
+        ``after``, or when ``wait_ms`` is up; a bookie that crashes meanwhile drops it
+        (the client's time-out, ``wait_ms`` longer than other requests, turns that into
+        a failure)."""
+        sim, net = self.sim, self.sim.network
+        after = effect.after if effect.after is not None else -1
+        done = self._lac_answer(effect)
+        answered = False
+
+        def answer(result: Any) -> None:
+            nonlocal answered
+            if not answered:
+                answered = True
+                done(result)
+
+        sim.scheduler.after(sim.request_timeout_ms + effect.wait_ms, lambda: answer(TimeoutError()))
+        if not net.passes(self.gateway, effect.bookie):
+            return
+        bookie = sim.bookies[effect.bookie]
+        replied = False
+
+        def check(expires: int) -> None:
+            nonlocal replied
+            if replied or answered:
+                return
+            if not bookie.up:
+                replied = True  # the connection is lost with the bookie
+                return
+            if bookie.lac > after or bookie.last_entry_id > after or sim.scheduler.now >= expires:
+                replied = True
+                lac = bookie.lac
+                if net.passes(self.gateway, effect.bookie):
+                    sim.scheduler.after(net.delay(effect.bookie), lambda: answer(lac))
+            else:
+                bookie.watchers.append(lambda: check(expires))
+
+        def arrive() -> None:
+            if not bookie.up:
+                if net.passes(self.gateway, effect.bookie):
+                    sim.scheduler.after(net.delay(effect.bookie), lambda: answer(BookieDown()))
+                return
+            expires = sim.scheduler.now + effect.wait_ms
+            sim.scheduler.at(expires, lambda: check(expires))
+            check(expires)
+
+        sim.scheduler.after(net.delay(effect.bookie), arrive)
+
+    def _range_answer(self, request_id: int) -> Callable[[Any], None]:
+        def done(result: Any) -> None:
+            now = self.sim.scheduler.now
+            if isinstance(result, list):
+                network = self.sim.network
+                records = tuple(corrupted(r) if network.corrupt() else r for r in result)
+                self.feed(RangeAnswered(request_id, records, now))
+            else:
+                self.feed(RequestFailed(request_id, _failure_code(result), now))
+
+        return done
+
+    def _entry_answer(self, effect: ReadEntry) -> Callable[[Any], None]:
+        def done(result: Any) -> None:
+            now = self.sim.scheduler.now
+            if result is None:
+                self.feed(RequestFailed(effect.request_id, "entry_not_found", now))
+            elif isinstance(result, Exception):
+                self.feed(RequestFailed(effect.request_id, _failure_code(result), now))
+            else:
+                record = corrupted(result) if self.sim.network.corrupt() else result
+                self.feed(EntryAnswered(effect.request_id, record, now))
+
+        return done
+
+    def _lac_answer(self, effect: ReadLac) -> Callable[[Any], None]:
+        def done(result: Any) -> None:
+            now = self.sim.scheduler.now
+            if isinstance(result, int):
+                self.feed(LacAnswered(effect.request_id, result, now))
+            else:
+                self.feed(RequestFailed(effect.request_id, _failure_code(result), now))
+
+        return done
 
     def _adds_answer(self, effect: SendAdds) -> Callable[[Any], None]:
         bookie, ids = effect.bookie, tuple(r.entry_id for r in effect.records)
@@ -295,57 +407,102 @@ class Recoverer:
 
 
 class TailReader:
-    """A reader that never fences: polls the LAC from the last fragment's bookies and reads
-    up to it (or to the last entry once closed), failing over between replicas."""
-
-    POLL_ENTRIES_MAX = 16
+    """A reader that never fences, as a non-writer gateway serves one: learns the LAC from
+    the last fragment's bookies (``LacOp``: a LAC read, or a long poll past the LAC it
+    has), keeps the highest it saw, and reads up to the readable end (``ReadOp``: pages,
+    or single entries) with failover between replicas; once the ledger is CLOSED it
+    reads to the last entry and stops."""
 
     def __init__(self, sim: Simulation, name: str) -> None:
         self.sim = sim
         self.name = name
         self.lac = -1
         self.entries: list[bytes] = []
+        self._md: LedgerMetadata = sim.cell.metadata
 
     def start(self) -> None:
         self.sim.scheduler.after(self.sim.rng.randint(5, 40), self.poll)
 
-    def _reachable(self, bookie: SimBookie) -> bool:
-        return bookie.up and self.sim.network.passes(self.name, bookie.bookie_id)
+    def _run(self, op: LacOp | ReadOp) -> None:
+        runner = Runner(self.sim, self.name, op, self.on_result)
+        runner.execute(op.start(self.sim.scheduler.now))
 
     def poll(self) -> None:
-        sim = self.sim
-        md = sim.cell.metadata
-        answers = [
-            sim.bookies[b].read_lac() for b in lac_bookies(md) if self._reachable(sim.bookies[b])
-        ]
-        self.lac = max(self.lac, lac_from_answers(answers))
-        end = readable_last(md, self.lac)
-        for _ in range(self.POLL_ENTRIES_MAX):
-            entry_id = len(self.entries)
-            if entry_id > end:
-                break
-            payload = self.read(md, entry_id)
-            if payload is None:
-                break  # no replica reachable now: try again at the next poll
-            sim.checker.on_read(self.name, entry_id, payload, md, self.lac)
-            self.entries.append(payload)
+        cfg = self.sim.config
+        md = self._md = self.sim.cell.metadata
+        end = readable_end(md, None)
+        if end is not None:
+            self._read(end)
+        elif cfg.reader_long_poll_ms and self.sim.rng.random() < 0.5:
+            wait_ms = cfg.reader_long_poll_ms
+            self._run(LacOp(md, after=self.lac, wait_ms=wait_ms, limits=cfg.lac_limits))
+        else:
+            self._run(LacOp(md, limits=cfg.lac_limits))
+
+    def _read(self, end: int) -> None:
+        cfg, first = self.sim.config, len(self.entries)
+        if first > end:
+            self._next_poll()
+        elif self.sim.rng.random() < 0.2:
+            self._run(ReadOp.entry(self._md, first, end, limits=cfg.reader_limits))
+        else:
+            self._run(ReadOp.page(self._md, first, end, limits=cfg.reader_limits))
+
+    def on_result(self, effect: Effect | LacDone | ReadDone | ReadFailed) -> None:
+        if isinstance(effect, LacDone):
+            self.lac = max(self.lac, effect.lac)  # a bookie may report a lower LAC
+            self._read(readable_end(self._md, self.lac))
+            return
+        if isinstance(effect, ReadDone):
+            for entry_id, payload in effect.entries:
+                if entry_id != len(self.entries):
+                    self.sim.checker.fail(f"{self.name} got entry {entry_id} out of order")
+                self.sim.checker.on_read(self.name, entry_id, payload, self._md, self.lac)
+                self.entries.append(payload)
+        self._next_poll()  # after a read, or a LAC or read that failed (no replica now)
+
+    def _next_poll(self) -> None:
+        sim, md = self.sim, self.sim.cell.metadata
         caught_up = md.last_entry_id is not None and len(self.entries) > md.last_entry_id
         if not caught_up and sim.scheduler.now < sim.config.end_ms:
-            sim.scheduler.after(sim.rng.randint(10, 50), self.poll)
+            sim.scheduler.after(sim.rng.randint(20, 80), self.poll)
 
-    def read(self, md: Any, entry_id: int) -> bytes | None:
-        """The entry from the first replica that has a good copy (failover, digest check)."""
-        down = [b for b in read_sequence(md, entry_id) if not self.sim.bookies[b].up]
-        for bookie_id in read_sequence(md, entry_id, avoid=down):
-            bookie = self.sim.bookies[bookie_id]
-            if not self._reachable(bookie):
-                continue
-            record = bookie.read(entry_id)
-            if record is not None and self.sim.network.corrupt():
-                record = corrupted(record)
-            if record_usable(record, md, entry_id):
-                return record.payload
-        return None
+
+class FinalReader:
+    """The read-back of the whole CLOSED ledger after healing, page by page through
+    ``ReadOp``: every entry must come back (``Checker.final``)."""
+
+    def __init__(self, sim: Simulation, md: LedgerMetadata, end: int) -> None:
+        self.sim = sim
+        self.md = md
+        self.end = end  # the readable end of the CLOSED ledger
+        self.entries: list[bytes] = []
+        self.failure: ReadFailed | None = None
+        self.done = False
+
+    def start(self) -> None:
+        if len(self.entries) > self.end:
+            self.done = True
+            return
+        op = ReadOp.page(self.md, len(self.entries), self.end)
+        runner = Runner(self.sim, "final-reader", op, self.on_result)
+        runner.execute(op.start(self.sim.scheduler.now))
+
+    def on_result(self, effect: Any) -> None:
+        if isinstance(effect, ReadDone):
+            self.entries.extend(payload for _, payload in effect.entries)
+            self.start()
+        elif isinstance(effect, ReadFailed):
+            self.failure = effect
+            self.done = True
+
+
+def _failure_code(result: Any) -> str:
+    if isinstance(result, BookieDown):
+        return "bookie_unavailable"
+    if isinstance(result, BookieReadOnly):
+        return "bookie_read_only"
+    return "timeout"
 
 
 def fenced_failure(effect: FailAdds) -> bool:
