@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
@@ -98,8 +98,8 @@ def _ack_after_one_bookie(qa: int, acked: int) -> bool:
     return acked >= 1
 
 
-def _fenced_after_one_answer(e: int, w: int, a: int, answered: object) -> bool:
-    return len(set(answered)) >= 1  # type: ignore[arg-type]
+def _fenced_after_one_answer(e: int, w: int, a: int, answered: Iterable[str]) -> bool:
+    return len(set(answered)) >= 1
 
 
 def _absent_after_one_missing(w: int, a: int, missing: int) -> bool:
