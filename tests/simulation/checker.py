@@ -45,7 +45,7 @@ from services.protocol.recovery import LedgerRecovery
 from services.wire.framing import Record
 
 if TYPE_CHECKING:
-    from tests.simulation.actors import FinalReader
+    from tests.simulation.readers import FinalReader
     from tests.simulation.scenario import Simulation
 
 

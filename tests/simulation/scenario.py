@@ -30,8 +30,9 @@ from services.protocol.reads import ReadLimits, read_sequence, readable_end, rec
 from services.protocol.reads_lac import LacLimits
 from services.protocol.recovery import LedgerRecovery, RecoveryLimits
 from services.protocol.writer import WriteHandle, WriterLimits
-from tests.simulation.actors import FinalReader, Recoverer, Runner, TailReader, WriterClient
+from tests.simulation.actors import Recoverer, Runner, WriterClient
 from tests.simulation.checker import Checker, Violation
+from tests.simulation.readers import FinalReader, TailReader
 from tests.simulation.world import Faults, MetadataCell, Network, Scheduler, SimBookie
 
 LEDGER_ID = 42
