@@ -46,7 +46,8 @@ from services.limits import (
     LIST_LIMIT_MAX,
     SMALL_BODY_MAX_BYTES,
 )
-from services.protocol.metadata import LedgerMetadata, LedgerState
+from services.protocol.metadata import LedgerMetadata
+from services.protocol.reads import readable_end
 from services.web.body import is_json, read_body
 
 router = APIRouter(
@@ -247,8 +248,9 @@ async def get_lac(
 ) -> dict[str, int]:
     metadata = await ops.metadata_for(gw, ledger_id, password)
     wait_ms = min(wait_ms, LAC_WAIT_MAX_MS)
-    if metadata.state is LedgerState.CLOSED:
-        return {"last_add_confirmed": _closed_end(metadata)}
+    closed_end = readable_end(metadata, None)
+    if closed_end is not None:
+        return {"last_add_confirmed": closed_end}
     runner = gw.handles.live(ledger_id)
     if runner is not None:
         lac = runner.lac
@@ -276,12 +278,13 @@ async def _timed_read(ctx: GatewayContext, ledger_id: int, read: Awaitable[T]) -
         ctx.metrics.read_latency.observe(time.monotonic() - started)
 
 
-def _closed_end(metadata) -> int:  # type: ignore[no-untyped-def]
-    return metadata.last_entry_id if metadata.last_entry_id is not None else -1
-
-
-async def _readable_end(gw: Gateway, ledger_id: int, metadata: LedgerMetadata) -> int:
-    return await reads.readable_end(gw.ctx, metadata, gw.handles.writer_lac(ledger_id))
+async def _readable_end(gw: Gateway, metadata: LedgerMetadata) -> int:
+    """The last entry a reader may see now (``reads.readable_end``): the last entry of a
+    CLOSED ledger, else the LAC (this gateway's write handle's, else the bookies')."""
+    end = readable_end(metadata, gw.handles.writer_lac(metadata.ledger_id))
+    if end is None:
+        end = readable_end(metadata, await reads.bookies_lac(gw.ctx, metadata))
+    return end
 
 
 @router.get(
@@ -312,7 +315,7 @@ async def read_entries(
         raise InvalidArgument(f"from ({first}) > to ({last})")
     metadata = await ops.metadata_for(gw, ledger_id, password)
     key = reads.read_key(metadata, password)
-    end = await _readable_end(gw, ledger_id, metadata)
+    end = await _readable_end(gw, metadata)
     start = 0 if first is None else first
     stop = end if last is None else min(last, end)
     # The first page is read before answering, so that an error there (no replica)
@@ -334,7 +337,9 @@ async def read_entries(
     }
 
 
-async def _ndjson(ctx, metadata, page: reads.Page, stop: int, key: bytes) -> AsyncIterator[bytes]:  # type: ignore[no-untyped-def]
+async def _ndjson(
+    ctx: GatewayContext, metadata: LedgerMetadata, page: reads.Page, stop: int, key: bytes
+) -> AsyncIterator[bytes]:
     """The NDJSON lines of ``page`` (already read) and of the pages after it up to ``stop``."""
     while page.entries:
         yield b"".join(
@@ -366,7 +371,7 @@ async def read_entry(
     password: PasswordHeader = None,
 ) -> Response:
     metadata = await ops.metadata_for(gw, ledger_id, password)
-    end = await _readable_end(gw, ledger_id, metadata)
+    end = await _readable_end(gw, metadata)
     key = reads.read_key(metadata, password)
     data = await _timed_read(
         gw.ctx, ledger_id, reads.read_single(gw.ctx, metadata, entry_id, end, key)

@@ -19,5 +19,7 @@ Modules, one per operation (STYLE.md §1):
 - ``recovery``   ``LedgerRecovery``: fence, read forward, write back, close
 - ``readforward`` the recovery's read-forward: find the last entry past the floor
 - ``writeback``  recovery write-backs and the bookie replacements they may need
-- ``reader``     reads without recovery: replica order, LAC, readable range
+- ``reads``      reads without recovery: the readable end, replica order, ``ReadOp``
+- ``reads_lac``  ``LacOp``: a reader's LAC read and LAC long poll
+- ``reads_messages``  the read operations' events and effects
 """

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from services.protocol import quorum
 from services.protocol.messages import EntryRead, ReadEntries, ReadOutcome
 from services.protocol.metadata import LedgerMetadata
-from services.protocol.reader import record_usable
+from services.protocol.reads import record_usable
 from services.wire.framing import Record
 
 

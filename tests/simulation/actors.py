@@ -1,6 +1,6 @@
 """The simulated gateways: a runner that carries out a state machine's effects over the
-simulated network (what the gateway's asyncio runner does with real clients), the
-writer's client, recoverers, and a tailing reader that never fences.
+simulated network (what the gateway's asyncio runners do with real clients), the
+writer's client and recoverers (the readers are in ``readers``).
 
 Every bookie call has a time-out (``request_timeout_ms``): an answer that is dropped,
 or a bookie that never answers, becomes a failure event; an answer that comes after
@@ -45,12 +45,16 @@ from services.protocol.messages import (
     WritableBookies,
     WriteMetadata,
 )
-from services.protocol.reader import (
-    lac_bookies,
-    lac_from_answers,
-    read_sequence,
-    readable_last,
-    record_usable,
+from services.protocol.reads_messages import (
+    CancelRequests,
+    EntryAnswered,
+    LacAnswered,
+    RangeAnswered,
+    ReadEntry,
+    ReadLac,
+    ReadRange,
+    ReplicaCorrupt,
+    RequestFailed,
 )
 from services.protocol.recovery import LedgerRecovery
 from tests.simulation.world import BookieDown, BookieReadOnly, SimBookie, corrupted
@@ -76,12 +80,12 @@ class Runner:
         self.dead = False  # a crashed gateway: no more events or effects
         self._ticks: set[int] = set()
 
-    def feed(self, event: Event) -> None:
+    def feed(self, event: Any) -> None:
         if self.dead:
             return
         self.execute(self.machine.handle(event))
 
-    def execute(self, effects: list[Effect]) -> None:
+    def execute(self, effects: list[Any]) -> None:
         for effect in effects:
             self._carry_out(effect)
         deadline = getattr(self.machine, "next_deadline", lambda: None)()
@@ -95,7 +99,7 @@ class Runner:
 
     # ------------------------------------------------------------------ effects
 
-    def _carry_out(self, effect: Effect) -> None:
+    def _carry_out(self, effect: Any) -> None:
         sim = self.sim
         if isinstance(effect, SendAdds):
             sim.checker.on_send(self.gateway, effect)
@@ -119,6 +123,24 @@ class Runner:
         elif isinstance(effect, ReadWritableBookies):
             writable = tuple(b.bookie_id for b in sim.bookie_list if b.up and not b.readonly)
             sim.scheduler.after(sim.network.delay(), lambda: self.feed(WritableBookies(writable)))
+        elif isinstance(effect, ReadRange):
+            self._bookie_call(
+                effect.bookie,
+                lambda b: b.read_range(effect.first, effect.last, effect.entries_max,
+                                       effect.bytes_max),
+                self._range_answer(effect.request_id),
+            )  # fmt: skip
+        elif isinstance(effect, ReadEntry):
+            self._bookie_call(
+                effect.bookie, lambda b: b.read(effect.entry_id), self._entry_answer(effect)
+            )
+        elif isinstance(effect, ReadLac):
+            if effect.after is None or effect.wait_ms <= 0:
+                self._bookie_call(effect.bookie, SimBookie.read_lac, self._lac_answer(effect))
+            else:
+                self._long_poll(effect)
+        elif isinstance(effect, CancelRequests | ReplicaCorrupt):
+            pass  # a sent request cannot be recalled: its late answer is ignored by the op
         else:
             self.on_result(effect)
 
@@ -147,6 +169,89 @@ class Runner:
                 sim.scheduler.after(net.delay(bookie_id), lambda: answer(result))
 
         sim.scheduler.after(net.delay(bookie_id), arrive)
+
+    def _long_poll(self, effect: ReadLac) -> None:
+        """A LAC long poll: the bookie answers once its LAC or last entry passes
+        ``after``, or when ``wait_ms`` is up; a bookie that crashes meanwhile drops it
+        (the client's time-out, ``wait_ms`` longer than other requests, turns that into
+        a failure)."""
+        sim, net = self.sim, self.sim.network
+        after = effect.after if effect.after is not None else -1
+        done = self._lac_answer(effect)
+        answered = False
+
+        def answer(result: Any) -> None:
+            nonlocal answered
+            if not answered:
+                answered = True
+                done(result)
+
+        sim.scheduler.after(sim.request_timeout_ms + effect.wait_ms, lambda: answer(TimeoutError()))
+        if not net.passes(self.gateway, effect.bookie):
+            return
+        bookie = sim.bookies[effect.bookie]
+        replied = False
+
+        def check(expires: int) -> None:
+            nonlocal replied
+            if replied or answered:
+                return
+            if not bookie.up:
+                replied = True  # the connection is lost with the bookie
+                return
+            if bookie.lac > after or bookie.last_entry_id > after or sim.scheduler.now >= expires:
+                replied = True
+                lac = bookie.lac
+                if net.passes(self.gateway, effect.bookie):
+                    sim.scheduler.after(net.delay(effect.bookie), lambda: answer(lac))
+            else:
+                bookie.watchers.append(lambda: check(expires))
+
+        def arrive() -> None:
+            if not bookie.up:
+                if net.passes(self.gateway, effect.bookie):
+                    sim.scheduler.after(net.delay(effect.bookie), lambda: answer(BookieDown()))
+                return
+            expires = sim.scheduler.now + effect.wait_ms
+            sim.scheduler.at(expires, lambda: check(expires))
+            check(expires)
+
+        sim.scheduler.after(net.delay(effect.bookie), arrive)
+
+    def _range_answer(self, request_id: int) -> Callable[[Any], None]:
+        def done(result: Any) -> None:
+            now = self.sim.scheduler.now
+            if isinstance(result, list):
+                network = self.sim.network
+                records = tuple(corrupted(r) if network.corrupt() else r for r in result)
+                self.feed(RangeAnswered(request_id, records, now))
+            else:
+                self.feed(RequestFailed(request_id, _failure_code(result), now))
+
+        return done
+
+    def _entry_answer(self, effect: ReadEntry) -> Callable[[Any], None]:
+        def done(result: Any) -> None:
+            now = self.sim.scheduler.now
+            if result is None:
+                self.feed(RequestFailed(effect.request_id, "entry_not_found", now))
+            elif isinstance(result, Exception):
+                self.feed(RequestFailed(effect.request_id, _failure_code(result), now))
+            else:
+                record = corrupted(result) if self.sim.network.corrupt() else result
+                self.feed(EntryAnswered(effect.request_id, record, now))
+
+        return done
+
+    def _lac_answer(self, effect: ReadLac) -> Callable[[Any], None]:
+        def done(result: Any) -> None:
+            now = self.sim.scheduler.now
+            if isinstance(result, int):
+                self.feed(LacAnswered(effect.request_id, result, now))
+            else:
+                self.feed(RequestFailed(effect.request_id, _failure_code(result), now))
+
+        return done
 
     def _adds_answer(self, effect: SendAdds) -> Callable[[Any], None]:
         bookie, ids = effect.bookie, tuple(r.entry_id for r in effect.records)
@@ -294,58 +399,12 @@ class Recoverer:
                 self.sim.scheduler.after(self.sim.rng.randint(50, 400), self.start)
 
 
-class TailReader:
-    """A reader that never fences: polls the LAC from the last fragment's bookies and reads
-    up to it (or to the last entry once closed), failing over between replicas."""
-
-    POLL_ENTRIES_MAX = 16
-
-    def __init__(self, sim: Simulation, name: str) -> None:
-        self.sim = sim
-        self.name = name
-        self.lac = -1
-        self.entries: list[bytes] = []
-
-    def start(self) -> None:
-        self.sim.scheduler.after(self.sim.rng.randint(5, 40), self.poll)
-
-    def _reachable(self, bookie: SimBookie) -> bool:
-        return bookie.up and self.sim.network.passes(self.name, bookie.bookie_id)
-
-    def poll(self) -> None:
-        sim = self.sim
-        md = sim.cell.metadata
-        answers = [
-            sim.bookies[b].read_lac() for b in lac_bookies(md) if self._reachable(sim.bookies[b])
-        ]
-        self.lac = max(self.lac, lac_from_answers(answers))
-        end = readable_last(md, self.lac)
-        for _ in range(self.POLL_ENTRIES_MAX):
-            entry_id = len(self.entries)
-            if entry_id > end:
-                break
-            payload = self.read(md, entry_id)
-            if payload is None:
-                break  # no replica reachable now: try again at the next poll
-            sim.checker.on_read(self.name, entry_id, payload, md, self.lac)
-            self.entries.append(payload)
-        caught_up = md.last_entry_id is not None and len(self.entries) > md.last_entry_id
-        if not caught_up and sim.scheduler.now < sim.config.end_ms:
-            sim.scheduler.after(sim.rng.randint(10, 50), self.poll)
-
-    def read(self, md: Any, entry_id: int) -> bytes | None:
-        """The entry from the first replica that has a good copy (failover, digest check)."""
-        down = [b for b in read_sequence(md, entry_id) if not self.sim.bookies[b].up]
-        for bookie_id in read_sequence(md, entry_id, avoid=down):
-            bookie = self.sim.bookies[bookie_id]
-            if not self._reachable(bookie):
-                continue
-            record = bookie.read(entry_id)
-            if record is not None and self.sim.network.corrupt():
-                record = corrupted(record)
-            if record_usable(record, md, entry_id):
-                return record.payload
-        return None
+def _failure_code(result: Any) -> str:
+    if isinstance(result, BookieDown):
+        return "bookie_unavailable"
+    if isinstance(result, BookieReadOnly):
+        return "bookie_read_only"
+    return "timeout"
 
 
 def fenced_failure(effect: FailAdds) -> bool:

@@ -7,8 +7,10 @@
   back byte-exact.
 - Agreement: an entry id has one payload everywhere (every replica any bookie
   stores, every entry a reader returns); readers never read past the LAC or the
-  last entry; every reader's sequence is a prefix of the final ledger, and
-  concurrent recoveries end on the same metadata.
+  last entry (their own, and the writer's LAC or the closed ledger's last entry
+  at the time); every reader's sequence is a prefix of the final ledger, the
+  final read-back through ``ReadOp`` returns all of it, and concurrent
+  recoveries end on the same metadata.
 - Fencing: once a recovery's fence step completed, the old writer acknowledges
   no entry that was not already on a bookie that recovery fenced, or in an
   earlier fragment on Qa bookies (so the recovery keeps every entry the writer
@@ -38,11 +40,12 @@ from services.protocol.messages import (
     SendAdds,
 )
 from services.protocol.metadata import LedgerMetadata, LedgerState
-from services.protocol.reader import readable_last
+from services.protocol.reads import readable_end
 from services.protocol.recovery import LedgerRecovery
 from services.wire.framing import Record
 
 if TYPE_CHECKING:
+    from tests.simulation.readers import FinalReader
     from tests.simulation.scenario import Simulation
 
 
@@ -141,8 +144,15 @@ class Checker:
     def on_read(
         self, reader: str, entry_id: int, payload: bytes, md: LedgerMetadata, lac: int
     ) -> None:
-        if entry_id > readable_last(md, lac):
+        if entry_id > readable_end(md, lac):
             self.fail(f"{reader} read entry {entry_id} past its readable end")
+        closed_at = self.closed.last_entry_id if self.closed is not None else None
+        committed = max(self.sim.handle.lac, closed_at if closed_at is not None else -1)
+        if entry_id > committed:
+            self.fail(
+                f"{reader} read entry {entry_id} past the writer's LAC {self.sim.handle.lac} "
+                f"and any closed end ({closed_at})"
+            )
         if self.written.get(entry_id) != payload:
             self.fail(f"agreement: {reader} read entry {entry_id} with other bytes")
 
@@ -223,7 +233,12 @@ class Checker:
 
     # ------------------------------------------------------------------ the end
 
-    def final(self, entries: list[bytes | None], readers: dict[str, list[bytes]]) -> None:
+    def final(
+        self,
+        entries: list[bytes | None],
+        readers: dict[str, list[bytes]],
+        final_reader: FinalReader | None = None,
+    ) -> None:
         md = self.sim.cell.metadata
         if md.state is not LedgerState.CLOSED:
             self.fail("liveness: the ledger is not CLOSED after healing and recovering")
@@ -238,6 +253,11 @@ class Checker:
         for entry_id, payload in self.acked.items():
             if entry_id > last or entries[entry_id] != payload:
                 self.fail(f"persistence: acknowledged entry {entry_id} lost or changed")
+        if final_reader is not None:
+            if final_reader.failure is not None:
+                self.fail(f"persistence: the final ReadOp failed: {final_reader.failure.message}")
+            if final_reader.entries != entries:
+                self.fail("agreement: the final ReadOp read back other entries than stored")
         for name, seq in readers.items():
             if seq != entries[: len(seq)]:
                 self.fail(f"agreement: {name} saw a sequence that is not a prefix of the ledger")

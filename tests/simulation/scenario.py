@@ -9,10 +9,14 @@ read-only. Then one of: the writer closes the ledger; or 1-3 recoveries start
 (concurrently) while the writer is alive and keeps appending (presumed dead but
 not); or the writer crashes and recoveries follow.
 
-Phase 1 runs with faults until ``phase1_ms``; then everything is healed (bookies up
-and writable, no drops, no partitions) and the run continues; if the ledger is
-still not CLOSED a final recovery closes it. Finally every entry is read back and
-the invariants of ``checker`` are checked (they are also checked during the run).
+A reader gateway tails the ledger meanwhile with the core's ``LacOp`` and ``ReadOp``
+(LAC reads or long polls, pages or single entries, speculative reads and page
+bounds drawn per seed). Phase 1 runs with faults until ``phase1_ms``; then
+everything is healed (bookies up and writable, no drops, no partitions) and the run
+continues; if the ledger is still not CLOSED a final recovery closes it. Finally
+every entry is read back, from the bookies' storage and through ``ReadOp`` over the
+network, and the invariants of ``checker`` are checked (they are also checked
+during the run).
 """
 
 from __future__ import annotations
@@ -22,11 +26,13 @@ from dataclasses import dataclass, field, replace
 
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.placement import choose_ensemble
-from services.protocol.reader import read_sequence, record_usable
+from services.protocol.reads import ReadLimits, read_sequence, readable_end, record_usable
+from services.protocol.reads_lac import LacLimits
 from services.protocol.recovery import LedgerRecovery, RecoveryLimits
 from services.protocol.writer import WriteHandle, WriterLimits
-from tests.simulation.actors import Recoverer, Runner, TailReader, WriterClient
+from tests.simulation.actors import Recoverer, Runner, WriterClient
 from tests.simulation.checker import Checker, Violation
+from tests.simulation.readers import FinalReader, TailReader
 from tests.simulation.world import Faults, MetadataCell, Network, Scheduler, SimBookie
 
 LEDGER_ID = 42
@@ -57,6 +63,9 @@ class Config:
     writer_crash_at: int | None = None
     recoveries_at: list[int] = field(default_factory=list)
     meddles_at: list[int] = field(default_factory=list)  # someone else CASes the metadata
+    reader_limits: ReadLimits = field(default_factory=ReadLimits)
+    lac_limits: LacLimits = field(default_factory=LacLimits)
+    reader_long_poll_ms: int = 0  # 0: the reader only reads the LAC, never long-polls
     workload_start_ms: int = 1
     phase1_ms: int = 4_000
     end_ms: int = 20_000
@@ -72,7 +81,8 @@ class Config:
             f"{f.slow}, crashes {self.crashes}, lost {self.lost}, "
             f"read-only {self.readonly}, close at {self.writer_close_at}, writer crash at "
             f"{self.writer_crash_at}, recoveries at {self.recoveries_at}, metadata touched "
-            f"at {self.meddles_at}"
+            f"at {self.meddles_at}, reader {self.reader_limits}, {self.lac_limits}, long poll "
+            f"{self.reader_long_poll_ms} ms"
         )
 
 
@@ -155,6 +165,16 @@ def draw_config(seed: int) -> Config:
         first = rng.randint(50, max(100, busy_until)) if mode == "recover-live-writer" else None
         start = first if first is not None else (cfg.writer_crash_at or 0) + rng.randint(0, 500)
         cfg.recoveries_at = [start + rng.randint(0, 60) for _ in range(rng.randint(1, 3))]
+    speculative_ms = rng.choice([20, 60, 2_000])  # below or above the request time-out
+    cfg.reader_limits = ReadLimits(
+        speculative_read_ms=speculative_ms,
+        page_entries_max=rng.choice([1, 4, 16]),
+        page_bytes_max=rng.choice([1, 40, 1_000]),
+    )
+    cfg.lac_limits = LacLimits(
+        speculative_read_ms=speculative_ms, lac_repoll_delay_ms=rng.choice([5, 20])
+    )
+    cfg.reader_long_poll_ms = rng.choice([0, 50, 300])
     return cfg
 
 
@@ -247,6 +267,7 @@ class Simulation:
             self.scheduler.after(1, final.start)
             self._run_until(self.config.end_ms * 2)
         md = self.cell.metadata
+        final = self._read_back(md)
         entries: list[bytes | None] = []
         for entry_id in range((md.last_entry_id if md.last_entry_id is not None else -1) + 1):
             found = None
@@ -258,7 +279,21 @@ class Simulation:
                     found = record.payload
                     break
             entries.append(found)
-        self.checker.final(entries, {"reader": self.reader.entries})
+        self.checker.final(entries, {"reader": self.reader.entries}, final)
+
+    def _read_back(self, md: LedgerMetadata) -> FinalReader | None:
+        """Read the whole CLOSED ledger through ``ReadOp`` over the healed network."""
+        end = readable_end(md, None)
+        if end is None:
+            return None  # not CLOSED: Checker.final reports it
+        final = FinalReader(self, md, end)
+        self.scheduler.after(1, final.start)
+        scheduler, checker = self.scheduler, self.checker
+        while not final.done and scheduler.step():
+            checker.after_step()
+            if scheduler.steps > STEPS_MAX:
+                raise Violation(f"liveness: more than {STEPS_MAX} steps")
+        return final
 
 
 def run_seed(seed: int) -> Simulation:

@@ -1,5 +1,5 @@
-"""The deterministic simulator: the real write handle and recovery state machines
-against in-memory bookies and metadata, with seeded faults (tests/simulation/).
+"""The deterministic simulator: the real write handle, recovery and read (ReadOp, LacOp)
+state machines against in-memory bookies and metadata, with seeded faults (tests/simulation/).
 
 A failing seed is printed with its scenario and replays exactly with
 ``pytest tests/simulation --sim-seed=N``; ``--sim-seeds=100000`` runs many more.
@@ -13,12 +13,14 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
 
-from services.protocol import quorum, writer
+from services.protocol import quorum, reads, writer
+from services.protocol.metadata import LedgerMetadata
+from services.wire.framing import Record
 from tests.simulation.checker import Violation
 from tests.simulation.scenario import Simulation, draw_config, run_seed
 
@@ -96,8 +98,8 @@ def _ack_after_one_bookie(qa: int, acked: int) -> bool:
     return acked >= 1
 
 
-def _fenced_after_one_answer(e: int, w: int, a: int, answered: object) -> bool:
-    return len(set(answered)) >= 1  # type: ignore[arg-type]
+def _fenced_after_one_answer(e: int, w: int, a: int, answered: Iterable[str]) -> bool:
+    return len(set(answered)) >= 1
 
 
 def _absent_after_one_missing(w: int, a: int, missing: int) -> bool:
@@ -115,6 +117,16 @@ def _advance_during_ensemble_change(handle: writer.WriteHandle) -> list:
 
 ORIGINAL_ADVANCE = writer.WriteHandle._advance
 
+
+def _usable_without_digest(
+    record: Record | None, metadata: LedgerMetadata, entry_id: int, digest_key: bytes = b""
+) -> bool:
+    return record is not None and (record.ledger_id, record.entry_id) == (
+        metadata.ledger_id,
+        entry_id,
+    )
+
+
 BUGS: dict[str, tuple[object, str, Callable]] = {
     "ack before Qa bookies stored the entry": (quorum, "ack_quorum_reached", _ack_after_one_bookie),
     "fencing done after one answer": (quorum, "fencing_complete", _fenced_after_one_answer),
@@ -123,6 +135,11 @@ BUGS: dict[str, tuple[object, str, Callable]] = {
         writer.WriteHandle,
         "_advance",
         _advance_during_ensemble_change,
+    ),
+    "reads return replicas whose digest does not verify": (
+        reads,
+        "record_usable",
+        _usable_without_digest,
     ),
 }
 

@@ -121,6 +121,12 @@ class SimBookie:
     fenced: bool = False
     lac: int = -1
     entries: dict[int, Record] = field(default_factory=dict)
+    # LAC long polls waiting here: each is called after every add and LAC update
+    watchers: list[Callable[[], None]] = field(default_factory=list)
+
+    @property
+    def last_entry_id(self) -> int:
+        return max(self.entries, default=-1)
 
     def _check_up(self) -> None:
         if not self.up:
@@ -142,6 +148,7 @@ class SimBookie:
             self.lac = max(self.lac, r.lac)
             stored.append(r.entry_id)
             self.on_store(self.bookie_id, r)
+        self._wake()
         return tuple(stored), tuple(fenced)
 
     def fence(self) -> tuple[int, int]:
@@ -152,10 +159,32 @@ class SimBookie:
     def write_lac(self, lac: int) -> None:
         self._check_up()
         self.lac = max(self.lac, lac)
+        self._wake()
+
+    def _wake(self) -> None:
+        watchers, self.watchers = self.watchers, []
+        for watcher in watchers:
+            watcher()
 
     def read(self, entry_id: int) -> Record | None:
         self._check_up()
         return self.entries.get(entry_id)
+
+    def read_range(self, first: int, last: int, entries_max: int, bytes_max: int) -> list[Record]:
+        """Stored entries in [first, last], ascending: at most ``entries_max`` and, but
+        for the first, ``bytes_max`` payload bytes (bookie/API.md)."""
+        self._check_up()
+        found: list[Record] = []
+        size = 0
+        for entry_id in range(first, last + 1):
+            record = self.entries.get(entry_id)
+            if record is None:
+                continue
+            if len(found) >= entries_max or found and size + len(record.payload) > bytes_max:
+                break
+            found.append(record)
+            size += len(record.payload)
+        return found
 
     def read_lac(self) -> int:
         self._check_up()
@@ -168,21 +197,24 @@ def corrupted(record: Record) -> Record:
 
 
 class MetadataCell:
-    """One ledger's znode: bytes and a version, compare-and-set."""
+    """One ledger's znode: bytes and a version, compare-and-set. Readers get the value
+    parsed back from the bytes (once per version: ``LedgerMetadata`` is immutable)."""
 
     def __init__(self, metadata: LedgerMetadata) -> None:
         self.data = metadata.to_json()
         self.version = 0
         self.history: list[tuple[int, LedgerMetadata]] = [(0, metadata)]
+        self._parsed = LedgerMetadata.from_json(self.data)
 
     @property
     def metadata(self) -> LedgerMetadata:
-        return LedgerMetadata.from_json(self.data)
+        return self._parsed
 
     def compare_and_set(self, metadata: LedgerMetadata, expected: int) -> bool:
         if expected != self.version:
             return False
         self.data = metadata.to_json()
+        self._parsed = LedgerMetadata.from_json(self.data)
         self.version += 1
         self.history.append((self.version, metadata))
         return True

@@ -1,4 +1,5 @@
-"""Reads without a real bookie (gateway/runners/read.py): the non-writer LAC long poll waits for
+"""Reads without a real bookie (gateway/runners/read.py running the core's ReadOp and
+LacOp): the non-writer LAC long poll waits for
 the LAC to pass ``after``, not merely for an entry to arrive, and answers the current
 LAC when the time is up; reads fail over past down, corrupt and hanging replicas
 without waiting out a time-out per entry."""
@@ -39,7 +40,7 @@ class FakeBookies:
     def info(self) -> LacInfo:
         return LacInfo(1, self.lac, self.last_entry_id, False)
 
-    async def read_lac(self, ledger_id: int, after: int | None = None, wait_ms: int = 0):  # type: ignore[no-untyped-def]
+    async def read_lac(self, ledger_id: int, after: int | None = None, wait_ms: int = 0) -> LacInfo:
         self.calls += 1
         deadline = time.monotonic() + wait_ms / 1000
         while after is not None and not (self.lac > after or self.last_entry_id > after):
@@ -53,8 +54,17 @@ class FakeBookies:
         return self.info()
 
 
+REPOLL_DELAY_MS = 20
+
+
+def _settings(speculative_read_ms: int = 2_000) -> SimpleNamespace:
+    return SimpleNamespace(
+        speculative_read_ms=speculative_read_ms, lac_repoll_delay_ms=REPOLL_DELAY_MS
+    )
+
+
 def _ctx(bookies: FakeBookies) -> SimpleNamespace:
-    return SimpleNamespace(bookie=lambda _: bookies, metrics=GatewayMetrics())
+    return SimpleNamespace(bookie=lambda _: bookies, metrics=GatewayMetrics(), settings=_settings())
 
 
 METADATA = LedgerMetadata.new(1, ["a:1", "b:2", "c:3"], 3, 3)
@@ -114,8 +124,8 @@ def test_long_poll_with_an_entry_stored_but_no_lac_update_is_bounded() -> None:
     lac, elapsed, calls = asyncio.run(run())
     assert lac == 2
     assert 0.35 <= elapsed < 2
-    # three bookies, at most one poll each per LAC_REPOLL_DELAY_S (plus the first)
-    assert calls <= 3 * (0.4 / reads.LAC_REPOLL_DELAY_S + 2)
+    # three bookies, at most one poll each per lac_repoll_delay_ms (plus the first)
+    assert calls <= 3 * (400 / REPOLL_DELAY_MS + 2)
 
 
 # ---------------------------------------------------------------- failover and hanging bookies
@@ -150,17 +160,19 @@ class ReplicaBookie:
             raise EntryNotFound(f"no entry {entry_id}")
         return self._record(entry_id)
 
-    async def read_range(self, ledger_id, first, last, max_entries=1000, max_bytes=1 << 23):  # type: ignore[no-untyped-def]
+    async def read_range(
+        self, ledger_id: int, first: int, last: int, max_entries: int = 1000, max_bytes: int = 0
+    ) -> RangeResult:
         await self._gate()
         ids = [e for e in sorted(self.entries) if first <= e <= last][:max_entries]
         return RangeResult([self._record(e) for e in ids], max(self.entries, default=-1))
 
-    async def read_lac(self, ledger_id: int, after: int | None = None, wait_ms: int = 0):  # type: ignore[no-untyped-def]
+    async def read_lac(self, ledger_id: int, after: int | None = None, wait_ms: int = 0) -> LacInfo:
         await self._gate()
         return LacInfo(1, max(self.entries, default=-1), max(self.entries, default=-1), False)
 
 
-def _cluster(modes: list[str], count: int = 9) -> tuple[LedgerMetadata, dict]:
+def _cluster(modes: list[str], count: int = 9) -> tuple[LedgerMetadata, dict[str, ReplicaBookie]]:
     """E=3, Qw=2 over bookies b0..b2 with ``modes``; each holds its write-set entries."""
     metadata = LedgerMetadata.new(1, ["b0", "b1", "b2"], 2, 2)
     stores: dict[str, dict[int, bytes]] = {b: {} for b in metadata.ensemble}
@@ -170,42 +182,41 @@ def _cluster(modes: list[str], count: int = 9) -> tuple[LedgerMetadata, dict]:
     return metadata, {b: ReplicaBookie(stores[b], m) for b, m in zip(stores, modes, strict=True)}
 
 
-def _ctx_of(bookies: dict) -> SimpleNamespace:
-    return SimpleNamespace(bookie=lambda b: bookies[b], metrics=GatewayMetrics())
+def _ctx_of(bookies: dict[str, ReplicaBookie]) -> SimpleNamespace:
+    """A context whose speculative read delay is 100 ms."""
+    return SimpleNamespace(
+        bookie=lambda b: bookies[b], metrics=GatewayMetrics(), settings=_settings(100)
+    )
 
 
-def _fast(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(reads, "SPECULATIVE_READ_S", 0.1)
-
-
-def test_read_entry_asks_the_next_replica_when_one_hangs(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """A replica silent for SPECULATIVE_READ_S gets the next one asked in parallel; one
+def test_read_entry_asks_the_next_replica_when_one_hangs() -> None:
+    """A replica silent for speculative_read_ms gets the next one asked in parallel; one
     that fails or answers a bad digest moves on at once; a corrupt replica is never
     returned; no valid replica at all is BookieUnavailable."""
-    _fast(monkeypatch)
     metadata, bookies = _cluster(["hang", "ok", "ok"])  # entry 0: write set b0, b1
 
     async def run() -> None:
         started = time.monotonic()
-        record = await reads.read_entry(_ctx_of(bookies), metadata, 0, b"")
-        assert record.payload == b"entry 0"
+        data = await reads.read_single(_ctx_of(bookies), metadata, 0, 8, b"")
+        assert data == b"entry 0"
         assert 0.09 <= time.monotonic() - started < 1
         for first in ("down", "corrupt"):
             bookies["b0"].mode = first
             started = time.monotonic()
-            record = await reads.read_entry(_ctx_of(bookies), metadata, 0, b"")
-            assert record.payload == b"entry 0" and time.monotonic() - started < 0.09
+            data = await reads.read_single(_ctx_of(bookies), metadata, 0, 8, b"")
+            assert data == b"entry 0" and time.monotonic() - started < 0.09
         bookies["b1"].mode = "corrupt"
         with pytest.raises(BookieUnavailable):
-            await reads.read_entry(_ctx_of(bookies), metadata, 0, b"")
+            await reads.read_single(_ctx_of(bookies), metadata, 0, 8, b"")
+        with pytest.raises(EntryNotFound):
+            await reads.read_single(_ctx_of(bookies), metadata, 9, 8, b"")
 
     asyncio.run(run())
 
 
-def test_read_page_gives_up_on_a_hanging_cover_bookie(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """A cover bookie whose range read hangs costs one SPECULATIVE_READ_S per page, not a
+def test_read_page_gives_up_on_a_hanging_cover_bookie() -> None:
+    """A cover bookie whose range read hangs costs one speculative_read_ms per page, not a
     time-out per entry: its entries come from their other replica, the slow one last."""
-    _fast(monkeypatch)
     metadata, bookies = _cluster(["hang", "ok", "ok"], count=30)
 
     async def run() -> None:
@@ -219,10 +230,9 @@ def test_read_page_gives_up_on_a_hanging_cover_bookie(monkeypatch) -> None:  # t
     asyncio.run(run())
 
 
-def test_bookies_lac_does_not_wait_for_a_hanging_bookie(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """A non-writer LAC read uses the bookies that answered within SPECULATIVE_READ_S;
+def test_bookies_lac_does_not_wait_for_a_hanging_bookie() -> None:
+    """A non-writer LAC read uses the bookies that answered within speculative_read_ms;
     with no answer at all from anyone it is BookieUnavailable."""
-    _fast(monkeypatch)
     metadata, bookies = _cluster(["hang", "ok", "ok"])
 
     async def run() -> None:

@@ -1,0 +1,125 @@
+"""A reader's LAC (services/protocol/reads_lac.py ``LacOp``) driven by hand, events in and
+effects out: the LAC read takes the highest answer from the bookies that answered by
+the speculative deadline; the long poll answers when the LAC passes ``after``, re-polls
+a bookie that answered early, and answers the best LAC known when the time is up."""
+
+from __future__ import annotations
+
+from services.errors import BookieUnavailable
+from services.protocol.messages import Tick
+from services.protocol.metadata import LedgerMetadata
+from services.protocol.reads_lac import LacLimits, LacOp
+from services.protocol.reads_messages import (
+    CancelRequests,
+    LacAnswered,
+    LacDone,
+    ReadEffect,
+    ReadFailed,
+    ReadLac,
+    RequestFailed,
+)
+
+BOOKIES = ("b1:3181", "b2:3181", "b3:3181")
+SPECULATIVE_MS = 100
+REPOLL_MS = 20
+LIMITS = LacLimits(speculative_read_ms=SPECULATIVE_MS, lac_repoll_delay_ms=REPOLL_MS)
+
+
+def ledger() -> LedgerMetadata:
+    """Entries 0..9 on an older fragment: only the last fragment's bookies are asked."""
+    return LedgerMetadata.new(1, ["old1", "old2", "old3"], 2, 2).with_ensemble(10, BOOKIES)
+
+
+def polls(effects: list[ReadEffect]) -> dict[str, ReadLac]:
+    return {e.bookie: e for e in effects if isinstance(e, ReadLac)}
+
+
+def test_lac_read_takes_the_highest_answer_of_the_last_fragment() -> None:
+    """Every bookie of the last fragment is asked (no long poll); the answer is the
+    highest LAC any of them reports."""
+    op = LacOp(ledger(), limits=LIMITS)
+    asked = polls(op.start(now=0))
+    assert list(asked) == list(BOOKIES)
+    assert all(e.after is None and e.wait_ms == 0 for e in asked.values())
+    assert op.handle(LacAnswered(asked[BOOKIES[0]].request_id, 12, now=1)) == []
+    assert op.handle(LacAnswered(asked[BOOKIES[1]].request_id, 14, now=2)) == []
+    assert op.handle(RequestFailed(asked[BOOKIES[2]].request_id, "bookie_unavailable", 3)) == [
+        LacDone(14)
+    ]
+
+
+def test_lac_read_does_not_wait_for_silent_bookies_past_the_deadline() -> None:
+    """With a LAC answered by ``speculative_read_ms``, the silent bookies are cancelled;
+    with none answered by then, every bookie is waited for."""
+    op = LacOp(ledger(), limits=LIMITS)
+    asked = polls(op.start(now=0))
+    op.handle(LacAnswered(asked[BOOKIES[1]].request_id, 7, now=5))
+    assert op.next_deadline() == SPECULATIVE_MS
+    assert op.handle(Tick(SPECULATIVE_MS - 1)) == []
+    silent = (asked[BOOKIES[0]].request_id, asked[BOOKIES[2]].request_id)
+    assert op.handle(Tick(SPECULATIVE_MS)) == [CancelRequests(silent), LacDone(7)]
+
+    op = LacOp(ledger(), limits=LIMITS)
+    asked = polls(op.start(now=0))
+    assert op.handle(Tick(SPECULATIVE_MS)) == []
+    assert op.next_deadline() is None
+    op.handle(RequestFailed(asked[BOOKIES[0]].request_id, "bookie_unavailable", now=900))
+    op.handle(LacAnswered(asked[BOOKIES[1]].request_id, 3, now=950))
+    assert op.handle(LacAnswered(asked[BOOKIES[2]].request_id, 4, now=990)) == [LacDone(4)]
+
+
+def test_lac_read_with_no_answer_is_unavailable_unless_no_bookie_has_the_ledger() -> None:
+    """No LAC from any bookie is bookie_unavailable; every bookie saying ledger_not_found
+    (nothing written yet) is LAC -1."""
+    for code, expected in (("bookie_unavailable", None), ("ledger_not_found", LacDone(-1))):
+        op = LacOp(ledger(), limits=LIMITS)
+        effects: list[ReadEffect] = []
+        for ask in polls(op.start(now=0)).values():
+            effects = op.handle(RequestFailed(ask.request_id, code, now=1))
+        if expected is None:
+            assert isinstance(effects[0], ReadFailed)
+            assert effects[0].error is BookieUnavailable
+        else:
+            assert effects == [expected]
+
+
+def test_long_poll_re_polls_a_bookie_that_answered_before_the_lac_passed() -> None:
+    """A bookie whose poll ended on a new entry (its LAC still <= after) is asked again
+    after ``lac_repoll_delay_ms`` with the wait that is left; the first LAC above
+    ``after`` answers the poll and the other polls are cancelled."""
+    op = LacOp(ledger(), after=4, wait_ms=1_000, limits=LIMITS)
+    asked = polls(op.start(now=0))
+    assert {e.after for e in asked.values()} == {4} and asked[BOOKIES[0]].wait_ms == 1_000
+    assert op.handle(LacAnswered(asked[BOOKIES[0]].request_id, 4, now=50)) == []
+    assert op.next_deadline() == 50 + REPOLL_MS
+    assert op.handle(Tick(50 + REPOLL_MS - 1)) == []
+    again = polls(op.handle(Tick(50 + REPOLL_MS)))
+    assert list(again) == [BOOKIES[0]]
+    assert again[BOOKIES[0]].wait_ms == 1_000 - 50 - REPOLL_MS
+    effects = op.handle(LacAnswered(again[BOOKIES[0]].request_id, 5, now=80))
+    others = (asked[BOOKIES[1]].request_id, asked[BOOKIES[2]].request_id)
+    assert effects == [CancelRequests(others), LacDone(5)]
+
+
+def test_long_poll_answers_the_best_lac_known_when_the_time_is_up() -> None:
+    """Nothing past ``after`` within the wait: no re-poll when less than the delay is
+    left, a bookie that hangs is given up ``speculative_read_ms`` after the wait, and the
+    answer is the highest LAC seen."""
+    op = LacOp(ledger(), after=4, wait_ms=1_000, limits=LIMITS)
+    asked = polls(op.start(now=0))
+    assert op.handle(LacAnswered(asked[BOOKIES[0]].request_id, 4, now=1_000)) == []
+    assert op.handle(RequestFailed(asked[BOOKIES[1]].request_id, "bookie_unavailable", 1_001)) == []
+    assert op.next_deadline() == 1_001 + SPECULATIVE_MS  # no re-poll: the wait is over
+    hanging = asked[BOOKIES[2]].request_id
+    assert op.handle(Tick(1_001 + SPECULATIVE_MS)) == [CancelRequests((hanging,)), LacDone(4)]
+
+
+def test_long_poll_with_no_lac_seen_falls_back_to_a_lac_read() -> None:
+    """A long poll no bookie answered ends in a plain LAC read, which decides."""
+    op = LacOp(ledger(), after=-1, wait_ms=200, limits=LIMITS)
+    for ask in polls(op.start(now=0)).values():
+        effects = op.handle(RequestFailed(ask.request_id, "bookie_unavailable", now=10))
+    asked = polls(effects)
+    assert list(asked) == list(BOOKIES) and all(e.after is None for e in asked.values())
+    assert op.handle(LacAnswered(asked[BOOKIES[0]].request_id, -1, now=20)) == []
+    assert op.handle(Tick(10 + SPECULATIVE_MS))[-1] == LacDone(-1)
