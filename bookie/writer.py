@@ -23,6 +23,14 @@ before its answer and an acknowledged entry survives a crash. The event
 loop's view of the ledgers (``LedgerIndex``) changes only after the commit,
 so LAC answers and reads never show an uncommitted entry.
 
+Fences. A fence is never in a transaction with anything but other fences:
+``_take_batch`` ends a batch before the first fence that follows other
+operations and after the last fence of a run of fences. So a failing add
+cannot fail a fence, and a batch holding a fence is always made durable:
+with journal sync off (``--no-journal-sync`` relaxes adds only) the writer
+turns ``synchronous=FULL`` on for that one commit, so the fenced flag is
+fsynced before the answer, as PROTOCOL.md requires.
+
 If a commit fails (disk full, I/O error), the transaction is rolled back,
 every operation of the batch fails with ``BookieUnavailable``, and the
 writer reloads its copy of the ledger states from the database.
@@ -166,6 +174,7 @@ class GroupCommitWriter:
         if first is _STOP:
             return [], True
         batch = [first]
+        fences = isinstance(first, FenceOp)
         entries = len(first.records) if isinstance(first, AddOp) else 1
         size = first.payload_bytes if isinstance(first, AddOp) else 0
         while entries < GROUP_COMMIT_ENTRIES_MAX and size < GROUP_COMMIT_BYTES_MAX:
@@ -175,6 +184,10 @@ class GroupCommitWriter:
                 break
             if op is _STOP:
                 return batch, True
+            if isinstance(op, FenceOp) != fences:
+                # Fences commit on their own (module docstring); keep queue order.
+                self._held = op
+                break
             if isinstance(op, AddOp):
                 if entries + len(op.records) > GROUP_COMMIT_ENTRIES_MAX or (
                     size + op.payload_bytes > GROUP_COMMIT_BYTES_MAX
@@ -189,6 +202,22 @@ class GroupCommitWriter:
         return batch, False
 
     def _commit_batch(self, conn: Any, batch: list[Op]) -> None:
+        synced = self._journal_sync or isinstance(batch[0], FenceOp)
+        if synced and not self._journal_sync:
+            self._set_synchronous(conn, "FULL")
+        try:
+            self._commit_batch_on(conn, batch, synced)
+        finally:
+            if synced and not self._journal_sync:
+                self._set_synchronous(conn, "NORMAL")
+
+    @staticmethod
+    def _set_synchronous(conn: Any, level: str) -> None:
+        """Change the commit's sync level between transactions (on the driver connection,
+        in autocommit mode, like the vacuum's pragmas)."""
+        conn.connection.driver_connection.execute(f"PRAGMA synchronous={level}")
+
+    def _commit_batch_on(self, conn: Any, batch: list[Op], synced: bool) -> None:
         results: list[tuple[asyncio.Future, Any]] = []
         touched: set[int] = set()
         deleted: set[int] = set()
@@ -223,7 +252,7 @@ class GroupCommitWriter:
             return
         metrics = self._metrics
         metrics.commits.inc()
-        if self._journal_sync:
+        if synced:
             metrics.fsyncs.inc()
         metrics.fsync_latency.observe(elapsed)
         metrics.batch_size.observe(stored)
