@@ -91,11 +91,10 @@ async def store_entries(node: BookieNode, body: bytes) -> bytes:
     result = await node.add(records, payload_bytes)
     if not result.rejected:
         return b'{"stored": %d, "rejected": []}' % result.stored
-    node.metrics.rejected_adds.labels("ledger_fenced").inc(len(result.rejected))
-    rejected = [
-        {"ledger_id": lid, "entry_id": eid, "error": "ledger_fenced"}
-        for lid, eid in result.rejected
-    ]
+    rejected = []
+    for lid, eid, code in result.rejected:
+        node.metrics.rejected_adds.labels(code).inc()
+        rejected.append({"ledger_id": lid, "entry_id": eid, "error": code})
     return json.dumps({"stored": result.stored, "rejected": rejected}).encode()
 
 

@@ -41,7 +41,13 @@ class LedgerState(BaseModel):
 class RejectedEntry(BaseModel):
     ledger_id: int = Field(description="Ledger of the refused entry")
     entry_id: int = Field(description="The refused entry")
-    error: Literal["ledger_fenced"] = Field(description="Why it was refused")
+    error: Literal["ledger_fenced", "entry_exists", "invalid_argument"] = Field(
+        description=(
+            "Why it was refused: ledger_fenced (a normal add to a fenced ledger), "
+            "entry_exists (the entry is stored with different bytes; nothing changed), "
+            "invalid_argument (its crc32c digest does not match)"
+        )
+    )
 
 
 class AddResult(BaseModel):
@@ -49,7 +55,7 @@ class AddResult(BaseModel):
 
     stored: int = Field(description="Number of entries stored")
     rejected: list[RejectedEntry] = Field(
-        description="Entries refused one by one (normal adds to a fenced ledger)"
+        description="Entries refused one by one; the others of the request were stored"
     )
 
 

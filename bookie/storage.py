@@ -86,7 +86,14 @@ def driver_sql(statement: Any) -> str:
 
 
 # The hot statements, compiled once from the Core tables above.
-INSERT_ENTRY_SQL = driver_sql(entries.insert().prefix_with("OR REPLACE"))
+# A plain INSERT: the writer never replaces an entry (bookie.writer checks for one
+# first), so a conflict here is a bug that fails the batch rather than an overwrite.
+INSERT_ENTRY_SQL = driver_sql(entries.insert())
+SELECT_ENTRY_SQL = driver_sql(
+    select(
+        entries.c.lac, entries.c.length, entries.c.digest_type, entries.c.digest, entries.c.payload
+    ).where(entries.c.ledger_id == 0, entries.c.entry_id == 0)
+)
 UPSERT_LEDGER_SQL = driver_sql(ledgers.insert().prefix_with("OR REPLACE"))
 DELETE_ENTRIES_SQL = driver_sql(entries.delete().where(entries.c.ledger_id == 0))
 DELETE_LEDGER_SQL = driver_sql(ledgers.delete().where(ledgers.c.ledger_id == 0))

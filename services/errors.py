@@ -14,7 +14,7 @@ into this hierarchy at their boundary with ``raise ... from exc``.
     |   +-- LedgerNotFound, EntryNotFound, LogNotFound, BookieNotFound
     +-- MethodNotAllowed (405)
     +-- Conflict (409)
-    |   +-- LedgerClosed, LedgerFenced, NotWriter, MetadataConflict, CookieMismatch
+    |   +-- LedgerClosed, LedgerFenced, EntryExists, NotWriter, MetadataConflict, CookieMismatch
     +-- PayloadTooLarge (413)
     +-- Unavailable (503, retriable)
     |   +-- NotEnoughBookies, BookieReadOnly, MetadataUnavailable, BookieUnavailable
@@ -110,6 +110,12 @@ class LedgerFenced(Conflict):
     it may or may not have been written."""
 
     code = "ledger_fenced"
+
+
+class EntryExists(Conflict):
+    """The bookie already stores this entry with different bytes; nothing was changed."""
+
+    code = "entry_exists"
 
 
 class NotWriter(Conflict):

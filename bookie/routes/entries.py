@@ -41,9 +41,11 @@ LAST_ENTRY_HEADER = "X-Quire-Last-Entry-Id"
     description=(
         "Stores framed records, possibly of several ledgers, durably (fsync unless the "
         "bookie runs with --no-journal-sync) before answering. A normal add to a fenced "
-        "ledger is rejected per entry; a recovery add (flag bit 0) is accepted. Re-adding "
-        "an entry overwrites it. A body that does not parse is refused whole; nothing is "
-        "stored. A read-only bookie refuses requests holding any non-recovery record."
+        "ledger is rejected per entry (ledger_fenced); a recovery add (flag bit 0) is "
+        "accepted. Re-adding an entry with the same bytes is idempotent; different bytes "
+        "for a stored entry are rejected per entry (entry_exists) and change nothing. A "
+        "body that does not parse is refused whole; nothing is stored. A read-only "
+        "bookie refuses requests holding any non-recovery record."
     ),
     response_model=AddResult,
     responses=errors(

@@ -24,8 +24,8 @@ Ordering and retry rules:
 - An idle connection the bookie closed (keep-alive expiry, restart) is found
   out before use when possible, and otherwise when the request gets no byte
   of answer: then the request is sent once more on a new connection. That
-  retry is safe because every bookie call is idempotent (API.md: re-adding an
-  entry overwrites it, fence and LAC updates keep the maximum, delete of a
+  retry is safe because every bookie call is idempotent (API.md: re-adding the
+  same entry is a no-op, fence and LAC updates keep the maximum, delete of a
   deleted ledger answers 404).
 - Every wait is bounded: ``connect_timeout_s`` for a TCP connect,
   ``request_timeout_s`` for the whole call (waiting for a free connection
@@ -94,7 +94,8 @@ LAST_ENTRY_HEADER = "x-quire-last-entry-id"
 @dataclass(frozen=True, slots=True)
 class AddResult:
     """What a bookie did with one add request: entries stored, and the ones it refused
-    as ``(ledger_id, entry_id, error_code)`` (e.g. ``ledger_fenced``)."""
+    as ``(ledger_id, entry_id, error_code)``: ``ledger_fenced``, ``entry_exists`` or
+    ``invalid_argument`` (a bad digest)."""
 
     stored: int
     rejected: list[tuple[int, int, str]] = field(default_factory=list)

@@ -65,7 +65,7 @@ def test_one_batch_one_commit_in_queue_order(tmp_path):
     results, metrics, index, published = asyncio.run(run_batch(tmp_path, ops))
     assert results[0] == AddResult(2, [])
     assert results[1] == (-1, 0, True)
-    assert results[2] == AddResult(1, [(1, 1)])
+    assert results[2] == AddResult(1, [(1, 1, "ledger_fenced")])
     assert results[3] == AddResult(1, [])
     assert results[4] == (5, -1, False)
     assert metric(metrics, "quire_bookie_commits_total") == 3
@@ -240,3 +240,37 @@ def test_fences_are_fsynced_without_journal_sync(tmp_path):
     assert metric(metrics, "quire_bookie_commits_total") == 3
     assert metric(metrics, "quire_bookie_fsyncs_total") == 1
     assert levels == ["FULL", "NORMAL"]
+
+
+def test_same_bytes_are_idempotent_different_bytes_are_refused(tmp_path):
+    """Re-adding an entry with the same bytes stores nothing new and counts as stored (also
+    as a recovery add on a fenced ledger, and twice in one batch); different bytes for an
+    existing entry are refused per record with entry_exists and change nothing, also for
+    recovery adds on a fenced ledger and for a duplicate inside one batch."""
+
+    def first(loop):
+        f = loop.create_future
+        return [AddOp([sealed(5, 0, b"a"), sealed(5, 1, b"b"), sealed(5, 2, b"c")], f(), 3)]
+
+    asyncio.run(run_batch(tmp_path, first))
+
+    def second(loop):
+        f = loop.create_future
+        return [
+            AddOp([sealed(5, 1, b"b"), sealed(5, 0, b"X"), sealed(5, 3, b"d")], f(), 3),
+            AddOp([sealed(5, 3, b"d"), sealed(5, 3, b"Y")], f(), 2),
+            FenceOp(5, f()),
+            AddOp([sealed(5, 2, b"c", recovery=True), sealed(5, 1, b"Z", recovery=True)], f(), 2),
+        ]
+
+    results, metrics, index, _ = asyncio.run(run_batch(tmp_path, second))
+    assert results[0] == AddResult(2, [(5, 0, "entry_exists")])
+    assert results[1] == AddResult(1, [(5, 3, "entry_exists")])
+    assert results[3] == AddResult(1, [(5, 1, "entry_exists")])
+    assert index.get(5).last_entry_id == 3
+    reader = Reader(tmp_path)
+    try:
+        got = {e.entry_id: bytes(e.payload) for e in reader.read_range(5, 0, 10, 100, 1 << 20)}
+    finally:
+        reader.close()
+    assert got == {0: b"a", 1: b"b", 2: b"c", 3: b"d"}
