@@ -15,12 +15,14 @@ without the fast path). It sits inside the cluster-secret check.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from bookie.budget import BudgetShare
 from bookie.node import BookieNode
 from services.errors import BookieReadOnly, InvalidArgument, PayloadTooLarge, QuireError
 from services.limits import BODY_SIZE_MAX_BYTES
@@ -60,20 +62,61 @@ def declared_length(declared: str | None, limit: int = BODY_SIZE_MAX_BYTES) -> i
     return size
 
 
-async def add_request(
-    node: BookieNode, declared: str | None, read_body: Callable[[], Awaitable[bytes]]
+async def read_budgeted(
+    chunks: AsyncIterator[bytes], share: BudgetShare, limit: int, timeout_s: float
 ) -> bytes:
-    """A whole add: reserve the body's bytes, read it, store it; the JSON answer."""
+    """The whole body, taking budget for each chunk as it arrives (bookie.budget).
+
+    At most ``timeout_s`` may be spent waiting for the client's bytes (time spent
+    waiting for budget does not count): a slow or stalled body is refused with 400."""
+    parts: list[bytes] = []
+    total = 0
+    remaining = timeout_s
+    loop = asyncio.get_running_loop()
+    while True:
+        started = loop.time()
+        try:
+            async with asyncio.timeout(remaining):
+                chunk = await anext(chunks)
+        except StopAsyncIteration:
+            break
+        except TimeoutError:
+            raise BodyTimeout(
+                f"the request body did not arrive within {timeout_s * 1000:.0f} ms "
+                f"(body_read_timeout_ms); {total} bytes received"
+            ) from None
+        remaining -= loop.time() - started
+        if chunk:
+            total += len(chunk)
+            if total > limit:
+                raise PayloadTooLarge(f"body over the limit of {limit} bytes")
+            await share.take(len(chunk))
+            parts.append(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+class BodyTimeout(InvalidArgument):
+    """The request body did not arrive in time (answered 400 ``invalid_argument``)."""
+
+
+async def add_request(
+    node: BookieNode, declared: str | None, chunks: AsyncIterator[bytes]
+) -> bytes:
+    """A whole add: read the body (budget taken as bytes arrive), store it; the JSON answer."""
     try:
-        size = declared_length(declared)
+        node.check_open()
+        declared_length(declared)
     except QuireError as exc:
         node.metrics.rejected_adds.labels(exc.code).inc()
         raise
-    await node.add_budget.acquire(size)
+    share = node.add_budget.open()
     try:
-        return await store_entries(node, await read_body())
+        body = await read_budgeted(
+            chunks, share, BODY_SIZE_MAX_BYTES, node.settings.body_read_timeout_ms / 1000
+        )
+        return await store_entries(node, body)
     finally:
-        node.add_budget.release(size)
+        share.close()
 
 
 async def store_entries(node: BookieNode, body: bytes) -> bytes:
@@ -98,22 +141,16 @@ async def store_entries(node: BookieNode, body: bytes) -> bytes:
     return json.dumps({"stored": result.stored, "rejected": rejected}).encode()
 
 
-async def _receive_body(receive: Receive, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    total = 0
+async def _receive_chunks(receive: Receive) -> AsyncIterator[bytes]:
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             raise InvalidArgument("client disconnected before the body was complete")
         chunk = message.get("body", b"")
         if chunk:
-            total += len(chunk)
-            if total > limit:
-                raise PayloadTooLarge(f"body over the limit of {limit} bytes")
-            chunks.append(chunk)
+            yield chunk
         if not message.get("more_body", False):
-            break
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            return
 
 
 class AddFastPath:
@@ -132,11 +169,13 @@ class AddFastPath:
                 declared = value.decode("latin-1")
                 break
         try:
-            answer = await add_request(
-                node, declared, lambda: _receive_body(receive, BODY_SIZE_MAX_BYTES)
-            )
+            answer = await add_request(node, declared, _receive_chunks(receive))
         except QuireError as exc:
-            await error_json(exc)(scope, receive, send)
+            response = error_json(exc)
+            if isinstance(exc, BodyTimeout):
+                # The rest of the body may never come: do not wait for it on this connection.
+                response.headers["connection"] = "close"
+            await response(scope, receive, send)
             return
         except Exception:  # noqa: BLE001 - never a bare 500 page
             log.exception("unexpected error on POST %s", ADD_PATH)

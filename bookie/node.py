@@ -29,7 +29,7 @@ from bookie.storage import (
     unlock_data_dir,
 )
 from bookie.writer import AddOp, AddResult, DeleteOp, FenceOp, GroupCommitWriter, LacOp
-from services.errors import QuireError
+from services.errors import QuireError, Unavailable
 from services.settings import BookieSettings
 from services.wire.framing import Record
 from services.zk.store import MetadataStore
@@ -63,6 +63,7 @@ class BookieNode:
         self._disk_task: asyncio.Task | None = None
         self.add_budget = ByteBudget(ADD_BYTES_IN_FLIGHT_MAX)
         self._locked = False
+        self.not_open_reason = "the bookie is starting: not serving data yet"
 
     # -- life cycle ----------------------------------------------------------
 
@@ -147,6 +148,12 @@ class BookieNode:
         if self._locked:
             unlock_data_dir(self.data_dir)
             self._locked = False
+
+    def check_open(self) -> None:
+        """Raise 503 ``unavailable`` while the store is not open (before the cookie was
+        verified with ZooKeeper, or after the stop began)."""
+        if self._writer is None:
+            raise Unavailable(self.not_open_reason)
 
     @property
     def ready(self) -> bool:

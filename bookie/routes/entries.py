@@ -19,15 +19,14 @@ from bookie.models import (
     framed_response,
 )
 from bookie.node import BookieNode
-from bookie.routes.deps import NodeDep
+from bookie.routes.deps import NodeDep, get_node
 from bookie.storage import StoredEntry
 from services.errors import (
     EntryNotFound,
     InvalidArgument,
     LedgerNotFound,
 )
-from services.limits import BODY_SIZE_MAX_BYTES, ID_MAX, PAGE_BYTES_MAX, PAGE_ENTRIES_MAX
-from services.web.body import read_body
+from services.limits import ID_MAX, PAGE_BYTES_MAX, PAGE_ENTRIES_MAX
 from services.wire.framing import DIGEST_NAMES, MEDIA_TYPE, Record, encode
 
 router = APIRouter(prefix="/v1", tags=["entries"])
@@ -57,9 +56,9 @@ LAST_ENTRY_HEADER = "X-Quire-Last-Entry-Id"
 )
 async def add_entries(request: Request) -> Response:
     # Normally answered by bookie.fastpath.AddFastPath before routing; same code.
-    node: BookieNode = request.app.state.node
+    node: BookieNode = await get_node(request)
     declared = request.headers.get("content-length")
-    answer = await add_request(node, declared, lambda: read_body(request, BODY_SIZE_MAX_BYTES))
+    answer = await add_request(node, declared, request.stream())
     return Response(answer, media_type="application/json")
 
 

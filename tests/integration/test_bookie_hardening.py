@@ -4,6 +4,11 @@ add, answers carry the bookie's instance and the ledger's length."""
 
 from __future__ import annotations
 
+import json
+import socket
+import time
+
+from services.wire import framing
 from tests.integration.bookie_support import Bookie, sealed
 
 
@@ -30,4 +35,70 @@ def test_readd_same_bytes_is_idempotent_different_bytes_are_refused(cluster):
         assert bookie.read(3, 1).payload == b"one"
         assert bookie.metric("quire_bookie_rejected_adds_total", 'reason="entry_exists"') == 2
     finally:
+        bookie.close()
+
+
+def _stalled_add(proc, declared: int = 64 * 1024 * 1024) -> socket.socket:
+    """A connection that declares a body of ``declared`` bytes and sends none of it."""
+    sock = socket.create_connection((proc.host, proc.port), timeout=10.0)
+    sock.sendall(
+        (
+            f"POST /v1/entries HTTP/1.1\r\nHost: {proc.address}\r\n"
+            f"Content-Type: {framing.MEDIA_TYPE}\r\nContent-Length: {declared}\r\n\r\n"
+        ).encode()
+    )
+    return sock
+
+
+def test_a_stalled_64_mib_add_does_not_stall_other_adds(cluster):
+    """A request that declares the whole 64 MiB add budget and sends nothing holds none of
+    it: a normal add on another connection is stored within two seconds (before the fix it
+    waited for the stalled body for ever)."""
+    proc = cluster.start_bookie()
+    bookie = Bookie(proc)
+    stalled = [_stalled_add(proc) for _ in range(3)]
+    try:
+        started = time.monotonic()
+        r = bookie.http.post(
+            "/v1/entries",
+            content=framing.encode([sealed(9, 0)]),
+            headers={"Content-Type": framing.MEDIA_TYPE},
+            timeout=5.0,
+        )
+        assert r.status_code == 200, r.text
+        assert r.json() == {"stored": 1, "rejected": []}
+        assert time.monotonic() - started < 2.0
+    finally:
+        for sock in stalled:
+            sock.close()
+        bookie.close()
+
+
+def test_a_slow_body_times_out_with_a_json_error_and_the_connection_closes(cluster):
+    """A body that does not arrive within body_read_timeout_ms is answered 400
+    invalid_argument (API.md's JSON error, naming the setting), the connection is closed,
+    and nothing is stored."""
+    proc = cluster.start_bookie(extra_args=["--body-read-timeout-ms", "500"])
+    bookie = Bookie(proc)
+    body = framing.encode([sealed(11, 0)])
+    sock = _stalled_add(proc, declared=len(body))
+    try:
+        sock.sendall(body[:10])  # a part, then nothing
+        started = time.monotonic()
+        answer = b""
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break  # the bookie closed the connection after answering
+            answer += chunk
+        assert time.monotonic() - started < 5.0
+        head, _, payload = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400"), answer
+        doc = json.loads(payload)
+        assert doc["error"] == "invalid_argument"
+        assert "body_read_timeout_ms" in doc["message"]
+        r = bookie.http.get("/v1/ledgers/11/lac")
+        assert r.status_code == 404 and r.json()["error"] == "ledger_not_found"
+    finally:
+        sock.close()
         bookie.close()
