@@ -2,8 +2,9 @@
 
 ``create_app`` only builds the application: no file, socket or ZooKeeper is
 touched until the lifespan starts (so the OpenAPI document can be exported
-anywhere). The lifespan starts a ``BookieNode`` (data-dir lock, cookie,
-store, group-commit writer, registration, disk watch) and stops it.
+anywhere). The lifespan starts a ``BookieNode`` (data-dir lock at once; then,
+in the background, ZooKeeper, cookie, store, group-commit writer,
+registration, disk watch) and stops it.
 """
 
 from __future__ import annotations
@@ -100,6 +101,13 @@ def _on_shutdown_signal(callback: Callable[[], None]) -> Callable[[], None]:
     return restore
 
 
+def _stop_serving() -> None:
+    """The bookie refused to start after the server began (e.g. its cookie does not match):
+    stop the server as SIGTERM would; ``bookie.__main__`` then exits 3."""
+    if threading.current_thread() is threading.main_thread():
+        signal.raise_signal(signal.SIGTERM)
+
+
 def create_app(settings: BookieSettings) -> FastAPI:
     """Build the bookie's application for ``settings``; does no I/O."""
     metrics = BookieMetrics()
@@ -107,7 +115,8 @@ def create_app(settings: BookieSettings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         node = BookieNode(settings, metrics)
-        await node.start()
+        node.on_refused = _stop_serving
+        await node.start()  # returns at once; the node opens in the background
         app.state.node = node
         restore = _on_shutdown_signal(node.closing)
         try:
@@ -116,6 +125,7 @@ def create_app(settings: BookieSettings) -> FastAPI:
             restore()
             app.state.node = None
             await node.stop()
+            app.state.refusal = node.refusal
 
     app = new_app(
         title="Quire bookie",
@@ -130,6 +140,7 @@ def create_app(settings: BookieSettings) -> FastAPI:
         ],
     )
     app.state.node = None
+    app.state.refusal = None
     app.state.metrics = metrics
     install_error_handlers(app)
 

@@ -8,7 +8,11 @@ import json
 import socket
 import time
 
+import httpx
+
+from services.cluster.processes import ZooKeeperProcess, free_port, tail
 from services.wire import framing
+from tests.harness import Cluster, fresh_chroot, wait_for
 from tests.integration.bookie_support import Bookie, sealed
 
 
@@ -102,3 +106,55 @@ def test_a_slow_body_times_out_with_a_json_error_and_the_connection_closes(clust
     finally:
         sock.close()
         bookie.close()
+
+
+def test_health_and_metrics_answer_while_zookeeper_is_unreachable(tmp_path):
+    """A bookie whose ZooKeeper does not listen yet serves /health (503, JSON error) and
+    /metrics at once, answers /v1 calls 503 unavailable naming ZooKeeper, logs each failed
+    attempt once per back-off step (no flood), and turns healthy and serves adds once
+    ZooKeeper starts on that port."""
+    zk_port = free_port()
+    bookies = Cluster(f"127.0.0.1:{zk_port}", fresh_chroot(), tmp_path)
+    zookeeper = ZooKeeperProcess(tmp_path / "zk", zk_port)
+    try:
+        proc = bookies.start_bookie(wait=False)
+        health = wait_for(lambda: _get(f"{proc.url}/health"), 15.0, "/health to answer")
+        assert health.status_code == 503
+        assert health.json()["error"] == "unavailable"
+        assert httpx.get(f"{proc.url}/metrics", timeout=5.0).status_code == 200
+        bookie = Bookie(proc)
+        r = bookie.http.post(
+            "/v1/entries",
+            content=framing.encode([sealed(1, 0)]),
+            headers={"Content-Type": framing.MEDIA_TYPE},
+        )
+        assert r.status_code == 503 and r.json()["error"] == "unavailable", r.text
+        assert "ZooKeeper" in r.json()["message"]
+        r = bookie.http.get("/v1/ledgers/1/lac")
+        assert r.status_code == 503 and r.json()["error"] == "unavailable", r.text
+        wait_for(lambda: _log_count(proc, "cannot reach ZooKeeper") >= 3, 30.0, "retries")
+        lines = tail(proc.log_path, 10_000).splitlines()
+        attempts = sum("cannot reach ZooKeeper" in line for line in lines)
+        assert 3 <= attempts <= 4, "\n".join(lines[-40:])  # back-off: 0.5 s, 1 s, 2 s
+        assert len(lines) <= 3 * attempts + 20, "\n".join(lines[-40:])
+        assert not bookie.healthy()
+
+        zookeeper.start()
+        zookeeper.wait_ready(60.0)
+        wait_for(bookie.healthy, 30.0, "/health to turn 200 once ZooKeeper is up")
+        assert bookie.add([sealed(1, 0)]) == {"stored": 1, "rejected": []}
+        bookie.close()
+    finally:
+        bookies.stop_all()
+        zookeeper.stop()
+
+
+def _get(url: str) -> httpx.Response | None:
+    try:
+        return httpx.get(url, timeout=2.0)
+    except httpx.HTTPError:
+        return None
+
+
+def _log_count(proc, text: str) -> int:
+    return sum(text in line for line in tail(proc.log_path, 10_000).splitlines())
