@@ -1,8 +1,11 @@
 """The add hot path, shared by the FastAPI route and a bare ASGI fast path.
 
-``store_entries`` is the whole add: parse the framing, verify crc32c digests,
-refuse non-recovery adds on a read-only bookie, hand the records to the
-group-commit writer and build the small JSON answer.
+``store_entries`` is the whole add: parse the framing (a body that does not
+parse is refused whole), refuse non-recovery adds on a read-only bookie,
+verify crc32c digests (a record whose digest does not match is refused alone,
+``invalid_argument`` in ``rejected``: the gateway batches many ledgers into
+one request, and one bad record must not fail the others), hand the good
+records to the group-commit writer and build the small JSON answer.
 
 ``AddFastPath`` serves ``POST /v1/entries`` straight from ASGI, in front of
 FastAPI's router, dependency solving and per-request wrappers. Measured on
@@ -24,6 +27,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bookie.budget import BudgetShare
 from bookie.node import BookieNode
+from bookie.writer import AddResult
 from services.errors import BookieReadOnly, InvalidArgument, PayloadTooLarge, QuireError
 from services.limits import BODY_SIZE_MAX_BYTES
 from services.web.errors import error_json
@@ -36,17 +40,21 @@ ADD_PATH = "/v1/entries"
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 
 
-def check_records(records: list[Record]) -> int:
-    """Verify crc32c digests (a bookie has no HMAC key); return the payload bytes."""
+def check_records(records: list[Record]) -> tuple[list[Record], list[Record], int]:
+    """Verify crc32c digests (a bookie has no HMAC key): the good records, the bad ones
+    (refused one by one, issue 7 item 8), and the good ones' payload bytes."""
     size = 0
     record_ok = digest.record_ok
+    bad: list[Record] = []
     for r in records:
-        size += len(r.payload)
         if r.digest_type == "crc32c" and not record_ok(r):
-            raise InvalidArgument(
-                f"crc32c digest mismatch: ledger {r.ledger_id} entry {r.entry_id}"
-            )
-    return size
+            bad.append(r)
+        else:
+            size += len(r.payload)
+    if bad:
+        wrong = {id(r) for r in bad}
+        records = [r for r in records if id(r) not in wrong]
+    return records, bad, size
 
 
 def declared_length(declared: str | None, limit: int = BODY_SIZE_MAX_BYTES) -> int:
@@ -125,17 +133,18 @@ async def store_entries(node: BookieNode, body: bytes) -> bytes:
         if not body:
             raise InvalidArgument("empty body: expected framed records")
         records = decode(body, copy=False)
-        payload_bytes = check_records(records)
         if node.readonly and not all(r.recovery for r in records):
             raise BookieReadOnly("bookie is read-only (disk nearly full): only recovery adds")
     except QuireError as exc:
         node.metrics.rejected_adds.labels(exc.code).inc()
         raise
-    result = await node.add(records, payload_bytes)
-    if not result.rejected:
+    records, bad, payload_bytes = check_records(records)
+    result = await node.add(records, payload_bytes) if records else AddResult(0)
+    if not result.rejected and not bad:
         return b'{"stored": %d, "rejected": []}' % result.stored
+    refused = [(r.ledger_id, r.entry_id, InvalidArgument.code) for r in bad]
     rejected = []
-    for lid, eid, code in result.rejected:
+    for lid, eid, code in [*refused, *result.rejected]:
         node.metrics.rejected_adds.labels(code).inc()
         rejected.append({"ledger_id": lid, "entry_id": eid, "error": code})
     return json.dumps({"stored": result.stored, "rejected": rejected}).encode()

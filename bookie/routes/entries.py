@@ -42,13 +42,14 @@ LAST_ENTRY_HEADER = "X-Quire-Last-Entry-Id"
         "bookie runs with --no-journal-sync) before answering. A normal add to a fenced "
         "ledger is rejected per entry (ledger_fenced); a recovery add (flag bit 0) is "
         "accepted. Re-adding an entry with the same bytes is idempotent; different bytes "
-        "for a stored entry are rejected per entry (entry_exists) and change nothing. A "
+        "for a stored entry are rejected per entry (entry_exists) and change nothing; a "
+        "record whose crc32c does not match is rejected alone (invalid_argument). A "
         "body that does not parse is refused whole; nothing is stored. A read-only "
         "bookie refuses requests holding any non-recovery record."
     ),
     response_model=AddResult,
     responses=errors(
-        (400, "invalid_argument: empty or malformed body, bad ids, digest length or crc32c"),
+        (400, "invalid_argument: empty or malformed body, bad ids, digest length"),
         (413, "payload_too_large: entry, record count or body over the limit"),
         (503, "bookie_read_only: this bookie takes only recovery adds"),
     ),

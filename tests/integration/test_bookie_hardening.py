@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import socket
 import time
+from dataclasses import replace
 
 import httpx
 
@@ -158,3 +159,37 @@ def _get(url: str) -> httpx.Response | None:
 
 def _log_count(proc, text: str) -> int:
     return sum(text in line for line in tail(proc.log_path, 10_000).splitlines())
+
+
+def test_one_bad_crc_record_fails_only_itself_in_a_cross_ledger_add(cluster):
+    """In one add request holding entries of three ledgers, a record whose crc32c does not
+    match (corrupted digest) and one whose payload was tampered with are refused one by
+    one with invalid_argument; every other record is stored (before: 400 for the whole
+    request, nothing stored). A body that does not parse is still refused whole."""
+    bookie = Bookie(cluster.start_bookie())
+    try:
+        bad_digest = replace(sealed(21, 1), digest=bytes(4))
+        tampered = replace(sealed(22, 0, b"abc"), payload=b"abd")
+        records = [sealed(21, 0), bad_digest, tampered, sealed(22, 1), sealed(23, 0)]
+        assert bookie.add(records) == {
+            "stored": 3,
+            "rejected": [
+                {"ledger_id": 21, "entry_id": 1, "error": "invalid_argument"},
+                {"ledger_id": 22, "entry_id": 0, "error": "invalid_argument"},
+            ],
+        }
+        assert bookie.read(21, 0) == records[0]
+        assert bookie.read(22, 1) == records[3]
+        assert bookie.read(23, 0) == records[4]
+        r = bookie.http.get("/v1/ledgers/22/entries/0")
+        assert r.status_code == 404 and r.json()["error"] == "entry_not_found"
+        assert bookie.metric("quire_bookie_rejected_adds_total", 'reason="invalid_argument"') == 2
+        whole = bookie.http.post(
+            "/v1/entries",
+            content=framing.encode([sealed(24, 0)])[:-1],
+            headers={"Content-Type": framing.MEDIA_TYPE},
+        )
+        assert whole.status_code == 400 and whole.json()["error"] == "invalid_argument"
+        assert 24 not in bookie.ledgers()
+    finally:
+        bookie.close()
