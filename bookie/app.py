@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from bookie.fastpath import AddFastPath
 from bookie.metrics import BookieMetrics
@@ -33,6 +33,8 @@ from services.web.routes import add_health_route, add_metrics_route
 
 SECRET_HEADER = "X-Cluster-Secret"
 _SECRET_HEADER_RAW = SECRET_HEADER.lower().encode()
+INSTANCE_HEADER = "X-Quire-Bookie-Instance"
+_INSTANCE_HEADER_RAW = INSTANCE_HEADER.lower().encode()
 SECRET_SCHEME = {
     "type": "apiKey",
     "in": "header",
@@ -45,8 +47,9 @@ DESCRIPTION = """The internal HTTP API of a Quire bookie (see bookie/API.md).
 Every `/v1/...` call needs the header `X-Cluster-Secret` when the bookie runs with
 `--cluster-secret` (missing or wrong: 401 `unauthorized`, nothing changes). `/health`,
 `/metrics`, `/openapi.json` and `/docs` are public. Errors are
-`{"error": CODE, "message": TEXT}`. Entries travel in the binary framing
-`application/x-quire-entries`."""
+`{"error": CODE, "message": TEXT}`. Every `/v1` answer carries
+`X-Quire-Bookie-Instance`, the bookie's instance id (a reformatted bookie has a new
+one). Entries travel in the binary framing `application/x-quire-entries`."""
 
 
 class ClusterSecretMiddleware:
@@ -71,6 +74,31 @@ class ClusterSecretMiddleware:
                     await response(scope, receive, send)
                     return
         await self.app(scope, receive, send)
+
+
+class InstanceHeaderMiddleware:
+    """Adds ``X-Quire-Bookie-Instance: <instance id>`` to every ``/v1`` answer once the
+    cookie is known (errors such as ``ledger_not_found`` included), so a client can tell
+    a reformatted bookie (a new instance) from the one that answered before."""
+
+    def __init__(self, app: ASGIApp, node: Callable[[], Any]) -> None:
+        self.app = app
+        self.node = node
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        node = self.node() if scope["type"] == "http" else None
+        instance = node.instance_id if node is not None else ""
+        if not instance or not scope["path"].startswith("/v1/"):
+            await self.app(scope, receive, send)
+            return
+        header = (_INSTANCE_HEADER_RAW, instance.encode("latin-1"))
+
+        async def send_with_instance(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), header]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_instance)
 
 
 def _on_shutdown_signal(callback: Callable[[], None]) -> Callable[[], None]:
@@ -156,6 +184,7 @@ def create_app(settings: BookieSettings) -> FastAPI:
     app.include_router(admin.router)
     # The last middleware added is the outermost: the secret is checked first.
     app.add_middleware(AddFastPath, node=lambda: app.state.node)
+    app.add_middleware(InstanceHeaderMiddleware, node=lambda: app.state.node)
     if settings.cluster_secret:
         app.add_middleware(ClusterSecretMiddleware, secret=settings.cluster_secret)
     install_openapi(app, "clusterSecret", SECRET_SCHEME)

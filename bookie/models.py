@@ -36,6 +36,21 @@ class LedgerState(BaseModel):
     )
     last_entry_id: int = Field(description="Highest entry id stored here (-1: none)")
     fenced: bool = Field(description="True once the ledger was fenced on this bookie")
+    length: int = Field(
+        description=(
+            "The ledger's length (total payload bytes) up to and including the last entry "
+            "stored here: that entry's `length` field; 0 when none, -1 if unknown"
+        )
+    )
+    lac_length: int = Field(
+        description=(
+            "The ledger's length up to and including the LAC entry; 0 when lac is -1, "
+            "-1 when this bookie does not store the LAC entry"
+        )
+    )
+    instance_id: str = Field(
+        description="This bookie's instance (cookie); a reformatted bookie has a new one"
+    )
 
 
 class RejectedEntry(BaseModel):

@@ -306,6 +306,22 @@ class BookieNode:
         state = await self._submit(lambda f: FenceOp(ledger_id, f))
         return LedgerView(ledger_id, *state)
 
+    async def ledger_answer(self, view: LedgerView) -> dict:
+        """The JSON answer about a ledger (LAC reads, fence, LAC updates): its state, its
+        lengths (at the LAC and at the last entry stored here, for recovery) and this
+        bookie's instance id (a reformatted bookie is a new instance)."""
+        reader = self.reader
+        invariant(reader is not None, "answers are built only while the store is open")
+        lac_length, length = await asyncio.get_running_loop().run_in_executor(
+            reader.executor, reader.lengths, view.ledger_id, view.lac, view.last_entry_id
+        )
+        return {
+            **view.to_json(),
+            "length": length,
+            "lac_length": lac_length,
+            "instance_id": self.instance_id,
+        }
+
     async def update_lac(self, ledger_id: int, lac: int) -> LedgerView:
         state = await self._submit(lambda f: LacOp(ledger_id, lac, f))
         return LedgerView(ledger_id, *state)

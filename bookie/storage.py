@@ -327,6 +327,24 @@ class Reader:
                 out.append(StoredEntry(*row))
         return out
 
+    def lengths(self, ledger_id: int, lac: int, last_entry_id: int) -> tuple[int, int]:
+        """The ledger's length (the ``length`` field: total payload bytes up to and
+        including the entry) at the LAC and at the last entry stored here; 0 for
+        entry -1, -1 when this bookie does not store that entry."""
+        wanted = {lac, last_entry_id} - {-1}
+        found: dict[int, int] = {}
+        if wanted:
+            query = select(entries.c.entry_id, entries.c.length).where(
+                entries.c.ledger_id == ledger_id, entries.c.entry_id.in_(sorted(wanted))
+            )
+            with self._engine.connect() as conn:
+                found = {eid: length for eid, length in conn.execute(query)}
+
+        def at(entry_id: int) -> int:
+            return 0 if entry_id == -1 else found.get(entry_id, -1)
+
+        return at(lac), at(last_entry_id)
+
     def list_ledgers(self, after: int, limit: int) -> list[int]:
         query = (
             select(ledgers.c.ledger_id)

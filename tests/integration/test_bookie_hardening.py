@@ -4,6 +4,7 @@ add, answers carry the bookie's instance and the ledger's length."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import time
@@ -193,3 +194,67 @@ def test_one_bad_crc_record_fails_only_itself_in_a_cross_ledger_add(cluster):
         assert 24 not in bookie.ledgers()
     finally:
         bookie.close()
+
+
+def test_answers_carry_the_instance_and_the_ledger_length(cluster):
+    """Fence, LAC, entry and range answers and not-found errors carry the bookie's instance
+    id (the cookie's), through the client too; the fence and LAC answers give the ledger's
+    length at the last entry stored and at the LAC; a bookie reformatted with
+    `quire bookie format` answers under a new instance id."""
+    from services.bookie_client import BookieClient
+    from services.errors import EntryNotFound, LedgerNotFound
+    from tests.integration.test_bookie_cookie import run_format
+
+    data_dir = cluster.base_dir / "formatted"
+    proc = cluster.start_bookie(data_dir=data_dir)
+    bookie = Bookie(proc)
+    first = bookie.info()["instance_id"]
+    # lengths: entry e of sealed() carries length (e + 1) * 10; entry 2 says lac 1.
+    bookie.add([sealed(31, 0), sealed(31, 1), sealed(31, 2)])
+
+    async def answers() -> dict:
+        async with BookieClient(proc.address) as client:
+            lac = await client.read_lac(31)
+            fence = await client.fence(31)
+            entry = await client.read_entry_result(31, 1)
+            page = await client.read_range(31, 0, 10)
+            missing_entry = missing_ledger = None
+            try:
+                await client.read_entry(31, 9)
+            except EntryNotFound as exc:
+                missing_entry = exc
+            try:
+                await client.read_range(32, 0, 10)
+            except LedgerNotFound as exc:
+                missing_ledger = exc
+            return {
+                "lac": lac,
+                "fence": fence,
+                "entry": entry,
+                "page": page,
+                "missing_entry": missing_entry,
+                "missing_ledger": missing_ledger,
+            }
+
+    got = asyncio.run(answers())
+    lac, fence = got["lac"], got["fence"]
+    assert (lac.lac, lac.last_entry_id, lac.length, lac.lac_length) == (1, 2, 30, 20)
+    assert fence.fenced and (fence.length, fence.lac_length) == (30, 20)
+    assert lac.instance_id == fence.instance_id == first
+    assert got["entry"].instance_id == got["page"].instance_id == first
+    assert got["missing_entry"].bookie_instance_id == first
+    assert got["missing_ledger"].bookie_instance_id == first
+    r = bookie.http.get("/v1/ledgers/31/lac")
+    assert r.headers["X-Quire-Bookie-Instance"] == first
+    assert r.json()["instance_id"] == first
+
+    proc.stop()
+    run_format(cluster, proc.address, data_dir)
+    proc.start()
+    proc.wait_healthy(30.0)
+    second = bookie.info()["instance_id"]
+    assert second and second != first
+    r = bookie.http.get("/v1/ledgers/31/entries/1")
+    assert r.status_code == 404 and r.json()["error"] == "ledger_not_found"
+    assert r.headers["X-Quire-Bookie-Instance"] == second
+    bookie.close()
