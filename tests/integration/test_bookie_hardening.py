@@ -73,7 +73,7 @@ def test_a_stalled_64_mib_add_does_not_stall_other_adds(cluster):
         )
         assert r.status_code == 200, r.text
         assert r.json() == {"stored": 1, "rejected": []}
-        assert time.monotonic() - started < 2.0
+        assert time.monotonic() - started < 3.0  # before the fix: no answer at all
     finally:
         for sock in stalled:
             sock.close()
