@@ -2,8 +2,9 @@
 
 ``create_app`` only builds the application: no file, socket or ZooKeeper is
 touched until the lifespan starts (so the OpenAPI document can be exported
-anywhere). The lifespan starts a ``BookieNode`` (data-dir lock, cookie,
-store, group-commit writer, registration, disk watch) and stops it.
+anywhere). The lifespan starts a ``BookieNode`` (data-dir lock at once; then,
+in the background, ZooKeeper, cookie, store, group-commit writer,
+registration, disk watch) and stops it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from bookie.fastpath import AddFastPath
 from bookie.metrics import BookieMetrics
@@ -32,6 +33,8 @@ from services.web.routes import add_health_route, add_metrics_route
 
 SECRET_HEADER = "X-Cluster-Secret"
 _SECRET_HEADER_RAW = SECRET_HEADER.lower().encode()
+INSTANCE_HEADER = "X-Quire-Bookie-Instance"
+_INSTANCE_HEADER_RAW = INSTANCE_HEADER.lower().encode()
 SECRET_SCHEME = {
     "type": "apiKey",
     "in": "header",
@@ -44,8 +47,9 @@ DESCRIPTION = """The internal HTTP API of a Quire bookie (see bookie/API.md).
 Every `/v1/...` call needs the header `X-Cluster-Secret` when the bookie runs with
 `--cluster-secret` (missing or wrong: 401 `unauthorized`, nothing changes). `/health`,
 `/metrics`, `/openapi.json` and `/docs` are public. Errors are
-`{"error": CODE, "message": TEXT}`. Entries travel in the binary framing
-`application/x-quire-entries`."""
+`{"error": CODE, "message": TEXT}`. Every `/v1` answer carries
+`X-Quire-Bookie-Instance`, the bookie's instance id (a reformatted bookie has a new
+one). Entries travel in the binary framing `application/x-quire-entries`."""
 
 
 class ClusterSecretMiddleware:
@@ -70,6 +74,31 @@ class ClusterSecretMiddleware:
                     await response(scope, receive, send)
                     return
         await self.app(scope, receive, send)
+
+
+class InstanceHeaderMiddleware:
+    """Adds ``X-Quire-Bookie-Instance: <instance id>`` to every ``/v1`` answer once the
+    cookie is known (errors such as ``ledger_not_found`` included), so a client can tell
+    a reformatted bookie (a new instance) from the one that answered before."""
+
+    def __init__(self, app: ASGIApp, node: Callable[[], Any]) -> None:
+        self.app = app
+        self.node = node
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        node = self.node() if scope["type"] == "http" else None
+        instance = node.instance_id if node is not None else ""
+        if not instance or not scope["path"].startswith("/v1/"):
+            await self.app(scope, receive, send)
+            return
+        header = (_INSTANCE_HEADER_RAW, instance.encode("latin-1"))
+
+        async def send_with_instance(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), header]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_instance)
 
 
 def _on_shutdown_signal(callback: Callable[[], None]) -> Callable[[], None]:
@@ -100,6 +129,13 @@ def _on_shutdown_signal(callback: Callable[[], None]) -> Callable[[], None]:
     return restore
 
 
+def _stop_serving() -> None:
+    """The bookie refused to start after the server began (e.g. its cookie does not match):
+    stop the server as SIGTERM would; ``bookie.__main__`` then exits 3."""
+    if threading.current_thread() is threading.main_thread():
+        signal.raise_signal(signal.SIGTERM)
+
+
 def create_app(settings: BookieSettings) -> FastAPI:
     """Build the bookie's application for ``settings``; does no I/O."""
     metrics = BookieMetrics()
@@ -107,7 +143,8 @@ def create_app(settings: BookieSettings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         node = BookieNode(settings, metrics)
-        await node.start()
+        node.on_refused = _stop_serving
+        await node.start()  # returns at once; the node opens in the background
         app.state.node = node
         restore = _on_shutdown_signal(node.closing)
         try:
@@ -116,6 +153,7 @@ def create_app(settings: BookieSettings) -> FastAPI:
             restore()
             app.state.node = None
             await node.stop()
+            app.state.refusal = node.refusal
 
     app = new_app(
         title="Quire bookie",
@@ -130,6 +168,7 @@ def create_app(settings: BookieSettings) -> FastAPI:
         ],
     )
     app.state.node = None
+    app.state.refusal = None
     app.state.metrics = metrics
     install_error_handlers(app)
 
@@ -145,6 +184,7 @@ def create_app(settings: BookieSettings) -> FastAPI:
     app.include_router(admin.router)
     # The last middleware added is the outermost: the secret is checked first.
     app.add_middleware(AddFastPath, node=lambda: app.state.node)
+    app.add_middleware(InstanceHeaderMiddleware, node=lambda: app.state.node)
     if settings.cluster_secret:
         app.add_middleware(ClusterSecretMiddleware, secret=settings.cluster_secret)
     install_openapi(app, "clusterSecret", SECRET_SCHEME)

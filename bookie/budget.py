@@ -1,12 +1,22 @@
 """A bound on the bytes of add requests in flight (STYLE.md §5).
 
-An add reserves its body's declared size BEFORE the body is read and gives
-it back after the answer. While the budget is spent, new adds wait without
-reading: uvicorn then stops reading their sockets, so TCP pushes back on the
-senders and the bookie's memory stays bounded however many clients send
-large batches. A request larger than the whole budget still runs, alone.
+Each add request opens a ``BudgetShare`` and takes budget for its body's
+bytes AS THEY ARRIVE, chunk by chunk, and gives all of it back after the
+answer. A request that declares a large body and sends nothing therefore
+holds nothing, and cannot stall the other adds (issue 7 item 12); what a slow
+body holds is bounded in time by the body read time-out
+(``body_read_timeout_ms``).
+
+While the budget is spent, a request waits before reading its next chunk:
+uvicorn then stops reading that socket, so TCP pushes back on the sender and
+the bookie's memory stays bounded however many clients send large batches.
 Waiters are served in arrival order, so a large request is not starved by a
 stream of small ones.
+
+No deadlock: requests that each hold part of the budget could all wait for
+more. So the OLDEST open share may always take what it needs, even past the
+limit; it finishes (or times out) and gives its bytes back, and the next one
+becomes the oldest. Memory stays under the limit plus one body.
 """
 
 from __future__ import annotations
@@ -15,48 +25,99 @@ import asyncio
 from collections import deque
 
 
+class BudgetShare:
+    """One request's part of the budget: ``take`` as bytes arrive, ``close`` at the end."""
+
+    __slots__ = ("_budget", "held_bytes", "_waiting")
+
+    def __init__(self, budget: ByteBudget) -> None:
+        self._budget = budget
+        self.held_bytes = 0
+        self._waiting: _Waiter | None = None
+
+    async def take(self, size: int) -> None:
+        """Take ``size`` bytes of budget, waiting (in arrival order) while it is spent."""
+        budget = self._budget
+        if budget._oldest() is self or (not budget._waiters and budget._fits(size)):
+            budget._grant(self, size)
+            return
+        waiter = _Waiter(size, asyncio.get_running_loop().create_future(), self)
+        budget._waiters.append(waiter)
+        self._waiting = waiter
+        try:
+            await waiter.future
+        except asyncio.CancelledError:
+            if not waiter.future.done() or waiter.future.cancelled():
+                try:
+                    budget._waiters.remove(waiter)
+                except ValueError:
+                    pass
+                budget._wake()
+            # else: granted just as we were cancelled; ``close`` gives it back.
+            raise
+        finally:
+            self._waiting = None
+
+    def close(self) -> None:
+        """Give back everything this share holds (idempotent)."""
+        budget = self._budget
+        budget.used_bytes -= self.held_bytes
+        self.held_bytes = 0
+        budget._open.pop(self, None)
+        budget._wake()
+
+
+class _Waiter:
+    __slots__ = ("size", "future", "share")
+
+    def __init__(self, size: int, future: asyncio.Future[None], share: BudgetShare) -> None:
+        self.size = size
+        self.future = future
+        self.share = share
+
+
 class ByteBudget:
     def __init__(self, limit_bytes: int) -> None:
         self.limit_bytes = limit_bytes
         self.used_bytes = 0
-        self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
+        self._waiters: deque[_Waiter] = deque()
+        self._open: dict[BudgetShare, None] = {}  # insertion order = age
+
+    def open(self) -> BudgetShare:
+        """A new request's share, holding nothing yet."""
+        share = BudgetShare(self)
+        self._open[share] = None
+        return share
+
+    def _oldest(self) -> BudgetShare | None:
+        return next(iter(self._open), None)
 
     def _fits(self, size: int) -> bool:
         return self.used_bytes == 0 or self.used_bytes + size <= self.limit_bytes
 
-    async def acquire(self, size: int) -> None:
-        if not self._waiters and self._fits(size):
-            self.used_bytes += size
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        entry = (size, future)
-        self._waiters.append(entry)
-        try:
-            await future
-        except asyncio.CancelledError:
-            if future.done() and not future.cancelled():
-                self.release(size)  # granted just as we were cancelled
-            else:
-                try:
-                    self._waiters.remove(entry)
-                except ValueError:
-                    pass
-                self._wake()
-            raise
-
-    def release(self, size: int) -> None:
-        self.used_bytes -= size
-        self._wake()
+    def _grant(self, share: BudgetShare, size: int) -> None:
+        self.used_bytes += size
+        share.held_bytes += size
 
     def _wake(self) -> None:
         waiters = self._waiters
         while waiters:
-            size, future = waiters[0]
-            if future.done():
+            waiter = waiters[0]
+            if waiter.future.done():
                 waiters.popleft()
                 continue
-            if not self._fits(size):
-                return
+            if not self._fits(waiter.size):
+                break
             waiters.popleft()
-            self.used_bytes += size
-            future.set_result(None)
+            self._grant(waiter.share, waiter.size)
+            waiter.future.set_result(None)
+        oldest = self._oldest()
+        if oldest is not None and oldest._waiting is not None:
+            waiter = oldest._waiting
+            if not waiter.future.done():
+                try:
+                    waiters.remove(waiter)
+                except ValueError:
+                    pass
+                self._grant(oldest, waiter.size)
+                waiter.future.set_result(None)

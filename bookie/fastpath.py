@@ -1,8 +1,11 @@
 """The add hot path, shared by the FastAPI route and a bare ASGI fast path.
 
-``store_entries`` is the whole add: parse the framing, verify crc32c digests,
-refuse non-recovery adds on a read-only bookie, hand the records to the
-group-commit writer and build the small JSON answer.
+``store_entries`` is the whole add: parse the framing (a body that does not
+parse is refused whole), refuse non-recovery adds on a read-only bookie,
+verify crc32c digests (a record whose digest does not match is refused alone,
+``invalid_argument`` in ``rejected``: the gateway batches many ledgers into
+one request, and one bad record must not fail the others), hand the good
+records to the group-commit writer and build the small JSON answer.
 
 ``AddFastPath`` serves ``POST /v1/entries`` straight from ASGI, in front of
 FastAPI's router, dependency solving and per-request wrappers. Measured on
@@ -15,20 +18,17 @@ without the fast path). It sits inside the cluster-secret check.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from bookie.budget import BudgetShare
 from bookie.node import BookieNode
-from services.errors import (
-    BookieReadOnly,
-    InvalidArgument,
-    LedgerFenced,
-    PayloadTooLarge,
-    QuireError,
-)
+from bookie.writer import AddResult
+from services.errors import BookieReadOnly, InvalidArgument, PayloadTooLarge, QuireError
 from services.limits import BODY_SIZE_MAX_BYTES
 from services.web.errors import error_json
 from services.wire import digest
@@ -40,17 +40,21 @@ ADD_PATH = "/v1/entries"
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 
 
-def check_records(records: list[Record]) -> int:
-    """Verify crc32c digests (a bookie has no HMAC key); return the payload bytes."""
+def check_records(records: list[Record]) -> tuple[list[Record], list[Record], int]:
+    """Verify crc32c digests (a bookie has no HMAC key): the good records, the bad ones
+    (refused one by one, issue 7 item 8), and the good ones' payload bytes."""
     size = 0
     record_ok = digest.record_ok
+    bad: list[Record] = []
     for r in records:
-        size += len(r.payload)
         if r.digest_type == "crc32c" and not record_ok(r):
-            raise InvalidArgument(
-                f"crc32c digest mismatch: ledger {r.ledger_id} entry {r.entry_id}"
-            )
-    return size
+            bad.append(r)
+        else:
+            size += len(r.payload)
+    if bad:
+        wrong = {id(r) for r in bad}
+        records = [r for r in records if id(r) not in wrong]
+    return records, bad, size
 
 
 def declared_length(declared: str | None, limit: int = BODY_SIZE_MAX_BYTES) -> int:
@@ -66,20 +70,61 @@ def declared_length(declared: str | None, limit: int = BODY_SIZE_MAX_BYTES) -> i
     return size
 
 
-async def add_request(
-    node: BookieNode, declared: str | None, read_body: Callable[[], Awaitable[bytes]]
+async def read_budgeted(
+    chunks: AsyncIterator[bytes], share: BudgetShare, limit: int, timeout_s: float
 ) -> bytes:
-    """A whole add: reserve the body's bytes, read it, store it; the JSON answer."""
+    """The whole body, taking budget for each chunk as it arrives (bookie.budget).
+
+    At most ``timeout_s`` may be spent waiting for the client's bytes (time spent
+    waiting for budget does not count): a slow or stalled body is refused with 400."""
+    parts: list[bytes] = []
+    total = 0
+    remaining = timeout_s
+    loop = asyncio.get_running_loop()
+    while True:
+        started = loop.time()
+        try:
+            async with asyncio.timeout(remaining):
+                chunk = await anext(chunks)
+        except StopAsyncIteration:
+            break
+        except TimeoutError:
+            raise BodyTimeout(
+                f"the request body did not arrive within {timeout_s * 1000:.0f} ms "
+                f"(body_read_timeout_ms); {total} bytes received"
+            ) from None
+        remaining -= loop.time() - started
+        if chunk:
+            total += len(chunk)
+            if total > limit:
+                raise PayloadTooLarge(f"body over the limit of {limit} bytes")
+            await share.take(len(chunk))
+            parts.append(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+class BodyTimeout(InvalidArgument):
+    """The request body did not arrive in time (answered 400 ``invalid_argument``)."""
+
+
+async def add_request(
+    node: BookieNode, declared: str | None, chunks: AsyncIterator[bytes]
+) -> bytes:
+    """A whole add: read the body (budget taken as bytes arrive), store it; the JSON answer."""
     try:
-        size = declared_length(declared)
+        node.check_open()
+        declared_length(declared)
     except QuireError as exc:
         node.metrics.rejected_adds.labels(exc.code).inc()
         raise
-    await node.add_budget.acquire(size)
+    share = node.add_budget.open()
     try:
-        return await store_entries(node, await read_body())
+        body = await read_budgeted(
+            chunks, share, BODY_SIZE_MAX_BYTES, node.settings.body_read_timeout_ms / 1000
+        )
+        return await store_entries(node, body)
     finally:
-        node.add_budget.release(size)
+        share.close()
 
 
 async def store_entries(node: BookieNode, body: bytes) -> bytes:
@@ -88,39 +133,33 @@ async def store_entries(node: BookieNode, body: bytes) -> bytes:
         if not body:
             raise InvalidArgument("empty body: expected framed records")
         records = decode(body, copy=False)
-        payload_bytes = check_records(records)
         if node.readonly and not all(r.recovery for r in records):
             raise BookieReadOnly("bookie is read-only (disk nearly full): only recovery adds")
     except QuireError as exc:
         node.metrics.rejected_adds.labels(exc.code).inc()
         raise
-    result = await node.add(records, payload_bytes)
-    if not result.rejected:
+    records, bad, payload_bytes = check_records(records)
+    result = await node.add(records, payload_bytes) if records else AddResult(0)
+    if not result.rejected and not bad:
         return b'{"stored": %d, "rejected": []}' % result.stored
-    node.metrics.rejected_adds.labels(LedgerFenced.code).inc(len(result.rejected))
-    rejected = [
-        {"ledger_id": lid, "entry_id": eid, "error": LedgerFenced.code}
-        for lid, eid in result.rejected
-    ]
+    refused = [(r.ledger_id, r.entry_id, InvalidArgument.code) for r in bad]
+    rejected = []
+    for lid, eid, code in [*refused, *result.rejected]:
+        node.metrics.rejected_adds.labels(code).inc()
+        rejected.append({"ledger_id": lid, "entry_id": eid, "error": code})
     return json.dumps({"stored": result.stored, "rejected": rejected}).encode()
 
 
-async def _receive_body(receive: Receive, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    total = 0
+async def _receive_chunks(receive: Receive) -> AsyncIterator[bytes]:
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             raise InvalidArgument("client disconnected before the body was complete")
         chunk = message.get("body", b"")
         if chunk:
-            total += len(chunk)
-            if total > limit:
-                raise PayloadTooLarge(f"body over the limit of {limit} bytes")
-            chunks.append(chunk)
+            yield chunk
         if not message.get("more_body", False):
-            break
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            return
 
 
 class AddFastPath:
@@ -139,11 +178,13 @@ class AddFastPath:
                 declared = value.decode("latin-1")
                 break
         try:
-            answer = await add_request(
-                node, declared, lambda: _receive_body(receive, BODY_SIZE_MAX_BYTES)
-            )
+            answer = await add_request(node, declared, _receive_chunks(receive))
         except QuireError as exc:
-            await error_json(exc)(scope, receive, send)
+            response = error_json(exc)
+            if isinstance(exc, BodyTimeout):
+                # The rest of the body may never come: do not wait for it on this connection.
+                response.headers["connection"] = "close"
+            await response(scope, receive, send)
             return
         except Exception:  # noqa: BLE001 - never a bare 500 page
             log.exception("unexpected error on POST %s", ADD_PATH)

@@ -36,12 +36,33 @@ class LedgerState(BaseModel):
     )
     last_entry_id: int = Field(description="Highest entry id stored here (-1: none)")
     fenced: bool = Field(description="True once the ledger was fenced on this bookie")
+    length: int = Field(
+        description=(
+            "The ledger's length (total payload bytes) up to and including the last entry "
+            "stored here: that entry's `length` field; 0 when none, -1 if unknown"
+        )
+    )
+    lac_length: int = Field(
+        description=(
+            "The ledger's length up to and including the LAC entry; 0 when lac is -1, "
+            "-1 when this bookie does not store the LAC entry"
+        )
+    )
+    instance_id: str = Field(
+        description="This bookie's instance (cookie); a reformatted bookie has a new one"
+    )
 
 
 class RejectedEntry(BaseModel):
     ledger_id: int = Field(description="Ledger of the refused entry")
     entry_id: int = Field(description="The refused entry")
-    error: Literal["ledger_fenced"] = Field(description="Why it was refused")
+    error: Literal["ledger_fenced", "entry_exists", "invalid_argument"] = Field(
+        description=(
+            "Why it was refused: ledger_fenced (a normal add to a fenced ledger), "
+            "entry_exists (the entry is stored with different bytes; nothing changed), "
+            "invalid_argument (its crc32c digest does not match)"
+        )
+    )
 
 
 class AddResult(BaseModel):
@@ -49,7 +70,7 @@ class AddResult(BaseModel):
 
     stored: int = Field(description="Number of entries stored")
     rejected: list[RejectedEntry] = Field(
-        description="Entries refused one by one (normal adds to a fenced ledger)"
+        description="Entries refused one by one; the others of the request were stored"
     )
 
 

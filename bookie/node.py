@@ -1,7 +1,10 @@
 """The running bookie: storage, group-commit writer, registration and disk watch.
 
 Built by the app's lifespan (``start``) and torn down by it (``stop``); the
-routes reach it through ``request.app.state.node``. Everything here runs on
+routes reach it through ``request.app.state.node``. ``start`` returns at once
+(after locking the data dir): ZooKeeper, the cookie, the store and the
+registration come up in the background, so ``/health`` can answer 503 while
+ZooKeeper is unreachable (issue 7 item 10). Everything here runs on
 the event loop except the writer thread and the read threads it owns.
 """
 
@@ -10,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +33,13 @@ from bookie.storage import (
     unlock_data_dir,
 )
 from bookie.writer import AddOp, AddResult, DeleteOp, FenceOp, GroupCommitWriter, LacOp
-from services.errors import QuireError
+from services.errors import (
+    CookieMismatch,
+    MetadataUnavailable,
+    QuireError,
+    Unavailable,
+    invariant,
+)
 from services.settings import BookieSettings
 from services.wire.framing import Record
 from services.zk.store import MetadataStore
@@ -39,7 +49,36 @@ log = logging.getLogger(__name__)
 # Body bytes of add requests in flight (read, queued or being committed); further
 # adds wait before reading their bodies (STYLE.md §5, bookie.budget).
 ADD_BYTES_IN_FLIGHT_MAX = 64 * 1024 * 1024
-ZK_START_TIMEOUT_S = 30.0
+# Start-up while ZooKeeper cannot be reached: one connection attempt waits this
+# long, then the next one starts after a back-off doubling from first to max.
+ZK_CONNECT_ATTEMPT_S = 2.0
+ZK_RETRY_FIRST_S = 0.5
+ZK_RETRY_MAX_S = 5.0
+KAZOO_REPEAT_WINDOW_S = 60.0
+
+
+class RepeatFilter(logging.Filter):
+    """Lets a message through once per ``window_s``: kazoo logs every failed connection
+    attempt (several a second while ZooKeeper is down); our own back-off loop logs each
+    of its attempts instead."""
+
+    def __init__(self, window_s: float = KAZOO_REPEAT_WINDOW_S) -> None:
+        super().__init__()
+        self.window_s = window_s
+        self._last: dict[str, float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = str(record.msg)
+        last = self._last.get(key)
+        if last is not None and record.created - last < self.window_s:
+            return False
+        if len(self._last) >= 1000:
+            self._last.clear()
+        self._last[key] = record.created
+        return True
+
+
+_kazoo_filter = RepeatFilter()
 
 
 class BookieNode:
@@ -63,30 +102,97 @@ class BookieNode:
         self._disk_task: asyncio.Task | None = None
         self.add_budget = ByteBudget(ADD_BYTES_IN_FLIGHT_MAX)
         self._locked = False
+        self.not_open_reason = (
+            f"the bookie is starting (connecting to ZooKeeper at {settings.zk}, checking its "
+            "cookie, opening its store): not serving data yet"
+        )
+        self._is_open = False
+        self._open_task: asyncio.Task | None = None
+        self.refusal: str | None = None
+        self.on_refused: Callable[[], None] | None = None
 
     # -- life cycle ----------------------------------------------------------
 
     async def start(self) -> None:
-        """Lock the data dir, check the cookie, open the store, register. On failure
-        everything already started is stopped again."""
-        try:
-            await self._start()
-        except BaseException:
-            await self.stop()
-            raise
+        """Lock the data dir (a refusal raises at once), then open in the background.
 
-    async def _start(self) -> None:
-        s = self.settings
+        The HTTP server serves ``/health`` (503) and ``/metrics`` from the start;
+        ``_open_in_background`` connects to ZooKeeper with back-off, verifies the
+        cookie, opens the store and registers. Until the store is open, /v1 calls
+        answer 503 ``unavailable``. A refusal found there (``CookieMismatch``, a
+        store that cannot be opened) is kept in ``refusal`` and ``on_refused`` is
+        called: the process then stops and exits 3 (bookie.__main__)."""
         lock_data_dir(self.data_dir)
         self._locked = True
-        self.store = MetadataStore(s.zk_hosts, session_timeout_s=s.zk_session_timeout)
-        await self.store.start(ZK_START_TIMEOUT_S)
-        self.instance_id = await check_cookie(
-            self.store, self.bookie_id, self.data_dir, s.zk, s.zk_root
-        )
+        kazoo_log = logging.getLogger("kazoo.client")
+        if _kazoo_filter not in kazoo_log.filters:
+            kazoo_log.addFilter(_kazoo_filter)
+        self._open_task = asyncio.create_task(self._open_in_background(), name="bookie-open")
+
+    async def _open_in_background(self) -> None:
+        try:
+            await self._connect()
+            await self._open()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a refusal, reported once
+            if isinstance(exc, CookieMismatch):
+                message = exc.message
+            else:
+                log.exception("the bookie cannot open its store")
+                message = f"cannot open the store: {type(exc).__name__}: {exc}"
+            self.refusal = message
+            self.not_open_reason = f"the bookie refused to start: {message}"
+            if self.on_refused is not None:
+                self.on_refused()
+
+    async def _connect(self) -> None:
+        """Connect to ZooKeeper and verify the cookie, retrying with back-off while
+        ZooKeeper cannot be reached; each failed attempt is logged once."""
+        s = self.settings
+        delay = ZK_RETRY_FIRST_S
+        attempt = 0
+        while True:
+            attempt += 1
+            store = MetadataStore(s.zk_hosts, session_timeout_s=s.zk_session_timeout)
+            try:
+                await store.start(ZK_CONNECT_ATTEMPT_S)
+                self.instance_id = await check_cookie(
+                    store, self.bookie_id, self.data_dir, s.zk, s.zk_root
+                )
+            except MetadataUnavailable as exc:
+                await store.stop()
+                self.not_open_reason = (
+                    f"the bookie cannot reach ZooKeeper at {s.zk} yet (attempt {attempt}, "
+                    "retrying): not serving data"
+                )
+                log.warning(
+                    "cannot reach ZooKeeper; retrying",
+                    extra={
+                        "fields": {
+                            "zk": s.zk,
+                            "attempt": attempt,
+                            "retry_in_s": delay,
+                            "error": exc.message,
+                        }
+                    },
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, ZK_RETRY_MAX_S)
+                continue
+            except BaseException:
+                await store.stop()
+                raise
+            self.store = store
+            return
+
+    async def _open(self) -> None:
+        s = self.settings
+        store = self.store
+        invariant(store is not None, "the store is connected before opening")
         self._engine = await asyncio.to_thread(create_writer_engine, self.data_dir, s.journal_sync)
         states = await asyncio.to_thread(load_ledgers, self._engine)
-        self.index = LedgerIndex(states)
+        self.index.apply(dict(states))
         self.metrics.ledgers.set(len(states))
         writer = GroupCommitWriter(
             self._engine,
@@ -100,10 +206,11 @@ class BookieNode:
         self._writer = writer
         self.reader = Reader(self.data_dir)
         self.check_disk()
-        self.registration = Registration(self.store, self.bookie_id, self.address, self.instance_id)
+        self.registration = Registration(store, self.bookie_id, self.address, self.instance_id)
         self.registration.set_state("readonly" if self.readonly else "writable")
         await self.registration.start()
         self._disk_task = asyncio.create_task(self._watch_disk(), name="bookie-disk-watch")
+        self._is_open = True
         log.info(
             "bookie started",
             extra={
@@ -122,7 +229,16 @@ class BookieNode:
         self.index.close()
 
     async def stop(self) -> None:
+        self._is_open = False
+        self.not_open_reason = "the bookie is stopping"
         self.index.close()
+        if self._open_task is not None:
+            self._open_task.cancel()
+            try:
+                await self._open_task
+            except asyncio.CancelledError:
+                pass
+            self._open_task = None
         if self._disk_task is not None:
             self._disk_task.cancel()
             try:
@@ -148,6 +264,12 @@ class BookieNode:
             unlock_data_dir(self.data_dir)
             self._locked = False
 
+    def check_open(self) -> None:
+        """Raise 503 ``unavailable`` while the store is not open (before the cookie was
+        verified with ZooKeeper, or after the stop began)."""
+        if not self._is_open:
+            raise Unavailable(self.not_open_reason)
+
     @property
     def ready(self) -> bool:
         return self.registration is not None and self.registration.registered
@@ -165,7 +287,7 @@ class BookieNode:
 
     async def _submit(self, make_op: Any) -> Any:
         if self._writer is None:
-            raise QuireError("the bookie is not running")
+            raise Unavailable(self.not_open_reason)
         future = asyncio.get_running_loop().create_future()
         self._writer.submit(make_op(future))
         result = await future
@@ -183,6 +305,22 @@ class BookieNode:
         """Fence a ledger: the flag is on disk before this returns."""
         state = await self._submit(lambda f: FenceOp(ledger_id, f))
         return LedgerView(ledger_id, *state)
+
+    async def ledger_answer(self, view: LedgerView) -> dict:
+        """The JSON answer about a ledger (LAC reads, fence, LAC updates): its state, its
+        lengths (at the LAC and at the last entry stored here, for recovery) and this
+        bookie's instance id (a reformatted bookie is a new instance)."""
+        reader = self.reader
+        invariant(reader is not None, "answers are built only while the store is open")
+        lac_length, length = await asyncio.get_running_loop().run_in_executor(
+            reader.executor, reader.lengths, view.ledger_id, view.lac, view.last_entry_id
+        )
+        return {
+            **view.to_json(),
+            "length": length,
+            "lac_length": lac_length,
+            "instance_id": self.instance_id,
+        }
 
     async def update_lac(self, ledger_id: int, lac: int) -> LedgerView:
         state = await self._submit(lambda f: LacOp(ledger_id, lac, f))

@@ -86,7 +86,14 @@ def driver_sql(statement: Any) -> str:
 
 
 # The hot statements, compiled once from the Core tables above.
-INSERT_ENTRY_SQL = driver_sql(entries.insert().prefix_with("OR REPLACE"))
+# A plain INSERT: the writer never replaces an entry (bookie.writer checks for one
+# first), so a conflict here is a bug that fails the batch rather than an overwrite.
+INSERT_ENTRY_SQL = driver_sql(entries.insert())
+SELECT_ENTRY_SQL = driver_sql(
+    select(
+        entries.c.lac, entries.c.length, entries.c.digest_type, entries.c.digest, entries.c.payload
+    ).where(entries.c.ledger_id == 0, entries.c.entry_id == 0)
+)
 UPSERT_LEDGER_SQL = driver_sql(ledgers.insert().prefix_with("OR REPLACE"))
 DELETE_ENTRIES_SQL = driver_sql(entries.delete().where(entries.c.ledger_id == 0))
 DELETE_LEDGER_SQL = driver_sql(ledgers.delete().where(ledgers.c.ledger_id == 0))
@@ -313,6 +320,24 @@ class Reader:
                 total += size
                 out.append(StoredEntry(*row))
         return out
+
+    def lengths(self, ledger_id: int, lac: int, last_entry_id: int) -> tuple[int, int]:
+        """The ledger's length (the ``length`` field: total payload bytes up to and
+        including the entry) at the LAC and at the last entry stored here; 0 for
+        entry -1, -1 when this bookie does not store that entry."""
+        wanted = {lac, last_entry_id} - {-1}
+        found: dict[int, int] = {}
+        if wanted:
+            query = select(entries.c.entry_id, entries.c.length).where(
+                entries.c.ledger_id == ledger_id, entries.c.entry_id.in_(sorted(wanted))
+            )
+            with self._engine.connect() as conn:
+                found = {eid: length for eid, length in conn.execute(query)}
+
+        def at(entry_id: int) -> int:
+            return 0 if entry_id == -1 else found.get(entry_id, -1)
+
+        return at(lac), at(last_entry_id)
 
     def list_ledgers(self, after: int, limit: int) -> list[int]:
         query = (

@@ -23,6 +23,22 @@ before its answer and an acknowledged entry survives a crash. The event
 loop's view of the ledgers (``LedgerIndex``) changes only after the commit,
 so LAC answers and reads never show an uncommitted entry.
 
+Entries are written once. An add of an entry the bookie already stores is
+idempotent when every stored field (lac, length, digest type, digest,
+payload) is the same: it counts as stored and writes nothing (gateway
+retries and recovery write-backs send the same record again). Different
+bytes for an existing (ledger, entry) are rejected for that record with
+``entry_exists`` and change nothing, recovery adds included. Only entries
+at or below the ledger's last entry id can exist, so appends never look.
+
+Fences. A fence is never in a transaction with anything but other fences:
+``_take_batch`` ends a batch before the first fence that follows other
+operations and after the last fence of a run of fences. So a failing add
+cannot fail a fence, and a batch holding a fence is always made durable:
+with journal sync off (``--no-journal-sync`` relaxes adds only) the writer
+turns ``synchronous=FULL`` on for that one commit, so the fenced flag is
+fsynced before the answer, as PROTOCOL.md requires.
+
 If a commit fails (disk full, I/O error), the transaction is rolled back,
 every operation of the batch fails with ``BookieUnavailable``, and the
 writer reloads its copy of the ledger states from the database.
@@ -46,10 +62,17 @@ from bookie.storage import (
     DELETE_ENTRIES_SQL,
     DELETE_LEDGER_SQL,
     INSERT_ENTRY_SQL,
+    SELECT_ENTRY_SQL,
     UPSERT_LEDGER_SQL,
     load_ledgers_on,
 )
-from services.errors import BookieUnavailable, LedgerNotFound, invariant
+from services.errors import (
+    BookieUnavailable,
+    EntryExists,
+    LedgerFenced,
+    LedgerNotFound,
+    invariant,
+)
 from services.wire.framing import DIGEST_CODES, Record
 
 log = logging.getLogger(__name__)
@@ -91,7 +114,8 @@ class DeleteOp:
 @dataclass(slots=True)
 class AddResult:
     stored: int
-    rejected: list[tuple[int, int]] = field(default_factory=list)  # (ledger_id, entry_id)
+    # (ledger_id, entry_id, error code): ledger_fenced, entry_exists
+    rejected: list[tuple[int, int, str]] = field(default_factory=list)
 
 
 Op = AddOp | FenceOp | LacOp | DeleteOp
@@ -166,6 +190,7 @@ class GroupCommitWriter:
         if first is _STOP:
             return [], True
         batch = [first]
+        fences = isinstance(first, FenceOp)
         entries = len(first.records) if isinstance(first, AddOp) else 1
         size = first.payload_bytes if isinstance(first, AddOp) else 0
         while entries < GROUP_COMMIT_ENTRIES_MAX and size < GROUP_COMMIT_BYTES_MAX:
@@ -175,6 +200,10 @@ class GroupCommitWriter:
                 break
             if op is _STOP:
                 return batch, True
+            if isinstance(op, FenceOp) != fences:
+                # Fences commit on their own (module docstring); keep queue order.
+                self._held = op
+                break
             if isinstance(op, AddOp):
                 if entries + len(op.records) > GROUP_COMMIT_ENTRIES_MAX or (
                     size + op.payload_bytes > GROUP_COMMIT_BYTES_MAX
@@ -189,19 +218,39 @@ class GroupCommitWriter:
         return batch, False
 
     def _commit_batch(self, conn: Any, batch: list[Op]) -> None:
+        synced = self._journal_sync or isinstance(batch[0], FenceOp)
+        if synced and not self._journal_sync:
+            self._set_synchronous(conn, "FULL")
+        try:
+            self._commit_batch_on(conn, batch, synced)
+        finally:
+            if synced and not self._journal_sync:
+                self._set_synchronous(conn, "NORMAL")
+
+    @staticmethod
+    def _set_synchronous(conn: Any, level: str) -> None:
+        """Change the commit's sync level between transactions (on the driver connection,
+        in autocommit mode, like the vacuum's pragmas)."""
+        conn.connection.driver_connection.execute(f"PRAGMA synchronous={level}")
+
+    def _commit_batch_on(self, conn: Any, batch: list[Op], synced: bool) -> None:
         results: list[tuple[asyncio.Future, Any]] = []
         touched: set[int] = set()
         deleted: set[int] = set()
         rows: list[tuple] = []
+        written: dict[tuple[int, int], tuple] = {}  # rows of this transaction, by key
         try:
             with conn.begin():
                 for op in batch:
                     if isinstance(op, AddOp):
-                        results.append((op.future, self._apply_add(op, rows, touched)))
+                        result = self._apply_add(conn, op, rows, written, touched)
+                        results.append((op.future, result))
                     else:
                         if rows:  # keep queue order: earlier adds before this operation
                             conn.exec_driver_sql(INSERT_ENTRY_SQL, rows)
                             rows = []
+                        if isinstance(op, DeleteOp):
+                            written.clear()  # everything written so far is flushed
                         results.append((op.future, self._apply_other(conn, op, touched, deleted)))
                 if rows:
                     conn.exec_driver_sql(INSERT_ENTRY_SQL, rows)
@@ -223,7 +272,7 @@ class GroupCommitWriter:
             return
         metrics = self._metrics
         metrics.commits.inc()
-        if self._journal_sync:
+        if synced:
             metrics.fsyncs.inc()
         metrics.fsync_latency.observe(elapsed)
         metrics.batch_size.observe(stored)
@@ -239,7 +288,14 @@ class GroupCommitWriter:
         if deleted:
             self._vacuum(conn)
 
-    def _apply_add(self, op: AddOp, rows: list[tuple], touched: set[int]) -> AddResult:
+    def _apply_add(
+        self,
+        conn: Any,
+        op: AddOp,
+        rows: list[tuple],
+        written: dict[tuple[int, int], tuple],
+        touched: set[int],
+    ) -> AddResult:
         ledgers = self._ledgers
         codes = self._digest_codes
         result = AddResult(0)
@@ -249,11 +305,24 @@ class GroupCommitWriter:
             if st is None:
                 st = ledgers[lid] = [-1, -1, False]
             elif st[2] and not r.recovery:
-                result.rejected.append((lid, r.entry_id))
+                result.rejected.append((lid, r.entry_id, LedgerFenced.code))
                 continue
-            rows.append(
-                (lid, r.entry_id, r.lac, r.length, codes[r.digest_type], r.digest, r.payload)
-            )
+            row = (lid, r.entry_id, r.lac, r.length, codes[r.digest_type], r.digest, r.payload)
+            if r.entry_id <= st[1]:
+                # It may exist already (module docstring): same bytes is a no-op.
+                key = (lid, r.entry_id)
+                stored = written.get(key)
+                if stored is None:
+                    found = conn.exec_driver_sql(SELECT_ENTRY_SQL, key).first()
+                    stored = None if found is None else (*key, *found)
+                if stored is not None:
+                    if stored[2:] == row[2:]:
+                        result.stored += 1
+                    else:
+                        result.rejected.append((lid, r.entry_id, EntryExists.code))
+                    continue
+            written[(lid, r.entry_id)] = row
+            rows.append(row)
             if r.lac > st[0]:
                 st[0] = r.lac
             if r.entry_id > st[1]:

@@ -23,7 +23,7 @@ at its creation with ``InvariantViolation``.
     |   +-- NodeNotFound                      (metadata store)
     +-- MethodNotAllowed (405)
     +-- Conflict (409)
-    |   +-- LedgerClosed, LedgerFenced, NotWriter, MetadataConflict,
+    |   +-- LedgerClosed, LedgerFenced, EntryExists, NotWriter, MetadataConflict,
     |   |   IdempotencyKeyReused, CookieMismatch
     |   +-- NodeExists, NodeNotEmpty           (metadata store)
     |   +-- BookieRunning, DataDirInUse        (bookie start-up and format)
@@ -182,6 +182,12 @@ class LedgerFenced(Conflict):
     it may or may not have been written."""
 
     code = "ledger_fenced"
+
+
+class EntryExists(Conflict):
+    """The bookie already stores this entry with different bytes; nothing was changed."""
+
+    code = "entry_exists"
 
 
 class NotWriter(Conflict):

@@ -88,6 +88,9 @@ class BookieSettings(CommonSettings):
     disk_check_interval: float = Field(
         1.0, gt=0.0, le=3600.0, description="seconds between free-disk checks"
     )
+    body_read_timeout_ms: int = Field(
+        30_000, ge=1, le=600_000, description="longest wait for one add request's body bytes"
+    )
 
 
 class GatewaySettings(CommonSettings):

@@ -19,15 +19,14 @@ from bookie.models import (
     framed_response,
 )
 from bookie.node import BookieNode
-from bookie.routes.deps import NodeDep
+from bookie.routes.deps import NodeDep, get_node
 from bookie.storage import StoredEntry
 from services.errors import (
     EntryNotFound,
     InvalidArgument,
     LedgerNotFound,
 )
-from services.limits import BODY_SIZE_MAX_BYTES, ID_MAX, PAGE_BYTES_MAX, PAGE_ENTRIES_MAX
-from services.web.body import read_body
+from services.limits import ID_MAX, PAGE_BYTES_MAX, PAGE_ENTRIES_MAX
 from services.wire.framing import DIGEST_NAMES, MEDIA_TYPE, Record, encode
 
 router = APIRouter(prefix="/v1", tags=["entries"])
@@ -41,13 +40,16 @@ LAST_ENTRY_HEADER = "X-Quire-Last-Entry-Id"
     description=(
         "Stores framed records, possibly of several ledgers, durably (fsync unless the "
         "bookie runs with --no-journal-sync) before answering. A normal add to a fenced "
-        "ledger is rejected per entry; a recovery add (flag bit 0) is accepted. Re-adding "
-        "an entry overwrites it. A body that does not parse is refused whole; nothing is "
-        "stored. A read-only bookie refuses requests holding any non-recovery record."
+        "ledger is rejected per entry (ledger_fenced); a recovery add (flag bit 0) is "
+        "accepted. Re-adding an entry with the same bytes is idempotent; different bytes "
+        "for a stored entry are rejected per entry (entry_exists) and change nothing; a "
+        "record whose crc32c does not match is rejected alone (invalid_argument). A "
+        "body that does not parse is refused whole; nothing is stored. A read-only "
+        "bookie refuses requests holding any non-recovery record."
     ),
     response_model=AddResult,
     responses=errors(
-        (400, "invalid_argument: empty or malformed body, bad ids, digest length or crc32c"),
+        (400, "invalid_argument: empty or malformed body, bad ids, digest length"),
         (413, "payload_too_large: entry, record count or body over the limit"),
         (503, "bookie_read_only: this bookie takes only recovery adds"),
     ),
@@ -55,9 +57,9 @@ LAST_ENTRY_HEADER = "X-Quire-Last-Entry-Id"
 )
 async def add_entries(request: Request) -> Response:
     # Normally answered by bookie.fastpath.AddFastPath before routing; same code.
-    node: BookieNode = request.app.state.node
+    node: BookieNode = await get_node(request)
     declared = request.headers.get("content-length")
-    answer = await add_request(node, declared, lambda: read_body(request, BODY_SIZE_MAX_BYTES))
+    answer = await add_request(node, declared, request.stream())
     return Response(answer, media_type="application/json")
 
 

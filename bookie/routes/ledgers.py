@@ -53,7 +53,9 @@ def _not_here(ledger_id: int) -> LedgerNotFound:
     summary="Read the ledger's LAC, last entry and fenced flag (optionally long-poll)",
     description=(
         "`lac` is the highest LAC seen (in entries or explicit updates), `last_entry_id` "
-        "the highest entry id stored (-1 if none). With `after`, waits up to `wait_ms` "
+        "the highest entry id stored (-1 if none), `length` and `lac_length` the ledger's "
+        "length at them (-1: that entry is not stored here), `instance_id` this bookie's "
+        "instance. With `after`, waits up to `wait_ms` "
         f"(clamped to {LAC_WAIT_MAX_MS}) until lac > after or last_entry_id > after, also "
         "for a ledger not known yet, then answers with what it has (404 if the ledger is "
         "still unknown)."
@@ -78,7 +80,7 @@ async def read_lac(
         view = await node.index.wait_past(ledger_id, after, min(wait_ms, LAC_WAIT_MAX_MS) / 1000)
     if view is None:
         raise _not_here(ledger_id)
-    return JSONResponse(view.to_json())
+    return JSONResponse(await node.ledger_answer(view))
 
 
 @router.post(
@@ -90,7 +92,7 @@ async def read_lac(
 )
 async def update_lac(ledger_id: LedgerIdPath, body: LacUpdate, node: NodeDep) -> JSONResponse:
     view = await node.update_lac(ledger_id, body.lac)
-    return JSONResponse(view.to_json())
+    return JSONResponse(await node.ledger_answer(view))
 
 
 @router.post(
@@ -105,7 +107,7 @@ async def update_lac(ledger_id: LedgerIdPath, body: LacUpdate, node: NodeDep) ->
 )
 async def fence(ledger_id: LedgerIdPath, node: NodeDep) -> JSONResponse:
     view = await node.fence(ledger_id)
-    return JSONResponse(view.to_json())
+    return JSONResponse(await node.ledger_answer(view))
 
 
 @router.delete(

@@ -24,8 +24,8 @@ Ordering and retry rules:
 - An idle connection the bookie closed (keep-alive expiry, restart) is found
   out before use when possible, and otherwise when the request gets no byte
   of answer: then the request is sent once more on a new connection. That
-  retry is safe because every bookie call is idempotent (API.md: re-adding an
-  entry overwrites it, fence and LAC updates keep the maximum, delete of a
+  retry is safe because every bookie call is idempotent (API.md: re-adding the
+  same entry is a no-op, fence and LAC updates keep the maximum, delete of a
   deleted ledger answers 404).
 - Every wait is bounded: ``connect_timeout_s`` for a TCP connect,
   ``request_timeout_s`` for the whole call (waiting for a free connection
@@ -86,6 +86,7 @@ LONG_POLLS_MAX = 16
 
 SECRET_HEADER = "X-Cluster-Secret"
 LAST_ENTRY_HEADER = "x-quire-last-entry-id"
+INSTANCE_HEADER = "x-quire-bookie-instance"
 
 
 # --------------------------------------------------------------------------- results
@@ -94,7 +95,8 @@ LAST_ENTRY_HEADER = "x-quire-last-entry-id"
 @dataclass(frozen=True, slots=True)
 class AddResult:
     """What a bookie did with one add request: entries stored, and the ones it refused
-    as ``(ledger_id, entry_id, error_code)`` (e.g. ``ledger_fenced``)."""
+    as ``(ledger_id, entry_id, error_code)``: ``ledger_fenced``, ``entry_exists`` or
+    ``invalid_argument`` (a bad digest)."""
 
     stored: int
     rejected: list[tuple[int, int, str]] = field(default_factory=list)
@@ -102,19 +104,38 @@ class AddResult:
 
 @dataclass(frozen=True, slots=True)
 class RangeResult:
-    """Entries of a range read, ascending, and the last entry id the bookie stores
-    for the ledger (-1 if none)."""
+    """Entries of a range read, ascending, the last entry id the bookie stores for the
+    ledger (-1 if none), and the instance of the bookie that answered (None if it did
+    not say)."""
 
     records: list[framing.Record]
     last_entry_id: int
+    instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EntryResult:
+    """One entry read, and the instance of the bookie that answered."""
+
+    record: framing.Record
+    instance_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class LacInfo:
+    """A bookie's answer about a ledger (LAC read, LAC update, fence): its LAC, last
+    entry stored, fenced flag, the ledger's length at the last entry stored
+    (``length``) and at the LAC (``lac_length``; -1 when unknown or not stored there),
+    and the answering bookie's instance id (a reformatted bookie is a new instance;
+    None if the bookie did not say)."""
+
     ledger_id: int
     lac: int
     last_entry_id: int
     fenced: bool
+    length: int = -1
+    lac_length: int = -1
+    instance_id: str | None = None
 
 
 # --------------------------------------------------------------------------- client
@@ -205,6 +226,11 @@ class BookieClient:
 
     async def read_entry(self, ledger_id: int, entry_id: int) -> framing.Record:
         """One entry; ``LedgerNotFound`` / ``EntryNotFound`` when this bookie lacks it."""
+        return (await self.read_entry_result(ledger_id, entry_id)).record
+
+    async def read_entry_result(self, ledger_id: int, entry_id: int) -> EntryResult:
+        """``read_entry`` with the answering bookie's instance id. The not-found errors
+        carry it too, in their ``bookie_instance_id`` attribute."""
         what = f"read {ledger_id}/{entry_id}"
         response = await self._call(
             "GET", f"/v1/ledgers/{int(ledger_id)}/entries/{int(entry_id)}", what=what
@@ -215,7 +241,7 @@ class BookieClient:
             entry_id,
         ):
             raise BookieUnavailable(f"bookie {self.address}: {what} answered another entry")
-        return records[0]
+        return EntryResult(records[0], response.headers.get(INSTANCE_HEADER))
 
     async def read_range(
         self,
@@ -241,7 +267,7 @@ class BookieClient:
             last_entry_id = int(response.headers.get(LAST_ENTRY_HEADER, "-1"))
         except ValueError as exc:
             raise self._malformed(what, exc) from exc
-        return RangeResult(records, last_entry_id)
+        return RangeResult(records, last_entry_id, response.headers.get(INSTANCE_HEADER))
 
     async def read_lac(self, ledger_id: int, after: int | None = None, wait_ms: int = 0) -> LacInfo:
         """The ledger's LAC and last stored entry here. With ``after``, the bookie waits
@@ -363,7 +389,14 @@ class BookieClient:
         return doc
 
     def _error(self, response: HttpResponse, what: str) -> QuireError:
-        """The ``QuireError`` for an error answer (API.md: ``{"error", "message"}``)."""
+        """The ``QuireError`` for an error answer (API.md: ``{"error", "message"}``), with
+        the answering bookie's instance id in ``bookie_instance_id`` (None if absent):
+        recovery must not count a "not found" from a reformatted bookie as missing."""
+        error = self._error_class(response, what)
+        error.bookie_instance_id = response.headers.get(INSTANCE_HEADER)  # type: ignore[attr-defined]
+        return error
+
+    def _error_class(self, response: HttpResponse, what: str) -> QuireError:
         status = response.status
         code = message = None
         try:
@@ -393,11 +426,15 @@ class BookieClient:
 
     def _lac(self, doc: dict, what: str) -> LacInfo:
         try:
+            instance = doc.get("instance_id")
             return LacInfo(
                 int(doc["ledger_id"]),
                 int(doc["lac"]),
                 int(doc["last_entry_id"]),
                 bool(doc["fenced"]),
+                int(doc.get("length", -1)),
+                int(doc.get("lac_length", -1)),
+                None if instance is None else str(instance),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise self._malformed(what, exc) from exc

@@ -24,6 +24,14 @@ keep running, so you can kill -9 a bookie by hand and watch the cluster
 cope. When nothing useful is left -- the ZooKeeper that ``quire up`` started
 died, or no service is alive -- it stops the rest and exits 1.
 
+The cluster secret. Every bookie refuses ``/v1`` calls without the cluster
+secret, so that nobody else who reaches its port can write or stall it. ``quire
+up`` generates a random one (``secrets.token_hex``) unless one is given (the
+``cluster_secret`` of ``UpConfig`` or ``QUIRE_CLUSTER_SECRET`` in its
+environment), and hands it to every service it starts in the
+``QUIRE_CLUSTER_SECRET`` environment variable: never on a command line (which
+``ps`` shows and the logs record) and never printed.
+
 The data dir is reused on the next start: ZooKeeper's data and each bookie's
 data dir (with its cookie) stay where they were, and a bookie's id is its
 ``host:port``, so the same ``--gateway-port`` gives every bookie its old
@@ -35,6 +43,7 @@ from __future__ import annotations
 import fcntl
 import importlib.util
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -42,7 +51,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
@@ -67,6 +76,8 @@ SERVICE_START_DEADLINE_S = 90.0
 EXTERNAL_ZOOKEEPER_DEADLINE_S = 10.0
 SUPERVISE_INTERVAL_S = 0.5
 LOG_TAIL_LINES = 8
+CLUSTER_SECRET_BYTES = 32
+SECRET_ENV = "QUIRE_CLUSTER_SECRET"
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +129,8 @@ class UpConfig:
     zk_session_timeout: float | None = None
     start_deadline_s: float = SERVICE_START_DEADLINE_S
     without: frozenset[str] = frozenset()
+    # None: QUIRE_CLUSTER_SECRET if set, else a random one (module docstring).
+    cluster_secret: str | None = field(default=None, repr=False)
 
 
 def port_free(host: str, port: int) -> bool:
@@ -152,6 +165,11 @@ class LocalCluster:
         self.services: list[ServiceProcess] = []
         self._reported: set[int] = set()
         self._lock_file: IO[str] | None = None
+        self._cluster_secret = (
+            config.cluster_secret
+            or os.environ.get(SECRET_ENV)
+            or secrets.token_hex(CLUSTER_SECRET_BYTES)
+        )
 
     # -- the plan -----------------------------------------------------------
 
@@ -309,6 +327,7 @@ class LocalCluster:
                 self.config.host,
                 item.port,
                 self.logs_dir / f"{item.name}.log",
+                env={**os.environ, SECRET_ENV: self._cluster_secret},
                 name=item.name,
             )
             self.services.append(proc)

@@ -23,6 +23,17 @@ def sealed(
     return digest.seal(record)
 
 
+STATE_KEYS = ("ledger_id", "lac", "last_entry_id", "fenced")
+
+
+def state(doc: dict) -> dict:
+    """The ledger-state part of a LAC or fence answer (without lengths and instance id),
+    after checking that those are there."""
+    assert isinstance(doc.get("instance_id"), str) and doc["instance_id"], doc
+    assert isinstance(doc.get("length"), int) and isinstance(doc.get("lac_length"), int), doc
+    return {key: doc[key] for key in STATE_KEYS}
+
+
 class Bookie:
     """A bookie process seen through HTTP."""
 
@@ -61,14 +72,15 @@ class Bookie:
         return framing.decode(r.content)
 
     def lac(self, lid: int) -> dict:
+        """The ledger's state here: ledger_id, lac, last_entry_id, fenced (``state``)."""
         r = self.http.get(f"/v1/ledgers/{lid}/lac")
         assert r.status_code == 200, r.text
-        return r.json()
+        return state(r.json())
 
     def fence(self, lid: int) -> dict:
         r = self.http.post(f"/v1/ledgers/{lid}/fence")
         assert r.status_code == 200, r.text
-        return r.json()
+        return state(r.json())
 
     def info(self) -> dict:
         r = self.http.get("/v1/info")

@@ -75,7 +75,7 @@ def test_every_call_against_a_real_bookie(cluster):
 
 def test_real_error_answers_map_to_their_classes(cluster):
     """Unknown ledger/entry, a bad digest, a wrong secret and a read-only bookie raise
-    the matching QuireError."""
+    the matching QuireError (a bad digest is refused for its record only)."""
     cluster.secret = SECRET
     bookie = cluster.start_bookie()
 
@@ -93,8 +93,9 @@ def test_real_error_answers_map_to_their_classes(cluster):
             with pytest.raises(EntryNotFound):
                 await client.read_entry(1, 5)
             bad = replace(sealed(1, 1, b"payload"), digest=b"\0\0\0\0")
+            assert await client.add([bad]) == AddResult(0, [(1, 1, "invalid_argument")])
             with pytest.raises(InvalidArgument):
-                await client.add([bad])
+                await client.read_range(1, 5, 4)  # from > to
 
         async with BookieClient(bookie.address, "not-the-secret-42") as intruder:
             with pytest.raises(Unauthorized) as info:

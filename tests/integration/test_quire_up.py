@@ -6,6 +6,7 @@ process, every pid it printed and every descendant seen while it ran, by pid.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -51,8 +52,12 @@ def free_port_block(count: int) -> int:
 class QuireUp:
     """One `quire up` subprocess: its output parsed, its descendants remembered."""
 
-    def __init__(self, args: list[str], cwd: Path):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("QUIRE_")}
+    def __init__(self, args: list[str], cwd: Path, keep_secret: bool = False):
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("QUIRE_") or (keep_secret and k == "QUIRE_CLUSTER_SECRET")
+        }
         self.proc = subprocess.Popen(
             [*_quire(), "up", *args],
             stdout=subprocess.PIPE,
@@ -194,8 +199,13 @@ def ports_needed(bookies: int) -> int:
     return 1 + bookies + 2
 
 
-def _bookie_info(url: str) -> dict:
-    r = httpx.get(f"{url}/v1/info", timeout=5.0)
+def _bookie_info(url: str, secret: str | None = None) -> dict:
+    """The bookie's /v1/info; without the secret `quire up` made, 401 and None."""
+    headers = {"X-Cluster-Secret": secret} if secret else {}
+    r = httpx.get(f"{url}/v1/info", headers=headers, timeout=5.0)
+    if secret is None:
+        assert r.status_code == 401 and r.json()["error"] == "unauthorized", r.text
+        return {}
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -208,9 +218,11 @@ def _check_bookies(started: dict[str, dict], gateway_port: int, bookies: int) ->
         assert entry["where"] == f"http://127.0.0.1:{gateway_port + i}"
         assert httpx.get(f"{entry['where']}/health", timeout=5.0).status_code == 200
         assert entry["log"].exists()
-        info = _bookie_info(entry["where"])
-        assert info["bookie_id"] == f"127.0.0.1:{gateway_port + i}"
-        instances[info["bookie_id"]] = info["instance_id"]
+        _bookie_info(entry["where"])  # a cluster secret is on by default
+        cookie_file = entry["log"].parent.parent / f"bookie-{i}" / "cookie.json"
+        cookie = json.loads(cookie_file.read_text())
+        assert cookie["bookie_id"] == f"127.0.0.1:{gateway_port + i}"
+        instances[cookie["bookie_id"]] = cookie["instance_id"]
     return instances
 
 
@@ -262,6 +274,67 @@ def test_up_with_external_zookeeper_stops_on_sigterm_and_restarts(
     assert _check_bookies(restarted, port, bookies) == instances, "cookies were not reused"
     assert again.stop(signal.SIGINT) == 0, again.output()
     _assert_all_gone(again, restarted)
+
+
+def test_up_generates_a_cluster_secret_and_never_prints_it(
+    run_up, zookeeper: ZooKeeperProcess, zk_root: str, tmp_path: Path
+) -> None:
+    """Without a given secret, quire up makes a random one: bookies refuse /v1 calls without
+    it (401) while the gateway, which got it too, writes and reads through them; a secret
+    given in QUIRE_CLUSTER_SECRET wins; no secret appears in quire up's output, in a log or
+    on a command line."""
+    bookies = 2
+    port = free_port_block(ports_needed(bookies))
+    data_dir = tmp_path / "data"
+    args = [
+        "--bookies", str(bookies),
+        "--data-dir", str(data_dir),
+        "--gateway-port", str(port),
+        "--zk", zookeeper.connect_string,
+        "--zk-root", zk_root,
+        "--zk-session-timeout", "4",
+        "--without", "auditor", "--without", "replicator",
+    ]  # fmt: skip
+    up = run_up(*args)
+    started = up.wait_ready()
+    for i in range(1, bookies + 1):
+        _bookie_info(started[f"bookie-{i}"]["where"])  # 401 without the secret
+    pids = [e["pid"] for e in started.values()]
+    environs = [psutil.Process(pid).environ().get("QUIRE_CLUSTER_SECRET") for pid in pids]
+    secret = environs[0]
+    assert secret and len(secret) == 64 and all(e == secret for e in environs)
+    assert not any(secret in " ".join(psutil.Process(pid).cmdline()) for pid in pids)
+    if "gateway" in started:
+        gateway = started["gateway"]["where"]
+        r = httpx.post(
+            f"{gateway}/v1/ledgers",
+            json={"ensemble_size": 2, "write_quorum": 2, "ack_quorum": 2},
+            timeout=30.0,
+        )
+        assert r.status_code == 201, r.text
+        lid = r.json()["ledger_id"]
+        r = httpx.post(f"{gateway}/v1/ledgers/{lid}/entries", content=b"hello", timeout=30.0)
+        assert r.status_code == 200, r.text
+    assert up.stop(signal.SIGTERM) == 0, up.output()
+    _assert_all_gone(up, started)
+    assert secret not in up.output()
+    for log in (data_dir / "logs").iterdir():
+        assert secret not in log.read_text(errors="replace"), log
+
+    given = "given-secret-" + "x" * 20
+    os.environ["QUIRE_CLUSTER_SECRET"] = given
+    try:
+        again = QuireUp(args, cwd=tmp_path, keep_secret=True)
+    finally:
+        del os.environ["QUIRE_CLUSTER_SECRET"]
+    try:
+        restarted = again.wait_ready()
+        info = _bookie_info(restarted["bookie-1"]["where"], given)
+        assert info["bookie_id"] == f"127.0.0.1:{port + 1}"
+        assert again.stop(signal.SIGTERM) == 0, again.output()
+        assert given not in again.output()
+    finally:
+        again.kill_everything()
 
 
 def test_up_starts_its_own_zookeeper_and_survives_a_dead_bookie(run_up, tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""The bound on add bytes in flight: waits while spent, serves in order, never deadlocks."""
+"""The bound on add bytes in flight: taken as bytes arrive, waits while spent, serves in
+order, never deadlocks."""
 
 from __future__ import annotations
 
@@ -8,17 +9,19 @@ from bookie.budget import ByteBudget
 
 
 def test_waits_while_spent_and_serves_in_arrival_order():
-    """Requests beyond the budget wait; releases admit them in arrival order, and a big
-    request is not overtaken by later small ones."""
+    """Takes beyond the budget wait; closes admit them in arrival order, and a big take is
+    not overtaken by later small ones."""
 
     async def main():
         budget = ByteBudget(100)
-        await budget.acquire(60)
-        await budget.acquire(40)
+        first, second = budget.open(), budget.open()
+        await first.take(60)
+        await second.take(40)
         order: list[str] = []
 
         async def take(name: str, size: int) -> None:
-            await budget.acquire(size)
+            share = budget.open()
+            await share.take(size)
             order.append(name)
 
         big = asyncio.create_task(take("big", 90))
@@ -26,30 +29,95 @@ def test_waits_while_spent_and_serves_in_arrival_order():
         small = asyncio.create_task(take("small", 10))
         await asyncio.sleep(0)
         assert order == [] and budget.used_bytes == 100
-        budget.release(40)  # 60 used: big (90) does not fit, and small must not overtake it
+        second.close()  # 60 used: big (90) does not fit, and small must not overtake it
         await asyncio.sleep(0)
         assert order == []
-        budget.release(60)
+        first.close()
         await asyncio.gather(big, small)
         assert order == ["big", "small"] and budget.used_bytes == 100
 
     asyncio.run(main())
 
 
-def test_oversize_request_runs_alone_and_cancellation_gives_back():
-    """A request larger than the whole budget runs when nothing else is in flight; a waiter
-    that is cancelled leaves no reservation behind."""
+def test_a_share_that_received_nothing_holds_nothing():
+    """A request that opened a share but has received no byte (a declared 64 MiB body that
+    never comes) does not keep any other request from taking the whole budget."""
+
+    async def main():
+        budget = ByteBudget(64)
+        stalled = budget.open()
+        other = budget.open()
+        await asyncio.wait_for(other.take(64), 1.0)
+        assert stalled.held_bytes == 0 and budget.used_bytes == 64
+        other.close()
+        stalled.close()
+        assert budget.used_bytes == 0
+
+    asyncio.run(main())
+
+
+def test_oldest_share_always_proceeds_so_partial_holders_never_deadlock():
+    """Two requests each holding half the budget and both needing more do not deadlock: the
+    older one may take past the limit, finishes, and its close admits the younger."""
+
+    async def main():
+        budget = ByteBudget(100)
+        old, young = budget.open(), budget.open()
+        await old.take(50)
+        await young.take(50)
+        young_more = asyncio.create_task(young.take(50))
+        await asyncio.sleep(0)
+        assert not young_more.done()
+        await asyncio.wait_for(old.take(50), 1.0)  # the oldest: past the limit
+        assert budget.used_bytes == 150
+        old.close()
+        await asyncio.wait_for(young_more, 1.0)
+        assert young.held_bytes == 100 and budget.used_bytes == 100
+        young.close()
+        assert budget.used_bytes == 0
+
+    asyncio.run(main())
+
+
+def test_oldest_waiting_share_is_granted_when_it_becomes_the_oldest():
+    """A share waiting behind the limit is admitted as soon as every older share closed,
+    even though the budget is still spent by younger ones."""
+
+    async def main():
+        budget = ByteBudget(100)
+        a, b, c = budget.open(), budget.open(), budget.open()
+        await a.take(10)
+        await c.take(90)
+        waiting = asyncio.create_task(b.take(50))
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        a.close()  # b is now the oldest
+        await asyncio.wait_for(waiting, 1.0)
+        assert budget.used_bytes == 140
+        b.close()
+        c.close()
+        assert budget.used_bytes == 0
+
+    asyncio.run(main())
+
+
+def test_cancellation_gives_back():
+    """A waiter that is cancelled leaves no reservation behind; close gives back all."""
 
     async def main():
         budget = ByteBudget(10)
-        await budget.acquire(50)  # alone: admitted
-        waiter = asyncio.create_task(budget.acquire(5))
+        first = budget.open()
+        await first.take(50)  # alone: admitted
+        second = budget.open()
+        waiter = asyncio.create_task(second.take(5))
         await asyncio.sleep(0)
         waiter.cancel()
         await asyncio.gather(waiter, return_exceptions=True)
-        budget.release(50)
+        second.close()
+        first.close()
         assert budget.used_bytes == 0
-        await asyncio.wait_for(budget.acquire(10), 1.0)
+        third = budget.open()
+        await asyncio.wait_for(third.take(10), 1.0)
         assert budget.used_bytes == 10
 
     asyncio.run(main())

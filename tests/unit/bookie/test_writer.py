@@ -48,9 +48,9 @@ async def run_batch(data_dir: Path, make_ops, journal_sync: bool = True):
 
 
 def test_one_batch_one_commit_in_queue_order(tmp_path):
-    """Operations queued together commit in one transaction (one fsync) and apply in queue
-    order: an add before the fence is stored, a normal add after it is rejected, a recovery
-    add after it is stored."""
+    """Operations queued together apply in queue order: an add before the fence is stored, a
+    normal add after it is rejected, a recovery add after it is stored; the fence commits in
+    a transaction of its own, the operations around it share one each (three commits)."""
 
     def ops(loop):
         f = loop.create_future
@@ -65,13 +65,13 @@ def test_one_batch_one_commit_in_queue_order(tmp_path):
     results, metrics, index, published = asyncio.run(run_batch(tmp_path, ops))
     assert results[0] == AddResult(2, [])
     assert results[1] == (-1, 0, True)
-    assert results[2] == AddResult(1, [(1, 1)])
+    assert results[2] == AddResult(1, [(1, 1, "ledger_fenced")])
     assert results[3] == AddResult(1, [])
     assert results[4] == (5, -1, False)
-    assert metric(metrics, "quire_bookie_commits_total") == 1
-    assert metric(metrics, "quire_bookie_fsyncs_total") == 1
+    assert metric(metrics, "quire_bookie_commits_total") == 3
+    assert metric(metrics, "quire_bookie_fsyncs_total") == 3
     assert metric(metrics, "quire_bookie_adds_total") == 4
-    assert len(published) == 1
+    assert len(published) == 3
     assert index.get(1).to_json() == {"ledger_id": 1, "lac": 1, "last_entry_id": 2, "fenced": True}
     assert index.get(2).last_entry_id == 1
     assert index.get(3).lac == 5
@@ -176,7 +176,7 @@ def test_failed_commit_fails_its_batch_and_the_writer_goes_on(tmp_path):
     def ops(loop):
         f = loop.create_future
         poisoned = Record(1, 1, 0, object(), b"", False, "none", 0)  # sqlite cannot bind it
-        return [AddOp([sealed(1, 0)], f(), 1), FenceOp(2, f()), AddOp([poisoned], f(), 1)]
+        return [AddOp([sealed(1, 0)], f(), 1), LacOp(2, 3, f()), AddOp([poisoned], f(), 1)]
 
     results, metrics, index, _ = asyncio.run(run_batch(tmp_path, ops))
     assert all(isinstance(r, BookieUnavailable) for r in results)
@@ -189,3 +189,88 @@ def test_failed_commit_fails_its_batch_and_the_writer_goes_on(tmp_path):
     results, _, index, _ = asyncio.run(run_batch(tmp_path, later))
     assert results == [AddResult(1, [])]
     assert index.get(1).last_entry_id == 0 and index.get(2) is None
+
+
+def test_a_failing_add_cannot_fail_a_fence_queued_with_it(tmp_path):
+    """A fence never shares a transaction with adds: queued between an add and an add
+    whose commit fails, the fence is stored and answered, and its flag is on disk."""
+    from services.errors import BookieUnavailable
+
+    def ops(loop):
+        f = loop.create_future
+        poisoned = Record(1, 1, 0, object(), b"", False, "none", 0)  # sqlite cannot bind it
+        return [AddOp([sealed(1, 0)], f(), 1), FenceOp(2, f()), AddOp([poisoned], f(), 1)]
+
+    results, metrics, index, _ = asyncio.run(run_batch(tmp_path, ops))
+    assert results[0] == AddResult(1, [])
+    assert results[1] == (-1, -1, True)
+    assert isinstance(results[2], BookieUnavailable)
+    assert index.get(2).fenced
+    engine = create_writer_engine(tmp_path, True)
+    assert load_ledgers(engine)[2] == (-1, -1, True)
+    engine.dispose()
+
+
+def test_fences_are_fsynced_without_journal_sync(tmp_path):
+    """With journal sync off, adds commit without fsync but every batch holding a fence is
+    committed with synchronous=FULL (counted as an fsync); the connection goes back to
+    NORMAL afterwards, so later adds stay relaxed."""
+    levels: list[str] = []
+    original = GroupCommitWriter._set_synchronous
+
+    def spy(conn, level):
+        levels.append(level)
+        original(conn, level)
+
+    def ops(loop):
+        f = loop.create_future
+        return [
+            AddOp([sealed(1, 0)], f(), 1),
+            FenceOp(1, f()),
+            FenceOp(2, f()),
+            AddOp([sealed(3, 0)], f(), 1),
+        ]
+
+    GroupCommitWriter._set_synchronous = staticmethod(spy)
+    try:
+        results, metrics, _, _ = asyncio.run(run_batch(tmp_path, ops, journal_sync=False))
+    finally:
+        GroupCommitWriter._set_synchronous = staticmethod(original)
+    assert results[1] == (-1, 0, True) and results[2] == (-1, -1, True)
+    assert metric(metrics, "quire_bookie_commits_total") == 3
+    assert metric(metrics, "quire_bookie_fsyncs_total") == 1
+    assert levels == ["FULL", "NORMAL"]
+
+
+def test_same_bytes_are_idempotent_different_bytes_are_refused(tmp_path):
+    """Re-adding an entry with the same bytes stores nothing new and counts as stored (also
+    as a recovery add on a fenced ledger, and twice in one batch); different bytes for an
+    existing entry are refused per record with entry_exists and change nothing, also for
+    recovery adds on a fenced ledger and for a duplicate inside one batch."""
+
+    def first(loop):
+        f = loop.create_future
+        return [AddOp([sealed(5, 0, b"a"), sealed(5, 1, b"b"), sealed(5, 2, b"c")], f(), 3)]
+
+    asyncio.run(run_batch(tmp_path, first))
+
+    def second(loop):
+        f = loop.create_future
+        return [
+            AddOp([sealed(5, 1, b"b"), sealed(5, 0, b"X"), sealed(5, 3, b"d")], f(), 3),
+            AddOp([sealed(5, 3, b"d"), sealed(5, 3, b"Y")], f(), 2),
+            FenceOp(5, f()),
+            AddOp([sealed(5, 2, b"c", recovery=True), sealed(5, 1, b"Z", recovery=True)], f(), 2),
+        ]
+
+    results, metrics, index, _ = asyncio.run(run_batch(tmp_path, second))
+    assert results[0] == AddResult(2, [(5, 0, "entry_exists")])
+    assert results[1] == AddResult(1, [(5, 3, "entry_exists")])
+    assert results[3] == AddResult(1, [(5, 1, "entry_exists")])
+    assert index.get(5).last_entry_id == 3
+    reader = Reader(tmp_path)
+    try:
+        got = {e.entry_id: bytes(e.payload) for e in reader.read_range(5, 0, 10, 100, 1 << 20)}
+    finally:
+        reader.close()
+    assert got == {0: b"a", 1: b"b", 2: b"c", 3: b"d"}

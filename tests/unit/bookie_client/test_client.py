@@ -695,3 +695,48 @@ def test_connect_timeout_is_bounded():
             listener.close()
 
     run(main())
+
+
+def test_lengths_and_the_bookie_instance_reach_the_results_and_errors():
+    """The LAC/fence answer's length, lac_length and instance_id land in LacInfo; the
+    X-Quire-Bookie-Instance header lands in range and entry results and in the
+    bookie_instance_id of a not-found error; without them the defaults say unknown."""
+    lac_doc = {"ledger_id": 3, "lac": 1, "last_entry_id": 2, "fenced": True}
+    answers = [
+        json_answer({**lac_doc, "length": 30, "lac_length": 20, "instance_id": "abc"}),
+        json_answer(lac_doc),
+        json_answer(
+            {"error": "ledger_not_found", "message": "no"}, 404, "x-quire-bookie-instance: abc\r\n"
+        ),
+        json_answer({"error": "entry_not_found", "message": "no"}, 404),
+    ]
+    body = framing.encode([record(3, 1)])
+    answers.append(
+        (
+            f"HTTP/1.1 200 OK\r\ncontent-type: {framing.MEDIA_TYPE}\r\n"
+            f"content-length: {len(body)}\r\nx-quire-last-entry-id: 2\r\n"
+            "x-quire-bookie-instance: abc\r\n\r\n"
+        ).encode()
+        + body
+    )
+
+    async def handler(reader, writer):
+        while answers:
+            await read_request(reader)
+            writer.write(answers.pop(0))
+            await writer.drain()
+
+    async def main():
+        async with raw_server(handler) as (addr, _), BookieClient(addr) as client:
+            assert await client.fence(3) == LacInfo(3, 1, 2, True, 30, 20, "abc")
+            assert await client.read_lac(3) == LacInfo(3, 1, 2, True, -1, -1, None)
+            with pytest.raises(LedgerNotFound) as missing:
+                await client.read_range(3, 0, 5)
+            assert missing.value.bookie_instance_id == "abc"
+            with pytest.raises(EntryNotFound) as gone:
+                await client.read_entry(3, 9)
+            assert gone.value.bookie_instance_id is None
+            page = await client.read_range(3, 0, 5)
+            assert page.instance_id == "abc" and page.last_entry_id == 2
+
+    run(main())
