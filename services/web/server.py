@@ -7,7 +7,8 @@ head and then nothing made every request (``/health`` too) get a plain-text 503 
 they closed. ``BoundedHttpProtocol`` adds, per connection:
 
 - a head timer: the request line and headers must arrive within
-  ``header_read_timeout_s`` of the connection opening or of the request's first byte
+  ``header_read_timeout_s`` (a random 50-100 % of it, so that sockets opened together
+  do not all time out together) of the connection opening or of the request's first byte
   (an idle keep-alive connection is closed after ``idle_timeout_s`` by uvicorn's own
   keep-alive timer); a partial head then gets a JSON 408 and the connection closes;
 - a body timer: the whole body must arrive within ``body_read_timeout_s`` of the head;
@@ -35,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +54,12 @@ HEADERS_MAX = 100
 REQUESTS_IN_FLIGHT_MAX = 4096
 # How long a connection we answered ourselves may linger to drain the client's bytes.
 LINGER_S = 1.0
+# A head timer runs for a random share of the time-out, at least this one. Sockets an
+# attacker opens together would otherwise all time out (and be opened again) together,
+# every time: measured, those bursts of closes and accepts stalled the event loop for
+# 100-200 ms; spread out, the same work barely shows (benchmarks/README.md).
+HEAD_TIMEOUT_SHARE_MIN = 0.5
+_jitter = random.Random()
 
 
 @dataclass(frozen=True)
@@ -174,7 +182,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
             self._answer(503, "unavailable", refusal)
             return
         self._admitted = client
-        self._arm(self.limits.header_read_timeout_s, self._head_timeout)
+        self._arm_head_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -222,7 +230,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self._in_head = True
         self._header_count = 0
         if self._timer is None:
-            self._arm(self.limits.header_read_timeout_s, self._head_timeout)
+            self._arm_head_timer()
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._header_count += 1
@@ -255,6 +263,10 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self._disarm()
         self._timer = self.loop.call_later(delay_s, callback)
 
+    def _arm_head_timer(self) -> None:
+        share = _jitter.uniform(HEAD_TIMEOUT_SHARE_MIN, 1.0)
+        self._arm(self.limits.header_read_timeout_s * share, self._head_timeout)
+
     def _disarm(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
@@ -269,7 +281,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
             self.transport.close()
             return
         ms = round(self.limits.header_read_timeout_s * 1000)
-        self._answer(408, "invalid_argument", f"request head not complete within {ms} ms")
+        self._answer(408, "invalid_argument", f"request head not complete in {ms} ms")
 
     def _body_timeout(self) -> None:
         self._timer = None
