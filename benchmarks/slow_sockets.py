@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """A normal client's latency on a gateway while thousands of slow sockets are open.
 
-    .venv/bin/python benchmarks/slow_sockets.py                  # 5,000 sockets, ~2 min
+    .venv/bin/python benchmarks/slow_sockets.py                  # 5,000 sockets, ~4 min
     .venv/bin/python benchmarks/slow_sockets.py --sockets 1000 --duration 5   # quicker
 
 Starts its own ZooKeeper, three bookies and a gateway (default settings) in a
 temporary directory, creates a ledger, then measures, for ``--duration`` seconds
-each, a normal client that alternates ``GET /health`` and a 100-byte add on one
+each, ``--rounds`` times in turn (the machine's other load drifts; the rounds of a
+phase are pooled), a normal client that alternates ``GET /health`` and a 100-byte add on one
 keep-alive connection from 127.0.0.1, ``--rate`` requests a second:
 
 - ``baseline``: nothing else;
@@ -14,6 +15,10 @@ keep-alive connection from 127.0.0.1, ``--rate`` requests a second:
   source addresses 127.0.0.2… (each under the per-client cap), each sending a request
   line and one header and then nothing; a socket the gateway closes (head time-out) is
   opened again at once, so the count stays at ``--sockets``;
+- ``control``: the same slow sockets, opened and re-opened the same way, but against
+  a sink (this script with ``--sink``: holds each for 5-10 s, then a 408 and close)
+  instead of the gateway: what the opener's own churn costs the machine, so the
+  gateway's share of any slow-down can be told apart on a shared machine;
 - ``one_address``: the same number of sockets tried from 127.0.0.1 alone: the
   per-client cap refuses all but its share with the JSON 503 (refused slots retry
   after 1 s); the normal client then comes from 127.0.0.250.
@@ -45,7 +50,12 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from services.cluster.processes import ServiceProcess, ZooKeeperProcess, free_port  # noqa: E402
+from services.cluster.processes import (  # noqa: E402
+    ServiceProcess,
+    ZooKeeperProcess,
+    free_port,
+    port_is_open,
+)
 
 SLOW_HEAD = b"GET /health HTTP/1.1\r\nHost: slow\r\n"  # and never the blank line
 RETRY_AFTER_REFUSAL_S = 1.0
@@ -106,6 +116,21 @@ async def opener(host: str, port: int, sockets: int, sources: list[str], seconds
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def sink(port: int) -> None:
+    """Hold each connection for 5-10 s (like the gateway's head time-out), then close."""
+    import random
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(4096)
+        await asyncio.sleep(random.uniform(5.0, 10.0))
+        writer.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\n\r\n")
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=2048)
+    async with server:
+        await server.serve_forever()
 
 
 class Opener:
@@ -193,10 +218,16 @@ def measure(port: int, source: str, ledger_id: int, rate: float, seconds: float)
             failures[kind] += 1
     if conn is not None:
         conn.close()
+    return {"latencies": latencies, "failures": failures}
+
+
+def summarise(samples: list[dict]) -> dict:
+    """Percentiles of the pooled samples of one phase's rounds."""
     out: dict = {}
-    for kind, values in latencies.items():
+    for kind in ("health", "add"):
+        values = [v for s in samples for v in s["latencies"][kind]]
         out[f"{kind}_n"] = len(values)
-        out[f"{kind}_failed"] = failures[kind]
+        out[f"{kind}_failed"] = sum(s["failures"][kind] for s in samples)
         out[f"{kind}_p50_ms"] = round(percentile(values, 0.50), 2)
         out[f"{kind}_p99_ms"] = round(percentile(values, 0.99), 2)
         out[f"{kind}_max_ms"] = round(max(values, default=0.0), 2)
@@ -245,33 +276,56 @@ def run_phase(
     name: str, gateway: ServiceProcess, ledger_id: int, args: argparse.Namespace, sources: list
 ) -> dict:
     client_source = "127.0.0.250" if name == "one_address" else "127.0.0.1"
-    opener_proc = None
+    opener_proc = sink_proc = None
     wanted = 0
+    target = gateway.port
+    if name == "control":
+        target = free_port()
+        sink_argv = [sys.executable, __file__, "--sink", "--port", str(target)]
+        sink_proc = subprocess.Popen(sink_argv)
+        end = time.monotonic() + 30
+        while not port_is_open("127.0.0.1", target) and time.monotonic() < end:
+            time.sleep(0.1)
     if sources:
         # one_address: only the per-client cap's share can be open at once.
-        wanted = args.sockets if name == "spread" else min(args.sockets, args.cap) - 8
-        opener_proc = Opener(gateway.port, args.sockets, sources, args.duration + 120)
+        wanted = args.sockets if name != "one_address" else min(args.sockets, args.cap) - 8
+        opener_proc = Opener(target, args.sockets, sources, args.duration + 120)
     try:
         if opener_proc:
             counts = opener_proc.wait_open(wanted, 90.0)
             log(f"  {name}: {counts['open']} slow sockets open")
-        proc = psutil.Process(gateway.pid)
-        cpu0, t0 = proc.cpu_times(), time.monotonic()
-        result = measure(gateway.port, client_source, ledger_id, args.rate, args.duration)
-        cpu1, t1 = proc.cpu_times(), time.monotonic()
-        result["gateway_cpu"] = round(
-            (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / (t1 - t0), 2
-        )
-        result["gateway_connections"] = len(proc.net_connections(kind="tcp"))
+        watched = {"gateway": psutil.Process(gateway.pid)}
+        if opener_proc:
+            watched["opener"] = psutil.Process(opener_proc.proc.pid)
+        cpu0, t0 = {k: cpu_s(p) for k, p in watched.items()}, time.monotonic()
+        result: dict = {
+            "samples": measure(gateway.port, client_source, ledger_id, args.rate, args.duration)
+        }
+        cpu1, t1 = {k: cpu_s(p) for k, p in watched.items()}, time.monotonic()
+        for key in ("gateway", "opener"):
+            used = cpu1[key] - cpu0[key] if key in watched else 0.0
+            result[f"{key}_cpu"] = round(used / (t1 - t0), 2)
+        result["gateway_connections"] = len(watched["gateway"].net_connections(kind="tcp"))
     finally:
         counts = opener_proc.stop() if opener_proc else {}
+        if sink_proc is not None:
+            sink_proc.terminate()
+            sink_proc.wait(10)
     result.update(phase=name, slow_open=counts.get("open", 0))
     result.update({f"slow_{k}": v for k, v in counts.items() if k != "open"})
     return result
 
 
+def cpu_s(proc: psutil.Process) -> float:
+    times = proc.cpu_times()
+    return times.user + times.system
+
+
 def table(results: list[dict]) -> str:
-    head = "phase        slow   health p50/p99/max ms    add p50/p99/max ms       failed  gw cpu"
+    head = (
+        "phase        slow   health p50/p99/max ms    add p50/p99/max ms       failed  gw cpu"
+        "  opener cpu"
+    )
     rows = [head]
     for r in results:
         rows.append(
@@ -279,6 +333,7 @@ def table(results: list[dict]) -> str:
             f"{r['health_p50_ms']:>6} {r['health_p99_ms']:>7} {r['health_max_ms']:>7}  "
             f"{r['add_p50_ms']:>6} {r['add_p99_ms']:>7} {r['add_max_ms']:>7}  "
             f"{r['health_failed'] + r['add_failed']:>6}  {r['gateway_cpu']:>6}"
+            f"  {r['opener_cpu']:>10}"
         )
     return "\n".join(rows)
 
@@ -290,9 +345,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--duration", type=float, default=20.0, help="seconds per phase")
     parser.add_argument("--rate", type=float, default=100.0, help="normal requests per second")
     parser.add_argument("--cap", type=int, default=512, help="the gateway's per-client cap")
-    parser.add_argument("--phases", default="baseline,spread,one_address")
+    parser.add_argument("--phases", default="baseline,control,spread,one_address")
+    parser.add_argument("--rounds", type=int, default=2, help="phases run in turn, pooled")
     parser.add_argument("--work-dir", default=None)
     parser.add_argument("--opener", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--sink", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--sources", default="", help=argparse.SUPPRESS)
     parser.add_argument("--opener-seconds", type=float, default=0, help=argparse.SUPPRESS)
@@ -308,6 +365,12 @@ def _terminate(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.sink:
+        import uvloop
+
+        signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+        uvloop.run(sink(args.port))
+        return 0
     if args.opener:
         import uvloop
 
@@ -326,10 +389,26 @@ def main(argv: list[str] | None = None) -> int:
         gateway = start_cluster(work, procs)
         ledger_id = create_ledger(gateway.url)
         log(f"gateway {gateway.url} (pid {gateway.pid}), ledger {ledger_id}")
-        for name in args.phases.split(","):
-            sources = {"baseline": [], "spread": spread, "one_address": ["127.0.0.1"]}[name]
-            results.append(run_phase(name, gateway, ledger_id, args, sources))
-            log(table(results[-1:]).splitlines()[1])
+        rounds: dict[str, list[dict]] = {}
+        for round_no in range(args.rounds):
+            for name in args.phases.split(","):
+                sources = {
+                    "baseline": [],
+                    "control": spread,
+                    "spread": spread,
+                    "one_address": ["127.0.0.1"],
+                }[name]
+                result = run_phase(name, gateway, ledger_id, args, sources)
+                result.update(summarise([result["samples"]]), round=round_no + 1)
+                rounds.setdefault(name, []).append(result)
+                log(table([result]).splitlines()[1])
+        for runs in rounds.values():
+            pooled = {k: v for k, v in runs[-1].items() if k not in ("samples", "round")}
+            pooled.update(summarise([r["samples"] for r in runs]), rounds=len(runs))
+            for key in ("gateway_cpu", "opener_cpu"):
+                pooled[key] = round(sum(r[key] for r in runs) / len(runs), 2)
+            pooled["slow_open"] = min(r["slow_open"] for r in runs)
+            results.append(pooled)
     except KeyboardInterrupt:
         log("interrupted; stopping what we started")
         return 130
