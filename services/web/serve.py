@@ -8,6 +8,7 @@ connections per client address, JSON answers of its own) and ``MethodsMiddleware
 
 from __future__ import annotations
 
+import gc
 import logging
 import resource
 
@@ -66,6 +67,8 @@ def server_config(app: FastAPI, settings: CommonSettings) -> uvicorn.Config:
         access_log=False,
         loop="uvloop",
         http=protocol_class(limits),
+        # No WebSocket: an Upgrade request is served as plain HTTP (and stays bounded).
+        ws="none",
         backlog=HTTP_BACKLOG,
         timeout_keep_alive=limits.idle_timeout_s,
         # Admission is the protocol's (per client address, JSON answers), not uvicorn's.
@@ -74,9 +77,21 @@ def server_config(app: FastAPI, settings: CommonSettings) -> uvicorn.Config:
     )
 
 
+class FrozenHeapServer(uvicorn.Server):
+    """uvicorn's server that moves everything alive after start-up (modules, the app,
+    its clients) out of the garbage collector's reach. Measured with 5,000 slow sockets
+    open, full collections over the whole heap paused the event loop for 0.6-1.5 s on
+    this shared machine; frozen objects are never traversed again."""
+
+    async def startup(self, sockets: list | None = None) -> None:
+        await super().startup(sockets)
+        gc.collect()
+        gc.freeze()
+
+
 def serve(app: FastAPI, settings: CommonSettings) -> None:
     """Serve ``app`` on the settings' host and port until SIGINT/SIGTERM."""
-    server = uvicorn.Server(server_config(app, settings))
+    server = FrozenHeapServer(server_config(app, settings))
     server.run()
     if not server.started:
         # Start-up failed (the lifespan raised): uvicorn has logged why.

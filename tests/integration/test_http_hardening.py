@@ -322,3 +322,16 @@ def test_head_of_unknown_route_is_404(env: Env) -> None:
     assert (status, body) == (404, b"")
     r = env.flood.request("GET", "/nope")
     assert_error(r, 404, "not_found")
+
+
+def test_upgrade_request_is_served_as_plain_http(env: Env) -> None:
+    """A WebSocket upgrade request is answered as plain HTTP (the services speak no
+    WebSocket), not left hanging outside every timer."""
+    request = (
+        b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+        b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    )
+    with connection(env.flood.proc.port) as sock:
+        sock.sendall(request)
+        status, _, _ = read_answer(sock)
+    assert status == 200
