@@ -40,6 +40,22 @@ class CommonSettings(BaseSettings):
         None, description="secret shared by the services; bookies refuse data calls without it"
     )
     log_level: str = Field("info", description="debug, info, warning or error")
+    # Bounds of the HTTP server (services/web/server.py), STYLE.md §5.
+    header_read_timeout_ms: int = Field(
+        10_000, ge=100, le=600_000, description="longest wait for a request's line and headers"
+    )
+    body_read_timeout_ms: int = Field(
+        60_000, ge=100, le=3_600_000, description="longest wait for a whole request body"
+    )
+    idle_timeout_ms: int = Field(
+        30_000, ge=100, le=3_600_000, description="idle keep-alive connection closed after this"
+    )
+    connections_max: int = Field(
+        10_000, ge=1, le=1_000_000, description="open connections in all; more get 503"
+    )
+    connections_per_client_max: int = Field(
+        512, ge=1, le=1_000_000, description="open connections per client address; more get 503"
+    )
 
     @field_validator("zk")
     @classmethod

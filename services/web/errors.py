@@ -17,6 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from services.errors import (
     InvalidArgument,
@@ -94,6 +95,12 @@ def install_error_handlers(app: FastAPI) -> None:
         else:
             err = QuireError(str(exc.detail))
         return error_json(err)
+
+    @app.exception_handler(ClientDisconnect)
+    async def _gone(_: Request, exc: ClientDisconnect) -> Response:
+        # The client left (or its body timed out) mid-request: no one reads an answer,
+        # and it is not our error to log.
+        return Response(status_code=400)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> Response:

@@ -1,34 +1,100 @@
-"""Running a service: settings in, uvicorn out, with our logging."""
+"""Running a service: settings in, uvicorn out, with our logging and our server bounds.
+
+The server is uvicorn with httptools and uvloop, but with ``BoundedHttpProtocol``
+(services/web/server.py: head and body timers, head size and header count bounds,
+connections per client address, JSON answers of its own) and ``MethodsMiddleware``
+(services/web/methods.py: ``HEAD`` of GET routes, ``Allow`` on 405) around the app.
+"""
 
 from __future__ import annotations
+
+import gc
+import logging
+import resource
+import socket
+from typing import cast
 
 import uvicorn
 from fastapi import FastAPI
 
 from services.settings import CommonSettings
+from services.web.methods import MethodsMiddleware
+from services.web.server import ServerLimits, protocol_class
 
-# Bounds of the HTTP server itself (STYLE.md §5).
+log = logging.getLogger(__name__)
+
+# Bounds of the HTTP server itself (STYLE.md §5); the others are settings.
 HTTP_BACKLOG = 2048
-HTTP_KEEPALIVE_S = 30
-HTTP_CONCURRENCY_MAX = 4096
+# File descriptors kept for everything but client connections (bookie and ZooKeeper
+# connections, the store, logs).
+FD_RESERVE = 1024
 
 
-def serve(app: FastAPI, settings: CommonSettings) -> None:
-    """Serve ``app`` on the settings' host and port until SIGINT/SIGTERM."""
-    config = uvicorn.Config(
-        app,
+def connections_allowed(wanted: int) -> int:
+    """``wanted`` connections, or fewer if the file descriptor limit cannot hold them:
+    the soft limit is raised towards the hard one first."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = wanted + FD_RESERVE
+    if soft != resource.RLIM_INFINITY and soft < need:
+        target = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    if soft != resource.RLIM_INFINITY and soft < need:
+        allowed = max(1, soft - FD_RESERVE)
+        log.warning(
+            "file descriptor limit %d holds only %d connections (connections_max %d)",
+            soft,
+            allowed,
+            wanted,
+        )
+        return allowed
+    return wanted
+
+
+def server_config(app: FastAPI, settings: CommonSettings) -> uvicorn.Config:
+    """The uvicorn configuration of a service: its app wrapped for HEAD and Allow, served
+    by the bounded protocol."""
+    limits = ServerLimits.from_settings(settings)
+    allowed = connections_allowed(limits.connections_max)
+    if allowed != limits.connections_max:
+        limits = ServerLimits(**{**limits.__dict__, "connections_max": allowed})
+    return uvicorn.Config(
+        MethodsMiddleware(app, app.router.routes),
         host=settings.host,
         port=settings.port,
         log_config=None,
         access_log=False,
         loop="uvloop",
-        http="httptools",
+        http=protocol_class(limits),
+        # No WebSocket: an Upgrade request is served as plain HTTP (and stays bounded).
+        ws="none",
         backlog=HTTP_BACKLOG,
-        timeout_keep_alive=HTTP_KEEPALIVE_S,
-        limit_concurrency=HTTP_CONCURRENCY_MAX,
+        # Typed int by uvicorn, used as a float delay (loop.call_later): ms precision.
+        timeout_keep_alive=cast(int, limits.idle_timeout_s),
+        # Admission is the protocol's (per client address, JSON answers), not uvicorn's.
+        limit_concurrency=None,
         lifespan="on",
     )
-    server = uvicorn.Server(config)
+
+
+class FrozenHeapServer(uvicorn.Server):
+    """uvicorn's server that moves everything alive after start-up (modules, the app,
+    its clients) out of the garbage collector's reach. Measured with 5,000 slow sockets
+    open, full collections over the whole heap paused the event loop for 0.6-1.5 s on
+    this shared machine; frozen objects are never traversed again."""
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        gc.collect()
+        gc.freeze()
+
+
+def serve(app: FastAPI, settings: CommonSettings) -> None:
+    """Serve ``app`` on the settings' host and port until SIGINT/SIGTERM."""
+    server = FrozenHeapServer(server_config(app, settings))
     server.run()
     if not server.started:
         # Start-up failed (the lifespan raised): uvicorn has logged why.

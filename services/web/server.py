@@ -1,0 +1,329 @@
+"""The HTTP/1.1 server protocol of every Quire service: uvicorn's httptools protocol with
+the bounds uvicorn lacks.
+
+Uvicorn has no time limit for reading a request head or body and counts every open
+connection against one concurrency limit, so a few thousand sockets that send half a
+head and then nothing made every request (``/health`` too) get a plain-text 503 until
+they closed. ``BoundedHttpProtocol`` adds, per connection:
+
+- a head timer: the request line and headers must arrive within
+  ``header_read_timeout_s`` (a random 50-100 % of it, so that sockets opened together
+  do not all time out together) of the connection opening or of the request's first byte
+  (an idle keep-alive connection is closed after ``idle_timeout_s`` by uvicorn's own
+  keep-alive timer); a partial head then gets a JSON 408 and the connection closes;
+- a body timer: the whole body must arrive within ``body_read_timeout_s`` of the head;
+- bounds on the head: at most ``head_size_max_bytes`` bytes and ``headers_max`` header
+  fields, else a JSON 431 ``invalid_argument`` (the parser is fed at most the remaining
+  head budget, so an endless header is never buffered whole);
+- admission: at most ``connections_per_client_max`` open connections per client address
+  and ``connections_max`` in all; one more gets a JSON 503 ``unavailable`` at once and is
+  closed. Requests in flight over ``requests_in_flight_max`` get a JSON 503 too;
+- malformed HTTP gets a JSON 400 ``invalid_argument`` instead of uvicorn's plain text.
+
+Every answer the protocol writes itself ends the connection with a lingering close:
+the answer is written, the write side is shut, and what the client still sends is read
+and dropped for up to ``LINGER_S`` before the socket closes, so a client still writing
+its request reads the answer instead of a reset.
+
+Why not another server: hypercorn, for one, has a read time-out and a bound on an
+incomplete head (its documented ``--read-timeout``, ``h11_max_incomplete_size``) but,
+as far as its documentation says, no cap on connections per client address and no way
+to answer its own errors in our JSON; it was not measured here. Uvicorn with httptools
+is the stack the services are measured on (benchmarks/README.md), and subclassing its
+protocol keeps that hot path as it was, plus four timer operations per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import httptools
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from services.settings import CommonSettings
+
+log = logging.getLogger(__name__)
+
+# Bounds of a request head (STYLE.md §5).
+HEAD_SIZE_MAX_BYTES = 64 * 1024
+HEADERS_MAX = 100
+# Requests being served at once by one process; more get a JSON 503.
+REQUESTS_IN_FLIGHT_MAX = 4096
+# How long a connection we answered ourselves may linger to drain the client's bytes.
+LINGER_S = 1.0
+# A head timer runs for a random share of the time-out, at least this one. Sockets an
+# attacker opens together would otherwise all time out (and be opened again) together,
+# every time: measured, those bursts of closes and accepts stalled the event loop for
+# 100-200 ms; spread out, the same work barely shows (benchmarks/README.md).
+HEAD_TIMEOUT_SHARE_MIN = 0.5
+_jitter = random.Random()
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """The bounds of one server, in seconds, connections and bytes."""
+
+    header_read_timeout_s: float = 10.0
+    body_read_timeout_s: float = 60.0
+    idle_timeout_s: float = 30.0
+    connections_max: int = 10_000
+    connections_per_client_max: int = 512
+    requests_in_flight_max: int = REQUESTS_IN_FLIGHT_MAX
+    head_size_max_bytes: int = HEAD_SIZE_MAX_BYTES
+    headers_max: int = HEADERS_MAX
+
+    @classmethod
+    def from_settings(cls, settings: CommonSettings) -> ServerLimits:
+        return cls(
+            header_read_timeout_s=settings.header_read_timeout_ms / 1000,
+            body_read_timeout_s=settings.body_read_timeout_ms / 1000,
+            idle_timeout_s=settings.idle_timeout_ms / 1000,
+            connections_max=settings.connections_max,
+            connections_per_client_max=settings.connections_per_client_max,
+        )
+
+
+class ConnectionTable:
+    """Open connections of one server, in all and per client address."""
+
+    def __init__(self, limits: ServerLimits) -> None:
+        self.limits = limits
+        self.total = 0
+        self.by_client: dict[str, int] = {}
+
+    def admit(self, client: str) -> str | None:
+        """Count a new connection from ``client``; the reason to refuse it, or None."""
+        if self.total >= self.limits.connections_max:
+            return f"too many connections (at most {self.limits.connections_max})"
+        count = self.by_client.get(client, 0)
+        if count >= self.limits.connections_per_client_max:
+            return (
+                f"too many connections from {client} "
+                f"(at most {self.limits.connections_per_client_max} per client address)"
+            )
+        self.by_client[client] = count + 1
+        self.total += 1
+        return None
+
+    def release(self, client: str) -> None:
+        count = self.by_client.get(client, 0)
+        if count <= 1:
+            self.by_client.pop(client, None)
+        else:
+            self.by_client[client] = count - 1
+        self.total -= 1
+
+
+class HeadTooLarge(Exception):
+    """The request head passed a bound (size or header count)."""
+
+
+def error_bytes(status: int, code: str, message: str) -> bytes:
+    """A whole HTTP/1.1 answer with an API.md error body that closes the connection."""
+    body = json.dumps({"error": code, "message": message}, separators=(",", ":")).encode()
+    return b"".join(
+        [
+            STATUS_LINE[status],
+            b"content-type: application/json\r\n",
+            b"content-length: %d\r\n" % len(body),
+            b"connection: close\r\n\r\n",
+            body,
+        ]
+    )
+
+
+def unavailable_app(message: str) -> Any:
+    """An ASGI app answering every request with the JSON 503 ``unavailable``."""
+    body = json.dumps({"error": "unavailable", "message": message}, separators=(",", ":")).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ]
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 503, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return app
+
+
+_BUSY_APP = unavailable_app("too many requests in flight; retry later")
+
+
+class BoundedHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with head and body timers, head bounds, per-client
+    admission and JSON answers. ``limits`` and ``table`` are set by ``protocol_class``."""
+
+    limits: ServerLimits
+    table: ConnectionTable
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # uvicorn's own check counts idle connections too; ours is below.
+        self.limit_concurrency = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._admitted: str | None = None  # the client address counted in the table
+        self._answered = False  # we wrote our own answer: drop whatever comes next
+        self._in_head = True  # between requests or inside a head
+        self._head_bytes = 0
+        self._header_count = 0
+
+    # ---------------------------------------------------------------- connection
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        client = self.client[0] if self.client else ""
+        refusal = self.table.admit(client)
+        if refusal is not None:
+            self._answer(503, "unavailable", refusal)
+            return
+        self._admitted = client
+        self._arm_head_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        if self._admitted is not None:
+            self.table.release(self._admitted)
+            self._admitted = None
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._answered:
+            return
+        self._unset_keepalive_if_required()
+        try:
+            if self._in_head:
+                budget = self.limits.head_size_max_bytes - self._head_bytes
+                if len(data) > budget:
+                    # Feed no more than the head may still hold: a head that does not end
+                    # within it is refused before it is buffered.
+                    self.parser.feed_data(data[:budget])
+                    if self._in_head:
+                        raise HeadTooLarge(
+                            f"request head over {self.limits.head_size_max_bytes} bytes"
+                        )
+                    data = data[budget:]
+                else:
+                    self._head_bytes += len(data)
+            self.parser.feed_data(data)
+        except HeadTooLarge as exc:
+            self._answer(431, "invalid_argument", str(exc))
+        except httptools.HttpParserUpgrade:
+            pass  # served as plain HTTP: the services speak no WebSocket
+        except httptools.HttpParserError as exc:
+            if isinstance(exc.__context__, HeadTooLarge):
+                self._answer(431, "invalid_argument", str(exc.__context__))
+            else:
+                self._answer(400, "invalid_argument", f"malformed HTTP request: {exc}")
+
+    def send_400_response(self, msg: str) -> None:
+        self._answer(400, "invalid_argument", msg)
+
+    # ---------------------------------------------------------------- parser callbacks
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._in_head = True
+        self._header_count = 0
+        if self._timer is None:
+            self._arm_head_timer()
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_count += 1
+        if self._header_count > self.limits.headers_max:
+            raise HeadTooLarge(f"more than {self.limits.headers_max} header fields")
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._disarm()
+        self._arm(self.limits.body_read_timeout_s, self._body_timeout)
+        if len(self.tasks) >= self.limits.requests_in_flight_max:
+            app, self.app = self.app, _BUSY_APP
+            try:
+                super().on_headers_complete()
+            finally:
+                self.app = app
+        else:
+            super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._disarm()
+        self._in_head = True
+        self._head_bytes = 0
+        super().on_message_complete()
+
+    # ---------------------------------------------------------------- timers
+
+    def _arm(self, delay_s: float, callback: Any) -> None:
+        self._disarm()
+        self._timer = self.loop.call_later(delay_s, callback)
+
+    def _arm_head_timer(self) -> None:
+        share = _jitter.uniform(HEAD_TIMEOUT_SHARE_MIN, 1.0)
+        self._arm(self.limits.header_read_timeout_s * share, self._head_timeout)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _head_timeout(self) -> None:
+        self._timer = None
+        if self.transport.is_closing():
+            return
+        if self._head_bytes == 0 and (self.cycle is None or self.cycle.response_complete):
+            # Nothing of a request arrived: an idle connection, closed quietly.
+            self.transport.close()
+            return
+        ms = round(self.limits.header_read_timeout_s * 1000)
+        self._answer(408, "invalid_argument", f"request head not complete in {ms} ms")
+
+    def _body_timeout(self) -> None:
+        self._timer = None
+        if self.transport.is_closing():
+            return
+        if self.cycle is not None and self.cycle.response_started:
+            # Answered already (without reading the whole body): just end it.
+            self.transport.close()
+            return
+        ms = round(self.limits.body_read_timeout_s * 1000)
+        self._answer(408, "invalid_argument", f"request body not complete within {ms} ms")
+
+    # ---------------------------------------------------------------- our own answers
+
+    def _answer(self, status: int, code: str, message: str) -> None:
+        """Write an error answer and close with a lingering close. A request whose
+        answer has started is cut instead (its answer cannot be replaced)."""
+        self._answered = True
+        self._disarm()
+        cycle = self.cycle
+        started = cycle is not None and cycle.response_started and not cycle.response_complete
+        if cycle is not None and not cycle.response_complete:
+            # The application sees the client as gone and writes nothing more.
+            cycle.disconnected = True
+            cycle.message_event.set()
+        if started or self.transport.is_closing():
+            self.transport.close()
+            return
+        self.transport.write(error_bytes(status, code, message))
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+            self._timer = self.loop.call_later(LINGER_S, self.transport.close)
+        else:
+            self.transport.close()
+
+
+def protocol_class(limits: ServerLimits) -> type[BoundedHttpProtocol]:
+    """A protocol class for one server: its limits and its connection table."""
+    return type(
+        "QuireHttpProtocol",
+        (BoundedHttpProtocol,),
+        {"limits": limits, "table": ConnectionTable(limits)},
+    )

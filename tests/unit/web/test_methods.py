@@ -1,0 +1,79 @@
+"""HEAD of GET routes and Allow on 405 (services/web/methods.py), on a small app with
+included routers like the services'."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+from fastapi import APIRouter, Request
+
+from services.web.app import new_app
+from services.web.errors import install_error_handlers
+from services.web.methods import MethodsMiddleware, allowed_methods
+
+seen: list[str] = []
+router = APIRouter(prefix="/v1")
+
+
+@router.get("/things/{thing_id}")
+async def get_thing(thing_id: str, request: Request) -> dict:
+    seen.append(request.method)
+    return {"thing": thing_id}
+
+
+@router.delete("/things/{thing_id}")
+async def delete_thing(thing_id: str) -> dict:
+    return {}
+
+
+@router.post("/things/{thing_id}/close")
+async def close_thing(thing_id: str) -> dict:
+    return {}
+
+
+def make_app() -> MethodsMiddleware:
+    app = new_app()
+    install_error_handlers(app)
+    app.include_router(router)
+    return MethodsMiddleware(app, app.router.routes)
+
+
+def call(method: str, path: str) -> httpx.Response:
+    async def main() -> httpx.Response:
+        transport = httpx.ASGITransport(app=make_app())
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            return await client.request(method, path)
+
+    return asyncio.run(main())
+
+
+def test_allowed_methods_sees_included_routes() -> None:
+    """Every method of every route of a path, HEAD wherever GET; none for no route."""
+    app = make_app()
+    assert allowed_methods(app.routes, "/v1/things/7") == {"GET", "HEAD", "DELETE"}
+    assert allowed_methods(app.routes, "/v1/things/7/close") == {"POST"}
+    assert allowed_methods(app.routes, "/v1/nothing") == set()
+
+
+def test_head_runs_the_get_route() -> None:
+    """HEAD of a GET route is the GET (200), not 405."""
+    seen.clear()
+    r = call("HEAD", "/v1/things/7")
+    assert r.status_code == 200
+    assert seen == ["GET"]
+
+
+def test_405_carries_allow() -> None:
+    """A 405 lists the path's methods in Allow, with the API.md error body; HEAD of a
+    POST-only route stays 405."""
+    r = call("PUT", "/v1/things/7")
+    assert r.status_code == 405 and r.json()["error"] == "method_not_allowed"
+    assert r.headers["allow"] == "DELETE, GET, HEAD"
+    r = call("HEAD", "/v1/things/7/close")
+    assert r.status_code == 405 and r.headers["allow"] == "POST"
+
+
+def test_unknown_route_is_404_for_head_too() -> None:
+    """HEAD of a path with no route is 404 like GET."""
+    assert call("HEAD", "/v1/nothing").status_code == 404

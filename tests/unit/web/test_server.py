@@ -1,0 +1,221 @@
+"""The bounded HTTP protocol (services/web/server.py) driven through a fake transport:
+admission per client address, head size and header count bounds, head and body
+timers, malformed requests and overload, each answered in JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+import uvicorn
+from uvicorn.server import ServerState
+
+from services.web.server import BoundedHttpProtocol, ConnectionTable, ServerLimits, protocol_class
+
+
+class FakeTransport:
+    """What the protocol writes, and whether it shut the write side or closed."""
+
+    def __init__(self, peer: tuple[str, int]) -> None:
+        self.peer = peer
+        self.written = b""
+        self.closed = False
+        self.eof = False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": self.peer, "sockname": ("127.0.0.1", 8080)}.get(name, default)
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        self.eof = True
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def answer(self) -> tuple[int, dict]:
+        head, _, body = self.written.partition(b"\r\n\r\n")
+        return int(head.split()[1]), json.loads(body)
+
+
+async def echo_length(scope: Any, receive: Any, send: Any) -> None:
+    """An app that reads the whole body and answers its length."""
+    size, more = 0, True
+    while more:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+        size += len(message.get("body", b""))
+        more = message.get("more_body", False)
+    body = json.dumps({"length": size}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def run(
+    limits: ServerLimits,
+    scenario: Callable[[Callable[[str], tuple[BoundedHttpProtocol, FakeTransport]]], Awaitable],
+) -> None:
+    """Run ``scenario`` with a factory of connections (client address in, protocol and
+    transport out) of one server with ``limits``."""
+
+    async def main() -> None:
+        cls = protocol_class(limits)
+        config = uvicorn.Config(echo_length, http=cls, log_config=None, proxy_headers=False)
+        config.load()
+        state = ServerState()
+        port = iter(range(40000, 50000))
+
+        def connect(client: str) -> tuple[BoundedHttpProtocol, FakeTransport]:
+            proto = cls(config=config, server_state=state, app_state={})
+            transport = FakeTransport((client, next(port)))
+            proto.connection_made(transport)  # type: ignore[arg-type]
+            return proto, transport
+
+        await scenario(connect)
+
+    asyncio.run(main())
+
+
+async def settle(predicate: Callable[[], bool], deadline_s: float = 5.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline_s
+    while not predicate():
+        assert loop.time() < end, "timed out"
+        await asyncio.sleep(0.01)
+
+
+GET = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+def test_connection_table_counts_per_client_and_in_all() -> None:
+    """Admission: per-address cap first met refuses with the address named; another
+    address is admitted until the total cap; a release frees a place."""
+    table = ConnectionTable(ServerLimits(connections_max=3, connections_per_client_max=2))
+    assert table.admit("10.0.0.1") is None
+    assert table.admit("10.0.0.1") is None
+    refusal = table.admit("10.0.0.1")
+    assert refusal is not None and "10.0.0.1" in refusal
+    assert table.admit("10.0.0.2") is None
+    assert table.admit("10.0.0.3") is not None  # the total cap
+    table.release("10.0.0.1")
+    assert table.admit("10.0.0.1") is None
+    assert (table.total, table.by_client) == (3, {"10.0.0.1": 2, "10.0.0.2": 1})
+
+
+def test_connection_over_the_client_cap_gets_json_503() -> None:
+    """The connection one over the per-client cap is answered with the JSON 503 at once
+    and its write side shut; other addresses and, after a close, the same one, pass."""
+
+    async def scenario(connect: Any) -> None:
+        first, _ = connect("127.0.0.9")
+        connect("127.0.0.9")
+        _, refused = connect("127.0.0.9")
+        assert refused.answer() == (503, refused.answer()[1])
+        assert refused.answer()[1]["error"] == "unavailable" and refused.eof
+        _, other = connect("127.0.0.10")
+        assert other.written == b""
+        first.connection_lost(None)
+        _, again = connect("127.0.0.9")
+        assert again.written == b""
+
+    run(ServerLimits(connections_per_client_max=2), scenario)
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"GET /health HTTP/1.1\r\nX-Big: " + b"a" * (1 << 20) + b"\r\n\r\n",
+        b"GET /health HTTP/1.1\r\n" + b"X-H: v\r\n" * 10_000 + b"\r\n",
+    ],
+    ids=["1 MiB header", "10,000 headers"],
+)
+def test_oversized_head_is_431(head: bytes) -> None:
+    """A head over 64 KiB or over 100 header fields: JSON 431 `invalid_argument`, also
+    when it arrives in one piece."""
+
+    async def scenario(connect: Any) -> None:
+        proto, transport = connect("127.0.0.1")
+        proto.data_received(head)
+        assert transport.answer()[0] == 431
+        assert transport.answer()[1]["error"] == "invalid_argument"
+
+    run(ServerLimits(), scenario)
+
+
+def test_small_head_with_large_body_in_one_piece_is_served() -> None:
+    """Only the head counts against the head bound: a small head followed by 200 KiB of
+    body in the same read is served whole."""
+    body = b"b" * 200_000
+    request = b"POST /x HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+
+    async def scenario(connect: Any) -> None:
+        proto, transport = connect("127.0.0.1")
+        proto.data_received(request)
+        await settle(lambda: b"\r\n\r\n" in transport.written)
+        assert transport.written.startswith(b"HTTP/1.1 200")
+        assert transport.written.endswith(b'{"length": 200000}')
+
+    run(ServerLimits(), scenario)
+
+
+def test_malformed_request_is_json_400() -> None:
+    """A request line that is not HTTP: JSON 400 `invalid_argument`."""
+
+    async def scenario(connect: Any) -> None:
+        proto, transport = connect("127.0.0.1")
+        proto.data_received(b"GARBAGE\r\n\r\n")
+        assert transport.answer()[0] == 400
+        assert transport.answer()[1]["error"] == "invalid_argument"
+
+    run(ServerLimits(), scenario)
+
+
+def test_head_and_body_timers() -> None:
+    """A half head gets a JSON 408 after the head time-out; an idle new connection is
+    closed without a word; a body that stops half-way gets a JSON 408."""
+
+    async def scenario(connect: Any) -> None:
+        half, half_t = connect("127.0.0.1")
+        half.data_received(b"GET /health HTTP/1.1\r\nHost")
+        _, idle_t = connect("127.0.0.1")
+        body, body_t = connect("127.0.0.1")
+        body.data_received(b"POST /x HTTP/1.1\r\nContent-Length: 10\r\n\r\n12345")
+        await settle(lambda: half_t.written != b"" and idle_t.closed and body_t.written != b"")
+        assert half_t.answer()[0] == 408 and body_t.answer()[0] == 408
+        assert "head" in half_t.answer()[1]["message"]
+        assert "body" in body_t.answer()[1]["message"]
+        assert idle_t.written == b""
+
+    run(ServerLimits(header_read_timeout_s=0.05, body_read_timeout_s=0.05), scenario)
+
+
+def test_requests_over_the_in_flight_bound_get_json_503() -> None:
+    """Requests beyond the in-flight bound are answered with the JSON 503 `unavailable`
+    (not uvicorn's plain text)."""
+
+    async def scenario(connect: Any) -> None:
+        proto, transport = connect("127.0.0.1")
+        proto.data_received(GET)
+        await settle(lambda: b"\r\n\r\n" in transport.written)
+        assert transport.answer() == (503, transport.answer()[1])
+        assert transport.answer()[1]["error"] == "unavailable"
+
+    run(ServerLimits(requests_in_flight_max=0), scenario)
