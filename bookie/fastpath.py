@@ -103,8 +103,13 @@ async def read_budgeted(
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-class BodyTimeout(InvalidArgument):
-    """The request body did not arrive in time (answered 400 ``invalid_argument``)."""
+class BodyTimeout(Exception):
+    """The request body did not arrive in time. Not a ``QuireError`` of its own: it is
+    answered as 400 ``invalid_argument`` (``as_error``), and the fast path also closes
+    the connection, since the rest of the body may never come."""
+
+    def as_error(self) -> InvalidArgument:
+        return InvalidArgument(str(self))
 
 
 async def add_request(
@@ -179,12 +184,14 @@ class AddFastPath:
                 break
         try:
             answer = await add_request(node, declared, _receive_chunks(receive))
-        except QuireError as exc:
-            response = error_json(exc)
-            if isinstance(exc, BodyTimeout):
-                # The rest of the body may never come: do not wait for it on this connection.
-                response.headers["connection"] = "close"
+        except BodyTimeout as exc:
+            # The rest of the body may never come: do not wait for it on this connection.
+            response = error_json(exc.as_error())
+            response.headers["connection"] = "close"
             await response(scope, receive, send)
+            return
+        except QuireError as exc:
+            await error_json(exc)(scope, receive, send)
             return
         except Exception:  # noqa: BLE001 - never a bare 500 page
             log.exception("unexpected error on POST %s", ADD_PATH)

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from bookie.fastpath import add_request
+from bookie.fastpath import BodyTimeout, add_request
 from bookie.models import (
     ADD_REQUEST_BODY,
     FRAMING_DESCRIPTION,
@@ -59,7 +59,10 @@ async def add_entries(request: Request) -> Response:
     # Normally answered by bookie.fastpath.AddFastPath before routing; same code.
     node: BookieNode = await get_node(request)
     declared = request.headers.get("content-length")
-    answer = await add_request(node, declared, request.stream())
+    try:
+        answer = await add_request(node, declared, request.stream())
+    except BodyTimeout as exc:
+        raise exc.as_error() from None
     return Response(answer, media_type="application/json")
 
 

@@ -39,6 +39,7 @@ OTHER_CODES = {
     "internal": 500,
     "conflict": 409,
     "cookie_mismatch": 409,
+    "entry_exists": 409,
     "bookie_read_only": 503,
     "bookie_running": 409,
     "data_dir_in_use": 409,
