@@ -12,7 +12,7 @@ from services.bench.load import merge_histograms, percentile_s
 from services.bench.measure import Sampler
 
 if TYPE_CHECKING:
-    from services.bench.run import BenchConfig
+    from services.bench.config import BenchConfig
 
 PROGRESS_TTY_INTERVAL_S = 0.5
 PROGRESS_PLAIN_INTERVAL_S = 2.0

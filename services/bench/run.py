@@ -42,11 +42,20 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from services.bench.config import (
+    FSYNC_PROBE_S,
+    LEDGER_CREATE_THREADS,
+    LOAD_SLACK_S,
+    PORT_BLOCK_TRIES,
+    START_DELAY_S,
+    WRITABLE_WAIT_S,
+    BenchConfig,
+    BenchError,
+)
 from services.bench.measure import (
     Sampler,
     busy_cpu_s,
@@ -54,6 +63,7 @@ from services.bench.measure import (
     profile_report,
     raw_fsync,
 )
+from services.bench.procs import LoadProcesses, load_specs
 from services.bench.report import Progress, report, summarize
 from services.cli.client import GatewayClient
 from services.errors import NotEnoughBookies, QuireError, invariant
@@ -61,62 +71,10 @@ from services.errors import NotEnoughBookies, QuireError, invariant
 if TYPE_CHECKING:  # imported when a local cluster starts: most runs use a remote gateway
     from services.cluster.local import LocalCluster
 
-LEDGER_CREATE_THREADS = 16
-WRITABLE_WAIT_S = 30.0
-START_DELAY_S = 1.0  # the load processes import and connect before the clock starts
-LOAD_SLACK_S = 90.0  # a load process that outlives its window by this much is killed
-FSYNC_PROBE_S = 2.0
-PORT_BLOCK_TRIES = 200
-CLIENTS_MAX = 10_000
-LEDGERS_MAX = 100_000
-
-
-class BenchError(RuntimeError):
-    """The benchmark cannot run; the message is one line for people."""
-
-
-@dataclass(slots=True)
-class BenchConfig:
-    gateway: str | None = None
-    token: str | None = None
-    local: bool = False
-    bookies: int = 3
-    ledgers: int = 1
-    ensemble: int = 3
-    write_quorum: int = 2
-    ack_quorum: int = 2
-    entry_size: int = 1024
-    concurrency: int = 64
-    batch: int = 1
-    rate: float = 0.0
-    duration_s: float = 10.0
-    warmup_s: float = 1.0
-    load_procs: int = 1
-    keep_ledgers: bool = False
-    work_dir: Path | None = None
-    keep: bool = False
-    profile: Path | None = None
-    py_spy: str = "py-spy"
-
-    def check(self) -> None:
-        if not self.ensemble >= self.write_quorum >= self.ack_quorum >= 1:
-            raise BenchError(
-                "E >= Qw >= Qa >= 1 must hold: --ensemble "
-                f"{self.ensemble}, --write-quorum {self.write_quorum}, "
-                f"--ack-quorum {self.ack_quorum}"
-            )
-        if self.local and self.ensemble > self.bookies:
-            raise BenchError(f"--ensemble {self.ensemble} needs as many --bookies")
-        if self.load_procs > self.concurrency:
-            raise BenchError("--load-procs cannot exceed --concurrency")
-
-
-# -- the local cluster --------------------------------------------------------
-
 
 def free_port_block(count: int, host: str = "127.0.0.1") -> int:
     """A port P such that P..P+count-1 are free now (below the ephemeral range)."""
-    from services.cluster.local import port_free
+    from services.cluster.config import port_free
 
     rng = random.Random()
     for _ in range(PORT_BLOCK_TRIES):
@@ -132,7 +90,8 @@ def start_local_cluster(config: BenchConfig, data_dir: Path) -> LocalCluster:
     Returns the started ``LocalCluster``; the caller stops it (it is a context
     manager). What started before a failure keeps running until then."""
     from services.cli.ui import Ui
-    from services.cluster.local import ClusterError, LocalCluster, UpConfig
+    from services.cluster.config import ClusterError, UpConfig
+    from services.cluster.local import LocalCluster
     from services.cluster.processes import free_port
 
     cluster = LocalCluster(
@@ -210,119 +169,6 @@ def delete_ledgers(config: BenchConfig, url: str, ledger_ids: list[int]) -> int:
     with ThreadPoolExecutor(LEDGER_CREATE_THREADS) as pool:
         list(pool.map(delete_one, ledger_ids))
     return failed
-
-
-def client_ledgers(ledger_ids: list[int], concurrency: int) -> list[list[int]]:
-    """Each client's ledgers: spread so that every ledger is written and every client
-    has at least one (several clients share a ledger when there are fewer ledgers)."""
-    if len(ledger_ids) >= concurrency:
-        return [ledger_ids[i::concurrency] for i in range(concurrency)]
-    return [[ledger_ids[i % len(ledger_ids)]] for i in range(concurrency)]
-
-
-# -- the load processes -------------------------------------------------------
-
-
-class LoadProcesses:
-    """The generator processes: started together, their stdout lines collected by
-    reader threads (the latest progress of each, then its result), stopped by pid."""
-
-    def __init__(self) -> None:
-        self.procs: list[subprocess.Popen] = []
-        self.progress: dict[int, dict] = {}
-        self.results: dict[int, dict] = {}
-        self._threads: list[threading.Thread] = []
-
-    def start(self, specs: list[dict]) -> None:
-        for index, spec in enumerate(specs):
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "services.bench.load", json.dumps(spec)],
-                stdout=subprocess.PIPE,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # Ctrl-C reaches us; we stop it by pid
-                text=True,
-            )
-            self.procs.append(proc)
-            thread = threading.Thread(target=self._read, args=(index, proc.stdout), daemon=True)
-            thread.start()
-            self._threads.append(thread)
-
-    def _read(self, index: int, stream: IO[str]) -> None:
-        for line in stream:
-            try:
-                doc = json.loads(line)
-            except ValueError:
-                continue
-            if doc.get("type") == "result":
-                self.results[index] = doc
-            else:
-                self.progress[index] = doc
-
-    @property
-    def pids(self) -> list[int]:
-        return [p.pid for p in self.procs]
-
-    def snapshot(self) -> dict:
-        docs = list(self.progress.values())
-        return {
-            "counting": any(d.get("counting") for d in docs),
-            "counted_s": max((d.get("counted_s", 0.0) for d in docs), default=0.0),
-            "entries": sum(d.get("entries", 0) for d in docs),
-            "errors": sum(d.get("errors", 0) for d in docs),
-            "p99_ms": max((d.get("p99_ms", 0.0) for d in docs), default=0.0),
-            "first_error": next((d["first_error"] for d in docs if d.get("first_error")), None),
-        }
-
-    def wait(self, timeout_s: float) -> list[dict]:
-        end = time.monotonic() + timeout_s
-        for proc in self.procs:
-            try:
-                proc.wait(max(0.1, end - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        for thread in self._threads:
-            thread.join(5.0)
-        for index, proc in enumerate(self.procs):
-            if index not in self.results:
-                raise BenchError(
-                    f"load process {proc.pid} ended with code {proc.returncode} without a result"
-                )
-        return [self.results[i] for i in range(len(self.procs))]
-
-    def stop(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
-
-
-def load_specs(config: BenchConfig, url: str, ledger_ids: list[int], start_at: float) -> list[dict]:
-    parts = urlsplit(url)
-    host = parts.hostname or "127.0.0.1"
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    if parts.scheme != "http":
-        raise BenchError("the load generator speaks plain http:// only")
-    assignment = client_ledgers(ledger_ids, config.concurrency)
-    procs = max(1, config.load_procs)
-    specs = []
-    for i in range(procs):
-        mine = assignment[i::procs]
-        specs.append(
-            {
-                "host": host,
-                "port": port,
-                "token": config.token,
-                "client_ledgers": mine,
-                "batch": config.batch,
-                "entry_size": config.entry_size,
-                "rate": config.rate * len(mine) / config.concurrency,
-                "duration_s": config.duration_s,
-                "warmup_s": config.warmup_s,
-                "start_at": start_at,
-            }
-        )
-    return specs
 
 
 # -- running --------------------------------------------------------------------

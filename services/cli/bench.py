@@ -89,7 +89,8 @@ def bench_command(
     (--keep-ledgers keeps them); --local removes its whole cluster, also on
     Ctrl-C.
     """
-    from services.bench.run import BenchConfig, main
+    from services.bench.config import BenchConfig
+    from services.bench.run import main
 
     options = global_options(ctx)
     if local and gateway is not None:

@@ -11,7 +11,8 @@ import typer
 from services.cli.common import check_zk
 
 if TYPE_CHECKING:
-    from services.cluster.local import ClusterError, LocalCluster
+    from services.cluster.config import ClusterError
+    from services.cluster.local import LocalCluster
 
 
 def up(
@@ -61,7 +62,8 @@ def up(
     identity is its host:port). A child that dies is reported and the rest keep
     running; if ZooKeeper dies, or no service is left, quire up stops and exits 1.
     """
-    from services.cluster.local import SERVICES, ClusterError, LocalCluster, StopRequested, UpConfig
+    from services.cluster.config import SERVICES, ClusterError, StopRequested, UpConfig
+    from services.cluster.local import LocalCluster
 
     check_zk(zk, zk_root, zk_session_timeout)
     names = [spec.name for spec in SERVICES]

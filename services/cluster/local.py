@@ -41,115 +41,43 @@ identity back.
 from __future__ import annotations
 
 import fcntl
-import importlib.util
 import os
 import secrets
 import shutil
-import signal
-import socket
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO
 
-import psutil
-
 from services.cli.ui import Ui
+from services.cluster.config import (
+    BOOKIES_MAX,
+    CLUSTER_SECRET_BYTES,
+    EXTERNAL_ZOOKEEPER_DEADLINE_S,
+    LOG_TAIL_LINES,
+    SECRET_ENV,
+    SERVICES,
+    SUPERVISE_INTERVAL_S,
+    ZOOKEEPER_START_DEADLINE_S,
+    ClusterError,
+    Planned,
+    StopRequested,
+    UpConfig,
+    port_free,
+)
 from services.cluster.processes import (
     STOP_GRACE_S,
     ManagedProcess,
     ProcessError,
     ServiceProcess,
     ZooKeeperProcess,
+    ended,
     health_ok,
     port_is_open,
+    stop_processes,
     tail,
     zookeeper_ready,
 )
-
-BOOKIES_MAX = 32
-ZOOKEEPER_START_DEADLINE_S = 90.0
-SERVICE_START_DEADLINE_S = 90.0
-EXTERNAL_ZOOKEEPER_DEADLINE_S = 10.0
-SUPERVISE_INTERVAL_S = 0.5
-LOG_TAIL_LINES = 8
-CLUSTER_SECRET_BYTES = 32
-SECRET_ENV = "QUIRE_CLUSTER_SECRET"
-
-
-@dataclass(frozen=True, slots=True)
-class ServiceSpec:
-    """One singleton service of the local cluster; ``port(P, N)`` places it."""
-
-    name: str
-    module: str
-    port: Callable[[int, int], int]
-
-    def available(self) -> bool:
-        """True once ``python -m <module>`` can run (later issues add the modules)."""
-        try:
-            return importlib.util.find_spec(f"{self.module}.__main__") is not None
-        except (ImportError, ValueError):
-            return False
-
-
-# The services after the bookies, in start order. Each starts only once its
-# module exists; adding one to the cluster is one line here.
-SERVICES: tuple[ServiceSpec, ...] = (
-    ServiceSpec("gateway", "gateway", lambda p, n: p),
-    ServiceSpec("auditor", "auditor", lambda p, n: p + n + 1),
-    ServiceSpec("replicator", "replicator", lambda p, n: p + n + 2),
-)
-
-
-class ClusterError(RuntimeError):
-    """The cluster cannot start or keep running; the message is one line for people."""
-
-    def __init__(self, message: str, log_path: Path | None = None):
-        super().__init__(message)
-        self.log_path = log_path
-
-
-class StopRequested(Exception):
-    """SIGINT or SIGTERM arrived while the cluster was starting."""
-
-
-@dataclass(slots=True)
-class UpConfig:
-    data_dir: Path
-    bookies: int = 3
-    gateway_port: int = 8080
-    host: str = "127.0.0.1"
-    zk: str | None = None
-    zk_port: int = 2181
-    zk_root: str = "/quire"
-    zk_session_timeout: float | None = None
-    start_deadline_s: float = SERVICE_START_DEADLINE_S
-    without: frozenset[str] = frozenset()
-    # None: QUIRE_CLUSTER_SECRET if set, else a random one (module docstring).
-    cluster_secret: str | None = field(default=None, repr=False)
-
-
-def port_free(host: str, port: int) -> bool:
-    """True if a server could listen on ``host:port`` now (what uvicorn and ZooKeeper do)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-@dataclass(slots=True)
-class Planned:
-    name: str
-    module: str
-    port: int
-    args: list[str]
 
 
 class LocalCluster:
@@ -357,7 +285,7 @@ class LocalCluster:
                     raise StopRequested
                 if not proc.alive():
                     raise ClusterError(
-                        f"{proc.name} {_ended(proc)} before it was {what}; "
+                        f"{proc.name} {ended(proc)} before it was {what}; "
                         f"its log is {proc.log_path}",
                         proc.log_path,
                     )
@@ -397,7 +325,7 @@ class LocalCluster:
                 if proc.alive() or id(proc) in self._reported:
                     continue
                 self._reported.add(id(proc))
-                self.ui.error(f"{proc.name} (pid {proc.pid}) {_ended(proc)}")
+                self.ui.error(f"{proc.name} (pid {proc.pid}) {ended(proc)}")
                 self.ui.note(_indent(tail(proc.log_path, LOG_TAIL_LINES)))
                 if proc is not self.zookeeper:
                     self.ui.note(f"the rest keep running; its log is {proc.log_path}")
@@ -431,55 +359,6 @@ class LocalCluster:
         if self._lock_file is not None:
             self._lock_file.close()
             self._lock_file = None
-
-
-def stop_processes(procs: Sequence[ManagedProcess], grace_s: float) -> None:
-    """SIGTERM every process (and its descendants) at once, SIGKILL after ``grace_s``.
-
-    Descendants are collected by pid before the signal, so a child that its
-    parent leaves behind is stopped too; nothing is signalled by name.
-    """
-    descendants: list[psutil.Process] = []
-    for proc in procs:
-        if proc.alive() and proc.pid is not None:
-            try:
-                descendants += psutil.Process(proc.pid).children(recursive=True)
-            except psutil.Error:
-                pass
-            proc.signal(signal.SIGCONT)  # a paused process cannot handle SIGTERM
-            proc.signal(signal.SIGTERM)
-    end = time.monotonic() + grace_s
-    for proc in procs:
-        if proc.proc is None:
-            continue
-        try:
-            proc.proc.wait(max(0.0, end - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        proc.proc.wait()
-    alive = [d for d in descendants if d.is_running()]
-    for child in alive:
-        try:
-            child.terminate()
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(alive, timeout=max(0.5, end - time.monotonic()))
-    for child in alive:
-        try:
-            child.kill()
-        except psutil.Error:
-            pass
-
-
-def _ended(proc: ManagedProcess) -> str:
-    """How a process ended, for people: "exited with code 3", "was killed by SIGKILL"."""
-    code = proc.proc.returncode if proc.proc is not None else None
-    if code is not None and code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            pass
-    return f"exited with code {code}"
 
 
 def _indent(text: str) -> str:

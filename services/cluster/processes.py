@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import httpx
+import psutil
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
@@ -270,3 +271,52 @@ class ServiceProcess(ManagedProcess):
         self.stop()
         self.start()
         self.wait_healthy(deadline_s)
+
+
+def stop_processes(procs: Sequence[ManagedProcess], grace_s: float) -> None:
+    """SIGTERM every process (and its descendants) at once, SIGKILL after ``grace_s``.
+
+    Descendants are collected by pid before the signal, so a child that its
+    parent leaves behind is stopped too; nothing is signalled by name.
+    """
+    descendants: list[psutil.Process] = []
+    for proc in procs:
+        if proc.alive() and proc.pid is not None:
+            try:
+                descendants += psutil.Process(proc.pid).children(recursive=True)
+            except psutil.Error:
+                pass
+            proc.signal(signal.SIGCONT)  # a paused process cannot handle SIGTERM
+            proc.signal(signal.SIGTERM)
+    end = time.monotonic() + grace_s
+    for proc in procs:
+        if proc.proc is None:
+            continue
+        try:
+            proc.proc.wait(max(0.0, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        proc.proc.wait()
+    alive = [d for d in descendants if d.is_running()]
+    for child in alive:
+        try:
+            child.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(alive, timeout=max(0.5, end - time.monotonic()))
+    for child in alive:
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+
+
+def ended(proc: ManagedProcess) -> str:
+    """How a process ended, for people: "exited with code 3", "was killed by SIGKILL"."""
+    code = proc.proc.returncode if proc.proc is not None else None
+    if code is not None and code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            pass
+    return f"exited with code {code}"

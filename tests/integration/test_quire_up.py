@@ -25,7 +25,7 @@ from kazoo.client import KazooClient
 from typer.testing import CliRunner
 
 from services.cluster import processes
-from services.cluster.local import port_free
+from services.cluster.config import port_free
 from services.cluster.processes import ZooKeeperProcess, free_port
 from tests.harness import wait_for
 

@@ -8,9 +8,10 @@ import json
 
 import pytest
 
+from services.bench.config import BenchConfig, BenchError
 from services.bench.load import bucket_of, merge_histograms, percentile_s
+from services.bench.procs import client_ledgers, load_specs
 from services.bench.report import Progress, report, summarize
-from services.bench.run import BenchConfig, BenchError, client_ledgers, load_specs
 
 
 def test_every_ledger_is_written_and_every_client_has_one() -> None:
