@@ -283,7 +283,11 @@ class BoundedHttpProtocol(HttpToolsProtocol):
             self.transport.close()
             return
         ms = round(self.limits.header_read_timeout_s * 1000)
-        self._answer(408, "invalid_argument", f"request head not complete in {ms} ms")
+        self._answer(
+            408,
+            "invalid_argument",
+            f"request head not complete in {ms} ms (header_read_timeout_ms)",
+        )
 
     def _body_timeout(self) -> None:
         self._timer = None
@@ -294,7 +298,11 @@ class BoundedHttpProtocol(HttpToolsProtocol):
             self.transport.close()
             return
         ms = round(self.limits.body_read_timeout_s * 1000)
-        self._answer(408, "invalid_argument", f"request body not complete within {ms} ms")
+        self._answer(
+            408,
+            "invalid_argument",
+            f"request body not complete within {ms} ms (body_read_timeout_ms)",
+        )
 
     # ---------------------------------------------------------------- our own answers
 
