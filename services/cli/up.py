@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def up(
-    bookies: Annotated[int, typer.Option(min=1, max=32, help="number of bookies")] = 3,
+    bookies: Annotated[int, typer.Option(min=1, max=32, help="number of bookies")] = 4,
     data_dir: Annotated[
         Path, typer.Option(help="where ZooKeeper, the bookies and the logs keep their files")
     ] = Path("./quire-data"),

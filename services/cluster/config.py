@@ -58,7 +58,7 @@ class StopRequested(Exception):
 @dataclass(slots=True)
 class UpConfig:
     data_dir: Path
-    bookies: int = 3
+    bookies: int = 4
     gateway_port: int = 8080
     host: str = "127.0.0.1"
     zk: str | None = None

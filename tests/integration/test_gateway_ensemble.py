@@ -4,11 +4,13 @@ fragment, writes continue, and nothing acknowledged is lost."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
+from pathlib import Path
 
 import httpx
 
-from services.wire import digest, framing
+from services.wire import digest
 from services.wire.framing import Record
 from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import (
@@ -191,17 +193,24 @@ def test_a_corrupt_replica_is_skipped_never_returned(cluster: Cluster) -> None:
     bookies = closed["fragments"][0]["bookies"]
 
     def forge(entry_id: int, bookie: str) -> None:
+        """Replace the stored replica on disk (a bookie refuses to overwrite an entry with
+        other bytes through its API): stop it, rewrite the row, start it again."""
         record = Record(
             lid, entry_id, entry_id - 1, b"forged", digest_type="hmac-sha256",
             length=sum(map(len, payloads[: entry_id + 1])),
         )  # fmt: skip
         record = digest.seal(record, digest.mac_key(b"another password"))
-        r = httpx.post(
-            f"http://{bookie}/v1/entries",
-            content=framing.encode([record]),
-            headers={"Content-Type": framing.MEDIA_TYPE},
-        )
-        assert r.status_code == 200 and r.json()["stored"] == 1, r.text
+        proc = procs[bookie]
+        data_dir = Path(proc.argv[proc.argv.index("--data-dir") + 1])
+        proc.stop()
+        with sqlite3.connect(data_dir / "bookie.db") as db:
+            changed = db.execute(
+                "UPDATE entries SET payload = ?, digest = ? WHERE ledger_id = ? AND entry_id = ?",
+                (record.payload, bytes(record.digest), lid, entry_id),
+            ).rowcount
+        assert changed == 1
+        proc.start()
+        proc.wait_healthy(30.0)
 
     write_set = [bookies[(3 + i) % 3] for i in range(2)]  # entry 3, E=3, Qw=2
     forge(3, write_set[0])

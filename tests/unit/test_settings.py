@@ -213,3 +213,19 @@ def test_service_help_exits_0(module: str) -> None:
     result = _run([sys.executable, "-m", module, "--help"])
     assert result.returncode == 0, result.stderr
     assert "--zk" in result.stdout and "--port" in result.stdout
+
+
+def test_quire_up_defaults_follow_api_md() -> None:
+    """API.md: `quire up` starts four bookies by default (one more than the default
+    ensemble) on P+1..P+N, the gateway on P=8080, the auditor on P+N+1 and the replicator
+    on P+N+2."""
+    import inspect
+
+    from services.cli.up import up
+    from services.cluster.config import SERVICES, UpConfig
+
+    assert inspect.signature(up).parameters["bookies"].default == 4
+    assert inspect.signature(up).parameters["gateway_port"].default == 8080
+    assert UpConfig(data_dir=Path(".")).bookies == 4
+    ports = {spec.name: spec.port(8080, 4) for spec in SERVICES}
+    assert ports == {"gateway": 8080, "auditor": 8085, "replicator": 8086}
