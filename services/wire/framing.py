@@ -25,7 +25,8 @@ entry of such a ledger corrupted in transit would be stored and acknowledged,
 and found only by a reader, as a replica missing. So ``encode`` adds a CRC32C
 checksum of the whole record (its header with the flags, its digest and its
 payload) to every record whose digest type is not crc32c (a crc32c digest
-already covers ids, LAC, length and payload, and the bookie verifies it), and
+already covers ids, LAC, length and payload, and the bookie verifies it; it
+does not cover the flags, which is as before), and
 ``decode`` checks it: a mismatch is not a parse error (it would refuse the
 whole body) but ``Record.transit_ok`` False, so the bookie refuses that record
 alone. A record without the flag (the framing before the checksum) still
