@@ -2,7 +2,8 @@
 
 ``store_entries`` is the whole add: parse the framing (a body that does not
 parse is refused whole), refuse non-recovery adds on a read-only bookie,
-verify crc32c digests (a record whose digest does not match is refused alone,
+verify crc32c digests and the record checksums of the other digest types (a
+record that does not match is refused alone,
 ``invalid_argument`` in ``rejected``: the gateway batches many ledgers into
 one request, and one bad record must not fail the others), hand the good
 records to the group-commit writer and build the small JSON answer.
@@ -41,13 +42,15 @@ _JSON_HEADERS = [(b"content-type", b"application/json")]
 
 
 def check_records(records: list[Record]) -> tuple[list[Record], list[Record], int]:
-    """Verify crc32c digests (a bookie has no HMAC key): the good records, the bad ones
-    (refused one by one, issue 7 item 8), and the good ones' payload bytes."""
+    """Verify crc32c digests and, for the other digest types (a bookie has no HMAC key),
+    the framing's record checksum (``decode`` checked it: ``Record.transit_ok``): the
+    good records, the bad ones (refused one by one, issue 7 items 4 and 8), and the good
+    ones' payload bytes."""
     size = 0
     record_ok = digest.record_ok
     bad: list[Record] = []
     for r in records:
-        if r.digest_type == "crc32c" and not record_ok(r):
+        if not r.transit_ok or (r.digest_type == "crc32c" and not record_ok(r)):
             bad.append(r)
         else:
             size += len(r.payload)

@@ -125,9 +125,13 @@ BINARY_SCHEMA = {"type": "string", "format": "binary"}
 FRAMING_DESCRIPTION = (
     "A sequence of records (`services/wire/framing.py`): header `>BqqqqIH` = flags u8, "
     "ledger_id i64, entry_id i64, lac i64, length i64 (the ledger's total payload bytes "
-    "up to and including the entry), payload_len u32, digest_len u16; then the "
-    "digest bytes, then the payload bytes. Flags bit 0 = recovery add; bits 1-2 = digest "
-    "type (0 none / 0 bytes, 1 crc32c / 4 bytes, 2 hmac-sha256 / 32 bytes). "
+    "up to and including the entry), payload_len u32, digest_len u16; then, with flags "
+    "bit 3, checksum u32; then the digest bytes, then the payload bytes. Flags bit 0 = "
+    "recovery add; bits 1-2 = digest type (0 none / 0 bytes, 1 crc32c / 4 bytes, "
+    "2 hmac-sha256 / 32 bytes); bit 3 = a record checksum follows the header: CRC32C of "
+    "the header bytes, digest and payload, set on every record whose digest type is not "
+    "crc32c (a bookie cannot verify an HMAC). A record whose crc32c digest or checksum "
+    "does not match is refused alone. "
     f"Limits: payload <= {ENTRY_SIZE_MAX_BYTES} bytes, <= {BATCH_ENTRIES_MAX} records, "
     f"body <= {BODY_SIZE_MAX_BYTES} bytes."
 )

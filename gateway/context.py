@@ -18,6 +18,7 @@ from typing import Protocol
 from gateway.metrics import GatewayMetrics
 from services.bookie_client import AddResult, LacInfo, RangeResult
 from services.protocol.metadata import LedgerMetadata
+from services.protocol.reads_lac import SeenLacs
 from services.settings import GatewaySettings
 from services.wire.framing import Record
 from services.zk.ledger_store import VersionedLedger
@@ -97,6 +98,8 @@ class GatewayContext:
     metrics: GatewayMetrics
     clock: Callable[[], int] = monotonic_ms
     rng: random.Random = field(default_factory=random.Random)
+    # The highest LAC this gateway learnt from bookies per ledger (gateway/runners/read.py).
+    lacs_seen: SeenLacs = field(default_factory=SeenLacs)
 
     def writable_bookies(self) -> list[str]:
         """Registered, writable bookies that may join an ensemble."""

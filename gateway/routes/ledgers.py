@@ -230,6 +230,7 @@ async def delete_ledger(
     ledger_id: LedgerIdPath, gw: GatewayDep, password: PasswordHeader = None
 ) -> Response:
     await ops.delete(gw, ledger_id, password)
+    reads.forget_lac(gw.ctx, ledger_id)
     return Response(status_code=204)
 
 
@@ -280,7 +281,8 @@ async def _timed_read(ctx: GatewayContext, ledger_id: int, read: Awaitable[T]) -
 
 async def _readable_end(gw: Gateway, metadata: LedgerMetadata) -> int:
     """The last entry a reader may see now (``reads.readable_end``): the last entry of a
-    CLOSED ledger, else the LAC (this gateway's write handle's, else the bookies')."""
+    CLOSED ledger, else the LAC (this gateway's write handle's, else the bookies', never
+    less than the highest this gateway saw before: ``reads.bookies_lac``)."""
     end = readable_end(metadata, gw.handles.writer_lac(metadata.ledger_id))
     if end is None:
         end = readable_end(metadata, await reads.bookies_lac(gw.ctx, metadata))

@@ -5,7 +5,9 @@ and reads_lac.py, the effects in reads_messages.py).
 
 Reads never fence. An OPEN (or IN_RECOVERY) ledger is read up to its LAC: the
 writer gateway knows it exactly; any other gateway asks the bookies of the last
-fragment (``bookies_lac``, ``wait_bookies_lac``). A CLOSED ledger is read up to
+fragment (``bookies_lac``, ``wait_bookies_lac``) and never reports less than the
+highest LAC it learnt before (``ctx.lacs_seen``, bounded; reads_lac.py says why:
+a bookie that just joined may report a lower one). A CLOSED ledger is read up to
 its last entry (``reads.readable_end`` decides).
 
 A bookie that hangs (stopped, overloaded) must not stall reads for the bookie
@@ -188,20 +190,30 @@ async def _lac(ctx: GatewayContext, op: LacOp) -> int:
     result = await ReadRunner(ctx, op).run()
     if not isinstance(result, LacDone):
         raise InvariantViolation(f"a LAC read answered {result!r}")
-    return result.lac
+    return ctx.lacs_seen.observe(op.ledger_id, result.lac)
 
 
 async def bookies_lac(ctx: GatewayContext, metadata: LedgerMetadata) -> int:
-    """The highest LAC the bookies of the last fragment report (-1 if none knows any)."""
-    return await _lac(ctx, LacOp(metadata, limits=lac_limits(ctx)))
+    """The highest LAC the bookies of the last fragment report (-1 if none knows any), or
+    the highest this gateway saw before if that is higher: it never goes backwards."""
+    known = ctx.lacs_seen.get(metadata.ledger_id)
+    return await _lac(ctx, LacOp(metadata, known=known, limits=lac_limits(ctx)))
 
 
 async def wait_bookies_lac(
     ctx: GatewayContext, metadata: LedgerMetadata, after: int, wait_ms: int
 ) -> int:
     """Long poll: the first LAC above ``after`` any bookie reports within ``wait_ms``,
-    else the highest LAC known when the time is up."""
-    return await _lac(ctx, LacOp(metadata, after=after, wait_ms=wait_ms, limits=lac_limits(ctx)))
+    else the highest LAC known when the time is up (at once when this gateway already
+    saw one above ``after``)."""
+    known = ctx.lacs_seen.get(metadata.ledger_id)
+    op = LacOp(metadata, after=after, wait_ms=wait_ms, known=known, limits=lac_limits(ctx))
+    return await _lac(ctx, op)
+
+
+def forget_lac(ctx: GatewayContext, ledger_id: int) -> None:
+    """Drop what this gateway remembers of a deleted ledger's LAC."""
+    ctx.lacs_seen.forget(ledger_id)
 
 
 async def _read(ctx: GatewayContext, op: ReadOp) -> ReadDone:

@@ -24,10 +24,23 @@ arrives (with E == Qw every bookie answers that way). A bookie that fails sits
 the poll out. Bookies silent ``speculative_read_ms`` past the end of the wait are
 given up. When the wait ends without a LAC above ``after``, the answer is the
 highest LAC seen; with none seen at all, a plain LAC read decides.
+
+The LAC a reader reports never goes backwards. A bookie that just joined the
+last fragment (an ensemble change, a replacement) may report a lower LAC than
+the bookies it replaced did, so the highest answer of one read can be lower
+than an earlier read's. ``SeenLacs`` keeps, per ledger, the highest LAC the
+reader has seen (bounded: the least recently used ledger is forgotten first),
+and a ``LacOp`` given it as ``known`` never answers less: a LAC read answers
+the maximum of ``known`` and the bookies' answers, and a long poll whose
+``after`` is already below ``known`` answers at once. (A LAC once reported is
+safe to keep: every entry up to it was acknowledged, and a recovery closes
+the ledger at or past it.) With no bookie answering at all a LAC read still
+fails: ``known`` is a floor for answers, not a stand-in for them.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -55,6 +68,44 @@ class LacLimits:
     lac_repoll_delay_ms: int = 20  # before re-polling a bookie that answered too early
 
 
+LAC_MEMORY_LEDGERS_MAX = 100_000  # ledgers whose highest LAC a reader keeps (~100 B each)
+
+
+class SeenLacs:
+    """The highest LAC a reader has seen per ledger, for at most ``ledgers_max`` ledgers
+    (the least recently used is forgotten first; a forgotten ledger starts again from
+    what its bookies report)."""
+
+    def __init__(self, ledgers_max: int = LAC_MEMORY_LEDGERS_MAX) -> None:
+        invariant(ledgers_max >= 1, "SeenLacs keeps at least one ledger")
+        self.ledgers_max = ledgers_max
+        self._lacs: OrderedDict[int, int] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._lacs)
+
+    def get(self, ledger_id: int) -> int:
+        """The highest LAC seen for the ledger, -1 if none."""
+        lac = self._lacs.get(ledger_id)
+        if lac is None:
+            return -1
+        self._lacs.move_to_end(ledger_id)
+        return lac
+
+    def observe(self, ledger_id: int, lac: int) -> int:
+        """Remember ``lac`` if it is the highest seen; the highest seen (never less than
+        ``lac``)."""
+        best = max(lac, self._lacs.pop(ledger_id, -1))
+        self._lacs[ledger_id] = best
+        if len(self._lacs) > self.ledgers_max:
+            self._lacs.popitem(last=False)
+        return best
+
+    def forget(self, ledger_id: int) -> None:
+        """Drop a ledger (deleted)."""
+        self._lacs.pop(ledger_id, None)
+
+
 class LacPhase(StrEnum):
     POLL = "poll"  # the long poll
     READ = "read"  # a plain LAC read
@@ -70,9 +121,11 @@ class LacOp:
         *,
         after: int | None = None,
         wait_ms: int = 0,
+        known: int = -1,
         limits: LacLimits | None = None,
     ) -> None:
         self.metadata = metadata
+        self.known = known  # the highest LAC this reader saw before: never answer less
         self.after = after
         self.wait_ms = wait_ms
         self.limits = limits or LacLimits()
@@ -111,6 +164,8 @@ class LacOp:
         invariant(self._ids == 0 and not self.finished, "a LacOp starts once")
         if self.after is None or self.wait_ms <= 0:
             return self._start_read(now)
+        if self.known > self.after:
+            return self._finish(LacDone(self.known))  # already past ``after``: no need to wait
         self.phase = LacPhase.POLL
         self._poll_deadline = now + self.wait_ms
         self._grace_at = self._poll_deadline + self.limits.speculative_read_ms
@@ -164,7 +219,7 @@ class LacOp:
                     f"no bookie of ledger {self.ledger_id}'s last fragment answered its LAC",
                 )
             )
-        return self._finish(LacDone(lac_from_answers(self._lacs)))
+        return self._finish(LacDone(max(self.known, lac_from_answers(self._lacs))))
 
     # ------------------------------------------------------------------ long poll
 
@@ -202,7 +257,7 @@ class LacOp:
         self._repolls.clear()
         if self._best < 0:
             return effects + self._start_read(now)
-        return effects + self._finish(LacDone(self._best))
+        return effects + self._finish(LacDone(max(self.known, self._best)))
 
     def _finish(self, result: LacDone | ReadFailed) -> list[ReadEffect]:
         self.phase = LacPhase.DONE

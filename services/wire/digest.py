@@ -78,11 +78,12 @@ def seal(record: Record, key: bytes = b"") -> Record:
 
 
 def record_ok(record: Record, key: bytes = b"") -> bool:
-    """True when the record's digest matches its fields (the reader's side).
+    """True when the record's digest matches its fields (the reader's side) and it was not
+    changed in transit (``Record.transit_ok``: the framing's record checksum).
 
     A bookie calls this with an empty key for crc32c and none digests; it
-    cannot check an HMAC (it has no key)."""
-    return verify(
+    cannot check an HMAC (it has no key), only the record checksum."""
+    return record.transit_ok and verify(
         record.digest_type,
         key,
         record.ledger_id,

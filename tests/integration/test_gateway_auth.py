@@ -232,6 +232,32 @@ def test_hmac_ledger_round_trips_with_its_password(env: Env) -> None:
     assert [d for _, d in env.other.read_ndjson(lid, password=PASSWORD)] == payloads
 
 
+def test_wrong_password_on_an_hmac_ledger_is_401_not_503(env: Env) -> None:
+    """A reader with the wrong password on an hmac-sha256 ledger gets 401 unauthorized on
+    a single-entry read, a range read (page and NDJSON) and a LAC read (plain and long
+    poll), never a 503 "no replica" that looks like data loss: on the writer and on
+    another gateway, while the ledger is OPEN and once it is CLOSED."""
+    lid = env.writer.create(password=PASSWORD, digest="hmac-sha256")["ledger_id"]
+    env.writer.add_batch(lid, [b"one", b"two", b"three"], password=PASSWORD)
+    wait_for(lambda: env.other.lac(lid, password=PASSWORD) == 2, 10, "the LAC update")
+    reads = [
+        (f"/v1/ledgers/{lid}/entries/1", {}),
+        (f"/v1/ledgers/{lid}/entries", {}),
+        (f"/v1/ledgers/{lid}/entries", {"Accept": "application/x-ndjson"}),
+        (f"/v1/ledgers/{lid}/lac", {}),
+        (f"/v1/ledgers/{lid}/lac?after=0&wait_ms=50", {}),
+    ]
+    for state in ("OPEN", "CLOSED"):
+        for gateway in (env.writer, env.other):
+            for path, headers in reads:
+                r = gateway.request("GET", path, headers={**headers, "X-Ledger-Password": WRONG})
+                assert_error(r, 401, "unauthorized")
+        assert env.other.metadata(lid)["state"] == state
+        assert env.other.entry(lid, 1, password=PASSWORD) == b"two"
+        if state == "OPEN":
+            env.writer.close(lid, password=PASSWORD)
+
+
 def test_cluster_secret_end_to_end(env: Env) -> None:
     """The bookies run with --cluster-secret and refuse data-path calls without it, while
     the gateway (given the same secret) creates, writes, reads and recovers through

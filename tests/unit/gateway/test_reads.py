@@ -2,7 +2,8 @@
 LacOp): the non-writer LAC long poll waits for
 the LAC to pass ``after``, not merely for an entry to arrive, and answers the current
 LAC when the time is up; reads fail over past down, corrupt and hanging replicas
-without waiting out a time-out per entry."""
+without waiting out a time-out per entry; the LAC a non-writer gateway reports (and
+reads up to) never goes backwards."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ from types import SimpleNamespace
 import pytest
 
 from gateway.metrics import GatewayMetrics
+from gateway.routes.ledgers import _readable_end
 from gateway.runners import read as reads
 from services.bookie_client import LacInfo, RangeResult
-from services.errors import BookieUnavailable, EntryNotFound
+from services.errors import BookieUnavailable, EntryNotFound, LedgerNotFound
 from services.protocol.metadata import LedgerMetadata
+from services.protocol.reads_lac import SeenLacs
 from services.wire.digest import seal
 from services.wire.framing import Record
 
@@ -64,7 +67,10 @@ def _settings(speculative_read_ms: int = 2_000) -> SimpleNamespace:
 
 
 def _ctx(bookies: FakeBookies) -> SimpleNamespace:
-    return SimpleNamespace(bookie=lambda _: bookies, metrics=GatewayMetrics(), settings=_settings())
+    return SimpleNamespace(
+        bookie=lambda _: bookies, metrics=GatewayMetrics(), settings=_settings(),
+        lacs_seen=SeenLacs(),
+    )  # fmt: skip
 
 
 METADATA = LedgerMetadata.new(1, ["a:1", "b:2", "c:3"], 3, 3)
@@ -185,8 +191,9 @@ def _cluster(modes: list[str], count: int = 9) -> tuple[LedgerMetadata, dict[str
 def _ctx_of(bookies: dict[str, ReplicaBookie]) -> SimpleNamespace:
     """A context whose speculative read delay is 100 ms."""
     return SimpleNamespace(
-        bookie=lambda b: bookies[b], metrics=GatewayMetrics(), settings=_settings(100)
-    )
+        bookie=lambda b: bookies[b], metrics=GatewayMetrics(), settings=_settings(100),
+        lacs_seen=SeenLacs(),
+    )  # fmt: skip
 
 
 def test_read_entry_asks_the_next_replica_when_one_hangs() -> None:
@@ -243,5 +250,68 @@ def test_bookies_lac_does_not_wait_for_a_hanging_bookie() -> None:
             b.mode = "down"
         with pytest.raises(BookieUnavailable):
             await reads.bookies_lac(_ctx_of(bookies), metadata)
+
+    asyncio.run(run())
+
+
+# ---------------------------------------------------------------- the LAC never goes backwards
+
+
+class LacBookie:
+    """A bookie that answers a fixed LAC (or ``ledger_not_found``) and a range read of
+    entries 0..``last``."""
+
+    def __init__(self, lac: int | None) -> None:
+        self.lac = lac
+
+    async def read_lac(self, ledger_id: int, after: int | None = None, wait_ms: int = 0) -> LacInfo:
+        if self.lac is None:
+            raise LedgerNotFound("a new bookie: no such ledger yet")
+        return LacInfo(ledger_id, self.lac, self.lac, False)
+
+    async def read_range(
+        self, ledger_id: int, first: int, last: int, max_entries: int = 1000, max_bytes: int = 0
+    ) -> RangeResult:
+        ids = range(first, min(last, 9) + 1)
+        records = [
+            seal(Record(ledger_id, e, e - 1, f"entry {e}".encode(), digest_type="crc32c"))
+            for e in ids
+        ]
+        return RangeResult(records, 9)
+
+
+def test_a_bookie_reporting_a_lower_lac_later_never_lowers_the_reported_lac() -> None:
+    """A non-writer gateway learnt LAC 7 from the ensemble (a, b, c). Then the writer
+    replaced b and c by d and e, new bookies that report LAC 3 and "no such ledger":
+    the LAC read, the long poll and the range read's readable end still say 7 (and a
+    long poll for after=5 answers at once); a higher LAC is taken as it comes; a deleted
+    ledger's LAC is forgotten."""
+    bookies = {"a": LacBookie(7), "b": LacBookie(7), "c": LacBookie(5)}
+    bookies |= {"d": LacBookie(3), "e": LacBookie(None)}
+    before = LedgerMetadata.new(1, ["a", "b", "c"], 3, 2)
+    after = before.with_ensemble(8, ("a", "d", "e"))
+    ctx = SimpleNamespace(
+        bookie=lambda b: bookies[b], metrics=GatewayMetrics(), settings=_settings(100),
+        lacs_seen=SeenLacs(),
+    )  # fmt: skip
+    gw = SimpleNamespace(ctx=ctx, handles=SimpleNamespace(writer_lac=lambda _: None))
+
+    async def run() -> None:
+        assert await reads.bookies_lac(ctx, before) == 7
+        bookies["a"].lac = None  # a lost the ledger too (a reformatted disk)
+        assert await reads.bookies_lac(ctx, after) == 7
+        assert await _readable_end(gw, after) == 7
+        page = await reads.read_page(ctx, after, 0, await _readable_end(gw, after), b"")
+        assert [e for e, _ in page.entries] == list(range(8))
+        started = time.monotonic()
+        assert await reads.wait_bookies_lac(ctx, after, 5, 5_000) == 7
+        assert time.monotonic() - started < 0.5  # answered at once: 7 is past after=5
+        assert await reads.wait_bookies_lac(ctx, after, 7, 50) == 7  # timed out: still 7
+        bookies["d"].lac = 9
+        assert await reads.bookies_lac(ctx, after) == 9
+        bookies["d"].lac = 3
+        assert await reads.bookies_lac(ctx, after) == 9
+        reads.forget_lac(ctx, 1)
+        assert await reads.bookies_lac(ctx, after) == 3
 
     asyncio.run(run())

@@ -1,14 +1,15 @@
 """A reader's LAC (services/protocol/reads_lac.py ``LacOp``) driven by hand, events in and
 effects out: the LAC read takes the highest answer from the bookies that answered by
 the speculative deadline; the long poll answers when the LAC passes ``after``, re-polls
-a bookie that answered early, and answers the best LAC known when the time is up."""
+a bookie that answered early, and answers the best LAC known when the time is up; a
+LAC the reader saw before (``known``, kept in ``SeenLacs``) is a floor for every answer."""
 
 from __future__ import annotations
 
 from services.errors import BookieUnavailable
 from services.protocol.messages import Tick
 from services.protocol.metadata import LedgerMetadata
-from services.protocol.reads_lac import LacLimits, LacOp
+from services.protocol.reads_lac import LacLimits, LacOp, SeenLacs
 from services.protocol.reads_messages import (
     CancelRequests,
     LacAnswered,
@@ -123,3 +124,50 @@ def test_long_poll_with_no_lac_seen_falls_back_to_a_lac_read() -> None:
     assert list(asked) == list(BOOKIES) and all(e.after is None for e in asked.values())
     assert op.handle(LacAnswered(asked[BOOKIES[0]].request_id, -1, now=20)) == []
     assert op.handle(Tick(10 + SPECULATIVE_MS))[-1] == LacDone(-1)
+
+
+def test_a_known_lac_is_a_floor_for_the_lac_read_and_the_long_poll() -> None:
+    """A reader that saw LAC 9 before: bookies now answering 4 and 6 (one just joined)
+    give 9, not 6; a long poll for after=7 answers 9 at once without asking anyone; one
+    for after=9 polls, and when the wait ends with lower answers only it answers 9."""
+    op = LacOp(ledger(), known=9, limits=LIMITS)
+    asked = polls(op.start(now=0))
+    op.handle(LacAnswered(asked[BOOKIES[0]].request_id, 4, now=1))
+    op.handle(LacAnswered(asked[BOOKIES[1]].request_id, 6, now=2))
+    assert op.handle(RequestFailed(asked[BOOKIES[2]].request_id, "ledger_not_found", 3)) == [
+        LacDone(9)
+    ]
+    op = LacOp(ledger(), after=7, wait_ms=1_000, known=9, limits=LIMITS)
+    assert op.start(now=0) == [LacDone(9)] and op.finished
+    op = LacOp(ledger(), after=9, wait_ms=100, known=9, limits=LIMITS)
+    asked = polls(op.start(now=0))
+    assert len(asked) == 3
+    for ask in asked.values():  # every bookie answers a lower LAC as the wait ends
+        effects = op.handle(LacAnswered(ask.request_id, 5, now=100))
+    assert effects == [LacDone(9)]
+
+
+def test_a_known_lac_does_not_stand_in_for_a_bookie_answer() -> None:
+    """With no bookie answering at all, a LAC read still fails (bookie_unavailable)
+    whatever the reader saw before: the floor bounds answers, it does not invent one."""
+    op = LacOp(ledger(), known=9, limits=LIMITS)
+    effects: list[ReadEffect] = []
+    for ask in polls(op.start(now=0)).values():
+        effects = op.handle(RequestFailed(ask.request_id, "bookie_unavailable", now=1))
+    assert isinstance(effects[0], ReadFailed) and effects[0].error is BookieUnavailable
+
+
+def test_seen_lacs_keeps_the_maximum_bounded_least_recently_used_first() -> None:
+    """observe keeps the highest LAC per ledger; past ``ledgers_max`` the least recently
+    used ledger is forgotten (get counts as a use); forget drops a ledger."""
+    seen = SeenLacs(ledgers_max=2)
+    assert seen.get(1) == -1
+    assert seen.observe(1, 5) == 5
+    assert seen.observe(1, 3) == 5 and seen.get(1) == 5
+    seen.observe(2, 8)
+    assert seen.get(1) == 5  # ledger 1 is now the most recently used
+    seen.observe(3, 1)
+    assert len(seen) == 2
+    assert seen.get(2) == -1 and seen.get(1) == 5 and seen.get(3) == 1
+    seen.forget(1)
+    assert seen.get(1) == -1 and len(seen) == 1

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from services.errors import InvalidArgument, PayloadTooLarge
 from services.wire import framing
+from services.wire.digest import record_ok, seal
 from services.wire.framing import (
     BATCH_ENTRIES_MAX,
     DIGEST_LENGTHS,
@@ -60,8 +61,11 @@ records_strategy = st.lists(
 
 @given(records_strategy)
 def test_round_trip_is_exact(records):
-    """decode(encode(records)) gives back the same records, field for field."""
-    assert decode(encode(records)) == records
+    """decode(encode(records)) gives back the same records, field for field, each with its
+    record checksum (if any) matching."""
+    decoded = decode(encode(records))
+    assert decoded == records
+    assert all(r.transit_ok for r in decoded)
 
 
 def test_round_trip_extremes():
@@ -93,7 +97,7 @@ def test_empty_body_is_no_records():
         (b"\x00" * 5, InvalidArgument, "truncated record header"),
         (header(payload_len=10) + b"\x00" * 4 + b"short", InvalidArgument, "truncated record"),
         (header(digest_len=4), InvalidArgument, "truncated record"),
-        (header(flags=0x08), InvalidArgument, "unknown flags"),
+        (header(flags=0x10), InvalidArgument, "unknown flags"),
         (header(flags=0x80), InvalidArgument, "unknown flags"),
         (header(flags=0x06), InvalidArgument, "unknown flags"),  # digest type 3
         (header(ledger_id=-1) + b"\x00" * 4, InvalidArgument, "negative"),
@@ -110,7 +114,7 @@ def test_empty_body_is_no_records():
         "five-bytes",
         "payload-short",
         "digest-missing",
-        "flag-bit-3",
+        "flag-bit-4",
         "flag-bit-7",
         "digest-type-3",
         "negative-ledger",
@@ -135,7 +139,7 @@ def test_a_bad_record_after_good_ones_refuses_the_whole_body():
     come back."""
     good = encode([rec(entry_id=i) for i in range(3)])
     with pytest.raises(InvalidArgument):
-        decode(good + header(flags=0x08))
+        decode(good + header(flags=0x10))
     with pytest.raises(InvalidArgument):
         decode(good + b"\x01")
 
@@ -151,7 +155,7 @@ def test_too_many_records():
 def test_flags_carry_recovery_and_digest_type():
     """Bit 0 is the recovery flag and bits 1-2 the digest type, as bookie/API.md says."""
     body = encode([rec(recovery=True, digest_type="hmac-sha256", digest=b"\x00" * 32)])
-    assert body[0] == 0x01 | (2 << 1)
+    assert body[0] == 0x01 | (2 << 1) | framing.FLAG_CHECKSUM
     body = encode([rec(recovery=False, digest_type="crc32c")])
     assert body[0] == 1 << 1
     assert framing.MEDIA_TYPE == "application/x-quire-entries"
@@ -165,3 +169,83 @@ def test_decode_without_copy_gives_views_of_the_body():
     assert all(isinstance(r.payload, memoryview) for r in views)
     assert [bytes(r.payload) for r in views] == [r.payload for r in records]
     assert views == records  # a memoryview compares equal to the same bytes
+
+
+# ---------------------------------------------------------------------- record checksum
+
+KEY = b"k" * 32
+
+
+def hmac_record(payload: bytes = b"an hmac entry", entry_id: int = 3) -> Record:
+    return seal(rec(entry_id=entry_id, payload=payload, digest_type="hmac-sha256"), KEY)
+
+
+def test_records_a_bookie_cannot_verify_carry_a_checksum_crc32c_ones_do_not():
+    """hmac-sha256 and none records get flag bit 3 and 4 checksum bytes after the header;
+    a crc32c record (whose digest the bookie verifies) is framed as before."""
+    for record, digest_len in ((hmac_record(), 32), (rec(digest=b"", digest_type="none"), 0)):
+        body = encode([record])
+        assert body[0] & framing.FLAG_CHECKSUM
+        assert len(body) == HEADER.size + framing.CHECKSUM.size + digest_len + len(record.payload)
+    crc = encode([rec()])
+    assert not crc[0] & framing.FLAG_CHECKSUM
+    assert len(crc) == HEADER.size + 4 + len(b"payload")
+
+
+@pytest.mark.parametrize("digest_type", ["hmac-sha256", "none"])
+def test_every_flipped_bit_of_a_checksummed_record_is_caught(digest_type):
+    """Flip each bit of an hmac-sha256 (or none) record in turn, between two good records:
+    the body is refused whole (a header that no longer parses) or the flipped record
+    decodes with transit_ok False and record_ok False, while the good records stay good.
+    No flip ever yields an intact record with other bytes."""
+    if digest_type == "none":
+        target = rec(entry_id=3, payload=b"an unsigned entry", digest=b"", digest_type="none")
+    else:
+        target = hmac_record()
+    before, after = hmac_record(b"before", 2), hmac_record(b"after", 4)
+    prefix = encode([before])
+    body = bytearray(encode([before, target, after]))
+    size = len(encode([target]))
+    caught_as_record = 0
+    for bit in range(size * 8):
+        flipped = bytearray(body)
+        flipped[len(prefix) + bit // 8] ^= 1 << (bit % 8)
+        try:
+            records = decode(bytes(flipped))
+        except (InvalidArgument, PayloadTooLarge):
+            continue
+        assert len(records) == 3, bit
+        assert records[0] == before and records[0].transit_ok
+        assert not records[1].transit_ok, f"bit {bit} flipped unnoticed"
+        assert not record_ok(records[1], KEY)
+        caught_as_record += 1
+    # Flips in the payload, digest, ids, LAC, length and checksum are caught per record.
+    assert caught_as_record >= (size - HEADER.size) * 8
+
+
+def test_a_flipped_payload_bit_in_an_hmac_record_is_caught_without_the_key():
+    """The bookie's view (no HMAC key): a payload bit flipped in transit shows as
+    transit_ok False; the same bytes unflipped are intact."""
+    body = bytearray(encode([hmac_record()]))
+    assert decode(bytes(body))[0].transit_ok
+    body[-1] ^= 0x01
+    (record,) = decode(bytes(body))
+    assert not record.transit_ok
+    assert record.payload != hmac_record().payload
+
+
+def test_framing_without_the_checksum_still_parses():
+    """A record framed before the checksum existed (flag bit 3 clear) decodes as before:
+    intact, nothing to check but its digest."""
+    record = hmac_record()
+    old = HEADER.pack(0x04, 7, 3, 2, 100, len(record.payload), 32) + record.digest + record.payload
+    (decoded,) = decode(old)
+    assert decoded == record and decoded.transit_ok
+    assert record_ok(decoded, KEY)
+
+
+def test_a_checksum_cut_short_refuses_the_body():
+    """A record whose flag announces a checksum but whose body ends first is malformed."""
+    body = header(flags=0x04 | framing.FLAG_CHECKSUM, digest_len=32) + b"\x00\x01"
+    with pytest.raises(InvalidArgument, match="no checksum"):
+        decode(body)
