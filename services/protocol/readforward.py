@@ -139,6 +139,10 @@ class ReadForward:
         return [ReadEntries(self.ledger_id, b, tuple(ids)) for b, ids in asks.items()]
 
     def fill_window(self) -> list[ReadEntries]:
+        """Ask what the undecided entries need; once the window is half decided, top it
+        up to ``batch_max`` entries (so a bookie gets a few ids per request, not one)."""
+        if len(self._reads) > self._batch_max // 2:
+            return self._pump()
         while self.last_entry_id is None and len(self._reads) < self._batch_max:
             self._reads[self._next_read] = EntryReads()
             self._next_read += 1
