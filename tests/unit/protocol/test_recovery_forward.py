@@ -266,3 +266,24 @@ def test_a_hanging_fenced_bookie_costs_one_speculative_delay_and_reads_are_batch
     requests = len(reads_of(driver.log, A)) + len(reads_of(driver.log, B))
     assert requests <= 2 * (51 // 8 + 2), requests
     assert len(reads_of(driver.log, C)) <= 2  # asked first once, then last
+
+
+def test_write_backs_a_hanging_bookie_never_answers_do_not_hold_the_others() -> None:
+    """Issue 7 item 7, the write side of read-forward: C is fenced and then hangs (reads
+    and adds). 100 entries past the floor are written back; an entry on Qa bookies no
+    longer takes room among the write-backs in flight, so the recovery closes without
+    C ever answering (before: stuck once 64 write-backs waited for C)."""
+    md = LedgerMetadata.new(1, [A, B, C], 3, 2).in_recovery()
+    bookies = {b: Bookie(instance=f"{b}-1") for b in (A, B, C)}
+    for entry_id in range(100):
+        for b in (A, B):
+            bookies[b].entries[entry_id] = record(entry_id, length_at(entry_id))
+    recovery = LedgerRecovery(md, 1, limits=RecoveryLimits(speculative_read_ms=100))
+    driver = Driver(recovery, bookies)
+    fences = sorted(recovery.start(0), key=lambda x: x.bookie != C)  # C answers first
+    for x in fences:
+        driver.run(recovery.handle(driver.answer(x)[0]), until_ms=60_000)
+        bookies[C].held = True
+    assert C in recovery._forward.fenced_bookies  # type: ignore[union-attr]
+    (done,) = driver.results
+    assert isinstance(done, RecoveryDone) and done.metadata.last_entry_id == 99
