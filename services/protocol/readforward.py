@@ -38,11 +38,34 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from services.errors import invariant
 from services.protocol import quorum
 from services.protocol.messages import EntryRead, ReadEntries, ReadOutcome
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.reads import record_usable
 from services.wire.framing import Record
+
+
+class FenceLengths:
+    """The ledger's length at some entries, as the fence answers gave it (a bookie's
+    length at its LAC and at its last entry). Two answers that disagree make it
+    unknown there (the entry is read then)."""
+
+    def __init__(self) -> None:
+        self._known: dict[int, int] = {-1: 0}
+        self._conflicts: set[int] = set()
+
+    def learn(self, entry_id: int, length: int) -> None:
+        if entry_id < 0 or length < 0 or entry_id in self._conflicts:
+            return
+        if self._known.get(entry_id, length) != length:
+            self._conflicts.add(entry_id)
+            del self._known[entry_id]
+            return
+        self._known[entry_id] = length
+
+    def get(self, entry_id: int) -> int | None:
+        return self._known.get(entry_id)
 
 
 @dataclass(slots=True)
@@ -68,7 +91,7 @@ class ReadForward:
         batch_max: int,
         attempts_max: int,
         speculative_ms: int = 2_000,
-        probe: bool = True,
+        lengths: FenceLengths | None = None,
         now: int = 0,
     ) -> None:
         self.fenced = fenced  # the metadata as fenced: every read uses it
@@ -83,7 +106,8 @@ class ReadForward:
         self.last_entry_id: int | None = None  # the last entry, once found
         self.last_record: Record | None = None  # the highest entry found past the floor
         self.probe: EntryReads | None = None
-        self._want_probe = probe and floor >= 0
+        self.lengths = lengths or FenceLengths()
+        self._want_probe = self.lengths.get(floor) is None
         self._key = key
         self._batch_max = batch_max
         self._attempts_max = attempts_max
@@ -280,3 +304,25 @@ class ReadForward:
             else:
                 break
         return found, None
+
+    def end_length(self) -> tuple[int | None, str | None]:
+        """Once the last entry is known: the ledger's length there, ``(length, None)``;
+        ``(None, None)`` while the floor entry is still being read for it; ``(None,
+        reason)`` when it cannot be learned."""
+        last = self.last_entry_id
+        invariant(last is not None, "no last entry yet")
+        if last > self.floor:
+            invariant(self.last_record is not None, "no record of the last entry")
+            return self.last_record.length, None
+        known = self.lengths.get(last)
+        if known is not None:
+            return known, None
+        probe = self.probe
+        if probe is not None and probe.record is not None:
+            return probe.record.length, None
+        if probe is not None and probe.asked:
+            return None, None
+        return None, (
+            f"cannot read entry {last} (the last one) from any bookie of its write set "
+            "to learn the ledger's length"
+        )

@@ -85,7 +85,7 @@ from services.protocol.messages import (
     WritableBookies,
 )
 from services.protocol.metadata import LedgerMetadata, LedgerState
-from services.protocol.readforward import ReadForward
+from services.protocol.readforward import FenceLengths, ReadForward
 from services.protocol.writeback import WriteBacks
 
 
@@ -146,8 +146,7 @@ class LedgerRecovery:
         )
         self._fence_lacs: dict[str, int] = {}
         self._fence_instances: dict[str, str | None] = {}  # who answered the fence
-        self._lengths: dict[int, int] = {}  # entry id -> ledger length, from fence answers
-        self._length_conflicts: set[int] = set()
+        self._lengths = FenceLengths()
         self._fence_failures: set[str] = set()
         self._forward: ReadForward | None = None  # once fenced
         self._fenced = metadata  # the metadata as fenced: every read uses it
@@ -308,8 +307,8 @@ class LedgerRecovery:
         self._fence_lacs[event.bookie] = event.lac
         self._fence_instances[event.bookie] = event.instance_id
         self._fence_failures.discard(event.bookie)
-        self._learn_length(event.lac, event.lac_length)
-        self._learn_length(event.last_entry_id, event.length)
+        self._lengths.learn(event.lac, event.lac_length)
+        self._lengths.learn(event.last_entry_id, event.length)
         if self.phase is RecoveryPhase.READING and self._forward is not None:
             # A late answer: the bookie is fenced, the reads still undecided may use it.
             self._forward.now = max(self._forward.now, self._now)
@@ -319,20 +318,6 @@ class LedgerRecovery:
         if self._covered():
             return self._start_reading()
         return self._fencing_settled()
-
-    def _learn_length(self, entry_id: int, length: int) -> None:
-        """Remember the ledger's length at ``entry_id`` as a fence answer gave it; two
-        answers that disagree make it unknown (the floor entry is read then)."""
-        if entry_id == -1:
-            length = 0
-        elif entry_id < -1 or length < 0:
-            return
-        if self._lengths.get(entry_id, length) != length:
-            self._length_conflicts.add(entry_id)
-        if entry_id in self._length_conflicts:
-            self._lengths.pop(entry_id, None)
-            return
-        self._lengths[entry_id] = length
 
     def _on_fence_failed(self, event: FenceFailed) -> list[Effect]:
         if event.bookie not in self.metadata.ensemble:
@@ -375,7 +360,7 @@ class LedgerRecovery:
             batch_max=self.limits.recovery_read_batch_max,
             attempts_max=self.limits.recovery_read_attempts_max,
             speculative_ms=self.limits.speculative_read_ms,
-            probe=self.floor not in self._lengths,
+            lengths=self._lengths,
             now=self._now,
         )
         self._forward.fences_awaited = {
@@ -468,24 +453,12 @@ class LedgerRecovery:
             return []
         forward = self._forward
         invariant(forward is not None, "closing before reading forward")
-        if last > self.floor:
-            invariant(forward.last_record is not None, "no record of the last entry")
-            self._close_length = forward.last_record.length
-        elif last < 0:
-            self._close_length = 0
-        elif last in self._lengths:
-            self._close_length = self._lengths[last]  # from the fence answers
-        else:
-            probe = forward.probe
-            if probe is None or probe.record is None:
-                if probe is not None and probe.asked:
-                    return []
-                return self._fail(
-                    NotEnoughBookies,
-                    f"cannot read entry {last} (the last one) from any bookie of its write set "
-                    "to learn the ledger's length",
-                )
-            self._close_length = probe.record.length
+        length, failure = forward.end_length()
+        if failure is not None:
+            return self._fail(NotEnoughBookies, failure)
+        if length is None:
+            return []  # the floor entry is still being read
+        self._close_length = length
         self.phase = RecoveryPhase.CLOSING
         self._cas.begin(self.limits.metadata_attempts_max)
         return self._write_close()

@@ -1,5 +1,5 @@
 """Recovery against real bookie processes where it matters exactly when a bookie stops
-(issue 7 items 6 and 7). The recovery's runner (``gateway.handles.Recoveries``) runs in
+(issue 7 items 1, 6 and 7). The recovery's runner (``gateway.handles.Recoveries``) runs in
 the test process with real bookie clients and the ledger's metadata read from ZooKeeper,
 so a bookie can be stopped or killed right after it answered the fence: before any
 read of the recovery reaches it."""
@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 from kazoo.client import KazooClient
@@ -79,15 +82,19 @@ def _recover(
     cluster: Cluster,
     metadata: LedgerMetadata,
     after_fences: Callable[[], None],
+    fences_held: int | None = None,
+    request_timeout_s: float = 10.0,
     **settings: int,
 ) -> tuple[LedgerMetadata, float]:
-    """Recover the ledger in this process; the closed metadata and the seconds it took."""
+    """Recover the ledger in this process; the closed metadata and the seconds it took.
+    The first ``fences_held`` fence answers (default: all) are held until the last of
+    them, then ``after_fences`` runs, then they reach the recovery."""
 
     async def body() -> tuple[LedgerMetadata, float]:
         store = FakeLedgerStore()
         created = await store.create(metadata)
-        pool = BookieClientPool(cluster.secret)
-        fences = _Fences(len(metadata.ensemble), after_fences)
+        pool = BookieClientPool(cluster.secret, request_timeout_s=request_timeout_s)
+        fences = _Fences(fences_held or len(metadata.ensemble), after_fences)
         ctx = GatewayContext(
             settings=GatewaySettings(**settings),
             ledgers=store,  # type: ignore[arg-type]
@@ -179,3 +186,57 @@ def _bookie_lac(cluster: Cluster, bookie: str, ledger_id: int) -> int:
     headers = {"X-Cluster-Secret": cluster.secret} if cluster.secret else {}
     r = httpx.get(f"http://{bookie}/v1/ledgers/{ledger_id}/lac", headers=headers, timeout=5)
     return r.json()["lac"] if r.status_code == 200 else -2
+
+
+def _format_and_restart(cluster: Cluster, bookie: ServiceProcess, data_dir: Path) -> None:
+    """``quire bookie format`` a stopped bookie, then start it again under the same id:
+    an empty bookie under a new instance."""
+    bookie.stop()
+    script = Path(sys.executable).parent / "quire"
+    quire = [str(script)] if script.exists() else [sys.executable, "-m", "services.cli"]
+    argv = [
+        *quire, "bookie", "format", "--force",
+        "--data-dir", str(data_dir), "--bookie-id", bookie.address,
+        "--zk", cluster.zk_connect, "--zk-root", cluster.zk_root,
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUIRE_")}
+    done = subprocess.run(
+        argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, env=env
+    )
+    assert done.returncode == 0, done
+    bookie.start()
+    bookie.wait_healthy(30.0)
+
+
+def test_a_bookie_reformatted_after_the_fence_never_proves_an_entry_absent(
+    cluster: Cluster, zk_client: KazooClient, tmp_path: Path
+) -> None:
+    """PROTOCOL.md invariant, issue 7 item 1: E=3, Qw=2, Qa=2; entry 7 is acknowledged on
+    X and Y (its write set), the bookies' LAC is 6. Y hangs (SIGSTOP); the recovery
+    fences X and Z; X is then reformatted and restarted under the same id before any
+    read; then Y resumes. X's "no such ledger" comes from another instance than the one
+    that answered the fence: unknown, not missing. The recovery waits for Y and closes
+    at 7 with the exact length (before: closed at 6, the acknowledged entry 7 lost)."""
+    dirs = [tmp_path / f"bookie-{i}" for i in range(3)]
+    procs = {p.address: (p, d) for d in dirs for p in [cluster.start_bookie(data_dir=d)]}
+    writer = _writer(cluster)
+    wait_writable(writer, 3)
+    lid = writer.create(ensemble_size=3, write_quorum=2, ack_quorum=2)["ledger_id"]
+    payloads = [payload_for(n) for n in range(8)]
+    for payload in payloads:
+        writer.add(lid, payload)  # entry n carries LAC n - 1: the bookies' LAC is 6
+    writer.proc.kill()
+    metadata = _metadata(zk_client, lid)
+    z, x, y = (procs[b] for b in metadata.ensemble)
+    assert set(metadata.write_set_bookies(7)) == {x[0].address, y[0].address}
+
+    def reformat_x() -> None:
+        _format_and_restart(cluster, *x)
+        asyncio.get_running_loop().call_later(0.2, y[0].resume)
+
+    y[0].pause()
+    try:
+        closed, _ = _recover(cluster, metadata, reformat_x, fences_held=2, request_timeout_s=60.0)
+    finally:
+        y[0].resume()
+    assert (closed.last_entry_id, closed.length) == (7, sum(len(p) for p in payloads))
