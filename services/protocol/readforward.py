@@ -12,12 +12,13 @@ and it is asked nothing more in this recovery (PROTOCOL.md, invariants). A
 bookie that answers the fence late (after fencing was complete) joins then.
 
 Speculative reads, as the read path does (BookKeeper's sequential recovery
-read). An entry is first asked from ONE fenced bookie of its write set (asks are
-batched: one ``ReadEntries`` per bookie per step, which the runner carries out
-as one range read); more are asked only when needed: after a "missing" (absence
-needs ``Qw - Qa + 1`` of them), after a read error (the same bookie is retried
-up to ``attempts_max`` times), or when the bookie asked has not answered within
-``speculative_ms``. A bookie that missed that deadline is "slow" and asked last
+read). An entry is first asked from as few fenced bookies of its write set as
+could prove it absent, ``Qw - Qa + 1`` (the first with the entry decides it);
+asks are batched: one ``ReadEntries`` per bookie per step, which the runner
+carries out as one range read. More are asked only when needed: after a
+"missing" from a bookie that no longer counts, after a read error (the same
+bookie is retried up to ``attempts_max`` times), or when a bookie asked has not
+answered within ``speculative_ms``. A bookie that missed that deadline is "slow" and asked last
 from then on, so a hanging bookie costs one speculative delay, not a client
 time-out per entry. A replica whose digest does not verify is never used and is
 NOT evidence of absence (the bookie holds some copy): a read error.
@@ -99,6 +100,7 @@ class ReadForward:
         self.fenced_bookies: dict[str, str | None] = dict(fenced_bookies)
         self.lost: set[str] = set()  # answered under another instance than its fence
         self.slow: set[str] = set()  # missed a speculative deadline: asked last
+        self._silent_since: dict[str, int] = {}  # bookie -> its oldest unanswered ask
         # Bookies whose fence is still unanswered: an entry that could be decided once
         # one of them is fenced does not fail the recovery while it waits.
         self.fences_awaited: set[str] = set()
@@ -144,7 +146,8 @@ class ReadForward:
         return sum(1 for at in reads.asked.values() if at + self._speculative_ms > self.now)
 
     def _wanted(self, reads: EntryReads) -> int:
-        """How many answers still have to be outstanding for the entry to be decided."""
+        """How many asks must be outstanding (not yet speculative) for the entry: enough
+        to prove it absent, ``Qw - Qa + 1`` less the "missing" answers counted."""
         md = self.fenced
         return max(1, quorum.fence_threshold(md.write_quorum, md.ack_quorum) - len(reads.missing))
 
@@ -159,6 +162,7 @@ class ReadForward:
             for bookie in self._candidates(entry_id, reads)[: max(0, short)]:
                 reads.asked[bookie] = self.now
                 reads.tried.add(bookie)
+                self._silent_since.setdefault(bookie, self.now)
                 asks.setdefault(bookie, []).append(entry_id)
         return [ReadEntries(self.ledger_id, b, tuple(ids)) for b, ids in asks.items()]
 
@@ -182,25 +186,18 @@ class ReadForward:
 
     def next_deadline(self) -> int | None:
         """When an outstanding ask turns speculative (the next bookie is asked)."""
-        times = [
-            at + self._speculative_ms
-            for reads in self._reads.values()
-            if reads.record is None
-            for at in reads.asked.values()
-            if at + self._speculative_ms > self.now
-        ]
+        asks = [at for r in self._reads.values() if r.record is None for at in r.asked.values()]
+        asks += [at for b, at in self._silent_since.items() if b not in self.slow]
+        times = [at + self._speculative_ms for at in asks if at + self._speculative_ms > self.now]
         return min(times) if times else None
 
     def tick(self, now: int) -> list[ReadEntries]:
         """Time passed: bookies that missed the speculative deadline are slow, and the
         entries waiting on them are asked from the next bookies."""
         self.now = max(self.now, now)
-        for reads in self._reads.values():
-            if reads.record is not None:
-                continue
-            for bookie, at in reads.asked.items():
-                if at + self._speculative_ms <= self.now:
-                    self.slow.add(bookie)
+        for bookie, at in self._silent_since.items():
+            if at + self._speculative_ms <= self.now:
+                self.slow.add(bookie)  # silent since, whether its entries were decided or not
         return self._pump()
 
     # ------------------------------------------------------------------ answers
@@ -211,14 +208,15 @@ class ReadForward:
         bookies the undecided entries need."""
         if event.now is not None:
             self.now = max(self.now, event.now)
+        self._silent_since.pop(event.bookie, None)  # its request ended
+        if event.outcome is not ReadOutcome.ERROR:
+            self.slow.discard(event.bookie)  # it answers again (a time-out is no answer)
         if event.entry_id == self.floor and self.probe is not None:
             return self._probe_answer(event)
         reads = self._reads.get(event.entry_id)
         if reads is None or event.bookie not in reads.asked:
             return None
         del reads.asked[event.bookie]
-        if event.outcome is not ReadOutcome.ERROR:
-            self.slow.discard(event.bookie)  # it answers again (a time-out is no answer)
         usable = event.outcome is ReadOutcome.FOUND and record_usable(
             event.record, self.fenced, event.entry_id, self._key
         )
@@ -240,6 +238,7 @@ class ReadForward:
         reads.errors[event.bookie] = count
         if count < self._attempts_max:
             reads.asked[event.bookie] = self.now
+            self._silent_since.setdefault(event.bookie, self.now)
             return [ReadEntries(self.ledger_id, event.bookie, (event.entry_id,))]
         return []
 
