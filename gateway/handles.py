@@ -103,7 +103,10 @@ class Recoveries:
 
     def __init__(self, ctx: GatewayContext) -> None:
         self.ctx = ctx
-        self.limits = RecoveryLimits(recovery_timeout_ms=ctx.settings.recovery_timeout_ms)
+        self.limits = RecoveryLimits(
+            recovery_timeout_ms=ctx.settings.recovery_timeout_ms,
+            speculative_read_ms=ctx.settings.speculative_read_ms,
+        )
         self._running: dict[int, asyncio.Future[tuple[LedgerMetadata, int]]] = {}
 
     async def recover(

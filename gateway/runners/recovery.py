@@ -4,7 +4,12 @@ Every bookie request has its own time-out (the bookie client's), and the
 machine moves on as soon as fencing covers every write set, so one hanging
 bookie does not block a recovery. The whole run is bounded by the machine
 itself (``recovery_timeout_ms``, reached through the ``Tick`` this runner feeds
-by ``next_deadline()``), as the simulator runs it. Requests still outstanding
+by ``next_deadline()``), as the simulator runs it. The machine's reads of one
+bookie at a time are one range read (``read_entries``), and the machine asks
+the next bookie itself when one is silent for ``speculative_read_ms``, so a
+hanging bookie costs one speculative delay, not a time-out per entry. Fence and
+read answers carry the answering bookie's instance (and the fence the ledger's
+lengths) into the machine. Requests still outstanding
 when the machine finishes are cancelled. Recoveries of one ledger started on the
 same gateway share one run: ``gateway.handles.Recoveries``.
 """
@@ -13,12 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
-from gateway.context import GatewayContext
+from gateway.context import BookieApi, GatewayContext
 from gateway.runners.base import EffectRunner
 from gateway.senders import add_outcome
 from services.bookie_client import AddResult
 from services.errors import EntryNotFound, LedgerNotFound, QuireError
+from services.limits import ENTRY_SIZE_MAX_BYTES, PAGE_BYTES_MAX
 from services.protocol import messages as m
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.recovery import LedgerRecovery
@@ -76,19 +83,27 @@ class RecoveryRunner(EffectRunner):
             log.warning("fence on %s failed: %s", bookie, exc.code)
             self._feed(m.FenceFailed(bookie))
             return
-        self._feed(m.FenceDone(bookie, info.lac, info.last_entry_id))
+        self._feed(
+            m.FenceDone(
+                bookie,
+                info.lac,
+                info.last_entry_id,
+                instance_id=info.instance_id,
+                length=info.length,
+                lac_length=info.lac_length,
+                now=self.ctx.clock(),
+            )
+        )
 
     async def _read(self, effect: m.ReadEntries) -> None:
+        """One range read for every entry the machine asks of this bookie (the ids of a
+        window are a few apart: one request, not one per entry), answered per id with
+        the answering bookie's instance."""
+        ids = sorted(set(effect.entry_ids))
+        if not ids:
+            return
         client = self.ctx.bookie(effect.bookie)
-        for entry_id in effect.entry_ids:
-            try:
-                record = await client.read_entry(effect.ledger_id, entry_id)
-            except (EntryNotFound, LedgerNotFound):
-                event = m.EntryRead(effect.bookie, entry_id, m.ReadOutcome.MISSING)
-            except QuireError:
-                event = m.EntryRead(effect.bookie, entry_id, m.ReadOutcome.ERROR)
-            else:
-                event = m.EntryRead(effect.bookie, entry_id, m.ReadOutcome.FOUND, record)
+        for event in await read_entries(client, effect, ids, self.ctx.clock):
             self._feed(event)
 
     async def _write_back(self, effect: m.SendAdds) -> None:
@@ -98,3 +113,47 @@ class RecoveryRunner(EffectRunner):
         except QuireError as exc:
             answer = exc
         self._feed(m.BookieAddsDone(effect.bookie, *add_outcome(effect.records, answer)))
+
+
+async def read_entries(
+    client: BookieApi, effect: m.ReadEntries, ids: list[int], clock: Callable[[], int]
+) -> list[m.EntryRead]:
+    """The ``EntryRead`` of each id in ``ids`` (ascending) from one range read.
+
+    An id the answer lists is FOUND; an id it skips is MISSING, unless the answer may
+    have been cut (by its entry count or byte bound) before it while the bookie stores
+    entries beyond the last one returned: then it is an ERROR (re-read alone). No such
+    ledger is MISSING for every id; any other failure an ERROR for every id, with the
+    instance of the bookie when the failure is its answer."""
+    bookie, first, last = effect.bookie, ids[0], ids[-1]
+    span = last - first + 1
+    try:
+        answer = await client.read_range(
+            effect.ledger_id, first, last, max_entries=span, max_bytes=PAGE_BYTES_MAX
+        )
+    except QuireError as exc:
+        outcome = (
+            m.ReadOutcome.MISSING
+            if isinstance(exc, LedgerNotFound | EntryNotFound)
+            else m.ReadOutcome.ERROR
+        )
+        instance = getattr(exc, "bookie_instance_id", None)
+        now = clock()
+        return [m.EntryRead(bookie, i, outcome, instance_id=instance, now=now) for i in ids]
+    records = {r.entry_id: r for r in answer.records if first <= r.entry_id <= last}
+    returned_last = answer.records[-1].entry_id if answer.records else first - 1
+    payload = sum(len(r.payload) for r in answer.records)
+    may_be_cut = len(answer.records) >= span or payload + ENTRY_SIZE_MAX_BYTES > PAGE_BYTES_MAX
+    cut = may_be_cut and answer.last_entry_id > returned_last
+    now = clock()
+    events = []
+    for entry_id in ids:
+        record = records.get(entry_id)
+        if record is not None:
+            outcome, found = m.ReadOutcome.FOUND, record
+        elif cut and entry_id > returned_last:
+            outcome, found = m.ReadOutcome.ERROR, None
+        else:
+            outcome, found = m.ReadOutcome.MISSING, None
+        events.append(m.EntryRead(bookie, entry_id, outcome, found, answer.instance_id, now))
+    return events

@@ -32,12 +32,14 @@ ReadWritableBookies    list the writable bookies (registered, not read-only,
                        replace a failed bookie). The runner may also send
                        ``WritableBookies`` to the write handle unasked.
 SendFence              ``POST /v1/ledgers/{id}/fence`` -> ``FenceDone(
-                       bookie, lac, last_entry_id)`` or ``FenceFailed``.
-ReadEntries            read those entries from ``bookie`` (one by one or by
-                       range) -> one ``EntryRead`` per id: FOUND with the
-                       record, MISSING when the bookie says it has no such
-                       entry (or no such ledger), ERROR otherwise. An id a
-                       range answer may have cut off is an ERROR, not MISSING.
+                       bookie, lac, last_entry_id, instance_id, length,
+                       lac_length)`` or ``FenceFailed``.
+ReadEntries            read those entries from ``bookie`` (one range read) ->
+                       one ``EntryRead`` per id, with the answering bookie's
+                       instance id: FOUND with the record, MISSING when the
+                       bookie says it has no such entry (or no such ledger),
+                       ERROR otherwise. An id a range answer may have cut off
+                       is an ERROR, not MISSING.
 AckAdds / FailAdds     answer the client's add request ``request_id``.
 CloseDone/CloseFailed  answer the client's close request ``request_id``.
 RecoveryDone/Failed    the recovery's result.
@@ -158,11 +160,18 @@ class MetadataFailed:
 
 @dataclass(frozen=True, slots=True)
 class FenceDone:
-    """The bookie persisted the fence flag; its LAC and last stored entry."""
+    """The bookie persisted the fence flag; its LAC and last stored entry, the ledger's
+    length at each (``lac_length``, ``length``; -1 when unknown or not stored there),
+    and the answering bookie's instance (a reformatted bookie is a new instance; None
+    when the bookie does not say)."""
 
     bookie: str
     lac: int
     last_entry_id: int = -1
+    instance_id: str | None = None
+    length: int = -1
+    lac_length: int = -1
+    now: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,10 +181,16 @@ class FenceFailed:
 
 @dataclass(frozen=True, slots=True)
 class EntryRead:
+    """One entry's answer from ``bookie``, and the instance of the bookie that answered
+    (None when it did not say): recovery counts a MISSING only from the instance that
+    answered its fence."""
+
     bookie: str
     entry_id: int
     outcome: ReadOutcome
     record: Record | None = None
+    instance_id: str | None = None
+    now: int | None = None
 
 
 Event = (

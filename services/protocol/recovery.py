@@ -6,7 +6,9 @@ metadata. ``start()`` returns the first effects, ``handle(event)`` the next.
 1. CLOSED: done, unchanged. OPEN: CAS the state to IN_RECOVERY, after which
    the writer can no longer change the ensemble (IN_RECOVERY already: go on).
 2. Fence every bookie of the last fragment. A bookie persists the fence flag
-   before it answers, and from then on refuses normal adds. Fencing is
+   before it answers, and from then on refuses normal adds. The answer names
+   the bookie's instance: only answers of that instance count later (a bookie
+   reformatted since is a new, unfenced one). Fencing is
    complete once, for EVERY write set of the ensemble, ``Qw - Qa + 1`` of its
    bookies answered (``quorum.fencing_complete``); we do not wait for the
    others (the runner times a hanging bookie out). If every bookie answered or
@@ -14,17 +16,21 @@ metadata. ``start()`` returns the first effects, ``handle(event)`` the next.
 3. Every entry up to ``floor = max(highest LAC returned, first id of the last
    fragment - 1)`` was acknowledged to a client and is on an ack quorum.
    Read forward from ``floor + 1`` (``readforward.ReadForward``: bounded
-   windows, fenced bookies only, a corrupt replica is a read error and never
-   evidence of absence). An entry found is written back to its whole write
-   set with the recovery flag and counts once Qa bookies stored it
+   windows, batched per bookie, speculative after ``speculative_read_ms``,
+   fenced bookie instances only, a corrupt replica is a read error and an
+   answer from another instance is unknown, never evidence of absence; a
+   bookie that answers the fence late joins). An entry found is written back
+   to its whole write set with the recovery flag and counts once Qa bookies stored it
    (``writeback``: a bookie failing write-backs is replaced in a new fragment
    that stays local until step 5). The first entry missing from ``Qw - Qa + 1``
    fenced bookies of its write set cannot have been acknowledged: the last
    entry is the one before. An entry neither found nor provably absent fails
    the recovery (retriable; nothing changed beyond IN_RECOVERY).
 4. The length is the last entry's ``length`` field; when nothing is found
-   beyond the floor, entry ``floor`` itself is read (from any bookie of its
-   write set) to learn it.
+   beyond the floor, the length at ``floor`` that the fence answers gave (a
+   bookie's length at its LAC or at its last entry), and only when none did,
+   entry ``floor`` itself is read (from any bookie of its write set): that
+   entry may sit in a fragment whose bookies are all gone.
 5. CAS the state to CLOSED at that last entry and length, with the new
    fragments of step 4 if any (one atomic change). On conflict re-read:
    CLOSED -> done with that metadata (a concurrent recovery or the writer
@@ -79,7 +85,7 @@ from services.protocol.messages import (
     WritableBookies,
 )
 from services.protocol.metadata import LedgerMetadata, LedgerState
-from services.protocol.readforward import ReadForward
+from services.protocol.readforward import FenceLengths, ReadForward
 from services.protocol.writeback import WriteBacks
 
 
@@ -89,6 +95,7 @@ class RecoveryLimits:
 
     recovery_read_batch_max: int = 16  # entries being read ahead at once
     recovery_read_attempts_max: int = 3  # reads of one entry from one bookie
+    speculative_read_ms: int = 2_000  # a bookie silent this long: ask the next one too
     recovery_write_attempts_max: int = 3  # failed write-backs before a bookie is replaced
     recovery_write_backs_in_flight_max: int = 64  # entries being written back at once
     metadata_attempts_max: int = 10  # CAS writes, or store failures in a row, per step
@@ -138,6 +145,8 @@ class LedgerRecovery:
             ),
         )
         self._fence_lacs: dict[str, int] = {}
+        self._fence_instances: dict[str, str | None] = {}  # who answered the fence
+        self._lengths = FenceLengths()
         self._fence_failures: set[str] = set()
         self._forward: ReadForward | None = None  # once fenced
         self._fenced = metadata  # the metadata as fenced: every read uses it
@@ -196,8 +205,10 @@ class LedgerRecovery:
         """The time (ms) by which the runner must feed ``Tick``, or None."""
         if not self._started or self.finished:
             return None
-        cas_at = self._cas.next_deadline()
-        return self._deadline if cas_at is None else min(cas_at, self._deadline)
+        times = [self._deadline, self._cas.next_deadline()]
+        if self.phase is RecoveryPhase.READING and self._forward is not None:
+            times.append(self._forward.next_deadline())
+        return min(t for t in times if t is not None)
 
     def handle(self, event: Event) -> list[Effect]:
         invariant(self._started, "a recovery takes events only after start()")
@@ -272,7 +283,10 @@ class LedgerRecovery:
                 QuorumTimeout,
                 f"did not finish in {self.limits.recovery_timeout_ms} ms; it can be run again",
             )
-        return list(self._cas.tick(self._now))
+        effects: list[Effect] = list(self._cas.tick(self._now))
+        if self.phase is RecoveryPhase.READING and self._forward is not None:
+            effects += self._forward.tick(self._now)
+        return effects
 
     # ------------------------------------------------------------------ fencing
 
@@ -288,16 +302,30 @@ class LedgerRecovery:
     def _on_fence_done(self, event: FenceDone) -> list[Effect]:
         if event.bookie not in self.metadata.ensemble or self.phase is RecoveryPhase.MARKING:
             return []
+        if event.bookie in self._fence_lacs:
+            return []  # a repeated answer: the first instance to answer is the fenced one
         self._fence_lacs[event.bookie] = event.lac
+        self._fence_instances[event.bookie] = event.instance_id
         self._fence_failures.discard(event.bookie)
+        self._lengths.learn(event.lac, event.lac_length)
+        self._lengths.learn(event.last_entry_id, event.length)
+        if self.phase is RecoveryPhase.READING and self._forward is not None:
+            # A late answer: the bookie is fenced, the reads still undecided may use it.
+            self._forward.now = max(self._forward.now, self._now)
+            return list(self._forward.add_fenced(event.bookie, event.instance_id))
         if self.phase is not RecoveryPhase.FENCING:
-            return []  # a late answer: the bookie is fenced, later reads may use it
+            return []
         if self._covered():
             return self._start_reading()
         return self._fencing_settled()
 
     def _on_fence_failed(self, event: FenceFailed) -> list[Effect]:
-        if self.phase is not RecoveryPhase.FENCING or event.bookie not in self.metadata.ensemble:
+        if event.bookie not in self.metadata.ensemble:
+            return []
+        if self.phase is RecoveryPhase.READING and self._forward is not None:
+            self._forward.fences_awaited.discard(event.bookie)
+            return self._decide_and_ask([])  # an entry waiting for it may fail now
+        if self.phase is not RecoveryPhase.FENCING:
             return []
         if event.bookie not in self._fence_lacs:
             self._fence_failures.add(event.bookie)
@@ -326,32 +354,44 @@ class LedgerRecovery:
         self.floor = max(max_lac, self.metadata.last_fragment.first_entry_id - 1)
         self._forward = ReadForward(
             self._fenced,
-            self.fenced_at_completion,
+            self._fence_instances,
             self.floor,
             key=self._key,
             batch_max=self.limits.recovery_read_batch_max,
             attempts_max=self.limits.recovery_read_attempts_max,
+            speculative_ms=self.limits.speculative_read_ms,
+            lengths=self._lengths,
+            now=self._now,
         )
+        self._forward.fences_awaited = {
+            b for b in self.metadata.ensemble if b not in self._fence_lacs
+        } - self._fence_failures
         return list(self._forward.start())
 
     def _on_entry_read(self, event: EntryRead) -> list[Effect]:
         forward = self._forward
         if self.phase is not RecoveryPhase.READING or forward is None:
             return []
+        forward.now = max(forward.now, self._now)
         probe = event.entry_id == self.floor and forward.probe is not None
         retry = forward.answer(event)
         if retry is None:
             return []
-        if retry:
-            return list(retry)
         if probe:
             return self._maybe_close()
+        return self._decide_and_ask(list(retry))
+
+    def _decide_and_ask(self, retry: list[Effect]) -> list[Effect]:
+        """Decide the entries that can be, write back those found, ask what is needed."""
+        forward = self._forward
+        invariant(forward is not None, "deciding before reading forward")
         found, failure = forward.decide()
         if failure is not None:
             return self._fail(NotEnoughBookies, failure)
         for record in found:
             self._writebacks.add(record)
-        effects: list[Effect] = list(self._writebacks.send()) if found else []
+        effects: list[Effect] = retry
+        effects += list(self._writebacks.send()) if found else []
         effects += forward.fill_window()
         return effects + self._progress()
 
@@ -413,23 +453,12 @@ class LedgerRecovery:
             return []
         forward = self._forward
         invariant(forward is not None, "closing before reading forward")
-        if last > self.floor:
-            invariant(forward.last_record is not None, "no record of the last entry")
-            self._close_length = forward.last_record.length
-        elif last < 0:
-            self._close_length = 0
-        else:
-            probe = forward.probe
-            invariant(probe is not None, "no probe of the floor entry")
-            if probe.record is None:
-                if probe.asked:
-                    return []
-                return self._fail(
-                    NotEnoughBookies,
-                    f"cannot read entry {last} (the last one) from any bookie of its write set "
-                    "to learn the ledger's length",
-                )
-            self._close_length = probe.record.length
+        length, failure = forward.end_length()
+        if failure is not None:
+            return self._fail(NotEnoughBookies, failure)
+        if length is None:
+            return []  # the floor entry is still being read
+        self._close_length = length
         self.phase = RecoveryPhase.CLOSING
         self._cas.begin(self.limits.metadata_attempts_max)
         return self._write_close()

@@ -82,8 +82,14 @@ class WriteBacks:
         return not wb.sent_to <= wb.stored_on
 
     def in_flight(self) -> int:
-        """Entries with a write-back sent and not yet answered."""
-        return sum(1 for wb in self._entries.values() if self._outstanding(wb))
+        """Entries with a write-back sent and not yet answered, and not yet on Qa bookies
+        (an entry that reached Qa no longer holds room: a hanging bookie's unanswered
+        write-backs must not stop the others)."""
+        return sum(
+            1
+            for entry_id, wb in self._entries.items()
+            if self._outstanding(wb) and not self.done(entry_id)
+        )
 
     def send(self) -> list[SendAdds]:
         """Send pending entries, lowest id first, to the bookies of their write set that

@@ -11,11 +11,22 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from gateway.handles import HandleTable, Recoveries
+from gateway.runners.recovery import read_entries
 from gateway.senders import SenderLimits, SenderTable
-from services.errors import LedgerFenced, QuorumTimeout
+from services.bookie_client import RangeResult
+from services.errors import (
+    BookieUnavailable,
+    LedgerFenced,
+    LedgerNotFound,
+    QuireError,
+    QuorumTimeout,
+)
+from services.protocol import messages as m
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.recovery import RecoveryLimits
-from tests.unit.gateway.fakes import FakeBookies, FakeLedgerStore, make_context
+from services.wire.digest import seal
+from services.wire.framing import Record
+from tests.unit.gateway.fakes import FakeBookie, FakeBookies, FakeLedgerStore, make_context
 
 POOL = ["b0:1", "b1:1", "b2:1"]
 
@@ -95,5 +106,127 @@ def test_concurrent_recoveries_of_one_ledger_share_one_run() -> None:
         assert first == second and first[0].state is LedgerState.CLOSED
         assert first[0].last_entry_id == -1
         assert len(store.writes) == 2
+
+    run(body)
+
+
+# ---------------------------------------------------------------- issue 7 items 1 and 7
+
+
+class _RangeClient:
+    """A bookie client that answers one range read with ``answer`` (or raises it)."""
+
+    def __init__(self, answer: RangeResult | QuireError) -> None:
+        self.answer = answer
+        self.calls: list[tuple[int, int, int]] = []
+
+    async def read_range(
+        self, ledger_id: int, first: int, last: int, max_entries: int = 1_000,
+        max_bytes: int = 1 << 23,
+    ) -> RangeResult:  # fmt: skip
+        self.calls.append((first, last, max_entries))
+        if isinstance(self.answer, QuireError):
+            raise self.answer
+        return self.answer
+
+
+def _rec(entry_id: int) -> Record:
+    return seal(Record(5, entry_id, -1, b"x", digest_type="crc32c", length=entry_id + 1))
+
+
+def test_a_batch_of_entries_is_one_range_read_answered_per_id_with_the_instance() -> None:
+    """Issue 7 item 7: the runner reads the ids the machine asks of one bookie with ONE
+    range read; listed ids are FOUND, skipped ids MISSING, each with the instance of the
+    bookie that answered; ids past a possibly cut answer are ERRORs, not MISSING."""
+
+    async def body() -> None:
+        effect = m.ReadEntries(5, "b0:1", (3, 6, 9))
+        client = _RangeClient(RangeResult([_rec(3), _rec(9)], 12, "inst-1"))
+        events = await read_entries(client, effect, [3, 6, 9], lambda: 7)  # type: ignore[arg-type]
+        assert client.calls == [(3, 9, 7)]
+        assert [(e.entry_id, e.outcome, e.instance_id, e.now) for e in events] == [
+            (3, m.ReadOutcome.FOUND, "inst-1", 7),
+            (6, m.ReadOutcome.MISSING, "inst-1", 7),
+            (9, m.ReadOutcome.FOUND, "inst-1", 7),
+        ]
+        short = _RangeClient(RangeResult([_rec(3), _rec(4)], 12, "inst-1"))
+        effect = m.ReadEntries(5, "b0:1", (3, 4, 5))
+        # max_entries = 3 and only 2 returned: not cut by count, 5 is missing.
+        events = await read_entries(short, effect, [3, 4, 5], lambda: 0)  # type: ignore[arg-type]
+        assert events[2].outcome is m.ReadOutcome.MISSING
+
+    run(body)
+
+
+def test_a_range_answer_cut_by_its_bound_makes_the_rest_errors() -> None:
+    """An answer that holds as many entries as asked, or so many bytes that the next
+    entry may have been left out, while the bookie stores more: the ids after the last
+    entry returned are read errors (re-read alone), never "missing"."""
+
+    async def body() -> None:
+        big = seal(Record(5, 3, -1, b"x" * (4 * 1024 * 1024), digest_type="crc32c", length=1))
+        client = _RangeClient(RangeResult([big], 12, "i"))
+        effect = m.ReadEntries(5, "b0:1", (3, 6))
+        events = await read_entries(client, effect, [3, 6], lambda: 0)  # type: ignore[arg-type]
+        assert [e.outcome for e in events] == [m.ReadOutcome.FOUND, m.ReadOutcome.ERROR]
+        nothing_more = _RangeClient(RangeResult([big], 3, "i"))  # stores nothing past 3
+        events = await read_entries(nothing_more, effect, [3, 6], lambda: 0)  # type: ignore[arg-type]
+        assert events[1].outcome is m.ReadOutcome.MISSING
+
+    run(body)
+
+
+def test_not_found_answers_carry_the_instance_and_transport_errors_none() -> None:
+    """Issue 7 item 1: a bookie's "no such ledger" is MISSING with the instance that
+    said it (the machine counts it only if that is the fenced instance); a failure
+    that is no answer (unreachable) is an ERROR naming no instance."""
+
+    async def body() -> None:
+        effect = m.ReadEntries(5, "b0:1", (1, 2))
+        missing = LedgerNotFound("no ledger")
+        missing.bookie_instance_id = "new-instance"  # type: ignore[attr-defined]
+        events = await read_entries(_RangeClient(missing), effect, [1, 2], lambda: 0)  # type: ignore[arg-type]
+        assert [(e.outcome, e.instance_id) for e in events] == [
+            (m.ReadOutcome.MISSING, "new-instance")
+        ] * 2
+        down = BookieUnavailable("refused")
+        events = await read_entries(_RangeClient(down), effect, [1, 2], lambda: 0)  # type: ignore[arg-type]
+        assert [(e.outcome, e.instance_id) for e in events] == [(m.ReadOutcome.ERROR, None)] * 2
+
+    run(body)
+
+
+class _HangingReads(FakeBookie):
+    """Answers its fence, then never answers a read."""
+
+    async def read_range(self, *args: object, **kw: object) -> RangeResult:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+def test_a_hanging_fenced_bookie_costs_one_speculative_delay_in_the_runner() -> None:
+    """Issue 7 item 7 through the runner: b2 is fenced, then hangs on reads; 50 entries
+    past the floor are recovered in about one speculative_read_ms, far below the bookie
+    client's 10 s time-out per request (bound relative to the delay, not wall-clock)."""
+
+    async def body() -> None:
+        bookies, store = FakeBookies(POOL), FakeLedgerStore()
+        hanging = _HangingReads("b2:1")
+        bookies.bookies["b2:1"] = hanging
+        ctx = make_context(bookies, store, speculative_read_ms=200)
+        created = await store.create(LedgerMetadata.new(5, POOL, 3, 2))
+        for entry_id in range(50):
+            rec = seal(Record(5, entry_id, -1, b"e", digest_type="crc32c", length=entry_id + 1))
+            for bookie in bookies.bookies.values():
+                bookie.entries[(5, entry_id)] = rec
+        recoveries = Recoveries(ctx)
+        assert recoveries.limits.speculative_read_ms == 200
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        closed, _ = await recoveries.recover(created.metadata, created.version, b"")
+        elapsed_ms = (loop.time() - started) * 1000
+        assert (closed.last_entry_id, closed.length) == (49, 50)
+        assert 5 in hanging.fenced
+        assert elapsed_ms < 5 * 200, elapsed_ms  # one delay and some slack; 10 s before
 
     run(body)
