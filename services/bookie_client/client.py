@@ -29,8 +29,10 @@ Ordering and retry rules:
   deleted ledger answers 404).
 - Every wait is bounded: ``connect_timeout_s`` for a TCP connect,
   ``request_timeout_s`` for the whole call (waiting for a free connection
-  included); a long-poll LAC read adds its ``wait_ms`` and uses connections of
-  its own (``long_polls_max``) so that tailing readers never starve adds.
+  included), or the ``timeout_s`` an add is given (the gateway's adds have a
+  shorter one, so a hung bookie is replaced quickly); a long-poll LAC read adds
+  its ``wait_ms`` and uses connections of its own (``long_polls_max``) so that
+  tailing readers never starve adds.
 
 Errors. A bookie's ``{"error": code}`` answer becomes the matching
 ``QuireError`` (``error_for_code``); an unknown code or bare failure with a 5xx
