@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
+import pytest
+
 from gateway.senders import (
     AddAnswer,
     AddCallback,
@@ -319,18 +321,34 @@ def test_one_bad_record_fails_only_its_ledger_in_a_cross_ledger_request() -> Non
 
 
 def test_adds_are_sent_with_the_add_timeout() -> None:
-    """Issue 7 item 8b: every add request carries the sender's add_timeout_ms (as
-    seconds) to the bookie client, so a hung bookie fails the add within it."""
+    """Issue 7 item 8b: every add request carries its own time-out to the bookie client:
+    add_timeout_ms plus add_timeout_per_mib_ms for each MiB of payload in flight to that
+    bookie when it leaves (its own included), so a hung bookie fails the add quickly
+    while a bookie busy with large requests has time to commit them; a timed-out add
+    is UNAVAILABLE."""
 
     async def run() -> None:
         client, calls = FakeClient(), Calls()
-        sender = BookieSender("b1", lambda: client, limits(add_timeout_ms=750))
-        sender.send((rec(1, 0),), calls.callback("a"))
+        bounds = limits(add_timeout_ms=750, add_timeout_per_mib_ms=100)
+        sender = BookieSender("b1", lambda: client, bounds)
+        mib = 1024 * 1024
+        sender.send((rec(1, 0, size=mib),), calls.callback("a"))
+        sender.send((rec(1, 1, size=mib),), calls.callback("b"))
         await settle()
-        client.release(0, BookieUnavailable("b1: add: no answer within 0.75s"))
+        assert client.timeouts == [pytest.approx(0.85), pytest.approx(0.95)]
+        client.release(0, BookieUnavailable("b1: add: no answer within 0.85s"))
+        client.release(1)
         await settle()
-        assert client.timeouts == [0.75]
-        assert calls.calls == [("a", (), (0,), RejectReason.UNAVAILABLE)]
+        sender.send((rec(1, 2),), calls.callback("c"))  # nothing else in flight now
+        await settle()
+        assert client.timeouts[2] == pytest.approx(0.75, abs=0.001)
+        client.release(2)
+        await settle()
+        assert calls.calls == [
+            ("a", (), (0,), RejectReason.UNAVAILABLE),
+            ("b", (1,), (), None),
+            ("c", (2,), (), None),
+        ]
         await sender.aclose()
 
     asyncio.run(run())
