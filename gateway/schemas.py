@@ -17,7 +17,7 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
         404: "ledger_not_found / entry_not_found",
         409: "ledger_closed / ledger_fenced (outcome unknown) / not_writer / metadata_conflict",
         413: "payload_too_large",
-        503: "not_enough_bookies / bookie_unavailable / unavailable",
+        503: "not_enough_bookies (on an add: outcome unknown) / bookie_unavailable / unavailable",
         504: "quorum_timeout (outcome unknown)",
     }
     out: dict[int | str, dict[str, Any]] = {}

@@ -151,6 +151,13 @@ class GatewaySettings(CommonSettings):
     bookie_request_timeout_ms: int = Field(
         10_000, ge=1, le=600_000, description="time-out of one request to a bookie"
     )
+    bookie_add_timeout_ms: int = Field(
+        1_000,
+        ge=1,
+        le=600_000,
+        description="time-out of one add request to a bookie; a bookie that does not answer "
+        "in time is replaced like a failed one",
+    )
 
 
 class AuditorSettings(CommonSettings):

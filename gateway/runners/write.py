@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from gateway.context import GatewayContext
 from gateway.runners.base import EffectRunner
-from gateway.senders import SenderTable
+from gateway.senders import AddAnswer, SenderTable
 from services.errors import Unavailable
 from services.protocol import messages as m
 from services.protocol.metadata import LedgerMetadata
@@ -188,11 +188,9 @@ class HandleRunner(EffectRunner):
         metrics = self.ctx.metrics
         metrics.adds_in_flight.inc(len(records))
 
-        def done(
-            stored: tuple[int, ...], rejected: tuple[int, ...], reason: m.RejectReason | None
-        ) -> None:
+        def done(answer: AddAnswer) -> None:
             metrics.adds_in_flight.dec(len(records))
-            self._feed(m.BookieAddsDone(bookie, stored, rejected, reason))
+            self._feed(answer.event(bookie))
 
         self.senders.get(bookie).send(records, done)
 

@@ -29,8 +29,10 @@ Ordering and retry rules:
   deleted ledger answers 404).
 - Every wait is bounded: ``connect_timeout_s`` for a TCP connect,
   ``request_timeout_s`` for the whole call (waiting for a free connection
-  included); a long-poll LAC read adds its ``wait_ms`` and uses connections of
-  its own (``long_polls_max``) so that tailing readers never starve adds.
+  included), or the ``timeout_s`` an add is given (the gateway's adds have a
+  shorter one, so a hung bookie is replaced quickly); a long-poll LAC read adds
+  its ``wait_ms`` and uses connections of its own (``long_polls_max``) so that
+  tailing readers never starve adds.
 
 Errors. A bookie's ``{"error": code}`` answer becomes the matching
 ``QuireError`` (``error_for_code``); an unknown code or bare failure with a 5xx
@@ -197,10 +199,13 @@ class BookieClient:
 
     # ---------------------------------------------------------------- calls
 
-    async def add(self, records: list[framing.Record]) -> AddResult:
+    async def add(self, records: list[framing.Record], timeout_s: float | None = None) -> AddResult:
         """Store entries (of one or several ledgers) in one request. Stored entries are
         durable when this returns; normal adds to a fenced ledger come back in
-        ``rejected``. A whole-request failure raises (e.g. ``BookieReadOnly``)."""
+        ``rejected``. A whole-request failure raises (e.g. ``BookieReadOnly``).
+        ``timeout_s`` bounds this call instead of ``request_timeout_s`` (the gateway's
+        adds have a shorter one: a hung bookie must be replaced quickly); past it the
+        call raises ``BookieUnavailable`` (the add may or may not have been stored)."""
         if not records:
             return AddResult(0, [])
         if len(records) > BATCH_ENTRIES_MAX:
@@ -213,7 +218,12 @@ class BookieClient:
                 f"add body of {len(body)} bytes; the limit is {BODY_SIZE_MAX_BYTES}"
             )
         doc = await self._json(
-            "POST", "/v1/entries", body, content_type=framing.MEDIA_TYPE, what="add"
+            "POST",
+            "/v1/entries",
+            body,
+            content_type=framing.MEDIA_TYPE,
+            what="add",
+            timeout_s=timeout_s,
         )
         try:
             rejected = [
@@ -355,13 +365,16 @@ class BookieClient:
         what: str,
         extra_s: float = 0.0,
         long_poll: bool = False,
+        timeout_s: float | None = None,
     ) -> HttpResponse:
-        """One request; every failure leaves as a ``QuireError`` (STYLE.md §3)."""
+        """One request; every failure leaves as a ``QuireError`` (STYLE.md §3). It takes
+        at most ``timeout_s`` (default ``request_timeout_s``) plus ``extra_s``."""
         headers = self._headers
         if content_type is not None:
             headers = {**headers, "Content-Type": content_type}
         transport = self._poll_transport if long_poll else self._transport
-        timeout_s = self.request_timeout_s + extra_s
+        base_s = self.request_timeout_s if timeout_s is None else timeout_s
+        timeout_s = base_s + extra_s
         try:
             response = await transport.request(method, target, body, headers, timeout_s)
         except TimeoutError as exc:

@@ -13,6 +13,12 @@ After an ensemble change the write sets are recomputed: acks and sends of a
 bookie that left an entry's write set are forgotten, so a replaced bookie's
 acks never count for entries of the new fragment, and the new bookie gets
 every pending entry of its write sets re-sent.
+
+An entry is sealed once, when it is first sent, and every later send of it
+(to a replacement bookie) carries that very record, as BookKeeper re-sends a
+PendingAddOp's buffer: a bookie that already stores the entry then sees the
+same bytes (an idempotent re-add), never other ones (``entry_exists``). The
+piggybacked LAC is the one at the first send, which is never wrong, only older.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ class PendingEntry:
     write_set: tuple[str, ...]
     acked_by: set[str] = field(default_factory=set)
     sent_to: set[str] = field(default_factory=set)
+    record: Record | None = None  # sealed at the first send, re-sent unchanged
 
 
 @dataclass(slots=True)
@@ -98,11 +105,18 @@ class PendingAdds:
         if entry is not None and bookie in entry.write_set:
             entry.acked_by.add(bookie)
 
-    def advance(self) -> tuple[int, list[PendingRequest]]:
-        """Acknowledge the quorum-acked prefix: how many entries, and the requests now done."""
+    def discard_ack(self, bookie: str, entry_id: int) -> None:
+        """``bookie`` says it does not store our bytes for ``entry_id``: never count it."""
+        entry = self.get(entry_id)
+        if entry is not None:
+            entry.acked_by.discard(bookie)
+
+    def advance(self, excluding: Collection[str] = ()) -> tuple[int, list[PendingRequest]]:
+        """Acknowledge the quorum-acked prefix: how many entries, and the requests now done.
+        Acks of the bookies in ``excluding`` do not count."""
         popped = 0
         while self.entries and quorum.ack_quorum_reached(
-            self.ack_quorum, len(self.entries[0].acked_by)
+            self.ack_quorum, len(self.entries[0].acked_by.difference(excluding))
         ):
             entry = self.entries.popleft()
             invariant(entry.entry_id == self.lac + 1, f"entry {entry.entry_id} acked out of order")
@@ -151,16 +165,19 @@ def build_sends(
     have not been sent it and did not fail, one batch per bookie (split at the bounds).
 
     Each record is ``template`` (ledger id, the LAC at send time, digest type) with the
-    entry's id, payload and cumulative length, sealed once for all its bookies."""
+    entry's id, payload and cumulative length, sealed at the entry's first send and kept
+    in ``entry.record``: later sends of the entry carry the same bytes."""
     batches: dict[str, list[Record]] = {}
     for entry in entries:
         targets = [b for b in entry.write_set if b not in failed and b not in entry.sent_to]
         if not targets:
             continue
-        record = replace(
-            template, entry_id=entry.entry_id, payload=entry.payload, length=entry.length
-        )
-        record = seal(record, digest_key)
+        record = entry.record
+        if record is None:
+            record = replace(
+                template, entry_id=entry.entry_id, payload=entry.payload, length=entry.length
+            )
+            record = entry.record = seal(record, digest_key)
         for bookie in targets:
             batches.setdefault(bookie, []).append(record)
             entry.sent_to.add(bookie)

@@ -10,8 +10,11 @@ effect                 what the runner does, and the event(s) it feeds back
 =====================  =====================================================
 SendAdds               ``POST /v1/entries`` with ``records`` to ``bookie``.
                        200 -> ``BookieAddsDone(bookie, stored, rejected,
-                       reason=FENCED)`` (rejected = the per-entry
-                       ``ledger_fenced`` refusals). 503 bookie_read_only ->
+                       reason, reasons)``: rejected = the per-record
+                       refusals, each with its reason (``ledger_fenced``
+                       -> FENCED, ``invalid_argument`` -> CORRUPT,
+                       ``entry_exists`` -> ENTRY_EXISTS); ``reason`` sums
+                       them up (FENCED if any). 503 bookie_read_only ->
                        ``BookieAddsDone(bookie, (), all ids, READONLY)``.
                        Any other failure or time-out -> ``BookieAddsDone(
                        bookie, (), all ids, UNAVAILABLE)`` (or
@@ -71,6 +74,8 @@ class RejectReason(StrEnum):
     FENCED = "fenced"  # the ledger is fenced on that bookie (a recovery started)
     READONLY = "readonly"  # the bookie is read-only
     UNAVAILABLE = "unavailable"  # unreachable, failed, timed out: outcome unknown
+    CORRUPT = "corrupt"  # the record's digest did not verify there: damaged in transit
+    ENTRY_EXISTS = "entry_exists"  # the bookie stores other bytes for that entry
 
 
 class ReadOutcome(StrEnum):
@@ -105,12 +110,22 @@ class Tick:
 @dataclass(frozen=True, slots=True)
 class BookieAddsDone:
     """A bookie's answer to ``SendAdds``: ``stored`` are durable there; ``rejected``
-    were not stored, for ``reason``."""
+    were not stored, for ``reason``. ``reasons`` (when given) is the reason of each
+    rejected entry, aligned with ``rejected``; ``reason`` then sums them up (FENCED
+    if any entry was refused as fenced)."""
 
     bookie: str
     stored: tuple[int, ...] = ()
     rejected: tuple[int, ...] = ()
     reason: RejectReason | None = None
+    reasons: tuple[RejectReason, ...] = ()
+
+    def rejection_reasons(self) -> tuple[RejectReason, ...]:
+        """The reason of each rejected entry (``reason`` for all when ``reasons`` is
+        not given)."""
+        if self.reasons:
+            return self.reasons
+        return (self.reason or RejectReason.UNAVAILABLE,) * len(self.rejected)
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,8 +288,8 @@ class AckAdds:
 @dataclass(frozen=True, slots=True)
 class FailAdds:
     """The add request failed with ``error`` (a ``QuireError`` subclass). For
-    ``LedgerFenced`` and ``QuorumTimeout`` the outcome is unknown: the entries may
-    or may not have been written."""
+    ``LedgerFenced``, ``QuorumTimeout`` and ``NotEnoughBookies`` the outcome is
+    unknown: the entries may or may not have been written."""
 
     request_id: Hashable
     error: type[QuireError]

@@ -13,7 +13,8 @@ When the handle goes idle with a LAC the bookies have not been told, it sends
 an explicit LAC update after ``explicit_lac_delay_ms``.
 
 Bookie failure. A bookie of the current ensemble that fails an add
-(unavailable, read-only) is replaced: acknowledgements to clients are held
+(unavailable or timed out, read-only, a record it found corrupt, an entry it
+stores with other bytes) is replaced: acknowledgements to clients are held
 back, a replacement is chosen among the writable bookies (``ReadWritableBookies``)
 and the new fragment, starting at ``lac + 1``, is written by CAS
 (``writer_metadata`` holds this half of the handle). While the
@@ -24,15 +25,28 @@ metadata decides: not OPEN -> the handle is fenced; OPEN -> plan again. With
 no replacement available the change waits (re-reading the writable bookies
 every ``ensemble_change_retry_ms``) until the oldest add times out.
 
+A bookie answers each record of an add on its own (``BookieAddsDone.reasons``):
+the entries it stored count, those it refused do not, and any refusal but a
+fence fails that bookie for this ledger only. An entry the bookie stores with
+other bytes (ENTRY_EXISTS) is never counted as stored there, even if an earlier
+answer said so.
+
 Fenced. A bookie refusing an add because the ledger is fenced means a
 recovery has started: every pending add and every later add fails with
 ledger_fenced (the outcome is unknown: they may or may not have been written).
 
-Time-out. When the oldest pending add is older than ``add_timeout_ms`` every
-pending add fails (quorum_timeout, or not_enough_bookies while waiting for a
-replacement) and the handle closes the ledger at its LAC, as BookKeeper does
-after an unrecoverable add error: later adds fail with ledger_closed, and
-nothing acknowledged is lost.
+Time-out. When the oldest pending add is older than ``add_timeout_ms`` the
+handle gives up on the ledger, as BookKeeper does after an unrecoverable add
+error. First it acknowledges, in entry order, every pending entry that has its
+ack quorum among the bookies that did not fail (acknowledgements held back by
+an ensemble change that never landed, e.g. for want of a replacement bookie:
+those bookies keep their places in every ensemble this handle may still write,
+so the entries stay on Qa bookies of their write sets). Then every remaining
+add fails, with not_enough_bookies while waiting for a replacement and
+quorum_timeout otherwise; both are unknown outcomes (the entries may be stored
+on their write sets, and a recovery, if this handle cannot close the ledger,
+may include them). Finally the handle closes the ledger at its LAC: later adds
+fail with ledger_closed, and nothing acknowledged is lost.
 
 Close. No more adds are accepted (ledger_closed); pending adds finish or time
 out; then CAS OPEN -> CLOSED at the LAC with its exact length. On conflict the
@@ -231,15 +245,22 @@ class WriteHandle(HandleMetadata):
             self.limits.send_batch_entries_max,
             self.limits.send_batch_bytes_max,
         )
-        if effects:
-            self._lac_sent = max(self._lac_sent, lac)
+        if effects:  # a re-sent record carries the LAC of its first send
+            sent = max(r.lac for x in effects for r in x.records)
+            self._lac_sent = max(self._lac_sent, sent)
         return list(effects)
 
     def _on_adds_done(self, event: BookieAddsDone) -> list[Effect]:
         if self._state in (HandleState.CLOSED, HandleState.FENCED):
             return []
-        if event.rejected and event.reason is RejectReason.FENCED:
+        reasons = event.rejection_reasons()
+        invariant(len(reasons) == len(event.rejected), "a reason for each rejected entry")
+        fenced = event.reason is RejectReason.FENCED or RejectReason.FENCED in reasons
+        if event.rejected and fenced:
             return self._become_fenced(LedgerFenced)
+        for entry_id, reason in zip(event.rejected, reasons, strict=True):
+            if reason is RejectReason.ENTRY_EXISTS:
+                self._pending.discard_ack(event.bookie, entry_id)
         for entry_id in event.stored:
             self._pending.record_ack(event.bookie, entry_id)
         effects = self._advance()
@@ -343,16 +364,7 @@ class WriteHandle(HandleMetadata):
         live = self._state in (HandleState.OPEN, HandleState.CLOSING)
         requests = self._pending.requests
         if live and requests and requests[0].deadline <= now:
-            waiting = self._change is not None and self._change.waiting_for_bookies
-            error: type[QuireError] = NotEnoughBookies if waiting else QuorumTimeout
-            message = (
-                f"ledger {self.ledger_id}: no ack quorum within {self.limits.add_timeout_ms} ms"
-                + (" (no writable bookie to replace a failed one)" if waiting else "")
-                + "; the outcome is unknown and the ledger is closed at its last acknowledged entry"
-            )
-            effects += [FailAdds(r.request_id, error, message) for r in self._pending.fail_all()]
-            self._state = HandleState.CLOSING
-            effects += self._maybe_start_close()
+            effects += self._give_up()
         effects += self._cas.tick(now)
         change = self._change
         if change is not None and change.waiting_for_bookies and not self._cas.busy:
@@ -367,3 +379,33 @@ class WriteHandle(HandleMetadata):
                 effects.append(SendLac(self.ledger_id, bookies, self.lac))
             self._lac_sent = self.lac
         return effects
+
+    def _give_up(self) -> list[Effect]:
+        """The oldest add timed out: acknowledge what has its ack quorum among the bookies
+        that did not fail, fail the rest (unknown outcome), close at the LAC (module
+        docstring, "Time-out")."""
+        waiting = self._change is not None and self._change.waiting_for_bookies
+        popped, done = self._pending.advance(excluding=self._failed)
+        lac = self._pending.lac
+        effects: list[Effect] = [
+            AckAdds(r.request_id, r.first_entry_id, r.last_entry_id, lac) for r in done
+        ]
+        if popped and not self._pending.entries:
+            self._idle_since = self._now
+        error: type[QuireError] = NotEnoughBookies if waiting else QuorumTimeout
+        cause = (
+            "a bookie failed and no writable bookie could replace it"
+            if waiting
+            else "no ack quorum"
+        )
+        message = (
+            f"ledger {self.ledger_id}: {cause} within {self.limits.add_timeout_ms} ms; "
+            "the outcome of the add is unknown: its entries may be stored on their write "
+            "sets (a later recovery may include them); the ledger is closed at its last "
+            f"acknowledged entry ({lac})"
+        )
+        failed = self._pending.fail_all()
+        effects += [FailAdds(r.request_id, error, message) for r in failed]
+        if failed:  # (if everything had its quorum after all, nothing failed: go on)
+            self._state = HandleState.CLOSING
+        return effects + self._maybe_start_close()

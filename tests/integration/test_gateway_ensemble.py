@@ -17,6 +17,7 @@ from tests.integration.gateway_support import (
     Appender,
     assert_error,
     check_read_back,
+    log_text,
     metric_value,
     start_bookies,
     start_gateway,
@@ -228,3 +229,88 @@ def test_a_corrupt_replica_is_skipped_never_returned(cluster: Cluster) -> None:
     )
     assert_error(r, 503, "bookie_unavailable")  # not a 200 with a broken stream
     assert set(procs) >= set(bookies)
+
+
+ADD_TIMEOUT_MS = 1_000
+# Beyond the add time-out, the stall covers the ensemble change (a registry read, one
+# metadata CAS through ZooKeeper, the re-send) and a few adds, on a shared machine.
+STALL_SLACK_S = 1.5
+
+
+def test_a_hung_bookie_is_replaced_after_the_add_timeout(cluster: Cluster) -> None:
+    """Issue 7 item 8b: a bookie of the ensemble that hangs (SIGSTOP) during a stream of
+    single-entry adds (4 bookies, E=3, Qw=Qa=2) holds the adds of its write sets only
+    for the add time-out (--bookie-add-timeout-ms), not the bookie client's 10 s request
+    time-out: it is replaced like a dead one, the stall (SIGSTOP to three more
+    acknowledged adds, which needs at least one entry of its write sets) stays under the
+    add time-out plus slack, and every acknowledged entry reads back after close."""
+    procs = {p.address: p for p in start_bookies(cluster, 4)}
+    gateway = start_gateway(cluster, ["--bookie-add-timeout-ms", str(ADD_TIMEOUT_MS)])
+    wait_writable(gateway, 4)
+    ledger = gateway.create(ensemble_size=3, write_quorum=2, ack_quorum=2)
+    lid = ledger["ledger_id"]
+    ensemble = ledger["fragments"][0]["bookies"]
+    victim = procs[ensemble[1]]
+
+    appender = Appender(gateway.url, lid).start()
+    appender.wait_count(30)
+    victim.pause()
+    try:
+        stopped_at = time.monotonic()
+        at_stop = appender.count
+        appender.wait_count(at_stop + 3, deadline_s=15)
+        stall_s = time.monotonic() - stopped_at
+        print(f"\nadd stall after SIGSTOP: {stall_s:.3f} s (add time-out {ADD_TIMEOUT_MS} ms)")
+        appender.wait_count(appender.count + 20)
+        appender.stop()
+    finally:
+        victim.resume()
+    assert not appender.errors, appender.errors
+    assert stall_s < ADD_TIMEOUT_MS / 1000 + STALL_SLACK_S, stall_s
+    fragments = gateway.metadata(lid)["fragments"]
+    assert len(fragments) >= 2 and victim.address not in fragments[-1]["bookies"]
+
+    closed = gateway.close(lid)
+    assert closed["last_entry_id"] == max(appender.acked)
+    entries = gateway.read_all(lid)
+    check_read_back(entries, closed["last_entry_id"], appender.acked, appender.sent)
+
+
+def test_an_entry_stored_with_other_bytes_replaces_the_bookie_for_that_ledger_only(
+    cluster: Cluster,
+) -> None:
+    """Issue 7 item 8: a bookie that already stores the next entry of ledger A with other
+    bytes answers entry_exists for the gateway's add. The add is never counted as stored
+    there: ledger A replaces that bookie (a new fragment from that entry), the add is
+    acknowledged, and the entry reads back with the gateway's bytes. Ledger B, written
+    through the same gateway and bookies meanwhile, keeps its one fragment."""
+    start_bookies(cluster, 4)
+    gateway = start_gateway(cluster)
+    wait_writable(gateway, 4)
+    a = gateway.create(ensemble_size=3, write_quorum=2, ack_quorum=2)
+    bookies = a["fragments"][0]["bookies"]
+    b = gateway.create(ensemble_size=3, write_quorum=2, ack_quorum=2)
+    lid_a, lid_b = a["ledger_id"], b["ledger_id"]
+    before = [f"a{n}".encode() for n in range(4)]
+    gateway.add_batch(lid_a, before)
+    gateway.add_batch(lid_b, [b"b0", b"b1"])
+    holder = bookies[4 % 3]  # first of entry 4's write set (E=3, Qw=2)
+    length = sum(map(len, before)) + len(b"other bytes")
+    forged = Record(lid_a, 4, 3, b"other bytes", digest_type="crc32c", length=length)
+    r = httpx.post(
+        f"http://{holder}/v1/entries",
+        content=framing.encode([digest.seal(forged, b"")]),
+        headers={"Content-Type": framing.MEDIA_TYPE},
+    )
+    assert r.status_code == 200 and r.json()["stored"] == 1, r.text
+
+    assert gateway.add(lid_a, b"a4")["entry_id"] == 4
+    gateway.add_batch(lid_b, [b"b2", b"b3"])
+    fragments = gateway.metadata(lid_a)["fragments"]
+    assert [f["first_entry_id"] for f in fragments] == [0, 4]
+    assert holder not in fragments[-1]["bookies"]
+    assert len(gateway.metadata(lid_b)["fragments"]) == 1
+    assert "entry_exists" in log_text(cluster)
+    gateway.close(lid_a)
+    assert [d for _, d in gateway.read_all(lid_a)] == [*before, b"a4"]
+    assert [d for _, d in gateway.read_all(lid_b)] == [b"b0", b"b1", b"b2", b"b3"]

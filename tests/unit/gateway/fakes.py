@@ -81,7 +81,7 @@ class FakeBookie:
             await self.gate.wait()
         self._check()
 
-    async def add(self, records: list[Record]) -> AddResult:
+    async def add(self, records: list[Record], timeout_s: float | None = None) -> AddResult:
         await self._pass_gate()
         self.adds.append(list(records))
         rejected = []

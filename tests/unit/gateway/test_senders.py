@@ -7,10 +7,19 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-from gateway.senders import AddCallback, BookieSender, SenderLimits, add_outcome
+import pytest
+
+from gateway.senders import (
+    AddAnswer,
+    AddCallback,
+    BookieSender,
+    SenderLimits,
+    add_outcome,
+    answer_for,
+)
 from services.bookie_client import AddResult
 from services.errors import BookieReadOnly, BookieUnavailable, LedgerFenced
-from services.protocol.messages import RejectReason
+from services.protocol.messages import BookieAddsDone, RejectReason
 from services.settings import GatewaySettings
 from services.wire.framing import Record
 
@@ -33,9 +42,11 @@ class FakeClient:
         self.gates: list[asyncio.Future] = []
         self.in_flight = 0
         self.in_flight_max = 0
+        self.timeouts: list[float | None] = []
 
-    async def add(self, records: list[Record]) -> AddResult:
+    async def add(self, records: list[Record], timeout_s: float | None = None) -> AddResult:
         self.requests.append(list(records))
+        self.timeouts.append(timeout_s)
         gate = asyncio.get_running_loop().create_future()
         self.gates.append(gate)
         self.in_flight += 1
@@ -54,12 +65,14 @@ class FakeClient:
 
 
 class Calls:
+    """Every answer a callback got: (name, stored, rejected, summary reason)."""
+
     def __init__(self) -> None:
         self.calls: list[tuple[str, tuple, tuple, RejectReason | None]] = []
 
     def callback(self, name: str) -> AddCallback:
-        def cb(stored: tuple, rejected: tuple, reason: RejectReason | None) -> None:
-            self.calls.append((name, stored, rejected, reason))
+        def cb(answer: AddAnswer) -> None:
+            self.calls.append((name, answer.stored, answer.rejected, answer.reason))
 
         return cb
 
@@ -232,3 +245,111 @@ def test_add_outcome_is_the_one_mapping_of_answers_to_reject_reasons() -> None:
     assert add_outcome(records, AddResult(3)) == ((5, 6, 6), (), None)
     refused = AddResult(2, [(1, 6, "ledger_fenced")])
     assert add_outcome(records, refused) == ((5, 6), (6,), RejectReason.FENCED)
+
+
+def test_each_refusal_code_maps_to_its_own_reason_per_record() -> None:
+    """Issue 7 item 8: a bookie answers each record of an add on its own. ledger_fenced
+    -> FENCED, invalid_argument (the record's CRC did not verify: damaged in transit) ->
+    CORRUPT, entry_exists (other bytes stored) -> ENTRY_EXISTS, a code we do not know ->
+    UNAVAILABLE; records not refused are stored; the summary is FENCED if any record was
+    fenced, and the event carries every per-record reason."""
+    records = tuple(rec(1, e) for e in range(5))
+    answer = AddResult(
+        1,
+        [
+            (1, 1, "invalid_argument"),
+            (1, 2, "entry_exists"),
+            (1, 3, "something_new"),
+            (1, 4, "ledger_fenced"),
+            (2, 0, "entry_exists"),  # another ledger's record: not ours
+        ],
+    )
+    result = answer_for(records, answer)
+    assert result.stored == (0,)
+    assert result.rejected == (1, 2, 3, 4)
+    assert result.reasons == (
+        RejectReason.CORRUPT,
+        RejectReason.ENTRY_EXISTS,
+        RejectReason.UNAVAILABLE,
+        RejectReason.FENCED,
+    )
+    assert result.reason is RejectReason.FENCED
+    assert answer_for(records[:2], answer).reason is RejectReason.CORRUPT
+    event = answer_for(records[:3], answer).event("b1")
+    assert event == BookieAddsDone(
+        "b1",
+        (0,),
+        (1, 2),
+        RejectReason.CORRUPT,
+        reasons=(RejectReason.CORRUPT, RejectReason.ENTRY_EXISTS),
+    )
+    assert event.rejection_reasons() == (RejectReason.CORRUPT, RejectReason.ENTRY_EXISTS)
+    assert add_outcome(records[:3], answer) == ((0,), (1, 2), RejectReason.CORRUPT)
+
+
+def test_one_bad_record_fails_only_its_ledger_in_a_cross_ledger_request() -> None:
+    """Issue 7 item 8: records of three ledgers go to the bookie in one request; one
+    record of ledger 1 is corrupt, one of ledger 2 is stored there with other bytes.
+    Ledger 1 hears CORRUPT for that record only (its other record stored), ledger 2
+    hears ENTRY_EXISTS, and ledger 3 hears that everything was stored: no other ledger
+    is told the bookie failed."""
+
+    async def run() -> None:
+        client, calls = FakeClient(), Calls()
+        sender = BookieSender("b1", lambda: client, limits(requests_in_flight_max=1))
+        sender.send((rec(9, 0),), calls.callback("hold"))
+        await settle()
+        sender.send((rec(1, 0), rec(1, 1)), calls.callback("l1"))
+        sender.send((rec(2, 4),), calls.callback("l2"))
+        sender.send((rec(3, 7), rec(3, 8)), calls.callback("l3"))
+        await settle()
+        client.release(0)
+        await settle()
+        assert [(r.ledger_id, r.entry_id) for r in client.requests[1]] == [
+            (1, 0), (1, 1), (2, 4), (3, 7), (3, 8),
+        ]  # fmt: skip
+        client.release(1, AddResult(3, [(1, 1, "invalid_argument"), (2, 4, "entry_exists")]))
+        await settle()
+        assert calls.calls[1:] == [
+            ("l1", (0,), (1,), RejectReason.CORRUPT),
+            ("l2", (), (4,), RejectReason.ENTRY_EXISTS),
+            ("l3", (7, 8), (), None),
+        ]
+        await sender.aclose()
+
+    asyncio.run(run())
+
+
+def test_adds_are_sent_with_the_add_timeout() -> None:
+    """Issue 7 item 8b: every add request carries its own time-out to the bookie client:
+    add_timeout_ms plus add_timeout_per_mib_ms for each MiB of payload in flight to that
+    bookie when it leaves (its own included), so a hung bookie fails the add quickly
+    while a bookie busy with large requests has time to commit them; a timed-out add
+    is UNAVAILABLE."""
+
+    async def run() -> None:
+        client, calls = FakeClient(), Calls()
+        bounds = limits(add_timeout_ms=750, add_timeout_per_mib_ms=100)
+        sender = BookieSender("b1", lambda: client, bounds)
+        mib = 1024 * 1024
+        sender.send((rec(1, 0, size=mib),), calls.callback("a"))
+        sender.send((rec(1, 1, size=mib),), calls.callback("b"))
+        await settle()
+        assert client.timeouts == [pytest.approx(0.85), pytest.approx(0.95)]
+        client.release(0, BookieUnavailable("b1: add: no answer within 0.85s"))
+        client.release(1)
+        await settle()
+        sender.send((rec(1, 2),), calls.callback("c"))  # nothing else in flight now
+        await settle()
+        assert client.timeouts[2] == pytest.approx(0.75, abs=0.001)
+        client.release(2)
+        await settle()
+        assert calls.calls == [
+            ("a", (), (0,), RejectReason.UNAVAILABLE),
+            ("b", (1,), (), None),
+            ("c", (2,), (), None),
+        ]
+        await sender.aclose()
+
+    asyncio.run(run())
+    assert DEFAULTS.add_timeout_ms == GatewaySettings().bookie_add_timeout_ms

@@ -13,9 +13,11 @@ import pytest
 from gateway.handles import HandleTable
 from gateway.runners.write import HandleRunner
 from gateway.senders import SenderLimits, SenderTable
+from services.bookie_client import AddResult
 from services.errors import LedgerClosed, LedgerFenced
 from services.protocol.metadata import LedgerMetadata, LedgerState
-from tests.unit.gateway.fakes import FakeBookies, FakeLedgerStore, make_context
+from services.wire.framing import Record
+from tests.unit.gateway.fakes import FakeBookie, FakeBookies, FakeLedgerStore, make_context
 
 POOL = ["b0:1", "b1:1", "b2:1", "b3:1"]
 
@@ -144,6 +146,66 @@ def test_a_fenced_bookie_fails_the_add_with_ledger_fenced() -> None:
         with pytest.raises(LedgerFenced):
             await runner.add((b"b",))
         await settle(lambda: table.live(5) is None)
+        await table.aclose()
+
+    run(body)
+
+
+class RefusingBookie(FakeBookie):
+    """A fake bookie that refuses the records named in ``refuse`` with their code, one
+    by one, and stores the others of the same request (bookie/API.md, per-record add
+    answers)."""
+
+    def __init__(self, bookie_id: str, refuse: dict[tuple[int, int], str]) -> None:
+        super().__init__(bookie_id)
+        self.refuse = refuse
+
+    async def add(self, records: list[Record], timeout_s: float | None = None) -> AddResult:
+        kept = [r for r in records if (r.ledger_id, r.entry_id) not in self.refuse]
+        result = await super().add(kept, timeout_s)
+        self.adds[-1] = list(records)
+        refused = [
+            (r.ledger_id, r.entry_id, self.refuse[(r.ledger_id, r.entry_id)])
+            for r in records
+            if (r.ledger_id, r.entry_id) in self.refuse
+        ]
+        return AddResult(result.stored, [*result.rejected, *refused])
+
+
+@pytest.mark.parametrize("code", ["invalid_argument", "entry_exists"])
+def test_a_refused_record_replaces_the_bookie_for_its_ledger_only(code: str) -> None:
+    """Issue 7 item 8: ledgers 5 and 6 share a request to b0, which refuses ledger 5's
+    entry 1 (a corrupt record, or other bytes stored there) and stores ledger 6's entry.
+    Ledger 5 replaces b0 by an ensemble change and its add is acknowledged once the
+    replacement stored it; ledger 6's add is acknowledged normally, with no ensemble
+    change (E = Qw = Qa = 3: every add needs b0's answer)."""
+
+    async def body() -> None:
+        bookies, store = FakeBookies(POOL), FakeLedgerStore()
+        b0 = bookies.bookies["b0:1"] = RefusingBookie("b0:1", {(5, 1): code})
+        ctx = make_context(bookies, store, bookie_requests_in_flight_max=1)
+        table = HandleTable(ctx, SenderTable(ctx.bookie, SenderLimits.from_settings(ctx.settings)))
+        runners = {}
+        for lid in (5, 6):
+            created = await store.create(LedgerMetadata.new(lid, POOL[:3], 3, 3))
+            runners[lid] = table.open(created.metadata, created.version, b"")
+        b0.gate = gate = asyncio.Event()
+        first = asyncio.ensure_future(runners[5].add((b"five-0",)))
+        await settle(lambda: len(bookies.bookies["b1:1"].adds) == 1)
+        second = asyncio.ensure_future(runners[5].add((b"five-1",)))
+        other = asyncio.ensure_future(runners[6].add((b"six-0",)))
+        await settle(lambda: len(bookies.bookies["b1:1"].adds) == 3)
+        gate.set()
+        assert (await first).last_entry_id == 0
+        assert (await other).last_entry_id == 0
+        assert (await second).last_entry_id == 1
+        assert [(r.ledger_id, r.entry_id) for r in b0.adds[1]] == [(5, 1), (6, 0)]
+        five, six = (await store.get(5)).metadata, (await store.get(6)).metadata
+        assert [f.first_entry_id for f in five.fragments] == [0, 1]
+        assert five.ensemble == ("b3:1", "b1:1", "b2:1")
+        assert (5, 1) in bookies.bookies["b3:1"].entries and (5, 1) not in b0.entries
+        assert len(six.fragments) == 1 and six.ensemble == tuple(POOL[:3])
+        assert ctx.metrics.ensemble_changes._value.get() == 1
         await table.aclose()
 
     run(body)

@@ -480,3 +480,133 @@ def test_sends_to_one_bookie_are_split_at_the_batch_bounds() -> None:
     h = make(e=1, w=1, a=1, limits=WriterLimits(send_batch_bytes_max=10))
     effects = of(add(h, "r", b"a" * 6, b"b" * 4, b"c" * 1, b"d" * 20), SendAdds)
     assert [[len(r.payload) for r in x.records] for x in effects] == [[6, 4], [1], [20]]
+
+
+# ---------------------------------------------------------------------- issue 7
+
+
+def test_no_replacement_acknowledges_what_has_its_quorum_before_failing_the_rest() -> None:
+    """Issue 7 item 5 (PROTOCOL.md Failure while writing): b3 fails with no spare to
+    replace it. Entry 0 (write set b1, b2) is stored on both while the change waits, so
+    it has its ack quorum without the failed bookie: at the time-out it is acknowledged
+    (in entry order) and only entries 1 and 2, which need b3, fail with
+    not_enough_bookies (an unknown outcome, and the message says so); the ledger closes
+    at entry 0."""
+    limits = WriterLimits(add_timeout_ms=1000, ensemble_change_retry_ms=100)
+    h = make(e=3, w=2, a=2, limits=limits)
+    add(h, "r0", b"aa", now=0)  # entry 0 -> b1, b2
+    add(h, "r1", b"b", now=0)  # entry 1 -> b2, b3
+    add(h, "r2", b"c", now=0)  # entry 2 -> b3, b1
+    assert h.handle(BookieAddsDone("b3:3181", (), (1, 2), RejectReason.UNAVAILABLE)) == [
+        ReadWritableBookies()
+    ]
+    assert h.handle(WritableBookies(tuple(POOL[:3]))) == []  # nobody to replace b3
+    assert store(h, "b1:3181", 0, 2) == []  # held back: a change is in progress
+    assert store(h, "b2:3181", 0, 1) == []
+    effects = h.handle(Tick(1000))
+    assert of(effects, AckAdds) == [AckAdds("r0", 0, 0, 0)]
+    assert effects.index(of(effects, AckAdds)[0]) < effects.index(of(effects, FailAdds)[0])
+    fails = of(effects, FailAdds)
+    assert [(f.request_id, f.error) for f in fails] == [
+        ("r1", NotEnoughBookies),
+        ("r2", NotEnoughBookies),
+    ]
+    assert "unknown" in fails[0].message and "recovery" in fails[0].message
+    (close,) = of(effects, WriteMetadata)
+    assert close.metadata.state is LedgerState.CLOSED
+    assert (close.metadata.last_entry_id, close.metadata.length) == (0, 2)
+    assert h.lac == 0
+
+
+def test_time_out_during_a_change_acknowledges_only_with_bookies_that_did_not_fail() -> None:
+    """Issue 7 item 5, with the change's CAS still in flight at the time-out: only acks
+    of bookies that did not fail count (they keep their places in the new fragment), so
+    entry 0 is acknowledged and entry 1, acked by the failed b1 and by b2, fails
+    (quorum_timeout). When the change lands, the ledger closes at entry 0 with the new
+    fragment (b1 replaced), and entry 0 is on Qa bookies of its write set there."""
+    limits = WriterLimits(add_timeout_ms=1000)
+    h = make(e=3, w=3, a=2, limits=limits)
+    add(h, "r0", b"a", now=0)  # every entry -> b1, b2, b3
+    add(h, "r1", b"b", now=0)
+    store(h, "b1:3181", 1)
+    h.handle(BookieAddsDone("b1:3181", (), (0,), RejectReason.UNAVAILABLE))
+    write = change_to(h, POOL)  # the CAS is in flight
+    store(h, "b2:3181", 0, 1)
+    store(h, "b3:3181", 0)
+    effects = h.handle(Tick(1000))
+    assert of(effects, AckAdds) == [AckAdds("r0", 0, 0, 0)]
+    assert [(f.request_id, f.error) for f in of(effects, FailAdds)] == [("r1", QuorumTimeout)]
+    assert not of(effects, WriteMetadata)  # one metadata write at a time
+    (close,) = of(h.handle(MetadataWritten(write.metadata, 1)), WriteMetadata)
+    assert close.metadata.last_entry_id == 0
+    assert "b1:3181" not in close.metadata.ensemble  # the fragment from entry 0 replaced
+    assert {"b2:3181", "b3:3181"} <= set(close.metadata.write_set_bookies(0))
+
+
+@pytest.mark.parametrize("reason", [RejectReason.CORRUPT, RejectReason.ENTRY_EXISTS])
+def test_a_record_refused_as_corrupt_or_different_fails_that_bookie_for_this_ledger(
+    reason: RejectReason,
+) -> None:
+    """Issue 7 item 8: a mixed answer (entry 0 stored, entry 1 refused as CORRUPT or
+    ENTRY_EXISTS) counts entry 0, never entry 1, and replaces the bookie by an ensemble
+    change; the ledger is not fenced and keeps taking adds."""
+    h = make(e=3, w=3, a=2)
+    add(h, "r0", b"a")
+    add(h, "r1", b"b")
+    store(h, "b2:3181", 0, 1)
+    effects = h.handle(BookieAddsDone("b1:3181", (0,), (1,), reason, reasons=(reason,)))
+    assert effects == [AckAdds("r0", 0, 0, 0), ReadWritableBookies()]  # b1 + b2 stored 0
+    assert h.state is HandleState.OPEN
+    write = change_to(h, POOL)
+    assert "b1:3181" not in write.metadata.ensemble
+    effects = h.handle(MetadataWritten(write.metadata, 1))
+    new_bookie = write.metadata.ensemble[0]
+    assert sent(effects) == {new_bookie: [1]}
+    assert of(store(h, new_bookie, 1), AckAdds) == [AckAdds("r1", 1, 1, 1)]
+    assert of(add(h, "r2", b"c"), SendAdds)
+
+
+def test_entry_exists_withdraws_an_earlier_ack_of_that_bookie() -> None:
+    """Issue 7 item 8: a bookie that says it stores other bytes for an entry never counts
+    as storing it, even if an earlier answer said it stored it: entry 1 (acked earlier by
+    b1 and b2, waiting for entry 0) is not acknowledged when b1 then answers entry_exists
+    for it, although the same answer completes entry 0."""
+    h = make(e=3, w=3, a=2)
+    add(h, "r0", b"a")
+    add(h, "r1", b"b")
+    store(h, "b1:3181", 1)
+    store(h, "b2:3181", 0, 1)
+    exists = RejectReason.ENTRY_EXISTS
+    effects = h.handle(BookieAddsDone("b1:3181", (0,), (1,), exists, reasons=(exists,)))
+    assert effects == [AckAdds("r0", 0, 0, 0), ReadWritableBookies()]
+    assert h.lac == 0
+
+
+def test_a_fenced_record_in_a_mixed_answer_fences_the_handle() -> None:
+    """Issue 7 item 8: one record refused as fenced among others refused for other
+    reasons means a recovery started: every pending add fails with ledger_fenced."""
+    h = make(e=3, w=2, a=2)
+    add(h, "r0", b"a", b"b")
+    reasons = (RejectReason.CORRUPT, RejectReason.FENCED)
+    effects = h.handle(BookieAddsDone("b2:3181", (), (0, 1), RejectReason.FENCED, reasons))
+    assert [(f.request_id, f.error) for f in of(effects, FailAdds)] == [("r0", LedgerFenced)]
+    assert h.state is HandleState.FENCED
+
+
+def test_a_re_sent_entry_carries_the_bytes_of_its_first_send() -> None:
+    """Issue 7 item 8 (no entry_exists from our own re-sends): after an ensemble change an
+    entry goes to the new bookie as the very record first sent (the LAC at its first
+    send, the same digest), although the LAC has moved since."""
+    h = make(e=3, w=2, a=2)
+    first = add(h, "r0", b"a", b"b", b"c")  # entry 2 -> b3, b1
+    (original,) = [r for x in of(first, SendAdds) if x.bookie == "b3:3181" for r in x.records
+                   if r.entry_id == 2]  # fmt: skip
+    store(h, "b1:3181", 0)
+    store(h, "b2:3181", 0, 1)
+    store(h, "b3:3181", 1)
+    assert h.lac == 1
+    h.handle(BookieAddsDone("b1:3181", (), (2,), RejectReason.UNAVAILABLE))
+    write = change_to(h, POOL)
+    effects = h.handle(MetadataWritten(write.metadata, 1))
+    (resent,) = of(effects, SendAdds)
+    assert resent.records == (original,) and original.lac == -1
