@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from services.wire import digest
+from services.wire import digest, framing
 from services.wire.framing import Record
 from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import (
