@@ -48,9 +48,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 log = logging.getLogger(__name__)
+
+
+T = TypeVar("T")
 
 
 class InvariantViolation(AssertionError):
@@ -61,6 +64,14 @@ def invariant(condition: object, message: str) -> None:
     """Check a property of our own code; unlike ``assert`` it survives ``python -O``."""
     if not condition:
         raise InvariantViolation(message)
+
+
+def present(value: T | None, message: str) -> T:
+    """``value``, which our own code guarantees is not None here (an ``invariant`` that
+    also tells the type checker so)."""
+    if value is None:
+        raise InvariantViolation(message)
+    return value
 
 
 # Every error class by its code, filled as the classes below are created.

@@ -22,7 +22,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeGuard
 
 from services.errors import InvalidArgument, invariant
 from services.protocol import quorum
@@ -49,7 +49,7 @@ class Fragment:
         return {"first_entry_id": self.first_entry_id, "bookies": list(self.bookies)}
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

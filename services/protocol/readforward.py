@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from services.errors import invariant
+from services.errors import present
 from services.protocol import quorum
 from services.protocol.messages import EntryRead, ReadEntries, ReadOutcome
 from services.protocol.metadata import LedgerMetadata
@@ -308,11 +308,9 @@ class ReadForward:
         """Once the last entry is known: the ledger's length there, ``(length, None)``;
         ``(None, None)`` while the floor entry is still being read for it; ``(None,
         reason)`` when it cannot be learned."""
-        last = self.last_entry_id
-        invariant(last is not None, "no last entry yet")
+        last = present(self.last_entry_id, "no last entry yet")
         if last > self.floor:
-            invariant(self.last_record is not None, "no record of the last entry")
-            return self.last_record.length, None
+            return present(self.last_record, "no record of the last entry").length, None
         known = self.lengths.get(last)
         if known is not None:
             return known, None

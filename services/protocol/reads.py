@@ -366,7 +366,10 @@ class ReadOp:
         size = len(record.payload)
         if self._entries and self._size + size > self.limits.page_bytes_max:
             return self._finish(ReadDone(tuple(self._entries), self._position))
-        self._entries.append((record.entry_id, record.payload))
+        payload = record.payload
+        self._entries.append(
+            (record.entry_id, payload if isinstance(payload, bytes) else bytes(payload))
+        )
         self._size += size
         self._position += 1
         return []

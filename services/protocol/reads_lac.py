@@ -44,7 +44,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from enum import StrEnum
 
-from services.errors import BookieUnavailable, invariant
+from services.errors import BookieUnavailable, invariant, present
 from services.protocol.messages import Tick
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.reads import lac_bookies, lac_from_answers
@@ -229,8 +229,7 @@ class LacOp:
         return ReadLac(rid, bookie, self.ledger_id, self.after, max(0, self._poll_deadline - now))
 
     def _poll_answer(self, bookie: str, event: LacAnswered | RequestFailed) -> list[ReadEffect]:
-        after, now = self.after, event.now
-        invariant(after is not None, "a long poll has an 'after'")
+        after, now = present(self.after, "a long poll has an 'after'"), event.now
         if isinstance(event, LacAnswered):  # a failed bookie sits this poll out
             self._best = max(self._best, event.lac)
             delay = self.limits.lac_repoll_delay_ms

@@ -62,6 +62,7 @@ from services.errors import (
     QuireError,
     QuorumTimeout,
     invariant,
+    present,
 )
 from services.protocol import quorum
 from services.protocol.cas import CasFailed, CasFresh, CasLimits, CasWritten, MetadataCas
@@ -217,8 +218,9 @@ class LedgerRecovery:
         now = getattr(event, "now", None)
         if now is not None:
             self._now = max(self._now, now)
-        handler = self._handlers.get(type(event))
-        invariant(handler is not None, f"a recovery does not take {type(event).__name__}")
+        handler = present(
+            self._handlers.get(type(event)), f"a recovery does not take {type(event).__name__}"
+        )
         return handler(event)
 
     # ------------------------------------------------------------------ endings
@@ -383,8 +385,7 @@ class LedgerRecovery:
 
     def _decide_and_ask(self, retry: list[Effect]) -> list[Effect]:
         """Decide the entries that can be, write back those found, ask what is needed."""
-        forward = self._forward
-        invariant(forward is not None, "deciding before reading forward")
+        forward = present(self._forward, "deciding before reading forward")
         found, failure = forward.decide()
         if failure is not None:
             return self._fail(NotEnoughBookies, failure)
@@ -451,8 +452,7 @@ class LedgerRecovery:
             return []
         if self._writebacks.pending():
             return []
-        forward = self._forward
-        invariant(forward is not None, "closing before reading forward")
+        forward = present(self._forward, "closing before reading forward")
         length, failure = forward.end_length()
         if failure is not None:
             return self._fail(NotEnoughBookies, failure)
@@ -465,11 +465,11 @@ class LedgerRecovery:
 
     def _write_close(self) -> list[Effect]:
         """CAS to CLOSED on the metadata we know, with this recovery's new fragments."""
-        invariant(self.last_entry_id is not None, "closing without a last entry")
+        last = present(self.last_entry_id, "closing without a last entry")
         merged = self._writebacks.merged_into(self.metadata, self._fenced)
         if merged is None:
             return self._fail(
                 MetadataUnavailable, "the fenced fragment changed under the recovery; run it again"
             )
-        target = merged.closed(self.last_entry_id, self._close_length)
+        target = merged.closed(last, self._close_length)
         return self._write_metadata(target, self.version)

@@ -75,6 +75,7 @@ from services.errors import (
     QuorumTimeout,
     Unavailable,
     invariant,
+    present,
 )
 from services.limits import BATCH_ENTRIES_MAX, ENTRY_SIZE_MAX_BYTES
 from services.protocol.adds import PendingAdds, PendingEntry, build_sends
@@ -209,8 +210,9 @@ class WriteHandle(HandleMetadata):
         now = getattr(event, "now", None)
         if now is not None:
             self._now = max(self._now, now)
-        handler = self._handlers.get(type(event))
-        invariant(handler is not None, f"a write handle does not take {type(event).__name__}")
+        handler = present(
+            self._handlers.get(type(event)), f"a write handle does not take {type(event).__name__}"
+        )
         return handler(event)
 
     # ------------------------------------------------------------------ adds

@@ -22,13 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
-from services.errors import (
-    LedgerFenced,
-    LedgerNotFound,
-    NotEnoughBookies,
-    QuireError,
-    invariant,
-)
+from services.errors import LedgerFenced, LedgerNotFound, NotEnoughBookies, QuireError, present
 from services.limits import BATCH_ENTRIES_MAX
 from services.protocol.adds import PendingAdds, PendingEntry
 from services.protocol.cas import CasFailed, CasFresh, CasWritten, MetadataCas
@@ -173,10 +167,10 @@ class HandleMetadata:
         return [write]
 
     def _wait_for_bookies(self) -> list[Effect]:
-        invariant(self._change is not None, "waiting for bookies without a change")
-        self._change.waiting_for_bookies = True
-        self._change.cas_begun = False
-        self._change.retry_at = self._now + self.limits.ensemble_change_retry_ms
+        change = present(self._change, "waiting for bookies without a change")
+        change.waiting_for_bookies = True
+        change.cas_begun = False
+        change.retry_at = self._now + self.limits.ensemble_change_retry_ms
         return []
 
     def _adopt(self, metadata: LedgerMetadata, version: int) -> list[Effect]:
@@ -200,8 +194,8 @@ class HandleMetadata:
         result = self._cas.take(event, self._now)
         if result is None:
             return []
-        kind, self._meta_kind = self._meta_kind, None
-        invariant(kind is not None, "a metadata result without an operation")
+        kind = present(self._meta_kind, "a metadata result without an operation")
+        self._meta_kind = None
         if isinstance(result, CasWritten):
             return self._on_metadata_written(kind, result)
         if isinstance(result, CasFresh):
