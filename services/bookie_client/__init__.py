@@ -1,15 +1,10 @@
 """The async client of the bookie HTTP API (bookie/API.md): ``transport`` (HTTP/1.1 on
-asyncio streams), ``client`` (one bookie's calls and answers), ``pool`` (one client per
-bookie id)."""
+asyncio streams), ``client`` (one bookie's calls), ``results`` (what its answers become),
+``pool`` (one client per bookie id)."""
 
-from services.bookie_client.client import (
-    AddResult,
-    BookieClient,
-    EntryResult,
-    LacInfo,
-    RangeResult,
-)
+from services.bookie_client.client import BookieClient
 from services.bookie_client.pool import BookieClientPool
+from services.bookie_client.results import AddResult, EntryResult, LacInfo, RangeResult
 
 __all__ = [
     "AddResult",

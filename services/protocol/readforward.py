@@ -41,32 +41,11 @@ from dataclasses import dataclass, field
 
 from services.errors import present
 from services.protocol import quorum
+from services.protocol.fencing import FenceLengths
 from services.protocol.messages import EntryRead, ReadEntries, ReadOutcome
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.reads import record_usable
 from services.wire.framing import Record
-
-
-class FenceLengths:
-    """The ledger's length at some entries, as the fence answers gave it (a bookie's
-    length at its LAC and at its last entry). Two answers that disagree make it
-    unknown there (the entry is read then)."""
-
-    def __init__(self) -> None:
-        self._known: dict[int, int] = {-1: 0}
-        self._conflicts: set[int] = set()
-
-    def learn(self, entry_id: int, length: int) -> None:
-        if entry_id < 0 or length < 0 or entry_id in self._conflicts:
-            return
-        if self._known.get(entry_id, length) != length:
-            self._conflicts.add(entry_id)
-            del self._known[entry_id]
-            return
-        self._known[entry_id] = length
-
-    def get(self, entry_id: int) -> int | None:
-        return self._known.get(entry_id)
 
 
 @dataclass(slots=True)

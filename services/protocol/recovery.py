@@ -64,8 +64,8 @@ from services.errors import (
     invariant,
     present,
 )
-from services.protocol import quorum
 from services.protocol.cas import CasFailed, CasFresh, CasLimits, CasWritten, MetadataCas
+from services.protocol.fencing import FenceAnswers
 from services.protocol.messages import (
     BookieAddsDone,
     BookieFailed,
@@ -86,7 +86,7 @@ from services.protocol.messages import (
     WritableBookies,
 )
 from services.protocol.metadata import LedgerMetadata, LedgerState
-from services.protocol.readforward import FenceLengths, ReadForward
+from services.protocol.readforward import ReadForward
 from services.protocol.writeback import WriteBacks
 
 
@@ -145,10 +145,7 @@ class LedgerRecovery:
                 retry_ms=self.limits.metadata_retry_ms,
             ),
         )
-        self._fence_lacs: dict[str, int] = {}
-        self._fence_instances: dict[str, str | None] = {}  # who answered the fence
-        self._lengths = FenceLengths()
-        self._fence_failures: set[str] = set()
+        self._fences = FenceAnswers(metadata)
         self._forward: ReadForward | None = None  # once fenced
         self._fenced = metadata  # the metadata as fenced: every read uses it
         self._writebacks = self._new_writebacks(metadata)
@@ -296,28 +293,18 @@ class LedgerRecovery:
         self.phase = RecoveryPhase.FENCING
         return [SendFence(self.ledger_id, bookie) for bookie in self.metadata.ensemble]
 
-    def _covered(self) -> bool:
-        md = self.metadata
-        answered = [i for i, b in enumerate(md.ensemble) if b in self._fence_lacs]
-        return quorum.fencing_complete(md.ensemble_size, md.write_quorum, md.ack_quorum, answered)
-
     def _on_fence_done(self, event: FenceDone) -> list[Effect]:
         if event.bookie not in self.metadata.ensemble or self.phase is RecoveryPhase.MARKING:
             return []
-        if event.bookie in self._fence_lacs:
+        if not self._fences.answered(event):
             return []  # a repeated answer: the first instance to answer is the fenced one
-        self._fence_lacs[event.bookie] = event.lac
-        self._fence_instances[event.bookie] = event.instance_id
-        self._fence_failures.discard(event.bookie)
-        self._lengths.learn(event.lac, event.lac_length)
-        self._lengths.learn(event.last_entry_id, event.length)
         if self.phase is RecoveryPhase.READING and self._forward is not None:
             # A late answer: the bookie is fenced, the reads still undecided may use it.
             self._forward.now = max(self._forward.now, self._now)
             return list(self._forward.add_fenced(event.bookie, event.instance_id))
         if self.phase is not RecoveryPhase.FENCING:
             return []
-        if self._covered():
+        if self._fences.covered():
             return self._start_reading()
         return self._fencing_settled()
 
@@ -329,20 +316,13 @@ class LedgerRecovery:
             return self._decide_and_ask([])  # an entry waiting for it may fail now
         if self.phase is not RecoveryPhase.FENCING:
             return []
-        if event.bookie not in self._fence_lacs:
-            self._fence_failures.add(event.bookie)
+        self._fences.failed(event.bookie)
         return self._fencing_settled()
 
     def _fencing_settled(self) -> list[Effect]:
         """Fail when every bookie answered or failed and the coverage is still not met."""
-        md = self.metadata
-        if len(self._fence_failures) + len(self._fence_lacs) < md.ensemble_size:
-            return []
-        return self._fail(
-            NotEnoughBookies,
-            f"only {sorted(self._fence_lacs)} of {list(md.ensemble)} answered the fence; "
-            f"every write set needs {quorum.fence_threshold(md.write_quorum, md.ack_quorum)}",
-        )
+        failure = self._fences.failure()
+        return [] if failure is None else self._fail(NotEnoughBookies, failure)
 
     # ------------------------------------------------------------------ reading forward
 
@@ -351,23 +331,21 @@ class LedgerRecovery:
         self._fenced = self.metadata
         self._writebacks = self._new_writebacks(self.metadata)
         self.fence_complete = True
-        self.fenced_at_completion = frozenset(self._fence_lacs)
-        max_lac = max(self._fence_lacs.values())
+        self.fenced_at_completion = frozenset(self._fences.lacs)
+        max_lac = max(self._fences.lacs.values())
         self.floor = max(max_lac, self.metadata.last_fragment.first_entry_id - 1)
         self._forward = ReadForward(
             self._fenced,
-            self._fence_instances,
+            self._fences.instances,
             self.floor,
             key=self._key,
             batch_max=self.limits.recovery_read_batch_max,
             attempts_max=self.limits.recovery_read_attempts_max,
             speculative_ms=self.limits.speculative_read_ms,
-            lengths=self._lengths,
+            lengths=self._fences.lengths,
             now=self._now,
         )
-        self._forward.fences_awaited = {
-            b for b in self.metadata.ensemble if b not in self._fence_lacs
-        } - self._fence_failures
+        self._forward.fences_awaited = self._fences.awaited()
         return list(self._forward.start())
 
     def _on_entry_read(self, event: EntryRead) -> list[Effect]:

@@ -1,0 +1,53 @@
+"""What a bookie's answers become: the results of ``BookieClient``'s calls."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from services.wire import framing
+
+
+@dataclass(frozen=True, slots=True)
+class AddResult:
+    """What a bookie did with one add request: entries stored, and the ones it refused
+    as ``(ledger_id, entry_id, error_code)``: ``ledger_fenced``, ``entry_exists`` or
+    ``invalid_argument`` (a bad digest)."""
+
+    stored: int
+    rejected: list[tuple[int, int, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class RangeResult:
+    """Entries of a range read, ascending, the last entry id the bookie stores for the
+    ledger (-1 if none), and the instance of the bookie that answered (None if it did
+    not say)."""
+
+    records: list[framing.Record]
+    last_entry_id: int
+    instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EntryResult:
+    """One entry read, and the instance of the bookie that answered."""
+
+    record: framing.Record
+    instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LacInfo:
+    """A bookie's answer about a ledger (LAC read, LAC update, fence): its LAC, last
+    entry stored, fenced flag, the ledger's length at the last entry stored
+    (``length``) and at the LAC (``lac_length``; -1 when unknown or not stored there),
+    and the answering bookie's instance id (a reformatted bookie is a new instance;
+    None if the bookie did not say)."""
+
+    ledger_id: int
+    lac: int
+    last_entry_id: int
+    fenced: bool
+    length: int = -1
+    lac_length: int = -1
+    instance_id: str | None = None
