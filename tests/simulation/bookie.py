@@ -2,8 +2,9 @@
 in memory, for many ledgers.
 
 Group commit. Adds, fences and LAC updates are queued; one commit at a time takes
-what is queued (a bounded batch) and applies it in queue order, then answers every
-operation of the batch at once when the commit completes (``commit_ms`` later).
+what is queued (a bounded batch: what arrived while the previous commit ran) and
+applies it in queue order, then answers every operation of the batch at once when
+the commit completes (``commit_ms`` later).
 Nothing is answered, and no reader sees anything, before its commit. A fence never
 shares a commit with other operations (a batch ends before the first fence that
 follows other operations and after the last fence of a run of fences), so adds
@@ -164,9 +165,8 @@ class SimBookie:
 
     def _enqueue(self, op: _Op) -> None:
         self.queue.append(op)
-        if self.committing is None and len(self.queue) == 1:
-            epoch = self.epoch
-            self.scheduler.after(self.rng.randint(0, 2), lambda: self._start_commit(epoch))
+        if self.committing is None:
+            self._start_commit(self.epoch)  # the writer thread was waiting for work
 
     def _take_batch(self) -> list[_Op]:
         first = self.queue[0]
@@ -207,8 +207,7 @@ class SimBookie:
         for op, result in zip(batch, results, strict=True):
             op.reply(result)
         self._wake()
-        if self.queue:
-            self.scheduler.after(0, lambda: self._start_commit(epoch))
+        self._start_commit(epoch)  # what queued up meanwhile is the next batch
 
     def _apply(self, batch: list[_Op]) -> list[Any]:
         """Apply a batch in queue order (one transaction) and return each op's result."""

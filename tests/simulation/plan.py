@@ -133,7 +133,7 @@ def _draw_ledger(
         digest_type="hmac-sha256" if hmac else "crc32c",
         password=rng.randbytes(8) if hmac else b"",
         mode=mode,
-        requests=max(3, rng.randint(5, 80) // ledgers),
+        requests=max(3, rng.randint(4, 30) // ledgers),
         batch_max=rng.choice([1, 2, 4]),
         payload_max_bytes=rng.choice([0, 8, 64]),
         outstanding_max=rng.randint(1, 6),
@@ -207,7 +207,7 @@ def draw_config(seed: int) -> Config:
         request_timeout_ms=rng.choice([60, 150, 400]),
     )
     _draw_models(rng, cfg, calm)
-    ledgers = rng.choices([1, 2, 3], weights=[6, 3, 1])[0]
+    ledgers = rng.choices([1, 2, 3], weights=[7, 2, 1])[0]
     cfg.ledgers = [
         _draw_ledger(rng, FIRST_LEDGER_ID + i, count, ledgers, calm) for i in range(ledgers)
     ]

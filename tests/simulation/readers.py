@@ -15,6 +15,8 @@ from tests.simulation.runner import Runner
 if TYPE_CHECKING:
     from tests.simulation.scenario import LedgerSim
 
+READER_AFTER_HEAL_MS = 2_000
+
 
 class TailReader:
     """A reader that never fences, as a non-writer gateway serves one: learns the LAC from
@@ -81,8 +83,9 @@ class TailReader:
     def _next_poll(self) -> None:
         sim, md = self.sim, self.sim.cell.metadata
         caught_up = md.last_entry_id is not None and len(self.entries) > md.last_entry_id
-        if not caught_up and sim.scheduler.now < sim.config.end_ms:
-            sim.scheduler.after(sim.rng.randint(20, 80), self.poll)
+        # It tails the ledger through the faults and a while after healing, not for ever.
+        if not caught_up and sim.scheduler.now < sim.config.phase1_ms + READER_AFTER_HEAL_MS:
+            sim.scheduler.after(sim.rng.randint(30, 120), self.poll)
 
 
 class FinalReader:

@@ -201,6 +201,9 @@ class Runner:
         self.stale_reads = stale_reads  # a recoverer or reader: its metadata reads may lag
         self.dead = False  # a crashed gateway: no more events or effects
         self._ticks: set[int] = set()
+        self._next_deadline: Callable[[], int | None] = getattr(
+            machine, "next_deadline", lambda: None
+        )
 
     def feed(self, event: Any) -> None:
         if self.dead:
@@ -210,7 +213,7 @@ class Runner:
     def execute(self, effects: list[Any]) -> None:
         for effect in effects:
             self._carry_out(effect)
-        deadline = getattr(self.machine, "next_deadline", lambda: None)()
+        deadline = self._next_deadline()
         if deadline is not None and deadline not in self._ticks:
             self._ticks.add(deadline)
             self.sim.scheduler.at(deadline, lambda: self._tick(deadline))
@@ -226,62 +229,81 @@ class Runner:
     # ------------------------------------------------------------------ effects
 
     def _carry_out(self, effect: Any) -> None:
-        sim, lid = self.sim, self.sim.ledger_id
-        if isinstance(effect, SendAdds):
-            sim.checker.on_send(self.gateway, effect)
-            sender = sim.world.sender(self.gateway, effect.bookie)
-            if sender is not None:
-                bookie = effect.bookie
-                sender.send(effect.records, lambda *out: self.feed(BookieAddsDone(bookie, *out)))
-            else:
-                self._call(
-                    effect.bookie,
-                    lambda b, reply: b.submit_add(effect.records, reply),
-                    self._adds_answer(effect),
-                    duplicable=True,
-                )
-        elif isinstance(effect, SendLac):
-            for bookie in effect.bookies:
-                self._call(bookie, lambda b, reply: b.submit_lac(lid, effect.lac, reply),
-                           lambda _: None)  # fmt: skip
-        elif isinstance(effect, SendFence):
+        handler = _HANDLERS.get(type(effect))
+        if handler is None:
+            self.on_result(effect)
+        else:
+            handler(self, effect)
+
+    def _send_adds(self, effect: SendAdds) -> None:
+        self.sim.checker.on_send(self.gateway, effect)
+        sender = self.sim.world.sender(self.gateway, effect.bookie)
+        if sender is not None:
+            bookie = effect.bookie
+            sender.send(effect.records, lambda *out: self.feed(BookieAddsDone(bookie, *out)))
+        else:
             self._call(
                 effect.bookie,
-                lambda b, reply: b.submit_fence(lid, reply),
-                self._fence_answer(effect.bookie),
+                lambda b, reply: b.submit_add(effect.records, reply),
+                self._adds_answer(effect),
                 duplicable=True,
             )
-        elif isinstance(effect, ReadEntries):
-            ids = effect.entry_ids
-            self._call(effect.bookie, lambda b, reply: reply([b.read(lid, e) for e in ids]),
-                       self._read_answer(effect))  # fmt: skip
-        elif isinstance(effect, WriteMetadata):
-            self._metadata_call(lambda: self._cas(effect))
-        elif isinstance(effect, ReadMetadata):
-            self._metadata_call(lambda: MetadataRead(*self._read_metadata()))
-        elif isinstance(effect, ReadWritableBookies):
-            writable = tuple(b.bookie_id for b in sim.bookie_list if b.up and not b.readonly)
-            sim.scheduler.after(sim.network.delay(), lambda: self.feed(WritableBookies(writable)))
-        elif isinstance(effect, ReadRange):
-            self._call(
-                effect.bookie,
-                lambda b, reply: reply(b.read_range(lid, effect.first, effect.last,
-                                                    effect.entries_max, effect.bytes_max)),
-                self._range_answer(effect.request_id),
-            )  # fmt: skip
-        elif isinstance(effect, ReadEntry):
-            self._call(effect.bookie, lambda b, reply: reply(b.read(lid, effect.entry_id)),
-                       self._entry_answer(effect))  # fmt: skip
-        elif isinstance(effect, ReadLac):
-            if effect.after is None or effect.wait_ms <= 0:
-                self._call(effect.bookie, lambda b, reply: reply(b.read_lac(lid)),
-                           self._lac_answer(effect))  # fmt: skip
-            else:
-                self._long_poll(effect)
-        elif isinstance(effect, CancelRequests | ReplicaCorrupt):
-            pass  # a sent request cannot be recalled: its late answer is ignored by the op
+
+    def _send_lac(self, effect: SendLac) -> None:
+        lid = self.sim.ledger_id
+        for bookie in effect.bookies:
+            self._call(bookie, lambda b, reply: b.submit_lac(lid, effect.lac, reply),
+                       lambda _: None)  # fmt: skip
+
+    def _send_fence(self, effect: SendFence) -> None:
+        lid = self.sim.ledger_id
+        self._call(
+            effect.bookie,
+            lambda b, reply: b.submit_fence(lid, reply),
+            self._fence_answer(effect.bookie),
+            duplicable=True,
+        )
+
+    def _read_entries(self, effect: ReadEntries) -> None:
+        lid, ids = self.sim.ledger_id, effect.entry_ids
+        self._call(effect.bookie, lambda b, reply: reply([b.read(lid, e) for e in ids]),
+                   self._read_answer(effect))  # fmt: skip
+
+    def _write_metadata(self, effect: WriteMetadata) -> None:
+        self._metadata_call(lambda: self._cas(effect))
+
+    def _read_metadata_effect(self, effect: ReadMetadata) -> None:
+        self._metadata_call(lambda: MetadataRead(*self._read_metadata()))
+
+    def _writable(self, effect: ReadWritableBookies) -> None:
+        sim = self.sim
+        writable = tuple(b.bookie_id for b in sim.bookie_list if b.up and not b.readonly)
+        sim.scheduler.after(sim.network.delay(), lambda: self.feed(WritableBookies(writable)))
+
+    def _read_range(self, effect: ReadRange) -> None:
+        lid = self.sim.ledger_id
+        self._call(
+            effect.bookie,
+            lambda b, reply: reply(b.read_range(lid, effect.first, effect.last,
+                                                effect.entries_max, effect.bytes_max)),
+            self._range_answer(effect.request_id),
+        )  # fmt: skip
+
+    def _read_entry(self, effect: ReadEntry) -> None:
+        lid = self.sim.ledger_id
+        self._call(effect.bookie, lambda b, reply: reply(b.read(lid, effect.entry_id)),
+                   self._entry_answer(effect))  # fmt: skip
+
+    def _read_lac(self, effect: ReadLac) -> None:
+        if effect.after is None or effect.wait_ms <= 0:
+            lid = self.sim.ledger_id
+            self._call(effect.bookie, lambda b, reply: reply(b.read_lac(lid)),
+                       self._lac_answer(effect))  # fmt: skip
         else:
-            self.on_result(effect)
+            self._long_poll(effect)
+
+    def _ignore(self, effect: CancelRequests | ReplicaCorrupt) -> None:
+        pass  # a sent request cannot be recalled: its late answer is ignored by the op
 
     def _long_poll(self, effect: ReadLac) -> None:
         """A LAC long poll: the bookie answers once its LAC or last entry passes
@@ -453,3 +475,19 @@ class Runner:
                 self.sim.world.stats["CAS landed after its caller gave up"] += 1
         self.sim.checker.after_metadata_write(self.gateway)
         return ok
+
+
+_HANDLERS: dict[type, Callable[[Runner, Any], None]] = {
+    SendAdds: Runner._send_adds,
+    SendLac: Runner._send_lac,
+    SendFence: Runner._send_fence,
+    ReadEntries: Runner._read_entries,
+    WriteMetadata: Runner._write_metadata,
+    ReadMetadata: Runner._read_metadata_effect,
+    ReadWritableBookies: Runner._writable,
+    ReadRange: Runner._read_range,
+    ReadEntry: Runner._read_entry,
+    ReadLac: Runner._read_lac,
+    CancelRequests: Runner._ignore,
+    ReplicaCorrupt: Runner._ignore,
+}

@@ -9,8 +9,10 @@ invariants of ``checker`` are checked (they are also checked during the run).
 
 from __future__ import annotations
 
+import heapq
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 
 from services.protocol.metadata import LedgerMetadata, LedgerState
@@ -227,17 +229,23 @@ class Simulation:
                 bookie.restart()
             bookie.readonly = False
 
-    def _step_until(self, done: object) -> None:
+    def _step_until(self, done: Callable[[], bool] | None = None, end_ms: int = 0) -> None:
+        """Run callbacks until ``done()`` holds (or, without it, up to ``end_ms``),
+        checking every ledger's invariants after each (the scheduler's loop, inlined)."""
         scheduler = self.scheduler
-        checkers = [ledger.checker for ledger in self.ledgers]
-        while not done() and scheduler.step():  # type: ignore[operator]
-            for checker in checkers:
-                checker.after_step()
+        queue = scheduler._queue
+        checks = [ledger.checker.after_step for ledger in self.ledgers]
+        while queue and (queue[0][0] <= end_ms if done is None else not done()):
+            scheduler.now, _, callback = heapq.heappop(queue)
+            scheduler.steps += 1
+            callback()
+            for check in checks:
+                check()
             if scheduler.steps > STEPS_MAX:
                 raise Violation(f"liveness: more than {STEPS_MAX} steps")
 
     def _run_until(self, end_ms: int) -> None:
-        self._step_until(lambda: self.scheduler.now > end_ms)
+        self._step_until(end_ms=end_ms)
 
     def run(self) -> None:
         self._plan()

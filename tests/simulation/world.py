@@ -84,8 +84,8 @@ class Network:
     def delay(self, bookie: str | None = None) -> int:
         faults = self.faults
         if bookie is None:
-            return self.rng.randint(1, faults.delay_max_ms)
-        delay = self.rng.randint(1, faults.delay_max_ms * faults.slow.get(bookie, 1))
+            return 1 + int(self.rng.random() * faults.delay_max_ms)
+        delay = 1 + int(self.rng.random() * faults.delay_max_ms * faults.slow.get(bookie, 1))
         now = self.scheduler.now
         for clogged, start, end, extra in faults.clogs:
             if clogged == bookie and start <= now < end:
