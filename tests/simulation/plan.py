@@ -159,7 +159,7 @@ def _draw_ledger(
         start = first if first is not None else (plan.writer_crash_at or 0) + rng.randint(0, 500)
         plan.recoveries_at = [start + rng.randint(0, 60) for _ in range(rng.randint(1, 3))]
     if rng.random() < 0.3:
-        plan.swaps_at = sorted(rng.randint(300, 6_000) for _ in range(rng.randint(1, 2)))
+        plan.swaps_at = sorted(rng.randint(100, 3_000) for _ in range(rng.randint(1, 2)))
     speculative_ms = rng.choice([20, 60, 2_000])  # below or above the request time-out
     plan.reader_limits = ReadLimits(
         speculative_read_ms=speculative_ms,

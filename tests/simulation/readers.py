@@ -15,7 +15,7 @@ from tests.simulation.runner import Runner
 if TYPE_CHECKING:
     from tests.simulation.scenario import LedgerSim
 
-READER_AFTER_HEAL_MS = 2_000
+READER_AFTER_HEAL_MS = 1_000
 
 
 class TailReader:

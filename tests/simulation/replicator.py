@@ -25,7 +25,8 @@ from tests.simulation.runner import bookie_call
 if TYPE_CHECKING:
     from tests.simulation.scenario import LedgerSim
 
-ATTEMPTS_MAX = 10  # tries to find the ledger CLOSED, 200 ms apart
+ATTEMPTS_MAX = 60  # tries to find the ledger CLOSED, RETRY_MS apart
+RETRY_MS = 50
 
 
 class Replicator:
@@ -41,7 +42,7 @@ class Replicator:
         md, version = sim.cell.read(self.name)
         if md.state is not LedgerState.CLOSED:
             if self.attempts < ATTEMPTS_MAX:
-                sim.scheduler.after(200, self.start)
+                sim.scheduler.after(RETRY_MS, self.start)
             return
         plan = self._plan(md)
         if plan is None:
@@ -118,5 +119,11 @@ class Replicator:
         cell = self.sim.cell
         if cell.compare_and_set(target, version):
             self.swapped = swap
-            self.sim.world.stats["bookie swapped in a CLOSED ledger"] += 1
+            stats = self.sim.world.stats
+            stats["bookie swapped in a CLOSED ledger"] += 1
+            if (
+                target.last_entry_id is not None
+                and len(self.sim.reader.entries) <= target.last_entry_id
+            ):
+                stats["bookie swapped while a reader reads"] += 1
         self.sim.checker.after_metadata_write(self.name)

@@ -175,6 +175,7 @@ REACH = (
     "CAS landed after its caller gave up",
     "stale metadata read",
     "bookie swapped in a CLOSED ledger",
+    "bookie swapped while a reader reads",
 )
 REACH_SEEDS = 300
 
@@ -184,7 +185,8 @@ def test_the_scenarios_reach_every_added_behaviour() -> None:
     behind a fence, a bookie without journal sync loses unsynced adds, requests arrive
     twice, one bookie request carries several ledgers, a CAS lands after its caller gave
     up, recoverers and readers read stale metadata, a replicator swaps a bookie in a
-    CLOSED ledger, and HMAC ledgers run (so CI covers all of them)."""
+    CLOSED ledger while a reader reads it, and HMAC ledgers run (so CI covers all of
+    them)."""
     seen: dict[str, int] = dict.fromkeys(REACH, 0)
     hmac = 0
     for seed in range(REACH_SEEDS):
