@@ -60,14 +60,14 @@ if TYPE_CHECKING:
     from tests.simulation.scenario import LedgerSim
 
 
-# Known bug (issue 7 simulator report, seeds 27, 34, 40): the writer seals an entry again
+# Known bug (issue 7 simulator report, seeds 102, 159, 193): the writer seals an entry again
 # on every re-send, with the LAC of the moment, so a bookie that already stores the entry
 # refuses the new bytes (entry_exists), which the gateway's add_outcome reads as a fence:
 # the writer fails every pending add with ledger_fenced and closes, although nothing was
 # fenced. On (True), a writer told ledger_fenced while the ledger is OPEN and no bookie
 # fenced it is a violation. Turn on once entries are sealed once.
 STRICT_FENCED_ERRORS = False
-# Known bug (seeds 511, 1067, 1115): the same re-sealing leaves replicas of one entry
+# Known bug (seeds 511, 1067, 1115, 1290): the same re-sealing leaves replicas of one entry
 # that differ in their LAC field; a recovery's write-back of one replica to a bookie
 # holding the other is refused (entry_exists, read as fenced), the bookie is taken out
 # and, without a spare, every recovery fails: the ledger stays IN_RECOVERY for ever.
