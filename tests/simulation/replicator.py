@@ -20,7 +20,7 @@ from services.bookie_client import AddResult
 from services.protocol.metadata import Fragment, LedgerMetadata, LedgerState
 from services.protocol.reads import record_usable
 from services.wire.framing import Record
-from tests.simulation.runner import bookie_call
+from tests.simulation.calls import bookie_call
 
 if TYPE_CHECKING:
     from tests.simulation.scenario import LedgerSim

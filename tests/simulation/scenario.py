@@ -24,11 +24,12 @@ from services.wire.digest import mac_key
 from services.wire.framing import Record
 from tests.simulation.actors import Recoverer, WriterClient
 from tests.simulation.bookie import SimBookie
+from tests.simulation.calls import SharedSender
 from tests.simulation.checker import Checker, Violation
 from tests.simulation.plan import Config, LedgerPlan, draw_config
 from tests.simulation.readers import FinalReader, TailReader
 from tests.simulation.replicator import Replicator
-from tests.simulation.runner import Runner, SharedSender
+from tests.simulation.runner import Runner
 from tests.simulation.world import Faults, MetadataCell, Network, Scheduler
 
 STEPS_MAX = 200_000
