@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-DEFAULT_SEEDS = 1500
+DEFAULT_SEEDS = 2000
 HERE = Path(__file__).parent
 
 

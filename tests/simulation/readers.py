@@ -10,10 +10,12 @@ from services.protocol.metadata import LedgerMetadata
 from services.protocol.reads import ReadOp, readable_end
 from services.protocol.reads_lac import LacOp
 from services.protocol.reads_messages import LacDone, ReadDone, ReadFailed
-from tests.simulation.actors import Runner
+from tests.simulation.runner import Runner
 
 if TYPE_CHECKING:
-    from tests.simulation.scenario import Simulation
+    from tests.simulation.scenario import LedgerSim
+
+READER_AFTER_HEAL_MS = 1_000
 
 
 class TailReader:
@@ -21,9 +23,10 @@ class TailReader:
     the last fragment's bookies (``LacOp``: a LAC read, or a long poll past the LAC it
     has), keeps the highest it saw, and reads up to the readable end (``ReadOp``: pages,
     or single entries) with failover between replicas; once the ledger is CLOSED it
-    reads to the last entry and stops."""
+    reads to the last entry and stops. Its metadata reads may be stale (a lagging
+    ZooKeeper follower), and a replicator may swap bookies under it."""
 
-    def __init__(self, sim: Simulation, name: str) -> None:
+    def __init__(self, sim: LedgerSim, name: str) -> None:
         self.sim = sim
         self.name = name
         self.lac = -1
@@ -34,12 +37,12 @@ class TailReader:
         self.sim.scheduler.after(self.sim.rng.randint(5, 40), self.poll)
 
     def _run(self, op: LacOp | ReadOp) -> None:
-        runner = Runner(self.sim, self.name, op, self.on_result)
+        runner = Runner(self.sim, self.name, op, self.on_result, stale_reads=True)
         runner.execute(op.start(self.sim.scheduler.now))
 
     def poll(self) -> None:
         cfg = self.sim.config
-        md = self._md = self.sim.cell.metadata
+        md = self._md = self.sim.read_metadata(self.name, stale=True)[0]
         end = readable_end(md, None)
         if end is not None:
             self._read(end)
@@ -54,9 +57,15 @@ class TailReader:
         if first > end:
             self._next_poll()
         elif self.sim.rng.random() < 0.2:
-            self._run(ReadOp.entry(self._md, first, end, limits=cfg.reader_limits))
+            op = ReadOp.entry(
+                self._md, first, end, digest_key=self.sim.key, limits=cfg.reader_limits
+            )
+            self._run(op)
         else:
-            self._run(ReadOp.page(self._md, first, end, limits=cfg.reader_limits))
+            op = ReadOp.page(
+                self._md, first, end, digest_key=self.sim.key, limits=cfg.reader_limits
+            )
+            self._run(op)
 
     def on_result(self, effect: Effect | LacDone | ReadDone | ReadFailed) -> None:
         if isinstance(effect, LacDone):
@@ -74,15 +83,16 @@ class TailReader:
     def _next_poll(self) -> None:
         sim, md = self.sim, self.sim.cell.metadata
         caught_up = md.last_entry_id is not None and len(self.entries) > md.last_entry_id
-        if not caught_up and sim.scheduler.now < sim.config.end_ms:
-            sim.scheduler.after(sim.rng.randint(20, 80), self.poll)
+        # It tails the ledger through the faults and a while after healing, not for ever.
+        if not caught_up and sim.scheduler.now < sim.config.phase1_ms + READER_AFTER_HEAL_MS:
+            sim.scheduler.after(sim.rng.randint(30, 120), self.poll)
 
 
 class FinalReader:
     """The read-back of the whole CLOSED ledger after healing, page by page through
     ``ReadOp``: every entry must come back (``Checker.final``)."""
 
-    def __init__(self, sim: Simulation, md: LedgerMetadata, end: int) -> None:
+    def __init__(self, sim: LedgerSim, md: LedgerMetadata, end: int) -> None:
         self.sim = sim
         self.md = md
         self.end = end  # the readable end of the CLOSED ledger
@@ -94,7 +104,7 @@ class FinalReader:
         if len(self.entries) > self.end:
             self.done = True
             return
-        op = ReadOp.page(self.md, len(self.entries), self.end)
+        op = ReadOp.page(self.md, len(self.entries), self.end, digest_key=self.sim.key)
         runner = Runner(self.sim, "final-reader", op, self.on_result)
         runner.execute(op.start(self.sim.scheduler.now))
 

@@ -1,5 +1,6 @@
 """The deterministic simulator: the real write handle, recovery and read (ReadOp, LacOp)
-state machines against in-memory bookies and metadata, with seeded faults (tests/simulation/).
+state machines against in-memory bookies (the real bookie's group-commit write path) and
+metadata, with seeded faults, several ledgers per run (tests/simulation/).
 
 A failing seed is printed with its scenario and replays exactly with
 ``pytest tests/simulation --sim-seed=N``; ``--sim-seeds=100000`` runs many more.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 import time
@@ -21,8 +23,9 @@ import pytest
 from services.protocol import quorum, reads, writer
 from services.protocol.metadata import LedgerMetadata
 from services.wire.framing import Record
+from tests.simulation import bookie
 from tests.simulation.checker import Violation
-from tests.simulation.scenario import Simulation, draw_config, run_seed
+from tests.simulation.scenario import Config, Simulation, draw_config, run_config, run_seed
 
 FAILURES_SHOWN_MAX = 5
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,23 +33,26 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def fingerprint(sim: Simulation) -> list:
     """What a replay must reproduce exactly."""
-    md = sim.cell.metadata
-    return [
-        sim.scheduler.steps,
-        sim.scheduler.now,
-        sim.cell.version,
-        md.to_json().decode(),
-        sorted((e, p.hex()) for e, p in sim.checker.acked.items()),
-        [b.hex() for b in sim.reader.entries],
+    return [sim.scheduler.steps, sim.scheduler.now] + [
+        [
+            ledger.cell.version,
+            ledger.cell.metadata.to_json().decode(),
+            sorted((e, p.hex()) for e, p in ledger.checker.acked.items()),
+            [b.hex() for b in ledger.reader.entries],
+        ]
+        for ledger in sim.ledgers
     ]
 
 
 def test_protocol_invariants_hold_for_every_seed(sim_seeds: list[int]) -> None:
     """PROTOCOL.md "Invariants every test suite checks" (persistence, agreement, fencing,
     single writer) hold after every step of every seeded run: bookie crashes and
-    restarts, dropped, slow and clogged messages, partitions, read-only bookies,
-    corrupt reads, metadata store failures, a writer presumed dead but not, a crashed
-    writer, and concurrent recoveries."""
+    restarts (losing unsynced adds without journal sync), group commits that fail,
+    dropped, duplicated, slow and clogged messages, partitions, read-only bookies,
+    corrupt reads, metadata store failures, CAS writes landing after their caller gave
+    up, stale metadata reads, a writer presumed dead but not, a crashed writer,
+    concurrent recoveries, bookie swaps in CLOSED ledgers, several ledgers sharing
+    per-bookie batches, HMAC ledgers."""
     started = time.monotonic()
     failures: list[str] = []
     for seed in sim_seeds:
@@ -157,3 +163,81 @@ def test_the_checker_catches_a_broken_protocol(bug: str, monkeypatch: pytest.Mon
             assert f"--sim-seed={seed}" in str(exc)
             return
     pytest.fail(f"no seed of 400 caught the bug: {bug}")
+
+
+# What the scenarios must make happen within REACH_SEEDS seeds (each a bug class of issue 7).
+REACH = (
+    "commit failed",
+    "fence and adds queued together",
+    "unsynced entry lost",
+    "request delivered twice",
+    "request with several ledgers",
+    "CAS landed after its caller gave up",
+    "stale metadata read",
+    "bookie swapped in a CLOSED ledger",
+    "bookie swapped while a reader reads",
+)
+REACH_SEEDS = 300
+
+
+def test_the_scenarios_reach_every_added_behaviour() -> None:
+    """The simulator's reach: within a few hundred seeds, group commits fail, adds wait
+    behind a fence, a bookie without journal sync loses unsynced adds, requests arrive
+    twice, one bookie request carries several ledgers, a CAS lands after its caller gave
+    up, recoverers and readers read stale metadata, a replicator swaps a bookie in a
+    CLOSED ledger while a reader reads it, and HMAC ledgers run (so CI covers all of
+    them)."""
+    seen: dict[str, int] = dict.fromkeys(REACH, 0)
+    hmac = 0
+    for seed in range(REACH_SEEDS):
+        sim = run_seed(seed)
+        for name in REACH:
+            seen[name] += sim.stats[name]
+        hmac += sum(1 for ledger in sim.ledgers if ledger.key)
+    assert all(seen.values()), seen
+    assert hmac > 0
+
+
+def _lost_fence_config(seed: int) -> Config:
+    """The scenario of ``seed``, steered towards a lost fence: no bookie syncs its journal,
+    the writer stays alive through the recoveries, and bookies crash shortly after a
+    recovery starts and come back at once."""
+    cfg = draw_config(seed)
+    rng = random.Random(seed)
+    for model in cfg.models.values():
+        model.journal_sync = False
+    for plan in cfg.ledgers:
+        plan.mode = "recover-live-writer"
+        plan.writer_crash_at = plan.writer_close_at = None
+        plan.recoveries_at = plan.recoveries_at or [rng.randint(50, 400)]
+        for start in plan.recoveries_at:
+            for name in rng.sample(cfg.bookies, 2):
+                down = start + rng.randint(5, 80)
+                cfg.crashes.append((name, down, down + rng.randint(1, 30)))
+    return cfg
+
+
+BROKEN_BOOKIES = {
+    "a bookie that overwrites an entry silently": ("REFUSE_OVERWRITE", draw_config),
+    "a bookie that loses an unsynced fence in a crash": ("FENCE_ALWAYS_SYNCED", _lost_fence_config),
+}
+BROKEN_BOOKIE_SEEDS = 400
+
+
+@pytest.mark.parametrize("case", list(BROKEN_BOOKIES))
+def test_the_checker_catches_a_broken_bookie(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulator can fail on the bookie's side too: a bookie that replaces a stored
+    entry with other bytes, or one without journal sync that loses a fence in a crash
+    (issue 7 items 2 and 3), violates an invariant on some seed, which the real bookie's
+    rule passes."""
+    flag, config_of = BROKEN_BOOKIES[case]
+    monkeypatch.setattr(bookie, flag, False)
+    for seed in range(BROKEN_BOOKIE_SEEDS):
+        try:
+            run_config(config_of(seed))
+        except Violation as exc:
+            assert f"--sim-seed={seed}" in str(exc)
+            monkeypatch.setattr(bookie, flag, True)
+            run_config(config_of(seed))  # the real bookie passes the same scenario
+            return
+    pytest.fail(f"no seed of {BROKEN_BOOKIE_SEEDS} caught {case}")
