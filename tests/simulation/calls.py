@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gateway.senders import add_outcome
+from gateway.senders import AddAnswer, answer_for
 from services.bookie_client import AddResult
 from services.errors import BookieReadOnly, BookieUnavailable, QuireError
 from services.wire.framing import Record
@@ -90,7 +90,7 @@ def failure_code(result: Any) -> str:
     return "timeout"
 
 
-AddCallback = Callable[[tuple[int, ...], tuple[int, ...], Any], None]
+AddCallback = Callable[[AddAnswer], None]
 
 
 class SharedSender:
@@ -131,7 +131,7 @@ class SharedSender:
                 self.in_flight -= 1
                 answer = as_add_answer(result)
                 for items, callback in batch:
-                    callback(*add_outcome(items, answer))
+                    callback(answer_for(items, answer))
                 self._pump()
 
             bookie_call(

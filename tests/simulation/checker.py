@@ -60,19 +60,16 @@ if TYPE_CHECKING:
     from tests.simulation.scenario import LedgerSim
 
 
-# Known bug (issue 7 simulator report, seeds 102, 159, 193): the writer seals an entry again
-# on every re-send, with the LAC of the moment, so a bookie that already stores the entry
-# refuses the new bytes (entry_exists), which the gateway's add_outcome reads as a fence:
-# the writer fails every pending add with ledger_fenced and closes, although nothing was
-# fenced. On (True), a writer told ledger_fenced while the ledger is OPEN and no bookie
-# fenced it is a violation. Turn on once entries are sealed once.
-STRICT_FENCED_ERRORS = False
-# Known bug (seeds 511, 1067, 1115, 1290): the same re-sealing leaves replicas of one entry
-# that differ in their LAC field; a recovery's write-back of one replica to a bookie
-# holding the other is refused (entry_exists, read as fenced), the bookie is taken out
-# and, without a spare, every recovery fails: the ledger stays IN_RECOVERY for ever.
-# On (True), that is a liveness violation like any other. Turn on with the fix.
-CHECK_RECOVERY_WITH_DIVERGENT_REPLICAS = False
+# Found by this simulator (seeds 102, 159, 193, 511, 1067, 1115, 1290 before the fix): the
+# writer sealed an entry again on every re-send, with the LAC of the moment, so a bookie
+# holding the entry refused the new bytes (entry_exists), which was read as a fence (the
+# writer failed its adds with ledger_fenced and closed), and replicas of one entry could
+# differ so that no recovery could write back (IN_RECOVERY for ever). Fixed: entries are
+# sealed once (services/protocol/adds.py) and entry_exists is not a fence. Both checks
+# stay on: a writer told ledger_fenced while the ledger is OPEN and no bookie fenced it
+# is a violation, and so is a ledger no recovery can close once everything healed.
+STRICT_FENCED_ERRORS = True
+CHECK_RECOVERY_WITH_DIVERGENT_REPLICAS = True
 
 
 class Violation(AssertionError):

@@ -2,7 +2,7 @@
 gateway's asyncio runners do with real clients (gateway/runners/). The requests
 themselves (time-outs, duplicates, shared per-bookie batches) are in ``calls``.
 A bookie's answer to an add becomes ``BookieAddsDone`` through the gateway's own
-``add_outcome``, so per-record refusals (``ledger_fenced``, ``entry_exists``) mean
+``answer_for``, so per-record refusals (``ledger_fenced``, ``entry_exists``) mean
 to the core what they mean in the gateway.
 """
 
@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gateway.senders import add_outcome
+from gateway.senders import answer_for
 from services.errors import BookieUnavailable
 from services.protocol.messages import (
-    BookieAddsDone,
     BookieFailed,
     Effect,
     EntryRead,
@@ -113,7 +112,7 @@ class Runner:
         sender = self.sim.world.sender(self.gateway, effect.bookie)
         if sender is not None:
             bookie = effect.bookie
-            sender.send(effect.records, lambda *out: self.feed(BookieAddsDone(bookie, *out)))
+            sender.send(effect.records, lambda answer: self.feed(answer.event(bookie)))
         else:
             self._call(
                 effect.bookie,
@@ -271,7 +270,7 @@ class Runner:
             if unreachable and self.sim.rng.random() < 0.3:
                 self.feed(BookieFailed(bookie))
             else:
-                self.feed(BookieAddsDone(bookie, *add_outcome(effect.records, answer)))
+                self.feed(answer_for(effect.records, answer).event(bookie))
 
         return done
 
