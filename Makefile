@@ -6,8 +6,9 @@ STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 ZK_JAR := /usr/share/java/zookeeper.jar
 PYTEST_ARGS ?=
+SEEDS ?= 100000
 
-.PHONY: run test lint format bench openapi setup zookeeper clean
+.PHONY: run test lint format bench sim openapi setup zookeeper clean
 
 setup: $(STAMP) zookeeper
 
@@ -43,6 +44,13 @@ bench: setup
 	$(PY) benchmarks/bookie_add.py
 	$(VENV)/bin/quire bench --local --concurrency 64 --duration 10
 	$(VENV)/bin/quire bench --local --concurrency 64 --batch 100 --duration 10
+
+# A long simulator run (not a CI step): SEEDS seeds in two processes, one per core.
+sim: setup
+	@half=$$(( $(SEEDS) / 2 )); test=tests/simulation/test_simulation.py::test_protocol_invariants_hold_for_every_seed; \
+	$(PY) -m pytest -q -s -p no:cacheprovider $$test --sim-seeds=$$half & first=$$!; \
+	$(PY) -m pytest -q -s -p no:cacheprovider $$test --sim-seed-start=$$half --sim-seeds=$$(( $(SEEDS) - half )); second=$$?; \
+	wait $$first && exit $$second
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis

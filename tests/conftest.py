@@ -15,6 +15,9 @@ from tests.harness import Cluster, ZooKeeperEnsemble, fresh_chroot
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--sim-seed", type=int, default=None, help="replay one simulation seed")
     parser.addoption("--sim-seeds", type=int, default=None, help="number of simulation seeds")
+    parser.addoption(
+        "--sim-seed-start", type=int, default=0, help="first seed of --sim-seeds (to split a run)"
+    )
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)

@@ -1,5 +1,6 @@
 """Seeds for the simulator: ``--sim-seed=N`` replays one seed, ``--sim-seeds=N`` runs
-seeds 0..N-1 (both options are declared in tests/conftest.py); by default CI runs
+seeds S..S+N-1 with S = ``--sim-seed-start`` (0 by default; the options are declared in
+tests/conftest.py), so a long run can be split across processes; by default CI runs
 ``DEFAULT_SEEDS`` seeds."""
 
 from __future__ import annotations
@@ -28,4 +29,7 @@ def sim_seeds(request: pytest.FixtureRequest) -> list[int]:
     if seed is not None:
         return [seed]
     count = request.config.getoption("--sim-seeds")
-    return list(range(DEFAULT_SEEDS if count is None else count))
+    if count is None:
+        return list(range(DEFAULT_SEEDS))
+    start = request.config.getoption("--sim-seed-start")
+    return list(range(start, start + count))
