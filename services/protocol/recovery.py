@@ -13,24 +13,22 @@ metadata. ``start()`` returns the first effects, ``handle(event)`` the next.
    bookies answered (``quorum.fencing_complete``); we do not wait for the
    others (the runner times a hanging bookie out). If every bookie answered or
    failed without that coverage, the recovery fails (retriable).
-3. Every entry up to ``floor = max(highest LAC returned, first id of the last
-   fragment - 1)`` was acknowledged to a client and is on an ack quorum.
-   Read forward from ``floor + 1`` (``readforward.ReadForward``: bounded
-   windows, batched per bookie, speculative after ``speculative_read_ms``,
-   fenced bookie instances only, a corrupt replica is a read error and an
-   answer from another instance is unknown, never evidence of absence; a
-   bookie that answers the fence late joins). An entry found is written back
-   to its whole write set with the recovery flag and counts once Qa bookies stored it
-   (``writeback``: a bookie failing write-backs is replaced in a new fragment
-   that stays local until step 5). The first entry missing from ``Qw - Qa + 1``
-   fenced bookies of its write set cannot have been acknowledged: the last
-   entry is the one before. An entry neither found nor provably absent fails
-   the recovery (retriable; nothing changed beyond IN_RECOVERY).
-4. The length is the last entry's ``length`` field; when nothing is found
-   beyond the floor, the length at ``floor`` that the fence answers gave (a
-   bookie's length at its LAC or at its last entry), and only when none did,
-   entry ``floor`` itself is read (from any bookie of its write set): that
-   entry may sit in a fragment whose bookies are all gone.
+3. Every entry up to the floor,
+   ``max(highest LAC returned, first id of the last fragment - 1)``, was acknowledged to a
+   client and is on an ack quorum. Read forward from ``floor + 1``
+   (``readforward.ReadForward``: bounded windows, batched per bookie, speculative after
+   ``speculative_read_ms``, fenced bookie instances only, a corrupt replica is a read
+   error and an answer from another instance is unknown, never evidence of absence; a
+   bookie that answers the fence late joins). An entry found is written back to its whole
+   write set with the recovery flag and counts once Qa bookies stored it (``writeback``: a
+   bookie failing write-backs is replaced in a new fragment that stays local until step
+   5). The first entry missing from ``Qw - Qa + 1`` fenced bookies of its write set cannot
+   have been acknowledged: the last entry is the one before. An entry neither found nor
+   provably absent fails the recovery (retriable; nothing changed beyond IN_RECOVERY).
+4. The length is the last entry's ``length`` field; when nothing is found beyond the floor,
+   the length at ``floor`` that the fence answers gave (a bookie's length at its LAC or at
+   its last entry), and only when none did, entry ``floor`` itself is read (from any bookie
+   of its write set): that entry may sit in a fragment whose bookies are all gone.
 5. CAS the state to CLOSED at that last entry and length, with the new
    fragments of step 4 if any (one atomic change). On conflict re-read:
    CLOSED -> done with that metadata (a concurrent recovery or the writer
@@ -43,8 +41,7 @@ bounded attempts, and after a store failure (outcome unknown) a back-off of
 runner feeds by ``next_deadline()``; past it the recovery fails (quorum_timeout,
 retriable: running it again continues from where the metadata is).
 
-Reads always use the metadata as it was fenced; write-backs use it plus the
-recovery's own new fragments.
+Reads use the metadata as it was fenced; write-backs add the recovery's new fragments.
 """
 
 from __future__ import annotations
