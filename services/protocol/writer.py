@@ -78,7 +78,7 @@ from services.errors import (
     present,
 )
 from services.limits import BATCH_ENTRIES_MAX, ENTRY_SIZE_MAX_BYTES
-from services.protocol.adds import PendingAdds, PendingEntry, build_sends
+from services.protocol.adds import PendingAdds, PendingEntry, PendingRequest, build_sends
 from services.protocol.cas import CasLimits, MetadataCas
 from services.protocol.ensemble import CloseOutcome, close_outcome
 from services.protocol.messages import (
@@ -387,7 +387,14 @@ class WriteHandle(HandleMetadata):
         that did not fail, fail the rest (unknown outcome), close at the LAC (module
         docstring, "Time-out")."""
         waiting = self._change is not None and self._change.waiting_for_bookies
-        popped, done = self._pending.advance(excluding=self._failed)
+        if self._change is not None and self._change.written:
+            # A CAS of the change was sent and may still land (in flight, or its answer
+            # was lost): acknowledge nothing more (as BookKeeper holds acks during an
+            # ensemble change), so the fragment it writes never starts at or below an
+            # acknowledged entry; the rest fails with an unknown outcome.
+            popped, done = 0, list[PendingRequest]()
+        else:
+            popped, done = self._pending.advance(excluding=self._failed)
         lac = self._pending.lac
         effects: list[Effect] = [
             AckAdds(r.request_id, r.first_entry_id, r.last_entry_id, lac) for r in done

@@ -71,6 +71,7 @@ class _Change:
     retry_at: int
     waiting_for_bookies: bool = False
     cas_begun: bool = False  # its metadata operation (bounded attempts) has started
+    written: bool = False  # a CAS of it was sent: it may land, whatever we heard back
 
 
 class HandleMetadata:
@@ -160,6 +161,7 @@ class HandleMetadata:
             change.cas_begun = True
             self._cas.begin(self.limits.ensemble_change_attempts_max)
         write = self._cas.write(target, self.version)
+        change.written = write is not None or change.written
         if write is None:  # it kept losing the CAS: wait a retry period, then start again
             return self._wait_for_bookies()
         change.waiting_for_bookies = False
