@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.passwords import check_password, new_password_hash
-from gateway.runners.read import read_key
 from gateway.runners.write import AddOutcome, HandleRunner
 from gateway.service import Gateway
 from services.errors import (
@@ -23,15 +22,9 @@ from services.errors import (
 )
 from services.protocol import placement, quorum
 from services.protocol.metadata import LedgerMetadata, LedgerState
-from services.wire import digest
+from services.protocol.reads import digest_key
 
 log = logging.getLogger(__name__)
-
-
-def writer_key(metadata: LedgerMetadata, password: str | None) -> bytes:
-    if metadata.digest_type == "hmac-sha256":
-        return digest.mac_key((password or "").encode())
-    return b""
 
 
 async def create_ledger(
@@ -60,7 +53,7 @@ async def create_ledger(
         created_at=int(time.time() * 1000),
     )
     created = await gw.ctx.ledgers.create(metadata)
-    return gw.handles.open(created.metadata, created.version, writer_key(metadata, password))
+    return gw.handles.open(created.metadata, created.version, digest_key(metadata, password))
 
 
 async def metadata_for(
@@ -126,7 +119,7 @@ async def recover(gw: Gateway, ledger_id: int, password: str | None) -> dict[str
     if current.metadata.state is LedgerState.CLOSED:
         return current.metadata.to_api()
     metadata, _ = await gw.recoveries.recover(
-        current.metadata, current.version, read_key(current.metadata, password)
+        current.metadata, current.version, digest_key(current.metadata, password)
     )
     return metadata.to_api()
 

@@ -47,7 +47,7 @@ from services.limits import (
     SMALL_BODY_MAX_BYTES,
 )
 from services.protocol.metadata import LedgerMetadata
-from services.protocol.reads import readable_end
+from services.protocol.reads import digest_key, readable_end
 from services.web.body import is_json, read_body
 
 router = APIRouter(
@@ -316,7 +316,7 @@ async def read_entries(
     if first is not None and last is not None and first > last:
         raise InvalidArgument(f"from ({first}) > to ({last})")
     metadata = await ops.metadata_for(gw, ledger_id, password)
-    key = reads.read_key(metadata, password)
+    key = digest_key(metadata, password)
     end = await _readable_end(gw, metadata)
     start = 0 if first is None else first
     stop = end if last is None else min(last, end)
@@ -374,7 +374,7 @@ async def read_entry(
 ) -> Response:
     metadata = await ops.metadata_for(gw, ledger_id, password)
     end = await _readable_end(gw, metadata)
-    key = reads.read_key(metadata, password)
+    key = digest_key(metadata, password)
     data = await _timed_read(
         gw.ctx, ledger_id, reads.read_single(gw.ctx, metadata, entry_id, end, key)
     )

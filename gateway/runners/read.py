@@ -32,7 +32,6 @@ from typing import Protocol
 
 from gateway.context import GatewayContext
 from services.errors import InvariantViolation, QuireError, invariant
-from services.protocol import reads
 from services.protocol.messages import Tick
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.reads import ReadLimits, ReadOp
@@ -63,11 +62,6 @@ class _Op(Protocol):
     def start(self, now: int) -> list[ReadEffect]: ...
     def handle(self, event: ReadEvent) -> list[ReadEffect]: ...
     def next_deadline(self) -> int | None: ...
-
-
-def read_key(metadata: LedgerMetadata, password: str | None) -> bytes:
-    """The digest key a reader verifies with (HMAC ledgers: derived from the password)."""
-    return reads.digest_key(metadata, password)
 
 
 def read_limits(ctx: GatewayContext) -> ReadLimits:
