@@ -23,6 +23,7 @@ from services.errors import (
 from services.protocol import placement, quorum
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.reads import digest_key
+from services.wire.digest import mac_key, seal_mac_key
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,12 @@ async def create_ledger(
         password_hash=password_hash,
         custom=custom,
         created_at=int(time.time() * 1000),
+        # Replication workers verify the entries they copy with it (``metadata.py``).
+        mac_key_sealed=(
+            seal_mac_key(mac_key(password.encode()), gw.ctx.settings.cluster_secret, ledger_id)
+            if digest_type == "hmac-sha256" and password is not None
+            else None
+        ),
     )
     created = await gw.ctx.ledgers.create(metadata)
     return gw.handles.open(created.metadata, created.version, digest_key(metadata, password))

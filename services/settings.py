@@ -166,12 +166,46 @@ class AuditorSettings(CommonSettings):
         30.0, ge=0.0, description="seconds a bookie must be gone before its ledgers are marked"
     )
     audit_interval: float = Field(600.0, gt=0.0, description="seconds between full checks")
+    audit_verify: str = Field(
+        "sample", description="replica check of the full audit: none, sample or all entries"
+    )
+    @field_validator("audit_verify")
+    @classmethod
+    def _audit_verify(cls, value: str) -> str:
+        if value not in ("none", "sample", "all"):
+            raise ValueError("must be none, sample or all")
+        return value
+
+    audit_concurrency: int = Field(
+        32, ge=1, le=1024, description="ZooKeeper reads and bookie checks in flight during an audit"
+    )
+    bookie_request_timeout_ms: int = Field(
+        5_000, ge=10, le=600_000, description="a bookie call slower than this fails (hung bookie)"
+    )
 
 
 class ReplicatorSettings(CommonSettings):
     port: int = Field(8092, ge=1, le=65535, description="port to listen on")
     open_ledger_grace: float = Field(
         30.0, ge=0.0, description="seconds before an open ledger's last fragment is recovered"
+    )
+    rereplication_bytes_per_s_max: int = Field(
+        0, ge=0, description="bytes per second copied at most (0: unlimited)"
+    )
+    ledgers_in_flight_max: int = Field(
+        16, ge=1, le=1024, description="ledgers one worker repairs at once"
+    )
+    copy_batch_entries_max: int = Field(
+        500, ge=1, le=10_000, description="entries per copy request to a target bookie"
+    )
+    copy_batch_bytes_max: int = Field(
+        4 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024, description="bytes per copy request"
+    )
+    bookie_request_timeout_ms: int = Field(
+        5_000, ge=10, le=600_000, description="a bookie call slower than this fails (hung bookie)"
+    )
+    marks_poll_interval: float = Field(
+        5.0, gt=0.0, description="seconds between walks of the marks (besides the watch)"
     )
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, TypeGuard
 
-from services.errors import InvalidArgument, invariant
+from services.errors import InvalidArgument, InvariantViolation, invariant
 from services.protocol import quorum
 from services.wire.digest import DIGEST_TYPES
 
@@ -69,6 +69,10 @@ class LedgerMetadata:
     password_hash: str | None = field(default=None, repr=False)
     custom: Mapping[str, Any] = field(default_factory=dict, hash=False)
     created_at: int = 0
+    # hmac-sha256 ledgers: the MAC key sealed with the cluster secret
+    # (``services.wire.digest.seal_mac_key``), so replication workers can verify the
+    # entries they copy; never the password, never in ``to_api``.
+    mac_key_sealed: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         quorum.check_sizes(self.ensemble_size, self.write_quorum, self.ack_quorum)
@@ -125,6 +129,7 @@ class LedgerMetadata:
         password_hash: str | None = None,
         custom: Mapping[str, Any] | None = None,
         created_at: int = 0,
+        mac_key_sealed: str | None = None,
     ) -> LedgerMetadata:
         """An OPEN ledger with one fragment on ``ensemble`` (E = its length)."""
         custom = dict(custom or {})
@@ -140,6 +145,7 @@ class LedgerMetadata:
             password_hash=password_hash,
             custom=custom,
             created_at=created_at,
+            mac_key_sealed=mac_key_sealed,
         )
 
     def with_ensemble(self, first_entry_id: int, bookies: Sequence[str]) -> LedgerMetadata:
@@ -154,6 +160,19 @@ class LedgerMetadata:
         )
         kept = self.fragments[:-1] if first_entry_id == last.first_entry_id else self.fragments
         return replace(self, fragments=(*kept, Fragment(first_entry_id, tuple(bookies))))
+
+    def replace_bookie(self, first_entry_id: int, old: str, new: str) -> LedgerMetadata:
+        """The metadata with ``old`` replaced by ``new`` at its index in the fragment that
+        starts at ``first_entry_id`` (re-replication; the entries were copied first)."""
+        fragments = list(self.fragments)
+        for i, fragment in enumerate(fragments):
+            if fragment.first_entry_id == first_entry_id:
+                invariant(old in fragment.bookies, f"{old} is not in fragment {first_entry_id}")
+                invariant(new not in fragment.bookies, f"{new} is in fragment {first_entry_id}")
+                bookies = tuple(new if b == old else b for b in fragment.bookies)
+                fragments[i] = Fragment(first_entry_id, bookies)
+                return replace(self, fragments=tuple(fragments))
+        raise InvariantViolation(f"ledger {self.ledger_id} has no fragment at {first_entry_id}")
 
     def in_recovery(self) -> LedgerMetadata:
         """The metadata with state IN_RECOVERY (recovery step 1)."""
@@ -214,6 +233,8 @@ class LedgerMetadata:
             "metadata": self.custom,
             "created_at": self.created_at,
         }
+        if self.mac_key_sealed is not None:
+            doc["mac_key_sealed"] = self.mac_key_sealed
         return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
     @classmethod
@@ -239,6 +260,7 @@ class LedgerMetadata:
                 password_hash=doc.get("password_hash"),
                 custom=doc.get("metadata") or {},
                 created_at=doc.get("created_at", 0),
+                mac_key_sealed=doc.get("mac_key_sealed"),
             )
         except InvalidArgument:
             raise

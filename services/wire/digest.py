@@ -8,6 +8,7 @@ readers verify it again (STYLE.md §4).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import struct
@@ -24,6 +25,28 @@ _HEADER = struct.Struct(">qqqq")
 def mac_key(password: bytes) -> bytes:
     """The HMAC key of a ledger: derived from its password, never the password itself."""
     return hashlib.sha256(b"quire-ledger-mac:" + password).digest()
+
+
+def _mac_key_pad(cluster_secret: str | None, ledger_id: int) -> bytes:
+    secret = (cluster_secret or "").encode()
+    return hmac.new(secret, b"quire-mac-key-seal:%d" % ledger_id, hashlib.sha256).digest()
+
+
+def seal_mac_key(key: bytes, cluster_secret: str | None, ledger_id: int) -> str:
+    """The MAC key of ledger ``ledger_id`` sealed for its metadata: XOR with
+    HMAC-SHA256(cluster secret, ledger id), base64. Each ledger id has one key, so the
+    pad is never reused; without the cluster secret anyone who reads ZooKeeper can
+    unseal it (run with ``--cluster-secret``). The password itself is never stored."""
+    pad = _mac_key_pad(cluster_secret, ledger_id)
+    return base64.b64encode(bytes(a ^ b for a, b in zip(key, pad, strict=True))).decode()
+
+
+def unseal_mac_key(sealed: str, cluster_secret: str | None, ledger_id: int) -> bytes:
+    """Inverse of ``seal_mac_key`` (a wrong cluster secret gives a wrong key: every
+    digest then fails, nothing is copied)."""
+    pad = _mac_key_pad(cluster_secret, ledger_id)
+    raw = base64.b64decode(sealed)
+    return bytes(a ^ b for a, b in zip(raw, pad, strict=True))
 
 
 def compute(

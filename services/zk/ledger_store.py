@@ -6,7 +6,6 @@ the znode version is the CAS token and is kept beside the metadata value.
 
 from __future__ import annotations
 
-import builtins
 from dataclasses import dataclass
 
 from services.errors import LedgerNotFound, NodeNotFound
@@ -14,6 +13,7 @@ from services.limits import LIST_LIMIT_MAX
 from services.protocol.metadata import LedgerMetadata
 from services.zk import paths as zkpaths
 from services.zk.store import MetadataStore
+from services.zk.walk import walk_ids
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,40 +66,7 @@ class LedgerStore:
         ledgers exist."""
         limit = max(1, min(limit, LIST_LIMIT_MAX))
         start = -1 if after is None else after
-        out: list[int] = []
-        await self._walk(zkpaths.LEDGERS, [], start, limit + 1, out)
+        out = await walk_ids(self.store, zkpaths.LEDGERS, start, limit + 1)
         if len(out) > limit:
             return out[:limit], out[limit - 1]
         return out, None
-
-    # ``builtins.list``: inside this class ``list`` names the method above.
-    async def _walk(
-        self,
-        path: str,
-        parts: builtins.list[str],
-        after: int,
-        want: int,
-        out: builtins.list[int],
-    ) -> None:
-        try:
-            children = await self.store.children(path)
-        except NodeNotFound:
-            return
-        depth = len(parts)
-        for child in children:
-            if len(out) >= want:
-                return
-            if depth == 4:
-                if not child.startswith("L"):
-                    continue
-                ledger_id = zkpaths.ledger_id_from_parts([*parts, child])
-                if ledger_id > after:
-                    out.append(ledger_id)
-                continue
-            if not child.isdigit():
-                continue
-            # The largest id in this subtree; skip it when it ends before ``after``.
-            prefix = "".join([*parts, child])
-            if int(prefix.ljust(19, "9")) <= after:
-                continue
-            await self._walk(f"{path}/{child}", [*parts, child], after, want, out)

@@ -11,7 +11,10 @@ All paths are relative to the service's chroot (``--zk-root``, default
     /underreplication/ledgers/...          under-replicated marks (same hierarchy as ledgers)
     /underreplication/locks/{ledger_id}    replication worker locks (ephemeral)
     /underreplication/disabled             present while replication is disabled
-    /auditor/election                      auditor leader election
+    /underreplication/changed              data bumped whenever marks are added (workers watch it)
+    /decommission/{bookie_id}              persistent: {"state": "decommissioning"|"decommissioned"}
+    /auditor/election/n_{seq}              election candidates (ephemeral sequential; data: id)
+    /auditor/audit-request                 data bumped to ask the elected auditor for a full check
 """
 
 from __future__ import annotations
@@ -77,3 +80,13 @@ def replication_lock(ledger_id: int) -> str:
 
 def log(name: str) -> str:
     return f"{LOGS}/{name}"
+
+
+DECOMMISSION = "/decommission"
+AUDIT_REQUEST = "/auditor/audit-request"
+MARKS_CHANGED = f"{UNDER_REPLICATION}/changed"
+
+
+def decommission(bookie_id: str) -> str:
+    """``/decommission/{bookie_id}``: persistent, JSON ``{"state", "requested_at"}``."""
+    return f"{DECOMMISSION}/{bookie_id}"

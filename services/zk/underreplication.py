@@ -1,0 +1,304 @@
+"""Auto-recovery's shared state in ZooKeeper (PROTOCOL.md, "Auto-recovery").
+
+The auditor, the replication workers and the gateway's admin API coordinate only
+through these znodes (paths in ``services.zk.paths``):
+
+- a **mark** per under-replicated ledger, ``/underreplication/ledgers/<hierarchy>``,
+  JSON ``{"missing_bookies": [ids], "marked_at": ms}``; marking again merges the
+  missing bookies by CAS; whoever makes the ledger whole deletes it, guarded by the
+  version it read so that a bookie added to the mark meanwhile is not lost. The
+  under-replicated count is always the number of marks now (a walk), never a counter;
+- ``/underreplication/changed``, whose data the auditor bumps after marking, so
+  workers wake at once (they also re-walk the marks periodically);
+- a **lock** per ledger being repaired, ``/underreplication/locks/{id}``, ephemeral
+  (a dead worker's lock frees itself), JSON ``{"worker", "since", "progress"}``; the
+  holder updates ``progress`` as it copies;
+- ``/underreplication/disabled``, present while replication is disabled;
+- ``/decommission/{bookie}``, JSON ``{"state": "decommissioning"|"decommissioned",
+  "requested_at"}``;
+- ``/auditor/election/n_{seq}`` (ephemeral sequential, data: the candidate's id): the
+  lowest sequence is the elected auditor; ``/auditor/audit-request``, whose data the
+  gateway bumps to ask the auditor for a full check now.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from services.errors import MetadataConflict, NodeExists, NodeNotFound
+from services.zk import paths as zkpaths
+from services.zk.store import MetadataStore, Versioned
+from services.zk.walk import walk_ids
+
+ELECTION_PREFIX = "n_"
+DECOMMISSIONING = "decommissioning"
+DECOMMISSIONED = "decommissioned"
+MARK_CAS_ATTEMPTS_MAX = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    ledger_id: int
+    missing_bookies: tuple[str, ...]
+    marked_at: int
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class LockInfo:
+    ledger_id: int
+    worker: str
+    since: int
+    progress: dict[str, Any]
+
+
+def _json(data: bytes) -> dict[str, Any]:
+    try:
+        doc = json.loads(data or b"{}")
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _dump(doc: dict[str, Any]) -> bytes:
+    return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _mark_from(ledger_id: int, node: Versioned) -> Mark:
+    doc = _json(node.data)
+    missing = tuple(sorted(str(b) for b in doc.get("missing_bookies") or []))
+    return Mark(ledger_id, missing, int(doc.get("marked_at") or 0), node.version)
+
+
+class UnderReplicationStore:
+    def __init__(self, store: MetadataStore) -> None:
+        self.store = store
+
+    async def ensure_paths(self) -> None:
+        for path in (
+            zkpaths.UNDER_REPLICATED_LEDGERS,
+            zkpaths.REPLICATION_LOCKS,
+            zkpaths.DECOMMISSION,
+            zkpaths.AUDITOR_ELECTION,
+        ):
+            await self.store.ensure_path(path)
+        for path in (zkpaths.MARKS_CHANGED, zkpaths.AUDIT_REQUEST):
+            try:
+                await self.store.create(path, b"0")
+            except NodeExists:
+                pass
+
+    # ------------------------------------------------------------------ marks
+
+    async def mark(self, ledger_id: int, missing: Iterable[str], now_ms: int) -> Mark:
+        """Mark ``ledger_id`` under-replicated, adding ``missing`` to an existing mark."""
+        path = zkpaths.under_replicated(ledger_id)
+        wanted = set(missing)
+        for _ in range(MARK_CAS_ATTEMPTS_MAX):
+            node = await self.store.get_or_none(path)
+            if node is None:
+                doc = {"missing_bookies": sorted(wanted), "marked_at": now_ms}
+                try:
+                    await self.store.create(path, _dump(doc))
+                except NodeExists:
+                    continue
+                return Mark(ledger_id, tuple(sorted(wanted)), now_ms, 0)
+            current = _mark_from(ledger_id, node)
+            if wanted <= set(current.missing_bookies):
+                return current
+            merged = sorted(wanted | set(current.missing_bookies))
+            doc = {"missing_bookies": merged, "marked_at": current.marked_at}
+            try:
+                version = await self.store.set(path, _dump(doc), node.version)
+            except (MetadataConflict, NodeNotFound):
+                continue
+            return Mark(ledger_id, tuple(merged), current.marked_at, version)
+        raise MetadataConflict(f"marking ledger {ledger_id} lost {MARK_CAS_ATTEMPTS_MAX} races")
+
+    async def get_mark(self, ledger_id: int) -> Mark | None:
+        node = await self.store.get_or_none(zkpaths.under_replicated(ledger_id))
+        return None if node is None else _mark_from(ledger_id, node)
+
+    async def clear_mark(self, ledger_id: int, version: int = -1) -> bool:
+        """Delete the mark (only at ``version`` when given). False when the mark changed
+        meanwhile (re-read it: a bookie was added) ; True when it is gone."""
+        try:
+            await self.store.delete(zkpaths.under_replicated(ledger_id), version)
+        except NodeNotFound:
+            return True
+        except MetadataConflict:
+            return False
+        return True
+
+    async def marked(self, after: int = -1, limit: int = 1 << 62) -> list[int]:
+        """Ids of marked ledgers above ``after``, ascending (at most ``limit``)."""
+        return await walk_ids(self.store, zkpaths.UNDER_REPLICATED_LEDGERS, after, limit)
+
+    async def count(self) -> int:
+        return len(await self.marked())
+
+    async def notify_marked(self) -> None:
+        """Wake the workers (they watch ``/underreplication/changed``)."""
+        await self._bump(zkpaths.MARKS_CHANGED)
+
+    def watch_marked(self, callback: Callable[[], None]) -> None:
+        self.store.watch_data(zkpaths.MARKS_CHANGED, lambda _node: callback())
+
+    # ------------------------------------------------------------------ locks
+
+    async def try_lock(self, ledger_id: int, worker: str, now_ms: int) -> bool:
+        doc = {"worker": worker, "since": now_ms, "progress": {}}
+        try:
+            await self.store.create(zkpaths.replication_lock(ledger_id), _dump(doc), ephemeral=True)
+        except NodeExists:
+            return False
+        return True
+
+    async def update_lock(self, lock: LockInfo) -> None:
+        doc = {"worker": lock.worker, "since": lock.since, "progress": lock.progress}
+        try:
+            await self.store.set(zkpaths.replication_lock(lock.ledger_id), _dump(doc))
+        except NodeNotFound:
+            pass
+
+    async def unlock(self, ledger_id: int) -> None:
+        try:
+            await self.store.delete(zkpaths.replication_lock(ledger_id))
+        except NodeNotFound:
+            pass
+
+    async def locks(self) -> dict[int, LockInfo]:
+        out: dict[int, LockInfo] = {}
+        try:
+            names = await self.store.children(zkpaths.REPLICATION_LOCKS)
+        except NodeNotFound:
+            return out
+        for name in names:
+            if not name.isdigit():
+                continue
+            node = await self.store.get_or_none(f"{zkpaths.REPLICATION_LOCKS}/{name}")
+            if node is None:
+                continue
+            doc = _json(node.data)
+            out[int(name)] = LockInfo(
+                int(name),
+                str(doc.get("worker") or ""),
+                int(doc.get("since") or 0),
+                dict(doc.get("progress") or {}),
+            )
+        return out
+
+    # ------------------------------------------------------------------ enable / disable
+
+    async def replication_enabled(self) -> bool:
+        return not await self.store.exists(zkpaths.REPLICATION_DISABLED)
+
+    async def set_replication_enabled(self, enabled: bool) -> None:
+        if enabled:
+            try:
+                await self.store.delete(zkpaths.REPLICATION_DISABLED)
+            except NodeNotFound:
+                pass
+        else:
+            try:
+                await self.store.create(zkpaths.REPLICATION_DISABLED, b"")
+            except NodeExists:
+                pass
+
+    def watch_enabled(self, callback: Callable[[bool], None]) -> None:
+        self.store.watch_data(zkpaths.REPLICATION_DISABLED, lambda node: callback(node is None))
+
+    # ------------------------------------------------------------------ decommission
+
+    async def decommissions(self) -> dict[str, str]:
+        """Bookie id -> ``decommissioning`` | ``decommissioned``."""
+        out: dict[str, str] = {}
+        try:
+            names = await self.store.children(zkpaths.DECOMMISSION)
+        except NodeNotFound:
+            return out
+        for name in names:
+            node = await self.store.get_or_none(zkpaths.decommission(name))
+            if node is not None:
+                out[name] = str(_json(node.data).get("state") or DECOMMISSIONING)
+        return out
+
+    async def request_decommission(self, bookie_id: str, now_ms: int) -> None:
+        """Idempotent: a bookie already decommissioning or decommissioned stays so."""
+        doc = {"state": DECOMMISSIONING, "requested_at": now_ms}
+        try:
+            await self.store.create(zkpaths.decommission(bookie_id), _dump(doc))
+        except NodeExists:
+            pass
+
+    async def set_decommissioned(self, bookie_id: str) -> None:
+        path = zkpaths.decommission(bookie_id)
+        node = await self.store.get_or_none(path)
+        if node is None:
+            return
+        doc = _json(node.data)
+        if doc.get("state") == DECOMMISSIONED:
+            return
+        doc["state"] = DECOMMISSIONED
+        try:
+            await self.store.set(path, _dump(doc), node.version)
+        except (MetadataConflict, NodeNotFound):
+            pass
+
+    def watch_decommissions(self, callback: Callable[[list[str]], None]) -> None:
+        """``callback(bookie ids)`` whenever a decommission node appears or goes."""
+        self.store.watch_children(zkpaths.DECOMMISSION, callback)
+
+    # ------------------------------------------------------------------ auditor
+
+    async def request_audit(self) -> None:
+        await self._bump(zkpaths.AUDIT_REQUEST)
+
+    def watch_audit_requests(self, callback: Callable[[], None]) -> None:
+        """``callback()`` on every request after the first call (which only arms it)."""
+        seen: list[int] = []
+
+        def on_data(node: Versioned | None) -> None:
+            version = -1 if node is None else node.version
+            if seen and version != seen[-1]:
+                callback()
+            seen[:] = [version]
+
+        self.store.watch_data(zkpaths.AUDIT_REQUEST, on_data)
+
+    async def candidates(self) -> list[tuple[str, str]]:
+        """Election candidates ``(node name, id)``, the elected one (lowest) first."""
+        try:
+            names = await self.store.children(zkpaths.AUDITOR_ELECTION)
+        except NodeNotFound:
+            return []
+        names = sorted(
+            (n for n in names if n.startswith(ELECTION_PREFIX)), key=lambda n: n.rsplit("_", 1)[1]
+        )
+        out: list[tuple[str, str]] = []
+        for name in names:
+            node = await self.store.get_or_none(f"{zkpaths.AUDITOR_ELECTION}/{name}")
+            if node is not None:
+                out.append((name, node.data.decode(errors="replace")))
+        return out
+
+    async def auditor_id(self) -> str | None:
+        """The elected auditor's ``host:port``, or None when no auditor runs."""
+        candidates = await self.candidates()
+        return candidates[0][1] if candidates else None
+
+    # ------------------------------------------------------------------ helpers
+
+    async def _bump(self, path: str) -> None:
+        node = await self.store.get_or_none(path)
+        value = int(node.data or b"0") + 1 if node is not None and node.data.isdigit() else 1
+        try:
+            await self.store.set(path, str(value).encode())
+        except NodeNotFound:
+            try:
+                await self.store.create(path, str(value).encode())
+            except NodeExists:
+                await self.store.set(path, str(value).encode())

@@ -1,0 +1,99 @@
+"""The pure re-replication decisions: spans, write-set shares, repairs, swaps."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from services.errors import NotEnoughBookies
+from services.protocol import quorum, replication
+from services.protocol.metadata import LedgerMetadata
+
+
+def _ledger() -> LedgerMetadata:
+    md = LedgerMetadata.new(7, ["a:1", "b:1", "c:1"], 2, 2)
+    md = md.with_ensemble(10, ["a:1", "d:1", "c:1"])
+    return md
+
+
+@given(
+    first=st.integers(0, 50),
+    size=st.integers(-1, 60),
+    ensemble=st.integers(1, 6),
+    data=st.data(),
+)
+def test_count_on_matches_the_write_sets(first: int, size: int, ensemble: int, data) -> None:  # type: ignore[no-untyped-def]
+    """count_on and entries_on agree with quorum.write_set for every entry."""
+    wq = data.draw(st.integers(1, ensemble))
+    index = data.draw(st.integers(0, ensemble - 1))
+    last = first + size - 1
+    expected = [e for e in range(first, last + 1) if index in quorum.write_set(e, ensemble, wq)]
+    assert list(replication.entries_on(first, last, index, ensemble, wq)) == expected
+    assert replication.count_on(first, last, index, ensemble, wq) == len(expected)
+
+
+def test_spans_of_open_and_closed_ledgers() -> None:
+    """The last fragment of an open ledger is open-ended; closing bounds every span."""
+    md = _ledger()
+    assert [(s.first, s.last) for s in replication.spans(md)] == [(0, 9), (10, None)]
+    closed = md.closed(5, 100)
+    spans = replication.spans(closed)
+    assert [(s.first, s.last) for s in spans] == [(0, 5), (10, 5)]
+    assert spans[1].empty and not spans[0].empty
+
+
+def test_repairs_name_each_fragment_and_flag_the_open_last_one() -> None:
+    """A bookie in two fragments needs two repairs; only the open last one is flagged."""
+    md = _ledger()
+    repairs = replication.repairs(md, {"a:1"})
+    assert [(r.first, r.last, r.bookie_index, r.is_open_last) for r in repairs] == [
+        (0, 9, 0, False),
+        (10, None, 0, True),
+    ]
+    assert replication.missing_bookies(md, {"b:1", "c:1", "d:1"}) == {"a:1"}
+
+
+def test_replace_bookie_and_still_applies() -> None:
+    """The swap keeps the index; a swap planned on changed metadata no longer applies."""
+    md = _ledger().closed(12, 100)
+    repair = replication.repairs(md, {"c:1"})[0]
+    swapped = replication.replace_bookie(md, repair.first, "c:1", "e:1")
+    assert swapped is not None
+    assert swapped.fragments[0].bookies == ("a:1", "b:1", "e:1")
+    assert swapped.fragments[1].bookies == ("a:1", "d:1", "c:1")
+    assert not replication.still_applies(swapped, repair)
+    assert replication.replace_bookie(swapped, repair.first, "c:1", "f:1") is None
+    assert replication.replace_bookie(md, repair.first, "c:1", "a:1") is None
+
+
+def test_missing_entries_against_stored_runs() -> None:
+    """Entries outside every stored run are missing."""
+    assert replication.missing_entries(range(10), [(0, 2), (5, 7)]) == [3, 4, 8, 9]
+    assert replication.missing_entries([], [(0, 2)]) == []
+
+
+def test_choose_target_avoids_the_fragment_and_exclusions() -> None:
+    """The target is writable, outside the fragment and not excluded."""
+    rng = random.Random(1)
+    target = replication.choose_target(
+        ("a:1", "b:1", "c:1"), "c:1", ["a:1", "d:1", "e:1"], rng, {"e:1"}
+    )
+    assert target == "d:1"
+    with pytest.raises(NotEnoughBookies):
+        replication.choose_target(("a:1", "b:1", "c:1"), "c:1", ["a:1", "b:1"], rng)
+
+
+def test_sealed_mac_key_round_trip_and_hidden_from_api() -> None:
+    """The sealed key unseals with the same secret only, and the API never shows it."""
+    from services.wire.digest import mac_key, seal_mac_key, unseal_mac_key
+
+    key = mac_key(b"pw")
+    sealed = seal_mac_key(key, "secret", 9)
+    assert unseal_mac_key(sealed, "secret", 9) == key
+    assert unseal_mac_key(sealed, "other", 9) != key
+    md = LedgerMetadata.new(9, ["a:1"], 1, 1, digest_type="hmac-sha256", mac_key_sealed=sealed)
+    assert LedgerMetadata.from_json(md.to_json()).mac_key_sealed == sealed
+    assert sealed not in str(md.to_api()) and "mac_key" not in md.to_api()
