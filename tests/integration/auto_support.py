@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import httpx
 from kazoo.client import KazooClient
@@ -88,10 +88,9 @@ def replicas(address: str, ledger_id: int, last: int) -> dict[int, framing.Recor
     return out
 
 
-def fragment_complete(
-    metadata: LedgerMetadata, addresses: dict[str, str] | None = None
-) -> list[str]:
-    """Problems: every (fragment, bookie) whose bookie lacks an entry of its share."""
+def fragment_complete(metadata: LedgerMetadata, skip: Collection[str] = ()) -> list[str]:
+    """Problems: every (fragment, bookie) whose bookie lacks an entry of its share
+    (bookies in ``skip``, known dead and still to be repaired, are not asked)."""
     problems = []
     last_entry = metadata.last_entry_id
     if last_entry is None:
@@ -109,11 +108,10 @@ def fragment_complete(
                 for e in range(fragment.first_entry_id, end + 1)
                 if (index - e) % metadata.ensemble_size < metadata.write_quorum
             ]
-            if not wanted:
+            if not wanted or bookie in skip:
                 continue
-            address = (addresses or {}).get(bookie, bookie)
             try:
-                held = replicas(address, metadata.ledger_id, end)
+                held = replicas(bookie, metadata.ledger_id, end)
             except httpx.HTTPError as exc:
                 problems.append(f"{bookie}: unreachable ({exc!r})")
                 continue
