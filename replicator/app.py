@@ -27,10 +27,12 @@ from replicator.repair import RepairContext
 from replicator.throttle import ByteThrottle
 from replicator.worker import Worker
 from services.bookie_client import BookieClientPool
-from services.errors import MetadataUnavailable, Unavailable
+from services.errors import MetadataUnavailable, Unauthorized, Unavailable
 from services.settings import ReplicatorSettings
 from services.web.app import new_app
+from services.web.auth import secret_matches
 from services.web.errors import error_response, install_error_handlers
+from services.web.openapi import install_openapi
 from services.web.routes import add_health_route, add_metrics_route
 from services.zk.ledger_store import LedgerStore
 from services.zk.registry import BookieRegistry
@@ -40,6 +42,13 @@ from services.zk.underreplication import UnderReplicationStore
 log = logging.getLogger(__name__)
 
 START_RETRY_DELAY_S = 1.0
+SECRET_HEADER = "X-Cluster-Secret"
+SECRET_SCHEME = {
+    "type": "apiKey",
+    "in": "header",
+    "name": SECRET_HEADER,
+    "description": "Required on /v1 calls when the replicator runs with --cluster-secret",
+}
 BOOKIE_CONNECT_TIMEOUT_MS_MAX = 2_000
 
 DESCRIPTION = """A Quire replication worker (auto-recovery, API.md): it takes the lock of one
@@ -146,6 +155,7 @@ def create_app(settings: ReplicatorSettings) -> FastAPI:
         lifespan=lifespan,
         redirect_slashes=False,
     )
+    install_openapi(app, "clusterSecret", SECRET_SCHEME)
     app.state.worker = None
     app.state.store = None
     install_error_handlers(app)
@@ -162,9 +172,15 @@ def create_app(settings: ReplicatorSettings) -> FastAPI:
         tags=["replicator"],
         summary="The worker's id, whether replication is enabled, and its ledgers in flight",
         response_model=WorkerStatus,
-        responses={**error_response(503, "not connected to ZooKeeper yet")},
+        responses={
+            **error_response(401, f"missing or wrong {SECRET_HEADER} (with --cluster-secret)"),
+            **error_response(503, "not connected to ZooKeeper yet"),
+        },
     )
     async def status(request: Request) -> dict[str, Any]:
+        secret = settings.cluster_secret
+        if secret and not secret_matches(request.headers.get(SECRET_HEADER), secret):
+            raise Unauthorized(f"missing or wrong {SECRET_HEADER}")
         worker: Worker | None = request.app.state.worker
         if worker is None:
             raise Unavailable("the replicator is not connected to ZooKeeper yet")
