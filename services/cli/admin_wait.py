@@ -9,6 +9,8 @@ over every ledger seen (a ledger whose last copy happened between two polls is c
 with what the previous poll saw) — and the rates of both.
 
 Clock and sleep are parameters, so the deadline logic is tested without waiting.
+A poll that fails on a transient error (gateway restarting, ZooKeeper blip) is the
+caller's to retry (``services/cli/admin.py`` shows the last figures again).
 """
 
 from __future__ import annotations
@@ -94,7 +96,7 @@ def wait_until(
     sleep: Callable[[float], None] = time.sleep,
 ) -> bool:
     """Poll until done (True) or until ``timeout_s`` passed (False); ``show`` each view.
-    A poll is never started after the deadline, and the last sleep is cut to it."""
+    The last sleep is cut to the deadline and the last poll is made there."""
     started = clock()
     deadline = None if timeout_s is None else started + timeout_s
     tracker = RepairTracker(started)
