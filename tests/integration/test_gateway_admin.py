@@ -16,7 +16,9 @@ from dataclasses import dataclass
 
 import pytest
 from kazoo.client import KazooClient
+from typer.testing import CliRunner
 
+from services.cli.app import app as cli_app
 from services.zk import paths as zkpaths
 from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import (
@@ -293,3 +295,23 @@ def test_decommission_of_a_down_bookie_and_decommissioned_state(env: Env) -> Non
     assert env.get("/v1/admin/cluster")["bookies"]["unavailable"] == 0
     again = env.admin.request("POST", f"/v1/admin/bookies/{down}/decommission")
     assert again.status_code == 202 and again.json()["state"] == "decommissioned"
+
+
+def test_cli_against_the_real_gateway(env: Env) -> None:
+    """`quire admin` talks to the real gateway: its --json listings are the API's
+    objects, its tables name every bookie, and the API token is refused (exit 5)."""
+    base = ["--gateway", env.admin.url, "--token", ADMIN_TOKEN, "admin"]
+    runner = CliRunner()
+    listing = runner.invoke(cli_app, [*base, "bookies", "--json"])
+    assert listing.exit_code == 0, listing.output
+    assert {b["id"]: b["state"] for b in json.loads(listing.stdout)["bookies"]} == env.states()
+    table = runner.invoke(cli_app, [*base, "bookies"])
+    assert table.exit_code == 0 and all(b in table.stdout for b in env.ids())
+    cluster = runner.invoke(cli_app, [*base, "cluster", "--json"])
+    assert json.loads(cluster.stdout) == env.get("/v1/admin/cluster")
+    done = runner.invoke(cli_app, [*base, "wait-replicated", "--timeout", "10"])
+    assert done.exit_code == 0 and "done" in done.stdout
+    refused = runner.invoke(
+        cli_app, ["--gateway", env.admin.url, "--token", API_TOKEN, "admin", "cluster"]
+    )
+    assert refused.exit_code == 5 and "unauthorized" in refused.stderr
