@@ -74,8 +74,14 @@ def _client(ctx: typer.Context) -> GatewayClient:
     return GatewayClient(options.gateway, options.token)
 
 
+# Tables piped or logged are not squeezed into 80 columns (rich's default off a terminal).
+PIPED_WIDTH_COLUMNS = 200
+
+
 def _out() -> Console:
-    return Console(highlight=False, soft_wrap=False, file=sys.stdout)
+    """Tables on stdout: the terminal's width, or wide enough for whole lines when piped."""
+    width = None if sys.stdout.isatty() else PIPED_WIDTH_COLUMNS
+    return Console(highlight=False, soft_wrap=False, file=sys.stdout, width=width)
 
 
 def _dash(value: Any) -> str:
@@ -96,7 +102,7 @@ def human_bytes(size: int | None) -> str:
 def _when(ms: int | None) -> str:
     if not ms:
         return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 _STATE_STYLE = {
@@ -142,7 +148,7 @@ def cluster(ctx: typer.Context, as_json: AsJson = False) -> None:
 
 def bookies_table(bookies: list[dict[str, Any]]) -> Table:
     table = Table(title="Bookies", title_justify="left")
-    table.add_column("id", no_wrap=True)
+    table.add_column("id", overflow="fold")
     table.add_column("state", no_wrap=True)
     table.add_column("ledgers", justify="right")
     table.add_column("free", justify="right")
@@ -186,7 +192,7 @@ def _progress_text(progress: dict[str, Any] | None) -> str:
         return "-"
     parts = []
     if "fragments_total" in progress:
-        parts.append(f"{progress.get('fragments_done', 0)}/{progress['fragments_total']} frag")
+        parts.append(f"{progress.get('fragments_done', 0)}/{progress['fragments_total']} fragments")
     if "entries_copied" in progress:
         parts.append(f"{progress['entries_copied']} entries")
     if "bytes_copied" in progress:
@@ -197,9 +203,10 @@ def _progress_text(progress: dict[str, Any] | None) -> str:
 def under_replicated_table(ledgers: list[dict[str, Any]]) -> Table:
     table = Table(title="Under-replicated ledgers", title_justify="left")
     table.add_column("ledger", justify="right", no_wrap=True)
-    table.add_column("missing bookies")
-    table.add_column("marked at", no_wrap=True)
-    table.add_column("worker", no_wrap=True)
+    # Ids are never cut short: a narrow terminal folds them onto more lines.
+    table.add_column("missing bookies", overflow="fold")
+    table.add_column("marked at (UTC)", no_wrap=True)
+    table.add_column("worker", overflow="fold")
     table.add_column("progress")
     for row in ledgers:
         table.add_row(

@@ -5,6 +5,7 @@ deadline."""
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -12,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from services.cli import admin as cli_admin
@@ -183,7 +185,9 @@ def test_under_replicated_pages_and_progress(fake: FakeGateway) -> None:
     page = run("under-replicated", "--limit", "2")
     assert page.exit_code == 0, page.output
     assert (
-        "1/2 frag" in page.stdout and "2.0 KiB" in page.stdout and "127.0.0.1:8092" in page.stdout
+        "1/2 fragments" in page.stdout
+        and "2.0 KiB" in page.stdout
+        and "127.0.0.1:8092" in page.stdout
     )
     assert "more after 5" in page.stderr
     every = json.loads(run("under-replicated", "--limit", "2", "--all", "--json").stdout)
@@ -313,3 +317,18 @@ def test_unreachable_gateway_is_exit_3() -> None:
     result = CliRunner().invoke(app, ["--gateway", "http://127.0.0.1:9", "admin", "cluster"])
     assert result.exit_code == 3
     assert "gateway_unreachable" in result.stderr and "127.0.0.1:9" in result.stderr
+
+
+def test_progress_bar_on_a_terminal(fake: FakeGateway, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a terminal the wait draws a rich progress bar with ledgers left, MB copied and
+    the rates, and ends complete."""
+    screen = io.StringIO()
+    terminal = Console(file=screen, force_terminal=True, width=160, color_system=None)
+    monkeypatch.setattr(cli_admin, "err", terminal)
+    fake.left = [2, 1, 0]
+    fake.marks = [_mark(4, {"bytes_copied": 3_000_000})]
+    result = run("wait-replicated", "--interval", "0.1", "--timeout", "30")
+    assert result.exit_code == 0, result.output
+    text = screen.getvalue()
+    assert "re-replication" in text and "ledgers/min" in text
+    assert "0 left, 3.0 MB" in text and "re-replication: done" in result.stdout
