@@ -11,6 +11,7 @@ bookies come last."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -243,6 +244,23 @@ def test_bad_input(env: Env) -> None:
         assert_error(r, 400, "invalid_argument")
     assert_error(env.admin.request("GET", "/v1/admin/nothing"), 404, "not_found")
     assert_error(env.admin.request("DELETE", "/v1/admin/cluster"), 405, "method_not_allowed")
+
+
+def test_a_hung_bookie_does_not_hang_the_listing(env: Env) -> None:
+    """A SIGSTOPped bookie costs the listing a short time-out: it answers in seconds,
+    with null figures for that bookie and real ones for the others."""
+    hung = env.bookies[-1]
+    hung.pause()
+    try:
+        started = time.monotonic()
+        rows = {b["id"]: b for b in env.get("/v1/admin/bookies")["bookies"]}
+        assert time.monotonic() - started < 10.0
+    finally:
+        hung.resume()
+    assert rows[hung.address]["free_ratio"] is None and rows[hung.address]["ledgers"] is None
+    others = [rows[b.address] for b in env.bookies[:-1]]
+    assert all(isinstance(b["free_ratio"], float) for b in others)
+    wait_for(lambda: env.states()[hung.address] == "writable", 30.0, "the bookie back")
 
 
 def test_killed_bookie_is_down(env: Env) -> None:
