@@ -169,6 +169,7 @@ class AuditorSettings(CommonSettings):
     audit_verify: str = Field(
         "sample", description="replica check of the full audit: none, sample or all entries"
     )
+
     @field_validator("audit_verify")
     @classmethod
     def _audit_verify(cls, value: str) -> str:
