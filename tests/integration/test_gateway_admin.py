@@ -146,7 +146,8 @@ def test_bookies_listing_shape_and_figures(env: Env) -> None:
         assert isinstance(b["instance_id"], str) and b["instance_id"]
         assert isinstance(b["free_ratio"], float) and 0.0 <= b["free_ratio"] <= 1.0
         for key in ("ledgers", "free_bytes", "total_bytes"):
-            assert b[key] is None or (isinstance(b[key], int) and b[key] >= 0), b
+            assert isinstance(b[key], int) and b[key] >= 0, b
+        assert 0 < b["free_bytes"] <= b["total_bytes"]
     one = env.get(f"/v1/admin/bookies/{bookies[0]['id']}")
     assert set(one) == BOOKIE_KEYS and one["id"] == bookies[0]["id"]
 
