@@ -53,6 +53,8 @@ from services.protocol.messages import (
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.reads import readable_end
 from services.protocol.recovery import LedgerRecovery
+from services.protocol.replication import Repair, entries_on
+from tests.simulation.auditor import settled_shares
 from services.wire.framing import Record
 
 if TYPE_CHECKING:
@@ -69,6 +71,8 @@ if TYPE_CHECKING:
 # stay on: a writer told ledger_fenced while the ledger is OPEN and no bookie fenced it
 # is a violation, and so is a ledger no recovery can close once everything healed.
 STRICT_FENCED_ERRORS = True
+# How long after a bookie's lost-bookie delay the auditor's mark may take to land.
+MARK_LATENCY_MS = 100
 CHECK_RECOVERY_WITH_DIVERGENT_REPLICAS = True
 
 
@@ -96,6 +100,7 @@ class Checker:
         self._stored: dict[tuple[str, int], Record] = {}
         self._watch: list[LedgerRecovery] = []  # recoveries not yet fenced
         self._watched = 0  # how many of the ledger's recoveries are (or were) watched
+        self.found_lacking: set[str] = set()  # bookies an audit found lacking entries
 
     def fail(self, message: str) -> None:
         raise Violation(f"t={self.sim.scheduler.now}ms, ledger {self.sim.ledger_id}: {message}")
@@ -304,6 +309,64 @@ class Checker:
             elif entry_id < first and self._copies_in_write_set(md, entry_id) >= self.ack_quorum:
                 visible.add(entry_id)
         return visible
+
+    # ------------------------------------------------------------------ re-replication
+
+    def _lacking(self, bookie: str, share: set[int]) -> list[int]:
+        """The entries of ``share`` that ``bookie`` does not store (a bookie lost for good
+        stores nothing), but for copies a crash lost (unsynced adds)."""
+        world = self.sim.world
+        st = None if bookie in world.lost else world.bookies[bookie].ledgers.get(self.sim.ledger_id)
+        held = st.entries if st is not None else {}
+        return sorted(e for e in share if e not in held and e not in self.lost_copies)
+
+    def on_mark_cleared(self, missing: frozenset[str], who: str) -> None:
+        """Once a ledger's mark is cleared, no settled fragment (all of a CLOSED ledger,
+        the non-last ones of another) names a bookie the mark named, or one lost for good
+        for longer than the lost-bookie delay (and the auditor's marking), that lacks an
+        entry of its share."""
+        world, now = self.sim.world, self.sim.scheduler.now
+        horizon = now - world.config.autorecovery.lost_bookie_delay_ms - MARK_LATENCY_MS
+        for bookie, share in settled_shares(self.sim.cell.metadata).items():
+            lost = bookie in world.lost
+            if lost and world.lost_at[bookie] > horizon or not lost and bookie not in missing:
+                continue
+            lacking = self._lacking(bookie, share)
+            if lacking:
+                self.fail(
+                    f"re-replication: {who} cleared the mark {sorted(missing)} but a fragment "
+                    f"names {bookie}{' (lost)' if lost else ''}, which lacks entries {lacking}"
+                )
+
+    def on_swap(self, before: LedgerMetadata, repair: Repair, new: str, who: str) -> None:
+        """A worker swapped ``repair.bookie`` for ``new``: ``new`` holds the whole share,
+        and the old bookie was not repaired around while whole and never gone for the
+        lost-bookie delay (a bookie back in time causes nothing)."""
+        world = self.sim.world
+        last = repair.last if repair.last is not None else repair.first - 1
+        e, w = before.ensemble_size, before.write_quorum
+        share = set(entries_on(repair.first, last, repair.bookie_index, e, w))
+        if repair.last is None or self._lacking(new, share):
+            self.fail(f"re-replication: {who} swapped in {new} without the share of {repair}")
+        old, delay = repair.bookie, world.config.autorecovery.lost_bookie_delay_ms
+        st = world.bookies[old].ledgers.get(self.sim.ledger_id)
+        whole = old not in world.lost and st is not None and share <= set(st.entries)
+        if whole and not world.was_gone(old, delay) and old not in self.found_lacking:
+            self.fail(f"re-replication: {who} repaired around {old}, whole and never gone")
+
+    def final_replication(self) -> None:
+        """After healing and settling: no mark left, and no settled fragment names a bookie
+        lacking an entry of its share (liveness; not promised for a ledger that lost
+        unsynced copies, which may exist nowhere)."""
+        if self.lossy_from is not None or self.sim.cell.metadata.state is not LedgerState.CLOSED:
+            return
+        world = self.sim.world
+        if world.marks.get(self.sim.ledger_id) is not None:
+            self.fail(f"liveness: still marked {world.marks.get(self.sim.ledger_id)}")
+        for bookie, share in settled_shares(self.sim.cell.metadata).items():
+            lacking = self._lacking(bookie, share)
+            if lacking:
+                self.fail(f"liveness: a fragment names {bookie}, which lacks entries {lacking}")
 
     # ------------------------------------------------------------------ the end
 
