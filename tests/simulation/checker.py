@@ -54,8 +54,8 @@ from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.reads import readable_end
 from services.protocol.recovery import LedgerRecovery
 from services.protocol.replication import Repair, entries_on
-from tests.simulation.auditor import settled_shares
 from services.wire.framing import Record
+from tests.simulation.auditor import settled_shares
 
 if TYPE_CHECKING:
     from tests.simulation.readers import FinalReader

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from services.bookie_client import AddResult
-from services.errors import NotEnoughBookies, invariant
+from services.errors import InvariantViolation, NotEnoughBookies
 from services.protocol.messages import RecoveryDone
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.reads import record_usable
@@ -42,8 +42,8 @@ from services.protocol.replication import (
     Repair,
     choose_target,
     entries_on,
-    replace_bookie,
     repairs,
+    replace_bookie,
     spans,
     still_applies,
 )
@@ -185,7 +185,8 @@ class ReplicationWorker:
         if not self._alive(job):
             return
         world, mark = self.world, job.mark
-        invariant(mark is not None, "planning without a mark")
+        if mark is None:
+            raise InvariantViolation("planning without a mark")
         postponed = False
         for repair in repairs(md, mark.missing):
             if (repair.first, repair.bookie) in job.whole:
@@ -301,9 +302,10 @@ class ReplicationWorker:
         }
 
         def write(records: list[Record]) -> None:
-            next_pos = pos + len(ids)
-            self._write(job, target, records,
-                        lambda: self._copy_batch(job, md, repair, target, wanted, next_pos, copied))  # fmt: skip
+            def on() -> None:
+                self._copy_batch(job, md, repair, target, wanted, pos + len(ids), copied)
+
+            self._write(job, target, records, on)
 
         self._read_round(job, md, sources, {}, write)
 
@@ -365,7 +367,8 @@ class ReplicationWorker:
                 self._abort(job, "target did not store the copies")
 
         bookie_call(self.world, self.name, target,
-                    lambda b, reply: b.submit_add(copies, reply), done, duplicable=True)  # fmt: skip
+                    lambda b, reply: b.submit_add(copies, reply), done,
+                    duplicable=True)  # fmt: skip
 
     # ------------------------------------------------------------------ swapping
 
