@@ -163,6 +163,8 @@ class Simulation:
         self.lost_at: dict[str, int] = {}
         self.down_since: dict[str, int] = {}  # the bookie registry: who is missing since when
         self.marks = MarkTable()
+        self.bookie_events = 0  # crashes, restarts and losses so far
+        self.orphaned: dict[int, str] = {}  # ledger id -> a worker that crashed holding it
         self._longest_down: dict[str, int] = {}
         self.stats: Counter[str] = Counter()  # what happened, for the reach test
         self.bookie_list = [
@@ -246,6 +248,7 @@ class Simulation:
     def _crash(self, bookie: str) -> None:
         sim_bookie = self.bookies[bookie]
         if sim_bookie.up:
+            self.bookie_events += 1
             sim_bookie.crash()
             self.down_since[bookie] = self.scheduler.now  # its registration is gone
             if self.auditor is not None:
@@ -253,6 +256,7 @@ class Simulation:
 
     def _restart(self, bookie: str) -> None:
         if bookie not in self.lost:
+            self.bookie_events += 1
             self.bookies[bookie].restart()
             since = self.down_since.pop(bookie, None)
             if since is not None:

@@ -1,7 +1,9 @@
 """The simulated replication workers (PROTOCOL.md, "Auto-recovery"; issue 8
 "Replication workers"), deciding with the pure core services/protocol/replication.py.
 
-A worker walks the marks (periodically, and when the auditor wakes it), takes the
+A worker walks the marks when woken (by the auditor after marking, and by its own
+timers after a failure or a postponement; the real one also re-walks periodically,
+which here would only cost steps), takes the
 lock of one marked ledger it is not backing off from, and reads the mark (its
 missing bookies ``M`` and version). Then, on fresh metadata, for each repair of
 ``repairs(metadata, M)`` in fragment order:
@@ -57,7 +59,6 @@ if TYPE_CHECKING:
     from tests.simulation.scenario import LedgerSim, Simulation
 
 COPY_BATCH_MAX = 8  # entries per read and per write request
-POLL_MS = 300
 BACKOFF_MS = (100, 600)
 
 
@@ -70,6 +71,7 @@ class Job:
     mark: SimMark | None = None
     whole: set[tuple[int, str]] = field(default_factory=set)  # repairs found not needed
     recovered: bool = False
+    synced: bool = False  # the metadata being planned on is known fresh
 
 
 class ReplicationWorker:
@@ -86,7 +88,7 @@ class ReplicationWorker:
     # ------------------------------------------------------------------ life cycle
 
     def start(self) -> None:
-        self.world.scheduler.after(self.world.rng.randint(1, POLL_MS), self._periodic)
+        pass  # it waits to be woken: by the auditor's marks, or its own back-off timers
 
     def wake(self) -> None:
         if not self.dead and not self.busy:
@@ -95,6 +97,12 @@ class ReplicationWorker:
     def crash(self, session_timeout_ms: int, back_after_ms: int) -> None:
         if self.dead:
             return
+        world = self.world
+        if self.busy and self.name in world.marks.locks.values():
+            world.stats["replication worker crashed holding a lock"] += 1
+            for lid, owner in world.marks.locks.items():
+                if owner == self.name:
+                    world.orphaned[lid] = self.name
         self.dead, self.busy = True, False
         self.epoch += 1
         sched = self.world.scheduler
@@ -108,12 +116,6 @@ class ReplicationWorker:
 
     def _alive(self, job: Job) -> bool:
         return not self.dead and not self.stopped and job.epoch == self.epoch
-
-    def _periodic(self) -> None:
-        if self.stopped:
-            return
-        self._poll()
-        self.world.scheduler.after(POLL_MS, self._periodic)
 
     def _poll(self) -> None:
         world = self.world
@@ -147,8 +149,12 @@ class ReplicationWorker:
         world, lid = self.world, job.ledger.ledger_id
         world.marks.unlock(lid, self.name)
         world.stats[f"replication attempt: {outcome}"] += 1
+        crashed = world.orphaned.get(lid)
+        if outcome == "repaired" and crashed is not None and crashed != self.name:
+            world.stats["ledger repaired after its worker crashed"] += 1
         if backoff_until is not None:
             self._backoff[lid] = backoff_until
+            world.scheduler.at(backoff_until, self.wake)
         self.busy = False
         self.wake()
 
@@ -168,7 +174,11 @@ class ReplicationWorker:
             return
         self._read_metadata(job, lambda md, version: self._plan(job, md, version))
 
-    def _read_metadata(self, job: Job, then: Callable[[LedgerMetadata, int], None]) -> None:
+    def _read_metadata(
+        self, job: Job, then: Callable[[LedgerMetadata, int], None], *, sync: bool = False
+    ) -> None:
+        """A metadata read: from a ZooKeeper follower, maybe stale (CAS catches that),
+        or after a ``sync`` (fresh: what deciding that nothing is left needs)."""
         world, ledger = self.world, job.ledger
 
         def arrive() -> None:
@@ -177,7 +187,8 @@ class ReplicationWorker:
             if world.faults.metadata_fail_p and world.rng.random() < world.faults.metadata_fail_p:
                 self._abort(job, "metadata read failed")
                 return
-            then(*ledger.cell.read(self.name))
+            job.synced = sync
+            then(*ledger.read_metadata(self.name, stale=not sync))
 
         world.scheduler.after(world.network.delay(), arrive)
 
@@ -203,6 +214,12 @@ class ReplicationWorker:
             return
         if postponed:
             self._postponed(job, mark)
+            return
+        if not job.synced:
+            # Nothing left on metadata that may be stale (the ledger may have closed
+            # meanwhile, settling its last fragment): decide on fresh metadata.
+            world.stats["worker re-read metadata before clearing"] += 1
+            self._read_metadata(job, lambda md, v: self._plan(job, md, v), sync=True)
             return
         if world.marks.clear(job.ledger.ledger_id, mark.version):
             job.ledger.checker.on_mark_cleared(mark.missing, self.name)
@@ -396,6 +413,7 @@ class ReplicationWorker:
                 return
             if ok:
                 world.stats["bookie swapped by a worker"] += 1
+                job.synced = True  # its own write: the newest metadata
                 self._plan(job, new, ledger.cell.version)
             else:
                 world.stats["worker swap conflicted"] += 1
