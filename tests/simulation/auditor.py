@@ -12,8 +12,9 @@ ledgers a lost bookie leaves under-replicated, and audits every ledger periodica
   non-last ones of another), asked in bulk over the simulated network (one request
   per bookie and ledger: which entries it stores, as the bookie's ranges endpoint
   answers). Those are marked (merged into the mark). A ledger found whole, whose
-  every answer came, has its mark cleared if every bookie the mark names is up now
-  and was found whole: under the ledger's lock, as only a lock holder deletes marks
+  every answer came and whose metadata is still the version checked, has its mark
+  cleared if every bookie the mark names is up now and was found whole: under the
+  ledger's lock, as only a lock holder deletes marks
   (``marks``: ZooKeeper versions restart at 0, so a delete guarded by a version read
   before another party's delete and re-create could remove a newer mark).
 """

@@ -26,6 +26,12 @@
   ledger_fenced only when the ledger is no longer OPEN or some bookie fenced it.
 - No silent overwrite: a bookie never replaces a stored entry with other bytes
   (bookie/API.md).
+- Re-replication (issue 8): once a ledger's mark is cleared, no settled fragment
+  names a bookie the mark named, or one lost for good longer than the lost-bookie
+  delay ago, that lacks an entry of its share; a worker's swap puts in a bookie
+  holding the whole share, and never repairs around a bookie that is whole and was
+  never gone for the delay; after healing every mark is cleared and every settled
+  fragment whole (shares computed from the metadata's write sets, not by the core).
 
 A bookie started without journal sync may lose its last unsynced adds in a crash
 (the operator's choice, PROTOCOL.md): from the first entry such a loss touched

@@ -13,8 +13,11 @@ a workload, and one of: the writer closes the ledger; 1-3 recoveries start
 (concurrently) while the writer is alive and keeps appending (presumed dead but
 not); or the writer crashes and recoveries follow. Someone else may touch the
 metadata of the OPEN ledger, and a replicator may swap a bookie inside a fragment
-once it is CLOSED. A reader tails each ledger (LAC reads or long polls, pages or
-single entries, speculative reads and page bounds drawn per seed).
+once it is CLOSED. Most runs also have an auditor and 1-3 replication workers
+(``AutoRecoveryPlan``: lost-bookie delay, audit interval, open-ledger grace, worker
+crashes), drawn from their own random stream. A reader tails each ledger (LAC reads
+or long polls, pages or single entries, speculative reads and page bounds drawn per
+seed).
 """
 
 from __future__ import annotations
