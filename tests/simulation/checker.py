@@ -317,11 +317,11 @@ class Checker:
 
     # ------------------------------------------------------------------ re-replication
 
-    def _lacking(self, bookie: str, share: set[int]) -> list[int]:
+    def _lacking(self, bookie: str, share: set[int], lost_empty: bool = True) -> list[int]:
         """The entries of ``share`` that ``bookie`` does not store (a bookie lost for good
-        stores nothing), but for copies a crash lost (unsynced adds)."""
-        world = self.sim.world
-        st = None if bookie in world.lost else world.bookies[bookie].ledgers.get(self.sim.ledger_id)
+        stores nothing, unless not ``lost_empty``), but for copies a crash lost."""
+        world, lid = self.sim.world, self.sim.ledger_id
+        st = None if lost_empty and bookie in world.lost else world.bookies[bookie].ledgers.get(lid)
         held = st.entries if st is not None else {}
         return sorted(e for e in share if e not in held and e not in self.lost_copies)
 
@@ -352,7 +352,7 @@ class Checker:
             self.fail(f"re-replication: {who} swapped a bookie of an open fragment: {repair}")
         share = settled_shares(before).get(repair.bookie, set())
         share = {e for e in share if before.fragment_for(e).first_entry_id == repair.first}
-        if self._lacking(new, share):
+        if self._lacking(new, share, lost_empty=False):  # it may be lost since the copy
             self.fail(f"re-replication: {who} swapped in {new} without the share of {repair}")
         old, delay = repair.bookie, world.config.autorecovery.lost_bookie_delay_ms
         st = world.bookies[old].ledgers.get(self.sim.ledger_id)
