@@ -4,6 +4,7 @@ readers in ``readers``, the replicator in ``replicator``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from services.protocol.messages import (
@@ -74,8 +75,15 @@ class Recoverer:
     """A gateway running ``POST /recover``: reads the metadata (maybe stale), runs
     ``LedgerRecovery``, retries a failed recovery a bounded number of times."""
 
-    def __init__(self, sim: LedgerSim, name: str, attempts_max: int) -> None:
+    def __init__(
+        self,
+        sim: LedgerSim,
+        name: str,
+        attempts_max: int,
+        on_done: Callable[[RecoveryDone | None], None] | None = None,
+    ) -> None:
         self.sim = sim
+        self.on_done = on_done  # told the result, or None once every attempt failed
         self.name = name
         self.attempts = 0
         self.attempts_max = attempts_max
@@ -100,7 +108,11 @@ class Recoverer:
         if isinstance(effect, RecoveryDone):
             self.result = effect
             self.sim.checker.on_recovery_done(self.name, effect)
+            if self.on_done is not None:
+                self.on_done(effect)
         elif isinstance(effect, RecoveryFailed):
             self.failures.append(effect)
             if self.attempts < self.attempts_max:
                 self.sim.scheduler.after(self.sim.rng.randint(50, 400), self.start)
+            elif self.on_done is not None:
+                self.on_done(None)

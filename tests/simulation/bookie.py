@@ -330,6 +330,13 @@ class SimBookie:
             size += len(record.payload)
         return found
 
+    def stored_ids(self, ledger_id: int) -> list[int]:
+        """The ids of the ledger's entries stored here, ascending (what the bookie's
+        ranges endpoint answers, as ranges)."""
+        self._check_up()
+        st = self.ledgers.get(ledger_id)
+        return [] if st is None else sorted(st.entries)
+
     def read_lac(self, ledger_id: int) -> int:
         self._check_up()
         st = self.ledgers.get(ledger_id)

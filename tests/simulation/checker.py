@@ -26,6 +26,12 @@
   ledger_fenced only when the ledger is no longer OPEN or some bookie fenced it.
 - No silent overwrite: a bookie never replaces a stored entry with other bytes
   (bookie/API.md).
+- Re-replication (issue 8): once a ledger's mark is cleared, no settled fragment
+  names a bookie the mark named, or one lost for good longer than the lost-bookie
+  delay ago, that lacks an entry of its share; a worker's swap puts in a bookie
+  holding the whole share, and never repairs around a bookie that is whole and was
+  never gone for the delay; after healing every mark is cleared and every settled
+  fragment whole (shares computed from the metadata's write sets, not by the core).
 
 A bookie started without journal sync may lose its last unsynced adds in a crash
 (the operator's choice, PROTOCOL.md): from the first entry such a loss touched
@@ -53,6 +59,7 @@ from services.protocol.messages import (
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.reads import readable_end
 from services.protocol.recovery import LedgerRecovery
+from services.protocol.replication import Repair
 from services.wire.framing import Record
 
 if TYPE_CHECKING:
@@ -69,6 +76,8 @@ if TYPE_CHECKING:
 # stay on: a writer told ledger_fenced while the ledger is OPEN and no bookie fenced it
 # is a violation, and so is a ledger no recovery can close once everything healed.
 STRICT_FENCED_ERRORS = True
+# How long after a bookie's lost-bookie delay the auditor's mark may take to land.
+MARK_LATENCY_MS = 100
 CHECK_RECOVERY_WITH_DIVERGENT_REPLICAS = True
 
 
@@ -96,6 +105,7 @@ class Checker:
         self._stored: dict[tuple[str, int], Record] = {}
         self._watch: list[LedgerRecovery] = []  # recoveries not yet fenced
         self._watched = 0  # how many of the ledger's recoveries are (or were) watched
+        self.found_lacking: set[str] = set()  # bookies an audit found lacking entries
 
     def fail(self, message: str) -> None:
         raise Violation(f"t={self.sim.scheduler.now}ms, ledger {self.sim.ledger_id}: {message}")
@@ -305,6 +315,65 @@ class Checker:
                 visible.add(entry_id)
         return visible
 
+    # ------------------------------------------------------------------ re-replication
+
+    def _lacking(self, bookie: str, share: set[int], lost_empty: bool = True) -> list[int]:
+        """The entries of ``share`` that ``bookie`` does not store (a bookie lost for good
+        stores nothing, unless not ``lost_empty``), but for copies a crash lost."""
+        world, lid = self.sim.world, self.sim.ledger_id
+        st = None if lost_empty and bookie in world.lost else world.bookies[bookie].ledgers.get(lid)
+        held = st.entries if st is not None else {}
+        return sorted(e for e in share if e not in held and e not in self.lost_copies)
+
+    def on_mark_cleared(self, missing: frozenset[str], who: str) -> None:
+        """Once a ledger's mark is cleared, no settled fragment (all of a CLOSED ledger,
+        the non-last ones of another) names a bookie the mark named, or one lost for good
+        for longer than the lost-bookie delay (and the auditor's marking), that lacks an
+        entry of its share."""
+        world, now = self.sim.world, self.sim.scheduler.now
+        horizon = now - world.config.autorecovery.lost_bookie_delay_ms - MARK_LATENCY_MS
+        for bookie, share in settled_shares(self.sim.cell.metadata).items():
+            lost = bookie in world.lost
+            if lost and world.lost_at[bookie] > horizon or not lost and bookie not in missing:
+                continue
+            lacking = self._lacking(bookie, share)
+            if lacking:
+                self.fail(
+                    f"re-replication: {who} cleared the mark {sorted(missing)} but a fragment "
+                    f"names {bookie}{' (lost)' if lost else ''}, which lacks entries {lacking}"
+                )
+
+    def on_swap(self, before: LedgerMetadata, repair: Repair, new: str, who: str) -> None:
+        """A worker swapped ``repair.bookie`` for ``new``: ``new`` holds the whole share,
+        and the old bookie was not repaired around while whole and never gone for the
+        lost-bookie delay (a bookie back in time causes nothing)."""
+        world = self.sim.world
+        if repair.last is None:
+            self.fail(f"re-replication: {who} swapped a bookie of an open fragment: {repair}")
+        share = settled_shares(before).get(repair.bookie, set())
+        share = {e for e in share if before.fragment_for(e).first_entry_id == repair.first}
+        if self._lacking(new, share, lost_empty=False):  # it may be lost since the copy
+            self.fail(f"re-replication: {who} swapped in {new} without the share of {repair}")
+        old, delay = repair.bookie, world.config.autorecovery.lost_bookie_delay_ms
+        st = world.bookies[old].ledgers.get(self.sim.ledger_id)
+        whole = old not in world.lost and st is not None and share <= set(st.entries)
+        if whole and not world.was_gone(old, delay) and old not in self.found_lacking:
+            self.fail(f"re-replication: {who} repaired around {old}, whole and never gone")
+
+    def final_replication(self) -> None:
+        """After healing and settling: no mark left, and no settled fragment names a bookie
+        lacking an entry of its share (liveness; not promised for a ledger that lost
+        unsynced copies, which may exist nowhere)."""
+        if self.lossy_from is not None or self.sim.cell.metadata.state is not LedgerState.CLOSED:
+            return
+        world = self.sim.world
+        if world.marks.get(self.sim.ledger_id) is not None:
+            self.fail(f"liveness: still marked {world.marks.get(self.sim.ledger_id)}")
+        for bookie, share in settled_shares(self.sim.cell.metadata).items():
+            lacking = self._lacking(bookie, share)
+            if lacking:
+                self.fail(f"liveness: a fragment names {bookie}, which lacks entries {lacking}")
+
     # ------------------------------------------------------------------ the end
 
     def final(
@@ -351,6 +420,29 @@ class Checker:
         for name, result in self.recovery_results.items():
             if _end(result) != _end(md):
                 self.fail(f"{name} reported metadata other than the final one")
+
+
+def settled_shares(md: LedgerMetadata) -> dict[str, set[int]]:
+    """Every bookie's share of the settled fragments (all of a CLOSED ledger, the non-last
+    ones of another), from the metadata's write sets: computed here, not with the
+    re-replication core under test."""
+    out: dict[str, set[int]] = {}
+    fragments = md.fragments
+    for i, fragment in enumerate(fragments):
+        if i + 1 < len(fragments):
+            last = fragments[i + 1].first_entry_id - 1
+            if md.last_entry_id is not None:
+                last = min(last, md.last_entry_id)
+        elif md.state is LedgerState.CLOSED and md.last_entry_id is not None:
+            last = md.last_entry_id
+        else:
+            continue
+        for bookie in fragment.bookies:
+            out.setdefault(bookie, set())
+        for entry_id in range(fragment.first_entry_id, last + 1):
+            for bookie in md.write_set_bookies(entry_id):
+                out[bookie].add(entry_id)
+    return out
 
 
 def _end(md: LedgerMetadata) -> tuple:

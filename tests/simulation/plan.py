@@ -13,8 +13,11 @@ a workload, and one of: the writer closes the ledger; 1-3 recoveries start
 (concurrently) while the writer is alive and keeps appending (presumed dead but
 not); or the writer crashes and recoveries follow. Someone else may touch the
 metadata of the OPEN ledger, and a replicator may swap a bookie inside a fragment
-once it is CLOSED. A reader tails each ledger (LAC reads or long polls, pages or
-single entries, speculative reads and page bounds drawn per seed).
+once it is CLOSED. Most runs also have an auditor and 1-3 replication workers
+(``AutoRecoveryPlan``: lost-bookie delay, audit interval, open-ledger grace, worker
+crashes), drawn from their own random stream. A reader tails each ledger (LAC reads
+or long polls, pages or single entries, speculative reads and page bounds drawn per
+seed).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from tests.simulation.world import Faults
 
 FIRST_LEDGER_ID = 42
 PHASE1_MS = 4_000
+AUTORECOVERY_OFF_P = 0.2  # seeds without an auditor and workers
 END_MS = 20_000
 
 
@@ -74,6 +78,30 @@ class LedgerPlan:
 
 
 @dataclass
+class AutoRecoveryPlan:
+    """The auditor and the replication workers of one run (``enabled`` False: none)."""
+
+    enabled: bool = False
+    lost_bookie_delay_ms: int = 0
+    audit_interval_ms: int = 1_000
+    open_ledger_grace_ms: int = 1_000
+    workers: int = 1
+    session_timeout_ms: int = 200
+    # (worker index, at ms, back after ms): the worker's session is lost
+    worker_crashes: list[tuple[int, int, int]] = field(default_factory=list)
+
+    def describe(self) -> str:
+        if not self.enabled:
+            return "no auto-recovery"
+        return (
+            f"auto-recovery: delay {self.lost_bookie_delay_ms} ms, audit every "
+            f"{self.audit_interval_ms} ms, grace {self.open_ledger_grace_ms} ms, "
+            f"{self.workers} workers, session time-out {self.session_timeout_ms} ms, "
+            f"worker crashes {self.worker_crashes}"
+        )
+
+
+@dataclass
 class Config:
     seed: int
     bookies: list[str]
@@ -87,6 +115,7 @@ class Config:
     crashes: list[tuple[str, int, int]] = field(default_factory=list)  # bookie, down, up
     lost: list[tuple[str, int]] = field(default_factory=list)  # bookie, down for good
     readonly: list[tuple[str, int, int]] = field(default_factory=list)
+    autorecovery: AutoRecoveryPlan = field(default_factory=AutoRecoveryPlan)
     phase1_ms: int = PHASE1_MS
     end_ms: int = END_MS
 
@@ -102,6 +131,7 @@ class Config:
             f"bookies {models}, shared batches {self.shared_batches}, request time-out "
             f"{self.request_timeout_ms} ms"
         ]
+        lines.append(f"    {self.autorecovery.describe()}")
         lines += [f"    {plan.describe()}" for plan in self.ledgers]
         return "\n".join(lines)
 
@@ -238,4 +268,31 @@ def draw_config(seed: int) -> Config:
     if not calm and rng.random() < 0.3:
         start = rng.randint(0, horizon)
         cfg.readonly.append((rng.choice(bookies), start, start + rng.randint(50, 2_000)))
+    _draw_autorecovery(cfg, calm)
     return cfg
+
+
+def _draw_autorecovery(cfg: Config, calm: bool) -> None:
+    """The auditor and workers, from their own random stream (so the rest of a seed's
+    scenario is what it was before they existed); more bookies lost for good, while
+    the writers still write, so that repairs race ensemble changes, closes and
+    recoveries."""
+    rng = random.Random(cfg.seed * 7919 + 2)
+    if rng.random() < AUTORECOVERY_OFF_P:
+        return
+    plan = cfg.autorecovery
+    plan.enabled = True
+    plan.lost_bookie_delay_ms = rng.choice([0, 50, 300, 1_000])
+    plan.audit_interval_ms = rng.choice([500, 1_000, 2_000])
+    plan.open_ledger_grace_ms = rng.choice([100, 500, 2_000])
+    plan.workers = rng.randint(1, 3)
+    plan.session_timeout_ms = rng.choice([50, 200, 800])
+    for _ in range(0 if calm else rng.randint(0, 2)):
+        plan.worker_crashes.append(
+            (rng.randrange(plan.workers), rng.randint(100, PHASE1_MS), rng.randint(0, 1_500))
+        )
+    qa_min = min(p.ack_quorum for p in cfg.ledgers)
+    e_max = max(p.ensemble_size for p in cfg.ledgers)
+    if not cfg.lost and qa_min >= 2 and len(cfg.bookies) > e_max and rng.random() < 0.5:
+        busy_until = max(p.requests * p.interarrival_max_ms // 2 for p in cfg.ledgers)
+        cfg.lost.append((rng.choice(cfg.bookies), rng.randint(0, busy_until + 1_000)))

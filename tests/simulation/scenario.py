@@ -23,16 +23,20 @@ from services.protocol.writer import WriteHandle
 from services.wire.digest import mac_key
 from services.wire.framing import Record
 from tests.simulation.actors import Recoverer, WriterClient
+from tests.simulation.auditor import Auditor
 from tests.simulation.bookie import SimBookie
 from tests.simulation.calls import SharedSender
 from tests.simulation.checker import Checker, Violation
+from tests.simulation.marks import MarkTable
 from tests.simulation.plan import Config, LedgerPlan, draw_config
 from tests.simulation.readers import FinalReader, TailReader
 from tests.simulation.replicator import Replicator
 from tests.simulation.runner import Runner
+from tests.simulation.worker import ReplicationWorker
 from tests.simulation.world import Faults, MetadataCell, Network, Scheduler
 
 STEPS_MAX = 200_000
+SETTLE_MS = 6_000  # after the final recoveries: auto-recovery finishes (liveness)
 
 __all__ = [
     "Config",
@@ -156,6 +160,12 @@ class Simulation:
         self.network = Network(self.scheduler, self.rng, self.faults)
         self.request_timeout_ms = config.request_timeout_ms
         self.lost: set[str] = set()
+        self.lost_at: dict[str, int] = {}
+        self.down_since: dict[str, int] = {}  # the bookie registry: who is missing since when
+        self.marks = MarkTable()
+        self.bookie_events = 0  # crashes, restarts and losses so far
+        self.orphaned: dict[int, str] = {}  # ledger id -> a worker that crashed holding it
+        self._longest_down: dict[str, int] = {}
         self.stats: Counter[str] = Counter()  # what happened, for the reach test
         self.bookie_list = [
             SimBookie(
@@ -169,6 +179,18 @@ class Simulation:
         self._senders: dict[str, SharedSender] = {}
         self.ledgers = [LedgerSim(self, plan) for plan in config.ledgers]
         self._by_id = {ledger.ledger_id: ledger for ledger in self.ledgers}
+        auto = config.autorecovery
+        self.auditor = Auditor(self) if auto.enabled else None
+        self.workers = [ReplicationWorker(self, f"worker{i}") for i in range(auto.workers)]
+        if not auto.enabled:
+            self.workers = []
+
+    def ledger(self, ledger_id: int) -> LedgerSim:
+        return self._by_id[ledger_id]
+
+    def wake_workers(self) -> None:
+        for worker in self.workers:
+            worker.wake()
 
     # The first ledger, under the names a one-ledger run had (tests, replays).
     @property
@@ -206,8 +228,16 @@ class Simulation:
         for ledger in self.ledgers:
             ledger.plan_events()
         for bookie, down, up in cfg.crashes:
-            at(down, self.bookies[bookie].crash)
+            at(down, lambda b=bookie: self._crash(b))
             at(up, lambda b=bookie: self._restart(b))
+        auto = cfg.autorecovery
+        if self.auditor is not None:
+            self.auditor.start()
+        for worker in self.workers:
+            worker.start()
+        for index, when, back_after in auto.worker_crashes:
+            worker = self.workers[index]
+            at(when, lambda w=worker, b=back_after: w.crash(auto.session_timeout_ms, b))
         for bookie, down in cfg.lost:
             at(down, lambda b=bookie: self._lose(b))
         for bookie, start, end in cfg.readonly:
@@ -215,19 +245,43 @@ class Simulation:
             at(end, lambda b=bookie: setattr(self.bookies[b], "readonly", False))
         at(cfg.phase1_ms, self._heal)
 
+    def _crash(self, bookie: str) -> None:
+        sim_bookie = self.bookies[bookie]
+        if sim_bookie.up:
+            self.bookie_events += 1
+            sim_bookie.crash()
+            self.down_since[bookie] = self.scheduler.now  # its registration is gone
+            if self.auditor is not None:
+                self.auditor.on_bookie_down(bookie)
+
     def _restart(self, bookie: str) -> None:
         if bookie not in self.lost:
+            self.bookie_events += 1
             self.bookies[bookie].restart()
+            since = self.down_since.pop(bookie, None)
+            if since is not None:
+                down_ms = self.scheduler.now - since
+                self._longest_down[bookie] = max(self._longest_down.get(bookie, 0), down_ms)
+
+    def was_gone(self, bookie: str, delay_ms: int) -> bool:
+        """Whether ``bookie`` was ever missing from the registry for ``delay_ms``."""
+        since = self.down_since.get(bookie)
+        if since is not None and self.scheduler.now - since >= delay_ms:
+            return True
+        return self._longest_down.get(bookie, -1) >= delay_ms
 
     def _lose(self, bookie: str) -> None:
-        self.lost.add(bookie)  # its disk with it: no unsynced loss to account for
-        self.bookies[bookie].crash()
+        """Gone for good, its disk with it (no unsynced loss to account for): its store
+        counts as empty for the checks of re-replication."""
+        self.lost.add(bookie)
+        self.lost_at[bookie] = self.scheduler.now
+        self._crash(bookie)
 
     def _heal(self) -> None:
         self.faults = self.network.faults = self.config.faults.healed()
         for bookie in self.bookie_list:
             if bookie.bookie_id not in self.lost:
-                bookie.restart()
+                self._restart(bookie.bookie_id)
             bookie.readonly = False
 
     def _step_until(self, done: Callable[[], bool] | None = None, end_ms: int = 0) -> None:
@@ -258,11 +312,22 @@ class Simulation:
             self.scheduler.after(1, final.start)
         if open_ledgers:
             self._run_until(self.config.end_ms * 2)
+        if self.config.autorecovery.enabled:
+            self._run_until(self.scheduler.now + SETTLE_MS)
+            self._stop_autorecovery()
         for ledger in self.ledgers:
             md = ledger.cell.metadata
             final_reader = self._read_back(ledger, md)
             entries = ledger.stored_entries(md)
             ledger.checker.final(entries, {"reader": ledger.reader.entries}, final_reader)
+            if self.config.autorecovery.enabled:
+                ledger.checker.final_replication()
+
+    def _stop_autorecovery(self) -> None:
+        if self.auditor is not None:
+            self.auditor.stopped = True
+        for worker in self.workers:
+            worker.stopped = True
 
     def _read_back(self, ledger: LedgerSim, md: LedgerMetadata) -> FinalReader | None:
         """Read the whole CLOSED ledger through ``ReadOp`` over the healed network."""

@@ -1,0 +1,428 @@
+"""The simulated replication workers (PROTOCOL.md, "Auto-recovery"; issue 8
+"Replication workers"), deciding with the pure core services/protocol/replication.py.
+
+A worker walks the marks when woken (by the auditor after marking, and by its own
+timers after a failure or a postponement; the real one also re-walks periodically,
+which here would only cost steps), takes the
+lock of one marked ledger it is not backing off from, and reads the mark (its
+missing bookies ``M`` and version). Then, on fresh metadata, for each repair of
+``repairs(metadata, M)`` in fragment order:
+
+- the open last fragment of a ledger that is not CLOSED is postponed, unless its
+  bookie is up again (the writer uses it); once the mark is older than the grace
+  period the worker recovers the ledger (the simulator's ``Recoverer``: fence and
+  close) and plans again on the CLOSED ledger;
+- a bookie that is up is asked which entries it stores: holding its whole share it
+  needs no repair (it came back before the repair);
+- otherwise a target is chosen (``choose_target``: writable, not in the fragment),
+  the missing bookie's share (``entries_on``) is read in bounded batches from the
+  other replicas (digest checked, the next replica on a failure), written to the
+  target with the recovery flag, one request per batch, and the bookie swapped by
+  CAS on fresh metadata (``still_applies``/``replace_bookie``: on a conflict or a
+  lost answer re-read; when the repair no longer applies, plan again).
+
+When nothing is left the mark is cleared at the version read (a merge meanwhile:
+read it again and go on) and the lock released. Any failure (no source, no target,
+a bookie that does not answer, a metadata failure) releases the lock and backs off
+for a while; another worker, or this one later, tries again. A worker "crashes"
+(its ZooKeeper session is lost): it stops at once, its requests already sent still
+land, and its lock frees when the session expires; it comes back later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from services.bookie_client import AddResult
+from services.errors import InvariantViolation, NotEnoughBookies
+from services.protocol.messages import RecoveryDone
+from services.protocol.metadata import LedgerMetadata
+from services.protocol.reads import record_usable
+from services.protocol.replication import (
+    Repair,
+    choose_target,
+    entries_on,
+    repairs,
+    replace_bookie,
+    spans,
+    still_applies,
+)
+from services.wire.framing import Record
+from tests.simulation.actors import Recoverer
+from tests.simulation.calls import bookie_call
+from tests.simulation.marks import SimMark
+from tests.simulation.world import corrupted
+
+if TYPE_CHECKING:
+    from tests.simulation.scenario import LedgerSim, Simulation
+
+COPY_BATCH_MAX = 8  # entries per read and per write request
+BACKOFF_MS = (100, 600)
+
+
+@dataclass
+class Job:
+    """One attempt of one worker on one locked ledger."""
+
+    ledger: LedgerSim
+    epoch: int
+    mark: SimMark | None = None
+    whole: set[tuple[int, str]] = field(default_factory=set)  # repairs found not needed
+    recovered: bool = False
+    synced: bool = False  # the metadata being planned on is known fresh
+
+
+class ReplicationWorker:
+    def __init__(self, world: Simulation, name: str) -> None:
+        self.world = world
+        self.name = name
+        self.epoch = 0
+        self.dead = False
+        self.busy = False
+        self.stopped = False
+        self._backoff: dict[int, int] = {}  # ledger id -> not before (ms)
+        self._recoveries = 0
+
+    # ------------------------------------------------------------------ life cycle
+
+    def start(self) -> None:
+        pass  # it waits to be woken: by the auditor's marks, or its own back-off timers
+
+    def wake(self) -> None:
+        if not self.dead and not self.busy:
+            self.world.scheduler.after(self.world.network.delay(), self._poll)
+
+    def crash(self, session_timeout_ms: int, back_after_ms: int) -> None:
+        if self.dead:
+            return
+        world = self.world
+        if self.busy and self.name in world.marks.locks.values():
+            world.stats["replication worker crashed holding a lock"] += 1
+            for lid, owner in world.marks.locks.items():
+                if owner == self.name:
+                    world.orphaned[lid] = self.name
+        self.dead, self.busy = True, False
+        self.epoch += 1
+        sched = self.world.scheduler
+        sched.after(session_timeout_ms, lambda: self.world.marks.expire(self.name))
+        sched.after(max(back_after_ms, session_timeout_ms), self._restart)
+        self.world.stats["replication worker crashed"] += 1
+
+    def _restart(self) -> None:
+        self.dead = False
+        self._poll()
+
+    def _alive(self, job: Job) -> bool:
+        return not self.dead and not self.stopped and job.epoch == self.epoch
+
+    def _poll(self) -> None:
+        world = self.world
+        if self.dead or self.busy or self.stopped:
+            return
+        now, marks = world.scheduler.now, world.marks
+        free = [
+            lid
+            for lid in marks.marked()
+            if lid not in marks.locks and self._backoff.get(lid, 0) <= now
+        ]
+        if not free:
+            return
+        lid = world.rng.choice(free)
+        self.busy = True
+        job = Job(world.ledger(lid), self.epoch)
+        world.scheduler.after(world.network.delay(), lambda: self._lock(job))
+
+    def _lock(self, job: Job) -> None:
+        if not self._alive(job):
+            return
+        if not self.world.marks.try_lock(job.ledger.ledger_id, self.name):
+            self.busy = False
+            self.world.stats["replication lock contended"] += 1
+            return
+        self._next(job)
+
+    def _finish(self, job: Job, outcome: str, backoff_until: int | None = None) -> None:
+        if not self._alive(job):
+            return
+        world, lid = self.world, job.ledger.ledger_id
+        world.marks.unlock(lid, self.name)
+        world.stats[f"replication attempt: {outcome}"] += 1
+        crashed = world.orphaned.get(lid)
+        if outcome == "repaired" and crashed is not None and crashed != self.name:
+            world.stats["ledger repaired after its worker crashed"] += 1
+        if backoff_until is not None:
+            self._backoff[lid] = backoff_until
+            world.scheduler.at(backoff_until, self.wake)
+        self.busy = False
+        self.wake()
+
+    def _abort(self, job: Job, why: str) -> None:
+        now = self.world.scheduler.now
+        self._finish(job, f"failed ({why})", now + self.world.rng.randint(*BACKOFF_MS))
+
+    # ------------------------------------------------------------------ planning
+
+    def _next(self, job: Job) -> None:
+        """Read the mark and fresh metadata, then plan."""
+        if not self._alive(job):
+            return
+        job.mark = self.world.marks.get(job.ledger.ledger_id)
+        if job.mark is None:
+            self._finish(job, "mark gone")
+            return
+        self._read_metadata(job, lambda md, version: self._plan(job, md, version))
+
+    def _read_metadata(
+        self, job: Job, then: Callable[[LedgerMetadata, int], None], *, sync: bool = False
+    ) -> None:
+        """A metadata read: from a ZooKeeper follower, maybe stale (CAS catches that),
+        or after a ``sync`` (fresh: what deciding that nothing is left needs)."""
+        world, ledger = self.world, job.ledger
+
+        def arrive() -> None:
+            if not self._alive(job):
+                return
+            if world.faults.metadata_fail_p and world.rng.random() < world.faults.metadata_fail_p:
+                self._abort(job, "metadata read failed")
+                return
+            job.synced = sync
+            then(*ledger.read_metadata(self.name, stale=not sync))
+
+        world.scheduler.after(world.network.delay(), arrive)
+
+    def _plan(self, job: Job, md: LedgerMetadata, version: int) -> None:
+        if not self._alive(job):
+            return
+        world, mark = self.world, job.mark
+        if mark is None:
+            raise InvariantViolation("planning without a mark")
+        postponed = False
+        for repair in repairs(md, mark.missing):
+            if (repair.first, repair.bookie) in job.whole:
+                continue
+            if repair.is_open_last:
+                if repair.bookie not in world.down_since:
+                    continue  # back: the writer writes to it (or replaces it itself)
+                postponed = True
+                continue
+            if repair.bookie in world.down_since:
+                self._copy(job, md, repair)
+            else:
+                self._check_back(job, md, version, repair)
+            return
+        if postponed:
+            self._postponed(job, mark)
+            return
+        if not job.synced:
+            # Nothing left on metadata that may be stale (the ledger may have closed
+            # meanwhile, settling its last fragment): decide on fresh metadata.
+            world.stats["worker re-read metadata before clearing"] += 1
+            self._read_metadata(job, lambda md, v: self._plan(job, md, v), sync=True)
+            return
+        if world.marks.clear(job.ledger.ledger_id, mark.version):
+            job.ledger.checker.on_mark_cleared(mark.missing, self.name)
+            world.stats["mark cleared by a worker"] += 1
+            self._finish(job, "repaired")
+        else:
+            self._next(job)  # a bookie was merged into the mark meanwhile
+
+    def _postponed(self, job: Job, mark: SimMark) -> None:
+        world = self.world
+        grace_end = mark.marked_at + world.config.autorecovery.open_ledger_grace_ms
+        if world.scheduler.now < grace_end or job.recovered:
+            self._finish(job, "postponed (open ledger)", grace_end)
+            return
+        job.recovered = True
+        self._recoveries += 1
+        world.stats["open ledger recovered by a worker"] += 1
+
+        def done(result: RecoveryDone | None) -> None:
+            if not self._alive(job):
+                return
+            if result is None:
+                self._abort(job, "recovery failed")
+            else:
+                self._next(job)
+
+        name = f"{self.name}-rec{self._recoveries}"
+        recoverer = Recoverer(job.ledger, name, attempts_max=3, on_done=done)
+        job.ledger.recoverers.append(recoverer)
+        recoverer.start()
+
+    def _check_back(self, job: Job, md: LedgerMetadata, version: int, repair: Repair) -> None:
+        """``repair.bookie`` is up: ask what it stores; holding its share it stays."""
+        lid = job.ledger.ledger_id
+        share = set(_share(md, repair))
+
+        def answer(result: Any) -> None:
+            if not self._alive(job):
+                return
+            if not isinstance(result, list):
+                self._abort(job, "a named bookie did not answer")
+            elif share <= set(result):
+                job.whole.add((repair.first, repair.bookie))
+                self.world.stats["named bookie found whole"] += 1
+                self._plan(job, md, version)
+            else:
+                # It is up and lacks some entries: copy just those back to it (no swap,
+                # so no spare bookie is needed).
+                lacking = sorted(share - set(result))
+                self.world.stats["missing replicas copied back in place"] += 1
+
+                def copied() -> None:
+                    job.whole.add((repair.first, repair.bookie))
+                    self._plan(job, md, version)
+
+                self._copy_batch(job, md, repair, repair.bookie, lacking, 0, copied)
+
+        bookie_call(self.world, self.name, repair.bookie,
+                    lambda b, reply: reply(b.stored_ids(lid)), answer)  # fmt: skip
+
+    # ------------------------------------------------------------------ copying
+
+    def _copy(self, job: Job, md: LedgerMetadata, repair: Repair) -> None:
+        world = self.world
+        fragment = next(s for s in spans(md) if s.first == repair.first)
+        writable = [
+            b.bookie_id for b in world.bookie_list if b.bookie_id not in world.down_since
+            and not b.readonly
+        ]  # fmt: skip
+        try:
+            target = choose_target(fragment.bookies, repair.bookie, writable, world.rng)
+        except NotEnoughBookies:
+            self._abort(job, "no target")
+            return
+        wanted = list(_share(md, repair))
+
+        def copied() -> None:
+            self._read_metadata(job, lambda fresh, v: self._swap(job, fresh, v, repair, target))
+
+        self._copy_batch(job, md, repair, target, wanted, 0, copied)
+
+    def _copy_batch(
+        self, job: Job, md: LedgerMetadata, repair: Repair, target: str, wanted: list[int],
+        pos: int, copied: Callable[[], None],
+    ) -> None:  # fmt: skip
+        """Copy ``wanted[pos:]`` to ``target`` batch by batch, then ``copied()``."""
+        if not self._alive(job):
+            return
+        ids = wanted[pos : pos + COPY_BATCH_MAX]
+        if not ids:
+            copied()
+            return
+        sources = {
+            e: [b for b in md.write_set_bookies(e) if b not in (target, repair.bookie)]
+            + ([repair.bookie] if repair.bookie != target else [])
+            for e in ids
+        }
+
+        def write(records: list[Record]) -> None:
+            def on() -> None:
+                self._copy_batch(job, md, repair, target, wanted, pos + len(ids), copied)
+
+            self._write(job, target, records, on)
+
+        self._read_round(job, md, sources, {}, write)
+
+    def _read_round(
+        self,
+        job: Job,
+        md: LedgerMetadata,
+        sources: dict[int, list[str]],
+        found: dict[int, Record],
+        then: Callable[[list[Record]], None],
+    ) -> None:
+        """Read every entry not yet found from its next replica; entries of one replica
+        in one request."""
+        if not self._alive(job):
+            return
+        world, lid, key = self.world, job.ledger.ledger_id, job.ledger.key
+        wanted = [e for e in sources if e not in found]
+        if not wanted:
+            then([found[e] for e in sorted(found)])
+            return
+        by_source: dict[str, list[int]] = {}
+        for entry_id in wanted:
+            if not sources[entry_id]:
+                self._abort(job, "no readable replica")
+                return
+            by_source.setdefault(sources[entry_id].pop(0), []).append(entry_id)
+        pending = len(by_source)
+
+        def answered(ids: list[int], result: Any) -> None:
+            nonlocal pending
+            if isinstance(result, list):
+                for entry_id, record in zip(ids, result, strict=True):
+                    if record is not None and world.network.corrupt():
+                        record = corrupted(record)
+                    if record_usable(record, md, entry_id, key):
+                        found[entry_id] = record
+            pending -= 1
+            if pending == 0:
+                self._read_round(job, md, sources, found, then)
+
+        for source, ids in sorted(by_source.items()):
+            bookie_call(world, self.name, source,
+                        lambda b, reply, ids=ids: reply([b.read(lid, e) for e in ids]),
+                        lambda result, ids=ids: answered(ids, result))  # fmt: skip
+
+    def _write(
+        self, job: Job, target: str, records: list[Record], then: Callable[[], None]
+    ) -> None:
+        copies = tuple(replace(r, recovery=True) for r in records)
+
+        def done(result: Any) -> None:
+            if not self._alive(job):
+                return
+            ok = isinstance(result, AddResult) and not result.rejected
+            if ok and result.stored == len(copies):
+                self.world.stats["entries re-replicated"] += len(copies)
+                then()
+            else:
+                self._abort(job, "target did not store the copies")
+
+        bookie_call(self.world, self.name, target,
+                    lambda b, reply: b.submit_add(copies, reply), done,
+                    duplicable=True)  # fmt: skip
+
+    # ------------------------------------------------------------------ swapping
+
+    def _swap(
+        self, job: Job, fresh: LedgerMetadata, version: int, repair: Repair, target: str
+    ) -> None:
+        world, ledger = self.world, job.ledger
+        new = replace_bookie(fresh, repair.first, repair.bookie, target)
+        if new is None or not still_applies(fresh, repair):
+            world.stats["copy wasted: the repair no longer applied"] += 1
+            self._plan(job, fresh, version)
+            return
+
+        def arrive() -> None:
+            # A request already sent lands even if the worker died meanwhile.
+            if world.faults.metadata_fail_p and world.rng.random() < world.faults.metadata_fail_p:
+                if self._alive(job):
+                    self._read_metadata(job, lambda md, v: self._swap(job, md, v, repair, target))
+                return
+            ok = ledger.cell.compare_and_set(new, version)
+            if ok:
+                ledger.checker.on_swap(fresh, repair, target, self.name)
+            ledger.checker.after_metadata_write(self.name)
+            if not self._alive(job):
+                return
+            if ok:
+                world.stats["bookie swapped by a worker"] += 1
+                job.synced = True  # its own write: the newest metadata
+                self._plan(job, new, ledger.cell.version)
+            else:
+                world.stats["worker swap conflicted"] += 1
+                self._read_metadata(job, lambda md, v: self._swap(job, md, v, repair, target))
+
+        world.scheduler.after(world.network.delay(), arrive)
+
+
+def _share(md: LedgerMetadata, repair: Repair) -> list[int]:
+    last = repair.last if repair.last is not None else repair.first - 1
+    return list(entries_on(repair.first, last, repair.bookie_index, md.ensemble_size,
+                           md.write_quorum))  # fmt: skip
