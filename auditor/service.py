@@ -268,6 +268,12 @@ class Auditor:
             self.metrics.audits.labels(kind, "failed").inc()
             log.warning("%s check failed: %s", kind, exc)
             return False
+        except Exception:
+            # Our bug, not the world's: logged whole, and the check is retried (the
+            # auditor must never stop auditing silently).
+            self.metrics.audits.labels(kind, "failed").inc()
+            log.exception("%s check failed", kind)
+            return False
         finally:
             self.audit_running = False
         self.metrics.audits.labels(kind, "completed").inc()

@@ -4,8 +4,17 @@ audits on demand, stale marks, session loss, decommission."""
 
 from __future__ import annotations
 
-from tests.harness import Cluster, wait_for
-from tests.integration.auto_support import marks, start_auditor, wait_elected
+import threading
+import time
+
+from tests.harness import Cluster, expire_session, wait_for
+from tests.integration.auto_support import (
+    AuditorProc,
+    election_ids,
+    marks,
+    start_auditor,
+    wait_elected,
+)
 from tests.integration.gateway_support import Gateway, start_bookies, start_gateway, wait_writable
 
 FAST = ["--lost-bookie-delay", "1", "--audit-interval", "600"]
@@ -34,3 +43,119 @@ def test_killed_bookie_ledgers_are_marked_naming_it(cluster: Cluster, zk_client)
     bookies[victim].kill()
     found = wait_for(lambda: (m := marks(zk_client)) and set(m) == on_victim and m, 20, "marks")
     assert all(missing == [victim] for missing in found.values()), found
+
+
+def test_bookie_back_within_the_delay_causes_no_mark(cluster: Cluster, zk_client) -> None:  # type: ignore[no-untyped-def]
+    """A bookie killed and restarted before the lost-bookie delay ends: nothing is marked,
+    during the delay, after it, and after a full check."""
+    procs = start_bookies(cluster, 3)
+    gateway = start_gateway(cluster)
+    wait_writable(gateway, 3)
+    auditor = start_auditor(cluster, ["--lost-bookie-delay", "6", "--audit-interval", "600"])
+    wait_elected([auditor])
+    _closed_ledgers(gateway, 3)
+    killed_at = time.monotonic()
+    procs[0].kill()
+    procs[0].start()
+    procs[0].wait_healthy(30)
+    assert time.monotonic() - killed_at < 6, "the restart took longer than the delay"
+    # Watched over the whole delay (and a second more), not slept through.
+    while time.monotonic() < killed_at + 7:
+        assert marks(zk_client) == {}
+        time.sleep(0.2)
+    auditor.audit_and_wait()
+    assert marks(zk_client) == {}
+    assert auditor.status()["last_audit"]["marked"] == 0
+
+
+def _never_two_elected(auditors: list[AuditorProc], stop: threading.Event, seen: list) -> None:  # type: ignore[type-arg]
+    while not stop.is_set():
+        elected = [a.id for a in auditors if a.proc.alive() and a.elected()]
+        seen.append(elected)
+        time.sleep(0.05)
+
+
+def _watch_election(auditors: list[AuditorProc]) -> tuple[threading.Event, list, threading.Thread]:  # type: ignore[type-arg]
+    stop = threading.Event()
+    seen: list[list[str]] = []
+    thread = threading.Thread(target=_never_two_elected, args=(auditors, stop, seen), daemon=True)
+    thread.start()
+    return stop, seen, thread
+
+
+def test_failover_by_sigkill_of_the_leader(cluster: Cluster, zk_client) -> None:  # type: ignore[no-untyped-def]
+    """The elected auditor SIGKILLed together with a bookie: the standby is elected
+    within seconds (the session timeout) and marks the bookie's ledgers; two auditors
+    never both say they are elected."""
+    bookies = {p.address: p for p in start_bookies(cluster, 4)}
+    gateway = start_gateway(cluster)
+    wait_writable(gateway, 4)
+    auditors = [start_auditor(cluster, FAST) for _ in range(2)]
+    leader = wait_elected(auditors)
+    (standby,) = [a for a in auditors if a is not leader]
+    stop, seen, thread = _watch_election(auditors)
+    ledgers = _closed_ledgers(gateway, 4)
+    victim = ledgers[0]["fragments"][0]["bookies"][1]
+    on_victim = {m["ledger_id"] for m in ledgers if victim in m["fragments"][0]["bookies"]}
+    leader.proc.kill()
+    bookies[victim].kill()
+    killed_at = time.monotonic()
+    wait_for(standby.elected, 20, "the standby elected")
+    took_s = time.monotonic() - killed_at
+    wait_for(lambda: set(marks(zk_client)) == on_victim, 20, "the standby's marks")
+    stop.set()
+    thread.join(5)
+    assert took_s < 10, took_s
+    assert all(len(elected) <= 1 for elected in seen)
+    assert election_ids(zk_client) == [standby.id]
+
+
+def test_failover_by_session_expiry_of_the_leader(cluster: Cluster, zk_client, zookeeper) -> None:  # type: ignore[no-untyped-def]
+    """The elected auditor's ZooKeeper session forced to expire: the standby is elected,
+    the old leader runs again as a standby (never both elected), and the new leader
+    marks a bookie lost afterwards."""
+    bookies = {p.address: p for p in start_bookies(cluster, 4)}
+    gateway = start_gateway(cluster)
+    wait_writable(gateway, 4)
+    auditors = [start_auditor(cluster, FAST, expose_session=True) for _ in range(2)]
+    leader = wait_elected(auditors)
+    (standby,) = [a for a in auditors if a is not leader]
+    stop, seen, thread = _watch_election(auditors)
+    session = leader.status()["session"]
+    expire_session(zookeeper.connect_string, session["id"], bytes.fromhex(session["password"]))
+    wait_for(standby.elected, 20, "the standby elected")
+    wait_for(lambda: election_ids(zk_client) == [standby.id, leader.id], 20, "both candidates")
+    ledgers = _closed_ledgers(gateway, 4)
+    victim = ledgers[0]["fragments"][0]["bookies"][2]
+    on_victim = {m["ledger_id"] for m in ledgers if victim in m["fragments"][0]["bookies"]}
+    bookies[victim].kill()
+    wait_for(lambda: set(marks(zk_client)) == on_victim, 20, "the new leader's marks")
+    stop.set()
+    thread.join(5)
+    assert all(len(elected) <= 1 for elected in seen)
+    assert not leader.elected() and standby.elected()
+
+
+def test_session_loss_of_the_only_auditor_is_survived(
+    cluster: Cluster, zk_client, zookeeper
+) -> None:  # type: ignore[no-untyped-def]
+    """An auditor whose session expires is elected again once reconnected (a new node)
+    and still marks a lost bookie's ledgers afterwards (no silent stall)."""
+    bookies = {p.address: p for p in start_bookies(cluster, 4)}
+    gateway = start_gateway(cluster)
+    wait_writable(gateway, 4)
+    auditor = start_auditor(cluster, FAST, expose_session=True)
+    wait_elected([auditor])
+    first = auditor.status()["session"]
+    expire_session(zookeeper.connect_string, first["id"], bytes.fromhex(first["password"]))
+    wait_for(
+        lambda: auditor.status()["session"]["id"] != first["id"] and auditor.elected(),
+        30,
+        "elected again in a new session",
+    )
+    assert election_ids(zk_client) == [auditor.id]
+    ledgers = _closed_ledgers(gateway, 3)
+    victim = ledgers[0]["fragments"][0]["bookies"][0]
+    on_victim = {m["ledger_id"] for m in ledgers if victim in m["fragments"][0]["bookies"]}
+    bookies[victim].kill()
+    wait_for(lambda: set(marks(zk_client)) == on_victim, 20, "marks after the session loss")
