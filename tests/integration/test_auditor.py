@@ -4,18 +4,30 @@ audits on demand, stale marks, session loss, decommission."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
+import httpx
+
+from services.protocol.metadata import LedgerMetadata
+from services.zk import paths as zkpaths
 from tests.harness import Cluster, expire_session, wait_for
 from tests.integration.auto_support import (
     AuditorProc,
+    decommission_state,
     election_ids,
     marks,
     start_auditor,
     wait_elected,
 )
-from tests.integration.gateway_support import Gateway, start_bookies, start_gateway, wait_writable
+from tests.integration.gateway_support import (
+    Gateway,
+    metric_value,
+    start_bookies,
+    start_gateway,
+    wait_writable,
+)
 
 FAST = ["--lost-bookie-delay", "1", "--audit-interval", "600"]
 
@@ -159,3 +171,73 @@ def test_session_loss_of_the_only_auditor_is_survived(
     on_victim = {m["ledger_id"] for m in ledgers if victim in m["fragments"][0]["bookies"]}
     bookies[victim].kill()
     wait_for(lambda: set(marks(zk_client)) == on_victim, 20, "marks after the session loss")
+
+
+def test_audit_on_demand_finds_a_deleted_replica(cluster: Cluster, zk_client) -> None:  # type: ignore[no-untyped-def]
+    """A ledger's replica deleted on one (live) bookie is found by the next full check,
+    asked for with POST /v1/audit, and marked naming that bookie; the other ledgers are
+    not marked, and the gauge counts the mark."""
+    start_bookies(cluster, 3)
+    gateway = start_gateway(cluster)
+    wait_writable(gateway, 3)
+    auditor = start_auditor(cluster, FAST)
+    wait_elected([auditor])
+    ledgers = _closed_ledgers(gateway, 3)
+    target = ledgers[1]
+    bookie = target["fragments"][0]["bookies"][1]
+    r = httpx.delete(f"http://{bookie}/v1/ledgers/{target['ledger_id']}", timeout=10)
+    assert r.status_code in (200, 204), r.text
+    status = auditor.audit_and_wait()
+    assert marks(zk_client) == {target["ledger_id"]: [bookie]}
+    assert status["last_audit"]["kind"] == "full" and status["last_audit"]["ledgers"] == 3
+    assert metric_value(auditor.http.get("/metrics").text, "quire_underreplicated_ledgers") == 1
+
+
+def test_stale_mark_is_cleared_by_the_next_audit(cluster: Cluster, zk_client) -> None:  # type: ignore[no-untyped-def]
+    """A mark naming a bookie that is back, on a ledger whose replicas are all whole, is
+    deleted by the next full check, and the gauge follows the marks (never stale)."""
+    start_bookies(cluster, 3)
+    gateway = start_gateway(cluster)
+    wait_writable(gateway, 3)
+    auditor = start_auditor(cluster, FAST)
+    wait_elected([auditor])
+    (ledger,) = _closed_ledgers(gateway, 1)
+    lid, bookie = ledger["ledger_id"], ledger["fragments"][0]["bookies"][0]
+    doc = {"missing_bookies": [bookie], "marked_at": 1}
+    zk_client.create(zkpaths.under_replicated(lid), json.dumps(doc).encode(), makepath=True)
+    assert metric_value(auditor.http.get("/metrics").text, "quire_underreplicated_ledgers") == 1
+    status = auditor.audit_and_wait()
+    assert marks(zk_client) == {}
+    assert status["last_audit"]["cleared"] == 1
+    assert metric_value(auditor.http.get("/metrics").text, "quire_underreplicated_ledgers") == 0
+
+
+def test_decommission_ends_decommissioned(cluster: Cluster, zk_client) -> None:  # type: ignore[no-untyped-def]
+    """A decommission request on a bookie that is up: its ledgers are marked naming it;
+    once no fragment names it (the test rewrites the metadata as a worker would), the
+    next check sets it decommissioned."""
+    procs = start_bookies(cluster, 4)
+    gateway = start_gateway(cluster)
+    wait_writable(gateway, 4)
+    auditor = start_auditor(cluster, FAST)
+    wait_elected([auditor])
+    ledgers = [gateway.close(gateway.create(ensemble_size=3, write_quorum=3, ack_quorum=2)
+                             ["ledger_id"]) for _ in range(4)]  # fmt: skip
+    bookie = ledgers[0]["fragments"][0]["bookies"][0]
+    on_bookie = {m["ledger_id"] for m in ledgers if bookie in m["fragments"][0]["bookies"]}
+    doc = {"state": "decommissioning", "requested_at": 1}
+    zk_client.create(zkpaths.decommission(bookie), json.dumps(doc).encode(), makepath=True)
+    found = wait_for(lambda: (m := marks(zk_client)) and set(m) == on_bookie and m, 20, "marks")
+    assert all(missing == [bookie] for missing in found.values())
+    assert decommission_state(zk_client, bookie) == "decommissioning"
+    everyone = {p.address for p in procs}
+    for lid in on_bookie:  # what a worker does: swap the bookie out, delete the mark
+        data, stat = zk_client.get(zkpaths.ledger(lid))
+        metadata = LedgerMetadata.from_json(data)
+        spare = sorted(everyone - set(metadata.fragments[0].bookies))[0]
+        swapped = metadata.replace_bookie(0, bookie, spare)
+        zk_client.set(zkpaths.ledger(lid), swapped.to_json(), stat.version)
+        zk_client.delete(zkpaths.under_replicated(lid))
+    auditor.audit_and_wait()
+    assert decommission_state(zk_client, bookie) == "decommissioned"
+    assert marks(zk_client) == {}
