@@ -31,8 +31,9 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 
+from auditor.audit import FULL
 from auditor.metrics import AuditorMetrics
-from auditor.service import FULL, Auditor
+from auditor.service import Auditor
 from services.errors import MetadataUnavailable, Unauthorized, Unavailable
 from services.settings import AuditorSettings
 from services.web.app import new_app
