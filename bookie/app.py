@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from bookie.fastpath import AddFastPath
 from bookie.metrics import BookieMetrics
 from bookie.node import BookieNode
-from bookie.routes import admin, entries, ledgers
+from bookie.routes import admin, entries, ledgers, stored
 from services.errors import Unauthorized
 from services.settings import BookieSettings
 from services.web.app import new_app
@@ -181,6 +181,7 @@ def create_app(settings: BookieSettings) -> FastAPI:
     app.include_router(entries.router)
     app.include_router(ledgers.router)
     app.include_router(ledgers.batch_router)
+    app.include_router(stored.router)
     app.include_router(admin.router)
     # The last middleware added is the outermost: the secret is checked first.
     app.add_middleware(AddFastPath, node=lambda: app.state.node)

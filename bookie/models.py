@@ -17,6 +17,9 @@ from services.limits import (
     ENTRY_SIZE_MAX_BYTES,
     ID_MAX,
     LAC_BATCH_MAX,
+    STORED_BATCH_MAX,
+    STORED_RUNS_MAX,
+    STORED_SAMPLE_ENTRIES_MAX,
 )
 from services.web.errors import error_response
 from services.wire.framing import MEDIA_TYPE
@@ -118,6 +121,52 @@ class BookieInfo(BaseModel):
     free_ratio: float = Field(description="Free fraction of the data dir's disk at the last check")
     readonly_free_ratio: float = Field(description="The read-only threshold in force")
     journal_sync: bool = Field(description="Whether adds are fsynced before the answer")
+    ledgers: int = Field(description="Ledgers this bookie knows (with entries or flags)")
+    free_bytes: int = Field(description="Free bytes of the data dir's disk at the last check")
+    total_bytes: int = Field(description="Size in bytes of the data dir's disk")
+
+
+class StoredLedger(BaseModel):
+    """Which entries of one ledger this bookie stores, and the digest checks asked for."""
+
+    ledger_id: int = Field(description="The ledger's id")
+    known: bool | None = Field(
+        default=None,
+        description="Only in bulk answers: false when this bookie knows nothing of the ledger",
+    )
+    ranges: list[tuple[int, int]] = Field(
+        description=(
+            "Maximal runs [first, last] of consecutive entry ids stored, ascending; at most "
+            f"{STORED_RUNS_MAX} (then `truncated`)"
+        )
+    )
+    entries: int = Field(description="Entries stored (all of them, also when truncated)")
+    last_entry_id: int = Field(description="Highest entry id stored (-1: none)")
+    fenced: bool = Field(description="True once the ledger was fenced on this bookie")
+    checked: int = Field(description="Entries re-checked against their digests")
+    corrupt: list[int] = Field(description="Ids of checked entries that fail their check")
+    truncated: bool | None = Field(
+        default=None, description="Present (true) only when `ranges` or `corrupt` was cut"
+    )
+
+
+class StoredBatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    ledger_ids: list[Annotated[int, Field(ge=0, le=ID_MAX, strict=True)]] = Field(
+        min_length=1, max_length=STORED_BATCH_MAX, description="The ledgers asked about"
+    )
+    verify: Literal["none", "sample"] = Field(
+        default="none",
+        description=(
+            f"sample: digest-check at most {STORED_SAMPLE_ENTRIES_MAX} entries of each "
+            "ledger (first, last, evenly spaced between)"
+        ),
+    )
+
+
+class StoredBatchResult(BaseModel):
+    ledgers: list[StoredLedger] = Field(description="One answer per id asked, in that order")
 
 
 BINARY_SCHEMA = {"type": "string", "format": "binary"}

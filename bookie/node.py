@@ -92,6 +92,8 @@ class BookieNode:
         self.readonly_free_ratio = settings.readonly_free_ratio
         self.readonly = False
         self.free_ratio = 1.0
+        self.free_bytes = 0
+        self.total_bytes = 0
         self.instance_id = ""
         self.index = LedgerIndex()
         self.store: MetadataStore | None = None
@@ -335,6 +337,7 @@ class BookieNode:
         """Measure free space; switch read-only when it falls under the threshold and
         back when it is there again; publish the state in ZooKeeper."""
         usage = shutil.disk_usage(self.data_dir)
+        self.free_bytes, self.total_bytes = usage.free, usage.total
         self.free_ratio = usage.free / usage.total if usage.total else 0.0
         readonly = self.free_ratio < self.readonly_free_ratio
         if readonly != self.readonly:
@@ -381,4 +384,7 @@ class BookieNode:
             "free_ratio": self.free_ratio,
             "readonly_free_ratio": self.readonly_free_ratio,
             "journal_sync": self.journal_sync,
+            "ledgers": len(self.index),
+            "free_bytes": self.free_bytes,
+            "total_bytes": self.total_bytes,
         }

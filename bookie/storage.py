@@ -271,6 +271,12 @@ class Reader:
     def executor(self) -> ThreadPoolExecutor:
         return self._executor
 
+    @property
+    def engine(self) -> Engine:
+        """The read-only engine, for queries of other modules (``bookie.stored``) that
+        run in ``executor``."""
+        return self._engine
+
     def close(self) -> None:
         self._executor.shutdown(wait=True)
         self._engine.dispose()

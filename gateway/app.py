@@ -17,10 +17,11 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from gateway.admin import AdminService
 from gateway.auth import TokenMiddleware
 from gateway.context import GatewayContext
 from gateway.metrics import GatewayMetrics
-from gateway.routes import ledgers
+from gateway.routes import admin, ledgers
 from gateway.service import Gateway
 from services.bookie_client import BookieClientPool
 from services.errors import MetadataUnavailable
@@ -32,13 +33,15 @@ from services.web.routes import add_health_route, add_metrics_route
 from services.zk.ledger_store import LedgerStore
 from services.zk.registry import BookieRegistry
 from services.zk.store import MetadataStore
+from services.zk.underreplication import UnderReplicationStore
 
 log = logging.getLogger(__name__)
 
 REGISTRY_RETRY_DELAY_S = 1.0
 
 DESCRIPTION = """The public API of a Quire gateway: ledgers (quorum writes, fencing, recovery,
-reads) — see API.md. Errors are `{"error": CODE, "message": TEXT}`. When the gateway runs
+reads) and the Admin API (cluster, bookies, under-replication, decommission) — see
+API.md. Errors are `{"error": CODE, "message": TEXT}`. When the gateway runs
 with `--api-token`, every `/v1/` call needs `Authorization: Bearer <token>`; `/v1/admin/`
 calls need the admin token when `--admin-token` is set."""
 
@@ -51,14 +54,20 @@ TOKEN_SCHEME = {
 
 
 async def _connect(
-    app: FastAPI, gateway: Gateway, store: MetadataStore, registry: BookieRegistry
+    app: FastAPI,
+    gateway: Gateway,
+    store: MetadataStore,
+    registry: BookieRegistry,
+    admin_service: AdminService,
 ) -> None:
     """Connect to ZooKeeper (retrying with back-off), start the bookie registry view
-    (retried too), then publish the gateway to the routes."""
+    and create the auto-recovery znodes (retried too), then publish the gateway and
+    the admin API to the routes."""
     try:
         await store.start_retrying()
         while True:
             try:
+                await admin_service.replication.ensure_paths()
                 await registry.start()
                 break
             except (MetadataUnavailable, TimeoutError) as exc:
@@ -72,6 +81,7 @@ async def _connect(
         log.exception("the gateway could not start; it stays unready")
         raise
     app.state.metadata_store = store
+    app.state.admin = admin_service
     app.state.gateway = gateway
     log.info("gateway ready")
 
@@ -97,16 +107,23 @@ def create_app(settings: GatewaySettings) -> FastAPI:
             rng=random.Random(),
         )
         gateway = Gateway.build(ctx)
+        admin_service = AdminService(
+            store,
+            UnderReplicationStore(store),
+            registry,
+            lambda bookie_id: pool.get(bookie_id, registry.address_of(bookie_id)),
+        )
         # Serve at once (/health 503, /metrics) and connect in the background: the
         # routes see the gateway (and /health says 200) once ZooKeeper answered and the
         # registry view started; until then a /v1/ call is 503 unavailable.
         connecting = asyncio.create_task(
-            _connect(app, gateway, store, registry), name="gateway-connect"
+            _connect(app, gateway, store, registry, admin_service), name="gateway-connect"
         )
         try:
             yield
         finally:
             app.state.gateway = None
+            app.state.admin = None
             app.state.metadata_store = None
             connecting.cancel()
             await asyncio.gather(connecting, return_exceptions=True)
@@ -125,6 +142,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     )
     install_openapi(app, "bearerToken", TOKEN_SCHEME)
     app.state.gateway = None
+    app.state.admin = None
     app.state.metadata_store = None
     install_error_handlers(app)
 
@@ -135,6 +153,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     add_health_route(app, ready)
     add_metrics_route(app, metrics.registry)
     app.include_router(ledgers.router)
+    app.include_router(admin.router)
     app.add_middleware(
         TokenMiddleware, api_token=settings.api_token, admin_token=settings.admin_token
     )

@@ -30,3 +30,14 @@ LAC_WAIT_MAX_MS = 30_000
 
 # Explicit LAC updates: the most ledgers in one request to a bookie.
 LAC_BATCH_MAX = 10_000
+
+# Stored-entry reports (bookie/API.md `/v1/ledgers/{id}/stored`, `/v1/stored`): the most
+# ledgers one bulk request asks about, the most runs of consecutive entry ids listed
+# for one ledger, and for a whole bulk answer (its JSON stays well under the client's
+# 32 MiB answer bound); past these the list is cut and says `truncated`.
+STORED_BATCH_MAX = 1_000
+STORED_RUNS_MAX = 100_000
+STORED_BATCH_RUNS_MAX = 500_000
+# verify=sample digest-checks at most this many entries of a ledger: the first, the
+# last and evenly spaced ones between.
+STORED_SAMPLE_ENTRIES_MAX = 16

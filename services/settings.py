@@ -152,7 +152,7 @@ class GatewaySettings(CommonSettings):
         10_000, ge=1, le=600_000, description="time-out of one request to a bookie"
     )
     bookie_add_timeout_ms: int = Field(
-        1_000,
+        800,
         ge=1,
         le=600_000,
         description="time-out of one add request to a bookie; a bookie that does not answer "
@@ -169,6 +169,7 @@ class AuditorSettings(CommonSettings):
     audit_verify: str = Field(
         "sample", description="replica check of the full audit: none, sample or all entries"
     )
+
     @field_validator("audit_verify")
     @classmethod
     def _audit_verify(cls, value: str) -> str:

@@ -4,7 +4,13 @@ asyncio streams), ``client`` (one bookie's calls), ``results`` (what its answers
 
 from services.bookie_client.client import BookieClient
 from services.bookie_client.pool import BookieClientPool
-from services.bookie_client.results import AddResult, EntryResult, LacInfo, RangeResult
+from services.bookie_client.results import (
+    AddResult,
+    EntryResult,
+    LacInfo,
+    RangeResult,
+    StoredInfo,
+)
 
 __all__ = [
     "AddResult",
@@ -13,4 +19,5 @@ __all__ = [
     "EntryResult",
     "LacInfo",
     "RangeResult",
+    "StoredInfo",
 ]

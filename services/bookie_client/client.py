@@ -46,10 +46,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from services.bookie_client.results import AddResult, EntryResult, LacInfo, RangeResult
+from services.bookie_client.answers import error_for, parse_lac, parse_stored
+from services.bookie_client.results import (
+    AddResult,
+    EntryResult,
+    LacInfo,
+    RangeResult,
+    StoredInfo,
+)
 from services.bookie_client.transport import (
     CONNECT_TIMEOUT_S,
     CONNECTIONS_MAX,
@@ -61,14 +68,9 @@ from services.bookie_client.transport import (
 )
 from services.errors import (
     BookieUnavailable,
-    Conflict,
     InvalidArgument,
-    MethodNotAllowed,
-    NotFound,
     PayloadTooLarge,
     QuireError,
-    Unauthorized,
-    error_for_code,
 )
 from services.limits import (
     BATCH_ENTRIES_MAX,
@@ -77,6 +79,7 @@ from services.limits import (
     LIST_LIMIT_MAX,
     PAGE_BYTES_MAX,
     PAGE_ENTRIES_MAX,
+    STORED_BATCH_MAX,
 )
 from services.wire import framing
 
@@ -95,7 +98,7 @@ INSTANCE_HEADER = "x-quire-bookie-instance"
 
 
 class BookieClient:
-    """One bookie's API: adds, reads, LAC, fence, delete, list, info."""
+    """One bookie's API: adds, reads, LAC, fence, delete, list, stored entries, info."""
 
     def __init__(
         self,
@@ -300,6 +303,57 @@ class BookieClient:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise self._malformed("list ledgers", exc) from exc
 
+    async def stored(
+        self, ledger_id: int, verify: str = "none", timeout_s: float | None = None
+    ) -> StoredInfo:
+        """Which entries of the ledger this bookie stores, as runs of entry ids; with
+        ``verify`` "sample" or "all" it also digest-checks a bounded sample or every
+        entry. ``LedgerNotFound`` when the bookie knows nothing of it. ``timeout_s``
+        bounds the call instead of ``request_timeout_s`` (a full check of a large
+        ledger reads all of it)."""
+        if verify not in ("none", "sample", "all"):
+            raise InvalidArgument(f"verify must be none, sample or all, not {verify!r}")
+        what = f"stored entries of {ledger_id}"
+        doc = await self._json(
+            "GET",
+            f"/v1/ledgers/{int(ledger_id)}/stored?verify={verify}",
+            what=what,
+            timeout_s=timeout_s,
+        )
+        return self._stored(doc, what)
+
+    async def stored_many(
+        self, ledger_ids: Sequence[int], verify: str = "none", timeout_s: float | None = None
+    ) -> list[StoredInfo]:
+        """``stored`` for many ledgers in one request (1 to STORED_BATCH_MAX ids; an empty
+        list asks nothing), in the order asked; a ledger the bookie does not know comes
+        back with ``known`` False. ``verify`` is "none" or "sample"."""
+        if not ledger_ids:
+            return []
+        if len(ledger_ids) > STORED_BATCH_MAX:
+            raise InvalidArgument(
+                f"{len(ledger_ids)} ledgers in one request; the limit is {STORED_BATCH_MAX}"
+            )
+        if verify not in ("none", "sample"):
+            raise InvalidArgument(f"verify must be none or sample, not {verify!r}")
+        what = f"stored entries of {len(ledger_ids)} ledgers"
+        body = json.dumps({"ledger_ids": [int(i) for i in ledger_ids], "verify": verify})
+        doc = await self._json(
+            "POST",
+            "/v1/stored",
+            body.encode(),
+            content_type="application/json",
+            what=what,
+            timeout_s=timeout_s,
+        )
+        items = doc.get("ledgers")
+        if not isinstance(items, list) or len(items) != len(ledger_ids):
+            raise self._malformed(what, ValueError("not one answer per ledger asked"))
+        out = [self._stored(item, what) for item in items]
+        if [info.ledger_id for info in out] != [int(i) for i in ledger_ids]:
+            raise self._malformed(what, ValueError("answers not in the order asked"))
+        return out
+
     async def info(self) -> dict[str, Any]:
         """The bookie's id, address, state (writable/readonly), instance id, disk ratios."""
         return await self._json("GET", "/v1/info", what="info")
@@ -356,31 +410,9 @@ class BookieClient:
         """The ``QuireError`` for an error answer (API.md: ``{"error", "message"}``), with
         the answering bookie's instance id in ``bookie_instance_id`` (None if absent):
         recovery must not count a "not found" from a reformatted bookie as missing."""
-        error = self._error_class(response, what)
+        error = error_for(response.status, response.body, f"bookie {self.address}: {what}")
         error.bookie_instance_id = response.headers.get(INSTANCE_HEADER)  # type: ignore[attr-defined]
         return error
-
-    def _error_class(self, response: HttpResponse, what: str) -> QuireError:
-        status = response.status
-        code = message = None
-        try:
-            doc = json.loads(response.body)
-            if isinstance(doc, dict) and isinstance(doc.get("error"), str):
-                code, message = doc["error"], doc.get("message")
-        except ValueError:
-            pass
-        if code is not None:
-            cls = error_for_code(code)
-            if status >= 500 and cls is QuireError:
-                # "internal" or a code we do not know: the bookie failed.
-                cls = BookieUnavailable
-            return cls(f"bookie {self.address}: {what}: {message or code}")
-        if status >= 500:
-            return BookieUnavailable(
-                f"bookie {self.address}: {what}: HTTP {status} without an error body"
-            )
-        cls = _BY_STATUS.get(status, QuireError)
-        return cls(f"bookie {self.address}: {what}: HTTP {status}")
 
     def _decode(self, body: bytes, what: str, max_records: int = 1) -> list[framing.Record]:
         try:
@@ -388,30 +420,17 @@ class BookieClient:
         except QuireError as exc:
             raise self._malformed(what, exc) from exc
 
-    def _lac(self, doc: dict, what: str) -> LacInfo:
+    def _lac(self, doc: dict[str, Any], what: str) -> LacInfo:
         try:
-            instance = doc.get("instance_id")
-            return LacInfo(
-                int(doc["ledger_id"]),
-                int(doc["lac"]),
-                int(doc["last_entry_id"]),
-                bool(doc["fenced"]),
-                int(doc.get("length", -1)),
-                int(doc.get("lac_length", -1)),
-                None if instance is None else str(instance),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
+            return parse_lac(doc)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise self._malformed(what, exc) from exc
+
+    def _stored(self, doc: Any, what: str) -> StoredInfo:
+        try:
+            return parse_stored(doc)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise self._malformed(what, exc) from exc
 
     def _malformed(self, what: str, exc: Exception) -> BookieUnavailable:
         return BookieUnavailable(f"bookie {self.address}: {what}: malformed answer ({exc})")
-
-
-_BY_STATUS: dict[int, type[QuireError]] = {
-    400: InvalidArgument,
-    401: Unauthorized,
-    404: NotFound,
-    405: MethodNotAllowed,
-    409: Conflict,
-    413: PayloadTooLarge,
-}

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
+from services.limits import ID_MAX
 from services.wire import framing
 
 
@@ -51,3 +53,28 @@ class LacInfo:
     length: int = -1
     lac_length: int = -1
     instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredInfo:
+    """Which entries of a ledger a bookie stores (``BookieClient.stored``): the maximal
+    runs ``(first, last)`` of consecutive entry ids, ascending; how many entries; the
+    last one (-1: none); the fenced flag; how many entries it digest-checked and the
+    ids that failed. ``known`` is False when the bookie knows nothing of the ledger;
+    ``truncated`` when the bookie cut ``ranges`` (or ``corrupt``): then ``holds`` sees
+    only the listed runs, while ``entries`` and ``last_entry_id`` still count all."""
+
+    ledger_id: int
+    known: bool
+    ranges: tuple[tuple[int, int], ...]
+    entries: int
+    last_entry_id: int
+    fenced: bool
+    checked: int = 0
+    corrupt: tuple[int, ...] = ()
+    truncated: bool = False
+
+    def holds(self, entry_id: int) -> bool:
+        """Whether ``entry_id`` is in one of the listed runs."""
+        k = bisect_right(self.ranges, (entry_id, ID_MAX)) - 1
+        return k >= 0 and self.ranges[k][0] <= entry_id <= self.ranges[k][1]

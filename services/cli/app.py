@@ -8,8 +8,8 @@ which sub-apps import, so there is no import cycle).
 
 Commands: ``quire up`` (a local cluster, ``services/cluster/local.py``), ``quire
 ledger ...`` (``services/cli/ledger.py``), ``quire bench``
-(``services/bench/run.py``) and ``quire bookie format``. The log and admin
-commands come with the issues that build them.
+(``services/bench/run.py``), ``quire bookie format`` and ``quire admin ...``
+(``services/cli/admin.py``). The log commands come with the issue that builds them.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Annotated
 
 import typer
 
+from services.cli.admin import admin_app
 from services.cli.bench import bench_command
 from services.cli.bookie import bookie_app
 from services.cli.common import DEFAULT_GATEWAY, GlobalOptions
@@ -36,6 +37,7 @@ app = typer.Typer(
 app.command("up")(up)
 app.add_typer(bookie_app, name="bookie")
 app.add_typer(ledger_app, name="ledger")
+app.add_typer(admin_app, name="admin")
 app.command("bench")(bench_command)
 
 

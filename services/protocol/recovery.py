@@ -376,6 +376,7 @@ class LedgerRecovery:
     def _on_adds_done(self, event: BookieAddsDone) -> list[Effect]:
         if self.phase is not RecoveryPhase.READING:
             return []
+        self._writebacks.answered(event.bookie)
         for entry_id in event.stored:
             self._writebacks.stored(event.bookie, entry_id)
         more: list[Effect] = []

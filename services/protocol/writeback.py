@@ -20,6 +20,14 @@ Memory: the records found past the floor are kept until the close (they may have
 to be re-sent); there are at most as many as the old writer had in flight. At
 most ``in_flight_max`` entries have a write-back outstanding at a time; the others
 wait, in entry-id order, and go out as answers come back (``send`` again).
+
+One add request per bookie is outstanding at a time: what becomes ready for a bookie
+while its request is out waits and goes in the next request, as one batch. Recovery
+finds entries one by one (read forward), and a request per entry and bookie would
+queue up on a slow bookie until its requests time out one after the other, each
+counted as a failure, so a bookie that is merely slow would be taken out and, with
+no spare bookie, the recovery could never finish (simulator seed 35049: E=Qw=Qa=4 on
+four bookies, one of them committing one request at a time).
 """
 
 from __future__ import annotations
@@ -53,6 +61,7 @@ class WriteBacks:
         self._failures: dict[str, int] = {}
         self.changes = 0
         self._entries: dict[int, _WriteBack] = {}
+        self._busy: set[str] = set()  # bookies with an add request outstanding
 
     def add(self, record: Record) -> None:
         self._entries[record.entry_id] = _WriteBack(replace(record, recovery=True))
@@ -107,12 +116,19 @@ class WriteBacks:
             for bookie in self.metadata.write_set_bookies(entry_id):
                 if bookie in self.failed or bookie in wb.sent_to or bookie in wb.stored_on:
                     continue
+                if bookie in self._busy and bookie not in batches:
+                    continue
                 wb.sent_to.add(bookie)
                 batches.setdefault(bookie, []).append(wb.record)
                 sent = True
             if sent and not outstanding:
                 in_flight += 1
+        self._busy.update(batches)
         return [SendAdds(bookie, tuple(records)) for bookie, records in batches.items()]
+
+    def answered(self, bookie: str) -> None:
+        """``bookie`` answered its add request (stored or rejected): it may get the next."""
+        self._busy.discard(bookie)
 
     def stored(self, bookie: str, entry_id: int) -> None:
         wb = self._entries.get(entry_id)
@@ -122,6 +138,7 @@ class WriteBacks:
     def failed_on(self, bookie: str) -> list[SendAdds]:
         """``bookie`` failed a write-back: send it again what it lacks, or, after
         ``attempts_max`` failures, take it out for the rest of the recovery."""
+        self._busy.discard(bookie)
         for wb in self._entries.values():
             wb.sent_to.discard(bookie)
         if bookie in self.failed:

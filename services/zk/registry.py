@@ -4,6 +4,11 @@ A children watch keeps the set of registered bookies current; each bookie's
 JSON (address, state) is read when it appears and re-read on changes, so the
 writer knows which bookies are writable (placement, ensemble changes) and
 where each one is reached.
+
+Bookies being decommissioned (a node under ``/decommission``, API.md "Admin") are
+never ``writable``: a children watch keeps that set current too, so no new ensemble
+or ensemble change picks them. ``exclude`` applies a decommission this process just
+requested at once, before its own watch reports the node.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass
 
 from services.zk import paths as zkpaths
 from services.zk.store import MetadataStore, Versioned
+from services.zk.underreplication import UnderReplicationStore
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +40,10 @@ class BookieRegistry:
         self._watched: set[str] = set()
         self._listeners: list[Callable[[], None]] = []
         self._ready = asyncio.Event()
+        # Bookie ids with a /decommission node, and those this process requested that
+        # the watch has not reported yet.
+        self.decommissioned: set[str] = set()
+        self._excluded_early: set[str] = set()
 
     def add_listener(self, callback: Callable[[], None]) -> None:
         """``callback()`` on the loop whenever the set or a state changes."""
@@ -41,12 +51,29 @@ class BookieRegistry:
 
     async def start(self) -> None:
         await self.store.ensure_path(zkpaths.BOOKIES)
+        await self.store.ensure_path(zkpaths.DECOMMISSION)
+        UnderReplicationStore(self.store).watch_decommissions(self._on_decommissions)
         self.store.watch_children(zkpaths.BOOKIES, self._on_children)
         await asyncio.wait_for(self._ready.wait(), 30)
 
     @property
     def writable(self) -> list[str]:
-        return sorted(b for b, info in self.bookies.items() if info.state == "writable")
+        """Registered writable bookies that are not being (or were not) decommissioned."""
+        excluded = self.decommissioned | self._excluded_early
+        return sorted(
+            b for b, info in self.bookies.items() if info.state == "writable" and b not in excluded
+        )
+
+    def exclude(self, bookie_id: str) -> None:
+        """Leave ``bookie_id`` out of ``writable`` from now on (its decommission was just
+        requested; the watch confirms it)."""
+        self._excluded_early.add(bookie_id)
+        self._notify()
+
+    def _on_decommissions(self, children: list[str]) -> None:
+        self.decommissioned = set(children)
+        self._excluded_early -= self.decommissioned
+        self._notify()
 
     def address_of(self, bookie_id: str) -> str:
         info = self.bookies.get(bookie_id)

@@ -1,17 +1,138 @@
-"""Helpers of the auto-recovery integration tests: auditor (and replicator) processes seen
-through HTTP, and ZooKeeper inspection of the marks, the election and decommissions."""
+"""Helpers of the auto-recovery integration tests: start an auditor (seen through HTTP)
+or a replication worker, mark ledgers under-replicated directly in ZooKeeper (no
+auditor needed), read marks, the election, decommissions, ledger metadata and each
+bookie's replicas directly."""
 
 from __future__ import annotations
 
 import json
 import os
+import time
+from collections.abc import Callable, Collection
 
 import httpx
 from kazoo.client import KazooClient
 
 from services.cluster.processes import ServiceProcess
+from services.protocol.metadata import LedgerMetadata
+from services.wire import framing
 from services.zk import paths as zkpaths
 from tests.harness import Cluster, wait_for
+
+
+def start_replicator(cluster: Cluster, extra_args: list[str] | None = None) -> ServiceProcess:
+    """A replication worker of the cluster (waits for /health 200)."""
+    return cluster.start("replicator", extra_args or [])
+
+
+def replicator_status(proc: ServiceProcess) -> dict:
+    r = httpx.get(f"{proc.url}/v1/status", timeout=10.0)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def mark_ledger(
+    zk: KazooClient, ledger_id: int, missing: list[str], marked_at_ms: int | None = None
+) -> None:
+    """Mark a ledger under-replicated as the auditor does, and wake the workers."""
+    doc = {
+        "missing_bookies": sorted(missing),
+        "marked_at": int(time.time() * 1000) if marked_at_ms is None else marked_at_ms,
+    }
+    zk.create(zkpaths.under_replicated(ledger_id), json.dumps(doc).encode(), makepath=True)
+    zk.ensure_path(zkpaths.MARKS_CHANGED)
+    zk.set(zkpaths.MARKS_CHANGED, str(time.monotonic_ns()).encode())
+
+
+def marked_ledgers(zk: KazooClient) -> list[int]:
+    """Every marked ledger id (a walk of the mark hierarchy)."""
+    out: list[int] = []
+
+    def walk(path: str, parts: list[str]) -> None:
+        for child in zk.get_children(path) if zk.exists(path) else []:
+            if len(parts) == 4:
+                out.append(zkpaths.ledger_id_from_parts([*parts, child]))
+            else:
+                walk(f"{path}/{child}", [*parts, child])
+
+    walk(zkpaths.UNDER_REPLICATED_LEDGERS, [])
+    return sorted(out)
+
+
+def ledger_metadata(zk: KazooClient, ledger_id: int) -> LedgerMetadata:
+    data, _ = zk.get(zkpaths.ledger(ledger_id))
+    return LedgerMetadata.from_json(data)
+
+
+def names(metadata: LedgerMetadata, bookie: str) -> bool:
+    """Some fragment of the ledger lists ``bookie``."""
+    return any(bookie in f.bookies for f in metadata.fragments)
+
+
+def replicas(address: str, ledger_id: int, last: int) -> dict[int, framing.Record]:
+    """The entries 0..last one bookie stores (read directly, not through a gateway)."""
+    out: dict[int, framing.Record] = {}
+    first = 0
+    while first <= last:
+        r = httpx.get(
+            f"http://{address}/v1/ledgers/{ledger_id}/entries",
+            params={"from": first, "to": last},
+            timeout=10.0,
+        )
+        if r.status_code == 404:
+            return out
+        assert r.status_code == 200, r.text
+        records = framing.decode(r.content, max_records=100_000)
+        if not records:
+            return out
+        out.update({rec.entry_id: rec for rec in records})
+        first = records[-1].entry_id + 1
+    return out
+
+
+def fragment_complete(metadata: LedgerMetadata, skip: Collection[str] = ()) -> list[str]:
+    """Problems: every (fragment, bookie) whose bookie lacks an entry of its share
+    (bookies in ``skip``, known dead and still to be repaired, are not asked)."""
+    problems = []
+    last_entry = metadata.last_entry_id
+    if last_entry is None:
+        return ["ledger not closed"]
+    for i, fragment in enumerate(metadata.fragments):
+        end = (
+            metadata.fragments[i + 1].first_entry_id - 1
+            if i + 1 < len(metadata.fragments)
+            else last_entry
+        )
+        end = min(end, last_entry)
+        for index, bookie in enumerate(fragment.bookies):
+            wanted = [
+                e
+                for e in range(fragment.first_entry_id, end + 1)
+                if (index - e) % metadata.ensemble_size < metadata.write_quorum
+            ]
+            if not wanted or bookie in skip:
+                continue
+            try:
+                held = replicas(bookie, metadata.ledger_id, end)
+            except httpx.HTTPError as exc:
+                problems.append(f"{bookie}: unreachable ({exc!r})")
+                continue
+            lacking = [e for e in wanted if e not in held]
+            if lacking:
+                problems.append(f"{bookie} lacks {lacking[:5]} of fragment {i}")
+    return problems
+
+
+def holds_for(predicate: Callable[[], bool], seconds: float, what: str) -> None:
+    """Assert ``predicate`` stays true while ``seconds`` pass (polled): a thing that
+    must NOT happen, given the time to happen."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        assert predicate(), f"no longer true: {what}"
+        time.sleep(0.1)
+
+
+# ------------------------------------------------------------------ auditor
 
 # Makes the auditor show its ZooKeeper session in /v1/status (auditor/app.py), so that a
 # test can force it to expire.
@@ -125,6 +246,3 @@ def decommission_state(zk: KazooClient, bookie_id: str) -> str | None:
     if not zk.exists(path):
         return None
     return str(json.loads(zk.get(path)[0])["state"])
-
-
-# start_replicator(cluster, extra_args) lives here too (the replicator's helper adds it).

@@ -389,7 +389,7 @@ def test_up_refuses_a_busy_port_and_starts_nothing(
     run_up, zookeeper: ZooKeeperProcess, zk_root: str, tmp_path: Path
 ) -> None:
     """A busy bookie port: one clear error line naming it, exit 1, nothing left running."""
-    port = free_port_block(ports_needed(3))
+    port = free_port_block(ports_needed(4))
     with socket_listening(port + 2):
         up = run_up(
             "--data-dir", str(tmp_path / "data"),
@@ -462,7 +462,7 @@ def test_up_cannot_reach_the_given_zookeeper(run_up, tmp_path: Path) -> None:
 
 def test_sigterm_while_starting_stops_what_started(run_up, tmp_path: Path) -> None:
     """SIGTERM before the cluster is ready: everything started so far is stopped, exit 0."""
-    port = free_port_block(ports_needed(3))
+    port = free_port_block(ports_needed(4))
     up = run_up(
         "--data-dir", str(tmp_path / "data"),
         "--gateway-port", str(port),

@@ -1,0 +1,246 @@
+"""The logic of the gateway's Admin API (API.md "Admin"; routes in ``gateway/routes/admin.py``).
+
+Everything is read from ZooKeeper as it is now (``services.zk.underreplication``) and
+from the gateway's bookie registry view; nothing is cached or counted here, so the
+under-replicated count is the number of marks at the time of the call.
+
+Bookie states, from the strongest: ``decommissioned`` / ``decommissioning`` (a node
+under ``/decommission``), then ``writable`` / ``readonly`` (registered), then ``down``
+(a cookie under ``/cookies`` but not registered). A bookie that has neither a cookie,
+a registration nor a decommission node is unknown: ``BookieNotFound``.
+
+Per-bookie figures (ledger count, disk space, instance id) come from each registered
+bookie's ``GET /v1/info``, asked of all bookies at once with a short time-out, so a
+hung or dead bookie shows nulls instead of holding the answer up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from services.errors import BookieNotFound, NodeNotFound, QuireError
+from services.zk import paths as zkpaths
+from services.zk.registry import BookieRegistry
+from services.zk.store import MetadataStore
+from services.zk.underreplication import (
+    DECOMMISSIONED,
+    DECOMMISSIONING,
+    LockInfo,
+    Mark,
+    UnderReplicationStore,
+)
+
+log = logging.getLogger(__name__)
+
+# A bookie that does not answer /v1/info in this time shows null figures.
+BOOKIE_INFO_TIMEOUT_S = 2.0
+# Marks read from ZooKeeper at once while listing the under-replicated ledgers.
+MARK_READS_CONCURRENT_MAX = 32
+
+WRITABLE = "writable"
+READONLY = "readonly"
+DOWN = "down"
+
+
+class InfoSource(Protocol):
+    """What the admin API asks of one bookie (``BookieClient.info``)."""
+
+    async def info(self) -> dict[str, Any]: ...
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class KnownBookie:
+    bookie_id: str
+    address: str
+    state: str
+    registered: bool
+    cookie_instance_id: str | None
+
+
+def _number(value: Any) -> int | float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value
+
+
+class AdminService:
+    """Answers of the Admin API, built once in the gateway's lifespan."""
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        replication: UnderReplicationStore,
+        registry: BookieRegistry,
+        bookie: Callable[[str], InfoSource],
+        clock: Callable[[], int] = wall_ms,
+        info_timeout_s: float = BOOKIE_INFO_TIMEOUT_S,
+    ) -> None:
+        self.store = store
+        self.replication = replication
+        self.registry = registry
+        self.bookie = bookie
+        self.clock = clock
+        self.info_timeout_s = info_timeout_s
+
+    # ------------------------------------------------------------------ cluster
+
+    async def cluster(self) -> dict[str, Any]:
+        auditor_id, enabled, marks, known = await asyncio.gather(
+            self.replication.auditor_id(),
+            self.replication.replication_enabled(),
+            self.replication.count(),
+            self.known_bookies(),
+        )
+        writable = set(self.registry.writable)
+        counts = {"writable": 0, "readonly": 0, "unavailable": 0}
+        for bookie in known:
+            if bookie.registered:
+                counts["writable" if bookie.bookie_id in writable else "readonly"] += 1
+            elif bookie.state != DECOMMISSIONED:
+                counts["unavailable"] += 1
+        return {
+            "auditor_elected": auditor_id is not None,
+            "auditor_id": auditor_id,
+            "replication_enabled": enabled,
+            "under_replicated_ledgers": marks,
+            "bookies": counts,
+        }
+
+    async def set_replication(self, enabled: bool) -> dict[str, Any]:
+        await self.replication.set_replication_enabled(enabled)
+        return await self.cluster()
+
+    async def request_audit(self) -> dict[str, Any]:
+        await self.replication.request_audit()
+        return {"requested": True, "auditor_id": await self.replication.auditor_id()}
+
+    # ------------------------------------------------------------------ bookies
+
+    async def _cookies(self) -> dict[str, str | None]:
+        try:
+            names = await self.store.children(zkpaths.COOKIES)
+        except NodeNotFound:
+            return {}
+        nodes = await asyncio.gather(*(self.store.get_or_none(zkpaths.cookie(n)) for n in names))
+        out: dict[str, str | None] = {}
+        for name, node in zip(names, nodes, strict=True):
+            if node is None:
+                continue
+            try:
+                doc = json.loads(node.data)
+                instance = doc.get("instance_id") if isinstance(doc, dict) else None
+            except ValueError:
+                instance = None
+            out[name] = str(instance) if instance else None
+        return out
+
+    async def known_bookies(self) -> list[KnownBookie]:
+        """Every bookie the cluster knows (registered, with a cookie, or decommissioned),
+        in id order, with its state."""
+        cookies, decommissions = await asyncio.gather(
+            self._cookies(), self.replication.decommissions()
+        )
+        registered = dict(self.registry.bookies)
+        out: list[KnownBookie] = []
+        for bookie_id in sorted(set(registered) | set(cookies) | set(decommissions)):
+            info = registered.get(bookie_id)
+            if bookie_id in decommissions:
+                state = decommissions[bookie_id]
+                if state not in (DECOMMISSIONING, DECOMMISSIONED):
+                    state = DECOMMISSIONING
+            elif info is not None:
+                state = READONLY if info.state == READONLY else WRITABLE
+            else:
+                state = DOWN
+            address = info.address if info is not None else bookie_id
+            out.append(
+                KnownBookie(bookie_id, address, state, info is not None, cookies.get(bookie_id))
+            )
+        return out
+
+    async def _info(self, bookie: KnownBookie) -> dict[str, Any] | None:
+        if not bookie.registered:
+            return None
+        try:
+            return await asyncio.wait_for(self.bookie(bookie.bookie_id).info(), self.info_timeout_s)
+        except (QuireError, TimeoutError, OSError) as exc:
+            log.debug("no /v1/info from bookie %s: %r", bookie.bookie_id, exc)
+            return None
+
+    async def bookies(self) -> list[dict[str, Any]]:
+        known = await self.known_bookies()
+        infos = await asyncio.gather(*(self._info(b) for b in known))
+        return [_bookie_object(b, i) for b, i in zip(known, infos, strict=True)]
+
+    async def bookie_object(self, bookie_id: str) -> dict[str, Any]:
+        for bookie in await self.known_bookies():
+            if bookie.bookie_id == bookie_id:
+                return _bookie_object(bookie, await self._info(bookie))
+        raise BookieNotFound(f"no bookie {bookie_id!r}: not registered and no cookie")
+
+    async def decommission(self, bookie_id: str) -> dict[str, Any]:
+        """Mark ``bookie_id`` decommissioning (idempotent) and leave it out of new
+        ensembles at once; ask the auditor for a full check so it is re-replicated."""
+        if bookie_id not in {b.bookie_id for b in await self.known_bookies()}:
+            raise BookieNotFound(f"no bookie {bookie_id!r}: not registered and no cookie")
+        await self.replication.request_decommission(bookie_id, self.clock())
+        self.registry.exclude(bookie_id)
+        await self.replication.request_audit()
+        return await self.bookie_object(bookie_id)
+
+    # ------------------------------------------------------------------ under-replication
+
+    async def under_replicated(
+        self, after: int, limit: int
+    ) -> tuple[list[dict[str, Any]], int | None]:
+        """One page of marks above ``after`` (ascending) and the ``after`` of the next page
+        (None at the end), each with the progress of the worker holding its lock."""
+        ids = await self.replication.marked(after, limit + 1)
+        more = len(ids) > limit
+        ids = ids[:limit]
+        gate = asyncio.Semaphore(MARK_READS_CONCURRENT_MAX)
+
+        async def read(ledger_id: int) -> Mark | None:
+            async with gate:
+                return await self.replication.get_mark(ledger_id)
+
+        marks, locks = await asyncio.gather(
+            asyncio.gather(*(read(i) for i in ids)), self.replication.locks()
+        )
+        out = [_mark_object(m, locks.get(m.ledger_id)) for m in marks if m is not None]
+        return out, (ids[-1] if more and ids else None)
+
+
+def _bookie_object(bookie: KnownBookie, info: dict[str, Any] | None) -> dict[str, Any]:
+    info = info or {}
+    instance = info.get("instance_id") or bookie.cookie_instance_id
+    return {
+        "id": bookie.bookie_id,
+        "address": bookie.address,
+        "state": bookie.state,
+        "ledgers": _number(info.get("ledgers")),
+        "free_bytes": _number(info.get("free_bytes")),
+        "total_bytes": _number(info.get("total_bytes")),
+        "free_ratio": _number(info.get("free_ratio")),
+        "instance_id": str(instance) if instance else None,
+    }
+
+
+def _mark_object(mark: Mark, lock: LockInfo | None) -> dict[str, Any]:
+    return {
+        "ledger_id": mark.ledger_id,
+        "missing_bookies": list(mark.missing_bookies),
+        "marked_at": mark.marked_at,
+        "progress": dict(lock.progress) if lock is not None else None,
+        "worker": lock.worker if lock is not None and lock.worker else None,
+    }

@@ -1,0 +1,89 @@
+"""The Admin API's answer models (API.md "Admin"), for ``openapi/gateway.json``."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from services.web.errors import error_response
+
+
+def admin_errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    text = {
+        400: "invalid_argument",
+        401: "unauthorized: missing or wrong token (the admin token when the gateway runs "
+        "with --admin-token; the API token is not enough then)",
+        404: "bookie_not_found",
+        503: "unavailable / metadata_unavailable",
+    }
+    out: dict[int | str, dict[str, Any]] = {}
+    for code in codes:
+        out.update(error_response(code, text[code]))
+    return out
+
+
+class BookieCounts(BaseModel):
+    writable: int = Field(description="registered bookies new ensembles may choose")
+    readonly: int = Field(
+        description="registered bookies new ensembles may not choose: read-only, or "
+        "decommissioning / decommissioned while still running"
+    )
+    unavailable: int = Field(
+        description="bookies with a cookie that are not registered (down), "
+        "decommissioned ones left out"
+    )
+
+
+class Cluster(BaseModel):
+    auditor_elected: bool
+    auditor_id: str | None = Field(description="the elected auditor's host:port")
+    replication_enabled: bool
+    under_replicated_ledgers: int = Field(description="the number of marks now")
+    bookies: BookieCounts
+
+
+BookieState = Literal["writable", "readonly", "down", "decommissioning", "decommissioned"]
+
+
+class AdminBookie(BaseModel):
+    id: str = Field(description="the bookie's id, its advertised host:port")
+    address: str
+    state: BookieState = Field(
+        description="decommissioning/decommissioned (a decommission was requested) win "
+        "over writable/readonly (registered) and down (a cookie but not registered)"
+    )
+    ledgers: int | None = Field(description="ledgers stored; null when the bookie is down "
+                                "or did not answer in time")  # fmt: skip
+    free_bytes: int | None = Field(description="free disk bytes of its data dir, or null")
+    total_bytes: int | None = Field(description="disk size of its data dir, or null")
+    free_ratio: float | None = Field(description="free_bytes / total_bytes, or null")
+    instance_id: str | None = Field(description="the instance id of its cookie")
+
+
+class BookieList(BaseModel):
+    bookies: list[AdminBookie] = Field(description="in id order")
+
+
+class UnderReplicatedLedger(BaseModel):
+    ledger_id: int
+    missing_bookies: list[str]
+    marked_at: int = Field(description="when it was first marked, ms since the Unix epoch")
+    progress: dict[str, Any] | None = Field(
+        description="the repair progress the worker holding its lock reports, or null when "
+        "no worker holds it"
+    )
+    worker: str | None = Field(description="the id of the worker repairing it, or null")
+
+
+class UnderReplicatedList(BaseModel):
+    ledgers: list[UnderReplicatedLedger] = Field(description="in ledger id order")
+    next: int | None = Field(description="pass as ?after= for the next page; null on the last page")
+
+
+class AuditRequested(BaseModel):
+    requested: bool
+    auditor_id: str | None = Field(
+        description="the elected auditor that will run the check; null when none runs "
+        "(the request waits for one)"
+    )

@@ -1,0 +1,137 @@
+"""The Admin API of API.md (``/v1/admin/...``); the logic is ``gateway.admin``.
+
+The admin token rules are applied before routing (``gateway.auth``). Extensions to
+API.md's objects: per-bookie figures in the bookie listing, ``marked_at``, ``progress``
+and ``worker`` of an under-replicated ledger with ``?limit=&after=`` paging, the answer
+of ``POST /v1/admin/audit``, and ``GET /v1/admin/bookies/{id}``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.responses import JSONResponse
+
+from gateway.admin import AdminService
+from gateway.admin_schemas import (
+    AdminBookie,
+    AuditRequested,
+    BookieList,
+    Cluster,
+    UnderReplicatedList,
+    admin_errors,
+)
+from gateway.routes.deps import canonical_integer_queries
+from services.errors import Unavailable
+from services.limits import ID_MAX, LIST_LIMIT_MAX
+
+router = APIRouter(
+    prefix="/v1/admin",
+    tags=["admin"],
+    dependencies=[Depends(canonical_integer_queries)],
+)
+
+
+async def get_admin(request: Request) -> AdminService:
+    admin = getattr(request.app.state, "admin", None)
+    if admin is None or request.app.state.gateway is None:
+        raise Unavailable("the gateway is not ready: it is not connected to ZooKeeper yet")
+    return admin  # type: ignore[no-any-return]
+
+
+AdminDep = Annotated[AdminService, Depends(get_admin)]
+BookieIdPath = Annotated[
+    str, Path(min_length=1, max_length=255, description="the bookie's id (host:port)")
+]
+
+
+@router.get(
+    "/cluster",
+    response_model=Cluster,
+    summary="The cluster: auditor, replication switch, under-replicated count, bookies",
+    responses=admin_errors(401, 503),
+)
+async def cluster(admin: AdminDep) -> dict[str, Any]:
+    return await admin.cluster()
+
+
+@router.get(
+    "/bookies",
+    response_model=BookieList,
+    summary="Every known bookie with its state, ledger count and free disk",
+    responses=admin_errors(401, 503),
+)
+async def bookies(admin: AdminDep) -> dict[str, Any]:
+    return {"bookies": await admin.bookies()}
+
+
+@router.get(
+    "/bookies/{bookie_id}",
+    response_model=AdminBookie,
+    summary="One bookie (extension)",
+    responses=admin_errors(400, 401, 404, 503),
+)
+async def bookie(admin: AdminDep, bookie_id: BookieIdPath) -> dict[str, Any]:
+    return await admin.bookie_object(bookie_id)
+
+
+@router.post(
+    "/bookies/{bookie_id}/decommission",
+    status_code=202,
+    response_model=AdminBookie,
+    summary="Decommission a bookie (up or down): its state is decommissioning from this "
+    "answer on, so no new ensemble chooses it; everything on it is re-replicated, then it "
+    "is decommissioned. Idempotent.",
+    responses=admin_errors(400, 401, 404, 503),
+)
+async def decommission(admin: AdminDep, bookie_id: BookieIdPath) -> JSONResponse:
+    return JSONResponse(await admin.decommission(bookie_id), status_code=202)
+
+
+@router.get(
+    "/under-replicated",
+    response_model=UnderReplicatedList,
+    summary="Under-replicated ledgers in id order, with missing bookies and repair progress",
+    responses=admin_errors(400, 401, 503),
+)
+async def under_replicated(
+    admin: AdminDep,
+    limit: Annotated[int, Query(ge=1, description="clamped to 1000")] = LIST_LIMIT_MAX,
+    after: Annotated[int | None, Query(ge=-1, le=ID_MAX)] = None,
+) -> dict[str, Any]:
+    ledgers, next_after = await admin.under_replicated(
+        -1 if after is None else after, min(limit, LIST_LIMIT_MAX)
+    )
+    return {"ledgers": ledgers, "next": next_after}
+
+
+@router.post(
+    "/replication/enable",
+    response_model=Cluster,
+    summary="Enable re-replication cluster-wide",
+    responses=admin_errors(401, 503),
+)
+async def enable(admin: AdminDep) -> dict[str, Any]:
+    return await admin.set_replication(True)
+
+
+@router.post(
+    "/replication/disable",
+    response_model=Cluster,
+    summary="Disable re-replication cluster-wide (workers start nothing new; marks stay)",
+    responses=admin_errors(401, 503),
+)
+async def disable(admin: AdminDep) -> dict[str, Any]:
+    return await admin.set_replication(False)
+
+
+@router.post(
+    "/audit",
+    status_code=202,
+    response_model=AuditRequested,
+    summary="Ask the elected auditor for a full check now",
+    responses=admin_errors(401, 503),
+)
+async def audit(admin: AdminDep) -> JSONResponse:
+    return JSONResponse(await admin.request_audit(), status_code=202)

@@ -1,0 +1,1 @@
+"""The replication worker (``python -m replicator``): repairs under-replicated ledgers."""

@@ -1,0 +1,144 @@
+"""OPEN ledgers whose LAST fragment names a missing bookie (PROTOCOL.md, "Auto-recovery").
+
+Only the writer, or a recovery that fences it, may settle an open-ended fragment: a
+copy swapped in under a live writer could miss the entries it adds next. So the
+worker postpones such a ledger until ``--open-ledger-grace`` after the mark's
+``marked_at``; then, if the last fragment still names a missing bookie (a writer
+that keeps writing replaces the bookie itself by an ensemble change), it recovers
+the ledger (fences and closes it) with the gateway's own recovery
+(``gateway.handles.Recoveries`` over a ``GatewayContext`` built here), and the
+ledger is copied as a CLOSED one.
+
+The digest key. A crc32c or none ledger needs none. An hmac ledger's metadata keeps
+its MAC key sealed with the cluster secret (``services.wire.digest.seal_mac_key``);
+the password is never stored. A recovery with a wrong key would take every entry for
+corrupt and could close the ledger short, so the key is first checked against a
+stored entry (``key_fits``); an hmac ledger without a sealed key (written before
+keys were sealed) is never recovered here: its writer or a user must recover it.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Collection
+
+from gateway.context import GatewayContext
+from gateway.handles import Recoveries
+from gateway.metrics import GatewayMetrics
+from services.bookie_client import BookieClientPool
+from services.errors import QuireError, Unavailable
+from services.protocol.metadata import LedgerMetadata, LedgerState
+from services.settings import GatewaySettings, ReplicatorSettings
+from services.wire.digest import record_ok, unseal_mac_key
+from services.zk.ledger_store import LedgerStore
+from services.zk.registry import BookieRegistry
+
+log = logging.getLogger(__name__)
+
+# Entries read to check an unsealed MAC key before a recovery uses it.
+KEY_CHECK_ENTRIES_MAX = 8
+# Ledgers whose missing sealed key was logged (each once), at most this many remembered.
+LEGACY_LOGGED_MAX = 10_000
+_legacy_logged: set[int] = set()
+
+
+def digest_key(metadata: LedgerMetadata, cluster_secret: str | None) -> bytes | None:
+    """The key that verifies the ledger's digests: b"" unless hmac; for hmac the unsealed
+    MAC key, or None when the metadata has no sealed key (logged once per ledger)."""
+    if metadata.digest_type != "hmac-sha256":
+        return b""
+    if metadata.mac_key_sealed is None:
+        if metadata.ledger_id not in _legacy_logged:
+            if len(_legacy_logged) >= LEGACY_LOGGED_MAX:
+                _legacy_logged.clear()
+            _legacy_logged.add(metadata.ledger_id)
+            log.warning(
+                "ledger %d is hmac-sha256 without a sealed MAC key (written before keys were "
+                "sealed): its entries are copied checking only the record checksum",
+                metadata.ledger_id,
+            )
+        return None
+    try:
+        return unseal_mac_key(metadata.mac_key_sealed, cluster_secret, metadata.ledger_id)
+    except ValueError:
+        log.warning("ledger %d: the sealed MAC key does not unseal", metadata.ledger_id)
+        return None
+
+
+def grace_due_ms(marked_at_ms: int, grace_s: float) -> int:
+    """When an open ledger's last fragment may be recovered (wall-clock ms)."""
+    return marked_at_ms + int(grace_s * 1000)
+
+
+def last_fragment_affected(metadata: LedgerMetadata, missing: Collection[str]) -> bool:
+    """The ledger is not CLOSED and its last fragment names a missing bookie."""
+    return metadata.state is not LedgerState.CLOSED and any(
+        b in missing for b in metadata.last_fragment.bookies
+    )
+
+
+class OpenLedgers:
+    """Recovers (fences and closes) open ledgers with the gateway's recovery."""
+
+    def __init__(
+        self,
+        settings: ReplicatorSettings,
+        ledgers: LedgerStore,
+        registry: BookieRegistry,
+        bookies: BookieClientPool,
+        rng: random.Random,
+    ) -> None:
+        gateway_settings = GatewaySettings.model_construct(
+            zk=settings.zk,
+            zk_root=settings.zk_root,
+            cluster_secret=settings.cluster_secret,
+            bookie_request_timeout_ms=settings.bookie_request_timeout_ms,
+            speculative_read_ms=min(2_000, settings.bookie_request_timeout_ms),
+        )
+        self.cluster_secret = settings.cluster_secret
+        self.ctx = GatewayContext(
+            settings=gateway_settings,
+            ledgers=ledgers,
+            registry=registry,
+            bookies=bookies,
+            metrics=GatewayMetrics(),
+            rng=rng,
+        )
+        self.recoveries = Recoveries(self.ctx)
+
+    async def recover(self, metadata: LedgerMetadata, version: int) -> LedgerMetadata:
+        """Fence and close the ledger; its CLOSED metadata."""
+        key = digest_key(metadata, self.cluster_secret)
+        if key is None:
+            raise Unavailable(
+                f"ledger {metadata.ledger_id} is hmac-sha256 without a sealed MAC key: "
+                "the worker cannot recover it (recover it through the gateway)"
+            )
+        if key and not await self.key_fits(metadata, key):
+            raise Unavailable(
+                f"ledger {metadata.ledger_id}: the unsealed MAC key verifies no stored entry "
+                "(is --cluster-secret the gateway's?); not recovering it"
+            )
+        log.info("recovering open ledger %d (its last fragment lost a bookie)", metadata.ledger_id)
+        closed, _ = await self.recoveries.recover(metadata, version, key)
+        return closed
+
+    async def key_fits(self, metadata: LedgerMetadata, key: bytes) -> bool:
+        """True when some stored entry of the first fragment verifies with ``key``, or
+        when no replica answers with an intact entry (nothing to contradict it)."""
+        seen_intact = False
+        for bookie in metadata.fragments[0].bookies:
+            try:
+                answer = await self.ctx.bookie(bookie).read_range(
+                    metadata.ledger_id, 0, KEY_CHECK_ENTRIES_MAX - 1, KEY_CHECK_ENTRIES_MAX
+                )
+            except QuireError:
+                continue
+            for record in answer.records:
+                if not record.transit_ok or record.ledger_id != metadata.ledger_id:
+                    continue
+                if record_ok(record, key):
+                    return True
+                seen_intact = True
+        return not seen_intact

@@ -1,0 +1,275 @@
+"""Repairing one locked ledger: plan from the mark and fresh metadata, copy, swap, clear.
+
+The worker holds the ledger's lock while this runs. Each round re-reads the mark
+and the metadata and plans again (``replication.repairs``): the missing bookies are
+the mark's plus every fragment bookie that is not registered or is being
+decommissioned. Every repair of a CLOSED ledger, and of a fragment of an OPEN
+ledger that is not its last, is done at once, in fragment order: choose a target
+(writable, registered, not decommissioning, not missing, not in the fragment),
+copy the missing bookie's share to it (``replicator.copy``; a failed target is
+replaced by another, up to ``TARGETS_TRIED_MAX``), then swap the bookie in that
+fragment by compare-and-set on freshly read metadata, only while the repair still
+applies (same fragment, same span, same bookie): a concurrent ensemble change or
+close is never overwritten; when the span changed the round ends and the next one
+re-plans. A repair of the open-ended last fragment waits for the grace period and
+then recovers the ledger (``replicator.openledger``). When a round finds nothing
+to repair the mark is deleted at the version read at the round's start; if the
+mark changed meanwhile (the auditor added a bookie), the next round re-plans.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from replicator.copy import CopyJob, FragmentCopier
+from replicator.metrics import ReplicatorMetrics
+from replicator.openledger import OpenLedgers, digest_key, grace_due_ms, last_fragment_affected
+from services.bookie_client import BookieClientPool
+from services.errors import LedgerNotFound, MetadataConflict, NotEnoughBookies
+from services.protocol.metadata import LedgerMetadata
+from services.protocol.replication import (
+    Repair,
+    choose_target,
+    entries_on,
+    repairs,
+    replace_bookie,
+    spans,
+    still_applies,
+)
+from services.settings import ReplicatorSettings
+from services.zk.ledger_store import LedgerStore
+from services.zk.registry import BookieRegistry
+from services.zk.underreplication import Mark, UnderReplicationStore
+
+log = logging.getLogger(__name__)
+
+# Bounds (STYLE.md §5).
+ROUNDS_MAX = 20  # plans of one ledger under one lock before giving up (retried later)
+TARGETS_TRIED_MAX = 4  # targets tried for one fragment before giving up
+SWAP_ATTEMPTS_MAX = 20  # compare-and-set attempts of one swap
+PROGRESS_INTERVAL_S = 0.5  # the lock's progress is written at most this often
+
+
+class Outcome(StrEnum):
+    DONE = "done"  # the mark was cleared: the ledger is whole
+    GONE = "gone"  # no mark (or no ledger) any more
+    POSTPONED = "postponed"  # an open ledger's last fragment waits for the grace period
+    STOPPED = "stopped"  # replication was disabled (or the worker stops): nothing finished
+
+
+class _Step(StrEnum):
+    SWAPPED = "swapped"
+    REPLAN = "replan"
+    STOP = "stop"
+
+
+@dataclass(frozen=True, slots=True)
+class RepairResult:
+    outcome: Outcome
+    due_ms: int | None = None  # POSTPONED: when to come back (wall-clock ms)
+
+
+@dataclass(slots=True)
+class Progress:
+    fragments_done: int = 0
+    fragments_total: int = 0
+    entries_copied: int = 0
+    bytes_copied: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "fragments_done": self.fragments_done,
+            "fragments_total": self.fragments_total,
+            "entries_copied": self.entries_copied,
+            "bytes_copied": self.bytes_copied,
+        }
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class RepairContext:
+    """What every ledger repair of a worker shares, built once."""
+
+    settings: ReplicatorSettings
+    marks: UnderReplicationStore
+    ledgers: LedgerStore
+    registry: BookieRegistry
+    bookies: BookieClientPool
+    copier: FragmentCopier
+    open_ledgers: OpenLedgers
+    metrics: ReplicatorMetrics
+    enabled: Callable[[], bool]
+    rng: random.Random = field(default_factory=random.Random)
+    now_ms: Callable[[], int] = wall_ms
+
+
+class LedgerRepair:
+    def __init__(
+        self,
+        ctx: RepairContext,
+        ledger_id: int,
+        report: Callable[[Progress], Awaitable[None]],
+    ) -> None:
+        self.ctx = ctx
+        self.ledger_id = ledger_id
+        self.progress = Progress()
+        self._report = report
+        self._reported_at = 0.0
+
+    async def run(self) -> RepairResult:
+        ctx, ledger_id = self.ctx, self.ledger_id
+        for _ in range(ROUNDS_MAX):
+            if not ctx.enabled():
+                return RepairResult(Outcome.STOPPED)
+            mark = await ctx.marks.get_mark(ledger_id)
+            if mark is None:
+                return RepairResult(Outcome.GONE)
+            try:
+                current = await ctx.ledgers.get(ledger_id)
+            except LedgerNotFound:
+                if await ctx.marks.clear_mark(ledger_id, mark.version):
+                    return RepairResult(Outcome.GONE)
+                continue
+            metadata = current.metadata
+            missing = await self._missing(mark, metadata)
+            plan = repairs(metadata, missing)
+            if not plan:
+                if await ctx.marks.clear_mark(ledger_id, mark.version):
+                    return RepairResult(Outcome.DONE)
+                continue
+            self.progress.fragments_total = self.progress.fragments_done + len(plan)
+            await self._publish(force=True)
+            step = _Step.SWAPPED
+            for repair in (r for r in plan if not r.is_open_last):
+                step = await self._repair(metadata, repair, missing)
+                if step is not _Step.SWAPPED:
+                    break
+            if step is _Step.STOP:
+                return RepairResult(Outcome.STOPPED)
+            if step is _Step.REPLAN:
+                continue
+            if any(r.is_open_last for r in plan):
+                due = grace_due_ms(mark.marked_at, ctx.settings.open_ledger_grace)
+                if ctx.now_ms() < due:
+                    return RepairResult(Outcome.POSTPONED, due)
+                await self._recover(missing)
+        raise MetadataConflict(f"ledger {ledger_id}: still changing after {ROUNDS_MAX} plans")
+
+    async def _missing(self, mark: Mark, metadata: LedgerMetadata) -> set[str]:
+        registered = self.ctx.registry.bookies
+        decommissions = await self.ctx.marks.decommissions()
+        missing = set(mark.missing_bookies)
+        for bookie in metadata.bookies():
+            if bookie not in registered or bookie in decommissions:
+                missing.add(bookie)
+        return missing
+
+    async def _targets(self) -> list[str]:
+        decommissions = await self.ctx.marks.decommissions()
+        return [b for b in self.ctx.registry.writable if b not in decommissions]
+
+    async def _recover(self, missing: set[str]) -> None:
+        """Fence and close the ledger, unless its writer replaced the bookie itself."""
+        current = await self.ctx.ledgers.get(self.ledger_id)
+        if not last_fragment_affected(current.metadata, missing):
+            return
+        await self.ctx.open_ledgers.recover(current.metadata, current.version)
+
+    async def _repair(self, metadata: LedgerMetadata, repair: Repair, missing: set[str]) -> _Step:
+        ctx = self.ctx
+        span = next(s for s in spans(metadata) if s.first == repair.first)
+        last = repair.last if repair.last is not None else repair.first - 1
+        wanted = list(
+            entries_on(
+                repair.first,
+                last,
+                repair.bookie_index,
+                metadata.ensemble_size,
+                metadata.write_quorum,
+            )
+        )
+        job = CopyJob(
+            ledger_id=self.ledger_id,
+            bookies=span.bookies,
+            ensemble_size=metadata.ensemble_size,
+            write_quorum=metadata.write_quorum,
+            digest_type=metadata.digest_type,
+            key=digest_key(metadata, ctx.settings.cluster_secret),
+            wanted=wanted,
+            unusable=frozenset(missing),
+        )
+        excluded: set[str] = set()
+        for _ in range(TARGETS_TRIED_MAX):
+            target = choose_target(
+                span.bookies, repair.bookie, await self._targets(), ctx.rng, missing | excluded
+            )
+            outcome = await ctx.copier.copy(job, target, self._on_batch)
+            if outcome.aborted:
+                return _Step.STOP
+            if outcome.target_failed is not None:
+                log.warning(
+                    "ledger %d: target %s failed (%s); choosing another",
+                    self.ledger_id,
+                    target,
+                    outcome.target_failed,
+                )
+                excluded.add(target)
+                continue
+            step = await self._swap(repair, target)
+            if step is _Step.SWAPPED:
+                self.progress.fragments_done += 1
+                await self._publish(force=True)
+                log.info(
+                    "ledger %d: fragment at %d: %s replaced by %s (%d entries copied)",
+                    self.ledger_id,
+                    repair.first,
+                    repair.bookie,
+                    target,
+                    len(wanted),
+                )
+            return step
+        raise NotEnoughBookies(
+            f"ledger {self.ledger_id}: {TARGETS_TRIED_MAX} targets failed for the fragment at "
+            f"{repair.first}"
+        )
+
+    async def _swap(self, repair: Repair, target: str) -> _Step:
+        """Replace the bookie by CAS on freshly read metadata, while the repair applies."""
+        ctx = self.ctx
+        for _ in range(SWAP_ATTEMPTS_MAX):
+            if not ctx.enabled():
+                return _Step.STOP
+            fresh = await ctx.ledgers.get(self.ledger_id)
+            if not still_applies(fresh.metadata, repair):
+                return _Step.REPLAN
+            swapped = replace_bookie(fresh.metadata, repair.first, repair.bookie, target)
+            if swapped is None:
+                return _Step.REPLAN
+            try:
+                await ctx.ledgers.compare_and_set(swapped, fresh.version)
+            except MetadataConflict:
+                continue
+            return _Step.SWAPPED
+        return _Step.REPLAN
+
+    async def _on_batch(self, entries: int, size: int) -> None:
+        self.progress.entries_copied += entries
+        self.progress.bytes_copied += size
+        self.ctx.metrics.entries_replicated.inc(entries)
+        self.ctx.metrics.bytes_replicated.inc(size)
+        await self._publish()
+
+    async def _publish(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._reported_at >= PROGRESS_INTERVAL_S:
+            self._reported_at = now
+            await self._report(self.progress)

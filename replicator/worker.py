@@ -1,0 +1,255 @@
+"""The worker's scheduler: which marked ledgers to repair, how many at once, and when.
+
+Marks are found by a watch on ``/underreplication/changed`` (the auditor bumps it
+after marking) and by a walk of the marks every ``--marks-poll-interval``; every
+wake walks the marks and starts a repair for each marked ledger that is not in
+flight and not backing off, up to ``--ledgers-in-flight-max`` at once. A repair
+takes the ledger's lock (a lock another worker holds: skipped, counted as
+contention), runs ``replicator.repair.LedgerRepair`` and always releases the lock.
+A failure backs off exponentially with jitter; a postponed open ledger comes back
+when its grace period ends.
+
+Session states (STYLE.md §8). SUSPENDED: no new lock is taken until CONNECTED.
+LOST: the session's locks are gone, so every repair in flight is cancelled (its
+swap would still be safe, by CAS, but another worker may now hold the lock) and
+the worker carries on once CONNECTED with a new session. While replication is
+disabled (``/underreplication/disabled``) no repair starts and the ones in flight
+stop before their next swap or mark deletion: marks stay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kazoo.protocol.states import KazooState
+
+from replicator.repair import LedgerRepair, Outcome, Progress, RepairContext
+from services.errors import QuireError
+from services.zk.store import MetadataStore
+from services.zk.underreplication import LockInfo
+
+log = logging.getLogger(__name__)
+
+# Bounds (STYLE.md §5).
+MARKS_SCAN_MAX = 100_000  # marked ledger ids read in one walk
+BACKOFF_FIRST_S = 0.5
+BACKOFF_MAX_S = 30.0
+CONTENTION_RETRY_S = 1.0  # a ledger locked by another worker is looked at again after this
+
+
+@dataclass
+class Job:
+    ledger_id: int
+    session: int | None
+    lock: LockInfo
+    started: float = field(default_factory=time.monotonic)
+    task: asyncio.Task[None] | None = None
+    progress: dict[str, Any] = field(default_factory=dict)
+
+
+class Worker:
+    def __init__(self, ctx: RepairContext, store: MetadataStore, worker_id: str) -> None:
+        self.ctx = ctx
+        self.store = store
+        self.worker_id = worker_id
+        self.settings = ctx.settings
+        self.enabled = True
+        self.paused = False
+        self.jobs: dict[int, Job] = {}
+        self._starting: set[int] = set()
+        self._not_before: dict[int, float] = {}
+        self._failures: dict[int, int] = {}
+        self._wake = asyncio.Event()
+        self._rng = random.Random()
+        self._tasks: set[asyncio.Task[None]] = set()
+        ctx.enabled = lambda: self.enabled
+
+    # ------------------------------------------------------------ events
+
+    def start_watching(self) -> None:
+        """Install the watches (the store is connected)."""
+        self.store.add_state_listener(self._on_state)
+        self.ctx.marks.watch_marked(self.wake)
+        self.ctx.marks.watch_enabled(self._on_enabled)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def _on_enabled(self, enabled: bool) -> None:
+        if enabled != self.enabled:
+            log.info("replication %s", "enabled" if enabled else "disabled")
+        self.enabled = enabled
+        self.wake()
+
+    def _on_state(self, state: str) -> None:
+        if state == KazooState.SUSPENDED:
+            self.paused = True
+        elif state == KazooState.LOST:
+            self.paused = True
+            if self.jobs:
+                log.warning(
+                    "ZooKeeper session lost: abandoning %d repairs in flight (their locks are "
+                    "gone); they are taken again after reconnecting",
+                    len(self.jobs),
+                )
+            for job in list(self.jobs.values()):
+                if job.task is not None:
+                    job.task.cancel()
+        elif state == KazooState.CONNECTED:
+            self.paused = False
+            self.wake()
+
+    # ------------------------------------------------------------ the loop
+
+    async def run(self) -> None:
+        """Walk the marks on every wake and at least every poll interval, for ever."""
+        while True:
+            try:
+                await self._scan()
+            except QuireError as exc:
+                log.warning("walking the marks failed: %s", exc)
+            timeout = self.settings.marks_poll_interval
+            if self._not_before:
+                soonest = min(self._not_before.values()) - time.monotonic()
+                timeout = max(0.05, min(timeout, soonest))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            self._wake.clear()
+
+    async def _scan(self) -> None:
+        if self.paused or not self.enabled or not self.store.connected:
+            return
+        room = self.settings.ledgers_in_flight_max - len(self.jobs) - len(self._starting)
+        if room <= 0:
+            return
+        marked = await self.ctx.marks.marked(limit=MARKS_SCAN_MAX)
+        now = time.monotonic()
+        present = set(marked)
+        for ledger_id in list(self._not_before):
+            if ledger_id not in present:
+                self._forget(ledger_id)
+        for ledger_id in marked:
+            if room <= 0:
+                break
+            if ledger_id in self.jobs or ledger_id in self._starting:
+                continue
+            if self._not_before.get(ledger_id, 0.0) > now:
+                continue
+            room -= 1
+            self._starting.add(ledger_id)
+            task = asyncio.get_running_loop().create_task(self._take(ledger_id))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _forget(self, ledger_id: int) -> None:
+        self._not_before.pop(ledger_id, None)
+        self._failures.pop(ledger_id, None)
+
+    async def _take(self, ledger_id: int) -> None:
+        """Lock the ledger and repair it in a task of its own (cancelled on LOST)."""
+        try:
+            session = self.store.session_id
+            since = self.ctx.now_ms()
+            try:
+                locked = await self.ctx.marks.try_lock(ledger_id, self.worker_id, since)
+            except QuireError as exc:
+                log.warning("locking ledger %d failed: %s", ledger_id, exc)
+                self._back_off(ledger_id)
+                return
+            if not locked:
+                self.ctx.metrics.lock_contention.inc()
+                self._not_before[ledger_id] = time.monotonic() + CONTENTION_RETRY_S
+                return
+            job = Job(ledger_id, session, LockInfo(ledger_id, self.worker_id, since, {}))
+            self.jobs[ledger_id] = job
+            self.ctx.metrics.ledgers_in_flight.set(len(self.jobs))
+            job.task = asyncio.current_task()
+        finally:
+            self._starting.discard(ledger_id)
+        try:
+            await self._repair(job)
+        finally:
+            self.jobs.pop(ledger_id, None)
+            self.ctx.metrics.ledgers_in_flight.set(len(self.jobs))
+            await asyncio.shield(self._unlock(job))
+            self.wake()
+
+    async def _repair(self, job: Job) -> None:
+        ctx, ledger_id = self.ctx, job.ledger_id
+
+        async def report(progress: Progress) -> None:
+            job.progress = progress.as_dict()
+            if self._owns(job):
+                lock = LockInfo(ledger_id, self.worker_id, job.lock.since, job.progress)
+                await ctx.marks.update_lock(lock)
+
+        try:
+            result = await LedgerRepair(ctx, ledger_id, report).run()
+        except asyncio.CancelledError:
+            ctx.metrics.failures.labels("session_lost").inc()
+            self._back_off(ledger_id, first=True)
+            raise
+        except QuireError as exc:
+            log.warning("repair of ledger %d failed: %s", ledger_id, exc)
+            ctx.metrics.failures.labels(exc.code).inc()
+            self._back_off(ledger_id)
+            return
+        except Exception:
+            log.exception("repair of ledger %d failed", ledger_id)
+            ctx.metrics.failures.labels("internal").inc()
+            self._back_off(ledger_id)
+            return
+        if result.outcome is Outcome.DONE:
+            ctx.metrics.ledgers_replicated.inc()
+            ctx.metrics.repair_duration.observe(time.monotonic() - job.started)
+            log.info("ledger %d is whole again", ledger_id)
+            self._forget(ledger_id)
+        elif result.outcome is Outcome.POSTPONED and result.due_ms is not None:
+            wait_s = max(0.0, (result.due_ms - ctx.now_ms()) / 1000)
+            log.info("ledger %d is open: its last fragment waits %.1f s", ledger_id, wait_s)
+            self._not_before[ledger_id] = time.monotonic() + wait_s
+        else:
+            self._forget(ledger_id)
+
+    def _owns(self, job: Job) -> bool:
+        """The job's lock is still this session's (a lost session's locks are gone)."""
+        return self.store.connected and self.store.session_id == job.session
+
+    async def _unlock(self, job: Job) -> None:
+        if not self._owns(job):
+            return
+        try:
+            await self.ctx.marks.unlock(job.ledger_id)
+        except QuireError as exc:
+            log.warning("unlocking ledger %d failed: %s", job.ledger_id, exc)
+
+    def _back_off(self, ledger_id: int, first: bool = False) -> None:
+        failures = 0 if first else self._failures.get(ledger_id, 0) + 1
+        self._failures[ledger_id] = failures
+        delay = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** max(0, failures - 1))
+        delay *= 0.5 + self._rng.random()
+        self._not_before[ledger_id] = time.monotonic() + delay
+
+    # ------------------------------------------------------------ status
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "id": self.worker_id,
+            "enabled": self.enabled,
+            "in_flight": [
+                {"ledger_id": job.ledger_id, "progress": dict(job.progress)}
+                for job in sorted(self.jobs.values(), key=lambda j: j.ledger_id)
+            ],
+        }
+
+    async def aclose(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,440 @@
+"""``quire admin ...``: the Admin API of a gateway (API.md "Admin"), for operators.
+
+``cluster``, ``bookies`` and ``under-replicated`` print rich tables (``--json`` for
+the API's object instead); ``audit``, ``replication enable|disable`` and
+``decommission`` change something and say what; ``decommission --wait`` and
+``wait-replicated`` show a progress bar (ledgers left, MB copied, rate) until the
+cluster is whole again, with ``--timeout``. Talks to the gateway of the global
+``--gateway`` option with its ``--token`` — the admin token when the gateway runs
+with ``--admin-token``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from services.cli.admin_wait import Poll, View, copied_bytes, wait_until
+from services.cli.client import EXIT_CODES_HELP, GatewayClient, reported
+from services.cli.common import global_options
+from services.cli.ledger_io import err, print_json
+from services.errors import GatewayUnreachable, Unavailable
+from services.limits import LIST_LIMIT_MAX
+
+# Exit code of a wait that ran out of time (distinct from every error's, client.py).
+EXIT_WAIT_TIMEOUT = 11
+# Ctrl-C: the shell's convention for SIGINT.
+EXIT_INTERRUPTED = 130
+# Pages of the under-replicated listing read per poll for the MB figure.
+PROGRESS_PAGES_MAX = 5
+POLL_INTERVAL_S = 2.0
+
+admin_app = typer.Typer(
+    help=(
+        "Cluster administration: cluster, bookies, under-replicated, audit, replication "
+        "enable|disable, decommission, wait-replicated.\n\n"
+        "Talks to the gateway of the global --gateway option (env QUIRE_GATEWAY) with its "
+        "--token (env QUIRE_TOKEN; the admin token when the gateway has one); both go "
+        "before 'admin'.\n\n"
+        + EXIT_CODES_HELP
+        + f" A wait that times out exits {EXIT_WAIT_TIMEOUT}; Ctrl-C exits {EXIT_INTERRUPTED}."
+    ),
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+replication_app = typer.Typer(
+    help="Switch re-replication on or off cluster-wide (marks stay while it is off).",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+admin_app.add_typer(replication_app, name="replication")
+
+AsJson = Annotated[bool, typer.Option("--json", help="print the API's JSON object")]
+Timeout = Annotated[
+    float | None,
+    typer.Option(
+        min=0.0,
+        show_default=False,
+        help=f"give up after this many seconds (exit {EXIT_WAIT_TIMEOUT}; default: wait for ever)",
+    ),
+]
+Interval = Annotated[float, typer.Option(min=0.1, help="seconds between two polls of the gateway")]
+
+
+def _client(ctx: typer.Context) -> GatewayClient:
+    options = global_options(ctx)
+    return GatewayClient(options.gateway, options.token)
+
+
+# Tables piped or logged are not squeezed into 80 columns (rich's default off a terminal).
+PIPED_WIDTH_COLUMNS = 200
+
+
+def _out() -> Console:
+    """Tables on stdout: the terminal's width, or wide enough for whole lines when piped."""
+    width = None if sys.stdout.isatty() else PIPED_WIDTH_COLUMNS
+    return Console(highlight=False, soft_wrap=False, file=sys.stdout, width=width)
+
+
+def _dash(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def human_bytes(size: int | None) -> str:
+    if size is None:
+        return "-"
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"  # pragma: no cover - the loop always returns
+
+
+def _when(ms: int | None) -> str:
+    if not ms:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+_STATE_STYLE = {
+    "writable": "green",
+    "readonly": "yellow",
+    "down": "bold red",
+    "decommissioning": "magenta",
+    "decommissioned": "dim",
+}
+
+
+# -- cluster ----------------------------------------------------------------
+
+
+def cluster_table(doc: dict[str, Any]) -> Table:
+    table = Table(title="Quire cluster", show_header=False, title_justify="left")
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    auditor = doc.get("auditor_id") if doc.get("auditor_elected") else None
+    table.add_row("auditor", auditor or "[red]none elected[/red]")
+    enabled = doc.get("replication_enabled")
+    table.add_row("replication", "[green]enabled[/green]" if enabled else "[red]disabled[/red]")
+    table.add_row("under-replicated ledgers", str(doc.get("under_replicated_ledgers")))
+    counts = doc.get("bookies") or {}
+    for key in ("writable", "readonly", "unavailable"):
+        table.add_row(f"bookies {key}", _dash(counts.get(key)))
+    return table
+
+
+@admin_app.command()
+def cluster(ctx: typer.Context, as_json: AsJson = False) -> None:
+    """The auditor, the replication switch, the under-replicated count and bookie counts."""
+    with reported(), _client(ctx) as client:
+        doc = client.json("GET", "/v1/admin/cluster")
+    if as_json:
+        print_json(doc)
+    else:
+        _out().print(cluster_table(doc))
+
+
+# -- bookies ----------------------------------------------------------------
+
+
+def bookies_table(bookies: list[dict[str, Any]]) -> Table:
+    table = Table(title="Bookies", title_justify="left")
+    table.add_column("id", overflow="fold")
+    table.add_column("state", no_wrap=True)
+    table.add_column("ledgers", justify="right")
+    table.add_column("free", justify="right")
+    table.add_column("total", justify="right")
+    table.add_column("free %", justify="right")
+    for b in bookies:
+        state = str(b.get("state"))
+        ratio = b.get("free_ratio")
+        table.add_row(
+            str(b.get("id")),
+            f"[{_STATE_STYLE.get(state, '')}]{state}[/]" if state in _STATE_STYLE else state,
+            _dash(b.get("ledgers")),
+            human_bytes(b.get("free_bytes")),
+            human_bytes(b.get("total_bytes")),
+            "-" if ratio is None else f"{ratio * 100:.1f}",
+        )
+    return table
+
+
+@admin_app.command()
+def bookies(ctx: typer.Context, as_json: AsJson = False) -> None:
+    """Every known bookie with its state, ledger count and free disk.
+
+    States: writable, readonly, down, decommissioning, decommissioned.
+    """
+    with reported(), _client(ctx) as client:
+        doc = client.json("GET", "/v1/admin/bookies")
+    if as_json:
+        print_json(doc)
+    elif not doc["bookies"]:
+        err.print("no bookies known", markup=False)
+    else:
+        _out().print(bookies_table(doc["bookies"]))
+
+
+# -- under-replicated -------------------------------------------------------
+
+
+def _progress_text(progress: dict[str, Any] | None) -> str:
+    if not progress:
+        return "-"
+    parts = []
+    if "fragments_total" in progress:
+        parts.append(f"{progress.get('fragments_done', 0)}/{progress['fragments_total']} fragments")
+    if "entries_copied" in progress:
+        parts.append(f"{progress['entries_copied']} entries")
+    if "bytes_copied" in progress:
+        parts.append(human_bytes(progress["bytes_copied"]))
+    return ", ".join(parts) or "started"
+
+
+def under_replicated_table(ledgers: list[dict[str, Any]]) -> Table:
+    table = Table(title="Under-replicated ledgers", title_justify="left")
+    table.add_column("ledger", justify="right", no_wrap=True)
+    # Ids are never cut short: a narrow terminal folds them onto more lines.
+    table.add_column("missing bookies", overflow="fold")
+    table.add_column("marked at (UTC)", no_wrap=True)
+    table.add_column("worker", overflow="fold")
+    table.add_column("progress")
+    for row in ledgers:
+        table.add_row(
+            str(row["ledger_id"]),
+            ", ".join(row.get("missing_bookies") or []),
+            _when(row.get("marked_at")),
+            _dash(row.get("worker")),
+            _progress_text(row.get("progress")),
+        )
+    return table
+
+
+@admin_app.command("under-replicated")
+def under_replicated(
+    ctx: typer.Context,
+    limit: Annotated[
+        int, typer.Option(min=1, max=LIST_LIMIT_MAX, help="ledgers per page")
+    ] = LIST_LIMIT_MAX,
+    after: Annotated[
+        int | None,
+        typer.Option(min=-1, show_default=False, help="list the ledgers after this id"),
+    ] = None,
+    every: Annotated[bool, typer.Option("--all", help="follow the pages to the end")] = False,
+    as_json: AsJson = False,
+) -> None:
+    """Under-replicated ledgers in id order, with the repair progress of each.
+
+    Shows the missing bookies of each ledger, and the worker repairing it.
+    """
+    rows: list[dict[str, Any]] = []
+    next_after = after
+    with reported(), _client(ctx) as client:
+        while True:
+            params: dict[str, int] = {"limit": limit}
+            if next_after is not None:
+                params["after"] = next_after
+            page = client.json("GET", "/v1/admin/under-replicated", params=params)
+            rows += page["ledgers"]
+            next_after = page.get("next")
+            if next_after is None or not every:
+                break
+    if as_json:
+        print_json({"ledgers": rows, "next": next_after})
+        return
+    if rows:
+        _out().print(under_replicated_table(rows))
+    else:
+        err.print("no under-replicated ledgers", markup=False)
+    if next_after is not None:
+        err.print(f"more after {next_after}: --after {next_after}, or --all", markup=False)
+
+
+# -- audit, replication switch ------------------------------------------------
+
+
+@admin_app.command()
+def audit(ctx: typer.Context, as_json: AsJson = False) -> None:
+    """Ask the elected auditor for a full check now."""
+    with reported(), _client(ctx) as client:
+        doc = client.json("POST", "/v1/admin/audit")
+    if as_json:
+        print_json(doc)
+    elif doc.get("auditor_id"):
+        print(f"audit requested: auditor {doc['auditor_id']} runs a full check now", flush=True)
+    else:
+        print("audit requested; no auditor is elected now: it runs when one is", flush=True)
+
+
+def _switch(ctx: typer.Context, enabled: bool, as_json: bool) -> None:
+    action = "enable" if enabled else "disable"
+    with reported(), _client(ctx) as client:
+        doc = client.json("POST", f"/v1/admin/replication/{action}")
+    if as_json:
+        print_json(doc)
+    else:
+        print(f"replication {action}d; {doc['under_replicated_ledgers']} ledgers under-replicated")
+
+
+@replication_app.command("enable")
+def replication_enable(ctx: typer.Context, as_json: AsJson = False) -> None:
+    """Enable re-replication: the workers repair the marked ledgers again."""
+    _switch(ctx, True, as_json)
+
+
+@replication_app.command("disable")
+def replication_disable(ctx: typer.Context, as_json: AsJson = False) -> None:
+    """Disable re-replication: workers start nothing new; marks stay until enabled."""
+    _switch(ctx, False, as_json)
+
+
+# -- waits --------------------------------------------------------------------
+
+
+def poll_gateway(client: GatewayClient, bookie_id: str | None = None) -> Poll:
+    """One look at the cluster: the under-replicated count, the bytes the workers report
+    (first pages of the listing) and, for a decommission, whether it is finished."""
+    doc = client.json("GET", "/v1/admin/cluster")
+    copied: dict[int, int] = {}
+    params: dict[str, int] = {"limit": LIST_LIMIT_MAX}
+    for _ in range(PROGRESS_PAGES_MAX):
+        page = client.json("GET", "/v1/admin/under-replicated", params=params)
+        copied.update(copied_bytes(page["ledgers"]))
+        if page.get("next") is None:
+            break
+        params["after"] = page["next"]
+    left = int(doc["under_replicated_ledgers"])
+    if bookie_id is None:
+        done = left == 0
+    else:
+        state = client.json("GET", f"/v1/admin/bookies/{bookie_id}")["state"]
+        done = state == "decommissioned"
+    return Poll(left, copied, done, bool(doc.get("replication_enabled", True)))
+
+
+@contextmanager
+def _display(what: str) -> Iterator[Callable[[View, Poll], None]]:
+    """A rich progress bar on a terminal; one plain line per change otherwise."""
+    warned: list[bool] = []
+
+    def warn_disabled(seen: Poll) -> None:
+        if not seen.replication_enabled and not warned:
+            warned.append(True)
+            err.print(
+                "replication is disabled: nothing is repaired until "
+                "'quire admin replication enable'",
+                markup=False,
+            )
+
+    if err.is_terminal:
+        columns = (
+            SpinnerColumn(),
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[detail]}"),
+            TimeElapsedColumn(),
+        )
+        with Progress(*columns, console=err, transient=False) as bar:
+            task = bar.add_task(what, total=None, detail="")
+
+            def show_bar(view: View, seen: Poll) -> None:
+                warn_disabled(seen)
+                bar.update(
+                    task,
+                    total=max(view.total, 1),
+                    completed=view.repaired if not seen.done else max(view.total, 1),
+                    detail=f"{view.left} left, {view.mb_copied:.1f} MB, "
+                    f"{view.mb_per_s:.1f} MB/s, {view.ledgers_per_min:.0f} ledgers/min",
+                )
+
+            yield show_bar
+        return
+    last: list[tuple[int, int, bool]] = []
+
+    def show_line(view: View, seen: Poll) -> None:
+        warn_disabled(seen)
+        key = (view.left, int(view.mb_copied * 10), seen.done)
+        if last and last[-1] == key:
+            return
+        last[:] = [key]
+        err.print(f"{what}: {view.line()}", markup=False)
+
+    yield show_line
+
+
+def _wait(
+    what: str,
+    bookie_id: str | None,
+    timeout: float | None,
+    interval: float,
+    client: GatewayClient,
+) -> None:
+    last = [Poll(0, {}, False)]
+
+    def poll() -> Poll:
+        try:
+            last[0] = poll_gateway(client, bookie_id)
+        except (GatewayUnreachable, Unavailable) as exc:
+            # A gateway restart or a ZooKeeper blip must not end a long wait: show the
+            # last figures again and poll once more.
+            err.print(f"{what}: {exc.code}: {exc.message}; retrying", markup=False)
+            return Poll(last[0].left, {}, False, last[0].replication_enabled)
+        return last[0]
+
+    try:
+        with _display(what) as show:
+            finished = wait_until(poll, show, timeout_s=timeout, interval_s=interval)
+    except KeyboardInterrupt:
+        err.print(f"{what}: interrupted", markup=False)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    if not finished:
+        err.print(f"quire: error: timeout: {what}: not done after {timeout:g} s", markup=False)
+        raise typer.Exit(EXIT_WAIT_TIMEOUT)
+    print(f"{what}: done", flush=True)
+
+
+@admin_app.command("wait-replicated")
+def wait_replicated(
+    ctx: typer.Context, timeout: Timeout = None, interval: Interval = POLL_INTERVAL_S
+) -> None:
+    """Wait until no ledger is under-replicated, with a progress bar.
+
+    The bar shows the ledgers left, the MB copied and the rate.
+    """
+    with reported(), _client(ctx) as client:
+        _wait("re-replication", None, timeout, interval, client)
+
+
+@admin_app.command()
+def decommission(
+    ctx: typer.Context,
+    bookie: Annotated[str, typer.Argument(show_default=False, help="the bookie's id (host:port)")],
+    wait: Annotated[
+        bool, typer.Option("--wait", help="wait until it is decommissioned, with progress")
+    ] = False,
+    timeout: Timeout = None,
+    interval: Interval = POLL_INTERVAL_S,
+    as_json: AsJson = False,
+) -> None:
+    """Decommission a bookie, up or down; --wait until it is done.
+
+    No new ensemble chooses it from now on, and everything on it is re-replicated;
+    then its state is decommissioned.
+    """
+    with reported(), _client(ctx) as client:
+        doc = client.json("POST", f"/v1/admin/bookies/{bookie}/decommission")
+        if as_json:
+            print_json(doc)
+        else:
+            print(f"bookie {doc['id']}: {doc['state']}", flush=True)
+        if wait and doc["state"] != "decommissioned":
+            _wait(f"decommission of {bookie}", bookie, timeout, interval, client)

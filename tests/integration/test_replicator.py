@@ -1,0 +1,171 @@
+"""The replication worker against real ZooKeeper, bookies and gateway processes: marks
+are written directly (as the auditor would), so these tests need no auditor."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import httpx
+from kazoo.client import KazooClient
+
+from services.wire import digest
+from services.wire.framing import Record
+from tests.harness import Cluster, wait_for
+from tests.integration.auto_support import (
+    fragment_complete,
+    holds_for,
+    ledger_metadata,
+    mark_ledger,
+    marked_ledgers,
+    names,
+    replicator_status,
+    start_replicator,
+)
+from tests.integration.gateway_support import (
+    metric_value,
+    payload_for,
+    start_bookies,
+    start_gateway,
+    wait_writable,
+)
+
+REPAIR_DEADLINE_S = 40.0
+
+
+def test_closed_ledgers_are_made_whole_and_survive_a_second_loss(
+    cluster: Cluster, zk_client: KazooClient
+) -> None:
+    """Closed ledgers (E=3 Qw=3 Qa=2, and striped E=3 Qw=2) on 4 bookies: after one
+    bookie is SIGKILLed and the ledgers marked, the worker makes every fragment whole (no
+    fragment names the dead bookie, every bookie named holds its share, the marks are
+    gone); then a second ORIGINAL bookie is SIGKILLed and every entry still reads back
+    byte-exact through the gateway (the copies are real)."""
+    procs = {p.address: p for p in start_bookies(cluster, 4)}
+    gateway = start_gateway(cluster)
+    wait_writable(gateway, 4)
+    written: dict[int, list[bytes]] = {}
+    for n, (e, qw, qa) in enumerate([(3, 3, 2), (3, 2, 2), (3, 3, 2), (3, 2, 2)]):
+        lid = gateway.create(ensemble_size=e, write_quorum=qw, ack_quorum=qa)["ledger_id"]
+        payloads = [payload_for(100 * n + i, 200 + i) for i in range(40)]
+        gateway.add_batch(lid, payloads)
+        gateway.close(lid)
+        written[lid] = payloads
+    ensembles = {lid: ledger_metadata(zk_client, lid).fragments[0].bookies for lid in written}
+    counts = {b: sum(b in ens for ens in ensembles.values()) for b in procs}
+    dead = max(counts, key=lambda b: counts[b])
+    affected = [lid for lid, ens in ensembles.items() if dead in ens]
+    assert len(affected) >= 3
+    procs[dead].kill()
+    for lid in affected:
+        mark_ledger(zk_client, lid, [dead])
+    replicator = start_replicator(cluster, ["--bookie-request-timeout-ms", "2000"])
+
+    def whole() -> bool:
+        return not marked_ledgers(zk_client) and not any(
+            names(ledger_metadata(zk_client, lid), dead) for lid in written
+        )
+
+    wait_for(whole, REPAIR_DEADLINE_S, "every fragment repaired and the marks gone")
+    for lid in written:
+        assert fragment_complete(ledger_metadata(zk_client, lid)) == []
+    metrics = httpx.get(f"{replicator.url}/metrics").text
+    assert metric_value(metrics, "quire_replicator_ledgers_replicated_total") == len(affected)
+    assert metric_value(metrics, "quire_replicator_entries_replicated_total") > 0
+    assert replicator_status(replicator)["in_flight"] == []
+
+    second = next(b for b in ensembles[affected[0]] if b != dead)
+    procs[second].kill()
+    for lid, payloads in written.items():
+        assert [d for _, d in gateway.read_all(lid)] == payloads
+
+
+def _forge(proc, lid: int, entry_id: int, length: int) -> None:  # type: ignore[no-untyped-def]
+    """Overwrite one stored replica on disk with a record sealed under another key."""
+    record = digest.seal(
+        Record(lid, entry_id, entry_id - 1, b"forged", digest_type="hmac-sha256", length=length),
+        digest.mac_key(b"another password"),
+    )
+    data_dir = Path(proc.argv[proc.argv.index("--data-dir") + 1])
+    proc.stop()
+    with sqlite3.connect(data_dir / "bookie.db") as db:
+        changed = db.execute(
+            "UPDATE entries SET payload = ?, digest = ? WHERE ledger_id = ? AND entry_id = ?",
+            (record.payload, bytes(record.digest), lid, entry_id),
+        ).rowcount
+    assert changed == 1
+    proc.start()
+    proc.wait_healthy(30.0)
+
+
+def test_hmac_ledger_is_copied_verified_and_a_corrupt_replica_is_not_copied(
+    cluster: Cluster, zk_client: KazooClient
+) -> None:
+    """An hmac-sha256 ledger (its MAC key sealed in the metadata, the password never):
+    the worker verifies every copied entry; entries whose replica on one survivor is
+    forged are taken from the other survivor, so the target holds the true bytes and a
+    read through the new ensemble (the forging bookie killed) is byte-exact."""
+    procs = {p.address: p for p in start_bookies(cluster, 4)}
+    gateway = start_gateway(cluster)
+    wait_writable(gateway, 4)
+    password = "replicate-me"
+    created = gateway.create(
+        password=password, digest="hmac-sha256", ensemble_size=3, write_quorum=3, ack_quorum=2
+    )
+    lid = created["ledger_id"]
+    assert "mac_key_sealed" not in created and "password" not in str(created).lower()
+    payloads = [payload_for(i, 300) for i in range(20)]
+    gateway.add_batch(lid, payloads, password=password)
+    gateway.close(lid, password=password)
+    assert "mac_key_sealed" not in gateway.metadata(lid)
+    ensemble = ledger_metadata(zk_client, lid).fragments[0].bookies
+    assert ledger_metadata(zk_client, lid).mac_key_sealed
+    dead, forger, _ = ensemble
+    lengths = [sum(map(len, payloads[: i + 1])) for i in range(len(payloads))]
+    for entry_id in (2, 7):
+        _forge(procs[forger], lid, entry_id, lengths[entry_id])
+    procs[dead].kill()
+    replicator = start_replicator(cluster)
+    mark_ledger(zk_client, lid, [dead])
+    wait_for(lambda: not marked_ledgers(zk_client), REPAIR_DEADLINE_S, "the ledger repaired")
+    metadata = ledger_metadata(zk_client, lid)
+    assert not names(metadata, dead)
+    target = next(b for b in metadata.fragments[0].bookies if b not in ensemble)
+    procs[forger].kill()
+    assert [d for _, d in gateway.read_all(lid, password)] == payloads
+    assert target in procs
+    metrics = httpx.get(f"{replicator.url}/metrics").text
+    assert metric_value(metrics, "quire_replicator_entries_replicated_total") == len(payloads)
+
+
+def test_disabled_replication_repairs_nothing_until_enabled(
+    cluster: Cluster, zk_client: KazooClient
+) -> None:
+    """While /underreplication/disabled exists the worker repairs nothing and the mark
+    stays (status says enabled false); once it is deleted the ledger is repaired."""
+    procs = {p.address: p for p in start_bookies(cluster, 4)}
+    gateway = start_gateway(cluster)
+    wait_writable(gateway, 4)
+    lid = gateway.create(ensemble_size=3, write_quorum=2, ack_quorum=2)["ledger_id"]
+    gateway.add_batch(lid, [payload_for(i) for i in range(10)])
+    gateway.close(lid)
+    dead = ledger_metadata(zk_client, lid).fragments[0].bookies[0]
+    procs[dead].kill()
+    zk_client.create("/underreplication/disabled", b"", makepath=True)
+    replicator = start_replicator(cluster, ["--marks-poll-interval", "0.2"])
+    mark_ledger(zk_client, lid, [dead])
+    wait_for(lambda: replicator_status(replicator)["enabled"] is False, 10, "status disabled")
+    # Many poll intervals pass with the mark untouched and no lock taken.
+    holds_for(
+        lambda: (
+            marked_ledgers(zk_client) == [lid]
+            and names(ledger_metadata(zk_client, lid), dead)
+            and not zk_client.exists(f"/underreplication/locks/{lid}")
+        ),
+        3.0,
+        "nothing repaired while disabled",
+    )
+    zk_client.delete("/underreplication/disabled")
+    wait_for(lambda: not marked_ledgers(zk_client), REPAIR_DEADLINE_S, "repair after enable")
+    assert not names(ledger_metadata(zk_client, lid), dead)
+    assert replicator_status(replicator)["enabled"] is True

@@ -1,0 +1,102 @@
+"""OPEN ledgers whose last fragment lost a bookie: the worker waits for the grace
+period, then recovers (fences and closes) an idle writer's ledger and copies it; a
+writer that keeps writing replaces the bookie itself and is never fenced."""
+
+from __future__ import annotations
+
+from kazoo.client import KazooClient
+
+from services.protocol.metadata import LedgerState
+from tests.harness import Cluster, wait_for
+from tests.integration.auto_support import (
+    fragment_complete,
+    holds_for,
+    ledger_metadata,
+    mark_ledger,
+    marked_ledgers,
+    names,
+    start_replicator,
+)
+from tests.integration.gateway_support import (
+    Appender,
+    check_read_back,
+    payload_for,
+    start_bookies,
+    start_gateway,
+    wait_writable,
+)
+
+GRACE_S = 3.0
+
+
+def test_an_idle_writers_open_ledger_is_fenced_closed_and_replicated_after_the_grace(
+    cluster: Cluster, zk_client: KazooClient
+) -> None:
+    """An open ledger (E=3 Qw=3 Qa=2) whose writer is idle loses a bookie of its last
+    fragment: before the grace period the worker leaves it open; after it the ledger
+    is fenced, closed with every acknowledged entry, and fully replicated; the old
+    writer's next add gets ledger_fenced."""
+    procs = {p.address: p for p in start_bookies(cluster, 4)}
+    gateway = start_gateway(cluster)
+    wait_writable(gateway, 4)
+    lid = gateway.create(ensemble_size=3, write_quorum=3, ack_quorum=2)["ledger_id"]
+    acked = {}
+    for i in range(12):
+        payload = payload_for(i, 500)
+        acked[gateway.add(lid, payload)["entry_id"]] = payload
+    dead = ledger_metadata(zk_client, lid).fragments[0].bookies[2]
+    procs[dead].kill()
+    start_replicator(cluster, ["--open-ledger-grace", str(GRACE_S), "--marks-poll-interval", "0.5"])
+    mark_ledger(zk_client, lid, [dead])
+    holds_for(
+        lambda: ledger_metadata(zk_client, lid).state is LedgerState.OPEN,
+        GRACE_S * 0.6,
+        "the open ledger waits for the grace period",
+    )
+    wait_for(lambda: not marked_ledgers(zk_client), 40, "the open ledger recovered and repaired")
+    metadata = ledger_metadata(zk_client, lid)
+    assert metadata.state is LedgerState.CLOSED
+    assert metadata.last_entry_id == max(acked)
+    assert not names(metadata, dead)
+    assert fragment_complete(metadata) == []
+    r = gateway.request(
+        "POST",
+        f"/v1/ledgers/{lid}/entries",
+        content=b"late",
+        headers={"Content-Type": "application/octet-stream"},
+    )
+    assert r.status_code == 409 and r.json()["error"] == "ledger_fenced", r.text
+    assert dict(gateway.read_all(lid)) == acked
+
+
+def test_a_writer_that_keeps_writing_replaces_the_bookie_itself_and_is_not_fenced(
+    cluster: Cluster, zk_client: KazooClient
+) -> None:
+    """A writer adding all along loses a bookie of its ensemble: it changes its ensemble
+    itself; the worker copies the earlier (now not last) fragment at once, never fences
+    the ledger (the writer goes on without an error), and every acknowledged entry reads
+    back after the writer closes it."""
+    procs = {p.address: p for p in start_bookies(cluster, 4)}
+    gateway = start_gateway(cluster, ["--bookie-add-timeout-ms", "1000"])
+    wait_writable(gateway, 4)
+    lid = gateway.create(ensemble_size=3, write_quorum=3, ack_quorum=2)["ledger_id"]
+    appender = Appender(gateway.url, lid, batch=5).start()
+    try:
+        appender.wait_count(50)
+        dead = ledger_metadata(zk_client, lid).fragments[0].bookies[0]
+        procs[dead].kill()
+        start_replicator(cluster, ["--open-ledger-grace", str(GRACE_S)])
+        mark_ledger(zk_client, lid, [dead])
+        wait_for(lambda: not marked_ledgers(zk_client), 40, "the earlier fragment repaired")
+        metadata = ledger_metadata(zk_client, lid)
+        assert metadata.state is LedgerState.OPEN
+        assert len(metadata.fragments) >= 2 and not names(metadata, dead)
+        count = appender.count
+        appender.wait_count(count + 20)
+        assert appender.running and appender.errors == []
+    finally:
+        appender.stop()
+    closed = gateway.close(lid)
+    metadata = ledger_metadata(zk_client, lid)
+    assert fragment_complete(metadata) == []
+    check_read_back(gateway.read_all(lid), closed["last_entry_id"], appender.acked, appender.sent)
