@@ -31,7 +31,6 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 
-from auditor.audit import FULL
 from auditor.metrics import AuditorMetrics
 from auditor.service import Auditor
 from services.errors import MetadataUnavailable, Unauthorized, Unavailable
@@ -171,9 +170,8 @@ def create_app(settings: AuditorSettings) -> FastAPI:
     )
     async def audit(request: Request, x_cluster_secret: SecretHeader = None) -> dict[str, Any]:
         auditor = running(request, x_cluster_secret)
+        # Through ZooKeeper only: the elected auditor (this one or another) watches it.
         await auditor.underreplication.request_audit()
-        if auditor.elected:
-            auditor.request(FULL)
         return {"requested": True, "auditor_id": await auditor.underreplication.auditor_id()}
 
     add_health_route(app, ready)

@@ -279,6 +279,7 @@ class Auditor:
         self.metrics.audits.labels(kind, "completed").inc()
         self.metrics.audit_duration.labels(kind).observe(report.duration_s)
         self.metrics.bookies_skipped.inc(len(report.bookies_skipped))
+        self.metrics.marks_cleared.inc(report.cleared)
         self.last_audit = report
         self.named = report.named
         self._bookies_changed.set()

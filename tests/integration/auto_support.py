@@ -178,11 +178,20 @@ class AuditorProc:
         return 0
 
     def audit_and_wait(self, deadline_s: float = 30.0) -> dict:
-        """Ask for a full check and wait until one that started after the request ends."""
-        before = self.audits_completed()
+        """Ask for a full check and wait until one that started after the request ends
+        (one already running when asked does not count: it may have missed a change)."""
+        asked_ms = int(time.time() * 1000)
         self.audit()
-        wait_for(lambda: self.audits_completed() > before, deadline_s, "a full check")
-        return self.status()
+
+        def done() -> dict | None:
+            status = self.status()
+            last = status["last_audit"]
+            ok = last is not None and last["kind"] == "full" and last["started_at"] >= asked_ms
+            return status if ok else None
+
+        status = wait_for(done, deadline_s, "a full check started after the request")
+        assert isinstance(status, dict)
+        return status
 
 
 def start_auditor(
