@@ -325,6 +325,19 @@ class MetadataStore:
 
         self._client.ChildrenWatch(path, on_change)
 
+    async def exists_once(self, path: str, on_change: Callable[[], None]) -> bool:
+        """Whether the znode exists, and ``on_change()`` on the loop once, at its next
+        change (created, deleted, data set): a one-shot watch, unlike ``watch_data``
+        (the election watches each predecessor once)."""
+        loop = asyncio.get_running_loop()
+
+        def fired(_event: Any) -> None:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(on_change)
+
+        stat = await self._call(path, self._client.exists_async, path, watch=fired)
+        return stat is not None
+
     def watch_data(self, path: str, callback: Callable[[Versioned | None], None]) -> None:
         """Call ``callback(Versioned | None)`` on the loop now and on every change."""
         loop = asyncio.get_running_loop()

@@ -1,0 +1,1 @@
+"""The auditor (``python -m auditor``): elected, it marks under-replicated ledgers."""

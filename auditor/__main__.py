@@ -1,0 +1,20 @@
+"""``python -m auditor --zk HOST:PORT --port P``: run an auditor."""
+
+from __future__ import annotations
+
+from auditor.app import create_app
+from services.logs import setup_logging
+from services.settings import AuditorSettings, load_settings
+from services.web.serve import serve
+
+PROG = "python -m auditor"
+
+
+def main(argv: list[str] | None = None) -> None:
+    settings = load_settings(AuditorSettings, argv, prog=PROG)
+    setup_logging("auditor", settings.log_level)
+    serve(create_app(settings), settings)
+
+
+if __name__ == "__main__":
+    main()

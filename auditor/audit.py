@@ -1,0 +1,268 @@
+"""One audit: walk every ledger's metadata, mark what is under-replicated, clear stale marks.
+
+Algorithm. The ledger ids are listed in pages (``LedgerStore.list``, a few
+``children`` calls per page) and each page's metadata is read with many ZooKeeper
+gets in flight (``concurrency``); a producer task reads the next pages while the
+current one is checked (at most ``PAGES_AHEAD_MAX`` pages wait), so the walk is
+pipelined. For each ledger:
+
+1. placement: fragments naming a lost or decommissioning bookie;
+2. replicas (full audits only): each live bookie is asked in bulk what it stores of
+   the settled spans it must hold (``ReplicaChecker``); a bookie lacking an entry or
+   holding a corrupt one is missing too;
+3. the ledger is marked (one mark naming the missing bookies, merged by CAS) — or,
+   when it was marked before the audit started and is whole now, its mark is deleted
+   at the version read (a worker adding a bookie meanwhile makes that fail).
+
+Ordering rule: before each batch of writes (the marks or the deletions of one page),
+``confirm()`` reads the election again; when this auditor is no longer elected the
+audit stops (``NotElected``) before writing anything more. ``notify_marked`` is bumped
+once per batch of marks.
+
+Marks of ledgers the walk did not see are checked last: the mark of a deleted ledger
+is deleted. Decommissioning bookies that no fragment names after a complete walk are
+returned (``named``), so the caller can set them decommissioned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from dataclasses import dataclass, field
+
+from auditor.decisions import (
+    StoredView,
+    mark_clearable,
+    named_bookies,
+    placement_missing,
+    replica_missing,
+)
+from auditor.replicas import ReplicaChecker
+from services.errors import LedgerNotFound, QuireError
+from services.limits import LIST_LIMIT_MAX
+from services.protocol.metadata import LedgerMetadata
+from services.zk.ledger_store import LedgerStore
+from services.zk.underreplication import UnderReplicationStore
+
+log = logging.getLogger(__name__)
+
+PAGE_LEDGERS = LIST_LIMIT_MAX
+PAGES_AHEAD_MAX = 4
+
+FULL = "full"
+PLACEMENT = "placement"
+
+
+class NotElected(Exception):
+    """This auditor is no longer elected: the audit stops before writing more."""
+
+
+@dataclass
+class AuditReport:
+    kind: str
+    started_at_ms: int
+    finished_at_ms: int = 0
+    duration_s: float = 0.0
+    ledgers: int = 0
+    marked: int = 0
+    cleared: int = 0
+    bookies_skipped: list[str] = field(default_factory=list)
+    complete: bool = False
+    named: set[str] = field(default_factory=set)
+
+    def to_api(self) -> dict[str, object]:
+        return {
+            "kind": self.kind,
+            "started_at": self.started_at_ms,
+            "finished_at": self.finished_at_ms,
+            "duration_s": round(self.duration_s, 3),
+            "ledgers": self.ledgers,
+            "marked": self.marked,
+            "cleared": self.cleared,
+            "bookies_skipped": sorted(self.bookies_skipped),
+            "complete": self.complete,
+        }
+
+
+@dataclass(frozen=True)
+class AuditView:
+    """The bookies as the audit sees them (fixed at its start)."""
+
+    registered: frozenset[str]
+    lost: frozenset[str]
+    decommissioning: frozenset[str]
+
+    @property
+    def live(self) -> frozenset[str]:
+        return self.registered - self.lost
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Audit:
+    def __init__(
+        self,
+        kind: str,
+        ledgers: LedgerStore,
+        underreplication: UnderReplicationStore,
+        view: AuditView,
+        confirm: Callable[[], Awaitable[bool]],
+        checker: ReplicaChecker | None,
+        concurrency: int,
+        on_marked: Callable[[int], None] = lambda n: None,
+    ) -> None:
+        self.kind = kind
+        self.ledgers = ledgers
+        self.underreplication = underreplication
+        self.view = view
+        self.confirm = confirm
+        self.checker = checker
+        self._slots = asyncio.Semaphore(concurrency)
+        self.on_marked = on_marked
+        self.report = AuditReport(kind, now_ms())
+        self._marked_before: set[int] = set()
+        self._seen: set[int] = set()
+
+    async def run(self) -> AuditReport:
+        start = time.monotonic()
+        self._marked_before = set(await self.underreplication.marked())
+        pages: asyncio.Queue[list[LedgerMetadata] | None] = asyncio.Queue(PAGES_AHEAD_MAX)
+        producer = asyncio.create_task(self._produce(pages), name="audit-walk")
+        try:
+            while (page := await pages.get()) is not None:
+                await self._check_page(page)
+            await producer  # re-raises a failure of the walk
+        finally:
+            producer.cancel()
+            await asyncio.gather(producer, return_exceptions=True)
+        await self._check_unseen_marks()
+        self.report.complete = True
+        if self.checker is not None:
+            self.report.bookies_skipped = sorted(self.checker.skipped)
+        self.report.duration_s = time.monotonic() - start
+        self.report.finished_at_ms = now_ms()
+        return self.report
+
+    # ------------------------------------------------------------------ the walk
+
+    async def _produce(self, pages: asyncio.Queue[list[LedgerMetadata] | None]) -> None:
+        after: int | None = None
+        while True:
+            ids, after = await self.ledgers.list(after, PAGE_LEDGERS)
+            found = await asyncio.gather(*(self._get(lid) for lid in ids))
+            await pages.put([m for m in found if m is not None])
+            if after is None:
+                break
+        await pages.put(None)
+
+    async def _get(self, ledger_id: int) -> LedgerMetadata | None:
+        async with self._slots:
+            try:
+                return (await self.ledgers.get(ledger_id)).metadata
+            except LedgerNotFound:
+                return None  # deleted since it was listed
+            except QuireError as exc:
+                if exc.code == "unavailable":
+                    raise
+                log.warning("audit skips ledger %d: unreadable metadata (%s)", ledger_id, exc)
+                return None
+
+    # ------------------------------------------------------------------ one page
+
+    async def _check_page(self, page: Sequence[LedgerMetadata]) -> None:
+        view = self.view
+        verdicts: dict[int, set[str]] = {}
+        for metadata in page:
+            self._seen.add(metadata.ledger_id)
+            self.report.named |= named_bookies(metadata)
+            missing = placement_missing(metadata, view.lost, view.decommissioning)
+            if missing:
+                verdicts[metadata.ledger_id] = missing
+        self.report.ledgers += len(page)
+        whole: set[int] = set()
+        if self.checker is not None:
+            answers = await self.checker.check(page, view.live)
+            for metadata in page:
+                lid = metadata.ledger_id
+                got: dict[str, StoredView] = answers.get(lid, {})
+                lacking, complete = replica_missing(metadata, got)
+                if lacking:
+                    verdicts.setdefault(lid, set()).update(lacking)
+                elif complete:
+                    whole.add(lid)
+        await self._mark(verdicts)
+        if self.checker is not None:
+            clearable = [
+                m
+                for m in page
+                if m.ledger_id in self._marked_before
+                and m.ledger_id not in verdicts
+                and mark_clearable(m, view.registered, view.decommissioning, m.ledger_id in whole)
+            ]
+            await self._clear([m.ledger_id for m in clearable])
+
+    async def _mark(self, verdicts: dict[int, set[str]]) -> None:
+        if not verdicts:
+            return
+        if not await self.confirm():
+            raise NotElected
+        at = now_ms()
+        before = await asyncio.gather(
+            *(self._write_mark(lid, missing, at) for lid, missing in verdicts.items())
+        )
+        written = sum(before)
+        if written:
+            await self.underreplication.notify_marked()
+            self.report.marked += written
+            self.on_marked(written)
+
+    async def _write_mark(self, ledger_id: int, missing: set[str], at: int) -> bool:
+        """Mark; True when the mark is new or names a bookie it did not name before."""
+        async with self._slots:
+            current = await self.underreplication.get_mark(ledger_id)
+            if current is not None and missing <= set(current.missing_bookies):
+                return False
+            await self.underreplication.mark(ledger_id, missing, at)
+            log.info("marked ledger %d under-replicated: missing %s", ledger_id, sorted(missing))
+            return True
+
+    async def _clear(self, ledger_ids: Collection[int]) -> None:
+        if not ledger_ids:
+            return
+        if not await self.confirm():
+            raise NotElected
+        results = await asyncio.gather(*(self._clear_one(lid) for lid in ledger_ids))
+        self.report.cleared += sum(results)
+
+    async def _clear_one(self, ledger_id: int) -> bool:
+        async with self._slots:
+            mark = await self.underreplication.get_mark(ledger_id)
+            if mark is None:
+                return False
+            # Re-read since the audit began: a mark written meanwhile (by a newer
+            # marking) may name a bookie this audit did not judge; keep it.
+            if mark.marked_at > self.report.started_at_ms:
+                return False
+            cleared = await self.underreplication.clear_mark(ledger_id, mark.version)
+            if cleared:
+                log.info("cleared the stale mark of ledger %d (whole)", ledger_id)
+            return cleared
+
+    async def _check_unseen_marks(self) -> None:
+        """Marks of ledgers the walk did not see: a deleted ledger's mark goes."""
+        gone: list[int] = []
+        for lid in sorted(self._marked_before - self._seen):
+            try:
+                await self.ledgers.get(lid)
+            except LedgerNotFound:
+                gone.append(lid)
+        if gone:
+            if not await self.confirm():
+                raise NotElected
+            for lid in gone:
+                if await self.underreplication.clear_mark(lid):
+                    self.report.cleared += 1

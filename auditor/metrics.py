@@ -1,0 +1,60 @@
+"""The auditor's Prometheus metrics (one registry per app).
+
+``quire_underreplicated_ledgers`` is the number of marks as they are now: the
+``/metrics`` route counts them before it renders (``Auditor.refresh_gauges``), so it
+never shows a stale counter.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_AUDIT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+
+class AuditorMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.underreplicated = Gauge(
+            "quire_underreplicated_ledgers",
+            "Ledgers marked under-replicated now (counted from the marks at scrape)",
+            registry=r,
+        )
+        self.elected = Gauge(
+            "quire_auditor_elected", "1 while this auditor is the elected one", registry=r
+        )
+        self.audits = Counter(
+            "quire_auditor_audits_total",
+            "Checks run, by kind (full: placement and replicas; placement: after a lost "
+            "or decommissioned bookie) and outcome",
+            ["kind", "outcome"],
+            registry=r,
+        )
+        self.audit_duration = Histogram(
+            "quire_auditor_audit_duration_seconds",
+            "Duration of completed checks",
+            ["kind"],
+            buckets=_AUDIT_BUCKETS,
+            registry=r,
+        )
+        self.ledgers_marked = Counter(
+            "quire_auditor_ledgers_marked_total",
+            "Marks written (a ledger marked again with new missing bookies counts again)",
+            registry=r,
+        )
+        self.marks_cleared = Counter(
+            "quire_auditor_marks_cleared_total",
+            "Stale marks deleted (the ledger was whole)",
+            registry=r,
+        )
+        self.bookies_lost = Counter(
+            "quire_auditor_bookies_lost_total",
+            "Bookies gone for longer than the lost-bookie delay (seen by the elected auditor)",
+            registry=r,
+        )
+        self.bookies_skipped = Counter(
+            "quire_auditor_bookies_skipped_total",
+            "Bookies skipped by a replica check (no answer in time)",
+            registry=r,
+        )

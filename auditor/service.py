@@ -1,0 +1,298 @@
+"""The auditor: election, the bookie watch, and the audits the elected one runs.
+
+Every auditor (elected or not) watches the bookie registry, the cookies and the
+decommission nodes, so a standby that takes over knows since when each bookie has
+been gone. Only the elected one acts: its work task runs the checks one at a time —
+
+- a *placement* check when a bookie has been gone for the lost-bookie delay, or a
+  decommission was requested (fragments naming such bookies are marked);
+- a *full* check (placement and replicas, stale marks cleared) when elected, every
+  ``--audit-interval``, and on demand (``/auditor/audit-request`` bumped by the
+  gateway's ``POST /v1/admin/audit`` or this auditor's ``POST /v1/audit``).
+
+Requests that arrive during a check coalesce into one more check after it. Losing
+the election (SUSPENDED included) cancels the work task at once, the running check
+with it; the check also re-confirms the election before each batch of writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from kazoo.protocol.states import KazooState
+
+from auditor.audit import FULL, PLACEMENT, Audit, AuditReport, AuditView, NotElected, now_ms
+from auditor.decisions import BookieWatch, decommission_done
+from auditor.election import Election
+from auditor.metrics import AuditorMetrics
+from auditor.replicas import ReplicaChecker
+from services.bookie_client import BookieClientPool
+from services.errors import QuireError
+from services.settings import AuditorSettings
+from services.zk import paths as zkpaths
+from services.zk.ledger_store import LedgerStore
+from services.zk.registry import BookieRegistry
+from services.zk.store import MetadataStore
+from services.zk.underreplication import DECOMMISSIONING, UnderReplicationStore
+
+log = logging.getLogger(__name__)
+
+# After a failed check (ZooKeeper unavailable), wait this long before the next.
+FAILED_AUDIT_RETRY_S = 1.0
+# The under-replicated count at scrape waits at most this long for ZooKeeper.
+COUNT_TIMEOUT_S = 5.0
+
+
+class Auditor:
+    def __init__(self, settings: AuditorSettings, store: MetadataStore, metrics: AuditorMetrics):
+        self.settings = settings
+        self.id = settings.address
+        self.store = store
+        self.metrics = metrics
+        self.ledgers = LedgerStore(store)
+        self.underreplication = UnderReplicationStore(store)
+        self.registry = BookieRegistry(store)
+        self.pool = BookieClientPool(
+            settings.cluster_secret,
+            request_timeout_s=settings.bookie_request_timeout_ms / 1000,
+            connect_timeout_s=min(2.0, settings.bookie_request_timeout_ms / 1000),
+        )
+        self.watch = BookieWatch(int(settings.lost_bookie_delay * 1000))
+        self.cookies: set[str] = set()
+        self.decommissions: dict[str, str] = {}
+        self.named: set[str] = set()  # bookies the last complete walk saw in fragments
+        self.election = Election(store, self.underreplication, self.id, self._on_elected)
+        self.last_audit: AuditReport | None = None
+        self.audit_running = False
+        self._pending: set[str] = set()
+        self._kick = asyncio.Event()
+        self._bookies_changed = asyncio.Event()
+        self._work: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Once connected: watches, the bookie watch, the election."""
+        await self.underreplication.ensure_paths()
+        await self.store.ensure_path(zkpaths.COOKIES)
+        await self.registry.start()
+        self.registry.add_listener(self._bookies_changed.set)
+        self.store.watch_children(zkpaths.COOKIES, self._on_cookies)
+        self.underreplication.watch_decommissions(lambda _ids: self._refresh_decommissions())
+        self.underreplication.watch_audit_requests(lambda: self.request(FULL))
+        self.store.add_state_listener(self._on_state)
+        self._tasks = [
+            asyncio.create_task(self._track_bookies(), name="auditor-bookies"),
+            asyncio.create_task(self.election.run(), name="auditor-election"),
+        ]
+
+    async def aclose(self) -> None:
+        self._stop_work()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._work is not None:
+            await asyncio.gather(self._work, return_exceptions=True)
+        await self.election.resign()
+        await self.pool.aclose()
+
+    # ------------------------------------------------------------------ status
+
+    @property
+    def elected(self) -> bool:
+        return self.election.elected
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "elected": self.elected,
+            "last_audit": None if self.last_audit is None else self.last_audit.to_api(),
+            "audit_running": self.audit_running,
+        }
+
+    async def refresh_gauges(self) -> None:
+        """Count the marks now (the under-replicated gauge is never a stale counter)."""
+        self.metrics.elected.set(1 if self.elected else 0)
+        if self.store.state == KazooState.CONNECTED:
+            try:
+                count = await asyncio.wait_for(self.underreplication.count(), COUNT_TIMEOUT_S)
+            except (QuireError, TimeoutError) as exc:
+                log.debug("cannot count the marks: %r", exc)
+            else:
+                self.metrics.underreplicated.set(count)
+
+    # ------------------------------------------------------------------ events
+
+    def request(self, kind: str) -> None:
+        """Ask for a check (done by the elected auditor only)."""
+        self._pending.add(kind)
+        self._kick.set()
+
+    def _on_state(self, state: str) -> None:
+        if state == KazooState.CONNECTED:
+            self._bookies_changed.set()
+
+    def _on_elected(self, elected: bool) -> None:
+        self.metrics.elected.set(1 if elected else 0)
+        if elected:
+            self._pending.add(FULL)  # catch up on whatever happened without a leader
+            self._kick.set()
+            if self._work is None or self._work.done():
+                self._work = asyncio.create_task(self._run_work(), name="auditor-work")
+        else:
+            self._stop_work()
+
+    def _stop_work(self) -> None:
+        if self._work is not None and not self._work.done():
+            self._work.cancel()
+        self.audit_running = False
+
+    def _on_cookies(self, children: list[str]) -> None:
+        self.cookies = set(children)
+        self._bookies_changed.set()
+
+    def _refresh_decommissions(self) -> None:
+        async def refresh() -> None:
+            try:
+                self.decommissions = await self.underreplication.decommissions()
+            except QuireError as exc:
+                log.warning("cannot read the decommission nodes: %s", exc)
+                return
+            if any(s == DECOMMISSIONING for s in self.decommissions.values()):
+                self.request(PLACEMENT)
+
+        self._tasks.append(asyncio.create_task(refresh(), name="auditor-decommissions"))
+        self._tasks = [t for t in self._tasks if not t.done()]
+
+    # ------------------------------------------------------------------ bookie watch
+
+    async def _track_bookies(self) -> None:
+        """Feed the registry into the watch; ask for a placement check when a bookie
+        has been gone for the delay (and is still gone)."""
+        while True:
+            self._bookies_changed.clear()
+            now = now_ms()
+            if self.store.state == KazooState.CONNECTED:
+                known = self.cookies | self.named
+                self.watch.observe(self.registry.bookies.keys(), known, now)
+                fresh = self.watch.newly_lost(now)
+                if fresh:
+                    log.info("bookies lost (gone for %.1f s): %s", self.settings.lost_bookie_delay,
+                             sorted(fresh))  # fmt: skip
+                    if self.elected:
+                        self.metrics.bookies_lost.inc(len(fresh))
+                    self.request(PLACEMENT)
+            deadline = self.watch.next_deadline_ms(now)
+            wait_s = None if deadline is None else max(0.0, (deadline - now) / 1000) + 0.01
+            try:
+                await asyncio.wait_for(self._bookies_changed.wait(), wait_s)
+            except TimeoutError:
+                pass
+
+    # ------------------------------------------------------------------ the work
+
+    async def _run_work(self) -> None:
+        interval_s = self.settings.audit_interval
+        next_full = time.monotonic() + interval_s
+        try:
+            while True:
+                self._kick.clear()
+                if time.monotonic() >= next_full:
+                    self._pending.add(FULL)
+                if not self._pending:
+                    try:
+                        await asyncio.wait_for(
+                            self._kick.wait(), max(0.0, next_full - time.monotonic())
+                        )
+                    except TimeoutError:
+                        pass
+                    continue
+                kind = FULL if FULL in self._pending else PLACEMENT
+                self._pending.clear()  # a full check covers a placement one
+                ok = await self._audit(kind)
+                if kind == FULL and ok:
+                    next_full = time.monotonic() + interval_s
+                if not ok:
+                    self._pending.add(kind)
+                    await asyncio.sleep(FAILED_AUDIT_RETRY_S)
+        finally:
+            self.audit_running = False
+
+    async def _audit(self, kind: str) -> bool:
+        """Run one check; False when it failed (it is retried)."""
+        now = now_ms()
+        self.watch.observe(self.registry.bookies.keys(), self.cookies | self.named, now)
+        try:
+            self.decommissions = await self.underreplication.decommissions()
+        except QuireError as exc:
+            log.warning("audit postponed: %s", exc)
+            return False
+        decommissioning = frozenset(
+            b for b, s in self.decommissions.items() if s == DECOMMISSIONING
+        )
+        view = AuditView(
+            registered=frozenset(self.registry.bookies),
+            lost=frozenset(self.watch.lost(now)),
+            decommissioning=decommissioning,
+        )
+        checker = None
+        if kind == FULL:
+            checker = ReplicaChecker(
+                self.pool,
+                self.registry.address_of,
+                self.settings.audit_verify,
+                self.settings.audit_concurrency,
+            )
+        audit = Audit(
+            kind,
+            self.ledgers,
+            self.underreplication,
+            view,
+            self.election.confirm,
+            checker,
+            self.settings.audit_concurrency,
+            on_marked=self.metrics.ledgers_marked.inc,
+        )
+        self.audit_running = True
+        try:
+            report = await audit.run()
+        except NotElected:
+            self.metrics.audits.labels(kind, "not_elected").inc()
+            log.info("%s check stopped: no longer elected", kind)
+            return True
+        except QuireError as exc:
+            self.metrics.audits.labels(kind, "failed").inc()
+            log.warning("%s check failed: %s", kind, exc)
+            return False
+        except Exception:
+            # Our bug, not the world's: logged whole, and the check is retried (the
+            # auditor must never stop auditing silently).
+            self.metrics.audits.labels(kind, "failed").inc()
+            log.exception("%s check failed", kind)
+            return False
+        finally:
+            self.audit_running = False
+        self.metrics.audits.labels(kind, "completed").inc()
+        self.metrics.audit_duration.labels(kind).observe(report.duration_s)
+        self.metrics.bookies_skipped.inc(len(report.bookies_skipped))
+        self.metrics.marks_cleared.inc(report.cleared)
+        self.last_audit = report
+        self.named = report.named
+        self._bookies_changed.set()
+        log.info("%s check: %s", kind, report.to_api())
+        await self._finish_decommissions(decommissioning, report)
+        return True
+
+    async def _finish_decommissions(self, decommissioning: frozenset[str], report: AuditReport):  # type: ignore[no-untyped-def]
+        done = decommission_done(decommissioning, report.named)
+        if not done:
+            return
+        if not await self.election.confirm():
+            return
+        for bookie in sorted(done):
+            await self.underreplication.set_decommissioned(bookie)
+            log.info("bookie %s decommissioned: no fragment names it", bookie)
