@@ -13,6 +13,16 @@ metadata. ``start()`` returns the first effects, ``handle(event)`` the next.
    bookies answered (``quorum.fencing_complete``); we do not wait for the
    others (the runner times a hanging bookie out). If every bookie answered or
    failed without that coverage, the recovery fails (retriable).
+   Across runs (a bookie reformatted BEFORE this fence, or between two recovery
+   attempts): the last fragment records the instance each bookie had when it was
+   chosen (``Fragment.instances``). A bookie whose fence answer names another
+   instance is a "replaced instance" (``fencing.FenceAnswers.replaced``): it is
+   fenced and counts toward the coverage above (which stops the old writer), but it
+   knows nothing: its "missing" never counts toward absence in step 3. When the
+   other bookies cannot prove an entry absent, the recovery waits for the fences
+   still awaited and otherwise fails (retriable): liveness is lost, never an entry
+   an old instance may have acknowledged. An unknown recorded instance (metadata
+   written before instances were recorded) is not compared.
 3. Every entry up to the floor,
    ``max(highest LAC returned, first id of the last fragment - 1)``, was acknowledged to a
    client and is on an ack quorum. Read forward from ``floor + 1``
@@ -288,6 +298,9 @@ class LedgerRecovery:
 
     def _start_fencing(self) -> list[Effect]:
         self.phase = RecoveryPhase.FENCING
+        # The metadata as it is fenced (a writer's ensemble change may have landed
+        # before the IN_RECOVERY CAS): its ensemble and recorded instances decide.
+        self._fences = FenceAnswers(self.metadata)
         return [SendFence(self.ledger_id, bookie) for bookie in self.metadata.ensemble]
 
     def _on_fence_done(self, event: FenceDone) -> list[Effect]:
@@ -298,7 +311,8 @@ class LedgerRecovery:
         if self.phase is RecoveryPhase.READING and self._forward is not None:
             # A late answer: the bookie is fenced, the reads still undecided may use it.
             self._forward.now = max(self._forward.now, self._now)
-            return list(self._forward.add_fenced(event.bookie, event.instance_id))
+            replaced = event.bookie in self._fences.replaced
+            return list(self._forward.add_fenced(event.bookie, event.instance_id, replaced=replaced))
         if self.phase is not RecoveryPhase.FENCING:
             return []
         if self._fences.covered():
@@ -341,6 +355,7 @@ class LedgerRecovery:
             speculative_ms=self.limits.speculative_read_ms,
             lengths=self._fences.lengths,
             now=self._now,
+            replaced=self._fences.replaced,
         )
         self._forward.fences_awaited = self._fences.awaited()
         return list(self._forward.start())
@@ -411,7 +426,7 @@ class LedgerRecovery:
         if writebacks.changes >= self.limits.ensemble_change_attempts_max:
             return self._fail(NotEnoughBookies, "write-backs kept failing on new bookies")
         try:
-            writebacks.change_ensemble(event.bookies, self._rng)
+            writebacks.change_ensemble(event.bookies, self._rng, event.instance_map())
         except NotEnoughBookies as exc:
             return self._fail(
                 NotEnoughBookies,
