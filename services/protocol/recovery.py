@@ -312,7 +312,8 @@ class LedgerRecovery:
             # A late answer: the bookie is fenced, the reads still undecided may use it.
             self._forward.now = max(self._forward.now, self._now)
             replaced = event.bookie in self._fences.replaced
-            return list(self._forward.add_fenced(event.bookie, event.instance_id, replaced=replaced))
+            forward = self._forward
+            return list(forward.add_fenced(event.bookie, event.instance_id, replaced=replaced))
         if self.phase is not RecoveryPhase.FENCING:
             return []
         if self._fences.covered():
