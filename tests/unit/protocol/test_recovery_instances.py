@@ -26,8 +26,8 @@ from services.protocol.writeback import WriteBacks
 from tests.unit.protocol.test_recovery_forward import (
     A,
     B,
-    C,
     Bookie,
+    C,
     Driver,
     length_at,
     record,
