@@ -13,16 +13,13 @@ metadata. ``start()`` returns the first effects, ``handle(event)`` the next.
    bookies answered (``quorum.fencing_complete``); we do not wait for the
    others (the runner times a hanging bookie out). If every bookie answered or
    failed without that coverage, the recovery fails (retriable).
-   Across runs (a bookie reformatted BEFORE this fence, or between two recovery
-   attempts): the last fragment records the instance each bookie had when it was
-   chosen (``Fragment.instances``). A bookie whose fence answer names another
-   instance is a "replaced instance" (``fencing.FenceAnswers.replaced``): it is
-   fenced and counts toward the coverage above (which stops the old writer), but it
-   knows nothing: its "missing" never counts toward absence in step 3. When the
-   other bookies cannot prove an entry absent, the recovery waits for the fences
-   still awaited and otherwise fails (retriable): liveness is lost, never an entry
-   an old instance may have acknowledged. An unknown recorded instance (metadata
-   written before instances were recorded) is not compared.
+   Across runs (reformatted BEFORE this fence, or between two attempts): a bookie
+   whose fence answer names another instance than the last fragment recorded
+   (``Fragment.instances``) is a "replaced instance": fenced, counted in the
+   coverage (which stops the old writer), but its "missing" never counts toward
+   absence in step 3. Undecidable entries then wait for the fences still awaited,
+   else fail (retriable): liveness lost, never an entry an old instance may have
+   acknowledged. Unknown recorded instances (older metadata) are not compared.
 3. Every entry up to the floor,
    ``max(highest LAC returned, first id of the last fragment - 1)``, was acknowledged to a
    client and is on an ack quorum. Read forward from ``floor + 1``
@@ -298,9 +295,8 @@ class LedgerRecovery:
 
     def _start_fencing(self) -> list[Effect]:
         self.phase = RecoveryPhase.FENCING
-        # The metadata as it is fenced (a writer's ensemble change may have landed
-        # before the IN_RECOVERY CAS): its ensemble and recorded instances decide.
-        self._fences = FenceAnswers(self.metadata)
+        self._fences = FenceAnswers(self.metadata)  # as fenced (an ensemble change may
+        # have landed before the IN_RECOVERY CAS): its ensemble and instances decide
         return [SendFence(self.ledger_id, bookie) for bookie in self.metadata.ensemble]
 
     def _on_fence_done(self, event: FenceDone) -> list[Effect]:
