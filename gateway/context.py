@@ -17,6 +17,7 @@ from typing import Protocol
 
 from gateway.metrics import GatewayMetrics
 from services.bookie_client import AddResult, LacInfo, RangeResult
+from services.protocol.messages import WritableBookies
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.reads_lac import SeenLacs
 from services.settings import GatewaySettings
@@ -49,6 +50,10 @@ class BookieRegistryView(Protocol):
     def writable(self) -> list[str]: ...
 
     def address_of(self, bookie_id: str) -> str: ...
+
+    def instance_of(self, bookie_id: str) -> str | None:
+        """The instance id the bookie registered with (None: unknown)."""
+        ...
 
 
 class BookieApi(Protocol):
@@ -104,6 +109,12 @@ class GatewayContext:
     def writable_bookies(self) -> list[str]:
         """Registered, writable bookies that may join an ensemble."""
         return self.registry.writable
+
+    def writable_event(self) -> WritableBookies:
+        """The writable bookies with their registered instances, for the protocol core
+        (new fragments record which instance of each bookie they were written to)."""
+        ids = self.registry.writable
+        return WritableBookies(tuple(ids), tuple(self.registry.instance_of(b) for b in ids))
 
     def bookie(self, bookie_id: str) -> BookieApi:
         """The long-lived client of a bookie, reached at its registered address."""

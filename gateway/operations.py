@@ -40,7 +40,8 @@ async def create_ledger(
     """Choose an ensemble, write the metadata, and hold the new ledger's write handle."""
     # Validate before touching ZooKeeper: a bad request creates nothing.
     quorum.check_sizes(ensemble_size, write_quorum, ack_quorum)
-    ensemble = placement.choose_ensemble(gw.ctx.writable_bookies(), ensemble_size, gw.ctx.rng)
+    writable = gw.ctx.writable_event()
+    ensemble = placement.choose_ensemble(writable.bookies, ensemble_size, gw.ctx.rng)
     password_hash = await new_password_hash(password) if password is not None else None
     ledger_id = await gw.ctx.ledgers.new_ledger_id()
     metadata = LedgerMetadata.new(
@@ -52,6 +53,8 @@ async def create_ledger(
         password_hash=password_hash,
         custom=custom,
         created_at=int(time.time() * 1000),
+        # Which instance of each bookie the fragment is written to (recovery.py).
+        instances=writable.instance_map(),
         # Replication workers verify the entries they copy with it (``metadata.py``).
         mac_key_sealed=(
             seal_mac_key(mac_key(password.encode()), gw.ctx.settings.cluster_secret, ledger_id)

@@ -212,6 +212,7 @@ class LedgerRepair:
             target = choose_target(
                 span.bookies, repair.bookie, await self._targets(), ctx.rng, missing | excluded
             )
+            instance = ctx.registry.instance_of(target)  # the instance the copy goes to
             outcome = await ctx.copier.copy(job, target, self._on_batch)
             if outcome.aborted:
                 return _Step.STOP
@@ -224,7 +225,7 @@ class LedgerRepair:
                 )
                 excluded.add(target)
                 continue
-            step = await self._swap(repair, target)
+            step = await self._swap(repair, target, instance)
             if step is _Step.SWAPPED:
                 self.progress.fragments_done += 1
                 await self._publish(force=True)
@@ -242,8 +243,9 @@ class LedgerRepair:
             f"{repair.first}"
         )
 
-    async def _swap(self, repair: Repair, target: str) -> _Step:
-        """Replace the bookie by CAS on freshly read metadata, while the repair applies."""
+    async def _swap(self, repair: Repair, target: str, instance: str | None) -> _Step:
+        """Replace the bookie by CAS on freshly read metadata, while the repair applies;
+        the fragment records ``instance`` (the target's when the copy began) for it."""
         ctx = self.ctx
         for _ in range(SWAP_ATTEMPTS_MAX):
             if not ctx.enabled():
@@ -251,9 +253,9 @@ class LedgerRepair:
             fresh = await ctx.ledgers.get(self.ledger_id)
             if not still_applies(fresh.metadata, repair):
                 return _Step.REPLAN
-            swapped = replace_bookie(fresh.metadata, repair.first, repair.bookie, target)
-            if swapped is None:
+            if replace_bookie(fresh.metadata, repair.first, repair.bookie, target) is None:
                 return _Step.REPLAN
+            swapped = fresh.metadata.replace_bookie(repair.first, repair.bookie, target, instance)
             try:
                 await ctx.ledgers.compare_and_set(swapped, fresh.version)
             except MetadataConflict:

@@ -63,7 +63,7 @@ class RecoveryRunner(EffectRunner):
             self._spawn(self._write_back(effect))
         elif isinstance(effect, m.ReadWritableBookies):
             # A write-back keeps failing on a bookie: the recovery replaces it.
-            self._feed_soon(m.WritableBookies(tuple(self.ctx.writable_bookies())))
+            self._feed_soon(self.ctx.writable_event())
         elif isinstance(effect, m.RecoveryDone):
             outcome = "closed" if effect.closed_here else "already_closed"
             self.ctx.metrics.recoveries.labels(outcome).inc()

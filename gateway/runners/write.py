@@ -168,7 +168,7 @@ class HandleRunner(EffectRunner):
             if future is not None and not future.done():
                 future.set_exception(effect.exception())
         elif isinstance(effect, m.ReadWritableBookies):
-            self._feed_soon(m.WritableBookies(tuple(self.ctx.writable_bookies())))
+            self._feed_soon(self.ctx.writable_event())
         elif isinstance(effect, m.SendLac):
             for bookie in effect.bookies:
                 self.senders.lac(bookie).update(effect.ledger_id, effect.lac)

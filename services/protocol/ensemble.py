@@ -18,7 +18,7 @@ fresh metadata decides, see ``close_outcome``.
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from enum import StrEnum
 
 from services.protocol import placement
@@ -31,14 +31,17 @@ def plan_ensemble_change(
     writable: Iterable[str],
     lac: int,
     rng: random.Random,
+    instances: Mapping[str, str | None] | None = None,
 ) -> LedgerMetadata:
     """The metadata with every failed bookie of the last ensemble replaced, in a
-    fragment starting at ``lac + 1`` (``NotEnoughBookies`` when impossible)."""
+    fragment starting at ``lac + 1`` (``NotEnoughBookies`` when impossible). The new
+    fragment records the replacements' instances from ``instances`` (their registered
+    ones) and keeps the recorded instances of the bookies it keeps."""
     ensemble = metadata.ensemble
     new_ensemble = placement.choose_replacements(
         ensemble, [b for b in ensemble if b in failed], writable, rng, exclude=failed
     )
-    return metadata.with_ensemble(lac + 1, new_ensemble)
+    return metadata.with_ensemble(lac + 1, new_ensemble, instances)
 
 
 class CloseOutcome(StrEnum):

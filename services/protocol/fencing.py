@@ -5,6 +5,16 @@ ledger's length where an answer gave it, and the bookies whose fence failed.
 A bookie counts as fenced only under the instance that answered its fence: the first
 answer wins (a repeated one is ignored), and a bookie reformatted since is a new,
 unfenced instance (``readforward.ReadForward`` applies that to every read answer).
+
+Across runs: the last fragment records the instance each bookie had when it was
+chosen (``metadata.Fragment.instances``). A fence answered by another instance
+(or by one that names none) comes from a "replaced instance": a bookie that lost
+what the fragment put on it (reformatted before this fence, or between two
+recovery attempts). It IS fenced: the old writer's adds to it are refused from now
+on, so it counts toward the coverage of step 3, which is about stopping the writer.
+It knows nothing of the entries before it, though: ``replaced`` names it, and the
+read-forward never counts its "missing" toward absence. An unknown recorded
+instance (metadata older than instances) is not compared: as before.
 """
 
 from __future__ import annotations
@@ -43,6 +53,9 @@ class FenceAnswers:
         self.metadata = metadata
         self.lacs: dict[str, int] = {}
         self.instances: dict[str, str | None] = {}  # who answered the fence
+        # Answered under another instance than the last fragment recorded: fenced, but
+        # knows nothing of what was written before (see the module docstring).
+        self.replaced: set[str] = set()
         self.lengths = FenceLengths()
         self.failures: set[str] = set()
 
@@ -52,6 +65,9 @@ class FenceAnswers:
             return False
         self.lacs[event.bookie] = event.lac
         self.instances[event.bookie] = event.instance_id
+        recorded = self.metadata.last_fragment.instance_of(event.bookie)
+        if recorded is not None and event.instance_id != recorded:
+            self.replaced.add(event.bookie)
         self.failures.discard(event.bookie)
         self.lengths.learn(event.lac, event.lac_length)
         self.lengths.learn(event.last_entry_id, event.length)
@@ -62,7 +78,9 @@ class FenceAnswers:
             self.failures.add(bookie)
 
     def covered(self) -> bool:
-        """True once, for every write set, ``Qw - Qa + 1`` of its bookies answered."""
+        """True once, for every write set, ``Qw - Qa + 1`` of its bookies answered (replaced
+        instances included: they are fenced; what they cannot tell, the read-forward
+        waits for or fails on)."""
         md = self.metadata
         answered = [i for i, b in enumerate(md.ensemble) if b in self.lacs]
         return quorum.fencing_complete(md.ensemble_size, md.write_quorum, md.ack_quorum, answered)

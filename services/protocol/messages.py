@@ -30,7 +30,8 @@ WriteMetadata          CAS the znode to ``metadata.to_json()`` at
 ReadMetadata           read the znode -> ``MetadataRead(metadata, version)``
                        or ``MetadataFailed``.
 ReadWritableBookies    list the writable bookies (registered, not read-only,
-                       not decommissioning) -> ``WritableBookies(ids)``. Both
+                       not decommissioning) -> ``WritableBookies(ids,
+                       instances)`` (each one's registered instance id). Both
                        the write handle and the recovery ask for it (to
                        replace a failed bookie). The runner may also send
                        ``WritableBookies`` to the write handle unasked.
@@ -138,7 +139,16 @@ class BookieFailed:
 
 @dataclass(frozen=True, slots=True)
 class WritableBookies:
+    """The writable bookies, and each one's instance id as registered (parallel to
+    ``bookies``; ``()`` or None where unknown). New fragments record the instances of
+    the bookies they choose (``metadata.Fragment.instances``)."""
+
     bookies: tuple[str, ...]
+    instances: tuple[str | None, ...] = ()
+
+    def instance_map(self) -> dict[str, str | None]:
+        """bookie -> its registered instance (only the known ones)."""
+        return {b: i for b, i in zip(self.bookies, self.instances, strict=False) if i is not None}
 
 
 @dataclass(frozen=True, slots=True)

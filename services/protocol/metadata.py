@@ -40,13 +40,55 @@ class LedgerState(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Fragment:
-    """Entries from ``first_entry_id`` on are stored on ``bookies`` (the ensemble)."""
+    """Entries from ``first_entry_id`` on are stored on ``bookies`` (the ensemble).
+
+    ``instances`` is parallel to ``bookies``: the instance id (the bookie's cookie)
+    each bookie had when it was chosen for this fragment, None when unknown (metadata
+    written before instances were recorded; ``()`` means all unknown). Recovery
+    compares it with the instance that answers the fence: a bookie that came back
+    under another instance lost what this fragment put on it (``recovery.py``)."""
 
     first_entry_id: int
     bookies: tuple[str, ...]
+    instances: tuple[str | None, ...] = ()
+
+    def __post_init__(self) -> None:
+        bookies = tuple(self.bookies)
+        instances = tuple(self.instances) or (None,) * len(bookies)
+        if len(instances) != len(bookies) or not all(
+            i is None or (isinstance(i, str) and i) for i in instances
+        ):
+            raise InvalidArgument(
+                f"fragment at {self.first_entry_id}: instances must be one string or null "
+                f"per bookie, got {list(instances)} for {list(bookies)}"
+            )
+        object.__setattr__(self, "bookies", bookies)
+        object.__setattr__(self, "instances", instances)
+
+    def instance_of(self, bookie: str) -> str | None:
+        """The instance recorded for ``bookie`` in this fragment (None: unknown or absent)."""
+        for b, instance in zip(self.bookies, self.instances, strict=True):
+            if b == bookie:
+                return instance
+        return None
+
+    def to_api_obj(self) -> dict[str, Any]:
+        """The fragment of API.md's ledger object (no instances)."""
+        return {"first_entry_id": self.first_entry_id, "bookies": list(self.bookies)}
 
     def to_json_obj(self) -> dict[str, Any]:
-        return {"first_entry_id": self.first_entry_id, "bookies": list(self.bookies)}
+        """The znode form: the API form, plus ``instances`` when any is known."""
+        obj = self.to_api_obj()
+        if any(i is not None for i in self.instances):
+            obj["instances"] = list(self.instances)
+        return obj
+
+    @classmethod
+    def from_json_obj(cls, obj: Mapping[str, Any]) -> Fragment:
+        instances = obj.get("instances") or []
+        if not isinstance(instances, list):
+            raise InvalidArgument(f"fragment instances must be a list, got {instances!r}")
+        return cls(obj["first_entry_id"], tuple(obj["bookies"]), tuple(instances))
 
 
 def _is_int(value: object) -> TypeGuard[int]:
@@ -130,8 +172,10 @@ class LedgerMetadata:
         custom: Mapping[str, Any] | None = None,
         created_at: int = 0,
         mac_key_sealed: str | None = None,
+        instances: Mapping[str, str | None] | None = None,
     ) -> LedgerMetadata:
-        """An OPEN ledger with one fragment on ``ensemble`` (E = its length)."""
+        """An OPEN ledger with one fragment on ``ensemble`` (E = its length), recording
+        each bookie's instance from ``instances`` (the registry's view; else unknown)."""
         custom = dict(custom or {})
         if len(json.dumps(custom)) > CUSTOM_METADATA_MAX_BYTES:
             raise InvalidArgument(f"custom metadata over {CUSTOM_METADATA_MAX_BYTES} bytes of JSON")
@@ -140,7 +184,9 @@ class LedgerMetadata:
             ensemble_size=len(ensemble),
             write_quorum=write_quorum,
             ack_quorum=ack_quorum,
-            fragments=(Fragment(0, tuple(ensemble)),),
+            fragments=(
+                Fragment(0, tuple(ensemble), tuple((instances or {}).get(b) for b in ensemble)),
+            ),
             digest_type=digest_type,
             password_hash=password_hash,
             custom=custom,
@@ -148,10 +194,21 @@ class LedgerMetadata:
             mac_key_sealed=mac_key_sealed,
         )
 
-    def with_ensemble(self, first_entry_id: int, bookies: Sequence[str]) -> LedgerMetadata:
+    def with_ensemble(
+        self,
+        first_entry_id: int,
+        bookies: Sequence[str],
+        instances: Mapping[str, str | None] | None = None,
+    ) -> LedgerMetadata:
         """The metadata after an ensemble change: entries from ``first_entry_id`` on go
         to ``bookies``. When the last fragment starts at that same entry it is
-        replaced in place (none of its entries was acknowledged)."""
+        replaced in place (none of its entries was acknowledged).
+
+        A bookie kept from the last fragment keeps the instance recorded there (entries
+        it acknowledged before the change may be carried into the new fragment, so the
+        instance that took them is the one to compare with); a new bookie gets its
+        instance from ``instances`` (the registry's view when it was chosen), else
+        unknown."""
         last = self.last_fragment
         invariant(
             first_entry_id >= last.first_entry_id,
@@ -159,18 +216,31 @@ class LedgerMetadata:
             f"the last one at {last.first_entry_id}",
         )
         kept = self.fragments[:-1] if first_entry_id == last.first_entry_id else self.fragments
-        return replace(self, fragments=(*kept, Fragment(first_entry_id, tuple(bookies))))
+        known = instances or {}
+        recorded = tuple(
+            last.instance_of(b) if b in last.bookies else known.get(b) for b in bookies
+        )
+        fragment = Fragment(first_entry_id, tuple(bookies), recorded)
+        return replace(self, fragments=(*kept, fragment))
 
-    def replace_bookie(self, first_entry_id: int, old: str, new: str) -> LedgerMetadata:
+    def replace_bookie(
+        self, first_entry_id: int, old: str, new: str, new_instance: str | None = None
+    ) -> LedgerMetadata:
         """The metadata with ``old`` replaced by ``new`` at its index in the fragment that
-        starts at ``first_entry_id`` (re-replication; the entries were copied first)."""
+        starts at ``first_entry_id`` (re-replication; the entries were copied first).
+        ``new_instance`` is the instance the entries were copied to (None: unknown);
+        the other bookies keep theirs."""
         fragments = list(self.fragments)
         for i, fragment in enumerate(fragments):
             if fragment.first_entry_id == first_entry_id:
                 invariant(old in fragment.bookies, f"{old} is not in fragment {first_entry_id}")
                 invariant(new not in fragment.bookies, f"{new} is in fragment {first_entry_id}")
                 bookies = tuple(new if b == old else b for b in fragment.bookies)
-                fragments[i] = Fragment(first_entry_id, bookies)
+                instances = tuple(
+                    new_instance if b == old else instance
+                    for b, instance in zip(fragment.bookies, fragment.instances, strict=True)
+                )
+                fragments[i] = Fragment(first_entry_id, bookies, instances)
                 return replace(self, fragments=tuple(fragments))
         raise InvariantViolation(f"ledger {self.ledger_id} has no fragment at {first_entry_id}")
 
@@ -250,9 +320,7 @@ class LedgerMetadata:
                 ensemble_size=doc["ensemble_size"],
                 write_quorum=doc["write_quorum"],
                 ack_quorum=doc["ack_quorum"],
-                fragments=tuple(
-                    Fragment(f["first_entry_id"], tuple(f["bookies"])) for f in doc["fragments"]
-                ),
+                fragments=tuple(Fragment.from_json_obj(f) for f in doc["fragments"]),
                 state=LedgerState(doc["state"]),
                 last_entry_id=doc.get("last_entry_id"),
                 length=doc.get("length", 0),
@@ -278,7 +346,7 @@ class LedgerMetadata:
             "digest": self.digest_type,
             "last_entry_id": self.last_entry_id,
             "length": self.length,
-            "fragments": [f.to_json_obj() for f in self.fragments],
+            "fragments": [f.to_api_obj() for f in self.fragments],
             "metadata": dict(self.custom),
             "created_at": self.created_at,
         }

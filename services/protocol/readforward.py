@@ -11,6 +11,15 @@ came back is a new, unfenced bookie; its answers are UNKNOWN, never "missing",
 and it is asked nothing more in this recovery (PROTOCOL.md, invariants). A
 bookie that answers the fence late (after fencing was complete) joins then.
 
+Across runs the same holds for a "replaced" bookie (``fencing.FenceAnswers``): it
+answered the fence under another instance than the last fragment recorded for it,
+so it lost what was written to it before (reformatted before this fence or between
+two recovery attempts). It is fenced and asked (what it holds now is real: a
+record whose digest verifies is the entry, whoever holds it), after the others,
+but its "missing" is no evidence of absence. An entry that then cannot be proven
+absent waits for the fences still awaited and otherwise fails the recovery
+(retriable): liveness is lost, never an acknowledged entry.
+
 Speculative reads, as the read path does (BookKeeper's sequential recovery
 read). An entry is first asked from as few fenced bookies of its write set as
 could prove it absent, ``Qw - Qa + 1`` (the first with the entry decides it);
@@ -36,7 +45,7 @@ of its write set).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from services.errors import present
@@ -73,10 +82,14 @@ class ReadForward:
         speculative_ms: int = 2_000,
         lengths: FenceLengths | None = None,
         now: int = 0,
+        replaced: Collection[str] = (),
     ) -> None:
         self.fenced = fenced  # the metadata as fenced: every read uses it
         # bookie -> the instance that answered its fence; only these answers count.
         self.fenced_bookies: dict[str, str | None] = dict(fenced_bookies)
+        # Fenced under another instance than the fragment recorded: "missing" from
+        # them is no evidence (see the module docstring).
+        self.replaced: set[str] = set(replaced)
         self.lost: set[str] = set()  # answered under another instance than its fence
         self.slow: set[str] = set()  # missed a speculative deadline: asked last
         self._silent_since: dict[str, int] = {}  # bookie -> its oldest unanswered ask
@@ -113,13 +126,15 @@ class ReadForward:
     # ------------------------------------------------------------------ asking
 
     def _candidates(self, entry_id: int, reads: EntryReads) -> list[str]:
-        """Fenced bookies of the entry's write set not tried yet, slow ones last."""
+        """Fenced bookies of the entry's write set not tried yet, replaced instances and
+        slow ones last."""
         bookies = [
             b
             for b in self.fenced.write_set_bookies(entry_id)
             if b in self.fenced_bookies and b not in reads.tried and b not in reads.asked
         ]
-        return sorted(bookies, key=lambda b: b in self.slow)  # stable: write-set order
+        # stable: write-set order
+        return sorted(bookies, key=lambda b: (b in self.replaced, b in self.slow))
 
     def _live_asks(self, reads: EntryReads) -> int:
         return sum(1 for at in reads.asked.values() if at + self._speculative_ms > self.now)
@@ -155,12 +170,17 @@ class ReadForward:
             self._next_read += 1
         return self._pump()
 
-    def add_fenced(self, bookie: str, instance_id: str | None) -> list[ReadEntries]:
-        """A bookie answered the fence after fencing was complete: it counts from now on."""
+    def add_fenced(
+        self, bookie: str, instance_id: str | None, *, replaced: bool = False
+    ) -> list[ReadEntries]:
+        """A bookie answered the fence after fencing was complete: it counts from now on
+        (``replaced``: as a replaced instance, whose "missing" never counts)."""
         self.fences_awaited.discard(bookie)
         if bookie in self.lost or bookie in self.fenced_bookies:
             return []
         self.fenced_bookies[bookie] = instance_id
+        if replaced:
+            self.replaced.add(bookie)
         return self._pump()
 
     def next_deadline(self) -> int | None:
@@ -209,7 +229,9 @@ class ReadForward:
             self._lose(event.bookie)
             return []
         if event.outcome is ReadOutcome.MISSING:
-            reads.missing.add(event.bookie)
+            if event.bookie not in self.replaced:
+                reads.missing.add(event.bookie)
+            # else: it lost what was written before its fence; the next bookie is asked
             return []
         # An error, or a replica whose digest does not verify: never used, and no
         # evidence of absence either (the bookie does hold some copy).
@@ -275,9 +297,11 @@ class ReadForward:
                 return found, (
                     f"entry {entry_id} is neither found nor provably absent: missing from "
                     f"{sorted(reads.missing)}, errors from {sorted(reads.errors)}, unknown "
-                    f"from {sorted(self.lost)} (lost their state since the fence); absence "
-                    f"needs {quorum.fence_threshold(md.write_quorum, md.ack_quorum)} fenced "
-                    "bookies"
+                    f"from {sorted(self.lost)} (lost their state since the fence) and "
+                    f"{sorted(self.replaced)} (a new instance since the fragment was "
+                    f"written); absence needs "
+                    f"{quorum.fence_threshold(md.write_quorum, md.ack_quorum)} fenced "
+                    "bookies that knew the entry; it can be run again"
                 )
             else:
                 break

@@ -13,6 +13,13 @@ metadata. ``start()`` returns the first effects, ``handle(event)`` the next.
    bookies answered (``quorum.fencing_complete``); we do not wait for the
    others (the runner times a hanging bookie out). If every bookie answered or
    failed without that coverage, the recovery fails (retriable).
+   Across runs (reformatted BEFORE this fence, or between two attempts): a bookie
+   whose fence answer names another instance than the last fragment recorded
+   (``Fragment.instances``) is a "replaced instance": fenced, counted in the
+   coverage (which stops the old writer), but its "missing" never counts toward
+   absence in step 3. Undecidable entries then wait for the fences still awaited,
+   else fail (retriable): liveness lost, never an entry an old instance may have
+   acknowledged. Unknown recorded instances (older metadata) are not compared.
 3. Every entry up to the floor,
    ``max(highest LAC returned, first id of the last fragment - 1)``, was acknowledged to a
    client and is on an ack quorum. Read forward from ``floor + 1``
@@ -288,6 +295,8 @@ class LedgerRecovery:
 
     def _start_fencing(self) -> list[Effect]:
         self.phase = RecoveryPhase.FENCING
+        self._fences = FenceAnswers(self.metadata)  # as fenced (an ensemble change may
+        # have landed before the IN_RECOVERY CAS): its ensemble and instances decide
         return [SendFence(self.ledger_id, bookie) for bookie in self.metadata.ensemble]
 
     def _on_fence_done(self, event: FenceDone) -> list[Effect]:
@@ -298,7 +307,9 @@ class LedgerRecovery:
         if self.phase is RecoveryPhase.READING and self._forward is not None:
             # A late answer: the bookie is fenced, the reads still undecided may use it.
             self._forward.now = max(self._forward.now, self._now)
-            return list(self._forward.add_fenced(event.bookie, event.instance_id))
+            replaced = event.bookie in self._fences.replaced
+            forward = self._forward
+            return list(forward.add_fenced(event.bookie, event.instance_id, replaced=replaced))
         if self.phase is not RecoveryPhase.FENCING:
             return []
         if self._fences.covered():
@@ -341,6 +352,7 @@ class LedgerRecovery:
             speculative_ms=self.limits.speculative_read_ms,
             lengths=self._fences.lengths,
             now=self._now,
+            replaced=self._fences.replaced,
         )
         self._forward.fences_awaited = self._fences.awaited()
         return list(self._forward.start())
@@ -411,7 +423,7 @@ class LedgerRecovery:
         if writebacks.changes >= self.limits.ensemble_change_attempts_max:
             return self._fail(NotEnoughBookies, "write-backs kept failing on new bookies")
         try:
-            writebacks.change_ensemble(event.bookies, self._rng)
+            writebacks.change_ensemble(event.bookies, self._rng, event.instance_map())
         except NotEnoughBookies as exc:
             return self._fail(
                 NotEnoughBookies,

@@ -33,7 +33,7 @@ four bookies, one of them committing one request at a time).
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from services.protocol import quorum
@@ -149,11 +149,19 @@ class WriteBacks:
             return []
         return self.send()
 
-    def change_ensemble(self, writable: Iterable[str], rng: random.Random) -> None:
+    def change_ensemble(
+        self,
+        writable: Iterable[str],
+        rng: random.Random,
+        instances: Mapping[str, str | None] | None = None,
+    ) -> None:
         """Replace the failed bookies of the last ensemble from the first pending entry on
-        (``NotEnoughBookies`` when there are not enough writable bookies)."""
+        (``NotEnoughBookies`` when there are not enough writable bookies); the new
+        fragment records the replacements' registered ``instances``."""
         first = self.pending()[0]
-        self.metadata = plan_ensemble_change(self.metadata, self.failed, writable, first - 1, rng)
+        self.metadata = plan_ensemble_change(
+            self.metadata, self.failed, writable, first - 1, rng, instances
+        )
         self.changes += 1
 
     def merged_into(self, fresh: LedgerMetadata, fenced: LedgerMetadata) -> LedgerMetadata | None:

@@ -133,6 +133,7 @@ class WriteHandle(HandleMetadata):
         self._fence_error: type[QuireError] = LedgerFenced
         self._failed: set[str] = set()
         self._writable: tuple[str, ...] = ()
+        self._writable_instances: dict[str, str | None] = {}  # their registered instances
         self._change = None
         self._cas = MetadataCas(
             metadata.ledger_id,

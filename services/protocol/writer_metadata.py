@@ -87,6 +87,7 @@ class HandleMetadata:
     _pending: PendingAdds
     _failed: set[str]
     _writable: tuple[str, ...]
+    _writable_instances: dict[str, str | None]
     _change: _Change | None
     _cas: MetadataCas
     _meta_kind: Literal["change", "close"] | None
@@ -136,6 +137,7 @@ class HandleMetadata:
 
     def _on_writable(self, event: WritableBookies) -> list[Effect]:
         self._writable = tuple(event.bookies)
+        self._writable_instances = event.instance_map()
         if self._change is not None and not self._cas.busy:
             return self._plan_change()
         return []
@@ -153,7 +155,12 @@ class HandleMetadata:
             return self._maybe_start_close()
         try:
             target = plan_ensemble_change(
-                self.metadata, self._failed, self._writable, self._pending.lac, self._rng
+                self.metadata,
+                self._failed,
+                self._writable,
+                self._pending.lac,
+                self._rng,
+                self._writable_instances,
             )
         except NotEnoughBookies:
             return self._wait_for_bookies()

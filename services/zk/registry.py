@@ -31,6 +31,7 @@ class BookieInfo:
     bookie_id: str
     address: str
     state: str  # "writable" | "readonly"
+    instance_id: str | None = None  # the bookie's cookie instance (new after a format)
 
 
 class BookieRegistry:
@@ -79,6 +80,11 @@ class BookieRegistry:
         info = self.bookies.get(bookie_id)
         return info.address if info else bookie_id
 
+    def instance_of(self, bookie_id: str) -> str | None:
+        """The instance id the bookie registered with (None: not registered or unknown)."""
+        info = self.bookies.get(bookie_id)
+        return info.instance_id if info else None
+
     def _on_children(self, children: list[str]) -> None:
         current = set(children)
         for gone in set(self.bookies) - current:
@@ -100,9 +106,11 @@ class BookieRegistry:
                     doc = json.loads(node.data)
                     address = str(doc.get("address") or bookie_id).removeprefix("http://")
                     state = str(doc.get("state") or "writable")
+                    instance = doc.get("instance_id")
+                    instance = str(instance) if instance else None
                 except (ValueError, AttributeError):
-                    address, state = bookie_id, "writable"
-                self.bookies[bookie_id] = BookieInfo(bookie_id, address, state)
+                    address, state, instance = bookie_id, "writable", None
+                self.bookies[bookie_id] = BookieInfo(bookie_id, address, state, instance)
             self._notify()
 
         return on_data

@@ -61,16 +61,26 @@ class FakeLedgerStore:
 
 
 class FakeBookie:
-    """One bookie: stores records, keeps a fence flag per ledger, or is down."""
+    """One bookie: stores records, keeps a fence flag per ledger, or is down. Its answers
+    name its instance; ``reformat()`` makes it a new, empty instance."""
 
     def __init__(self, bookie_id: str) -> None:
         self.bookie_id = bookie_id
+        self.instance_id = f"{bookie_id}#1"
         self.down = False
         self.gate: asyncio.Event | None = None  # when set: adds and fences wait for it
         self.entries: dict[tuple[int, int], Record] = {}
         self.fenced: set[int] = set()
         self.lacs: dict[int, int] = {}
         self.adds: list[list[Record]] = []
+
+    def reformat(self) -> None:
+        """What ``quire bookie format`` and a restart do: a new instance, nothing stored."""
+        generation = int(self.instance_id.rpartition("#")[2]) + 1
+        self.instance_id = f"{self.bookie_id}#{generation}"
+        self.entries.clear()
+        self.fenced.clear()
+        self.lacs.clear()
 
     def _check(self) -> None:
         if self.down:
@@ -100,7 +110,9 @@ class FakeBookie:
         self._check()
         record = self.entries.get((ledger_id, entry_id))
         if record is None:
-            raise EntryNotFound(f"no entry {ledger_id}/{entry_id}")
+            error = EntryNotFound(f"no entry {ledger_id}/{entry_id}")
+            error.bookie_instance_id = self.instance_id  # type: ignore[attr-defined]
+            raise error
         return record
 
     async def read_range(
@@ -110,12 +122,14 @@ class FakeBookie:
         self._check()
         ids = [e for lid, e in sorted(self.entries) if lid == ledger_id and first <= e <= last]
         records = [self.entries[(ledger_id, e)] for e in ids[:max_entries]]
-        return RangeResult(records, self.last_entry(ledger_id))
+        return RangeResult(records, self.last_entry(ledger_id), self.instance_id)
 
     async def read_lac(self, ledger_id: int, after: int | None = None, wait_ms: int = 0) -> LacInfo:
         self._check()
         lac = self.lacs.get(ledger_id, -1)
-        return LacInfo(ledger_id, lac, self.last_entry(ledger_id), ledger_id in self.fenced)
+        fenced = ledger_id in self.fenced
+        last = self.last_entry(ledger_id)
+        return LacInfo(ledger_id, lac, last, fenced, instance_id=self.instance_id)
 
     async def write_lacs(self, lacs: Mapping[int, int]) -> int:
         self._check()
@@ -147,6 +161,10 @@ class FakeBookies:
 
     def address_of(self, bookie_id: str) -> str:
         return bookie_id
+
+    def instance_of(self, bookie_id: str) -> str | None:
+        bookie = self.bookies.get(bookie_id)
+        return bookie.instance_id if bookie is not None else None
 
     def get(self, bookie_id: str, address: str | None = None) -> FakeBookie:
         return self.bookies[bookie_id]

@@ -230,3 +230,39 @@ def test_a_hanging_fenced_bookie_costs_one_speculative_delay_in_the_runner() -> 
         assert elapsed_ms < 5 * 200, elapsed_ms  # one delay and some slack; 10 s before
 
     run(body)
+
+
+def test_a_bookie_reformatted_before_the_recovery_does_not_close_the_ledger_short() -> None:
+    """Issue 7 item 1 across runs, through the runner and the registry view: the ledger
+    records the instances the gateway's registry gave (E=Qw=3, Qa=2); entry 7 is only on
+    b0 and b1; b0 is reformatted (new, empty instance) and b1 hangs. The recovery must not
+    close at 6 (it times out, retriable, the ledger stays IN_RECOVERY); once b1 answers, a
+    second run closes at 7."""
+
+    async def body() -> None:
+        bookies, store = FakeBookies(POOL), FakeLedgerStore()
+        ctx = make_context(bookies, store)
+        writable = ctx.writable_event()
+        assert writable.instance_map() == {b: f"{b}#1" for b in POOL}
+        md = LedgerMetadata.new(8, POOL, 3, 2, instances=writable.instance_map())
+        created = await store.create(md)
+        senders = SenderTable(ctx.bookie, SenderLimits.from_settings(ctx.settings))
+        writer = HandleTable(ctx, senders).open(created.metadata, created.version, b"")
+        for i in range(8):
+            await writer.add((b"entry %d" % i,))
+        b0, b1, b2 = (bookies.bookies[b] for b in POOL)
+        del b2.entries[(8, 7)]  # entry 7 acknowledged on b0 and b1 only
+        b0.reformat()
+        b1.gate = asyncio.Event()  # slow
+        recoveries = Recoveries(ctx)
+        recoveries.limits = RecoveryLimits(recovery_timeout_ms=300)
+        current = await store.get(8)
+        with pytest.raises(QuorumTimeout):
+            await recoveries.recover(current.metadata, current.version, b"")
+        assert (await store.get(8)).metadata.state is LedgerState.IN_RECOVERY  # not closed
+        b1.gate.set()
+        current = await store.get(8)
+        closed, _ = await recoveries.recover(current.metadata, current.version, b"")
+        assert closed.state is LedgerState.CLOSED and closed.last_entry_id == 7
+
+    run(body)

@@ -146,3 +146,64 @@ def test_api_object_matches_api_md_and_never_shows_the_password() -> None:
     assert doc["fragments"] == [{"first_entry_id": 0, "bookies": list(ENSEMBLE)}]
     assert "pbkdf2" not in json.dumps(doc)
     assert "pbkdf2" not in repr(md)
+
+
+# ---------------------------------------------------------------------- instances
+
+INSTANCES = {"b1:1": "i-1", "b2:1": "i-2", "b3:1": "i-3"}
+
+
+def test_fragments_record_instances_and_the_znode_round_trips_them() -> None:
+    """Issue 7 item 1: each fragment records which instance of each bookie it was
+    written to (parallel to its bookies); the znode body carries them per fragment and
+    parses back to equal metadata, a later fragment's unknown ones included."""
+    md = ledger(instances=INSTANCES).with_ensemble(4, ("b4:1", "b2:1", "b3:1"))
+    assert md.fragments[0].instances == ("i-1", "i-2", "i-3")
+    assert md.last_fragment.instances == (None, "i-2", "i-3")
+    assert md.last_fragment.instance_of("b2:1") == "i-2"
+    assert md.last_fragment.instance_of("b4:1") is None
+    body = md.to_json()
+    doc = json.loads(body)
+    assert doc["fragments"][0]["instances"] == ["i-1", "i-2", "i-3"]
+    assert doc["fragments"][1]["instances"] == [None, "i-2", "i-3"]
+    assert LedgerMetadata.from_json(body) == md
+
+
+def test_metadata_without_instances_round_trips_unchanged() -> None:
+    """Metadata written before instances were recorded: no ``instances`` key, parsed as
+    all unknown, and written back byte for byte as it was."""
+    md = ledger()
+    assert md.fragments[0].instances == (None, None, None)
+    body = md.to_json()
+    assert all("instances" not in f for f in json.loads(body)["fragments"])
+    old = json.loads(body)
+    assert LedgerMetadata.from_json(body).to_json() == body
+    assert LedgerMetadata.from_json(json.dumps(old).encode()) == md
+
+
+def test_the_api_object_never_shows_instances() -> None:
+    """API.md fixes the public ledger object: fragments are first_entry_id and bookies."""
+    md = ledger(instances=INSTANCES).with_ensemble(4, ("b4:1", "b2:1", "b3:1"), {"b4:1": "x"})
+    for fragment in md.to_api()["fragments"]:
+        assert set(fragment) == {"first_entry_id", "bookies"}
+    assert "i-1" not in json.dumps(md.to_api()) and "x" not in str(md.to_api()["fragments"])
+
+
+@pytest.mark.parametrize("instances", [["i-1"], ["i-1", "", "i-3"], "i-1i-2i-3", [1, 2, 3]])
+def test_malformed_instances_are_invalid_argument(instances: object) -> None:
+    """One instance (a non-empty string or null) per bookie, in a list, or the body is
+    rejected."""
+    doc = json.loads(ledger().to_json())
+    doc["fragments"][0]["instances"] = instances
+    with pytest.raises(InvalidArgument):
+        LedgerMetadata.from_json(json.dumps(doc).encode())
+
+
+def test_replacing_a_bookie_records_the_copy_targets_instance() -> None:
+    """Re-replication swaps a bookie: the new one gets ``new_instance`` (unknown when not
+    given) at the old one's index; the others keep theirs."""
+    md = ledger(instances=INSTANCES)
+    swapped = md.replace_bookie(0, "b2:1", "b9:1", new_instance="i-9")
+    assert swapped.fragments[0].bookies == ("b1:1", "b9:1", "b3:1")
+    assert swapped.fragments[0].instances == ("i-1", "i-9", "i-3")
+    assert md.replace_bookie(0, "b2:1", "b9:1").fragments[0].instances == ("i-1", None, "i-3")

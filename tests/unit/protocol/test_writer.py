@@ -613,3 +613,21 @@ def test_a_re_sent_entry_carries_the_bytes_of_its_first_send() -> None:
     effects = h.handle(MetadataWritten(write.metadata, 1))
     (resent,) = of(effects, SendAdds)
     assert resent.records == (original,) and original.lac == -1
+
+
+def test_an_ensemble_change_records_the_replacements_registered_instance() -> None:
+    """Issue 7 item 1: the new fragment of a writer's ensemble change records which
+    instance of the replacement it is written to (from the WritableBookies event), and
+    keeps the instances recorded for the bookies it keeps."""
+    instances = {b: f"{b}#1" for b in POOL}
+    md = LedgerMetadata.new(1, POOL[:3], 2, 2, created_at=1, instances=instances)
+    h = WriteHandle(md, 0, rng=random.Random(1))
+    add(h, "r0", b"a")  # entry 0 -> b1, b2
+    effects = h.handle(BookieAddsDone("b1:3181", (), (0,), RejectReason.UNAVAILABLE))
+    assert effects == [ReadWritableBookies()]
+    event = WritableBookies(tuple(POOL), tuple(f"{b}#2" for b in POOL))  # as registered now
+    (write,) = of(h.handle(event), WriteMetadata)
+    last = write.metadata.last_fragment
+    new_bookie = last.bookies[0]
+    assert new_bookie not in POOL[:3]
+    assert last.instances == (f"{new_bookie}#2", "b2:3181#1", "b3:3181#1")
