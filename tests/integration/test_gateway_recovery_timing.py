@@ -37,6 +37,9 @@ class _Registry:
     def address_of(self, bookie_id: str) -> str:
         return bookie_id  # a bookie's id is its address
 
+    def instance_of(self, bookie_id: str) -> str | None:
+        return None  # not known: recovery behaves as for metadata without instances
+
 
 class _FenceHooked:
     """A real bookie client whose fence answer is held until every bookie of the
