@@ -233,16 +233,26 @@ def write_audit_ledgers(zk: KazooClient, count: int, bookies: list[str]) -> None
         result.get(60)
 
 
-def time_audit(auditor: str, gateway: str, token: str | None, deadline_s: float) -> float:
+def time_audit(
+    auditor: str, gateway: str, token: str | None, secret: str | None, deadline_s: float
+) -> float:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
+    auditor_headers = {"X-Cluster-Secret": secret} if secret else {}
     with httpx.Client(timeout=30.0, headers=headers) as http:
-        before = http.get(f"{auditor}/v1/status").json().get("last_audit")
+
+        def status() -> dict:
+            r = http.get(f"{auditor}/v1/status", headers=auditor_headers)
+            r.raise_for_status()
+            return dict(r.json())
+
+        before = status().get("last_audit")
         start = time.monotonic()
         http.post(f"{gateway}/v1/admin/audit").raise_for_status()
         while time.monotonic() - start < deadline_s:
-            status = http.get(f"{auditor}/v1/status").json()
-            last = status.get("last_audit")
-            if last and last != before and not status.get("audit_running"):
+            doc = status()
+            last = doc.get("last_audit")
+            full = last and last.get("kind", "full") == "full"
+            if full and last != before and not doc.get("audit_running"):
                 duration = last.get("duration_s")
                 return float(duration) if duration is not None else time.monotonic() - start
             time.sleep(0.2)
@@ -269,6 +279,7 @@ def main() -> None:
     parser.add_argument("--zk")
     parser.add_argument("--zk-root", default="/quire")
     parser.add_argument("--token")
+    parser.add_argument("--cluster-secret", default=os.environ.get("QUIRE_CLUSTER_SECRET"))
     args = parser.parse_args()
 
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="quire-rerepl-"))
@@ -339,7 +350,8 @@ def main() -> None:
             live = [b for b in bookie_ids if b != victim]
             print(f"writing {args.audit_ledgers} ledgers' metadata ...", file=sys.stderr)
             write_audit_ledgers(zk, args.audit_ledgers, live)
-            audit_s = time_audit(auditor, gateway, args.token, args.deadline_s)
+            secret = SECRET if cluster is not None else args.cluster_secret
+            audit_s = time_audit(auditor, gateway, args.token, secret, args.deadline_s)
             result["audit_s"] = round(audit_s, 2)
             result["audit_100k_s"] = round(audit_s * 100_000 / args.audit_ledgers, 2)
         zk.stop()
