@@ -12,9 +12,20 @@ fragment by compare-and-set on freshly read metadata, only while the repair stil
 applies (same fragment, same span, same bookie): a concurrent ensemble change or
 close is never overwritten; when the span changed the round ends and the next one
 re-plans. A repair of the open-ended last fragment waits for the grace period and
-then recovers the ledger (``replicator.openledger``). When a round finds nothing
-to repair the mark is deleted at the version read at the round's start; if the
-mark changed meanwhile (the auditor added a bookie), the next round re-plans.
+then recovers the ledger (``replicator.openledger``).
+
+A bookie the mark names that is registered again (back after the lost-bookie delay,
+or alive and found lacking entries by the auditor's replica check), not being
+decommissioned and still the instance the fragment recorded, is FILLED IN PLACE:
+the entries of its share it lacks (``stored``) are copied to it and the metadata
+stays as it is. That is the only repair possible when every bookie of the cluster is
+in the fragment, and it costs nothing when the bookie came back whole. A bookie that
+refuses the copy (an entry stored with other bytes: corrupt) is replaced as above.
+In an OPEN ledger's last fragment such a bookie is left to the writer: fencing a
+healthy ledger would gain nothing.
+
+When a round finds nothing to repair the mark is deleted at the version read at the
+round's start; if the mark changed meanwhile (the auditor added a bookie), the next round re-plans.
 """
 
 from __future__ import annotations
@@ -23,7 +34,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -31,7 +42,7 @@ from replicator.copy import CopyJob, FragmentCopier
 from replicator.metrics import ReplicatorMetrics
 from replicator.openledger import OpenLedgers, digest_key, grace_due_ms, last_fragment_affected
 from services.bookie_client import BookieClientPool
-from services.errors import LedgerNotFound, MetadataConflict, NotEnoughBookies
+from services.errors import LedgerNotFound, MetadataConflict, NotEnoughBookies, QuireError
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.replication import (
     Repair,
@@ -124,6 +135,7 @@ class LedgerRepair:
         self.progress = Progress()
         self._report = report
         self._reported_at = 0.0
+        self._filled: set[tuple[int, str]] = set()  # (fragment first id, bookie) in place
 
     async def run(self) -> RepairResult:
         ctx, ledger_id = self.ctx, self.ledger_id
@@ -141,7 +153,13 @@ class LedgerRepair:
                 continue
             metadata = current.metadata
             missing = await self._missing(mark, metadata)
-            plan = repairs(metadata, missing)
+            back = await self._back(mark)
+            plan = [
+                r
+                for r in repairs(metadata, missing)
+                if (r.first, r.bookie) not in self._filled
+                and not (r.is_open_last and r.bookie in back)
+            ]
             if not plan:
                 if await ctx.marks.clear_mark(ledger_id, mark.version):
                     return RepairResult(Outcome.DONE)
@@ -164,17 +182,62 @@ class LedgerRepair:
                 await self._recover(missing)
         raise MetadataConflict(f"ledger {ledger_id}: still changing after {ROUNDS_MAX} plans")
 
+    async def _back(self, mark: Mark) -> set[str]:
+        """The mark's bookies that are registered and not being decommissioned."""
+        decommissions = self.ctx.registry.decommissioned
+        registered = self.ctx.registry.bookies
+        return {b for b in mark.missing_bookies if b in registered and b not in decommissions}
+
+    async def _fill_in_place(self, metadata: LedgerMetadata, repair: Repair, job: CopyJob) -> bool:
+        """Copy to ``repair.bookie`` itself the entries of its share it lacks; False when
+        it cannot be (another instance now, unreachable, or it refuses an entry)."""
+        ctx = self.ctx
+        fragment = next(f for f in metadata.fragments if f.first_entry_id == repair.first)
+        recorded = fragment.instances[repair.bookie_index] if fragment.instances else None
+        if recorded is not None and recorded != ctx.registry.instance_of(repair.bookie):
+            return False  # formatted since: its share is gone, replace it
+        timeout_s = ctx.settings.bookie_request_timeout_ms / 1000
+        client = ctx.bookies.get(repair.bookie, ctx.registry.address_of(repair.bookie))
+        try:
+            stored = await client.stored(self.ledger_id, timeout_s=timeout_s)
+            lacking = [e for e in job.wanted if not stored.holds(e)]
+            if stored.corrupt:
+                return False
+        except LedgerNotFound:
+            lacking = list(job.wanted)
+        except QuireError as exc:
+            log.warning("ledger %d: %s cannot be asked what it stores: %s", self.ledger_id,
+                        repair.bookie, exc)  # fmt: skip
+            return False
+        if lacking:
+            fill = replace(job, wanted=lacking, unusable=job.unusable | {repair.bookie})
+            outcome = await ctx.copier.copy(fill, repair.bookie, self._on_batch)
+            if outcome.aborted or outcome.target_failed is not None:
+                return False
+        self._filled.add((repair.first, repair.bookie))
+        self.progress.fragments_done += 1
+        await self._publish(force=True)
+        log.info("ledger %d: fragment at %d: %s filled in place (%d entries copied)",
+                 self.ledger_id, repair.first, repair.bookie, len(lacking))  # fmt: skip
+        return True
+
     async def _missing(self, mark: Mark, metadata: LedgerMetadata) -> set[str]:
         registered = self.ctx.registry.bookies
-        decommissions = await self.ctx.marks.decommissions()
+        decommissions = self.ctx.registry.decommissioned
         missing = set(mark.missing_bookies)
         for bookie in metadata.bookies():
             if bookie not in registered or bookie in decommissions:
                 missing.add(bookie)
         return missing
 
+    async def _back_bookies(self, bookie: str) -> set[str]:
+        decommissions = self.ctx.registry.decommissioned
+        if bookie in self.ctx.registry.bookies and bookie not in decommissions:
+            return {bookie}
+        return set()
+
     async def _targets(self) -> list[str]:
-        decommissions = await self.ctx.marks.decommissions()
+        decommissions = self.ctx.registry.decommissioned
         return [b for b in self.ctx.registry.writable if b not in decommissions]
 
     async def _recover(self, missing: set[str]) -> None:
@@ -207,6 +270,11 @@ class LedgerRepair:
             wanted=wanted,
             unusable=frozenset(missing),
         )
+        if repair.bookie in await self._back_bookies(repair.bookie):
+            if await self._fill_in_place(metadata, repair, job):
+                return _Step.SWAPPED
+            if not ctx.enabled():
+                return _Step.STOP
         excluded: set[str] = set()
         for _ in range(TARGETS_TRIED_MAX):
             target = choose_target(

@@ -52,12 +52,19 @@ def free_port_block(count: int) -> int:
 class QuireUp:
     """One `quire up` subprocess: its output parsed, its descendants remembered."""
 
-    def __init__(self, args: list[str], cwd: Path, keep_secret: bool = False):
+    def __init__(
+        self,
+        args: list[str],
+        cwd: Path,
+        keep_secret: bool = False,
+        extra_env: dict[str, str] | None = None,
+    ):
         env = {
             k: v
             for k, v in os.environ.items()
             if not k.startswith("QUIRE_") or (keep_secret and k == "QUIRE_CLUSTER_SECRET")
         }
+        env.update(extra_env or {})
         self.proc = subprocess.Popen(
             [*_quire(), "up", *args],
             stdout=subprocess.PIPE,

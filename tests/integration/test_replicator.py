@@ -169,3 +169,30 @@ def test_disabled_replication_repairs_nothing_until_enabled(
     wait_for(lambda: not marked_ledgers(zk_client), REPAIR_DEADLINE_S, "repair after enable")
     assert not names(ledger_metadata(zk_client, lid), dead)
     assert replicator_status(replicator)["enabled"] is True
+
+
+def test_a_live_bookie_lacking_its_share_is_filled_in_place(
+    cluster: Cluster, zk_client: KazooClient
+) -> None:
+    """Three bookies, E=3: a bookie that lost one ledger's replica (deleted on it) and is
+    marked cannot be replaced (every bookie is in the fragment), so the worker copies
+    its share back to it: the metadata is unchanged, the mark is gone, and the bookie
+    holds every entry of its share again."""
+    procs = {p.address: p for p in start_bookies(cluster, 3)}
+    gateway = start_gateway(cluster)
+    wait_writable(gateway, 3)
+    lid = gateway.create(ensemble_size=3, write_quorum=2, ack_quorum=2)["ledger_id"]
+    gateway.add_batch(lid, [payload_for(i, 300) for i in range(30)])
+    gateway.close(lid)
+    before = ledger_metadata(zk_client, lid)
+    victim = before.fragments[0].bookies[1]
+    r = httpx.delete(f"http://{victim}/v1/ledgers/{lid}", timeout=10.0)
+    assert r.status_code == 204, r.text
+    assert fragment_complete(before), "the replica is gone before the repair"
+    start_replicator(cluster, ["--marks-poll-interval", "1"])
+    mark_ledger(zk_client, lid, [victim])
+    wait_for(lambda: marked_ledgers(zk_client) == [], REPAIR_DEADLINE_S, "the mark to clear")
+    after = ledger_metadata(zk_client, lid)
+    assert after.fragments == before.fragments
+    assert fragment_complete(after) == []
+    assert set(procs) == set(before.fragments[0].bookies)
