@@ -104,9 +104,9 @@ def test_a_three_node_zookeeper_ensemble(services: dict[str, dict[str, Any]]) ->
 
 
 def test_every_quire_service_is_there(services: dict[str, dict[str, Any]]) -> None:
-    """Three bookies, a gateway, an auditor and a replicator."""
+    """Four bookies (a spare for re-replication), a gateway, an auditor and a replicator."""
     modules = [module for module, _ in _quire_services(services).values()]
-    assert sorted(modules) == sorted(["bookie"] * 3 + ["gateway", "auditor", "replicator"])
+    assert sorted(modules) == sorted(["bookie"] * 4 + ["gateway", "auditor", "replicator"])
 
 
 def test_environment_names_are_real_settings(services: dict[str, dict[str, Any]]) -> None:
