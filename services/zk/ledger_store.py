@@ -6,9 +6,10 @@ the znode version is the CAS token and is kept beside the metadata value.
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass
 
-from services.errors import LedgerNotFound, NodeNotFound
+from services.errors import InvalidArgument, LedgerNotFound, NodeNotFound
 from services.limits import LIST_LIMIT_MAX
 from services.protocol.metadata import LedgerMetadata
 from services.zk import paths as zkpaths
@@ -40,6 +41,23 @@ class LedgerStore:
         except NodeNotFound as exc:
             raise LedgerNotFound(f"no ledger {ledger_id}") from exc
         return VersionedLedger(LedgerMetadata.from_json(node.data), node.version)
+
+    async def get_many(
+        self, ledger_ids: builtins.list[int]
+    ) -> builtins.list[VersionedLedger | InvalidArgument | None]:
+        """Many ledgers' metadata in one pipelined read (``MetadataStore.get_many``): None
+        for a ledger that does not exist, the ``InvalidArgument`` for unreadable metadata."""
+        nodes = await self.store.get_many([zkpaths.ledger(lid) for lid in ledger_ids])
+        out: builtins.list[VersionedLedger | InvalidArgument | None] = []
+        for node in nodes:
+            if node is None:
+                out.append(None)
+                continue
+            try:
+                out.append(VersionedLedger(LedgerMetadata.from_json(node.data), node.version))
+            except InvalidArgument as exc:
+                out.append(exc)
+        return out
 
     async def compare_and_set(self, metadata: LedgerMetadata, version: int) -> VersionedLedger:
         """Write ``metadata`` only if the znode is still at ``version``

@@ -26,7 +26,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -252,6 +253,54 @@ class MetadataStore:
     async def get(self, path: str) -> Versioned:
         data, stat = await self._call(path, self._client.get_async, path)
         return Versioned(data or b"", stat.version)
+
+    async def get_many(self, paths: Sequence[str]) -> list[Versioned | None]:
+        """Read many znodes at once, None for those that do not exist: every read is
+        pipelined to ZooKeeper and the loop is woken once, when the last answer is in
+        (one future per read, as ``get`` makes, costs ~3x kazoo's own rate). Raises the
+        first other error (``MetadataUnavailable`` ...) after all answered."""
+        if not paths:
+            return []
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        results: list[Any] = [None] * len(paths)
+        remaining = [len(paths)]
+        lock = threading.Lock()
+
+        def answer(index: int, path: str) -> Callable[[Any], None]:
+            def done(result: Any) -> None:
+                try:
+                    data, stat = result.get_nowait()
+                    value: Any = Versioned(data or b"", stat.version)
+                except NoNodeError:
+                    value = None
+                except BaseException as exc:  # noqa: BLE001 - delivered to the awaiting task
+                    value = _translate(exc, path)
+                results[index] = value
+                with lock:
+                    remaining[0] -= 1
+                    last = remaining[0] == 0
+                if last:
+                    loop.call_soon_threadsafe(_set_result, future, None)
+
+            return done
+
+        for index, path in enumerate(paths):
+            try:
+                self._client.get_async(path).rawlink(answer(index, path))
+            except BaseException as exc:  # noqa: BLE001
+                future.cancel()
+                raise _translate(exc, path) from exc
+        try:
+            await asyncio.wait_for(future, self.operation_timeout_s)
+        except TimeoutError as exc:
+            raise MetadataUnavailable(
+                f"ZooKeeper did not answer {len(paths)} reads in time"
+            ) from exc
+        for value in results:
+            if isinstance(value, BaseException):
+                raise value
+        return results
 
     async def get_or_none(self, path: str) -> Versioned | None:
         try:

@@ -139,3 +139,35 @@ def test_unreachable_zookeeper_is_a_clear_error():
         await store.stop()
 
     asyncio.run(main())
+
+
+def test_get_many_reads_in_order_with_none_for_missing(zookeeper, zk_root):
+    """get_many answers in the order asked, None for a missing znode, the versions too;
+    LedgerStore.get_many parses metadata and flags unreadable metadata."""
+    from services.errors import InvalidArgument
+    from services.protocol.metadata import LedgerMetadata
+    from services.zk.ledger_store import LedgerStore
+
+    async def main():
+        store = await _store(zookeeper, zk_root)
+        try:
+            paths = [f"/many/n{i}" for i in range(1500)]
+            for i, path in enumerate(paths[::2]):
+                await store.create(path, str(i).encode())
+            await store.set(paths[2], b"changed")
+            got = await store.get_many(paths)
+            assert [g is None for g in got] == [i % 2 == 1 for i in range(1500)]
+            assert got[0] is not None and got[0].data == b"0" and got[0].version == 0
+            assert got[2] is not None and got[2].data == b"changed" and got[2].version == 1
+            assert await store.get_many([]) == []
+            ledgers = LedgerStore(store)
+            created = await ledgers.create(LedgerMetadata.new(7, ["a:1"], 1, 1))
+            await store.create(zkpaths.ledger(8), b"not json")
+            many = await ledgers.get_many([7, 8, 9])
+            assert many[0] is not None and not isinstance(many[0], InvalidArgument)
+            assert many[0].metadata == created.metadata
+            assert isinstance(many[1], InvalidArgument) and many[2] is None
+        finally:
+            await store.stop()
+
+    asyncio.run(main())
