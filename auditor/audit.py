@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 
 PAGE_LEDGERS = LIST_LIMIT_MAX
 PAGES_AHEAD_MAX = 4
+LOCK_HOLDER = "auditor"  # the lock's holder while the auditor clears a stale mark
 
 FULL = "full"
 PLACEMENT = "placement"
@@ -198,7 +199,7 @@ class Audit:
                 and m.ledger_id not in verdicts
                 and mark_clearable(m, view.registered, view.decommissioning, m.ledger_id in whole)
             ]
-            await self._clear([m.ledger_id for m in clearable])
+            await self._clear(clearable)
 
     async def _mark(self, verdicts: dict[int, set[str]]) -> None:
         if not verdicts:
@@ -225,24 +226,40 @@ class Audit:
             log.info("marked ledger %d under-replicated: missing %s", ledger_id, sorted(missing))
             return True
 
-    async def _clear(self, ledger_ids: Collection[int]) -> None:
-        if not ledger_ids:
+    async def _clear(self, judged: Collection[LedgerMetadata]) -> None:
+        if not judged:
             return
         if not await self.confirm():
             raise NotElected
-        results = await asyncio.gather(*(self._clear_one(lid) for lid in ledger_ids))
+        results = await asyncio.gather(*(self._clear_one(m) for m in judged))
         self.report.cleared += sum(results)
 
-    async def _clear_one(self, ledger_id: int) -> bool:
+    async def _clear_one(self, judged: LedgerMetadata) -> bool:
+        """Delete a stale mark under the ledger's lock, as a worker would: never while a
+        worker repairs it (a worker's version-guarded delete could otherwise remove a
+        mark created again after ours, the version restarting at 0), and only while the
+        metadata is still what this audit judged whole."""
+        ledger_id = judged.ledger_id
         async with self._slots:
-            mark = await self.underreplication.get_mark(ledger_id)
-            if mark is None:
-                return False
-            # Re-read since the audit began: a mark written meanwhile (by a newer
-            # marking) may name a bookie this audit did not judge; keep it.
-            if mark.marked_at > self.report.started_at_ms:
-                return False
-            cleared = await self.underreplication.clear_mark(ledger_id, mark.version)
+            if not await self.underreplication.try_lock(ledger_id, LOCK_HOLDER, now_ms()):
+                return False  # a worker is on it
+            try:
+                mark = await self.underreplication.get_mark(ledger_id)
+                if mark is None:
+                    return False
+                # Re-read since the audit began: a mark written meanwhile (by a newer
+                # marking) may name a bookie this audit did not judge; keep it.
+                if mark.marked_at > self.report.started_at_ms:
+                    return False
+                try:
+                    current = await self.ledgers.get(ledger_id)
+                except LedgerNotFound:
+                    current = None
+                if current is not None and current.metadata != judged:
+                    return False  # changed since it was judged: the next check decides
+                cleared = await self.underreplication.clear_mark(ledger_id, mark.version)
+            finally:
+                await self.underreplication.unlock(ledger_id)
             if cleared:
                 log.info("cleared the stale mark of ledger %d (whole)", ledger_id)
             return cleared

@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 
 # After a failed check (ZooKeeper unavailable), wait this long before the next.
 FAILED_AUDIT_RETRY_S = 1.0
+DECOMMISSION_RECHECK_S = 5.0  # placement re-checks while a bookie is being decommissioned
 # The under-replicated count at scrape waits at most this long for ZooKeeper.
 COUNT_TIMEOUT_S = 5.0
 
@@ -155,6 +156,9 @@ class Auditor:
         self.cookies = set(children)
         self._bookies_changed.set()
 
+    def _decommissioning(self) -> bool:
+        return any(state == DECOMMISSIONING for state in self.decommissions.values())
+
     def _refresh_decommissions(self) -> None:
         async def refresh() -> None:
             try:
@@ -198,22 +202,32 @@ class Auditor:
     async def _run_work(self) -> None:
         interval_s = self.settings.audit_interval
         next_full = time.monotonic() + interval_s
+        next_recheck = time.monotonic() + DECOMMISSION_RECHECK_S
         try:
             while True:
                 self._kick.clear()
-                if time.monotonic() >= next_full:
+                now = time.monotonic()
+                if now >= next_full:
                     self._pending.add(FULL)
+                # While a bookie is being decommissioned, re-check placement now and
+                # then, so that it turns "decommissioned" soon after the workers moved
+                # its last fragment (nothing else would wake the auditor then).
+                if self._decommissioning() and now >= next_recheck:
+                    self._pending.add(PLACEMENT)
                 if not self._pending:
+                    wake = next_full
+                    if self._decommissioning():
+                        wake = min(wake, next_recheck)
                     try:
-                        await asyncio.wait_for(
-                            self._kick.wait(), max(0.0, next_full - time.monotonic())
-                        )
+                        await asyncio.wait_for(self._kick.wait(), max(0.0, wake - now))
                     except TimeoutError:
                         pass
                     continue
                 kind = FULL if FULL in self._pending else PLACEMENT
                 self._pending.clear()  # a full check covers a placement one
                 ok = await self._audit(kind)
+                took = self.last_audit.duration_s if self.last_audit is not None else 0.0
+                next_recheck = time.monotonic() + max(DECOMMISSION_RECHECK_S, 2 * took)
                 if kind == FULL and ok:
                     next_full = time.monotonic() + interval_s
                 if not ok:

@@ -30,6 +30,7 @@ round's start; if the mark changed meanwhile (the auditor added a bookie), the n
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
@@ -183,10 +184,27 @@ class LedgerRepair:
         raise MetadataConflict(f"ledger {ledger_id}: still changing after {ROUNDS_MAX} plans")
 
     async def _back(self, mark: Mark) -> set[str]:
-        """The mark's bookies that are registered and not being decommissioned."""
+        """The mark's bookies that are registered, not being decommissioned, and answer:
+        a killed bookie stays registered until its ZooKeeper session expires."""
         decommissions = self.ctx.registry.decommissioned
         registered = self.ctx.registry.bookies
-        return {b for b in mark.missing_bookies if b in registered and b not in decommissions}
+        candidates = [b for b in mark.missing_bookies if b in registered and b not in decommissions]
+        answers = await asyncio.gather(*(self._answers(b) for b in candidates))
+        return {b for b, alive in zip(candidates, answers, strict=True) if alive}
+
+    async def _answers(self, bookie: str) -> bool:
+        """Whether ``bookie`` answers a call about this ledger now (404 counts)."""
+        ctx = self.ctx
+        client = ctx.bookies.get(bookie, ctx.registry.address_of(bookie))
+        try:
+            await client.stored(
+                self.ledger_id, timeout_s=ctx.settings.bookie_request_timeout_ms / 1000
+            )
+        except LedgerNotFound:
+            return True
+        except QuireError:
+            return False
+        return True
 
     async def _fill_in_place(self, metadata: LedgerMetadata, repair: Repair, job: CopyJob) -> bool:
         """Copy to ``repair.bookie`` itself the entries of its share it lacks; False when

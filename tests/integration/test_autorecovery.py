@@ -71,3 +71,51 @@ def test_a_lost_bookie_is_replaced_everywhere_and_the_copies_are_real(
 
 def _bookies_of(gateway, lid: int) -> set[str]:  # type: ignore[no-untyped-def]
     return {b for f in gateway.metadata(lid)["fragments"] for b in f["bookies"]}
+
+
+def test_decommission_a_bookie_up_and_one_down_moves_everything_off_them(
+    cluster: Cluster,
+) -> None:
+    """Five bookies; one is killed, then both it (down) and a running one are
+    decommissioned (the running one with `quire admin decommission --wait`): both end
+    "decommissioned", no fragment names either, and with the running one killed too
+    every entry still reads back exactly. The lost-bookie delay is an hour: only the
+    decommission moves the data."""
+    import subprocess
+    import sys
+
+    bookies = start_bookies(cluster, 5)
+    gateway = start_gateway(cluster)
+    wait_writable(gateway, 5)
+    cluster.start("auditor", ["--lost-bookie-delay", "3600", "--audit-interval", "3600"])
+    cluster.start("replicator", ["--marks-poll-interval", "1"])
+    written: dict[int, list[bytes]] = {}
+    for n in range(12):
+        lid = gateway.create(ensemble_size=3, write_quorum=2, ack_quorum=2)["ledger_id"]
+        payloads = [payload_for(n * 100 + i, 150) for i in range(15)]
+        gateway.add_batch(lid, payloads)
+        gateway.close(lid)
+        written[lid] = payloads
+    down, up = bookies[0], bookies[1]
+    down.kill()
+    r = gateway.http.post(f"/v1/admin/bookies/{down.address}/decommission")
+    assert r.status_code == 202 and r.json()["state"] == "decommissioning", r.text
+    done = subprocess.run(
+        [sys.executable, "-m", "services.cli", "--gateway", gateway.url,
+         "admin", "decommission", up.address, "--wait", "--timeout", "90"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    def state(bookie: str) -> str:
+        doc = _admin(gateway, "/v1/admin/bookies")
+        return next(b["state"] for b in doc["bookies"] if b["id"] == bookie)
+
+    wait_for(lambda: state(down.address) == "decommissioned", 60.0, "the down bookie done")
+    assert state(up.address) == "decommissioned"
+    for lid in written:
+        assert not {down.address, up.address} & _bookies_of(gateway, lid), lid
+    assert _admin(gateway, "/v1/admin/under-replicated")["ledgers"] == []
+    up.kill()
+    for lid, payloads in written.items():
+        assert gateway.read_all(lid) == list(enumerate(payloads)), f"ledger {lid}"
