@@ -199,7 +199,14 @@ class ReplicationWorker:
         if mark is None:
             raise InvariantViolation("planning without a mark")
         postponed = False
-        for repair in repairs(md, mark.missing):
+        # As the real worker (replicator/repair.py): the mark's bookies, and any bookie a
+        # fragment names that is gone (here: for the lost-bookie delay). The auditor may
+        # have missed it (a stale read of metadata a swap had just changed: seed 56134)
+        # and would mark it only at its next audit.
+        auditor = world.auditor
+        gone = {b for b in md.bookies() if auditor is not None and auditor.gone(b)}
+        missing = mark.missing | gone
+        for repair in repairs(md, missing):
             if (repair.first, repair.bookie) in job.whole:
                 continue
             if repair.is_open_last:
@@ -222,7 +229,7 @@ class ReplicationWorker:
             self._read_metadata(job, lambda md, v: self._plan(job, md, v), sync=True)
             return
         if world.marks.clear(job.ledger.ledger_id, mark.version):
-            job.ledger.checker.on_mark_cleared(mark.missing, self.name)
+            job.ledger.checker.on_mark_cleared(frozenset(missing), self.name)
             world.stats["mark cleared by a worker"] += 1
             self._finish(job, "repaired")
         else:
