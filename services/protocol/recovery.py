@@ -12,26 +12,18 @@ metadata. ``start()`` returns the first effects, ``handle(event)`` the next.
    complete once, for EVERY write set of the ensemble, ``Qw - Qa + 1`` of its
    bookies answered (``quorum.fencing_complete``); we do not wait for the
    others (the runner times a hanging bookie out). If every bookie answered or
-   failed without that coverage, the recovery fails (retriable).
-   Across runs (reformatted BEFORE this fence, or between two attempts): a bookie
-   whose fence answer names another instance than the last fragment recorded
-   (``Fragment.instances``) is a "replaced instance": fenced, counted in the
-   coverage (which stops the old writer), but its "missing" never counts toward
-   absence in step 3. Undecidable entries then wait for the fences still awaited,
-   else fail (retriable): liveness lost, never an entry an old instance may have
-   acknowledged. Unknown recorded instances (older metadata) are not compared.
+   failed without that coverage, the recovery fails (retriable). A bookie whose
+   fence answer names another instance than the last fragment recorded is a
+   "replaced instance" (``fencing.FenceAnswers``: fenced, but it proves no absence).
 3. Every entry up to the floor,
    ``max(highest LAC returned, first id of the last fragment - 1)``, was acknowledged to a
    client and is on an ack quorum. Read forward from ``floor + 1``
-   (``readforward.ReadForward``: bounded windows, batched per bookie, speculative after
-   ``speculative_read_ms``, fenced bookie instances only, a corrupt replica is a read
-   error and an answer from another instance is unknown, never evidence of absence; a
-   bookie that answers the fence late joins). An entry found is written back to its whole
-   write set with the recovery flag and counts once Qa bookies stored it (``writeback``: a
-   bookie failing write-backs is replaced in a new fragment that stays local until step
-   5). The first entry missing from ``Qw - Qa + 1`` fenced bookies of its write set cannot
-   have been acknowledged: the last entry is the one before. An entry neither found nor
-   provably absent fails the recovery (retriable; nothing changed beyond IN_RECOVERY).
+   (``readforward.ReadForward``, which says which answers count). An entry found is
+   written back to its whole write set with the recovery flag and counts once Qa bookies
+   stored it (``writeback``: a bookie failing write-backs is replaced in a new fragment
+   that stays local until step 5). The first entry missing from ``Qw - Qa + 1`` fenced
+   bookies of its write set cannot have been acknowledged: the last entry is the one
+   before. An entry neither found nor provably absent fails the recovery (retriable).
 4. The length is the last entry's ``length`` field; when nothing is found beyond the floor,
    the length at ``floor`` that the fence answers gave (a bookie's length at its LAC or at
    its last entry), and only when none did, entry ``floor`` itself is read (from any bookie
