@@ -42,7 +42,7 @@ from typing import Any
 from replicator.copy import CopyJob, FragmentCopier
 from replicator.metrics import ReplicatorMetrics
 from replicator.openledger import OpenLedgers, digest_key, grace_due_ms, last_fragment_affected
-from services.bookie_client import BookieClientPool
+from services.bookie_client import BookieClient, BookieClientPool
 from services.errors import LedgerNotFound, MetadataConflict, NotEnoughBookies, QuireError
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.replication import (
@@ -153,14 +153,12 @@ class LedgerRepair:
                     return RepairResult(Outcome.GONE)
                 continue
             metadata = current.metadata
-            missing = await self._missing(mark, metadata)
-            back = await self._back(mark)
-            plan = [
-                r
-                for r in repairs(metadata, missing)
-                if (r.first, r.bookie) not in self._filled
-                and not (r.is_open_last and r.bookie in back)
+            missing = self._missing(mark, metadata)
+            planned = [
+                r for r in repairs(metadata, missing) if (r.first, r.bookie) not in self._filled
             ]
+            back = await self._back({r.bookie for r in planned if r.is_open_last})
+            plan = [r for r in planned if not (r.is_open_last and r.bookie in back)]
             if not plan:
                 if await ctx.marks.clear_mark(ledger_id, mark.version):
                     return RepairResult(Outcome.DONE)
@@ -183,23 +181,29 @@ class LedgerRepair:
                 await self._recover(missing)
         raise MetadataConflict(f"ledger {ledger_id}: still changing after {ROUNDS_MAX} plans")
 
-    async def _back(self, mark: Mark) -> set[str]:
-        """The mark's bookies that are registered, not being decommissioned, and answer:
-        a killed bookie stays registered until its ZooKeeper session expires."""
-        decommissions = self.ctx.registry.decommissioned
-        registered = self.ctx.registry.bookies
-        candidates = [b for b in mark.missing_bookies if b in registered and b not in decommissions]
+    def _usable(self, bookie: str) -> bool:
+        """Registered and not being decommissioned."""
+        registry = self.ctx.registry
+        return bookie in registry.bookies and bookie not in registry.decommissioned
+
+    def _client(self, bookie: str) -> BookieClient:
+        return self.ctx.bookies.get(bookie, self.ctx.registry.address_of(bookie))
+
+    @property
+    def _timeout_s(self) -> float:
+        return self.ctx.settings.bookie_request_timeout_ms / 1000
+
+    async def _back(self, bookies: set[str]) -> set[str]:
+        """Those of ``bookies`` that are usable and answer: a killed bookie stays
+        registered until its ZooKeeper session expires."""
+        candidates = [b for b in bookies if self._usable(b)]
         answers = await asyncio.gather(*(self._answers(b) for b in candidates))
         return {b for b, alive in zip(candidates, answers, strict=True) if alive}
 
     async def _answers(self, bookie: str) -> bool:
         """Whether ``bookie`` answers a call about this ledger now (404 counts)."""
-        ctx = self.ctx
-        client = ctx.bookies.get(bookie, ctx.registry.address_of(bookie))
         try:
-            await client.stored(
-                self.ledger_id, timeout_s=ctx.settings.bookie_request_timeout_ms / 1000
-            )
+            await self._client(bookie).stored(self.ledger_id, timeout_s=self._timeout_s)
         except LedgerNotFound:
             return True
         except QuireError:
@@ -214,10 +218,10 @@ class LedgerRepair:
         recorded = fragment.instances[repair.bookie_index] if fragment.instances else None
         if recorded is not None and recorded != ctx.registry.instance_of(repair.bookie):
             return False  # formatted since: its share is gone, replace it
-        timeout_s = ctx.settings.bookie_request_timeout_ms / 1000
-        client = ctx.bookies.get(repair.bookie, ctx.registry.address_of(repair.bookie))
         try:
-            stored = await client.stored(self.ledger_id, timeout_s=timeout_s)
+            stored = await self._client(repair.bookie).stored(
+                self.ledger_id, timeout_s=self._timeout_s
+            )
             lacking = [e for e in job.wanted if not stored.holds(e)]
             if stored.corrupt:
                 return False
@@ -239,24 +243,9 @@ class LedgerRepair:
                  self.ledger_id, repair.first, repair.bookie, len(lacking))  # fmt: skip
         return True
 
-    async def _missing(self, mark: Mark, metadata: LedgerMetadata) -> set[str]:
-        registered = self.ctx.registry.bookies
-        decommissions = self.ctx.registry.decommissioned
-        missing = set(mark.missing_bookies)
-        for bookie in metadata.bookies():
-            if bookie not in registered or bookie in decommissions:
-                missing.add(bookie)
-        return missing
-
-    async def _back_bookies(self, bookie: str) -> set[str]:
-        decommissions = self.ctx.registry.decommissioned
-        if bookie in self.ctx.registry.bookies and bookie not in decommissions:
-            return {bookie}
-        return set()
-
-    async def _targets(self) -> list[str]:
-        decommissions = self.ctx.registry.decommissioned
-        return [b for b in self.ctx.registry.writable if b not in decommissions]
+    def _missing(self, mark: Mark, metadata: LedgerMetadata) -> set[str]:
+        """The mark's bookies, and every fragment bookie that is not usable."""
+        return set(mark.missing_bookies) | {b for b in metadata.bookies() if not self._usable(b)}
 
     async def _recover(self, missing: set[str]) -> None:
         """Fence and close the ledger, unless its writer replaced the bookie itself."""
@@ -288,7 +277,7 @@ class LedgerRepair:
             wanted=wanted,
             unusable=frozenset(missing),
         )
-        if repair.bookie in await self._back_bookies(repair.bookie):
+        if self._usable(repair.bookie):
             if await self._fill_in_place(metadata, repair, job):
                 return _Step.SWAPPED
             if not ctx.enabled():
@@ -296,7 +285,7 @@ class LedgerRepair:
         excluded: set[str] = set()
         for _ in range(TARGETS_TRIED_MAX):
             target = choose_target(
-                span.bookies, repair.bookie, await self._targets(), ctx.rng, missing | excluded
+                span.bookies, repair.bookie, ctx.registry.writable, ctx.rng, missing | excluded
             )
             instance = ctx.registry.instance_of(target)  # the instance the copy goes to
             outcome = await ctx.copier.copy(job, target, self._on_batch)
