@@ -23,7 +23,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from services.cli.admin_wait import Poll, View, copied_bytes, wait_until
-from services.cli.client import EXIT_CODES_HELP, GatewayClient, reported
+from services.cli.client import EXIT_CODES_HELP, GatewayClient, pages, reported
 from services.cli.common import global_options
 from services.cli.ledger_io import err, print_json
 from services.errors import GatewayUnreachable, Unavailable
@@ -239,15 +239,9 @@ def under_replicated(
     rows: list[dict[str, Any]] = []
     next_after = after
     with reported(), _client(ctx) as client:
-        while True:
-            params: dict[str, int] = {"limit": limit}
-            if next_after is not None:
-                params["after"] = next_after
-            page = client.json("GET", "/v1/admin/under-replicated", params=params)
+        for page in pages(client, "/v1/admin/under-replicated", limit, after, every):
             rows += page["ledgers"]
             next_after = page.get("next")
-            if next_after is None or not every:
-                break
     if as_json:
         print_json({"ledgers": rows, "next": next_after})
         return

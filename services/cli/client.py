@@ -199,3 +199,20 @@ class GatewayClient:
                     f"{str(exc) or type(exc).__name__}"
                 ) from exc
             raise self._unreachable(exc) from exc
+
+
+def pages(
+    client: GatewayClient, path: str, limit: int, after: int | None, every: bool
+) -> Iterator[dict[str, Any]]:
+    """The pages of a paged listing (``{..., "next": ID|null}``) from ``after`` on: the
+    first one, or with ``every`` each one until ``next`` is null."""
+    next_after = after
+    while True:
+        params: dict[str, int] = {"limit": limit}
+        if next_after is not None:
+            params["after"] = next_after
+        page: dict[str, Any] = client.json("GET", path, params=params)
+        yield page
+        next_after = page.get("next")
+        if next_after is None or not every:
+            return

@@ -24,7 +24,7 @@ from typing import Annotated, Any
 
 import typer
 
-from services.cli.client import EXIT_CODES_HELP, GatewayClient, reported
+from services.cli.client import EXIT_CODES_HELP, GatewayClient, pages, reported
 from services.cli.common import fail, global_options
 from services.cli.ledger_io import (
     Appender,
@@ -346,11 +346,7 @@ def list_ledgers(
     collected: list[int] = []
     next_after = after
     with reported(), _client(ctx) as client:
-        while True:
-            params: dict[str, int] = {"limit": limit}
-            if next_after is not None:
-                params["after"] = next_after
-            page = client.json("GET", "/v1/ledgers", params=params)
+        for page in pages(client, "/v1/ledgers", limit, after, every):
             if as_json:
                 collected += page["ledgers"]
             else:
@@ -358,8 +354,6 @@ def list_ledgers(
                     sys.stdout.write(f"{ledger_id}\n")
                 sys.stdout.flush()
             next_after = page.get("next")
-            if next_after is None or not every:
-                break
     if as_json:
         print_json({"ledgers": collected, "next": next_after})
     elif next_after is not None:
