@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from kazoo.client import KazooClient
 
@@ -143,13 +144,11 @@ def test_a_worker_survives_the_expiry_of_its_zookeeper_session(
     async def main() -> None:
         app = create_app(settings)
         async with app.router.lifespan_context(app):
-            while app.state.worker is None:
-                await asyncio.sleep(0.05)
+            await _until(lambda: app.state.worker is not None, "the worker to start")
             store = app.state.store
             await asyncio.to_thread(mark_ledger, zk_client, first, [dead])
             lock = f"/underreplication/locks/{first}"
-            while not await asyncio.to_thread(zk_client.exists, lock):
-                await asyncio.sleep(0.05)
+            await _until(lambda: zk_client.exists(lock), "the worker to take the lock")
             old_session = store.session_id
             sid, password = store.client.client_id
             await asyncio.to_thread(expire_session, zookeeper.connect_string, sid, password)
@@ -170,3 +169,11 @@ def test_a_worker_survives_the_expiry_of_its_zookeeper_session(
         assert not names(metadata, dead)
         assert fragment_complete(metadata) == []
         assert [x for _, x in gateway.read_all(lid)] == payloads
+
+
+async def _until(predicate: Callable[[], object], what: str, deadline_s: float = 30.0) -> None:
+    """Poll ``predicate`` (in a thread: it may call ZooKeeper) until true, or fail."""
+    deadline = time.monotonic() + deadline_s
+    while not await asyncio.to_thread(predicate):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
