@@ -26,11 +26,20 @@ class Gateway:
     """A gateway process seen through HTTP (one keep-alive client per instance)."""
 
     def __init__(
-        self, proc: ServiceProcess, token: str | None = None, timeout_s: float = 30.0
+        self,
+        proc: ServiceProcess,
+        token: str | None = None,
+        timeout_s: float = 30.0,
+        local_address: str | None = None,
     ) -> None:
+        """``local_address`` binds the client's side (e.g. "127.0.0.3"): the gateway sees
+        another client address, with its own wrong-password budget."""
         self.proc = proc
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.http = httpx.Client(base_url=proc.url, headers=headers, timeout=timeout_s)
+        transport = httpx.HTTPTransport(local_address=local_address) if local_address else None
+        self.http = httpx.Client(
+            base_url=proc.url, headers=headers, timeout=timeout_s, transport=transport
+        )
 
     @property
     def url(self) -> str:
