@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from services.limits import (
     BATCH_ENTRIES_MAX,
     BODY_SIZE_MAX_BYTES,
-    ENTRY_SIZE_MAX_BYTES,
+    STORED_ENTRY_SIZE_MAX_BYTES,
     ID_MAX,
     LAC_BATCH_MAX,
     STORED_BATCH_MAX,
@@ -181,7 +181,7 @@ FRAMING_DESCRIPTION = (
     "the header bytes, digest and payload, set on every record whose digest type is not "
     "crc32c (a bookie cannot verify an HMAC). A record whose crc32c digest or checksum "
     "does not match is refused alone. "
-    f"Limits: payload <= {ENTRY_SIZE_MAX_BYTES} bytes, <= {BATCH_ENTRIES_MAX} records, "
+    f"Limits: payload <= {STORED_ENTRY_SIZE_MAX_BYTES} bytes, <= {BATCH_ENTRIES_MAX} records, "
     f"body <= {BODY_SIZE_MAX_BYTES} bytes."
 )
 

@@ -21,7 +21,7 @@ from gateway.admin import AdminService
 from gateway.auth import TokenMiddleware
 from gateway.context import GatewayContext
 from gateway.metrics import GatewayMetrics
-from gateway.routes import admin, ledgers
+from gateway.routes import admin, ledgers, logs
 from gateway.service import Gateway
 from services.bookie_client import BookieClientPool
 from services.errors import MetadataUnavailable
@@ -31,6 +31,7 @@ from services.web.errors import install_error_handlers
 from services.web.openapi import install_openapi
 from services.web.routes import add_health_route, add_metrics_route
 from services.zk.ledger_store import LedgerStore
+from services.zk.log_store import LogStore
 from services.zk.registry import BookieRegistry
 from services.zk.store import MetadataStore
 from services.zk.underreplication import UnderReplicationStore
@@ -106,7 +107,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
             metrics=metrics,
             rng=random.Random(),
         )
-        gateway = Gateway.build(ctx)
+        gateway = Gateway.build(ctx).with_logs(LogStore(store))
         admin_service = AdminService(
             store,
             UnderReplicationStore(store),
@@ -153,6 +154,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     add_health_route(app, ready)
     add_metrics_route(app, metrics.registry)
     app.include_router(ledgers.router)
+    app.include_router(logs.router)
     app.include_router(admin.router)
     app.add_middleware(
         TokenMiddleware, api_token=settings.api_token, admin_token=settings.admin_token

@@ -17,6 +17,7 @@ from typing import Protocol
 
 from gateway.metrics import GatewayMetrics
 from services.bookie_client import AddResult, LacInfo, RangeResult
+from services.errors import InvalidArgument
 from services.protocol.messages import WritableBookies
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.reads_lac import SeenLacs
@@ -33,6 +34,10 @@ class LedgerMetadataStore(Protocol):
     async def create(self, metadata: LedgerMetadata) -> VersionedLedger: ...
 
     async def get(self, ledger_id: int) -> VersionedLedger: ...
+
+    async def get_many(
+        self, ledger_ids: list[int]
+    ) -> list[VersionedLedger | InvalidArgument | None]: ...
 
     async def compare_and_set(self, metadata: LedgerMetadata, version: int) -> VersionedLedger:
         """``MetadataConflict`` when the version moved, ``LedgerNotFound`` when deleted."""

@@ -54,3 +54,43 @@ class GatewayMetrics:
         self.open_handles = Gauge(
             "quire_gateway_write_handles", "Write handles this gateway holds", registry=r
         )
+        # Logs (gateway/logs/): by log name, for the logs this gateway writes.
+        self.log_appends = Counter(
+            "quire_gateway_log_appends_total", "Log appends acknowledged", ["log"], registry=r
+        )
+        self.log_records = Counter(
+            "quire_gateway_log_records_total", "Log records acknowledged", ["log"], registry=r
+        )
+        self.log_bytes = Counter(
+            "quire_gateway_log_bytes_total", "Log record bytes acknowledged", ["log"], registry=r
+        )
+        self.log_rolls = Counter(
+            "quire_gateway_log_rolls_total",
+            "Ledger rolls of logs this gateway writes, by reason",
+            ["log", "reason"],
+            registry=r,
+        )
+        self.log_handovers = Counter(
+            "quire_gateway_log_handovers_total",
+            "Writer roles this gateway took (each fences the log's last two ledgers)",
+            ["log"],
+            registry=r,
+        )
+        self.log_dedup_hits = Counter(
+            "quire_gateway_log_dedup_hits_total",
+            "Appends answered from the idempotency window (nothing appended)",
+            ["log"],
+            registry=r,
+        )
+        self.log_writer_epoch = Gauge(
+            "quire_gateway_log_writer_epoch",
+            "The writer epoch this gateway holds, per log it writes",
+            ["log"],
+            registry=r,
+        )
+        self.log_append_latency = Histogram(
+            "quire_gateway_log_append_seconds",
+            "Time from a log append request to its answer",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )

@@ -8,11 +8,17 @@ runners of the protocol core, live beside it here (``gateway/handles.py``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gateway.context import GatewayContext
 from gateway.handles import HandleTable, Recoveries
 from gateway.senders import SenderLimits, SenderTable
+from services.errors import Unavailable
+
+if TYPE_CHECKING:
+    from gateway.logs.writer import LogWriters
+    from services.zk.log_store import LogStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,11 +26,28 @@ class Gateway:
     ctx: GatewayContext
     handles: HandleTable
     recoveries: Recoveries
+    # The log layer (gateway/logs/): set by ``with_logs`` where logs are served.
+    log_writers: list[LogWriters] = field(default_factory=list)
 
     @classmethod
     def build(cls, ctx: GatewayContext) -> Gateway:
         senders = SenderTable(ctx.bookie, SenderLimits.from_settings(ctx.settings))
         return cls(ctx, HandleTable(ctx, senders), Recoveries(ctx))
 
+    def with_logs(self, store: LogStore) -> Gateway:
+        """Serve logs from ``store`` (the gateway app does; a replication worker does not)."""
+        from gateway.logs.writer import LogWriters
+
+        self.log_writers[:] = [LogWriters(self, store)]
+        return self
+
+    @property
+    def logs(self) -> LogWriters:
+        if not self.log_writers:
+            raise Unavailable("this service does not serve logs")
+        return self.log_writers[0]
+
     async def aclose(self) -> None:
+        for writers in self.log_writers:
+            await writers.aclose()
         await self.handles.aclose()

@@ -98,6 +98,9 @@ class QuireError(Exception):
     code: ClassVar[str] = "internal"
     http_status: ClassVar[int] = 500
     retriable: ClassVar[bool] = False
+    # An add that failed with an unknown outcome: the entry ids it was given (first,
+    # last). Set by the write handle's runner; never part of an answer.
+    entries: tuple[int, int] | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -12,6 +12,9 @@ ID_MAX = (1 << 63) - 1
 
 # Entries and add requests (API.md: 413 payload_too_large past these).
 ENTRY_SIZE_MAX_BYTES = 5 * 1024 * 1024
+# What a ledger entry may hold below the API: a log record of ENTRY_SIZE_MAX_BYTES in
+# its envelope (``services/protocol/log_records.py``: at most 158 header bytes).
+STORED_ENTRY_SIZE_MAX_BYTES = ENTRY_SIZE_MAX_BYTES + 256
 BATCH_ENTRIES_MAX = 10_000
 BODY_SIZE_MAX_BYTES = 64 * 1024 * 1024
 # A create-ledger (or other small JSON) request body.

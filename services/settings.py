@@ -158,6 +158,30 @@ class GatewaySettings(CommonSettings):
         description="time-out of one add request to a bookie; a bookie that does not answer "
         "in time is replaced like a failed one",
     )
+    # Logs (gateway/logs/): automatic rolls, the idempotency window, settling an append
+    # whose ledger was fenced or closed under it.
+    log_roll_bytes: int = Field(
+        256 * 1024 * 1024, ge=1, description="roll a log's ledger once it holds this many bytes"
+    )
+    log_roll_entries: int = Field(
+        1_000_000, ge=1, description="roll a log's ledger once it holds this many entries"
+    )
+    log_roll_age_s: float = Field(
+        3600.0, gt=0.0, description="roll a log's ledger once it is this old (seconds)"
+    )
+    idempotency_window_s: float = Field(
+        120.0, ge=0.0, le=86_400.0, description="how long an Idempotency-Key is remembered"
+    )
+    idempotency_keys_max: int = Field(
+        100_000, ge=0, le=10_000_000, description="Idempotency-Keys remembered per log"
+    )
+    log_settle_timeout_ms: int = Field(
+        10_000,
+        ge=1,
+        le=600_000,
+        description="longest wait, after a log append's ledger was fenced, for the ledger "
+        "to close and tell whether the append is in it",
+    )
 
 
 class AuditorSettings(CommonSettings):

@@ -25,7 +25,7 @@ from gateway.runners.base import EffectRunner
 from gateway.senders import add_outcome
 from services.bookie_client import AddResult
 from services.errors import EntryNotFound, LedgerNotFound, QuireError
-from services.limits import ENTRY_SIZE_MAX_BYTES, PAGE_BYTES_MAX
+from services.limits import PAGE_BYTES_MAX, STORED_ENTRY_SIZE_MAX_BYTES
 from services.protocol import messages as m
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.recovery import LedgerRecovery
@@ -143,7 +143,9 @@ async def read_entries(
     records = {r.entry_id: r for r in answer.records if first <= r.entry_id <= last}
     returned_last = answer.records[-1].entry_id if answer.records else first - 1
     payload = sum(len(r.payload) for r in answer.records)
-    may_be_cut = len(answer.records) >= span or payload + ENTRY_SIZE_MAX_BYTES > PAGE_BYTES_MAX
+    may_be_cut = (
+        len(answer.records) >= span or payload + STORED_ENTRY_SIZE_MAX_BYTES > PAGE_BYTES_MAX
+    )
     cut = may_be_cut and answer.last_entry_id > returned_last
     now = clock()
     events = []

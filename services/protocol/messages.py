@@ -304,9 +304,14 @@ class FailAdds:
     request_id: Hashable
     error: type[QuireError]
     message: str
+    # The entry ids the request was given (first, last), when it got that far: the log
+    # layer compares them with where the ledger was closed to learn the outcome.
+    entries: tuple[int, int] | None = None
 
     def exception(self) -> QuireError:
-        return self.error(self.message)
+        exc = self.error(self.message)
+        exc.entries = self.entries
+        return exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,9 +326,14 @@ class CloseFailed:
     request_id: Hashable
     error: type[QuireError]
     message: str
+    # The entry ids the request was given (first, last), when it got that far: the log
+    # layer compares them with where the ledger was closed to learn the outcome.
+    entries: tuple[int, int] | None = None
 
     def exception(self) -> QuireError:
-        return self.error(self.message)
+        exc = self.error(self.message)
+        exc.entries = self.entries
+        return exc
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,7 +77,7 @@ from services.errors import (
     invariant,
     present,
 )
-from services.limits import BATCH_ENTRIES_MAX, ENTRY_SIZE_MAX_BYTES
+from services.limits import BATCH_ENTRIES_MAX, STORED_ENTRY_SIZE_MAX_BYTES
 from services.protocol.adds import PendingAdds, PendingEntry, PendingRequest, build_sends
 from services.protocol.cas import CasLimits, MetadataCas
 from services.protocol.ensemble import CloseOutcome, close_outcome
@@ -228,8 +228,9 @@ class WriteHandle(HandleMetadata):
             return [FailAdds(rid, InvalidArgument, "an add needs at least one entry")]
         if len(payloads) > BATCH_ENTRIES_MAX:
             return [FailAdds(rid, PayloadTooLarge, f"over {BATCH_ENTRIES_MAX} entries")]
-        if any(len(p) > ENTRY_SIZE_MAX_BYTES for p in payloads):
-            return [FailAdds(rid, PayloadTooLarge, f"an entry over {ENTRY_SIZE_MAX_BYTES} bytes")]
+        if any(len(p) > STORED_ENTRY_SIZE_MAX_BYTES for p in payloads):
+            too_large = f"an entry over {STORED_ENTRY_SIZE_MAX_BYTES} bytes"
+            return [FailAdds(rid, PayloadTooLarge, too_large)]
         room_entries, room_bytes = self.room()
         if len(payloads) > room_entries or sum(map(len, payloads)) > room_bytes:
             return [FailAdds(rid, Unavailable, f"ledger {self.ledger_id}: too many adds in flight")]
@@ -357,7 +358,8 @@ class WriteHandle(HandleMetadata):
         self._change = None
         message = self._fenced_message()
         effects: list[Effect] = [
-            FailAdds(r.request_id, error, message) for r in self._pending.fail_all()
+            FailAdds(r.request_id, error, message, (r.first_entry_id, r.last_entry_id))
+            for r in self._pending.fail_all()
         ]
         return effects + self._maybe_start_close()
 
@@ -415,7 +417,10 @@ class WriteHandle(HandleMetadata):
             f"acknowledged entry ({lac})"
         )
         failed = self._pending.fail_all()
-        effects += [FailAdds(r.request_id, error, message) for r in failed]
+        effects += [
+            FailAdds(r.request_id, error, message, (r.first_entry_id, r.last_entry_id))
+            for r in failed
+        ]
         if failed:  # (if everything had its quorum after all, nothing failed: go on)
             self._state = HandleState.CLOSING
         return effects + self._maybe_start_close()

@@ -10,7 +10,7 @@ the digest and the payload:
     entry_id     i64    >= 0
     lac          i64    >= -1, the writer's last-add-confirmed at send time
     length       i64    >= 0, the ledger's total payload bytes up to and including this entry
-    payload_len  u32    <= ENTRY_SIZE_MAX_BYTES
+    payload_len  u32    <= STORED_ENTRY_SIZE_MAX_BYTES
     digest_len   u16    <= DIGEST_SIZE_MAX_BYTES
     checksum     u32    only with flag bit 3: crc32c of the header bytes, digest and payload
     digest       digest_len bytes
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import crc32c
 
 from services.errors import InvalidArgument, PayloadTooLarge
-from services.limits import BATCH_ENTRIES_MAX, ENTRY_SIZE_MAX_BYTES
+from services.limits import BATCH_ENTRIES_MAX, STORED_ENTRY_SIZE_MAX_BYTES
 
 MEDIA_TYPE = "application/x-quire-entries"
 HEADER = struct.Struct(">BqqqqIH")
@@ -127,9 +127,9 @@ def decode(body: bytes, max_records: int = BATCH_ENTRIES_MAX, *, copy: bool = Tr
                 f"negative id in record at byte {pos}: ledger {ledger_id} entry {entry_id} "
                 f"lac {lac}"
             )
-        if payload_len > ENTRY_SIZE_MAX_BYTES:
+        if payload_len > STORED_ENTRY_SIZE_MAX_BYTES:
             raise PayloadTooLarge(
-                f"entry of {payload_len} bytes over the limit of {ENTRY_SIZE_MAX_BYTES}"
+                f"entry of {payload_len} bytes over the limit of {STORED_ENTRY_SIZE_MAX_BYTES}"
             )
         if digest_len != DIGEST_LENGTHS[digest_type]:
             raise InvalidArgument(

@@ -7,7 +7,7 @@ All paths are relative to the service's chroot (``--zk-root``, default
     /cookies/{bookie_id}                   persistent cookie (JSON: instance_id)
     /idgen/{hob}/ID-{seq}                  64-bit ledger id generation (transient nodes)
     /ledgers/000/0000/0000/0000/L0001      ledger metadata, hierarchical by zero-padded id
-    /logs/{name}                           log metadata
+    /logs/L{name}                          log metadata (the "L" keeps "." and ".." valid)
     /underreplication/ledgers/...          under-replicated marks (same hierarchy as ledgers)
     /underreplication/locks/{ledger_id}    replication worker locks (ephemeral)
     /underreplication/disabled             present while replication is disabled
@@ -78,8 +78,17 @@ def replication_lock(ledger_id: int) -> str:
     return f"{REPLICATION_LOCKS}/{ledger_id}"
 
 
+LOG_PREFIX = "L"
+
+
 def log(name: str) -> str:
-    return f"{LOGS}/{name}"
+    """``/logs/L{name}``: ZooKeeper refuses "." and ".." as names, which are log names."""
+    return f"{LOGS}/{LOG_PREFIX}{name}"
+
+
+def log_name(child: str) -> str | None:
+    """The log name of a child of ``/logs`` (None for anything else)."""
+    return child[len(LOG_PREFIX) :] if child.startswith(LOG_PREFIX) else None
 
 
 DECOMMISSION = "/decommission"

@@ -8,7 +8,7 @@ import socket
 import httpx
 import pytest
 
-from services.limits import BATCH_ENTRIES_MAX, ENTRY_SIZE_MAX_BYTES
+from services.limits import BATCH_ENTRIES_MAX, STORED_ENTRY_SIZE_MAX_BYTES
 from services.wire import digest, framing
 from services.wire.framing import HEADER, Record
 from tests.integration.bookie_support import Bookie, sealed
@@ -43,7 +43,7 @@ CASES = [
     (
         "POST",
         "/v1/entries",
-        GOOD + header(payload_len=ENTRY_SIZE_MAX_BYTES + 1),
+        GOOD + header(payload_len=STORED_ENTRY_SIZE_MAX_BYTES + 1),
         ENTRY,
         413,
         "payload_too_large",
@@ -189,10 +189,10 @@ def test_oversize_body_is_refused_before_it_is_read(bookie):
 
 def test_entry_size_limit_is_inclusive(bookie):
     """An entry of exactly 5 MiB is stored and read back; one byte more is 413."""
-    exact = sealed(11, 0, bytes(ENTRY_SIZE_MAX_BYTES))
+    exact = sealed(11, 0, bytes(STORED_ENTRY_SIZE_MAX_BYTES))
     assert bookie.add([exact]) == {"stored": 1, "rejected": []}
     assert bookie.read(11, 0) == exact
-    over = framing.encode([sealed(11, 1, bytes(ENTRY_SIZE_MAX_BYTES + 1))])
+    over = framing.encode([sealed(11, 1, bytes(STORED_ENTRY_SIZE_MAX_BYTES + 1))])
     r = bookie.http.post("/v1/entries", content=over)
     assert r.status_code == 413 and r.json()["error"] == "payload_too_large"
     assert bookie.lac(11)["last_entry_id"] == 0

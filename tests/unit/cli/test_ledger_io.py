@@ -20,7 +20,7 @@ from services.cli.ledger_io import (
     render,
 )
 from services.errors import PayloadTooLarge
-from services.wire.framing import ENTRY_SIZE_MAX_BYTES
+from services.limits import ENTRY_SIZE_MAX_BYTES
 
 
 def test_input_lines_drop_only_the_newline() -> None:

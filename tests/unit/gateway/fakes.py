@@ -44,6 +44,9 @@ class FakeLedgerStore:
             raise LedgerNotFound(f"no ledger {ledger_id}")
         return self.nodes[ledger_id]
 
+    async def get_many(self, ledger_ids: list[int]) -> list[VersionedLedger | None]:
+        return [self.nodes.get(ledger_id) for ledger_id in ledger_ids]
+
     async def compare_and_set(self, metadata: LedgerMetadata, version: int) -> VersionedLedger:
         current = await self.get(metadata.ledger_id)
         if current.version != version:

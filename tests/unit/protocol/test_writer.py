@@ -22,7 +22,7 @@ from services.errors import (
     QuorumTimeout,
     Unavailable,
 )
-from services.limits import ENTRY_SIZE_MAX_BYTES
+from services.limits import STORED_ENTRY_SIZE_MAX_BYTES
 from services.protocol.ensemble import CloseOutcome, close_outcome, plan_ensemble_change
 from services.protocol.messages import (
     AckAdds,
@@ -192,8 +192,8 @@ def test_bounds_on_adds_in_flight_and_payloads() -> None:
     assert of(add(h, "r4", b""), FailAdds)[0].error is Unavailable
     h = make()
     assert add(h, "e")[0].error is InvalidArgument
-    assert add(h, "big", b"x" * (ENTRY_SIZE_MAX_BYTES + 1))[0].error is PayloadTooLarge
-    assert of(add(h, "max", b"x" * ENTRY_SIZE_MAX_BYTES), SendAdds)
+    assert add(h, "big", b"x" * (STORED_ENTRY_SIZE_MAX_BYTES + 1))[0].error is PayloadTooLarge
+    assert of(add(h, "max", b"x" * STORED_ENTRY_SIZE_MAX_BYTES), SendAdds)
 
 
 # ---------------------------------------------------------------------- ensemble change

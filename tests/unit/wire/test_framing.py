@@ -12,7 +12,7 @@ from services.wire.digest import record_ok, seal
 from services.wire.framing import (
     BATCH_ENTRIES_MAX,
     DIGEST_LENGTHS,
-    ENTRY_SIZE_MAX_BYTES,
+    STORED_ENTRY_SIZE_MAX_BYTES,
     HEADER,
     Record,
     decode,
@@ -80,8 +80,8 @@ def test_round_trip_extremes():
 
 
 def test_entry_of_exactly_the_limit_is_accepted():
-    """A payload of exactly ENTRY_SIZE_MAX_BYTES (5 MiB) parses; the limit is inclusive."""
-    big = rec(payload=b"x" * ENTRY_SIZE_MAX_BYTES)
+    """A payload of exactly STORED_ENTRY_SIZE_MAX_BYTES (5 MiB and a log envelope) parses; the limit is inclusive."""
+    big = rec(payload=b"x" * STORED_ENTRY_SIZE_MAX_BYTES)
     assert decode(encode([big])) == [big]
 
 
@@ -107,7 +107,7 @@ def test_empty_body_is_no_records():
         (header(digest_len=3) + b"\x00" * 3, InvalidArgument, "does not fit type crc32c"),
         (header(flags=0x00, digest_len=4) + b"\x00" * 4, InvalidArgument, "type none"),
         (header(flags=0x04, digest_len=4) + b"\x00" * 4, InvalidArgument, "hmac-sha256"),
-        (header(payload_len=ENTRY_SIZE_MAX_BYTES + 1), PayloadTooLarge, "over the limit"),
+        (header(payload_len=STORED_ENTRY_SIZE_MAX_BYTES + 1), PayloadTooLarge, "over the limit"),
     ],
     ids=[
         "header-one-byte-short",

@@ -1,0 +1,156 @@
+"""The idempotency window of one log this gateway writes.
+
+A key maps to the positions its append got and the digest of its records
+(``log_records.records_digest``). A retry with the same key and the same records is
+answered from here and appends nothing; the same key with other records is 409
+``idempotency_key_reused``. A key whose first append is still in flight makes the
+retry wait for it: success answers both, failure lets the retry append.
+
+Bounds: keys older than ``window_ms`` or beyond ``keys_max`` (oldest first) are
+forgotten. The window is rebuilt from the log's tail when this gateway takes the
+writer role (``rebuild``), because the keys live in the entries themselves: a
+hand-over or a crash of the previous writer loses nothing that was appended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+
+from services.errors import IdempotencyKeyReused
+from services.protocol import log_records
+from services.protocol.logs import Position
+
+# A rebuild reads at most this many entries back from the log's end (plus clock skew
+# allowance between the previous writer and this one).
+REBUILD_ENTRIES_MAX = 200_000
+CLOCK_SKEW_MS = 5_000
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """What an append with a key got."""
+
+    first: Position
+    last: Position
+    digest: bytes
+    at_ms: int
+
+
+class DedupWindow:
+    def __init__(self, window_ms: int, keys_max: int) -> None:
+        self.window_ms = window_ms
+        self.keys_max = keys_max
+        self._keys: OrderedDict[str, Appended] = OrderedDict()
+        self._in_flight: dict[str, tuple[bytes, asyncio.Future[Appended | None]]] = {}
+        self.ready = asyncio.Event()  # set once the rebuild finished (or failed)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def _expire(self, now_ms: int) -> None:
+        cutoff = now_ms - self.window_ms
+        while self._keys:
+            key, first = next(iter(self._keys.items()))
+            if first.at_ms >= cutoff and len(self._keys) <= self.keys_max:
+                break
+            del self._keys[key]
+
+    def remember(self, key: str, appended: Appended, now_ms: int) -> None:
+        self._keys[key] = appended
+        self._keys.move_to_end(key)
+        self._expire(now_ms)
+
+    async def claim(self, key: str, digest: bytes, now_ms: int) -> Appended | None:
+        """The earlier append of ``key`` (a hit), or None: the caller appends and must
+        ``settle`` the key. 409 when the key came with other records."""
+        while True:
+            self._expire(now_ms)
+            known = self._keys.get(key)
+            if known is not None:
+                if known.digest != digest:
+                    raise _reused(key)
+                return known
+            flying = self._in_flight.get(key)
+            if flying is None:
+                future: asyncio.Future[Appended | None] = asyncio.get_running_loop().create_future()
+                self._in_flight[key] = (digest, future)
+                return None
+            if flying[0] != digest:
+                raise _reused(key)
+            result = await asyncio.shield(flying[1])
+            if result is not None:
+                return result
+            # The first attempt failed: loop and claim the key for this retry.
+
+    def settle(self, key: str, appended: Appended | None, now_ms: int) -> None:
+        """The claimed append of ``key`` ended: with its positions, or failed (None)."""
+        flying = self._in_flight.pop(key, None)
+        if appended is not None:
+            self.remember(key, appended, now_ms)
+        if flying is not None and not flying[1].done():
+            flying[1].set_result(appended)
+
+    def load(self, found: Iterable[tuple[str, Appended]], now_ms: int) -> None:
+        """Keys found in the log (oldest first) by a rebuild; keys already known win."""
+        for key, appended in found:
+            if key not in self._keys:
+                self._keys[key] = appended
+        self._keys = OrderedDict(sorted(self._keys.items(), key=lambda kv: kv[1].at_ms))
+        self._expire(now_ms)
+
+
+def _reused(key: str) -> IdempotencyKeyReused:
+    return IdempotencyKeyReused(
+        f"Idempotency-Key {key!r} was used within the last window with other records"
+    )
+
+
+# A page reader: (ledger id, first entry, last entry) -> [(entry id, bytes)] in order.
+PageReader = Callable[[int, int, int], Awaitable[list[tuple[int, bytes]]]]
+
+
+async def scan_tail(
+    ledgers: list[tuple[int, int]],
+    read_page: PageReader,
+    now_ms: int,
+    window_ms: int,
+    keys_max: int,
+    page_entries: int = 1_000,
+) -> list[tuple[str, Appended]]:
+    """The keyed appends in the log's tail, oldest first: ``ledgers`` are (ledger id,
+    last entry id) of CLOSED ledgers in log order. Reads backwards page by page and
+    stops at an append older than the window (with clock skew allowance), after
+    ``keys_max`` keys or ``REBUILD_ENTRIES_MAX`` entries. Only whole appends count (a
+    batch cut short by a crash is not in the log: ``log_records.visible``)."""
+    cutoff = now_ms - window_ms - CLOCK_SKEW_MS
+    found: list[tuple[str, Appended]] = []
+    scanned = 0
+    for ledger_id, end in reversed(ledgers):
+        stop = end
+        while stop >= 0:
+            start = max(0, stop - page_entries + 1)
+            page = await read_page(ledger_id, start, stop)
+            scanned += len(page)
+            too_old = False
+            for entry_id, data in reversed(page):
+                record = log_records.decode(data)
+                head = record.head
+                if head is None:
+                    continue
+                if head.time_ms < cutoff:
+                    too_old = True
+                    break
+                if head.key is None or head.digest is None:
+                    continue
+                if not log_records.visible(entry_id, record, end):
+                    continue
+                first = Position(ledger_id, entry_id)
+                last = Position(ledger_id, entry_id + record.remaining)
+                found.append((head.key, Appended(first, last, head.digest, head.time_ms)))
+            if too_old or len(found) >= keys_max or scanned >= REBUILD_ENTRIES_MAX:
+                return found[::-1]
+            stop = start - 1
+    return found[::-1]

@@ -1,0 +1,122 @@
+"""Log operations behind the routes that are not appends or reads: create, show,
+list, truncate, delete (the writer role and appends are in ``writer``, reads in
+``reads``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from gateway import operations as ledger_ops
+from gateway.logs.steps import close_for_good
+from gateway.service import Gateway
+from services.errors import LedgerNotFound, MetadataConflict, QuireError
+from services.protocol.logs import LogMetadata, Position, check_log_name, truncation
+from services.protocol.metadata import LedgerState
+from services.zk.log_store import VersionedLog
+
+log = logging.getLogger(__name__)
+
+CAS_ATTEMPTS_MAX = 8
+# Ledgers deleted at once when a log is deleted or truncated.
+DELETES_IN_FLIGHT_MAX = 16
+
+
+async def create(
+    gw: Gateway, name: str, ensemble_size: int, write_quorum: int, ack_quorum: int
+) -> tuple[LogMetadata, bool]:
+    """Create log ``name`` unless it exists: (the log, whether it was created). An
+    existing log is answered as it is (its ensemble settings are not changed)."""
+    check_log_name(name)
+    new = LogMetadata(
+        name,
+        ensemble_size=ensemble_size,
+        write_quorum=write_quorum,
+        ack_quorum=ack_quorum,
+        created_at=int(time.time() * 1000),
+    )
+    stored, created = await gw.logs.logs.create(new)
+    return stored.log, created
+
+
+async def get(gw: Gateway, name: str) -> VersionedLog:
+    check_log_name(name)
+    return await gw.logs.logs.get(name)
+
+
+async def list_names(gw: Gateway, after: str | None, limit: int) -> tuple[list[str], str | None]:
+    return await gw.logs.logs.list(after, limit)
+
+
+async def ledger_ends(gw: Gateway, ledger_ids: tuple[int, ...]) -> dict[int, int | None]:
+    """Each ledger's last entry id when CLOSED, None while open (deleted: -1)."""
+    found = await gw.ctx.ledgers.get_many(list(ledger_ids))
+    ends: dict[int, int | None] = {}
+    for ledger_id, item in zip(ledger_ids, found, strict=True):
+        if item is None:
+            ends[ledger_id] = -1
+        elif isinstance(item, QuireError):
+            raise item
+        elif item.metadata.state is LedgerState.CLOSED:
+            ends[ledger_id] = item.metadata.last_entry_id
+        else:
+            ends[ledger_id] = None
+    return ends
+
+
+async def truncate(gw: Gateway, name: str, before: Position) -> LogMetadata:
+    """Remove the whole ledgers that end before ``before``: the list first (CAS), then
+    the ledgers. A position outside the log is 400."""
+    for _ in range(CAS_ATTEMPTS_MAX):
+        current = await get(gw, name)
+        index = current.log.index_of(before.ledger_id)
+        ends = await ledger_ends(gw, current.log.ledgers[: (index or 0) + 1])
+        removed = truncation(current.log, before, ends)
+        if not removed:
+            return current.log
+        try:
+            stored = await gw.logs.logs.compare_and_set(
+                current.log.without_ledgers(removed), current.version
+            )
+        except MetadataConflict:
+            continue
+        await delete_ledgers(gw, removed)
+        return stored.log
+    raise MetadataConflict(f"log {name}: the list kept changing; truncate again")
+
+
+async def delete(gw: Gateway, name: str) -> None:
+    """Delete the log: fence its last two ledgers (a writer anywhere stops), remove its
+    znode (CAS), then delete every ledger it listed."""
+    for _ in range(CAS_ATTEMPTS_MAX):
+        current = await get(gw, name)
+        await asyncio.gather(*(close_for_good(gw, lid) for lid in current.log.to_fence()))
+        try:
+            await gw.logs.logs.delete(name, current.version)
+        except MetadataConflict:
+            continue
+        gw.logs.forget(name)
+        await delete_ledgers(gw, current.log.ledgers)
+        return
+    raise MetadataConflict(f"log {name}: it kept changing; delete again")
+
+
+async def delete_ledgers(gw: Gateway, ledger_ids: tuple[int, ...]) -> None:
+    """Delete ledgers a log no longer lists (best effort: one that cannot be deleted now
+    is logged and left; it is in no log)."""
+    limit = asyncio.Semaphore(DELETES_IN_FLIGHT_MAX)
+
+    async def one(ledger_id: int) -> None:
+        async with limit:
+            try:
+                await ledger_ops.delete(gw, ledger_id, None)
+            except LedgerNotFound:
+                pass
+            except QuireError as exc:
+                log.warning(
+                    "could not delete a ledger removed from a log",
+                    extra={"fields": {"ledger_id": ledger_id, "error": exc.code}},
+                )
+
+    await asyncio.gather(*(one(lid) for lid in ledger_ids))

@@ -1,0 +1,182 @@
+"""Reads across a log's ledgers, in log order (API.md: GET /v1/logs/{name}/records).
+
+A read starts at a position of the log (its first record when none is given) and
+goes through the list of ledgers in order:
+
+- a CLOSED ledger is read up to its last entry, then the read goes on at the next
+  ledger's entry 0;
+- an OPEN ledger is read up to its LAC (this gateway's write handle's when it holds
+  it, else what the bookies report) and the read stops there: a ledger after it may
+  not be read before it is closed, or the order would break.
+
+Only whole appends are shown (``log_records.visible``): a batch shows once all its
+entries are readable, and a batch cut short by a writer crash never shows. Reads
+never fence. ``caught_up`` says the read reached what is readable now; with
+``wait_ms`` an empty read waits (in slices, re-reading the list, so a roll or a new
+writer is seen) until a record is readable or the time is up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.logs import operations as log_ops
+from gateway.logs.schemas import position_json
+from gateway.runners import read as reads
+from gateway.service import Gateway
+from services.errors import InvalidArgument, LedgerNotFound
+from services.limits import PAGE_BYTES_MAX
+from services.protocol import log_records
+from services.protocol.logs import LogMetadata, Position
+from services.protocol.metadata import LedgerMetadata, LedgerState
+from services.protocol.reads import digest_key
+
+# A waiting read re-reads the log's list and the ledger's state at least this often.
+WAIT_SLICE_MS = 500
+
+
+@dataclass(slots=True)
+class RecordsPage:
+    records: list[tuple[Position, bytes]] = field(default_factory=list)
+    next: Position | None = None
+    caught_up: bool = False
+    size: int = 0
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "records": [
+                {
+                    "position": position_json(p.ledger_id, p.entry_id),
+                    "data": base64.b64encode(data).decode(),
+                }
+                for p, data in self.records
+            ],
+            "next": str(self.next) if self.next is not None else None,
+            "caught_up": self.caught_up,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Ledger:
+    metadata: LedgerMetadata
+    end: int  # the last readable entry id (-1: none)
+    closed: bool
+
+
+async def read(
+    gw: Gateway, name: str, start: Position | None, limit: int, wait_ms: int
+) -> RecordsPage:
+    deadline = time.monotonic() + wait_ms / 1000
+    while True:
+        current = (await log_ops.get(gw, name)).log
+        page, waiting_on = await _read_once(gw, current, start, limit)
+        remaining_ms = int((deadline - time.monotonic()) * 1000)
+        if page.records or remaining_ms <= 0:
+            return page
+        await _wait(gw, waiting_on, min(remaining_ms, WAIT_SLICE_MS))
+        if start is None and page.next is not None:
+            start = page.next
+
+
+async def _ledger(gw: Gateway, ledger_id: int) -> _Ledger | None:
+    runner = gw.handles.live(ledger_id)
+    if runner is not None:
+        return _Ledger(runner.handle.metadata, runner.lac, False)
+    try:
+        metadata = (await gw.ctx.ledgers.get(ledger_id)).metadata
+    except LedgerNotFound:
+        return None  # truncated or deleted meanwhile
+    if metadata.state is LedgerState.CLOSED:
+        return _Ledger(metadata, metadata.last_entry_id or -1, True)
+    return _Ledger(metadata, await reads.bookies_lac(gw.ctx, metadata), False)
+
+
+async def _read_once(
+    gw: Gateway, log: LogMetadata, start: Position | None, limit: int
+) -> tuple[RecordsPage, _Ledger | None]:
+    """One pass: the page, and the open ledger the read stopped at (None: it stopped
+    at the end of the list)."""
+    page = RecordsPage()
+    if not log.ledgers:
+        page.next, page.caught_up = start, True
+        if start is not None:
+            raise InvalidArgument(f"position {start} is not in log {log.name} (it is empty)")
+        return page, None
+    if start is None:
+        start = Position(log.ledgers[0], 0)
+    index = log.index_of(start.ledger_id)
+    if index is None:
+        raise InvalidArgument(
+            f"position {start} is not in log {log.name} (truncated, or never in it)"
+        )
+    page.next = start
+    position = start
+    while True:
+        ledger = await _ledger(gw, position.ledger_id)
+        if ledger is None:
+            page.caught_up = True
+            return page, None
+        if ledger.closed and position.entry_id > ledger.end + 1:
+            raise InvalidArgument(
+                f"position {position} is past the end of ledger {position.ledger_id} "
+                f"(last entry {ledger.end})"
+            )
+        full = await _read_ledger(gw, ledger, position, limit, page)
+        if full:
+            return page, None
+        if not ledger.closed:
+            page.caught_up = True
+            return page, ledger
+        index += 1
+        if index >= len(log.ledgers):
+            page.caught_up = True
+            return page, None
+        position = Position(log.ledgers[index], 0)
+        page.next = position
+
+
+async def _read_ledger(
+    gw: Gateway, ledger: _Ledger, position: Position, limit: int, page: RecordsPage
+) -> bool:
+    """Add the visible records of ``ledger`` from ``position`` to ``page``; True when the
+    page is full (``limit`` records or the byte bound), False when the ledger's readable
+    records ran out."""
+    lid = position.ledger_id
+    key = digest_key(ledger.metadata, None)
+    first = position.entry_id
+    while first <= ledger.end:
+        want = min(ledger.end, first + (limit - len(page.records)) - 1)
+        got = await reads.read_page(gw.ctx, ledger.metadata, first, want, key)
+        if not got.entries:
+            return False
+        for entry_id, data in got.entries:
+            record = log_records.decode(data)
+            if not log_records.visible(entry_id, record, ledger.end):
+                return False  # the rest of the ledger's readable part is this batch
+            if page.records and page.size + len(record.data) > PAGE_BYTES_MAX:
+                return True
+            page.records.append((Position(lid, entry_id), record.data))
+            page.size += len(record.data)
+            page.next = Position(lid, entry_id + 1)
+            if len(page.records) >= limit:
+                return True
+        first = got.entries[-1][0] + 1
+    return False
+
+
+async def _wait(gw: Gateway, ledger: _Ledger | None, wait_ms: int) -> None:
+    """Wait up to ``wait_ms`` for more to read: the LAC of the open ledger the read
+    stopped at, or (at the end of the list) simply the time slice."""
+    if ledger is None:
+        await asyncio.sleep(wait_ms / 1000)
+        return
+    lid = ledger.metadata.ledger_id
+    runner = gw.handles.live(lid)
+    if runner is not None:
+        await runner.wait_lac(ledger.end, wait_ms / 1000)
+        return
+    await reads.wait_bookies_lac(gw.ctx, ledger.metadata, ledger.end, wait_ms)

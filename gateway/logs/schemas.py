@@ -1,0 +1,79 @@
+"""The log objects of API.md ("Logs (ledgers to logs)") as pydantic models, for the
+OpenAPI document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from services.limits import ID_MAX
+
+
+class PositionModel(BaseModel):
+    """A record's place in a log (``LID:EID`` in URLs)."""
+
+    ledger_id: int = Field(ge=0, le=ID_MAX)
+    entry_id: int = Field(ge=0, le=ID_MAX)
+
+
+class WriterModel(BaseModel):
+    gateway: str = Field(description="host:port of the gateway holding the writer role")
+    epoch: int = Field(description="grows by one with every hand-over")
+
+
+class LogModel(BaseModel):
+    name: str
+    ledgers: list[int] = Field(description="the log's ledgers, in log order")
+    writer: WriterModel | None
+
+
+class LogList(BaseModel):
+    logs: list[str]
+    next: str | None = Field(description="pass as `after` for the next page; null at the end")
+
+
+class WriterTaken(BaseModel):
+    epoch: int
+    ledger_id: int = Field(description="the new ledger this writer appends to")
+
+
+class Appended(BaseModel):
+    position: PositionModel
+
+
+class BatchAppended(BaseModel):
+    first_position: PositionModel
+    last_position: PositionModel
+
+
+class Rolled(BaseModel):
+    ledger_id: int
+
+
+class RecordModel(BaseModel):
+    position: PositionModel
+    data: str = Field(description="base64")
+
+
+class RecordPage(BaseModel):
+    records: list[RecordModel]
+    next: str | None = Field(
+        description="LID:EID to read from next (the same `from` when nothing was read); "
+        "null only when the log has no ledger yet and no `from` was given"
+    )
+    caught_up: bool = Field(description="the read reached what is readable now")
+
+
+class CreateLog(BaseModel):
+    """Optional body of PUT /v1/logs/{name}: the ensemble of the log's ledgers."""
+
+    model_config = {"extra": "forbid"}
+
+    ensemble_size: int = Field(3, ge=1, le=64)
+    write_quorum: int = Field(2, ge=1, le=64)
+    ack_quorum: int = Field(2, ge=1, le=64)
+
+
+def position_json(ledger_id: int, entry_id: int) -> dict[str, Any]:
+    return {"ledger_id": ledger_id, "entry_id": entry_id}

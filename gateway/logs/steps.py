@@ -1,0 +1,135 @@
+"""Carry out the effects of the log operations (``services/protocol/log_writer.py``):
+read and CAS the log's znode, fence and recover ledgers, create and delete ledgers.
+
+The operation decides; this module only does the I/O and feeds the answer back
+(STYLE.md §1), one effect at a time, until the operation ends with ``Acquired``,
+``Rolled`` or ``Failed`` (raised as its error).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from gateway import operations as ops
+from gateway.service import Gateway
+from services.errors import (
+    LedgerNotFound,
+    LogNotFound,
+    MetadataConflict,
+    MetadataUnavailable,
+    QuireError,
+)
+from services.protocol import log_writer as lw
+from services.protocol.metadata import LedgerState
+from services.protocol.reads import digest_key
+from services.zk.log_store import LogStore
+
+log = logging.getLogger(__name__)
+
+# Ledgers of a log carry its name in their custom metadata (operators see whose it is).
+LOG_METADATA_KEY = "quire.log"
+
+Operation = lw.AcquireWriter | lw.RollLog
+
+
+async def run(
+    gw: Gateway, logs: LogStore, op: Operation, effects: list[lw.Effect]
+) -> lw.Acquired | lw.Rolled:
+    """Run ``op`` from its first ``effects`` to its end."""
+    pending = list(effects)
+    while pending:
+        effect = pending.pop(0)
+        if isinstance(effect, lw.Acquired | lw.Rolled):
+            return effect
+        if isinstance(effect, lw.Failed):
+            raise effect.exception()
+        if isinstance(effect, lw.DeleteLedger):
+            _spawn_delete(gw, effect.ledger_id)
+            continue
+        event = await _carry_out(gw, logs, op, effect)
+        pending.extend(op.handle(event))
+    raise QuireError(f"log operation on {op.name} ended without an answer")
+
+
+async def _carry_out(gw: Gateway, logs: LogStore, op: Operation, effect: lw.Effect) -> lw.Event:
+    try:
+        if isinstance(effect, lw.ReadLog):
+            try:
+                current = await logs.get(effect.name)
+            except LogNotFound:
+                return lw.LogRead(None, -1)
+            return lw.LogRead(current.log, current.version)
+        if isinstance(effect, lw.RecoverLedgers):
+            await asyncio.gather(*(close_for_good(gw, lid) for lid in effect.ledger_ids))
+            return lw.LedgersRecovered()
+        if isinstance(effect, lw.CreateLedger):
+            runner = await ops.create_ledger(
+                gw,
+                effect.ensemble_size,
+                effect.write_quorum,
+                effect.ack_quorum,
+                "crc32c",
+                None,
+                {LOG_METADATA_KEY: op.name},
+            )
+            return lw.LedgerCreated(runner.ledger_id)
+        if isinstance(effect, lw.WriteLog):
+            try:
+                written = await logs.compare_and_set(effect.log, effect.version)
+            except MetadataConflict:
+                return lw.LogConflict()
+            except LogNotFound:
+                return lw.LogRead(None, -1)
+            except MetadataUnavailable:
+                return lw.LogWriteUnknown()
+            return lw.LogWritten(written.version)
+        if isinstance(effect, lw.Wait):
+            await asyncio.sleep(effect.ms / 1000)
+            return lw.Waited()
+    except QuireError as exc:
+        return lw.StepFailed(type(exc), exc.message)
+    raise QuireError(f"unexpected log effect {effect!r}")
+
+
+async def close_for_good(gw: Gateway, ledger_id: int) -> None:
+    """Make ledger ``ledger_id`` CLOSED: closed by its writer when that is this gateway
+    (its pending adds finish first), else fenced and recovered. A deleted ledger has
+    nothing left to fence."""
+    runner = gw.handles.live(ledger_id)
+    if runner is not None:
+        try:
+            await runner.close()
+            return
+        except QuireError as exc:
+            log.info(
+                "closing a log ledger failed; recovering it",
+                extra={"fields": {"ledger_id": ledger_id, "error": exc.code}},
+            )
+    try:
+        current = await gw.ctx.ledgers.get(ledger_id)
+    except LedgerNotFound:
+        return
+    if current.metadata.state is LedgerState.CLOSED:
+        return
+    await gw.recoveries.recover(
+        current.metadata, current.version, digest_key(current.metadata, None)
+    )
+
+
+def _spawn_delete(gw: Gateway, ledger_id: int) -> None:
+    async def delete() -> None:
+        try:
+            await ops.delete(gw, ledger_id, None)
+        except QuireError as exc:
+            log.warning(
+                "could not delete an unused log ledger",
+                extra={"fields": {"ledger_id": ledger_id, "error": exc.code}},
+            )
+
+    task = asyncio.get_running_loop().create_task(delete())
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+
+
+_background: set[asyncio.Task[None]] = set()

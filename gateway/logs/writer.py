@@ -1,0 +1,421 @@
+"""The logs this gateway writes: taking the writer role, appends, rolls.
+
+``LogWriters.acquire`` runs ``AcquireWriter`` (fence and recover the last two
+ledgers, create a ledger, CAS it into the list with the next epoch) and then serves
+appends through a ``LogWriter`` bound to that epoch. A ``LogWriter`` appends to the
+write handle of the LAST ledger of the list, which it created itself.
+
+Losing the role is learnt from the ledger, never from timing: a new writer fences our
+last ledger, so our next add fails with ``ledger_fenced``. Any add that fails with an
+outcome that may be unknown (fenced, closed under it, time-out, no bookies) is
+SETTLED before it is answered (``_settle``):
+
+1. wait (bounded by ``log_settle_timeout_ms``) until the ledger is CLOSED, by our own
+   handle or by whoever recovered it; the closed ledger says which of the append's
+   entries are in the log: all of them -> the append succeeded (answered with its
+   positions); not all -> it is not in the log (a batch cut short never shows to
+   readers: ``log_records.visible``); still not closed -> the outcome stays unknown
+   and the add's own error is the answer;
+2. re-read the log: if another writer holds the role, this one is lost and answers
+   409 ``not_writer`` from then on; else (the ledger was fenced by a replication
+   worker or closed after a time-out) roll to a new ledger and append again there.
+
+Rolls (``roll``): on demand, and automatically once the current ledger holds
+``log_roll_bytes`` or ``log_roll_entries`` or is ``log_roll_age_s`` old. New appends
+go to the new ledger as soon as its CAS landed; the old ledger is closed after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.logs import steps
+from gateway.logs.dedup import Appended, DedupWindow, scan_tail
+from gateway.runners import read as reads
+from gateway.runners.write import HandleRunner
+from gateway.service import Gateway
+from services.errors import (
+    InvariantViolation,
+    LedgerClosed,
+    LedgerFenced,
+    LedgerNotFound,
+    LogNotFound,
+    NotEnoughBookies,
+    NotWriter,
+    QuireError,
+    QuorumTimeout,
+    present,
+)
+from services.protocol import log_records
+from services.protocol import log_writer as lw
+from services.protocol.logs import Position
+from services.protocol.metadata import LedgerMetadata, LedgerState
+from services.protocol.reads import digest_key
+from services.zk.log_store import LogStore
+
+log = logging.getLogger(__name__)
+
+# Errors after which an add's outcome must be settled (see the module docstring).
+_UNSETTLED = (LedgerFenced, LedgerClosed, QuorumTimeout, NotEnoughBookies)
+# An append re-sent to a new ledger after its first ledger closed without it, at most
+# this many times (each time a roll happened first).
+APPEND_ATTEMPTS_MAX = 3
+SETTLE_POLL_FIRST_S = 0.01
+SETTLE_POLL_MAX_S = 0.2
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    first: Position
+    last: Position
+    deduplicated: bool = False
+
+
+class LogWriter:
+    """The writer role of one log at one epoch, held by this gateway."""
+
+    def __init__(
+        self, gw: Gateway, logs: LogStore, acquired: lw.Acquired, runner: HandleRunner
+    ) -> None:
+        self.gw = gw
+        self.logs = logs
+        self.name = acquired.log.name
+        self.epoch = acquired.epoch
+        self.log = acquired.log
+        self.version = acquired.version
+        self.runner = runner
+        self.lost: str | None = None  # why this gateway no longer writes the log
+        settings = gw.ctx.settings
+        self.dedup = DedupWindow(
+            int(settings.idempotency_window_s * 1000), settings.idempotency_keys_max
+        )
+        self._rolling: asyncio.Future[int] | None = None
+        self._ledger_started = time.monotonic()
+        self._age_timer: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._arm_age_roll()
+
+    @property
+    def gateway_id(self) -> str:
+        return self.gw.ctx.settings.address
+
+    @property
+    def ledger_id(self) -> int:
+        return self.runner.ledger_id
+
+    # ------------------------------------------------------------ appends
+
+    async def append(self, payloads: Sequence[bytes], key: str | None) -> AppendResult:
+        self._check_role()
+        metrics = self.gw.ctx.metrics
+        started = time.monotonic()
+        digest = log_records.records_digest(payloads) if key is not None else None
+        if key is not None and digest is not None:
+            await self.dedup.ready.wait()
+            known = await self.dedup.claim(key, digest, wall_ms())
+            if known is not None:
+                metrics.log_dedup_hits.labels(self.name).inc()
+                return AppendResult(known.first, known.last, deduplicated=True)
+        appended: Appended | None = None
+        try:
+            now = wall_ms()
+            entries = log_records.encode(payloads, now, key, digest)
+            first, last = await self._append_entries(entries)
+            appended = Appended(first, last, digest or b"", now)
+        finally:
+            if key is not None:
+                self.dedup.settle(key, appended, wall_ms())
+        metrics.log_appends.labels(self.name).inc()
+        metrics.log_records.labels(self.name).inc(len(payloads))
+        metrics.log_bytes.labels(self.name).inc(sum(map(len, payloads)))
+        metrics.log_append_latency.observe(time.monotonic() - started)
+        self._maybe_roll()
+        return AppendResult(first, last)
+
+    async def _append_entries(self, entries: tuple[bytes, ...]) -> tuple[Position, Position]:
+        for _ in range(APPEND_ATTEMPTS_MAX):
+            self._check_role()
+            runner = self.runner
+            try:
+                outcome = await runner.add(entries)
+            except _UNSETTLED as exc:
+                settled = await self._settle(runner, exc)
+                if settled is not None:
+                    return settled
+                continue  # not in the log, and we still write it: a new ledger took over
+            lid = runner.ledger_id
+            return Position(lid, outcome.first_entry_id), Position(lid, outcome.last_entry_id)
+        raise NotWriter(
+            f"log {self.name}: the append failed on {APPEND_ATTEMPTS_MAX} ledgers in a row; "
+            "nothing of it is in the log"
+        )
+
+    async def _settle(
+        self, runner: HandleRunner, exc: QuireError
+    ) -> tuple[Position, Position] | None:
+        """An add failed with ``exc``: its positions when it is in the log after all,
+        None when it is not and this gateway still writes the log (on a new ledger),
+        else raises (``not_writer``, or ``exc`` itself while the outcome is unknown)."""
+        lid = runner.ledger_id
+        if exc.entries is not None:
+            end = await self._closed_end(lid)
+            if end is None:
+                raise exc  # not closed in time: the outcome stays unknown
+            first, last = exc.entries
+            if last <= end:
+                return Position(lid, first), Position(lid, last)
+        # Not in the log. Still the writer?
+        await self._refresh_role()
+        self._check_role()
+        if self.runner is runner:
+            await self.roll("ledger_lost")
+        return None
+
+    async def _closed_end(self, ledger_id: int) -> int | None:
+        """The last entry of the ledger once CLOSED, waiting up to the settle time-out;
+        None when it is not closed by then."""
+        deadline = time.monotonic() + self.gw.ctx.settings.log_settle_timeout_ms / 1000
+        delay = SETTLE_POLL_FIRST_S
+        while True:
+            try:
+                metadata = (await self.gw.ctx.ledgers.get(ledger_id)).metadata
+            except LedgerNotFound:
+                return -1  # deleted with the log: nothing of it is readable
+            except QuireError:
+                metadata = None
+            if metadata is not None and metadata.state is LedgerState.CLOSED:
+                return present(metadata.last_entry_id, "a CLOSED ledger has a last entry")
+            if time.monotonic() + delay > deadline:
+                return None
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, SETTLE_POLL_MAX_S)
+
+    async def _refresh_role(self) -> None:
+        try:
+            current = await self.logs.get(self.name)
+        except LogNotFound:
+            self._lose(f"log {self.name} was deleted")
+            return
+        if current.log.held_by(self.gateway_id, self.epoch):
+            self.log, self.version = current.log, current.version
+            return
+        writer = current.log.writer
+        holder = f"{writer.gateway} at epoch {writer.epoch}" if writer else "nobody"
+        self._lose(f"another writer took log {self.name} (now: {holder})")
+
+    def _check_role(self) -> None:
+        if self.lost is not None:
+            raise NotWriter(f"this gateway is no longer the writer of log {self.name}: {self.lost}")
+
+    def _lose(self, why: str) -> None:
+        if self.lost is None:
+            self.lost = why
+            try:
+                self.gw.ctx.metrics.log_writer_epoch.remove(self.name)
+            except KeyError:
+                pass
+            log.info("lost the writer role", extra={"fields": {"log": self.name, "why": why}})
+        self._cancel_age_roll()
+
+    # ------------------------------------------------------------ rolls
+
+    async def roll(self, reason: str = "request") -> int:
+        """Roll to a new ledger (single flight: a roll in progress is shared)."""
+        self._check_role()
+        if self._rolling is None or self._rolling.done():
+            self._rolling = asyncio.ensure_future(self._roll(reason))
+        return await asyncio.shield(self._rolling)
+
+    async def _roll(self, reason: str) -> int:
+        op = lw.RollLog(self.log, self.version, self.gateway_id, self.epoch, self.gw.ctx.rng)
+        try:
+            rolled = await steps.run(self.gw, self.logs, op, op.start())
+        except NotWriter as exc:
+            self._lose(exc.message)
+            raise
+        except LogNotFound:
+            self._lose(f"log {self.name} was deleted")
+            raise
+        if not isinstance(rolled, lw.Rolled):
+            raise InvariantViolation(f"a roll answered {rolled!r}")
+        old = self.runner
+        self.runner = present(
+            self.gw.handles.live(rolled.ledger_id), "a rolled-in ledger has a live handle"
+        )
+        self.log, self.version = rolled.log, rolled.version
+        self._ledger_started = time.monotonic()
+        self._arm_age_roll()
+        self.gw.ctx.metrics.log_rolls.labels(self.name, reason).inc()
+        self._spawn(self._close_old(old))
+        return rolled.ledger_id
+
+    async def _close_old(self, old: HandleRunner) -> None:
+        if not old.live:
+            return
+        try:
+            await old.close()
+        except QuireError as exc:
+            log.info(
+                "closing a rolled-out log ledger failed (a new writer recovers it)",
+                extra={"fields": {"log": self.name, "ledger_id": old.ledger_id,
+                                  "error": exc.code}},
+            )  # fmt: skip
+
+    def _maybe_roll(self) -> None:
+        settings = self.gw.ctx.settings
+        handle = self.runner.handle
+        if self._rolling is not None and not self._rolling.done():
+            return
+        if handle.length >= settings.log_roll_bytes:
+            self._spawn(self._auto_roll("size"))
+        elif handle.next_entry_id >= settings.log_roll_entries:
+            self._spawn(self._auto_roll("entries"))
+
+    async def _auto_roll(self, reason: str) -> None:
+        try:
+            await self.roll(reason)
+        except QuireError as exc:
+            log.warning(
+                "automatic roll failed",
+                extra={"fields": {"log": self.name, "reason": reason, "error": exc.code}},
+            )
+
+    def _arm_age_roll(self) -> None:
+        self._cancel_age_roll()
+        ledger_id = self.runner.ledger_id
+
+        def due() -> None:
+            if self.lost is None and self.runner.ledger_id == ledger_id:
+                self._spawn(self._auto_roll("age"))
+
+        age_s = self.gw.ctx.settings.log_roll_age_s
+        self._age_timer = asyncio.get_running_loop().call_later(age_s, due)
+
+    def _cancel_age_roll(self) -> None:
+        if self._age_timer is not None:
+            self._age_timer.cancel()
+            self._age_timer = None
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------ the window
+
+    async def rebuild_window(self, previous: Sequence[int]) -> None:
+        """Load the keys of the log's tail into the window (``dedup.scan_tail``) from
+        the ledgers before ours, which are CLOSED (fenced and recovered, or rolled)."""
+        try:
+            ledgers: list[tuple[int, int]] = []
+            metas: dict[int, LedgerMetadata] = {}
+            for lid in previous:
+                try:
+                    metadata = (await self.gw.ctx.ledgers.get(lid)).metadata
+                except LedgerNotFound:
+                    continue
+                if metadata.state is LedgerState.CLOSED and metadata.last_entry_id is not None:
+                    ledgers.append((lid, metadata.last_entry_id))
+                    metas[lid] = metadata
+            window = self.dedup
+
+            async def read_page(lid: int, first: int, last: int) -> list[tuple[int, bytes]]:
+                metadata = metas[lid]
+                key = digest_key(metadata, None)
+                out: list[tuple[int, bytes]] = []
+                start = first
+                while start <= last:
+                    page = await reads.read_page(self.gw.ctx, metadata, start, last, key)
+                    if not page.entries:
+                        break
+                    out.extend(page.entries)
+                    start = page.entries[-1][0] + 1
+                return out
+
+            found = await scan_tail(
+                ledgers, read_page, wall_ms(), window.window_ms, window.keys_max
+            )
+            window.load(found, wall_ms())
+        except QuireError as exc:
+            log.warning(
+                "could not rebuild the idempotency window from the log's tail; keys of "
+                "appends before this writer are not known",
+                extra={"fields": {"log": self.name, "error": exc.code}},
+            )
+        finally:
+            self.dedup.ready.set()
+
+    async def aclose(self) -> None:
+        self._cancel_age_roll()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+class LogWriters:
+    """The logs this gateway writes, by name (one role per log at a time)."""
+
+    def __init__(self, gw: Gateway, logs: LogStore) -> None:
+        self.gw = gw
+        self.logs = logs
+        self._writers: dict[str, LogWriter] = {}
+        self._acquiring: dict[str, asyncio.Future[LogWriter]] = {}
+
+    def get(self, name: str) -> LogWriter | None:
+        writer = self._writers.get(name)
+        return writer if writer is not None and writer.lost is None else None
+
+    def writer_or_409(self, name: str) -> LogWriter:
+        writer = self._writers.get(name)
+        if writer is None:
+            raise NotWriter(f"this gateway is not the writer of log {name}")
+        writer._check_role()
+        return writer
+
+    async def acquire(self, name: str) -> LogWriter:
+        """Take the writer role of ``name`` (single flight per log on this gateway)."""
+        running = self._acquiring.get(name)
+        if running is None:
+            running = asyncio.ensure_future(self._acquire(name))
+            self._acquiring[name] = running
+            running.add_done_callback(lambda _: self._acquiring.pop(name, None))
+        return await asyncio.shield(running)
+
+    async def _acquire(self, name: str) -> LogWriter:
+        op = lw.AcquireWriter(name, self.gw.ctx.settings.address, self.gw.ctx.rng)
+        acquired = await steps.run(self.gw, self.logs, op, op.start())
+        if not isinstance(acquired, lw.Acquired):
+            raise InvariantViolation(f"acquiring a log answered {acquired!r}")
+        runner = present(
+            self.gw.handles.live(acquired.ledger_id), "a new writer's ledger has a live handle"
+        )
+        old = self._writers.get(name)
+        if old is not None:
+            old._lose(f"this gateway took the role again at epoch {acquired.epoch}")
+            await old.aclose()
+        writer = LogWriter(self.gw, self.logs, acquired, runner)
+        self._writers[name] = writer
+        metrics = self.gw.ctx.metrics
+        metrics.log_handovers.labels(name).inc()
+        metrics.log_writer_epoch.labels(name).set(acquired.epoch)
+        previous = [lid for lid in acquired.log.ledgers if lid != acquired.ledger_id]
+        writer._spawn(writer.rebuild_window(previous))
+        return writer
+
+    def forget(self, name: str) -> None:
+        """The log was deleted through this gateway."""
+        writer = self._writers.pop(name, None)
+        if writer is not None:
+            writer._lose(f"log {name} was deleted")
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(w.aclose() for w in self._writers.values()))

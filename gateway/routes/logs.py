@@ -1,0 +1,232 @@
+"""The Logs API of API.md ("Logs (ledgers to logs)")."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.responses import JSONResponse, Response
+
+from gateway.json_input import parse_json
+from gateway.logs import operations as log_ops
+from gateway.logs import reads as log_reads
+from gateway.logs.schemas import (
+    Appended,
+    BatchAppended,
+    CreateLog,
+    LogList,
+    LogModel,
+    RecordPage,
+    Rolled,
+    WriterTaken,
+    position_json,
+)
+from gateway.routes.deps import GatewayDep, canonical_integer_queries
+from gateway.routes.ledgers import decode_batch
+from gateway.schemas import ADD_BODY
+from services.errors import InvalidArgument, PayloadTooLarge
+from services.limits import (
+    BODY_SIZE_MAX_BYTES,
+    ENTRY_SIZE_MAX_BYTES,
+    LAC_WAIT_MAX_MS,
+    LIST_LIMIT_MAX,
+    SMALL_BODY_MAX_BYTES,
+)
+from services.protocol import log_records
+from services.protocol.logs import LOG_NAME_MAX_CHARS, Position, check_log_name
+from services.web.body import is_json, read_body
+from services.web.errors import error_response
+
+router = APIRouter(
+    prefix="/v1/logs", tags=["logs"], dependencies=[Depends(canonical_integer_queries)]
+)
+
+_ERRORS = {
+    400: "invalid_argument (a bad name, position or body; a position outside the log)",
+    401: "unauthorized",
+    404: "log_not_found",
+    409: "not_writer / idempotency_key_reused / ledger_fenced (outcome unknown) / "
+    "metadata_conflict",
+    413: "payload_too_large",
+    503: "not_enough_bookies / bookie_unavailable / unavailable / metadata_unavailable",
+    504: "quorum_timeout (outcome unknown)",
+}
+
+
+def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    out: dict[int | str, dict[str, Any]] = {}
+    for code in codes:
+        out.update(error_response(code, _ERRORS[code]))
+    return out
+
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        description="1-128 printable ASCII characters: a retry with the same key and body "
+        "within the dedup window answers the original positions and appends nothing",
+    ),
+]
+
+
+def _name(name: str) -> str:
+    return check_log_name(name)
+
+
+@router.put(
+    "/{name}",
+    response_model=LogModel,
+    status_code=201,
+    summary="Create a log (201), or answer the existing one (200)",
+    description=f"Log names: 1-{LOG_NAME_MAX_CHARS} characters of A-Za-z0-9._-. An optional "
+    "JSON body sets the ensemble of the log's ledgers (default 3/2/2).",
+    responses={200: {"description": "the log exists", "model": LogModel}, **errors(400, 401)},
+    openapi_extra={
+        "requestBody": {
+            "required": False,
+            "content": {"application/json": {"schema": CreateLog.model_json_schema()}},
+        }
+    },
+)
+async def create_log(name: str, request: Request, gw: GatewayDep) -> JSONResponse:
+    _name(name)
+    raw = await read_body(request, SMALL_BODY_MAX_BYTES)
+    doc = parse_json(raw) if raw.strip() else {}
+    if not isinstance(doc, dict):
+        raise InvalidArgument("body must be a JSON object")
+    try:
+        body = CreateLog.model_validate(doc)
+    except ValueError as exc:
+        raise InvalidArgument(f"invalid log settings: {exc}") from exc
+    log, created = await log_ops.create(
+        gw, name, body.ensemble_size, body.write_quorum, body.ack_quorum
+    )
+    return JSONResponse(log.to_api(), status_code=201 if created else 200)
+
+
+@router.get("", response_model=LogList, summary="List log names", responses=errors(400, 401))
+async def list_logs(
+    gw: GatewayDep,
+    limit: Annotated[int, Query(ge=1, description="clamped to 1000")] = LIST_LIMIT_MAX,
+    after: Annotated[str | None, Query(max_length=LOG_NAME_MAX_CHARS)] = None,
+) -> dict[str, Any]:
+    names, next_after = await log_ops.list_names(gw, after, min(limit, LIST_LIMIT_MAX))
+    return {"logs": names, "next": next_after}
+
+
+@router.get("/{name}", response_model=LogModel, summary="A log", responses=errors(400, 401, 404))
+async def get_log(name: str, gw: GatewayDep) -> dict[str, Any]:
+    return (await log_ops.get(gw, _name(name))).log.to_api()
+
+
+@router.delete(
+    "/{name}",
+    status_code=204,
+    summary="Delete a log and its ledgers (its writer, wherever it runs, is fenced)",
+    responses=errors(400, 401, 404, 503),
+)
+async def delete_log(name: str, gw: GatewayDep) -> Response:
+    await log_ops.delete(gw, _name(name))
+    return Response(status_code=204)
+
+
+@router.post(
+    "/{name}/writer",
+    response_model=WriterTaken,
+    summary="Take the log's writer role (fences the last two ledgers, creates one, CAS)",
+    responses=errors(400, 401, 404, 409, 503, 504),
+)
+async def take_writer(name: str, gw: GatewayDep) -> dict[str, int]:
+    writer = await gw.logs.acquire(_name(name))
+    return {"epoch": writer.epoch, "ledger_id": writer.ledger_id}
+
+
+@router.post(
+    "/{name}/records",
+    summary="Append one record (raw body) or a batch (JSON), as the log's writer",
+    responses={
+        200: {
+            "description": "appended (or, for a known Idempotency-Key, appended before)",
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "oneOf": [
+                            Appended.model_json_schema(),
+                            BatchAppended.model_json_schema(),
+                        ]
+                    }
+                }
+            },
+        },
+        **errors(400, 401, 404, 409, 413, 503, 504),
+    },
+    openapi_extra=ADD_BODY,
+)
+async def append_records(
+    name: str, request: Request, gw: GatewayDep, key: IdempotencyKey = None
+) -> dict[str, Any]:
+    _name(name)
+    if key is not None:
+        log_records.check_key(key)
+    raw = await read_body(request, BODY_SIZE_MAX_BYTES)
+    batch = is_json(request)
+    if batch:
+        payloads = decode_batch(parse_json(raw))
+    else:
+        if len(raw) > ENTRY_SIZE_MAX_BYTES:
+            raise PayloadTooLarge(f"record of {len(raw)} bytes over {ENTRY_SIZE_MAX_BYTES}")
+        payloads = (raw,)
+    writer = gw.logs.writer_or_409(name)
+    result = await writer.append(payloads, key)
+    first = position_json(result.first.ledger_id, result.first.entry_id)
+    last = position_json(result.last.ledger_id, result.last.entry_id)
+    if batch:
+        return {"first_position": first, "last_position": last}
+    return {"position": last}
+
+
+@router.post(
+    "/{name}/roll",
+    response_model=Rolled,
+    summary="Roll the log to a new ledger (create, CAS into the list, close the old one)",
+    responses=errors(400, 401, 404, 409, 503),
+)
+async def roll_log(name: str, gw: GatewayDep) -> dict[str, int]:
+    writer = gw.logs.writer_or_409(_name(name))
+    return {"ledger_id": await writer.roll()}
+
+
+@router.post(
+    "/{name}/truncate",
+    response_model=LogModel,
+    summary="Remove the whole ledgers that end before a position",
+    responses=errors(400, 401, 404, 409, 503),
+)
+async def truncate_log(
+    name: str,
+    gw: GatewayDep,
+    before: Annotated[str, Query(description="LID:EID")],
+) -> dict[str, Any]:
+    position = Position.parse(before, "before")
+    return (await log_ops.truncate(gw, _name(name), position)).to_api()
+
+
+@router.get(
+    "/{name}/records",
+    response_model=RecordPage,
+    summary="Read records in log order from a position (never fences; tail with wait_ms)",
+    responses=errors(400, 401, 404, 503),
+)
+async def read_records(
+    name: str,
+    gw: GatewayDep,
+    first: Annotated[str | None, Query(alias="from", description="LID:EID")] = None,
+    limit: Annotated[int, Query(ge=1, description="clamped to 1000")] = LIST_LIMIT_MAX,
+    wait_ms: Annotated[int, Query(ge=0, description="clamped to 30000")] = 0,
+) -> dict[str, Any]:
+    start = Position.parse(first, "from") if first is not None else None
+    page = await log_reads.read(
+        gw, _name(name), start, min(limit, LIST_LIMIT_MAX), min(wait_ms, LAC_WAIT_MAX_MS)
+    )
+    return page.to_api()

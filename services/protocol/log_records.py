@@ -1,0 +1,140 @@
+"""The envelope the log layer puts around every record it writes into a ledger.
+
+An append request (one record, or a batch) becomes consecutive entries of ONE ledger.
+Each entry is ``header + data``; the header says how many entries of the same
+request follow it (``remaining``), so every entry knows where its batch ends, and the
+first entry of a request (the head) also carries when it was appended, how many
+records the request holds, and, when the client sent one, its idempotency key with a
+digest of the request's records.
+
+    magic      u8   0xA7
+    kind       u8   0 continuation, 1 head
+    remaining  u32  entries of the same request after this one
+    -- head only --
+    time_ms    u64  wall-clock time of the append (ms since the Unix epoch)
+    key_len    u8   0..128 (0: no key)
+    key        key_len bytes (printable ASCII)
+    digest     16 bytes, present when key_len > 0 (``records_digest``)
+
+Why the key lives in the entry: the dedup window must survive a writer hand-over and
+a gateway crash, and the entries are the one thing every later writer can read
+(``DedupWindow.rebuild`` scans the log's tail).
+
+Batches are atomic to readers (``visible``): an entry is readable only once every
+entry of its request is, i.e. ``entry_id + remaining <= end`` where ``end`` is the
+LAC of an open ledger or the last entry of a closed one. A request cut short by a
+writer crash (its first entries recovered, the rest not) thus never shows, and its
+retry (same idempotency key) lands whole in a later ledger.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from services.errors import InvalidArgument, invariant
+
+MAGIC = 0xA7
+KIND_CONTINUATION = 0
+KIND_HEAD = 1
+KEY_MAX_CHARS = 128
+DIGEST_BYTES = 16
+_PREFIX = struct.Struct(">BBI")
+_HEAD = struct.Struct(">QB")
+# The largest header: a head with the longest key.
+ENVELOPE_MAX_BYTES = _PREFIX.size + _HEAD.size + KEY_MAX_CHARS + DIGEST_BYTES
+
+
+def check_key(key: str) -> str:
+    """``key`` when it is a valid ``Idempotency-Key`` (1-128 printable ASCII)."""
+    if not (1 <= len(key) <= KEY_MAX_CHARS) or not all(" " <= c <= "~" for c in key):
+        raise InvalidArgument("Idempotency-Key must be 1-128 printable ASCII characters")
+    return key
+
+
+def records_digest(payloads: Sequence[bytes]) -> bytes:
+    """What "the same body" means for an idempotency key: the request's records, in
+    order (a raw single record and a JSON batch of that one record are the same)."""
+    h = hashlib.sha256()
+    for payload in payloads:
+        h.update(len(payload).to_bytes(8, "big"))
+        h.update(payload)
+    return h.digest()[:DIGEST_BYTES]
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """What the first entry of an append request says about the request."""
+
+    time_ms: int
+    count: int
+    key: str | None = None
+    digest: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One decoded entry: its data, how many entries of its request follow, the head."""
+
+    data: bytes
+    remaining: int
+    head: Head | None
+
+
+def encode(
+    payloads: Sequence[bytes], time_ms: int, key: str | None = None, digest: bytes | None = None
+) -> tuple[bytes, ...]:
+    """The entries of one append request (its records in order, each enveloped)."""
+    count = len(payloads)
+    invariant(count >= 1, "an append holds at least one record")
+    invariant((key is None) == (digest is None), "a key goes with the records' digest")
+    key_bytes = key.encode("ascii") if key is not None else b""
+    head = (
+        _PREFIX.pack(MAGIC, KIND_HEAD, count - 1)
+        + _HEAD.pack(time_ms, len(key_bytes))
+        + key_bytes
+        + (digest or b"")
+    )
+    out = [head + payloads[0]]
+    for index in range(1, count):
+        out.append(_PREFIX.pack(MAGIC, KIND_CONTINUATION, count - 1 - index) + payloads[index])
+    return tuple(out)
+
+
+def decode(entry: bytes) -> Record:
+    """An entry's record. An entry without a valid envelope (not written by the log
+    layer) is a record of its own: all of it is data."""
+    if len(entry) < _PREFIX.size or entry[0] != MAGIC or entry[1] > KIND_HEAD:
+        return Record(entry, 0, None)
+    _, kind, remaining = _PREFIX.unpack_from(entry)
+    if kind == KIND_CONTINUATION:
+        return Record(entry[_PREFIX.size :], remaining, None)
+    at = _PREFIX.size
+    if len(entry) < at + _HEAD.size:
+        return Record(entry, 0, None)
+    time_ms, key_len = _HEAD.unpack_from(entry, at)
+    at += _HEAD.size
+    key: str | None = None
+    digest: bytes | None = None
+    if key_len:
+        if key_len > KEY_MAX_CHARS or len(entry) < at + key_len + DIGEST_BYTES:
+            return Record(entry, 0, None)
+        key = entry[at : at + key_len].decode("ascii", "replace")
+        at += key_len
+        digest = entry[at : at + DIGEST_BYTES]
+        at += DIGEST_BYTES
+    return Record(entry[at:], remaining, Head(time_ms, remaining + 1, key, digest))
+
+
+def visible(entry_id: int, record: Record, end: int) -> bool:
+    """Whether a reader may see this entry's record when entries up to ``end`` are
+    readable: only once its whole request is (batches are atomic)."""
+    return entry_id + record.remaining <= end
+
+
+def envelope_size(count: int, key: str | None) -> int:
+    """Header bytes of a request of ``count`` records (for size accounting)."""
+    head = _PREFIX.size + _HEAD.size + (len(key) + DIGEST_BYTES if key else 0)
+    return head + (count - 1) * _PREFIX.size

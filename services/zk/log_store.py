@@ -1,0 +1,78 @@
+"""Log metadata in ZooKeeper: create, versioned read, compare-and-set, delete, list.
+
+One znode per log at ``services.zk.paths.log(name)``; its version is the CAS token
+(PROTOCOL.md: "a log is a named, ordered list of ledgers, stored with a version").
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass
+
+from services.errors import LogNotFound, MetadataConflict, NodeExists, NodeNotFound
+from services.limits import LIST_LIMIT_MAX
+from services.protocol.logs import LogMetadata
+from services.zk import paths as zkpaths
+from services.zk.store import MetadataStore
+
+
+@dataclass(frozen=True, slots=True)
+class VersionedLog:
+    log: LogMetadata
+    version: int
+
+
+class LogStore:
+    def __init__(self, store: MetadataStore) -> None:
+        self.store = store
+
+    async def create(self, log: LogMetadata) -> tuple[VersionedLog, bool]:
+        """Create the log unless it exists; (the log as stored, whether it was created)."""
+        try:
+            await self.store.create(zkpaths.log(log.name), log.to_json())
+        except NodeExists:
+            return await self.get(log.name), False
+        return VersionedLog(log, 0), True
+
+    async def get(self, name: str) -> VersionedLog:
+        try:
+            node = await self.store.get(zkpaths.log(name))
+        except NodeNotFound as exc:
+            raise LogNotFound(f"no log {name!r}") from exc
+        return VersionedLog(LogMetadata.from_json(node.data), node.version)
+
+    async def compare_and_set(self, log: LogMetadata, version: int) -> VersionedLog:
+        """Write ``log`` only if its znode is still at ``version`` (``MetadataConflict``
+        otherwise, ``LogNotFound`` when it was deleted)."""
+        try:
+            new_version = await self.store.set(zkpaths.log(log.name), log.to_json(), version)
+        except NodeNotFound as exc:
+            raise LogNotFound(f"log {log.name!r} was deleted") from exc
+        return VersionedLog(log, new_version)
+
+    async def delete(self, name: str, version: int = -1) -> None:
+        """Delete the log's znode (at ``version`` unless -1): ``LogNotFound`` when gone,
+        ``MetadataConflict`` when it changed."""
+        try:
+            await self.store.delete(zkpaths.log(name), version)
+        except NodeNotFound as exc:
+            raise LogNotFound(f"no log {name!r}") from exc
+        except MetadataConflict:
+            raise
+
+    async def list(self, after: str | None, limit: int) -> tuple[builtins.list[str], str | None]:
+        """Log names in byte order after ``after``; the next ``after`` or None."""
+        limit = max(1, min(limit, LIST_LIMIT_MAX))
+        try:
+            children = await self.store.children(zkpaths.LOGS)
+        except NodeNotFound:
+            return [], None
+        names = sorted(
+            (n for n in map(zkpaths.log_name, children) if n is not None),
+            key=lambda n: n.encode(),
+        )
+        if after is not None:
+            names = [n for n in names if n.encode() > after.encode()]
+        if len(names) > limit:
+            return names[:limit], names[limit - 1]
+        return names, None
