@@ -46,6 +46,7 @@ class DedupWindow:
         self._keys: OrderedDict[str, Appended] = OrderedDict()
         self._in_flight: dict[str, tuple[bytes, asyncio.Future[Appended | None]]] = {}
         self.ready = asyncio.Event()  # set once the rebuild finished (or failed)
+        self.failed: str | None = None  # why the rebuild failed for good
 
     def __len__(self) -> int:
         return len(self._keys)

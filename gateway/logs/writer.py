@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.logs import steps
-from gateway.logs.dedup import Appended, DedupWindow, scan_tail
+from gateway.logs.dedup import CLOCK_SKEW_MS, Appended, DedupWindow, scan_tail
 from gateway.runners import read as reads
 from gateway.runners.write import HandleRunner
 from gateway.service import Gateway
@@ -49,6 +49,7 @@ from services.errors import (
     NotWriter,
     QuireError,
     QuorumTimeout,
+    Unavailable,
     present,
 )
 from services.protocol import log_records
@@ -67,6 +68,11 @@ _UNSETTLED = (LedgerFenced, LedgerClosed, QuorumTimeout, NotEnoughBookies)
 APPEND_ATTEMPTS_MAX = 3
 SETTLE_POLL_FIRST_S = 0.01
 SETTLE_POLL_MAX_S = 0.2
+# A window rebuild reads the metadata of the log's last ledgers this many at a time.
+TAIL_METADATA_BATCH = 16
+# A failed window rebuild is tried again, backing off from the first delay.
+REBUILD_ATTEMPTS_MAX = 6
+REBUILD_RETRY_FIRST_S = 0.2
 
 
 def wall_ms() -> int:
@@ -121,6 +127,8 @@ class LogWriter:
         digest = log_records.records_digest(payloads) if key is not None else None
         if key is not None and digest is not None:
             await self.dedup.ready.wait()
+            if self.dedup.failed is not None:
+                raise Unavailable(f"{self.dedup.failed}; appends with a key cannot be checked")
             known = await self.dedup.claim(key, digest, wall_ms())
             if known is not None:
                 metrics.log_dedup_hits.labels(self.name).inc()
@@ -315,18 +323,29 @@ class LogWriter:
     async def rebuild_window(self, previous: Sequence[int]) -> None:
         """Load the keys of the log's tail into the window (``dedup.scan_tail``) from
         the ledgers before ours, which are CLOSED (fenced and recovered, or rolled)."""
+        window = self.dedup
+        delay = REBUILD_RETRY_FIRST_S
+        for attempt in range(1, REBUILD_ATTEMPTS_MAX + 1):
+            error = await self._rebuild_once(previous)
+            if error is None:
+                window.ready.set()
+                return
+            log.warning(
+                "could not rebuild the idempotency window from the log's tail",
+                extra={"fields": {"log": self.name, "error": error.code, "attempt": attempt}},
+            )
+            if attempt < REBUILD_ATTEMPTS_MAX:
+                await asyncio.sleep(delay)
+                delay *= 2
+        # Keyed appends answer 503 rather than risk appending a retry twice.
+        window.failed = f"the idempotency window of log {self.name} could not be rebuilt"
+        window.ready.set()
+
+    async def _rebuild_once(self, previous: Sequence[int]) -> QuireError | None:
+        window = self.dedup
         try:
-            ledgers: list[tuple[int, int]] = []
-            metas: dict[int, LedgerMetadata] = {}
-            for lid in previous:
-                try:
-                    metadata = (await self.gw.ctx.ledgers.get(lid)).metadata
-                except LedgerNotFound:
-                    continue
-                if metadata.state is LedgerState.CLOSED and metadata.last_entry_id is not None:
-                    ledgers.append((lid, metadata.last_entry_id))
-                    metas[lid] = metadata
-            window = self.dedup
+            metas = await self._tail_ledgers(previous, wall_ms() - window.window_ms)
+            ledgers = [(lid, present(m.last_entry_id, "closed")) for lid, m in metas.items()]
 
             async def read_page(lid: int, first: int, last: int) -> list[tuple[int, bytes]]:
                 metadata = metas[lid]
@@ -346,13 +365,31 @@ class LogWriter:
             )
             window.load(found, wall_ms())
         except QuireError as exc:
-            log.warning(
-                "could not rebuild the idempotency window from the log's tail; keys of "
-                "appends before this writer are not known",
-                extra={"fields": {"log": self.name, "error": exc.code}},
-            )
-        finally:
-            self.dedup.ready.set()
+            return exc
+        return None
+
+    async def _tail_ledgers(
+        self, previous: Sequence[int], cutoff_ms: int
+    ) -> dict[int, LedgerMetadata]:
+        """The CLOSED ledgers at the end of ``previous`` that may hold appends newer than
+        ``cutoff_ms`` (in log order): read backwards a few at a time, down to the first
+        ledger created before the cutoff (it was the current one then)."""
+        found: list[tuple[int, LedgerMetadata]] = []
+        stop = len(previous)
+        while stop > 0:
+            start = max(0, stop - TAIL_METADATA_BATCH)
+            chunk = list(previous[start:stop])
+            answers = await self.gw.ctx.ledgers.get_many(chunk)
+            for lid, answer in reversed(list(zip(chunk, answers, strict=True))):
+                if answer is None or isinstance(answer, QuireError):
+                    continue
+                metadata = answer.metadata
+                if metadata.state is LedgerState.CLOSED and metadata.last_entry_id is not None:
+                    found.append((lid, metadata))
+                if metadata.created_at < cutoff_ms - CLOCK_SKEW_MS:
+                    return dict(reversed(found))
+            stop = start
+        return dict(reversed(found))
 
     async def aclose(self) -> None:
         self._cancel_age_roll()
@@ -391,6 +428,11 @@ class LogWriters:
         return await asyncio.shield(running)
 
     async def _acquire(self, name: str) -> LogWriter:
+        # A role this gateway holds already ends now: its appends during the hand-over
+        # answer not_writer rather than settle and roll (which would race the CAS).
+        held = self._writers.get(name)
+        if held is not None:
+            held._lose("this gateway is taking the role again")
         op = lw.AcquireWriter(name, self.gw.ctx.settings.address, self.gw.ctx.rng)
         acquired = await steps.run(self.gw, self.logs, op, op.start())
         if not isinstance(acquired, lw.Acquired):
@@ -398,10 +440,8 @@ class LogWriters:
         runner = present(
             self.gw.handles.live(acquired.ledger_id), "a new writer's ledger has a live handle"
         )
-        old = self._writers.get(name)
-        if old is not None:
-            old._lose(f"this gateway took the role again at epoch {acquired.epoch}")
-            await old.aclose()
+        if held is not None:
+            await held.aclose()
         writer = LogWriter(self.gw, self.logs, acquired, runner)
         self._writers[name] = writer
         metrics = self.gw.ctx.metrics
