@@ -108,6 +108,13 @@ class LogWriter:
         self._ledger_started = time.monotonic()
         self._age_timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        # This log's metric children, looked up once (the append path is hot).
+        metrics = gw.ctx.metrics
+        self._appends = metrics.log_appends.labels(self.name)
+        self._records = metrics.log_records.labels(self.name)
+        self._bytes = metrics.log_bytes.labels(self.name)
+        self._dedup_hits = metrics.log_dedup_hits.labels(self.name)
+        self._latency = metrics.log_append_latency
         self._arm_age_roll()
 
     @property
@@ -122,7 +129,6 @@ class LogWriter:
 
     async def append(self, payloads: Sequence[bytes], key: str | None) -> AppendResult:
         self._check_role()
-        metrics = self.gw.ctx.metrics
         started = time.monotonic()
         digest = log_records.records_digest(payloads) if key is not None else None
         if key is not None and digest is not None:
@@ -131,7 +137,7 @@ class LogWriter:
                 raise Unavailable(f"{self.dedup.failed}; appends with a key cannot be checked")
             known = await self.dedup.claim(key, digest, wall_ms())
             if known is not None:
-                metrics.log_dedup_hits.labels(self.name).inc()
+                self._dedup_hits.inc()
                 return AppendResult(known.first, known.last, deduplicated=True)
         appended: Appended | None = None
         try:
@@ -142,10 +148,10 @@ class LogWriter:
         finally:
             if key is not None:
                 self.dedup.settle(key, appended, wall_ms())
-        metrics.log_appends.labels(self.name).inc()
-        metrics.log_records.labels(self.name).inc(len(payloads))
-        metrics.log_bytes.labels(self.name).inc(sum(map(len, payloads)))
-        metrics.log_append_latency.observe(time.monotonic() - started)
+        self._appends.inc()
+        self._records.inc(len(payloads))
+        self._bytes.inc(sum(map(len, payloads)))
+        self._latency.observe(time.monotonic() - started)
         self._maybe_roll()
         return AppendResult(first, last)
 
