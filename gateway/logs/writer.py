@@ -273,10 +273,11 @@ class LogWriter:
         return rolled.ledger_id
 
     async def _close_old(self, old: HandleRunner) -> None:
-        if not old.live:
-            return
+        """Close the rolled-out ledger: by its handle, or by recovery when the handle is
+        no longer live but the ledger is still OPEN (its own close failed), so that
+        readers, who stop at an OPEN ledger, go on to the next one."""
         try:
-            await old.close()
+            await steps.close_for_good(self.gw, old.ledger_id)
         except QuireError as exc:
             log.info(
                 "closing a rolled-out log ledger failed (a new writer recovers it)",
