@@ -9,7 +9,7 @@ which sub-apps import, so there is no import cycle).
 Commands: ``quire up`` (a local cluster, ``services/cluster/local.py``), ``quire
 ledger ...`` (``services/cli/ledger.py``), ``quire bench``
 (``services/bench/run.py``), ``quire bookie format`` and ``quire admin ...``
-(``services/cli/admin.py``). The log commands come with the issue that builds them.
+(``services/cli/admin.py``), ``quire log ...`` (``services/cli/log.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from services.cli.bench import bench_command
 from services.cli.bookie import bookie_app
 from services.cli.common import DEFAULT_GATEWAY, GlobalOptions
 from services.cli.ledger import ledger_app
+from services.cli.log import log_app
 from services.cli.up import up
 
 app = typer.Typer(
@@ -37,6 +38,7 @@ app = typer.Typer(
 app.command("up")(up)
 app.add_typer(bookie_app, name="bookie")
 app.add_typer(ledger_app, name="ledger")
+app.add_typer(log_app, name="log")
 app.add_typer(admin_app, name="admin")
 app.command("bench")(bench_command)
 

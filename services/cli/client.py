@@ -202,13 +202,13 @@ class GatewayClient:
 
 
 def pages(
-    client: GatewayClient, path: str, limit: int, after: int | None, every: bool
+    client: GatewayClient, path: str, limit: int, after: int | str | None, every: bool
 ) -> Iterator[dict[str, Any]]:
-    """The pages of a paged listing (``{..., "next": ID|null}``) from ``after`` on: the
-    first one, or with ``every`` each one until ``next`` is null."""
+    """The pages of a paged listing (``{..., "next": ID|NAME|null}``) from ``after`` on:
+    the first one, or with ``every`` each one until ``next`` is null."""
     next_after = after
     while True:
-        params: dict[str, int] = {"limit": limit}
+        params: dict[str, int | str] = {"limit": limit}
         if next_after is not None:
             params["after"] = next_after
         page: dict[str, Any] = client.json("GET", path, params=params)

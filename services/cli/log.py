@@ -1,0 +1,440 @@
+"""``quire log ...``: the Logs API of a gateway (API.md, "Logs (ledgers to logs)").
+
+Thin wrappers like ``quire ledger``: each command is one or a few calls through
+``GatewayClient``; objects go to stdout as JSON (indented on a terminal, one line
+otherwise), progress and errors to stderr, and an API error prints ``quire: error:
+CODE: MESSAGE`` and exits with the code of its class (``EXIT_CODES_HELP``).
+
+Names and positions are checked here with the gateway's own rules
+(``services/protocol/logs.py``) before any call. Positions are ``LID:EID`` both in
+what the commands take and in what they print.
+
+``tail --follow`` long-polls (``wait_ms``) on the ``next`` of each page until Ctrl-C or
+SIGTERM, and then exits 0.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+from typing import IO, Annotated, Any
+
+import typer
+
+from services.cli.client import EXIT_CODES_HELP, GatewayClient, pages, reported
+from services.cli.common import fail, global_options
+from services.cli.ledger_io import (
+    AppendProgress,
+    batches,
+    err,
+    input_lines,
+    print_json,
+    quiet_stdout,
+)
+from services.cli.log_io import (
+    EMPTY_POLL_BACKOFF_S,
+    FOLLOW_WAIT_MS,
+    LogAppender,
+    Page,
+    Record,
+    get_page,
+    key_option,
+    name_argument,
+    page_json,
+    position_option,
+    read_records,
+    write_records,
+)
+from services.errors import QuireError
+from services.limits import BATCH_ENTRIES_MAX, LAC_WAIT_MAX_MS, LIST_LIMIT_MAX
+
+APPEND_BATCH_DEFAULT = 1000
+
+log_app = typer.Typer(
+    help=(
+        "Logs: create, writer, append, read, tail, roll, truncate, show, list, delete.\n\n"
+        "A log is a named, ordered list of ledgers with one writer gateway at a time. "
+        "Positions are LID:EID. Talks to the gateway of the global --gateway option "
+        "(env QUIRE_GATEWAY) with its --token (env QUIRE_TOKEN); both go before 'log'.\n\n"
+        + EXIT_CODES_HELP
+    ),
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+LogName = Annotated[
+    str,
+    typer.Argument(
+        callback=name_argument,
+        show_default=False,
+        help="the log's name: 1-200 characters of A-Za-z0-9._-",
+    ),
+]
+From = Annotated[
+    str | None,
+    typer.Option(
+        "--from",
+        callback=position_option,
+        show_default=False,
+        help="the position LID:EID to read from [default: the start of the log]",
+    ),
+]
+TailJson = Annotated[
+    bool, typer.Option("--json", help='one {"position", "data" (base64)} object per line')
+]
+Positions = Annotated[
+    bool, typer.Option("--positions", "-p", help="start each line with LID:EID and a tab")
+]
+
+
+def _client(ctx: typer.Context) -> GatewayClient:
+    options = global_options(ctx)
+    return GatewayClient(options.gateway, options.token)
+
+
+@log_app.command()
+def create(
+    ctx: typer.Context,
+    name: LogName,
+    ensemble: Annotated[
+        int | None,
+        typer.Option(
+            "--ensemble", "-e", min=1, show_default=False, help="ensemble size E [default: 3]"
+        ),
+    ] = None,
+    write_quorum: Annotated[
+        int | None,
+        typer.Option(
+            "--write-quorum", "-w", min=1, show_default=False, help="write quorum Qw [default: 2]"
+        ),
+    ] = None,
+    ack_quorum: Annotated[
+        int | None,
+        typer.Option(
+            "--ack-quorum", "-a", min=1, show_default=False, help="ack quorum Qa [default: 2]"
+        ),
+    ] = None,
+) -> None:
+    """Create a log (or show the one that exists); prints the log object.
+
+    The quorums apply to every ledger of the log. Nobody writes it yet: take the
+    writer role with 'quire log writer NAME' on the gateway that will append.
+    """
+    body: dict[str, Any] = {}
+    for key, value in (
+        ("ensemble_size", ensemble),
+        ("write_quorum", write_quorum),
+        ("ack_quorum", ack_quorum),
+    ):
+        if value is not None:
+            body[key] = value
+    with reported(), _client(ctx) as client:
+        print_json(client.json("PUT", f"/v1/logs/{name}", json=body))
+
+
+@log_app.command()
+def writer(ctx: typer.Context, name: LogName) -> None:
+    """Make this gateway the log's writer; prints {"epoch", "ledger_id"}.
+
+    The previous writer, wherever it runs, is fenced: its next append answers
+    not_writer. Appends must then go to this gateway.
+    """
+    with reported(), _client(ctx) as client:
+        print_json(client.json("POST", f"/v1/logs/{name}/writer"))
+
+
+@log_app.command()
+def append(
+    ctx: typer.Context,
+    name: LogName,
+    data: Annotated[
+        list[str] | None,
+        typer.Argument(
+            show_default=False,
+            help="records, one per argument (UTF-8); without any, read --file or stdin",
+        ),
+    ] = None,
+    file: Annotated[
+        Path | None,
+        typer.Option(
+            "--file", "-f", show_default=False, help="read records from this file, one per line"
+        ),
+    ] = None,
+    batch: Annotated[
+        int, typer.Option(min=1, max=BATCH_ENTRIES_MAX, help="records per request")
+    ] = APPEND_BATCH_DEFAULT,
+    key: Annotated[
+        str | None,
+        typer.Option(
+            "--key",
+            "-k",
+            callback=key_option,
+            show_default=False,
+            help="Idempotency-Key of the request (the Nth request after the first sends "
+            "KEY#N): a retry with the same key and records appends nothing and prints "
+            "the original positions",
+        ),
+    ] = None,
+) -> None:
+    """Append records to a log this gateway writes ('quire log writer' first).
+
+    Each DATA argument is one record; otherwise every line of --file (or stdin)
+    is one record, without its newline, sent in batches of --batch records.
+    Prints a JSON summary: records, bytes, first and last position. If a
+    request fails, what was acknowledged before is reported on stderr; with
+    --key the same command can be run again safely.
+    """
+    if data and file is not None:
+        raise typer.BadParameter("give records as arguments or --file, not both")
+    with reported(), _client(ctx) as client:
+        appender = LogAppender(client, name, key)
+        try:
+            if data:
+                for chunk in batches([d.encode() for d in data], batch):
+                    appender.send(chunk)
+            else:
+                _append_input(appender, file, batch)
+        except QuireError:
+            if appender.records:
+                err.print(
+                    f"quire: {appender.records} records were acknowledged before the error "
+                    f"(positions {appender.first_position}..{appender.last_position})",
+                    markup=False,
+                )
+            raise
+    print_json(appender.summary())
+
+
+def _append_input(appender: LogAppender, file: Path | None, batch: int) -> None:
+    if file is None or str(file) == "-":
+        if sys.stdin.isatty():
+            err.print("reading records from the terminal, one per line; end with Ctrl-D")
+        _append_lines(appender, sys.stdin.buffer, None, batch)
+        return
+    try:
+        stream = open(file, "rb")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        fail(f"cannot read {file}: {exc.strerror or exc}")
+    with stream:
+        total = os.fstat(stream.fileno()).st_size if file.is_file() else None
+        _append_lines(appender, stream, total, batch)
+
+
+def _append_lines(appender: LogAppender, stream: IO[bytes], total: int | None, batch: int) -> None:
+    with AppendProgress(total) as progress:
+        for chunk in batches(input_lines(stream), batch):
+            appender.send(chunk)
+            # Each line also had its newline; close enough for a progress bar.
+            progress.advance(appender.records, sum(map(len, chunk)) + len(chunk))
+
+
+@log_app.command()
+def read(
+    ctx: typer.Context,
+    name: LogName,
+    start: From = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            show_default=False,
+            help="at most this many records [default: all that are readable now]",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help='print one object {"records": [{"position", "data" (base64)}...], "next", '
+            '"caught_up"}',
+        ),
+    ] = False,
+    positions: Positions = False,
+) -> None:
+    """Read records in log order, one line of text each (never fences the writer).
+
+    Stops after --limit records or at the end of what the writer has
+    acknowledged; the position to go on from is printed on stderr ('next
+    LID:EID'), or with --json as "next" of the object.
+    """
+    following: str | None = start
+    caught_up = False
+    records: list[Record] = []
+    with reported(), _client(ctx) as client:
+        try:
+            for page in read_records(client, name, start, limit):
+                if as_json:
+                    records += page.records
+                else:
+                    write_records(page.records, False, positions)
+                following, caught_up = page.next, page.caught_up
+        except BrokenPipeError:
+            quiet_stdout()
+            return
+    if as_json:
+        print_json(page_json(records, following, caught_up))
+    elif following is not None:
+        end = " (caught up)" if caught_up else ""
+        err.print(f"next {following}{end}", markup=False)
+
+
+class _Stop(Exception):
+    """SIGTERM during ``tail --follow``."""
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise _Stop
+
+
+@log_app.command()
+def tail(
+    ctx: typer.Context,
+    name: LogName,
+    start: From = None,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow", "-f", help="keep waiting for new records until Ctrl-C (or SIGTERM)"
+        ),
+    ] = False,
+    wait_ms: Annotated[
+        int,
+        typer.Option(
+            min=1, max=LAC_WAIT_MAX_MS, help="how long one poll of --follow waits at the gateway"
+        ),
+    ] = FOLLOW_WAIT_MS,
+    as_json: TailJson = False,
+    positions: Positions = False,
+) -> None:
+    """Print records from --from (default: the log's start); --follow waits for more.
+
+    Without --follow it stops at the end of what is readable now. --follow
+    long-polls the gateway on the position after the last record printed;
+    Ctrl-C or SIGTERM ends it with exit code 0.
+    """
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        with reported(), _client(ctx) as client:
+            _tail(client, name, start, follow, wait_ms, as_json, positions)
+    except (KeyboardInterrupt, _Stop):
+        pass
+    except BrokenPipeError:
+        quiet_stdout()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _tail(
+    client: GatewayClient,
+    name: str,
+    start: str | None,
+    follow: bool,
+    wait_ms: int,
+    as_json: bool,
+    positions: bool,
+) -> None:
+    position = start
+    while True:
+        began = time.monotonic()
+        page: Page = get_page(client, name, position, LIST_LIMIT_MAX, wait_ms if follow else 0)
+        write_records(page.records, as_json, positions)
+        if page.caught_up and not follow:
+            return
+        if not page.records and page.next == position:
+            if not follow:
+                return
+            # Nothing, and the gateway did not wait (e.g. a log without ledgers yet).
+            if time.monotonic() - began < EMPTY_POLL_BACKOFF_S:
+                time.sleep(EMPTY_POLL_BACKOFF_S)
+        position = page.next
+
+
+@log_app.command()
+def roll(ctx: typer.Context, name: LogName) -> None:
+    """Start a new ledger for the log's next records (as its writer); prints {"ledger_id"}."""
+    with reported(), _client(ctx) as client:
+        print_json(client.json("POST", f"/v1/logs/{name}/roll"))
+
+
+@log_app.command()
+def truncate(
+    ctx: typer.Context,
+    name: LogName,
+    before: Annotated[
+        str,
+        typer.Option(
+            "--before",
+            callback=position_option,
+            show_default=False,
+            help="LID:EID: remove the whole ledgers that end before it",
+        ),
+    ],
+) -> None:
+    """Remove the log's whole ledgers that end before a position; prints the log object."""
+    with reported(), _client(ctx) as client:
+        print_json(client.json("POST", f"/v1/logs/{name}/truncate", params={"before": before}))
+
+
+@log_app.command()
+def show(ctx: typer.Context, name: LogName) -> None:
+    """Print the log object: its ledgers in log order and its writer (gateway, epoch)."""
+    with reported(), _client(ctx) as client:
+        print_json(client.json("GET", f"/v1/logs/{name}"))
+
+
+@log_app.command("list")
+def list_logs(
+    ctx: typer.Context,
+    limit: Annotated[
+        int, typer.Option(min=1, max=LIST_LIMIT_MAX, help="names per page")
+    ] = LIST_LIMIT_MAX,
+    after: Annotated[
+        str | None,
+        typer.Option(show_default=False, help="list the names after this one (byte order)"),
+    ] = None,
+    every: Annotated[bool, typer.Option("--all", help="follow the pages to the end")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help='print {"logs": [...], "next": NAME|null}')
+    ] = False,
+) -> None:
+    """List log names in byte order, one per line: one page, or --all of them."""
+    collected: list[str] = []
+    next_after: Any = after
+    with reported(), _client(ctx) as client:
+        for page in pages(client, "/v1/logs", limit, after, every):
+            if as_json:
+                collected += page["logs"]
+            else:
+                for log_name in page["logs"]:
+                    sys.stdout.write(f"{log_name}\n")
+                sys.stdout.flush()
+            next_after = page.get("next")
+    if as_json:
+        print_json({"logs": collected, "next": next_after})
+    elif next_after is not None:
+        err.print(f"more after {next_after}: --after {next_after}, or --all", markup=False)
+
+
+@log_app.command()
+def delete(
+    ctx: typer.Context,
+    names: Annotated[list[str], typer.Argument(show_default=False, help="the log name(s)")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
+) -> None:
+    """Delete logs and every ledger in them. Asks first unless --yes."""
+    for log_name in names:
+        name_argument(log_name)
+    shown = ", ".join(names)
+    if not yes:
+        if not sys.stdin.isatty():
+            fail(f"refusing to delete log {shown} without --yes: stdin is not a terminal")
+        if not typer.confirm(f"Delete log {shown} and every record in it?", default=False):
+            fail("not confirmed; nothing deleted")
+    with reported(), _client(ctx) as client:
+        for log_name in names:
+            client.request("DELETE", f"/v1/logs/{log_name}")
+            print(f"deleted log {log_name}", flush=True)

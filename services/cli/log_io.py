@@ -1,0 +1,220 @@
+"""What ``quire log`` sends and shows: records appended in order (one request at a
+time, each with its own ``Idempotency-Key`` when asked), pages of records read in
+log order, and positions checked the way the gateway checks them.
+
+Positions on the command line and in what ``quire log`` prints are ``LID:EID``
+strings (the form ``--from`` and ``--before`` take), whichever of API.md's two forms
+the gateway answered with.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import typer
+
+from services.cli.client import GatewayClient
+from services.errors import InvalidArgument, QuireError
+from services.limits import LAC_WAIT_MAX_MS, LIST_LIMIT_MAX
+from services.protocol.log_records import KEY_MAX_CHARS, check_key
+from services.protocol.logs import Position, check_log_name
+
+# A tail that found nothing and came back at once (a log without ledgers answers
+# without waiting) asks again after this long rather than spinning.
+EMPTY_POLL_BACKOFF_S = 0.5
+FOLLOW_WAIT_MS = 10_000  # each long poll of a following tail (the gateway clamps to 30 s)
+
+
+# -- arguments ------------------------------------------------------------------
+
+
+def name_argument(value: str) -> str:
+    """A log name as typer's callback: ``BadParameter`` with the gateway's rule."""
+    try:
+        return check_log_name(value)
+    except InvalidArgument as exc:
+        raise typer.BadParameter(exc.message) from None
+
+
+def position_option(value: str | None) -> str | None:
+    """``LID:EID`` (non-negative integers) as typer's callback, normalised."""
+    if value is None:
+        return None
+    try:
+        return str(Position.parse(value.strip()))
+    except InvalidArgument as exc:
+        raise typer.BadParameter(f"{exc.message}, got {value!r}") from None
+
+
+def key_option(value: str | None) -> str | None:
+    """An ``Idempotency-Key``: 1-128 printable ASCII characters."""
+    if value is None:
+        return None
+    try:
+        return check_key(value)
+    except InvalidArgument as exc:
+        raise typer.BadParameter(exc.message) from None
+
+
+def request_key(key: str, index: int) -> str:
+    """The key of the ``index``-th request of one append: ``key`` for the first and
+    ``key#N`` after it, so re-running the same command with the same input, --batch and
+    --key sends every request again under the key it had (and appends nothing twice)."""
+    derived = key if index == 0 else f"{key}#{index}"
+    if len(derived) > KEY_MAX_CHARS:
+        raise InvalidArgument(
+            f"--key is too long for {index + 1} requests: {derived!r} is over "
+            f"{KEY_MAX_CHARS} characters"
+        )
+    return derived
+
+
+def position_text(value: Any) -> str:
+    """A position of an answer (``"LID:EID"`` or ``{"ledger_id", "entry_id"}``) as text."""
+    try:
+        return str(Position.from_api(value))
+    except InvalidArgument as exc:
+        raise QuireError(f"the gateway answered a bad position {value!r}") from exc
+
+
+# -- appending ------------------------------------------------------------------
+
+
+class LogAppender:
+    """Sends records in order, one request at a time, and sums up what was acknowledged.
+
+    One record goes as a raw body, several as a JSON batch. With ``key`` each request
+    carries ``Idempotency-Key`` (``request_key``)."""
+
+    def __init__(self, client: GatewayClient, name: str, key: str | None = None) -> None:
+        self.client = client
+        self.name = name
+        self.key = key
+        self.path = f"/v1/logs/{name}/records"
+        self.requests = 0
+        self.records = 0
+        self.bytes = 0
+        self.first_position: str | None = None
+        self.last_position: str | None = None
+
+    def send(self, payloads: list[bytes]) -> None:
+        if not payloads:
+            return
+        headers: dict[str, str] = {}
+        if self.key is not None:
+            headers["Idempotency-Key"] = request_key(self.key, self.requests)
+        if len(payloads) == 1:
+            headers["Content-Type"] = "application/octet-stream"
+            answer = self.client.json("POST", self.path, content=payloads[0], headers=headers)
+            first = last = position_text(answer["position"])
+        else:
+            body = {"entries": [base64.b64encode(p).decode() for p in payloads]}
+            answer = self.client.json("POST", self.path, json=body, headers=headers)
+            first = position_text(answer["first_position"])
+            last = position_text(answer["last_position"])
+        if self.first_position is None:
+            self.first_position = first
+        self.last_position = last
+        self.requests += 1
+        self.records += len(payloads)
+        self.bytes += sum(map(len, payloads))
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "log": self.name,
+            "records": self.records,
+            "bytes": self.bytes,
+            "first_position": self.first_position,
+            "last_position": self.last_position,
+        }
+        if self.records == 1:
+            out["position"] = self.first_position
+        return out
+
+
+# -- reading --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    position: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    records: list[Record]
+    next: str | None
+    caught_up: bool
+
+
+def get_page(
+    client: GatewayClient, name: str, start: str | None, limit: int, wait_ms: int = 0
+) -> Page:
+    """One ``GET /v1/logs/{name}/records`` answer, positions as text."""
+    params: dict[str, str | int] = {"limit": min(limit, LIST_LIMIT_MAX)}
+    if start is not None:
+        params["from"] = start
+    if wait_ms:
+        params["wait_ms"] = min(wait_ms, LAC_WAIT_MAX_MS)
+    doc = client.json("GET", f"/v1/logs/{name}/records", params=params)
+    try:
+        records = [
+            Record(position_text(r["position"]), base64.b64decode(r["data"], validate=True))
+            for r in doc["records"]
+        ]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise QuireError(f"the gateway's page of records is malformed ({exc})") from exc
+    following = doc.get("next")
+    return Page(records, position_text(following) if following is not None else start,
+                bool(doc.get("caught_up")))  # fmt: skip
+
+
+def read_records(
+    client: GatewayClient, name: str, start: str | None, limit: int | None
+) -> Iterator[Page]:
+    """Pages from ``start`` until ``limit`` records were read or the read caught up
+    with what is readable now."""
+    left = limit
+    position = start
+    while left is None or left > 0:
+        page = get_page(client, name, position, LIST_LIMIT_MAX if left is None else left)
+        yield page
+        if left is not None:
+            left -= len(page.records)
+        if page.caught_up or (not page.records and page.next == position):
+            return
+        position = page.next
+
+
+def render(record: Record, as_json: bool, positions: bool) -> bytes:
+    """One record as one output line: its text (undecodable bytes escaped), optionally
+    after ``LID:EID`` and a tab, or ``{"position", "data" (base64)}``."""
+    if as_json:
+        doc = {"position": record.position, "data": base64.b64encode(record.data).decode()}
+        return json.dumps(doc).encode() + b"\n"
+    prefix = f"{record.position}\t".encode() if positions else b""
+    return prefix + record.data.decode("utf-8", errors="backslashreplace").encode() + b"\n"
+
+
+def page_json(records: list[Record], following: str | None, caught_up: bool) -> dict[str, Any]:
+    """What ``quire log read --json`` prints: the API's page, positions as text."""
+    return {
+        "records": [
+            {"position": r.position, "data": base64.b64encode(r.data).decode()} for r in records
+        ],
+        "next": following,
+        "caught_up": caught_up,
+    }
+
+
+def write_records(records: list[Record], as_json: bool, positions: bool) -> None:
+    out = sys.stdout.buffer
+    for record in records:
+        out.write(render(record, as_json, positions))
+    out.flush()
