@@ -13,6 +13,9 @@ FSYNC_PROBE_S = 2.0
 PORT_BLOCK_TRIES = 200
 CLIENTS_MAX = 10_000
 LEDGERS_MAX = 100_000
+HANDOVER_BUSY_CLIENTS_MAX = 8  # threads that keep the first writer busy during a hand-over
+HANDOVER_BUSY_WAIT_S = 30.0  # until they have had appends acknowledged
+HANDOVER_APPEND_DEADLINE_S = 30.0  # the new writer's first acknowledged append
 
 
 class BenchError(RuntimeError):
@@ -41,6 +44,13 @@ class BenchConfig:
     keep: bool = False
     profile: Path | None = None
     py_spy: str = "py-spy"
+    # --log: append to one fresh log instead of adding to ledgers (services/bench/log_bench.py)
+    log: bool = False
+    roll_every_s: float = 5.0  # 0: no rolls
+    idempotency_keys: bool = False
+    handover: bool = False
+    handover_reps: int = 5
+    second_gateway: str | None = None  # --handover's second gateway without --local
 
     def check(self) -> None:
         if not self.ensemble >= self.write_quorum >= self.ack_quorum >= 1:
@@ -53,6 +63,14 @@ class BenchConfig:
             raise BenchError(f"--ensemble {self.ensemble} needs as many --bookies")
         if self.load_procs > self.concurrency:
             raise BenchError("--load-procs cannot exceed --concurrency")
+        if not self.log and (self.idempotency_keys or self.handover):
+            raise BenchError("--idempotency-keys and --handover need --log")
+        if self.handover and not self.local and self.second_gateway is None:
+            raise BenchError("--handover needs --local or --second-gateway URL")
+        if self.second_gateway is not None and not self.handover:
+            raise BenchError("--second-gateway is for --handover")
+        if self.second_gateway is not None and self.second_gateway == self.gateway:
+            raise BenchError("--second-gateway must be another gateway than --gateway")
 
 
 # -- the local cluster --------------------------------------------------------

@@ -193,6 +193,10 @@ class GatewayLoad:
         self.stopping = False
         self.counting_since: float | None = None
 
+    def head(self, ledgers: list[int], sent: int) -> bytes:
+        """The head of a client's ``sent``-th request (``LogLoad`` appends to a log)."""
+        return self.heads[ledgers[sent % len(ledgers)]]
+
     async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         return await asyncio.open_connection(self.host, self.port)
 
@@ -213,7 +217,7 @@ class GatewayLoad:
                     if self.stopping:
                         break
                 next_at += interval
-            head = self.heads[ledgers[sent % len(ledgers)]]
+            head = self.head(ledgers, sent)
             sent += 1
             started = time.perf_counter()
             try:
@@ -300,7 +304,13 @@ class GatewayLoad:
 
 
 def main() -> None:
-    load = GatewayLoad(json.loads(sys.argv[1]))
+    spec = json.loads(sys.argv[1])
+    if spec.get("log"):
+        from services.bench.log_load import LogLoad
+
+        load: GatewayLoad = LogLoad(spec)
+    else:
+        load = GatewayLoad(spec)
     load.emit(run_loop(load.run()))
 
 

@@ -118,9 +118,13 @@ def report(summary: dict) -> str:
     s = summary
     rate = f"{s['rate']:g} requests/s" if s["rate"] else "unthrottled"
     per = "1 entry per request" if s["batch"] == 1 else f"batches of {s['batch']}"
+    if s.get("mode") == "log":
+        target = f"to log {s['log']} ({s['ledgers']} ledger(s) at the end)"
+    else:
+        target = f"over {s['ledgers']} ledger(s)"
     lines = [
         f"quire bench: {s['gateway']}{' (local)' if s['local'] else ''}: "
-        f"{s['concurrency']} clients over {s['ledgers']} ledger(s) "
+        f"{s['concurrency']} clients {target} "
         f"(E={s['ensemble']} Qw={s['write_quorum']} Qa={s['ack_quorum']}), "
         f"{s['entry_size']:,}-byte entries, {per}, {rate}, {s['duration_s']:.1f} s counted",
         f"  adds/s       {s['adds_per_s']:>12,.0f}   ({s['requests_per_s']:,.0f} requests/s)",
@@ -145,6 +149,10 @@ def report(summary: dict) -> str:
         memory.append(f"largest bookie {s['bookie_rss_mb_max']:.0f}")
     if memory:
         lines.append(f"  peak RSS MB  {'  '.join(memory)}")
+    if s.get("mode") == "log":
+        from services.bench.log_bench import report_lines
+
+        lines += report_lines(s)
     if "raw_fsync_p50_ms" in s:
         lines.append(
             f"  raw fsync    p50 {s['raw_fsync_p50_ms']:.2f} ms  p99 {s['raw_fsync_p99_ms']:.2f} ms"

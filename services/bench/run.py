@@ -70,6 +70,7 @@ from services.errors import NotEnoughBookies, QuireError, invariant
 
 if TYPE_CHECKING:  # imported when a local cluster starts: most runs use a remote gateway
     from services.cluster.local import LocalCluster
+    from services.cluster.processes import ServiceProcess
 
 
 def free_port_block(count: int, host: str = "127.0.0.1") -> int:
@@ -98,7 +99,8 @@ def start_local_cluster(config: BenchConfig, data_dir: Path) -> LocalCluster:
         UpConfig(
             data_dir=data_dir,
             bookies=config.bookies,
-            gateway_port=free_port_block(config.bookies + 1),
+            # The port after the bookies' is --handover's second gateway (no auditor here).
+            gateway_port=free_port_block(config.bookies + 2),
             zk_port=free_port(),
             zk_root="/quire-bench",
             without=frozenset({"auditor", "replicator"}),
@@ -117,6 +119,18 @@ def start_local_cluster(config: BenchConfig, data_dir: Path) -> LocalCluster:
         cluster.stop()
         raise BenchError("the local cluster has no gateway (is gateway/__main__.py there?)")
     return cluster
+
+
+def _second_gateway(cluster: LocalCluster, config: BenchConfig) -> ServiceProcess:
+    """``--handover``'s second gateway, on the port after the bookies'."""
+    from services.cluster.config import ClusterError
+
+    note("quire bench: starting a second gateway for --handover")
+    try:
+        return cluster.add_service("gateway-2", "gateway", cluster.config.gateway_port
+                                   + config.bookies + 1)  # fmt: skip
+    except ClusterError as exc:
+        raise BenchError(str(exc)) from None
 
 
 # -- ledgers ------------------------------------------------------------------
@@ -204,6 +218,15 @@ def run(config: BenchConfig) -> dict:
         else:
             gateway_pid = _local_gateway_pid(url)
             bookie_pids = []
+        if config.log:
+            from services.bench.log_bench import run_log
+
+            second = config.second_gateway
+            if cluster is not None and config.handover:
+                second = _second_gateway(cluster, config).url
+            result = run_log(config, url, second, gateway_pid, bookie_pids)
+            result.update(fsync)
+            return result
         note(f"quire bench: creating {config.ledgers} ledger(s) on {url}")
         ledger_ids = create_ledgers(config, url)
         result = measure(config, url, ledger_ids, gateway_pid, bookie_pids)
@@ -238,8 +261,10 @@ def measure(
     ledger_ids: list[int],
     gateway_pid: int | None,
     bookie_pids: list[int],
+    extra_spec: dict | None = None,
 ) -> dict:
-    """Run the load processes and sample the services over the counted window."""
+    """Run the load processes and sample the services over the counted window
+    (``extra_spec`` goes into every load process's spec: ``--log``'s log)."""
     gateway = Sampler(gateway_pid) if gateway_pid else None
     bookies = [Sampler(pid) for pid in bookie_pids]
     for sampler in [gateway, *bookies]:
@@ -250,7 +275,10 @@ def measure(
     progress = Progress()
     profiler = None
     try:
-        loads.start(load_specs(config, url, ledger_ids, start_at))
+        specs = load_specs(config, url, ledger_ids, start_at)
+        for spec in specs:
+            spec.update(extra_spec or {})
+        loads.start(specs)
         count_from = start_at + config.warmup_s
         count_to = count_from + config.duration_s
 

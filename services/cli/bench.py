@@ -75,6 +75,38 @@ def bench_command(
         ),
     ] = None,
     py_spy: Annotated[str, typer.Option(help="the py-spy executable for --profile")] = "py-spy",
+    log: Annotated[
+        bool,
+        typer.Option(
+            "--log",
+            help="append to a fresh log (the gateway takes its writer role) instead of "
+            "adding to ledgers",
+        ),
+    ] = False,
+    roll_every_s: Annotated[
+        float, typer.Option(min=0.0, help="with --log: roll the log every this many s (0: never)")
+    ] = 5.0,
+    idempotency_keys: Annotated[
+        bool,
+        typer.Option(
+            "--idempotency-keys", help="with --log: a unique Idempotency-Key on every request"
+        ),
+    ] = False,
+    handover: Annotated[
+        bool,
+        typer.Option(
+            "--handover",
+            help="with --log: then time writer hand-overs to a second gateway (with --local "
+            "one more is started) while the first is busy",
+        ),
+    ] = False,
+    handover_reps: Annotated[
+        int, typer.Option(min=1, max=1000, help="hand-overs timed with --handover")
+    ] = 5,
+    second_gateway: Annotated[
+        str | None,
+        typer.Option(show_default=False, help="--handover's second gateway without --local"),
+    ] = None,
 ) -> None:
     """Measure add throughput and latency through a gateway (like BookKeeper's
     'benchmark writes').
@@ -88,6 +120,12 @@ def bench_command(
     one JSON object of all that. The ledgers are deleted afterwards
     (--keep-ledgers keeps them); --local removes its whole cluster, also on
     Ctrl-C.
+
+    --log appends records to one fresh log instead (rolled every
+    --roll-every-s, with --idempotency-keys a unique key per request) and adds
+    the rolls and, with --handover, the writer hand-over time (from POST
+    /writer on the other gateway to its first acknowledged append; median and
+    max of --handover-reps) to the report and the JSON line.
     """
     from services.bench.config import BenchConfig
     from services.bench.run import main
@@ -116,6 +154,12 @@ def bench_command(
         keep=keep,
         profile=profile,
         py_spy=py_spy,
+        log=log,
+        roll_every_s=roll_every_s,
+        idempotency_keys=idempotency_keys,
+        handover=handover,
+        handover_reps=handover_reps,
+        second_gateway=second_gateway.rstrip("/") if second_gateway else None,
     )
     code = main(config)
     if code:

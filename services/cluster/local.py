@@ -110,9 +110,7 @@ class LocalCluster:
         cfg = self.config
         if not 1 <= cfg.bookies <= BOOKIES_MAX:
             raise ClusterError(f"--bookies must be between 1 and {BOOKIES_MAX}, got {cfg.bookies}")
-        common = ["--zk", self.zk_connect, "--zk-root", cfg.zk_root]
-        if cfg.zk_session_timeout is not None:
-            common += ["--zk-session-timeout", str(cfg.zk_session_timeout)]
+        common = self._common_args()
         planned = [
             Planned(
                 f"bookie-{i}",
@@ -137,6 +135,12 @@ class LocalCluster:
                     "pick a lower --gateway-port"
                 )
         return planned
+
+    def _common_args(self) -> list[str]:
+        args = ["--zk", self.zk_connect, "--zk-root", self.config.zk_root]
+        if self.config.zk_session_timeout is not None:
+            args += ["--zk-session-timeout", str(self.config.zk_session_timeout)]
+        return args
 
     # -- start --------------------------------------------------------------
 
@@ -164,6 +168,12 @@ class LocalCluster:
         self._start_group(bookies)
         for item in others:
             self._start_group([item])
+
+    def add_service(self, name: str, module: str, port: int) -> ServiceProcess:
+        """Start one more service of the started cluster (``quire bench --handover``'s
+        second gateway) and wait until it is healthy; ``stop()`` stops it with the rest."""
+        self._start_group([Planned(name, module, port, self._common_args())])
+        return self.services[-1]
 
     def _check_ports(self, planned: Sequence[Planned]) -> None:
         host = self.config.host
