@@ -272,8 +272,8 @@ async def no_such_log_route(rest: str, request: Request) -> None:
     name = unquote(raw_name)
     if "/" in name or not name:
         check_log_name(name)  # raises
-    for route in request.app.router.routes:
-        if route.endpoint is not no_such_log_route and isinstance(route, APIRoute):
+    for route in router.routes:
+        if isinstance(route, APIRoute) and route.endpoint is not no_such_log_route:
             match, _ = route.matches(request.scope)
             if match is Match.PARTIAL:
                 raise MethodNotAllowed("method not allowed on this route")
