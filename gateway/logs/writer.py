@@ -71,6 +71,8 @@ SETTLE_POLL_FIRST_S = 0.01
 SETTLE_POLL_MAX_S = 0.2
 # A window rebuild reads the metadata of the log's last ledgers this many at a time.
 TAIL_METADATA_BATCH = 16
+# The log's znode watch is set again this long after ZooKeeper failed to set it.
+WATCH_RETRY_S = 1.0
 # A failed window rebuild is tried again, backing off from the first delay.
 REBUILD_ATTEMPTS_MAX = 6
 REBUILD_RETRY_FIRST_S = 0.2
@@ -243,7 +245,9 @@ class LogWriter:
             except LogNotFound:
                 self._lose(f"log {self.name} was deleted")
             except QuireError:
-                return  # ZooKeeper trouble: the fence on our ledger still tells
+                # ZooKeeper trouble: the fence on our ledger still tells; watch again soon.
+                await asyncio.sleep(WATCH_RETRY_S)
+                continue
             if self.lost is None:
                 await changed.wait()
 
