@@ -14,10 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from services.limits import (
     BATCH_ENTRIES_MAX,
     BODY_SIZE_MAX_BYTES,
-    STORED_ENTRY_SIZE_MAX_BYTES,
     ID_MAX,
     LAC_BATCH_MAX,
     STORED_BATCH_MAX,
+    STORED_ENTRY_SIZE_MAX_BYTES,
     STORED_RUNS_MAX,
     STORED_SAMPLE_ENTRIES_MAX,
 )

@@ -82,8 +82,11 @@ async def read(
             start = page.next
 
 
-async def _ledger(gw: Gateway, ledger_id: int) -> _Ledger | None:
-    runner = gw.handles.live(ledger_id)
+async def _ledger(gw: Gateway, ledger_id: int, last: bool) -> _Ledger | None:
+    """The readable part of a listed ledger. This gateway's write handle tells only for
+    the log's LAST ledger: a handle on an earlier one may be stale (a new writer fenced
+    and closed it; its metadata says where it ends)."""
+    runner = gw.handles.live(ledger_id) if last else None
     if runner is not None:
         return _Ledger(runner.handle.metadata, runner.lac, False)
     try:
@@ -91,7 +94,8 @@ async def _ledger(gw: Gateway, ledger_id: int) -> _Ledger | None:
     except LedgerNotFound:
         return None  # truncated or deleted meanwhile
     if metadata.state is LedgerState.CLOSED:
-        return _Ledger(metadata, metadata.last_entry_id or -1, True)
+        end = metadata.last_entry_id
+        return _Ledger(metadata, end if end is not None else -1, True)
     return _Ledger(metadata, await reads.bookies_lac(gw.ctx, metadata), False)
 
 
@@ -116,7 +120,7 @@ async def _read_once(
     page.next = start
     position = start
     while True:
-        ledger = await _ledger(gw, position.ledger_id)
+        ledger = await _ledger(gw, position.ledger_id, index == len(log.ledgers) - 1)
         if ledger is None:
             page.caught_up = True
             return page, None

@@ -57,6 +57,7 @@ from services.protocol import log_writer as lw
 from services.protocol.logs import Position
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.reads import digest_key
+from services.zk import paths as zkpaths
 from services.zk.log_store import LogStore
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,8 @@ SETTLE_POLL_FIRST_S = 0.01
 SETTLE_POLL_MAX_S = 0.2
 # A window rebuild reads the metadata of the log's last ledgers this many at a time.
 TAIL_METADATA_BATCH = 16
+# The log's znode watch is set again this long after ZooKeeper failed to set it.
+WATCH_RETRY_S = 1.0
 # A failed window rebuild is tried again, backing off from the first delay.
 REBUILD_ATTEMPTS_MAX = 6
 REBUILD_RETRY_FIRST_S = 0.2
@@ -116,6 +119,7 @@ class LogWriter:
         self._dedup_hits = metrics.log_dedup_hits.labels(self.name)
         self._latency = metrics.log_append_latency
         self._arm_age_roll()
+        self._spawn(self._watch_log())
 
     @property
     def gateway_id(self) -> str:
@@ -225,6 +229,27 @@ class LogWriter:
         writer = current.log.writer
         holder = f"{writer.gateway} at epoch {writer.epoch}" if writer else "nobody"
         self._lose(f"another writer took log {self.name} (now: {holder})")
+
+    async def _watch_log(self) -> None:
+        """Learn early that the log was deleted or taken: one-shot watches on its znode,
+        re-armed while the role is held. (The fence on our ledger stays the rule; this
+        covers a log deleted elsewhere, whose ledgers' bookies forget the fence.)"""
+        changed = asyncio.Event()
+        while self.lost is None:
+            changed.clear()
+            try:
+                await self.logs.store.exists_once(zkpaths.log(self.name), changed.set)
+                current = (await self.logs.get(self.name)).log
+                if not current.held_by(self.gateway_id, self.epoch):
+                    self._lose(f"another writer took log {self.name}")
+            except LogNotFound:
+                self._lose(f"log {self.name} was deleted")
+            except QuireError:
+                # ZooKeeper trouble: the fence on our ledger still tells; watch again soon.
+                await asyncio.sleep(WATCH_RETRY_S)
+                continue
+            if self.lost is None:
+                await changed.wait()
 
     def _check_role(self) -> None:
         if self.lost is not None:

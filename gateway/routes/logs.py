@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import unquote
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
+from starlette.routing import Match
 
 from gateway.json_input import parse_json
 from gateway.logs import operations as log_ops
@@ -21,10 +24,12 @@ from gateway.logs.schemas import (
     WriterTaken,
     position_json,
 )
+from gateway.logs.writer import LogWriter
 from gateway.routes.deps import GatewayDep, canonical_integer_queries
 from gateway.routes.ledgers import decode_batch
 from gateway.schemas import ADD_BODY
-from services.errors import InvalidArgument, PayloadTooLarge
+from gateway.service import Gateway
+from services.errors import InvalidArgument, MethodNotAllowed, NotFound, NotWriter, PayloadTooLarge
 from services.limits import (
     BODY_SIZE_MAX_BYTES,
     ENTRY_SIZE_MAX_BYTES,
@@ -72,6 +77,22 @@ IdempotencyKey = Annotated[
 
 def _name(name: str) -> str:
     return check_log_name(name)
+
+
+async def _not_writer(gw: Gateway, name: str, exc: NotWriter) -> NotWriter:
+    """``exc``, unless the log does not exist (any more): then 404 ``log_not_found`` is
+    raised (API.md: an unknown log is 404 on every route)."""
+    await log_ops.get(gw, name)
+    return exc
+
+
+async def _writer(gw: Gateway, name: str) -> LogWriter:
+    """This gateway's writer of log ``name``: 409 ``not_writer`` when it is not (or no
+    longer) the writer, 404 when the log does not exist."""
+    try:
+        return gw.logs.writer_or_409(name)
+    except NotWriter as exc:
+        raise await _not_writer(gw, name, exc) from None
 
 
 @router.put(
@@ -177,8 +198,11 @@ async def append_records(
         if len(raw) > ENTRY_SIZE_MAX_BYTES:
             raise PayloadTooLarge(f"record of {len(raw)} bytes over {ENTRY_SIZE_MAX_BYTES}")
         payloads = (raw,)
-    writer = gw.logs.writer_or_409(name)
-    result = await writer.append(payloads, key)
+    writer = await _writer(gw, name)
+    try:
+        result = await writer.append(payloads, key)
+    except NotWriter as exc:
+        raise await _not_writer(gw, name, exc) from None
     first = position_json(result.first.ledger_id, result.first.entry_id)
     last = position_json(result.last.ledger_id, result.last.entry_id)
     if batch:
@@ -193,8 +217,11 @@ async def append_records(
     responses=errors(400, 401, 404, 409, 503),
 )
 async def roll_log(name: str, gw: GatewayDep) -> dict[str, int]:
-    writer = gw.logs.writer_or_409(_name(name))
-    return {"ledger_id": await writer.roll()}
+    writer = await _writer(gw, _name(name))
+    try:
+        return {"ledger_id": await writer.roll()}
+    except NotWriter as exc:
+        raise await _not_writer(gw, name, exc) from None
 
 
 @router.post(
@@ -208,8 +235,9 @@ async def truncate_log(
     gw: GatewayDep,
     before: Annotated[str, Query(description="LID:EID")],
 ) -> dict[str, Any]:
+    _name(name)
     position = Position.parse(before, "before")
-    return (await log_ops.truncate(gw, _name(name), position)).to_api()
+    return (await log_ops.truncate(gw, name, position)).to_api()
 
 
 @router.get(
@@ -225,8 +253,28 @@ async def read_records(
     limit: Annotated[int, Query(ge=1, description="clamped to 1000")] = LIST_LIMIT_MAX,
     wait_ms: Annotated[int, Query(ge=0, description="clamped to 30000")] = 0,
 ) -> dict[str, Any]:
+    _name(name)
     start = Position.parse(first, "from") if first is not None else None
     page = await log_reads.read(
-        gw, _name(name), start, min(limit, LIST_LIMIT_MAX), min(wait_ms, LAC_WAIT_MAX_MS)
+        gw, name, start, min(limit, LIST_LIMIT_MAX), min(wait_ms, LAC_WAIT_MAX_MS)
     )
     return page.to_api()
+
+
+@router.api_route("/{rest:path}", methods=["GET", "PUT", "POST", "DELETE"], include_in_schema=False)
+async def no_such_log_route(rest: str, request: Request) -> None:
+    """What no route above matched: a name that is not one path segment (empty, or with
+    an encoded slash) is 400 like any bad name; else the usual 404 / 405."""
+    raw = request.scope.get("raw_path") or request.url.path.encode()
+    raw_rest = raw.decode("ascii", "replace").split("?", 1)[0]
+    prefix = router.prefix + "/"
+    raw_name = raw_rest[len(prefix) :].split("/", 1)[0] if raw_rest.startswith(prefix) else ""
+    name = unquote(raw_name)
+    if "/" in name or not name:
+        check_log_name(name)  # raises
+    for route in router.routes:
+        if isinstance(route, APIRoute) and route.endpoint is not no_such_log_route:
+            match, _ = route.matches(request.scope)
+            if match is Match.PARTIAL:
+                raise MethodNotAllowed("method not allowed on this route")
+    raise NotFound("no such route")

@@ -35,6 +35,9 @@ from services.protocol import quorum
 FORMAT_VERSION = 1
 LOG_NAME_MAX_CHARS = 200
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
+# A canonical decimal id (like ids in URLs, gateway/routes/deps.py): no sign, no leading
+# zero, at most 19 digits; so one position has exactly one text form.
+_ID = re.compile(r"0|[1-9][0-9]{0,18}")
 # A log's list of ledgers is one znode body (ZooKeeper's 1 MiB limit): at most this
 # many ledgers. A roll past it is refused (truncate first); a writer hand-over is too.
 LOG_LEDGERS_MAX = 20_000
@@ -65,9 +68,10 @@ class Position:
 
     @classmethod
     def parse(cls, text: str, what: str = "position") -> Position:
-        """``LID:EID`` (non-negative decimal integers) → Position; ``InvalidArgument``."""
+        """``LID:EID`` (canonical non-negative decimal integers: no sign, no leading
+        zero) → Position; ``InvalidArgument``."""
         parts = text.split(":") if isinstance(text, str) else []
-        if len(parts) != 2 or not all(p.isascii() and p.isdigit() and len(p) <= 19 for p in parts):
+        if len(parts) != 2 or not all(_ID.fullmatch(p) for p in parts):
             raise InvalidArgument(f"{what} must be LID:EID (two non-negative integers)")
         ledger_id, entry_id = int(parts[0]), int(parts[1])
         if ledger_id > ID_MAX or entry_id > ID_MAX:

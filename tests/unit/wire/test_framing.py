@@ -12,8 +12,8 @@ from services.wire.digest import record_ok, seal
 from services.wire.framing import (
     BATCH_ENTRIES_MAX,
     DIGEST_LENGTHS,
-    STORED_ENTRY_SIZE_MAX_BYTES,
     HEADER,
+    STORED_ENTRY_SIZE_MAX_BYTES,
     Record,
     decode,
     encode,
@@ -80,7 +80,8 @@ def test_round_trip_extremes():
 
 
 def test_entry_of_exactly_the_limit_is_accepted():
-    """A payload of exactly STORED_ENTRY_SIZE_MAX_BYTES (5 MiB and a log envelope) parses; the limit is inclusive."""
+    """A payload of exactly STORED_ENTRY_SIZE_MAX_BYTES (5 MiB and a log envelope) parses;
+    the limit is inclusive."""
     big = rec(payload=b"x" * STORED_ENTRY_SIZE_MAX_BYTES)
     assert decode(encode([big])) == [big]
 

@@ -1,0 +1,144 @@
+"""The idempotency window (gateway/logs/dedup.py): claim, settle, in-flight waiters,
+expiry by time and count, reused keys, and the tail scan's stopping rules."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway.logs import dedup
+from gateway.logs.dedup import Appended, DedupWindow, scan_tail
+from services.errors import IdempotencyKeyReused
+from services.protocol import log_records as lr
+from services.protocol.logs import Position
+
+D1, D2 = lr.records_digest([b"1"]), lr.records_digest([b"2"])
+
+
+def appended(lid: int, eid: int, digest: bytes = D1, at_ms: int = 1000) -> Appended:
+    return Appended(Position(lid, eid), Position(lid, eid), digest, at_ms)
+
+
+def run(coro):  # type: ignore[no-untyped-def]
+    return asyncio.run(coro)
+
+
+def test_claim_settle_then_hit_and_reuse() -> None:
+    """First claim appends (None); settled, the same key and digest is a hit; another
+    digest is idempotency_key_reused."""
+
+    async def body() -> None:
+        w = DedupWindow(60_000, 10)
+        assert await w.claim("k", D1, 1000) is None
+        w.settle("k", appended(1, 0), 1000)
+        assert await w.claim("k", D1, 2000) == appended(1, 0)
+        with pytest.raises(IdempotencyKeyReused):
+            await w.claim("k", D2, 2000)
+
+    run(body())
+
+
+def test_in_flight_waiter_gets_the_first_answer_or_takes_over() -> None:
+    """A retry while the first append is in flight waits: success answers it; failure
+    lets the retry claim the key. Another digest is refused at once."""
+
+    async def body() -> None:
+        w = DedupWindow(60_000, 10)
+        assert await w.claim("k", D1, 0) is None
+        waiter = asyncio.ensure_future(w.claim("k", D1, 0))
+        await asyncio.sleep(0)
+        assert not waiter.done()
+        with pytest.raises(IdempotencyKeyReused):
+            await w.claim("k", D2, 0)
+        w.settle("k", appended(1, 0, at_ms=0), 0)
+        assert await waiter == appended(1, 0, at_ms=0)
+
+        assert await w.claim("j", D1, 0) is None
+        retry = asyncio.ensure_future(w.claim("j", D1, 0))
+        await asyncio.sleep(0)
+        w.settle("j", None, 0)  # the first attempt failed
+        assert await retry is None  # the retry now owns the key
+        assert len(w) == 1
+
+    run(body())
+
+
+def test_expiry_by_time_and_by_count() -> None:
+    """Keys older than the window, and the oldest beyond keys_max, are forgotten."""
+
+    async def body() -> None:
+        w = DedupWindow(1000, 2)
+        w.remember("a", appended(1, 0, at_ms=0), 0)
+        w.remember("b", appended(1, 1, at_ms=500), 500)
+        assert len(w) == 2
+        w.remember("c", appended(1, 2, at_ms=600), 600)  # count: "a" goes
+        assert len(w) == 2
+        assert await w.claim("a", D2, 600) is None  # forgotten: no reuse error
+        w.settle("a", None, 600)
+        assert await w.claim("b", D1, 1500) == appended(1, 1, at_ms=500)
+        assert await w.claim("b", D2, 1501) is None  # expired by time
+        w.settle("b", None, 1501)
+
+    run(body())
+
+
+def test_load_merges_in_time_order_known_keys_win() -> None:
+    async def body() -> None:
+        w = DedupWindow(10_000, 10)
+        w.remember("mine", appended(5, 0, at_ms=900), 900)
+        w.load([("old", appended(1, 0, at_ms=100)), ("mine", appended(4, 4, at_ms=50))], 1000)
+        assert await w.claim("mine", D1, 1000) == appended(5, 0, at_ms=900)
+        assert await w.claim("old", D1, 1000) == appended(1, 0, at_ms=100)
+
+    run(body())
+
+
+class Pages:
+    """A fake log: ledgers of enveloped entries; counts the pages read."""
+
+    def __init__(self, ledgers: dict[int, list[bytes]]) -> None:
+        self.ledgers = ledgers
+        self.reads: list[tuple[int, int, int]] = []
+
+    async def __call__(self, lid: int, first: int, last: int) -> list[tuple[int, bytes]]:
+        self.reads.append((lid, first, last))
+        return [(i, self.ledgers[lid][i]) for i in range(first, last + 1)]
+
+
+def keyed(key: str, payloads: list[bytes], at_ms: int) -> list[bytes]:
+    return list(lr.encode(payloads, at_ms, key, lr.records_digest(payloads)))
+
+
+def test_scan_tail_finds_whole_keyed_appends_oldest_first() -> None:
+    """Keys across ledgers in log order, with the positions of whole batches; unkeyed
+    appends and foreign entries skipped; a batch cut short at a ledger's end is not."""
+    l1 = keyed("a", [b"x"], 1000) + list(lr.encode([b"n"], 1000)) + [b"foreign"]
+    l2 = keyed("b", [b"p", b"q"], 1001) + keyed("cut", [b"r", b"s"], 1002)[:1]
+    pages = Pages({1: l1, 2: l2})
+    found = run(scan_tail([(1, 2), (2, 2)], pages, 2000, 60_000, 100))
+    assert [k for k, _ in found] == ["a", "b"]
+    assert found[0][1] == Appended(Position(1, 0), Position(1, 0), lr.records_digest([b"x"]), 1000)
+    assert found[1][1].first == Position(2, 0) and found[1][1].last == Position(2, 1)
+
+
+def test_scan_tail_stops_at_an_old_append() -> None:
+    """Reading backwards, the first head older than the window (and clock skew) stops
+    the scan: nothing older is read."""
+    old = keyed("old", [b"o"], 0)
+    new = keyed("new", [b"n"], 100_000)
+    pages = Pages({1: old, 2: [*old, *new]})
+    found = run(scan_tail([(1, 0), (2, 1)], pages, 100_000, 10_000, 100, page_entries=1))
+    assert [k for k, _ in found] == ["new"]
+    assert all(lid == 2 for lid, _, _ in pages.reads)
+
+
+def test_scan_tail_stops_after_keys_max_and_entries_max(monkeypatch: pytest.MonkeyPatch) -> None:
+    entries = [e for i in range(10) for e in keyed(f"k{i}", [b"."], 5000)]
+    found = run(scan_tail([(1, 9)], Pages({1: entries}), 5000, 60_000, 3, page_entries=2))
+    assert [k for k, _ in found] == ["k6", "k7", "k8", "k9"]  # a page past keys_max
+    monkeypatch.setattr(dedup, "REBUILD_ENTRIES_MAX", 4)
+    pages = Pages({1: entries})
+    found = run(scan_tail([(1, 9)], pages, 5000, 60_000, 100, page_entries=2))
+    assert [k for k, _ in found] == ["k6", "k7", "k8", "k9"]
+    assert len(pages.reads) == 2

@@ -1,0 +1,98 @@
+"""The record envelope (services/protocol/log_records.py): round trips, batches, foreign
+entries, batch visibility and the size bound."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.errors import InvalidArgument, InvariantViolation
+from services.limits import ENTRY_SIZE_MAX_BYTES, STORED_ENTRY_SIZE_MAX_BYTES
+from services.protocol import log_records as lr
+
+
+def test_single_record_round_trip_without_key() -> None:
+    """One record: its head carries the time, count 1, no key; data comes back exactly."""
+    (entry,) = lr.encode([b"hello"], 1234)
+    record = lr.decode(entry)
+    assert record.data == b"hello" and record.remaining == 0
+    assert record.head == lr.Head(1234, 1, None, None)
+    assert len(entry) == lr.envelope_size(1, None) + 5
+
+
+def test_batch_round_trip_with_key() -> None:
+    """A batch: the head says the count, key and digest; every entry says how many of
+    its request follow; payloads (empty ones too) come back in order."""
+    payloads = [b"a", b"", b"ccc"]
+    digest = lr.records_digest(payloads)
+    entries = lr.encode(payloads, 99, "key-1", digest)
+    decoded = [lr.decode(e) for e in entries]
+    assert [r.data for r in decoded] == payloads
+    assert [r.remaining for r in decoded] == [2, 1, 0]
+    assert decoded[0].head == lr.Head(99, 3, "key-1", digest)
+    assert decoded[1].head is None and decoded[2].head is None
+    assert sum(map(len, entries)) == lr.envelope_size(3, "key-1") + 4
+
+
+@pytest.mark.parametrize(
+    "entry", [b"", b"plain data", bytes([lr.MAGIC]), bytes([lr.MAGIC, 7, 0, 0, 0, 0]),
+              bytes([lr.MAGIC, lr.KIND_HEAD, 0, 0, 0, 0, 1, 2])],
+)  # fmt: skip
+def test_an_entry_without_an_envelope_is_one_record(entry: bytes) -> None:
+    """Entries not written by the log layer (or cut short) decode as one whole record."""
+    record = lr.decode(entry)
+    assert record == lr.Record(entry, 0, None)
+
+
+def test_a_head_with_a_key_cut_short_is_one_record() -> None:
+    """A head whose key and digest do not fit the entry is not an envelope."""
+    (entry,) = lr.encode([b""], 1, "k" * 10, bytes(16))
+    cut = entry[:-3]
+    assert lr.decode(cut) == lr.Record(cut, 0, None)
+
+
+def test_visible_only_once_the_whole_batch_is() -> None:
+    """An entry shows when entry_id + remaining <= end (batches are atomic)."""
+    entries = lr.encode([b"0", b"1", b"2"], 5)
+    records = [lr.decode(e) for e in entries]
+    assert not any(lr.visible(i, r, 1) for i, r in enumerate(records[:2]))
+    assert all(lr.visible(i, r, 2) for i, r in enumerate(records))
+    plain = lr.decode(b"x")
+    assert lr.visible(4, plain, 4) and not lr.visible(4, plain, 3)
+
+
+def test_digest_is_the_records_in_order() -> None:
+    """Same records, same digest (a raw single and a batch of one alike); order and
+    boundaries matter."""
+    assert lr.records_digest([b"ab"]) == lr.records_digest([b"ab"])
+    assert lr.records_digest([b"a", b"b"]) != lr.records_digest([b"b", b"a"])
+    assert lr.records_digest([b"a", b"b"]) != lr.records_digest([b"ab"])
+    assert len(lr.records_digest([b""])) == lr.DIGEST_BYTES
+
+
+@pytest.mark.parametrize("key", ["a", "k" * 128, " ~!", "Z-9_."])
+def test_valid_keys(key: str) -> None:
+    assert lr.check_key(key) == key
+
+
+@pytest.mark.parametrize("key", ["", "k" * 129, "é", "a\tb", "a\x7f", "\x00"])
+def test_invalid_keys(key: str) -> None:
+    """Keys are 1-128 printable ASCII characters."""
+    with pytest.raises(InvalidArgument):
+        lr.check_key(key)
+
+
+def test_envelope_bound_keeps_stored_entries_in_their_limit() -> None:
+    """The largest header (a head with a 128-character key) is at most 256 bytes, so a
+    5 MiB record in its envelope fits STORED_ENTRY_SIZE_MAX_BYTES."""
+    assert lr.ENVELOPE_MAX_BYTES <= 256
+    (entry,) = lr.encode([b"x" * ENTRY_SIZE_MAX_BYTES], 1, "k" * 128, bytes(16))
+    assert len(entry) == ENTRY_SIZE_MAX_BYTES + lr.ENVELOPE_MAX_BYTES
+    assert len(entry) <= STORED_ENTRY_SIZE_MAX_BYTES
+
+
+def test_encode_invariants() -> None:
+    """At least one record; a key goes with a digest."""
+    with pytest.raises(InvariantViolation):
+        lr.encode([], 1)
+    with pytest.raises(InvariantViolation):
+        lr.encode([b"a"], 1, "k", None)

@@ -1,0 +1,244 @@
+"""AcquireWriter and RollLog as pure operations (services/protocol/log_writer.py):
+every path, driven event by event."""
+
+from __future__ import annotations
+
+from random import Random
+
+import pytest
+
+from services.errors import (
+    InvalidArgument,
+    InvariantViolation,
+    LogNotFound,
+    MetadataConflict,
+    MetadataUnavailable,
+    NotWriter,
+)
+from services.protocol import log_writer as lw
+from services.protocol.logs import LOG_LEDGERS_MAX, LogMetadata, LogWriter
+
+ME = "me:1"
+CREATE = lw.CreateLedger(3, 2, 2)
+
+
+def acquire(attempts_max: int = lw.ATTEMPTS_MAX) -> lw.AcquireWriter:
+    op = lw.AcquireWriter("log", ME, Random(1), attempts_max)
+    assert op.start() == [lw.ReadLog("log")]
+    return op
+
+
+def test_acquire_on_an_empty_log_fences_nothing() -> None:
+    """Empty list: no fence; create a ledger; CAS it in with epoch 1; Acquired."""
+    op = acquire()
+    assert op.handle(lw.LogRead(LogMetadata("log"), 0)) == [CREATE]
+    (write,) = op.handle(lw.LedgerCreated(7))
+    assert isinstance(write, lw.WriteLog) and write.version == 0
+    assert write.log.ledgers == (7,) and write.log.writer == LogWriter(ME, 1)
+    (done,) = op.handle(lw.LogWritten(1))
+    assert done == lw.Acquired(write.log, 1, 7, 1) and op.done
+    with pytest.raises(InvariantViolation):
+        op.handle(lw.LogWritten(2))
+
+
+def test_acquire_fences_the_last_two_ledgers_first() -> None:
+    """A list of three: recover the last two, then create, then CAS at the next epoch."""
+    op = acquire()
+    log = LogMetadata("log", ledgers=(1, 2, 3), writer=LogWriter("old:1", 4), epoch=4)
+    effects = op.handle(lw.LogRead(log, 9))
+    assert effects == [lw.RecoverLedgers((2, 3))] and lw.fenced_ledgers(effects) == (2, 3)
+    assert op.handle(lw.LedgersRecovered()) == [CREATE]
+    (write,) = op.handle(lw.LedgerCreated(8))
+    assert isinstance(write, lw.WriteLog) and write.version == 9
+    assert write.log.ledgers == (1, 2, 3, 8) and write.log.writer == LogWriter(ME, 5)
+    (done,) = op.handle(lw.LogWritten(10))
+    assert isinstance(done, lw.Acquired) and done.epoch == 5 and done.ledger_id == 8
+
+
+def test_acquire_conflict_backs_off_reuses_its_ledger_and_is_bounded() -> None:
+    """A CAS conflict waits (back-off), re-reads and fences the new last two, reusing the
+    ledger it created; after attempts_max conflicts: metadata_conflict, and the
+    created ledger is deleted."""
+    op = acquire(attempts_max=3)
+    op.handle(lw.LogRead(LogMetadata("log", ledgers=(1,)), 0))
+    op.handle(lw.LedgersRecovered())
+    op.handle(lw.LedgerCreated(5))
+    (wait,) = op.handle(lw.LogConflict())
+    assert isinstance(wait, lw.Wait) and lw.BACKOFF_FIRST_MS // 2 <= wait.ms <= lw.BACKOFF_MAX_MS
+    assert op.handle(lw.Waited()) == [lw.ReadLog("log")]
+    moved = LogMetadata("log", ledgers=(1, 2), writer=LogWriter("x:1", 1), epoch=1)
+    assert op.handle(lw.LogRead(moved, 1)) == [lw.RecoverLedgers((1, 2))]
+    (write,) = op.handle(lw.LedgersRecovered())  # no second CreateLedger
+    assert isinstance(write, lw.WriteLog) and write.log.ledgers == (1, 2, 5)
+    assert write.log.writer == LogWriter(ME, 2)
+    assert isinstance(op.handle(lw.LogConflict())[0], lw.Wait)
+    effects = op.handle(lw.LogConflict())
+    assert effects[0] == lw.DeleteLedger(5)
+    assert isinstance(effects[1], lw.Failed) and effects[1].error is MetadataConflict
+    assert op.done
+
+
+def test_backoff_doubles_and_is_capped() -> None:
+    rng = Random(3)
+    for attempt in range(1, 20):
+        ceiling = min(lw.BACKOFF_MAX_MS, lw.BACKOFF_FIRST_MS << attempt)
+        assert ceiling // 2 <= lw.backoff_ms(attempt, rng) <= ceiling
+
+
+def _to_unknown(op: lw.AcquireWriter) -> LogMetadata:
+    op.handle(lw.LogRead(LogMetadata("log", ledgers=(1,)), 0))
+    op.handle(lw.LedgersRecovered())
+    (write,) = op.handle(lw.LedgerCreated(5))
+    assert isinstance(write, lw.WriteLog)
+    assert op.handle(lw.LogWriteUnknown()) == [lw.ReadLog("log")]
+    return write.log
+
+
+def test_acquire_unknown_cas_that_landed_is_acquired() -> None:
+    """The CAS answer was lost; the re-read shows our ledger and our role: Acquired."""
+    op = acquire()
+    intended = _to_unknown(op)
+    (done,) = op.handle(lw.LogRead(intended, 4))
+    assert done == lw.Acquired(intended, 4, 5, 1)
+
+
+def test_acquire_unknown_cas_landed_but_role_taken_keeps_the_ledger() -> None:
+    """Our ledger is listed but another writer took the role since: not_writer, and the
+    ledger is NOT deleted (the log lists it)."""
+    op = acquire()
+    intended = _to_unknown(op)
+    taken = intended.with_new_writer("other:1", 6)
+    effects = op.handle(lw.LogRead(taken, 5))
+    assert len(effects) == 1 and isinstance(effects[0], lw.Failed)
+    assert effects[0].error is NotWriter
+
+
+def test_acquire_unknown_cas_that_did_not_land_retries() -> None:
+    """The re-read does not list our ledger: an attempt like a conflict (back-off)."""
+    op = acquire()
+    _to_unknown(op)
+    (wait,) = op.handle(lw.LogRead(LogMetadata("log", ledgers=(1,)), 0))
+    assert isinstance(wait, lw.Wait)
+
+
+def test_acquire_read_failing_while_checking_keeps_the_ledger() -> None:
+    """A read that fails while checking an unknown CAS: the error, ledger kept (it may
+    be listed); a failure before any CAS deletes it."""
+    op = acquire()
+    _to_unknown(op)
+    effects = op.handle(lw.StepFailed(MetadataUnavailable, "zk"))
+    assert effects == [lw.Failed(MetadataUnavailable, "zk")]
+    op = acquire()
+    op.handle(lw.LogRead(LogMetadata("log"), 0))
+    op.handle(lw.LedgerCreated(5))
+    effects = op.handle(lw.StepFailed(MetadataUnavailable, "zk"))
+    assert effects == [lw.DeleteLedger(5), lw.Failed(MetadataUnavailable, "zk")]
+
+
+def test_acquire_on_a_missing_or_deleted_log() -> None:
+    """No log: log_not_found; deleted between attempts: our ledger deleted too."""
+    op = acquire()
+    assert op.handle(lw.LogRead(None, -1)) == [lw.Failed(LogNotFound, "no log 'log'")]
+    op = acquire()
+    op.handle(lw.LogRead(LogMetadata("log"), 0))
+    op.handle(lw.LedgerCreated(5))
+    effects = op.handle(lw.LogRead(None, -1))  # the CAS found the znode gone
+    assert effects[0] == lw.DeleteLedger(5) and effects[1].error is LogNotFound  # type: ignore[union-attr]
+
+
+def test_acquire_a_full_log_is_refused() -> None:
+    """A log at LOG_LEDGERS_MAX ledgers: invalid_argument, the created ledger deleted."""
+    op = acquire()
+    full = LogMetadata("log", ledgers=tuple(range(LOG_LEDGERS_MAX)))
+    op.handle(lw.LogRead(full, 0))
+    effects = op.handle(lw.LedgersRecovered())
+    assert effects == [CREATE]
+    effects = op.handle(lw.LedgerCreated(LOG_LEDGERS_MAX + 1))
+    assert effects[0] == lw.DeleteLedger(LOG_LEDGERS_MAX + 1)
+    assert isinstance(effects[1], lw.Failed) and effects[1].error is InvalidArgument
+
+
+# ------------------------------------------------------------------ RollLog
+
+HELD = LogMetadata("log", ledgers=(1, 2), writer=LogWriter(ME, 3), epoch=3)
+
+
+def roll(log: LogMetadata = HELD, attempts_max: int = lw.ATTEMPTS_MAX) -> lw.RollLog:
+    return lw.RollLog(log, 7, ME, 3, Random(2), attempts_max)
+
+
+def test_roll_creates_and_cas_the_new_ledger_last() -> None:
+    op = roll()
+    assert op.start() == [CREATE]
+    (write,) = op.handle(lw.LedgerCreated(9))
+    assert isinstance(write, lw.WriteLog) and write.version == 7
+    assert write.log.ledgers == (1, 2, 9) and write.log.writer == HELD.writer
+    (done,) = op.handle(lw.LogWritten(8))
+    assert done == lw.Rolled(write.log, 8, 9)
+
+
+def test_roll_without_the_role_fails_at_once() -> None:
+    op = lw.RollLog(HELD, 7, "other:1", 3, Random(2))
+    (failed,) = op.start()
+    assert isinstance(failed, lw.Failed) and failed.error is NotWriter
+
+
+def test_roll_after_a_truncation_conflict_retries_on_the_fresh_list() -> None:
+    """A conflict re-reads the log; a truncation (role still ours) is retried with the
+    same ledger on the new list."""
+    op = roll()
+    op.start()
+    op.handle(lw.LedgerCreated(9))
+    assert op.handle(lw.LogConflict()) == [lw.ReadLog("log")]
+    truncated = HELD.without_ledgers((1,))
+    (write,) = op.handle(lw.LogRead(truncated, 8))
+    assert isinstance(write, lw.WriteLog) and write.version == 8
+    assert write.log.ledgers == (2, 9)
+
+
+def test_roll_that_lost_the_role_fails_and_deletes_its_ledger() -> None:
+    op = roll()
+    op.start()
+    op.handle(lw.LedgerCreated(9))
+    op.handle(lw.LogConflict())
+    taken = HELD.with_new_writer("other:1", 10)
+    effects = op.handle(lw.LogRead(taken, 8))
+    assert effects[0] == lw.DeleteLedger(9)
+    assert isinstance(effects[1], lw.Failed) and effects[1].error is NotWriter
+
+
+def test_roll_on_a_deleted_log() -> None:
+    op = roll()
+    op.start()
+    op.handle(lw.LedgerCreated(9))
+    effects = op.handle(lw.LogRead(None, -1))
+    assert effects[0] == lw.DeleteLedger(9) and effects[1].error is LogNotFound  # type: ignore[union-attr]
+
+
+def test_roll_unknown_cas_landed_or_not() -> None:
+    """A lost CAS answer: the re-read listing our ledger is Rolled; not listing it (role
+    still ours) writes again."""
+    op = roll()
+    op.start()
+    (write,) = op.handle(lw.LedgerCreated(9))
+    assert op.handle(lw.LogWriteUnknown()) == [lw.ReadLog("log")]
+    assert isinstance(write, lw.WriteLog)
+    (done,) = op.handle(lw.LogRead(write.log, 8))
+    assert done == lw.Rolled(write.log, 8, 9)
+    op = roll()
+    op.start()
+    op.handle(lw.LedgerCreated(9))
+    op.handle(lw.LogWriteUnknown())
+    (again,) = op.handle(lw.LogRead(HELD, 7))
+    assert isinstance(again, lw.WriteLog) and again.log.ledgers == (1, 2, 9)
+
+
+def test_roll_conflicts_are_bounded() -> None:
+    op = roll(attempts_max=2)
+    op.start()
+    op.handle(lw.LedgerCreated(9))
+    assert op.handle(lw.LogConflict()) == [lw.ReadLog("log")]
+    op.handle(lw.LogRead(HELD, 8))
+    effects = op.handle(lw.LogConflict())
+    assert effects[0] == lw.DeleteLedger(9)
+    assert isinstance(effects[1], lw.Failed) and effects[1].error is MetadataConflict
