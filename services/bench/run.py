@@ -26,6 +26,9 @@ How it runs, in order:
    them) or the whole local cluster is stopped by pid and its directory
    removed, also on Ctrl-C, SIGTERM or an error.
 
+``--log`` appends to one fresh log instead (``services/bench/log_bench.py``: rolls,
+idempotency keys, the writer hand-over time).
+
 A live progress line goes to stderr; stdout gets a summary and, as its LAST
 line, one JSON object (``adds_per_s`` counts entries, also in batches).
 """
