@@ -99,6 +99,7 @@ class LogWriter:
             int(settings.idempotency_window_s * 1000), settings.idempotency_keys_max
         )
         self._rolling: asyncio.Future[int] | None = None
+        self._rolled_out: int | None = None  # the ledger the last roll left, maybe not closed
         self._ledger_started = time.monotonic()
         self._age_timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -236,6 +237,13 @@ class LogWriter:
         return await asyncio.shield(self._rolling)
 
     async def _roll(self, reason: str) -> int:
+        if self._rolled_out is not None:
+            # A new writer fences only the last TWO ledgers: the ledger the previous roll
+            # left must be CLOSED before this roll lists a third after it (found by the
+            # log simulator: it stayed OPEN when its close hung and this gateway crashed,
+            # and readers stopped at it for ever, before every later acknowledged record).
+            await steps.close_for_good(self.gw, self._rolled_out)
+            self._rolled_out = None
         op = lw.RollLog(self.log, self.version, self.gateway_id, self.epoch, self.gw.ctx.rng)
         try:
             rolled = await steps.run(self.gw, self.logs, op, op.start())
@@ -248,6 +256,7 @@ class LogWriter:
         if not isinstance(rolled, lw.Rolled):
             raise InvariantViolation(f"a roll answered {rolled!r}")
         old = self.runner
+        self._rolled_out = old.ledger_id
         self.runner = present(
             self.gw.handles.live(rolled.ledger_id), "a rolled-in ledger has a live handle"
         )
