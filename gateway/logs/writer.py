@@ -99,7 +99,9 @@ class LogWriter:
             int(settings.idempotency_window_s * 1000), settings.idempotency_keys_max
         )
         self._rolling: asyncio.Future[int] | None = None
-        self._rolled_out: int | None = None  # the ledger the last roll left, maybe not closed
+        # Ledgers this writer listed and left behind, maybe not CLOSED yet: the one the
+        # last roll left, and one a failed roll may have listed (its CAS's answer lost).
+        self._behind: list[int] = []
         self._ledger_started = time.monotonic()
         self._age_timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -237,13 +239,14 @@ class LogWriter:
         return await asyncio.shield(self._rolling)
 
     async def _roll(self, reason: str) -> int:
-        if self._rolled_out is not None:
-            # A new writer fences only the last TWO ledgers: the ledger the previous roll
-            # left must be CLOSED before this roll lists a third after it (found by the
-            # log simulator: it stayed OPEN when its close hung and this gateway crashed,
-            # and readers stopped at it for ever, before every later acknowledged record).
-            await steps.close_for_good(self.gw, self._rolled_out)
-            self._rolled_out = None
+        # A new writer fences only the last TWO ledgers: what an earlier roll left must be
+        # CLOSED before this roll lists another after it (found by the log simulator: a
+        # rolled-out ledger whose close hung, or one a failed roll had listed, stayed OPEN
+        # behind the last two for ever, and readers stopped at it, before every later
+        # acknowledged record).
+        while self._behind:
+            await steps.close_for_good(self.gw, self._behind[0])
+            self._behind.pop(0)
         op = lw.RollLog(self.log, self.version, self.gateway_id, self.epoch, self.gw.ctx.rng)
         try:
             rolled = await steps.run(self.gw, self.logs, op, op.start())
@@ -253,10 +256,14 @@ class LogWriter:
         except LogNotFound:
             self._lose(f"log {self.name} was deleted")
             raise
+        except QuireError:
+            if op.ledger_id is not None:
+                self._behind.append(op.ledger_id)  # maybe listed: closed before the next roll
+            raise
         if not isinstance(rolled, lw.Rolled):
             raise InvariantViolation(f"a roll answered {rolled!r}")
         old = self.runner
-        self._rolled_out = old.ledger_id
+        self._behind.append(old.ledger_id)
         self.runner = present(
             self.gw.handles.live(rolled.ledger_id), "a rolled-in ledger has a live handle"
         )
