@@ -117,7 +117,11 @@ class LogChecker:
             )
 
     def on_gateway_ack(
-        self, append: Append, gateway: str, epoch: int, span: tuple[Position, Position],
+        self,
+        append: Append,
+        gateway: str,
+        epoch: int,
+        span: tuple[Position, Position],
         deduplicated: bool,
     ) -> None:
         """A gateway answered an append with positions: fresh ones, in a ledger of its
@@ -167,8 +171,9 @@ class LogChecker:
             found = [where.get(p) for p in append.payloads]
             if append.acked is not None:
                 first, last = append.acked
-                expected = [Position(first.ledger_id, e) for e in range(first.entry_id,
-                                                                        last.entry_id + 1)]
+                expected = [
+                    Position(first.ledger_id, e) for e in range(first.entry_id, last.entry_id + 1)
+                ]
                 if found != expected:
                     self.fail(
                         f"acknowledged append {append.append_id} (key {append.key}, answers "
@@ -176,8 +181,7 @@ class LogChecker:
                     )  # fmt: skip
             elif not append.maybe_in_log and any(p is not None for p in found):
                 self.fail(
-                    f"append {append.append_id} answered {append.answers} is in the log at "
-                    f"{found}"
+                    f"append {append.append_id} answered {append.answers} is in the log at {found}"
                 )
         self._linearizable()
         self._epochs_ordered()

@@ -19,9 +19,9 @@ import random
 
 from gateway.logs.writer import _UNSETTLED
 from services.errors import NotWriter, QuireError
+from services.protocol import log_records
 from services.protocol.logs import Position
 from services.protocol.metadata import LedgerState
-from services.protocol import log_records
 from tests.simulation.checker import Violation
 from tests.simulation.log_checker import Append, LogChecker, payload
 from tests.simulation.log_gateway import AppendResult, LogGateway

@@ -216,13 +216,15 @@ class LogWorld(Simulation):
                 fut.resolve(None, MetadataUnavailable("simulated: ZooKeeper unavailable"))
             else:
                 cell = self.log_cell
-                self.scheduler.after(self.network.delay(), lambda: fut.resolve((cell.log,
-                                                                                cell.version)))
+                self.scheduler.after(
+                    self.network.delay(), lambda: fut.resolve((cell.log, cell.version))
+                )
+
         self.scheduler.after(self.network.delay(), arrive)  # fmt: skip
         return fut
 
     def cas_log(self, gateway: str, log: LogMetadata, version: int) -> Fut:
-        """"written" (with the new version), "conflict" or "unknown" (it may have landed,
+        """ "written" (with the new version), "conflict" or "unknown" (it may have landed,
         now or later)."""
         fut = self.fut()
 
