@@ -16,6 +16,7 @@ keyed append whose answer was unknown, or refused, is retried with the same key.
 from __future__ import annotations
 
 import random
+from functools import partial
 
 from gateway.logs.writer import _UNSETTLED
 from services.errors import NotWriter, QuireError
@@ -193,15 +194,15 @@ def _run(world: LogWorld) -> None:
     world.gateways = [LogGateway(world, f"gw{i}", plan.fence_last_only)
                       for i in range(plan.gateways)]  # fmt: skip
     for index, when in plan.acquires:
-        at(when, world.gateways[index].acquire)
+        at(when, partial(_acquire, world.gateways[index]))
     for index, when in plan.rolls:
         at(when, world.gateways[index].roll_on_demand)
     for index, down, up in plan.gateway_crashes:
         at(down, world.gateways[index].crash)
         at(up, world.gateways[index].restart)
     for bookie, down, up in world.config.crashes:
-        at(down, lambda b=bookie: world._crash(b))
-        at(up, lambda b=bookie: world._restart(b))
+        at(down, partial(world._crash, bookie))
+        at(up, partial(world._restart, bookie))
     clients = [LogClient(world, i) for i in range(plan.clients)]
     for client in clients:
         client.start()
@@ -229,6 +230,10 @@ def _run(world: LogWorld) -> None:
     )
     world.stats["appends"] += len(world.log_checker.appends)
     world.log_checker.final(records)
+
+
+def _acquire(gateway: LogGateway) -> None:
+    gateway.acquire()
 
 
 def _take_role(world: LogWorld, name: str, after_ms: int) -> Fut:

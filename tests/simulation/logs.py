@@ -27,7 +27,7 @@ from services.protocol.logs import LogMetadata
 from services.protocol.messages import AckAdds, CloseDone, CloseFailed, Effect, FailAdds
 from services.protocol.reads import read_sequence, record_usable
 from services.protocol.recovery import RecoveryLimits
-from services.protocol.writer import WriterLimits
+from services.protocol.writer_metadata import WriterLimits
 from tests.simulation.checker import Violation
 from tests.simulation.plan import Config, LedgerPlan
 from tests.simulation.scenario import LedgerSim, Simulation
@@ -237,7 +237,7 @@ class LogWorld(Simulation):
         def arrive() -> None:
             faults, delay = self.faults, self.network.delay()
             if faults.late_cas_p and self.rng.random() < faults.late_cas_p:
-                self.scheduler.after(self.rng.randint(20, 400), apply)
+                self.scheduler.after(self.rng.randint(20, 400), lambda: None if apply() else None)
                 self.scheduler.after(delay, lambda: fut.resolve(("unknown", -1)))
                 return
             if self.metadata_fails():
@@ -318,7 +318,7 @@ class LogWorld(Simulation):
         checker = ledger.checker
         if not isinstance(effect, AckAdds | FailAdds | CloseDone | CloseFailed):
             return
-        waiting = self._waiting.pop((ledger.ledger_id, int(effect.request_id)), None)
+        waiting = self._waiting.pop((ledger.ledger_id, effect.request_id), None)  # type: ignore[arg-type]
         if waiting is None:
             return
         fut, payloads = waiting
@@ -347,7 +347,7 @@ class LogWorld(Simulation):
                     continue
                 st = self.bookies[bookie].ledgers.get(ledger.ledger_id)
                 record = None if st is None else st.entries.get(entry_id)
-                if record_usable(record, md, entry_id, ledger.key):
+                if record is not None and record_usable(record, md, entry_id, ledger.key):
                     found = bytes(record.payload)
                     break
             out.append(found)
