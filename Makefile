@@ -8,7 +8,7 @@ ZK_JAR := /usr/share/java/zookeeper.jar
 PYTEST_ARGS ?=
 SEEDS ?= 100000
 
-.PHONY: run test lint format bench sim openapi setup zookeeper clean
+.PHONY: run test lint format bench sim sim-logs openapi setup zookeeper clean
 
 setup: $(STAMP) zookeeper
 
@@ -50,6 +50,14 @@ sim: setup
 	@half=$$(( $(SEEDS) / 2 )); test=tests/simulation/test_simulation.py::test_protocol_invariants_hold_for_every_seed; \
 	$(PY) -m pytest -q -s -p no:cacheprovider $$test --sim-seeds=$$half & first=$$!; \
 	$(PY) -m pytest -q -s -p no:cacheprovider $$test --sim-seed-start=$$half --sim-seeds=$$(( $(SEEDS) - half )); second=$$?; \
+	wait $$first && exit $$second
+
+# A long run of the log simulator (not a CI step): SEEDS seeds of each kind in two processes.
+sim-logs: setup
+	@half=$$(( $(SEEDS) / 2 )); test=tests/simulation/test_log_simulation.py; \
+	sel='real_acquire or duelling or idempotent'; \
+	$(PY) -m pytest -q -s -p no:cacheprovider $$test -k "$$sel" --sim-seeds=$$half & first=$$!; \
+	$(PY) -m pytest -q -s -p no:cacheprovider $$test -k "$$sel" --sim-seed-start=$$half --sim-seeds=$$(( $(SEEDS) - half )); second=$$?; \
 	wait $$first && exit $$second
 
 clean:

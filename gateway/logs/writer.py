@@ -108,6 +108,9 @@ class LogWriter:
             int(settings.idempotency_window_s * 1000), settings.idempotency_keys_max
         )
         self._rolling: asyncio.Future[int] | None = None
+        # Ledgers this writer listed and left behind, maybe not CLOSED yet: the one the
+        # last roll left, and one a failed roll may have listed (its CAS's answer lost).
+        self._behind: list[int] = []
         self._ledger_started = time.monotonic()
         self._age_timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -275,6 +278,14 @@ class LogWriter:
         return await asyncio.shield(self._rolling)
 
     async def _roll(self, reason: str) -> int:
+        # A new writer fences only the last TWO ledgers: what an earlier roll left must be
+        # CLOSED before this roll lists another after it (found by the log simulator: a
+        # rolled-out ledger whose close hung, or one a failed roll had listed, stayed OPEN
+        # behind the last two for ever, and readers stopped at it, before every later
+        # acknowledged record).
+        while self._behind:
+            await steps.close_for_good(self.gw, self._behind[0])
+            self._behind.pop(0)
         op = lw.RollLog(self.log, self.version, self.gateway_id, self.epoch, self.gw.ctx.rng)
         try:
             rolled = await steps.run(self.gw, self.logs, op, op.start())
@@ -284,9 +295,14 @@ class LogWriter:
         except LogNotFound:
             self._lose(f"log {self.name} was deleted")
             raise
+        except QuireError:
+            if op.ledger_id is not None:
+                self._behind.append(op.ledger_id)  # maybe listed: closed before the next roll
+            raise
         if not isinstance(rolled, lw.Rolled):
             raise InvariantViolation(f"a roll answered {rolled!r}")
         old = self.runner
+        self._behind.append(old.ledger_id)
         self.runner = present(
             self.gw.handles.live(rolled.ledger_id), "a rolled-in ledger has a live handle"
         )

@@ -253,16 +253,19 @@ class AcquireWriter(_Operation):
         log = event.log
         if log is None:
             return self._fail(LogNotFound, f"no log {self.name!r}", listed=False)
+        # Our ledger listed: a CAS of ours landed, maybe after a re-read had not seen it
+        # (a write whose answer was lost may land late), so not only while checking.
+        if self.ledger_id is not None and self.ledger_id in log.ledgers:
+            self._checking = False
+            intended = self.log.writer if self.log is not None else None
+            if intended is not None and log.writer == intended:
+                self.log, self.version = log, event.version
+                return self._acquired(event.version)
+            return self._fail(
+                NotWriter, f"log {self.name}: another writer took the role", listed=True
+            )
         if self._checking:
             self._checking = False
-            if self.ledger_id is not None and self.ledger_id in log.ledgers:
-                intended = self.log.writer if self.log is not None else None
-                if intended is not None and log.writer == intended:
-                    self.log, self.version = log, event.version
-                    return self._acquired(event.version)
-                return self._fail(
-                    NotWriter, f"log {self.name}: another writer took the role", listed=True
-                )
             return self._conflict()  # the CAS did not land: an attempt like a conflict
         self.log, self.version = log, event.version
         self.fenced = log.to_fence()
