@@ -39,11 +39,25 @@ class Appended:
     at_ms: int
 
 
+@dataclass(frozen=True, slots=True)
+class Unsettled:
+    """An append with a key whose outcome was left unknown: the entries it was given in
+    a ledger that had not closed yet. A retry settles it first (``LogWriter``): in the
+    log -> those positions; not in it -> append; still unknown -> unknown again."""
+
+    ledger_id: int
+    first_entry_id: int
+    last_entry_id: int
+    digest: bytes
+    at_ms: int
+
+
 class DedupWindow:
     def __init__(self, window_ms: int, keys_max: int) -> None:
         self.window_ms = window_ms
         self.keys_max = keys_max
         self._keys: OrderedDict[str, Appended] = OrderedDict()
+        self._unsettled: OrderedDict[str, Unsettled] = OrderedDict()
         self._in_flight: dict[str, tuple[bytes, asyncio.Future[Appended | None]]] = {}
         self.ready = asyncio.Event()  # set once the rebuild finished (or failed)
         self.failed: str | None = None  # why the rebuild failed for good
@@ -53,20 +67,19 @@ class DedupWindow:
 
     def _expire(self, now_ms: int) -> None:
         cutoff = now_ms - self.window_ms
-        while self._keys:
-            key, first = next(iter(self._keys.items()))
-            if first.at_ms >= cutoff and len(self._keys) <= self.keys_max:
-                break
-            del self._keys[key]
+        _expire_table(self._keys, cutoff, self.keys_max)
+        _expire_table(self._unsettled, cutoff, self.keys_max)
 
     def remember(self, key: str, appended: Appended, now_ms: int) -> None:
         self._keys[key] = appended
         self._keys.move_to_end(key)
         self._expire(now_ms)
 
-    async def claim(self, key: str, digest: bytes, now_ms: int) -> Appended | None:
+    async def claim(self, key: str, digest: bytes, now_ms: int) -> Appended | Unsettled | None:
         """The earlier append of ``key`` (a hit), or None: the caller appends and must
-        ``settle`` the key. 409 when the key came with other records."""
+        ``settle`` the key; or the earlier attempt whose outcome is unknown: the caller
+        settles that first (the key is claimed). 409 when the key came with other
+        records."""
         while True:
             self._expire(now_ms)
             known = self._keys.get(key)
@@ -76,9 +89,12 @@ class DedupWindow:
                 return known
             flying = self._in_flight.get(key)
             if flying is None:
+                unsettled = self._unsettled.get(key)
+                if unsettled is not None and unsettled.digest != digest:
+                    raise _reused(key)
                 future: asyncio.Future[Appended | None] = asyncio.get_running_loop().create_future()
                 self._in_flight[key] = (digest, future)
-                return None
+                return unsettled
             if flying[0] != digest:
                 raise _reused(key)
             result = await asyncio.shield(flying[1])
@@ -86,9 +102,21 @@ class DedupWindow:
                 return result
             # The first attempt failed: loop and claim the key for this retry.
 
-    def settle(self, key: str, appended: Appended | None, now_ms: int) -> None:
-        """The claimed append of ``key`` ended: with its positions, or failed (None)."""
+    def settle(
+        self,
+        key: str,
+        appended: Appended | None,
+        now_ms: int,
+        unknown: Unsettled | None = None,
+    ) -> None:
+        """The claimed append of ``key`` ended: with its positions, or failed (None),
+        with an ``unknown`` outcome when its entries may still turn up in the log."""
         flying = self._in_flight.pop(key, None)
+        if appended is not None or unknown is None:
+            self._unsettled.pop(key, None)
+        if unknown is not None and appended is None:
+            self._unsettled[key] = unknown
+            self._unsettled.move_to_end(key)
         if appended is not None:
             self.remember(key, appended, now_ms)
         if flying is not None and not flying[1].done():
@@ -101,6 +129,16 @@ class DedupWindow:
                 self._keys[key] = appended
         self._keys = OrderedDict(sorted(self._keys.items(), key=lambda kv: kv[1].at_ms))
         self._expire(now_ms)
+
+
+def _expire_table(table: OrderedDict[str, Appended] | OrderedDict[str, Unsettled],
+                  cutoff_ms: int, keys_max: int) -> None:  # fmt: skip
+    """Drop the oldest keys: older than the cutoff, or beyond ``keys_max``."""
+    while table:
+        key = next(iter(table))
+        if table[key].at_ms >= cutoff_ms and len(table) <= keys_max:
+            break
+        del table[key]
 
 
 def _reused(key: str) -> IdempotencyKeyReused:

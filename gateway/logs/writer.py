@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.logs import steps
-from gateway.logs.dedup import CLOCK_SKEW_MS, Appended, DedupWindow, scan_tail
+from gateway.logs.dedup import CLOCK_SKEW_MS, Appended, DedupWindow, Unsettled, scan_tail
 from gateway.runners import read as reads
 from gateway.runners.write import HandleRunner
 from gateway.service import Gateway
@@ -80,6 +80,17 @@ REBUILD_RETRY_FIRST_S = 0.2
 
 def wall_ms() -> int:
     return int(time.time() * 1000)
+
+
+class _UnknownOutcome(Exception):
+    """An add whose ledger did not close in time: ``error`` is the answer; the entries
+    may still turn up in the log (``dedup.Unsettled``)."""
+
+    def __init__(self, error: QuireError, ledger_id: int, entries: tuple[int, int]) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.ledger_id = ledger_id
+        self.entries = entries
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,24 +154,54 @@ class LogWriter:
             if self.dedup.failed is not None:
                 raise Unavailable(f"{self.dedup.failed}; appends with a key cannot be checked")
             known = await self.dedup.claim(key, digest, wall_ms())
+            if isinstance(known, Unsettled):
+                known = await self._settle_earlier(key, known)
             if known is not None:
                 self._dedup_hits.inc()
                 return AppendResult(known.first, known.last, deduplicated=True)
         appended: Appended | None = None
+        unknown: Unsettled | None = None
         try:
             now = wall_ms()
             entries = log_records.encode(payloads, now, key, digest)
             first, last = await self._append_entries(entries)
             appended = Appended(first, last, digest or b"", now)
+        except _UnknownOutcome as outcome:
+            lid, (first_id, last_id) = outcome.ledger_id, outcome.entries
+            unknown = Unsettled(lid, first_id, last_id, digest or b"", wall_ms())
+            raise outcome.error from None
         finally:
             if key is not None:
-                self.dedup.settle(key, appended, wall_ms())
+                self.dedup.settle(key, appended, wall_ms(), unknown)
         self._appends.inc()
         self._records.inc(len(payloads))
         self._bytes.inc(sum(map(len, payloads)))
         self._latency.observe(time.monotonic() - started)
         self._maybe_roll()
         return AppendResult(first, last)
+
+    async def _settle_earlier(self, key: str, earlier: Unsettled) -> Appended | None:
+        """A retry of an append whose outcome was left unknown (the key is claimed): the
+        earlier attempt's positions when it is in the log (and remembered), None when it
+        is not (the retry appends), else the outcome is still unknown (409
+        ``ledger_fenced``, the key kept)."""
+        end = await self._closed_end(earlier.ledger_id)
+        if end is None:
+            self.dedup.settle(key, None, wall_ms(), earlier)
+            raise LedgerFenced(
+                f"the earlier append with Idempotency-Key {key!r} has an unknown outcome "
+                f"still (ledger {earlier.ledger_id} is not closed yet); retry later"
+            )
+        if earlier.last_entry_id > end:
+            return None
+        appended = Appended(
+            Position(earlier.ledger_id, earlier.first_entry_id),
+            Position(earlier.ledger_id, earlier.last_entry_id),
+            earlier.digest,
+            earlier.at_ms,
+        )
+        self.dedup.settle(key, appended, wall_ms())
+        return appended
 
     async def _append_entries(self, entries: tuple[bytes, ...]) -> tuple[Position, Position]:
         for _ in range(APPEND_ATTEMPTS_MAX):
@@ -189,8 +230,8 @@ class LogWriter:
         lid = runner.ledger_id
         if exc.entries is not None:
             end = await self._closed_end(lid)
-            if end is None:
-                raise exc  # not closed in time: the outcome stays unknown
+            if end is None:  # not closed in time: the outcome stays unknown
+                raise _UnknownOutcome(exc, lid, exc.entries)
             first, last = exc.entries
             if last <= end:
                 return Position(lid, first), Position(lid, last)

@@ -47,7 +47,7 @@ RECOVERY_ATTEMPTS_MAX = 5
 # only the last two. A test turns it off to show the
 # simulator finds the bug it fixed (an OPEN ledger behind the last two, for ever).
 ROLL_CLOSES_PREVIOUS = True
-# Not the product yet (seed 56 of the duel runs, reported): an append whose outcome is
+# The product's dedup.Unsettled (seed 56 of the duel runs found the bug): an append whose outcome is
 # left unknown (its ledger not CLOSED within the settle time) is forgotten by the
 # gateway's window, so a retry with its key appends again, and when the first attempt
 # is recovered into the log after all the key is there twice. With this on, the window

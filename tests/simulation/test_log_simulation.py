@@ -19,7 +19,11 @@ Found by it (both fixed; the tests below show the simulator still sees each bug)
 - race seed 0: ``AcquireWriter`` hit an invariant (``with_new_writer`` on a ledger
   already listed) when its CAS, answered as lost, landed after the re-read
   (services/protocol/log_writer.py now treats its listed ledger as its landed CAS).
-Found, not fixed in the product (``log_gateway.KEEP_UNSETTLED_KEYS``): duel seed 56.
+- duel seed 56: an append whose outcome was left unknown (its ledger not CLOSED
+  within the settle time) was forgotten by the window, so its keyed retry appended
+  again and, once the first attempt was recovered into the log, the key was there
+  twice (gateway/logs/dedup.Unsettled: the window keeps such a key with its ledger
+  and entries, and a retry settles them first; ``log_gateway.KEEP_UNSETTLED_KEYS``).
 
 Long runs (two processes on the shared 2-core machine, ``nice``):
 
@@ -133,9 +137,10 @@ def test_the_simulator_sees_a_roll_that_leaves_an_open_ledger_behind(
 def test_the_simulator_sees_a_retry_duplicate_an_unsettled_append(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """As the product is today (the window forgets a key whose append's outcome was left
-    unknown), duel seed 56 puts a record in the log twice: the first attempt was
-    recovered into its ledger after the retry had appended it again."""
+    """Without the unsettled keys (a window that forgets a key whose append's outcome was
+    left unknown, as the product did before), duel seed 56 puts a record in the log
+    twice: the first attempt was recovered into its ledger after the retry had
+    appended it again. The simulator sees the bug the product's fix removed."""
     monkeypatch.setattr(log_gateway, "KEEP_UNSETTLED_KEYS", False)
     with pytest.raises(Violation, match="twice in the log"):
         run_seed(56, "duel")

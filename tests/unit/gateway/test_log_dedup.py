@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from gateway.logs import dedup
-from gateway.logs.dedup import Appended, DedupWindow, scan_tail
+from gateway.logs.dedup import Appended, DedupWindow, Unsettled, scan_tail
 from services.errors import IdempotencyKeyReused
 from services.protocol import log_records as lr
 from services.protocol.logs import Position
@@ -142,3 +142,26 @@ def test_scan_tail_stops_after_keys_max_and_entries_max(monkeypatch: pytest.Monk
     found = run(scan_tail([(1, 9)], pages, 5000, 60_000, 100, page_entries=2))
     assert [k for k, _ in found] == ["k6", "k7", "k8", "k9"]
     assert len(pages.reads) == 2
+
+
+def test_an_unsettled_key_is_kept_and_given_to_its_retry() -> None:
+    """A key whose append's outcome was left unknown is kept with its ledger and entries:
+    the retry claims it and gets them to settle first; the same key with other records
+    is 409; once settled with positions it is an ordinary hit."""
+
+    async def run() -> None:
+        window = DedupWindow(window_ms=60_000, keys_max=10)
+        assert await window.claim("k", b"d" * 16, 1_000) is None
+        earlier = Unsettled(7, 3, 5, b"d" * 16, 1_000)
+        window.settle("k", None, 1_001, earlier)
+        assert await window.claim("k", b"d" * 16, 1_002) == earlier
+        with pytest.raises(IdempotencyKeyReused):
+            await window.claim("k", b"e" * 16, 1_003)  # claimed: other records are 409
+        appended = Appended(Position(7, 3), Position(7, 5), b"d" * 16, 1_000)
+        window.settle("k", appended, 1_004)
+        assert await window.claim("k", b"d" * 16, 1_005) == appended
+        window.settle("other", None, 1_006, Unsettled(7, 6, 6, b"x" * 16, 1_006))
+        window.settle("other", None, 1_007)  # failed for good: forgotten
+        assert await window.claim("other", b"x" * 16, 1_008) is None
+
+    asyncio.run(run())
