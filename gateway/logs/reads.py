@@ -91,7 +91,8 @@ async def _ledger(gw: Gateway, ledger_id: int) -> _Ledger | None:
     except LedgerNotFound:
         return None  # truncated or deleted meanwhile
     if metadata.state is LedgerState.CLOSED:
-        return _Ledger(metadata, metadata.last_entry_id or -1, True)
+        end = metadata.last_entry_id
+        return _Ledger(metadata, -1 if end is None else end, True)
     return _Ledger(metadata, await reads.bookies_lac(gw.ctx, metadata), False)
 
 
