@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 
@@ -23,7 +24,7 @@ NOT_WRITER = "not_writer"
 UNKNOWN = "unknown"  # 5xx, 409 ledger_fenced, a connection error: may or may not be in
 
 
-def pos(doc: dict) -> Pos:
+def pos(doc: dict[str, Any]) -> Pos:
     return (doc["ledger_id"], doc["entry_id"])
 
 
@@ -37,30 +38,36 @@ class LogClient:
     def close(self) -> None:
         self.http.close()
 
-    def create(self, name: str) -> dict:
+    def create(self, name: str) -> dict[str, Any]:
         r = self.http.put(f"/v1/logs/{name}")
         assert r.status_code in (200, 201), r.text
-        return r.json()
+        doc: dict[str, Any] = r.json()
+        return doc
 
-    def show(self, name: str) -> dict:
+    def show(self, name: str) -> dict[str, Any]:
         r = self.http.get(f"/v1/logs/{name}")
         assert r.status_code == 200, r.text
-        return r.json()
+        doc: dict[str, Any] = r.json()
+        return doc
 
-    def take_writer(self, name: str) -> dict:
+    def take_writer(self, name: str) -> dict[str, Any]:
         r = self.http.post(f"/v1/logs/{name}/writer")
         assert r.status_code == 200, r.text
-        return r.json()
+        doc: dict[str, Any] = r.json()
+        return doc
 
     def roll(self, name: str) -> int:
         r = self.http.post(f"/v1/logs/{name}/roll")
         assert r.status_code == 200, r.text
         return int(r.json()["ledger_id"])
 
-    def truncate(self, name: str, before: Pos) -> dict:
-        r = self.http.post(f"/v1/logs/{name}/truncate", params={"before": f"{before[0]}:{before[1]}"})
+    def truncate(self, name: str, before: Pos) -> dict[str, Any]:
+        r = self.http.post(
+            f"/v1/logs/{name}/truncate", params={"before": f"{before[0]}:{before[1]}"}
+        )
         assert r.status_code == 200, r.text
-        return r.json()
+        doc: dict[str, Any] = r.json()
+        return doc
 
     def append_raw(
         self, name: str, payloads: list[bytes], key: str | None = None, batch: bool = False
@@ -102,13 +109,22 @@ class LogClient:
                 return out
         raise AssertionError("reading the log never caught up")
 
+    def ledger_closed(self, ledger_id: int) -> bool:
+        r = self.http.get(f"/v1/ledgers/{ledger_id}")
+        assert r.status_code == 200, r.text
+        return bool(r.json()["state"] == "CLOSED")
+
+    def wait_closed(self, ledger_id: int, deadline_s: float = 10.0) -> None:
+        """Wait until a rolled-out ledger is CLOSED (the roll closes it after its CAS)."""
+        wait_for(lambda: self.ledger_closed(ledger_id), deadline_s, f"ledger {ledger_id} to close")
+
     def metrics(self) -> str:
         r = self.http.get("/metrics")
         assert r.status_code == 200, r.text
         return r.text
 
 
-def positions(doc: dict, count: int) -> list[Pos]:
+def positions(doc: dict[str, Any], count: int) -> list[Pos]:
     """The positions of an append's records (a batch lands in one ledger, in a row)."""
     if "position" in doc:
         assert count == 1, doc
@@ -118,15 +134,16 @@ def positions(doc: dict, count: int) -> list[Pos]:
     return [(first[0], first[1] + i) for i in range(count)]
 
 
-def records_of(doc: dict) -> list[tuple[Pos, bytes]]:
+def records_of(doc: dict[str, Any]) -> list[tuple[Pos, bytes]]:
     return [(pos(r["position"]), base64.b64decode(r["data"])) for r in doc["records"]]
 
 
 def error_code(r: httpx.Response) -> str | None:
     try:
-        return r.json().get("error")
+        code = r.json().get("error")
     except ValueError:
         return None
+    return code if isinstance(code, str) else None
 
 
 # ------------------------------------------------------------------ appenders
@@ -240,11 +257,15 @@ class Appenders:
 
 class Tailer:
     """Tails log ``name`` through ``url`` from its start with ``wait_ms`` long polls,
-    following ``next``; a 400 invalid_argument (its position was truncated away)
-    restarts it from the log's start. Records every record seen, in order."""
+    following ``next`` (from ``start`` when given); a 400 invalid_argument (its
+    position was truncated away) restarts it from the log's start. Records every record
+    seen, in order."""
 
-    def __init__(self, url: str, name: str, limit: int = 50, wait_ms: int = 1000) -> None:
+    def __init__(
+        self, url: str, name: str, limit: int = 50, wait_ms: int = 1000, start: str | None = None
+    ) -> None:
         self.url, self.name, self.limit, self.wait_ms = url, name, limit, wait_ms
+        self.start_at = start
         self.seen: list[tuple[Pos, bytes]] = []
         self.restarts = 0
         self.errors: list[str] = []
@@ -270,7 +291,7 @@ class Tailer:
 
     def _run(self) -> None:
         client = LogClient(self.url, timeout_s=self.wait_ms / 1000 + 30)
-        start: str | None = None
+        start = self.start_at
         try:
             while not self._stop.is_set():
                 try:
@@ -306,7 +327,9 @@ def in_log_order(records: list[tuple[Pos, bytes]], ledgers: list[int]) -> bool:
 
 def metric(text: str, name: str, **labels: str) -> float:
     """One sample of Prometheus text by its labels in order (0 when absent)."""
-    wanted = name + ("{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}" if labels else "")
+    wanted = name + (
+        "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}" if labels else ""
+    )
     for line in text.splitlines():
         if not line.startswith("#"):
             key, _, value = line.rpartition(" ")

@@ -36,7 +36,9 @@ def logs_cluster(
 
 
 @pytest.fixture
-def gateways(logs_cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[tuple[LogClient, LogClient]]:
+def gateways(
+    logs_cluster: Cluster, request: pytest.FixtureRequest
+) -> Iterator[tuple[LogClient, LogClient]]:
     gateways = [p for p in logs_cluster.processes if p.name.startswith("gateway")][:2]
     a, b = (LogClient(p.url) for p in gateways)
     failed = request.session.testsfailed
@@ -95,7 +97,9 @@ def test_handover_under_load_keeps_every_acknowledged_record_once_and_first(
                 last_of_a = max(last_of_a, where[payload][0])
         elif r.outcome == NOT_WRITER:
             assert not any(present), f"an append answered not_writer is in the log: {r}"
-    first_of_b = min(index for index, (position, _) in enumerate(records) if position in b_positions)
+    first_of_b = min(
+        index for index, (position, _) in enumerate(records) if position in b_positions
+    )
     assert last_of_a < first_of_b
     # Only payloads the clients sent are in the log.
     sent = {p for r in requests for p in r.payloads}
@@ -171,5 +175,7 @@ def test_fenced_ledger_with_the_role_unchanged_rolls_and_keeps_appending(
     records = a.read_all(name)
     assert [p for p, _ in records] == before + after
     assert [d for _, d in records] == [b"before-0", b"before-1", b"before-2"] + [
-        b"after-0", b"after-1", b"after-2"
+        b"after-0",
+        b"after-1",
+        b"after-2",
     ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from functools import partial
 
 import pytest
 
@@ -107,7 +108,9 @@ class WholeReader:
                     if doc["caught_up"]:
                         break
                 if duplicates(d for _, d in seen):
-                    self.problems.append(f"a record twice in one pass: {duplicates(d for _, d in seen)}")
+                    self.problems.append(
+                        f"a record twice in one pass: {duplicates(d for _, d in seen)}"
+                    )
                 if not _ordered([p for p, _ in seen]):
                     self.problems.append(f"out of log order: {[p for p, _ in seen]}")
                 self.passes += 1
@@ -150,6 +153,8 @@ def test_rolls_and_truncate_under_concurrent_and_tailing_readers(gws: dict[str, 
         ledgers_before = a.show(name)["ledgers"]
         assert len(ledgers_before) == 5
         # The ledgers about to be truncated are closed: what they hold is known now.
+        for lid in ledgers_before[:2]:
+            a.wait_closed(lid)
         head = [rec for rec in a.read_all(name) if rec[0][0] in ledgers_before[:2]]
         # A reader left inside the first ledger, to see the truncation from there.
         r = b.read(name, limit=1)
@@ -158,6 +163,9 @@ def test_rolls_and_truncate_under_concurrent_and_tailing_readers(gws: dict[str, 
         assert left_at.startswith(f"{ledgers_before[0]}:")
         truncated = a.truncate(name, (ledgers_before[2], 0))
         assert truncated["ledgers"] == ledgers_before[2:]
+        # A tailer that starts where the reader was left: 400, then from the start.
+        late = Tailer(b.url, name, start=left_at).start()
+        tailers.append(late)
         load.wait_acked(load.acked_records() + 10)
         a.roll(name)
         load.wait_acked(load.acked_records() + 10)
@@ -178,12 +186,13 @@ def test_rolls_and_truncate_under_concurrent_and_tailing_readers(gws: dict[str, 
     assert sorted(d for _, d in everything) == sorted(acked)
     last = rest[-1][0]
     for tailer in tailers:
-        wait_for(lambda t=tailer: t.has(last), 30, f"the tailer on {tailer.url} to reach {last}")
+        wait_for(partial(tailer.has, last), 30, f"the tailer on {tailer.url} to reach {last}")
     for tailer in tailers:
         tailer.stop()
     whole.stop()
     assert not whole.problems and whole.passes >= 1, whole.problems
     truncated_ids = set(ledgers_before[:2])
+    assert late.restarts == 1 and late.snapshot() == rest
     for tailer in tailers:
         seen = tailer.snapshot()
         assert not tailer.errors, tailer.errors
@@ -197,8 +206,9 @@ def test_rolls_and_truncate_under_concurrent_and_tailing_readers(gws: dict[str, 
 
 def _wait_rolls(s: LogClient, name: str, reason: str, count: int) -> None:
     wait_for(
-        lambda: metric(s.metrics(), "quire_gateway_log_rolls_total", log=name, reason=reason)
-        >= count,
+        lambda: (
+            metric(s.metrics(), "quire_gateway_log_rolls_total", log=name, reason=reason) >= count
+        ),
         20,
         f"{count} rolls of {name} by {reason}",
     )
@@ -224,7 +234,7 @@ def _appended_once(s: LogClient, name: str, payloads: list[bytes]) -> list[int]:
     s.roll(name)  # the last ledger closed: its records are readable through any reader
     records = s.read_all(name)
     assert [d for _, d in records] == payloads
-    ledgers = s.show(name)["ledgers"]
+    ledgers: list[int] = s.show(name)["ledgers"]
     assert in_log_order(records, ledgers)
     return ledgers
 
@@ -281,10 +291,6 @@ def test_a_closed_ledger_holding_one_record_is_read(gws: dict[str, LogClient]) -
     first = a.take_writer(name)["ledger_id"]
     position = a.append(name, [b"only"])
     a.roll(name)
-    wait_for(
-        lambda: a.http.get(f"/v1/ledgers/{first}").json()["state"] == "CLOSED",
-        10,
-        "the rolled-out ledger to be closed",
-    )
+    a.wait_closed(first)
     assert a.read_all(name) == [(position[0], b"only")]
     assert b.read_all(name) == [(position[0], b"only")]
