@@ -12,7 +12,12 @@ import pytest
 
 from services.cluster.processes import ZooKeeperProcess
 from tests.harness import Cluster
-from tests.integration.gateway_support import module_cluster, start_bookies, start_gateway
+from tests.integration.gateway_support import (
+    module_cluster,
+    start_bookies,
+    start_gateway,
+    wait_writable,
+)
 from tests.integration.log_support import (
     ACKED,
     NOT_WRITER,
@@ -30,8 +35,10 @@ def logs_cluster(
     """Three bookies and two gateways (A and B) shared by this module's tests."""
     with module_cluster(zookeeper, tmp_path_factory.mktemp("logs-handover")) as c:
         start_bookies(c, 3)
-        start_gateway(c)
-        start_gateway(c)
+        for _ in range(2):
+            gateway = start_gateway(c)
+            wait_writable(gateway, 3)  # a log's ledgers take all three bookies
+            gateway.close_client()
         yield c
 
 
@@ -116,7 +123,10 @@ def test_writer_killed_mid_load_retries_with_keys_land_exactly_once(
     answer their original positions, the appends that got no answer land, and in the
     whole log every key's records appear exactly once."""
     a, _ = gateways
-    victim_proc = logs_cluster.start("gateway", [])
+    victim_gateway = start_gateway(logs_cluster)
+    wait_writable(victim_gateway, 3)
+    victim_gateway.close_client()
+    victim_proc = victim_gateway.proc
     victim = LogClient(victim_proc.url)
     name = "writer-killed"
     try:

@@ -13,7 +13,12 @@ import pytest
 
 from services.cluster.processes import ZooKeeperProcess
 from tests.harness import Cluster, wait_for
-from tests.integration.gateway_support import module_cluster, start_bookies
+from tests.integration.gateway_support import (
+    Gateway,
+    module_cluster,
+    start_bookies,
+    wait_writable,
+)
 from tests.integration.log_support import (
     ACKED,
     Appenders,
@@ -48,6 +53,10 @@ def roll_cluster(
             "--log-roll-age-s", str(ROLL_AGE_S),
         ]  # fmt: skip
         s = c.start("gateway", small)
+        for proc in (a, b, s):
+            probe = Gateway(proc)
+            wait_writable(probe, 3)  # a log's ledgers take all three bookies
+            probe.close_client()
         clients = {"a": LogClient(a.url), "b": LogClient(b.url), "s": LogClient(s.url)}
         try:
             yield c, clients
