@@ -92,7 +92,7 @@ async def _ledger(gw: Gateway, ledger_id: int) -> _Ledger | None:
         return None  # truncated or deleted meanwhile
     if metadata.state is LedgerState.CLOSED:
         end = metadata.last_entry_id
-        return _Ledger(metadata, -1 if end is None else end, True)
+        return _Ledger(metadata, end if end is not None else -1, True)
     return _Ledger(metadata, await reads.bookies_lac(gw.ctx, metadata), False)
 
 
