@@ -150,7 +150,8 @@ class LogWriter:
         started = time.monotonic()
         digest = log_records.records_digest(payloads) if key is not None else None
         if key is not None and digest is not None:
-            await self.dedup.ready.wait()
+            if not self.dedup.ready.is_set():
+                await self.dedup.ready.wait()
             if self.dedup.failed is not None:
                 raise Unavailable(f"{self.dedup.failed}; appends with a key cannot be checked")
             known = await self.dedup.claim(key, digest, wall_ms())

@@ -49,7 +49,8 @@ ENVELOPE_MAX_BYTES = _PREFIX.size + _HEAD.size + KEY_MAX_CHARS + DIGEST_BYTES
 
 def check_key(key: str) -> str:
     """``key`` when it is a valid ``Idempotency-Key`` (1-128 printable ASCII)."""
-    if not (1 <= len(key) <= KEY_MAX_CHARS) or not all(" " <= c <= "~" for c in key):
+    # isascii + isprintable: exactly " " to "~" (one C pass each, on the append path).
+    if not (1 <= len(key) <= KEY_MAX_CHARS) or not (key.isascii() and key.isprintable()):
         raise InvalidArgument("Idempotency-Key must be 1-128 printable ASCII characters")
     return key
 
