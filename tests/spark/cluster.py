@@ -48,6 +48,9 @@ MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 # Memory of each daemon JVM (master, worker) and of each worker's executors.
 DAEMON_MEMORY = "256m"
+# Short-lived test JVMs: the client compiler only and a serial collector start faster and
+# take less CPU from a small machine (the daemons, the executors and the driver).
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 WORKER_MEMORY = "1g"
 START_DEADLINE_S = 90.0
 EXECUTORS_DEADLINE_S = 60.0
@@ -137,6 +140,7 @@ def cluster_env(base_dir: Path, python: str = PYTHON) -> dict[str, str]:
         SPARK_LOG_DIR=str(base_dir / "logs"),
         SPARK_PID_DIR=str(base_dir / "pids"),
         SPARK_DAEMON_MEMORY=DAEMON_MEMORY,
+        SPARK_DAEMON_JAVA_OPTS=JVM_OPTIONS,
         PYSPARK_PYTHON=python,
         PYSPARK_DRIVER_PYTHON=python,
     )
@@ -158,7 +162,7 @@ def _wait_for_workers(cluster: StandaloneCluster, count: int, deadline_s: float)
                 raise ProcessError(f"{proc.name} exited during start-up\n{cluster.diagnostics()}")
         try:
             alive = cluster.alive_workers()
-            if len(alive) >= count:
+            if len(alive) >= count:  # with count 0: the master's page answered
                 return
             last = f"{len(alive)} alive workers"
         except (httpx.HTTPError, ValueError) as exc:
@@ -176,8 +180,12 @@ def standalone_cluster(
     workers: int = 2,
     cores_per_worker: int = 1,
     deadline_s: float = START_DEADLINE_S,
+    wait_for_workers: bool = True,
 ) -> Iterator[StandaloneCluster]:
     """Start a master and ``workers`` workers, wait until all registered, stop all after.
+
+    With ``wait_for_workers=False`` it returns once the master answers, so a driver can
+    start while the workers register (``cluster_session`` waits for their executors).
 
     Every process started is stopped by pid (with its executors and their Python
     workers), whether start-up, the body or the wait failed.
@@ -205,6 +213,7 @@ def standalone_cluster(
                 base / "logs" / "master.log",
                 env=cluster.env,
             ).start()
+            _wait_for_workers(cluster, 0, deadline_s)  # the master answers
             for i in range(workers):
                 worker = ManagedProcess(
                     f"spark-worker-{i + 1}",
@@ -226,7 +235,8 @@ def standalone_cluster(
                     env=cluster.env,
                 )
                 cluster.workers.append(worker.start())
-            _wait_for_workers(cluster, workers, deadline_s)
+            if wait_for_workers:
+                _wait_for_workers(cluster, workers, deadline_s)
             yield cluster
         finally:
             stop_processes(cluster.processes(), STOP_GRACE_S)
@@ -272,6 +282,8 @@ def session_conf(cluster: StandaloneCluster, python: str = PYTHON) -> dict[str, 
         "spark.driver.bindAddress": HOST,
         "spark.executor.cores": "1",
         "spark.executor.memory": "512m",
+        "spark.executor.extraJavaOptions": JVM_OPTIONS,
+        "spark.driver.extraJavaOptions": JVM_OPTIONS,
         "spark.cores.max": str(len(cluster.workers)),
         "spark.ui.enabled": "false",
         "spark.default.parallelism": str(len(cluster.workers)),

@@ -25,7 +25,9 @@ WORKERS = 2
 
 @pytest.fixture(scope="module")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
-    with standalone_cluster(tmp_path_factory.mktemp("spark"), workers=WORKERS) as cluster:
+    with standalone_cluster(
+        tmp_path_factory.mktemp("spark"), workers=WORKERS, wait_for_workers=False
+    ) as cluster:
         yield cluster
 
 
