@@ -5,20 +5,32 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 ZK_JAR := /usr/share/java/zookeeper.jar
+# The running java's major version (0 if there is none): 1.8 -> 1, 17 -> 17.
+JAVA_MAJOR := java -XshowSettings:properties -version 2>&1 | \
+	sed -n 's/^ *java.specification.version = \([0-9]*\).*/\1/p' | grep . || echo 0
 PYTEST_ARGS ?=
 SEEDS ?= 100000
 
-.PHONY: run test lint format bench sim sim-logs openapi setup zookeeper clean
+.PHONY: run test lint format bench sim sim-logs openapi setup java zookeeper spark-cluster clean
 
-setup: $(STAMP) zookeeper
+# ZooKeeper and Spark (pyspark, a pinned dependency) both run on Java: a JRE 17+.
+setup: $(STAMP) java zookeeper
 
 $(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
-zookeeper:
-	@command -v java >/dev/null || { echo "java is required (a JRE 17+)"; exit 1; }
+# A JRE 17+ for ZooKeeper and Spark: installed from Debian's default-jre-headless if missing.
+java:
+	@if [ "$$($(JAVA_MAJOR))" -lt 17 ] 2>/dev/null; then \
+		echo "installing a JRE 17+ (default-jre-headless)"; \
+		$(SUDO) apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q default-jre-headless; \
+	fi
+	@[ "$$($(JAVA_MAJOR))" -ge 17 ] || { echo "java is required (a JRE 17+)"; exit 1; }
+
+zookeeper: java
 	@test -f $(ZK_JAR) || { $(SUDO) apt-get update -q && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q zookeeper; }
 
@@ -59,6 +71,11 @@ sim-logs: setup
 	$(PY) -m pytest -q -s -p no:cacheprovider $$test -k "$$sel" --sim-seeds=$$half & first=$$!; \
 	$(PY) -m pytest -q -s -p no:cacheprovider $$test -k "$$sel" --sim-seed-start=$$half --sim-seeds=$$(( $(SEEDS) - half )); second=$$?; \
 	wait $$first && exit $$second
+
+# A Spark standalone master and two workers on 127.0.0.1 (the pip package's own scripts,
+# as the cluster tests start them) until Ctrl-C: submit with --master spark://127.0.0.1:7077.
+spark-cluster: setup
+	$(PY) -m tests.spark.cluster --port 7077 --webui-port 8180
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis

@@ -18,7 +18,9 @@ when start-up fails; nothing is signalled by name.
 
 from __future__ import annotations
 
+import argparse
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -71,10 +73,14 @@ logger.master.level = info
 
 
 def spark_home() -> Path:
-    """The pip-installed pyspark's directory: it holds bin/spark-class and jars/."""
-    from pyspark.find_spark_home import _find_spark_home
+    """The pip-installed pyspark's directory: it holds bin/spark-class and jars/.
 
-    return Path(_find_spark_home())
+    What ``pyspark.find_spark_home`` answers for a pip install, without its deference to
+    a SPARK_HOME of the environment (another Spark would not match the driver's jars).
+    """
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
 
 
 @dataclass
@@ -181,6 +187,8 @@ def standalone_cluster(
     cores_per_worker: int = 1,
     deadline_s: float = START_DEADLINE_S,
     wait_for_workers: bool = True,
+    master_port: int | None = None,
+    master_ui_port: int | None = None,
 ) -> Iterator[StandaloneCluster]:
     """Start a master and ``workers`` workers, wait until all registered, stop all after.
 
@@ -194,8 +202,8 @@ def standalone_cluster(
         base = Path(base_dir) if base_dir is not None else Path(scratch)
         cluster = StandaloneCluster(
             base_dir=base,
-            master_port=free_port(),
-            master_ui_port=free_port(),
+            master_port=master_port or free_port(),
+            master_ui_port=master_ui_port or free_port(),
             env=cluster_env(base),
         )
         try:
@@ -335,3 +343,37 @@ def _wait_for_executors(
     raise ProcessError(
         f"{count} executors not registered after {deadline_s}s\n{cluster.diagnostics()}"
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``make spark-cluster``: a master and workers until Ctrl-C or SIGTERM."""
+    parser = argparse.ArgumentParser(prog="python -m tests.spark.cluster", description=main.__doc__)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--cores", type=int, default=1, help="cores of each worker")
+    parser.add_argument("--port", type=int, default=7077, help="the master's port")
+    parser.add_argument("--webui-port", type=int, default=8180, help="the master's web UI")
+    args = parser.parse_args(argv)
+    stop = False
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    with standalone_cluster(
+        workers=args.workers,
+        cores_per_worker=args.cores,
+        master_port=args.port,
+        master_ui_port=args.webui_port,
+    ) as cluster:
+        print(f"Spark master {cluster.master_url} (web UI {cluster.master_ui}), ", end="")
+        print(f"{args.workers} workers; logs under {cluster.base_dir}; Ctrl-C stops it")
+        print(f"executors run {PYTHON}: export PYSPARK_PYTHON={PYTHON} before a driver starts")
+        while not stop and all(p.alive() for p in cluster.processes()):
+            time.sleep(0.5)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

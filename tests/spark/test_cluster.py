@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
+import psutil  # type: ignore[import-untyped]
 import pytest
 
 from tests.spark.cluster import PYTHON, StandaloneCluster, cluster_session, standalone_cluster

@@ -3,12 +3,16 @@
 What must hold: a three-node ZooKeeper ensemble; every Quire service sets only
 real settings of services/settings.py, with values those settings accept;
 each listens on and advertises its own host name; ports, ZooKeeper
-connection strings, volumes and depends_on are consistent.
+connection strings, volumes and depends_on are consistent. A Spark master and
+worker run the pip package's spark-class from the image's "spark" stage (the
+project image plus a JRE), with the executors' Python set and a consistent
+master URL.
 """
 
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +36,9 @@ SETTINGS: dict[str, type[CommonSettings]] = {
 }
 DEFAULT_PORTS = {"bookie": 3181, "gateway": 8080, "auditor": 8091, "replicator": 8092}
 INTERPOLATION = re.compile(r"^\$\{(?P<name>[A-Z0-9_]+)(?::?[-?][^}]*)?\}$")
+SPARK_MASTER = "org.apache.spark.deploy.master.Master"
+SPARK_WORKER = "org.apache.spark.deploy.worker.Worker"
+SPARK_URL = re.compile(r"^spark://(?P<host>[\w.-]+):(?P<port>\d+)$")
 ZK_SERVER = re.compile(r"^server\.(\d+)=([\w.-]+):(\d+):(\d+)(?:;(\d+))?$")
 
 
@@ -210,3 +217,130 @@ def test_dockerfile_installs_the_project(services: dict[str, dict[str, Any]]) ->
         build = service.get("build")
         context = build if isinstance(build, str) else (build or {}).get("context")
         assert context == ".", f"{name} does not build the repository"
+
+
+def _spark_services(services: dict[str, dict[str, Any]]) -> dict[str, tuple[str, list[str]]]:
+    """name -> (main class, its arguments) for every service that runs ``spark-class``."""
+    found = {}
+    for name, service in services.items():
+        command = service.get("command")
+        if isinstance(command, str):
+            command = command.split()
+        if command and command[0] == "spark-class":
+            found[name] = (command[1], [str(a) for a in command[2:]])
+    return found
+
+
+def _flag(args: list[str], name: str) -> str:
+    assert name in args, f"{name} missing from {args}"
+    return args[args.index(name) + 1]
+
+
+def _dockerfile_stages() -> dict[str, str]:
+    """Stage name -> its text (``FROM image AS name`` up to the next FROM)."""
+    text = (REPO / "Dockerfile").read_text()
+    stages = {}
+    for block in re.split(r"^(?=FROM )", text, flags=re.M):
+        match = re.match(r"FROM (\S+)(?: AS (\S+))?", block)
+        if match:
+            stages[match[2] or f"<{match[1]}>"] = block
+    return stages
+
+
+def test_a_spark_master_and_worker(services: dict[str, dict[str, Any]]) -> None:
+    """One master and at least one worker, each on its own host name, the worker
+    registering with the master's URL and waiting for it (and for the gateway)."""
+    spark = _spark_services(services)
+    masters = {n: a for n, (cls, a) in spark.items() if cls == SPARK_MASTER}
+    workers = {n: a for n, (cls, a) in spark.items() if cls == SPARK_WORKER}
+    assert len(masters) == 1 and workers, spark
+    assert set(masters) | set(workers) == set(spark), "a spark-class of another class"
+    ((master, master_args),) = masters.items()
+    assert services[master].get("hostname") == master == _flag(master_args, "--host")
+    url = f"spark://{master}:{_flag(master_args, '--port')}"
+    for name, args in workers.items():
+        assert services[name].get("hostname") == name == _flag(args, "--host")
+        assert args[0] == url, f"{name} registers with {args[0]}, the master is {url}"
+        assert SPARK_URL.match(args[0])
+        assert int(_flag(args, "--cores")) >= 1
+        assert re.fullmatch(r"\d+[mg]", _flag(args, "--memory"))
+        depends = services[name].get("depends_on", {})
+        assert master in depends and "gateway" in depends, f"{name} depends on {depends}"
+    for name in spark:
+        env = _env(services[name])
+        if "SPARK_MASTER_URL" in env:
+            assert env["SPARK_MASTER_URL"] == url, f"{name}: SPARK_MASTER_URL"
+
+
+def test_spark_executors_run_the_image_python(services: dict[str, dict[str, Any]]) -> None:
+    """PYSPARK_PYTHON is the image's python (it has pyarrow and the connector: without it
+    a Python worker dies with "No module named pyarrow"); Spark's dirs are the user's."""
+    for name in _spark_services(services):
+        env = _env(services[name])
+        assert env.get("PYSPARK_PYTHON") == "/usr/local/bin/python", name
+        for key in ("SPARK_WORKER_DIR", "SPARK_LOCAL_DIRS"):
+            if key in env:
+                assert env[key].startswith("/var/lib/quire/"), f"{name}: {key} not writable"
+
+
+def test_spark_ports(services: dict[str, dict[str, Any]]) -> None:
+    """The master publishes its port and web UI on loopback, each onto the port it listens
+    on; no two services publish the same host port."""
+    published = []
+    for name, (cls, args) in _spark_services(services).items():
+        listening = {int(_flag(args, "--webui-port"))}
+        if cls == SPARK_MASTER:
+            listening.add(int(_flag(args, "--port")))
+            assert services[name].get("ports"), "publish the Spark master"
+        for mapping in services[name].get("ports", []):
+            parts = str(mapping).split(":")
+            assert parts[0] == "127.0.0.1", f"{name} publishes {mapping} beyond loopback"
+            assert int(parts[-1]) in listening, f"{name} publishes {mapping}"
+    for service in services.values():
+        for mapping in service.get("ports", []):
+            parts = str(mapping).split(":")
+            published.append(int(parts[-2]) if len(parts) > 1 else int(parts[-1]))
+    assert len(published) == len(set(published)), f"a host port published twice: {published}"
+
+
+def test_spark_health_check_asks_the_master(services: dict[str, dict[str, Any]]) -> None:
+    """The master's health check fetches its own web UI's status page."""
+    for name, (cls, args) in _spark_services(services).items():
+        if cls != SPARK_MASTER:
+            continue
+        test = services[name].get("healthcheck", {}).get("test")
+        assert test, f"{name} has no healthcheck"
+        text = " ".join(test) if isinstance(test, list) else str(test)
+        assert f"http://{name}:{_flag(args, '--webui-port')}/json/" in text
+
+
+def test_spark_image_is_the_project_image_with_java(services: dict[str, dict[str, Any]]) -> None:
+    """Spark services build the Dockerfile's "spark" stage: FROM the project's stage, plus a
+    JRE; the project's dependencies (installed in that stage) include pyspark and pyarrow;
+    the default (last) stage stays the plain project image."""
+    stages = _dockerfile_stages()
+    assert "spark" in stages and "quire" in stages, list(stages)
+    assert re.match(r"FROM quire AS spark\b", stages["spark"])
+    assert "apt-get install" in stages["spark"] and "default-jre-headless" in stages["spark"]
+    last = list(stages)[-1]
+    assert last != "spark" and "jre" not in stages[last], "the default image carries Java"
+    dependencies = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {re.split(r"[<>=\[ ;]", d, maxsplit=1)[0].lower() for d in dependencies}
+    assert {"pyspark", "pyarrow"} <= names
+    for name in _spark_services(services):
+        build = services[name].get("build")
+        assert isinstance(build, dict), f"{name} must build the spark stage"
+        assert build.get("context") == "." and build.get("target") == "spark", name
+
+
+def test_spark_versions_are_pinned() -> None:
+    """constraints.txt pins pyspark, its py4j and pyarrow (the image and make setup use it)."""
+    pins = dict(
+        line.split("==", 1)
+        for line in (REPO / "constraints.txt").read_text().splitlines()
+        if "==" in line
+    )
+    pins = {k.lower(): v for k, v in pins.items()}
+    assert pins.get("pyspark") == "4.0.1"
+    assert pins.get("pyarrow") == "21.0.0"
+    assert "py4j" in pins
