@@ -8,9 +8,7 @@ import base64
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
-import httpx
 import pytest
 
 from services.protocol import log_records
@@ -19,10 +17,8 @@ from tests.harness import Cluster
 from tests.integration.gateway_support import (
     Gateway,
     assert_error,
-    module_cluster,
-    start_bookies,
-    start_gateway,
-    wait_writable,
+    ok,
+    two_gateways,
 )
 
 RAW = {"Content-Type": "application/octet-stream"}
@@ -37,20 +33,8 @@ class Env:
 
 @pytest.fixture(scope="module")
 def env(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:  # type: ignore[no-untyped-def]
-    with module_cluster(zookeeper, tmp_path_factory.mktemp("logs-attach")) as cluster:
-        start_bookies(cluster, 3)
-        a = start_gateway(cluster)
-        b = start_gateway(cluster)
-        wait_writable(a, 3)
-        wait_writable(b, 3)
+    with two_gateways(zookeeper, tmp_path_factory.mktemp("logs-attach")) as (cluster, a, b):
         yield Env(cluster, a, b)
-        a.close_client()
-        b.close_client()
-
-
-def ok(r: httpx.Response, status: int = 200) -> Any:
-    assert r.status_code == status, (r.status_code, r.text)
-    return r.json() if status != 204 else None
 
 
 def task_ledger(g: Gateway, log: str, records: list[bytes], close: bool = True) -> int:
