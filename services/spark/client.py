@@ -17,8 +17,9 @@ from typing import Any
 
 import httpx
 
-# The media type of the gateway's binary range read (openapi/gateway.json).
-ENTRIES_MEDIA_TYPE = "application/vnd.quire.entries"
+from services.errors import InvalidArgument
+from services.wire.entries_stream import MEDIA_TYPE, FrameDecoder
+
 # Bytes asked of the socket per chunk of a streamed range read.
 STREAM_CHUNK_BYTES = 1 << 20
 DEFAULT_TIMEOUT_S = 60.0
@@ -134,11 +135,9 @@ class GatewayClient:
         of ``(entry_id, payload)`` in order (one list per chunk received). Entries the
         gateway cannot serve (past its readable end) simply do not come; the caller
         checks it got what it planned."""
-        from services.wire.entries_stream import FrameDecoder
-
         path = f"/v1/ledgers/{ledger_id}/entries"
         what = f"GET {path}?from={first}&to={last}"
-        headers = {"Accept": ENTRIES_MEDIA_TYPE, **password_header(password)}
+        headers = {"Accept": MEDIA_TYPE, **password_header(password)}
         decoder = FrameDecoder()
         try:
             with self.http.stream(
@@ -153,20 +152,16 @@ class GatewayClient:
                         yield frames
         except httpx.HTTPError as exc:
             raise self._unreachable(exc, what) from exc
-        _check_decoder_done(decoder, what)
+        except InvalidArgument as exc:
+            raise QuireSparkError(SHORT_READ, f"{what}: a broken frame: {exc}") from exc
+        if decoder.pending:
+            # The stream ended inside a frame: the gateway stopped mid-range.
+            raise QuireSparkError(SHORT_READ, f"{what}: the stream ended inside a frame")
 
     def _unreachable(self, exc: httpx.HTTPError, what: str) -> QuireSparkError:
         return QuireSparkError(
             GATEWAY_UNREACHABLE, f"{what} on {self.url}: {type(exc).__name__}: {exc}"
         )
-
-
-def _check_decoder_done(decoder: Any, what: str) -> None:
-    """A stream that ends inside a frame was cut (the gateway stopped mid-range)."""
-    pending = getattr(decoder, "pending", None)
-    left = pending() if callable(pending) else pending
-    if left:
-        raise QuireSparkError(SHORT_READ, f"{what}: the stream ended inside a frame")
 
 
 def password_header(password: str | None) -> Mapping[str, str]:
