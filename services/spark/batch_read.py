@@ -11,6 +11,7 @@ strips the record envelopes and keeps only visible records (whole appends).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
@@ -30,7 +31,7 @@ ARROW_SCHEMA = pa.schema(
 )
 
 
-class QuirePartition(InputPartition):  # type: ignore[misc]
+class QuirePartition(InputPartition):
     """One planned range (``plan.Partition``), as Spark hands it to ``read``."""
 
     def __init__(self, range_: Partition) -> None:
@@ -118,7 +119,9 @@ def read_partition(
         )
 
 
-def to_batches(ledger_id: int, chunks: Iterator[list[tuple[int, bytes]]]) -> Iterator[pa.RecordBatch]:
+def to_batches(
+    ledger_id: int, chunks: Iterator[list[tuple[int, bytes]]]
+) -> Iterator[pa.RecordBatch]:
     """Rows grouped into Arrow batches of at most ``ARROW_BATCH_ROWS`` rows and about
     ``ARROW_BATCH_BYTES`` of data."""
     ids: list[int] = []
@@ -147,18 +150,30 @@ def _batch(ledger_id: int, ids: list[int], datas: list[bytes]) -> pa.RecordBatch
     )
 
 
-class QuireReader(DataSourceReader):  # type: ignore[misc]
+@contextmanager
+def plain_errors() -> Iterator[None]:
+    """A ``QuireSparkError`` leaves without the frames below this one and without the
+    httpx error it came from: Spark shows the failing job's Python traceback, and the
+    message is all a user needs."""
+    try:
+        yield
+    except QuireSparkError as exc:
+        raise exc.with_traceback(None) from None
+
+
+class QuireReader(DataSourceReader):
     """A batch read of a log or of ledgers (options: ``options``)."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        self.options = parse_read_options(options)
+        with plain_errors():
+            self.options = parse_read_options(options)
         self.schema = schema
 
     def _client(self) -> GatewayClient:
         return GatewayClient(self.options.gateway, self.options.token)
 
     def partitions(self) -> list[QuirePartition]:
-        with self._client() as client:
+        with plain_errors(), self._client() as client:
             return [QuirePartition(p) for p in plan(self.options, client)]
 
     def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
@@ -166,5 +181,5 @@ class QuireReader(DataSourceReader):  # type: ignore[misc]
         if not isinstance(part, Partition):
             return  # nothing planned: Spark hands one empty partition
         password = None if part.is_log else self.options.password
-        with self._client() as client:
+        with plain_errors(), self._client() as client:
             yield from to_batches(part.ledger_id, read_partition(client, part, password))

@@ -58,9 +58,7 @@ def entries_per_partition(view: LedgerView, target_entries: int, target_bytes: i
     return max(1, min(target_entries, target_bytes // average))
 
 
-def split(
-    view: LedgerView, first: int, last: int, per: int, is_log: bool
-) -> list[Partition]:
+def split(view: LedgerView, first: int, last: int, per: int, is_log: bool) -> list[Partition]:
     """``first..last`` of a ledger cut into ranges of ``per`` entries (none if empty)."""
     return [
         Partition(view.ledger_id, at, min(last, at + per - 1), view.end, is_log)

@@ -153,9 +153,7 @@ def test_start_and_end_positions_cut_the_read(spark: SparkSession, env: Env) -> 
     start, end = want[i][:2], want[j][:2]
     assert start[0] != end[0]
     got = rows(
-        quire(
-            spark, env, log="read-cut", start=f"{start[0]}:{start[1]}", end=f"{end[0]}:{end[1]}"
-        )
+        quire(spark, env, log="read-cut", start=f"{start[0]}:{start[1]}", end=f"{end[0]}:{end[1]}")
     )
     assert got == want[i:j]
 
@@ -204,7 +202,6 @@ def test_a_snapshot_while_a_writer_keeps_appending(spark: SparkSession, env: Env
     assert len(got) % 3 == 0  # whole batches only
 
 
-
 def job_error(df_thunk: Any) -> str:
     """The text of the exception a failing read job raises on the driver."""
     with pytest.raises(Exception) as info:  # noqa: PT011 - Spark wraps it in its own class
@@ -228,11 +225,13 @@ def test_bad_options_fail_the_job_with_the_gateway_error(spark: SparkSession, en
             "gateway said 401 unauthorized",
         ),
         (
-            lambda: spark.read.format("quire")
-            .option("gateway", env.gw.url)
-            .option("token", "not-the-token")
-            .option("log", "x")
-            .load(),
+            lambda: (
+                spark.read.format("quire")
+                .option("gateway", env.gw.url)
+                .option("token", "not-the-token")
+                .option("log", "x")
+                .load()
+            ),
             "gateway said 401 unauthorized",
         ),
     ]

@@ -51,7 +51,7 @@ def test_every_option_parsed() -> None:
 
 
 def test_ledgers_list() -> None:
-    """"1, 2,7" keeps the order given."""
+    """ "1, 2,7" keeps the order given."""
     assert parse_read_options({"gateway": GW, "ledgers": "7, 2,1"}).ledgers == (7, 2, 1)
 
 

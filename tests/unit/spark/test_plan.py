@@ -86,9 +86,7 @@ def test_a_ledger_gone_meanwhile_stops_the_log_read() -> None:
 
 def test_start_and_end_positions_cut_the_ranges() -> None:
     """Start is included, end excluded; ledgers outside [start, end] are not planned."""
-    v = views(
-        LedgerView(1, True, 4, 5), LedgerView(2, True, 4, 5), LedgerView(3, True, 4, 5)
-    )
+    v = views(LedgerView(1, True, 4, 5), LedgerView(2, True, 4, 5), LedgerView(3, True, 4, 5))
     parts = plan_log("l", [1, 2, 3], v.get, 2, BIG, Position(1, 3), Position(2, 2))
     assert covered(parts) == [(1, 3), (1, 4), (2, 0), (2, 1)]
     assert [(p.ledger_id, p.first, p.last) for p in parts] == [(1, 3, 4), (2, 0, 1)]
@@ -107,7 +105,8 @@ def test_start_and_end_positions_cut_the_ranges() -> None:
 
 
 def test_an_empty_log_plans_nothing() -> None:
-    assert plan_log("l", [], {}.get, 100, BIG) == []
+    nothing: dict[int, LedgerView] = {}
+    assert plan_log("l", [], nothing.get, 100, BIG) == []
 
 
 @pytest.mark.parametrize(
