@@ -9,10 +9,23 @@ import logging
 import time
 
 from gateway import operations as ledger_ops
-from gateway.logs.steps import close_for_good
+from gateway.logs.steps import LOG_METADATA_KEY, close_for_good, run
 from gateway.service import Gateway
-from services.errors import LedgerNotFound, MetadataConflict, QuireError
-from services.protocol.logs import LogMetadata, Position, check_log_name, truncation
+from services.errors import (
+    InvalidArgument,
+    InvariantViolation,
+    LedgerNotFound,
+    MetadataConflict,
+    QuireError,
+)
+from services.protocol import log_writer as lw
+from services.protocol.logs import (
+    COMMIT_ID,
+    LogMetadata,
+    Position,
+    check_log_name,
+    truncation,
+)
 from services.protocol.metadata import LedgerState
 from services.zk.log_store import VersionedLog
 
@@ -120,3 +133,52 @@ async def delete_ledgers(gw: Gateway, ledger_ids: tuple[int, ...]) -> None:
                 )
 
     await asyncio.gather(*(one(lid) for lid in ledger_ids))
+
+
+ATTACH_LEDGERS_MAX = 10_000
+
+
+async def attach(
+    gw: Gateway, name: str, ledger_ids: list[int], commit: tuple[str, int] | None
+) -> tuple[LogMetadata, bool]:
+    """Append ``ledger_ids`` to the log in one CAS, taking the writer role the way a new
+    writer does and leaving it free (``log_writer.AttachLedgers``): the log after, and
+    whether it changed (False: ``commit`` was recorded already). Every ledger must be
+    CLOSED, without a password, not in the log yet, and made for this log (custom
+    metadata ``quire.log``); else 400 and nothing changes."""
+    current = await get(gw, name)
+    if not ledger_ids or len(ledger_ids) > ATTACH_LEDGERS_MAX:
+        raise InvalidArgument(f"ledgers: 1 to {ATTACH_LEDGERS_MAX} ledger ids")
+    if len(set(ledger_ids)) != len(ledger_ids):
+        raise InvalidArgument("ledgers: an id is listed twice")
+    if commit is not None and (COMMIT_ID.fullmatch(commit[0]) is None or commit[1] < 0):
+        raise InvalidArgument("commit: id of 1-200 characters of A-Za-z0-9._:- and a sequence >= 0")
+    if commit is not None:
+        done = current.log.committed(commit[0])
+        if done is not None and done >= commit[1]:
+            return current.log, False
+    found = await gw.ctx.ledgers.get_many(list(ledger_ids))
+    for ledger_id, item in zip(ledger_ids, found, strict=True):
+        if item is None:
+            raise InvalidArgument(f"ledger {ledger_id} does not exist")
+        if isinstance(item, QuireError):
+            raise item
+        metadata = item.metadata
+        problem = (
+            "is not CLOSED" if metadata.state is not LedgerState.CLOSED
+            else "has a password" if metadata.password_hash is not None
+            else "is in the log already" if ledger_id in current.log.ledgers
+            else f"was not made for log {name} (custom metadata {LOG_METADATA_KEY})"
+            if metadata.custom.get(LOG_METADATA_KEY) != name
+            else None
+        )  # fmt: skip
+        if problem is not None:
+            raise InvalidArgument(f"ledger {ledger_id} {problem}")
+    held = gw.logs.get(name)
+    if held is not None:
+        held._lose("the log's ledgers were attached by a commit (POST /ledgers)")
+    op = lw.AttachLedgers(name, gw.ctx.settings.address, ledger_ids, commit, gw.ctx.rng)
+    result = await run(gw, gw.logs.logs, op, op.start())
+    if not isinstance(result, lw.Attached):
+        raise InvariantViolation(f"attaching ledgers answered {result!r}")
+    return result.log, result.committed

@@ -75,5 +75,25 @@ class CreateLog(BaseModel):
     ack_quorum: int = Field(2, ge=1, le=64)
 
 
+class CommitModel(BaseModel):
+    id: str = Field(description="1-200 characters of A-Za-z0-9._:-")
+    sequence: int = Field(ge=0, le=ID_MAX)
+
+
+class AttachLedgers(BaseModel):
+    """Body of POST /v1/logs/{name}/ledgers."""
+
+    model_config = {"extra": "forbid"}
+
+    ledgers: list[int] = Field(min_length=1, max_length=10_000, description="in log order")
+    commit: CommitModel | None = None
+
+
+class AttachResult(BaseModel):
+    log: LogModel
+    epoch: int
+    committed: bool = Field(description="false: the commit's sequence was recorded already")
+
+
 def position_json(ledger_id: int, entry_id: int) -> dict[str, Any]:
     return {"ledger_id": ledger_id, "entry_id": entry_id}

@@ -35,12 +35,12 @@ Operation = lw.AcquireWriter | lw.RollLog
 
 async def run(
     gw: Gateway, logs: LogStore, op: Operation, effects: list[lw.Effect]
-) -> lw.Acquired | lw.Rolled:
+) -> lw.Acquired | lw.Rolled | lw.Attached:
     """Run ``op`` from its first ``effects`` to its end."""
     pending = list(effects)
     while pending:
         effect = pending.pop(0)
-        if isinstance(effect, lw.Acquired | lw.Rolled):
+        if isinstance(effect, lw.Acquired | lw.Rolled | lw.Attached):
             return effect
         if isinstance(effect, lw.Failed):
             raise effect.exception()

@@ -49,6 +49,7 @@ from services.limits import (
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.reads import digest_key, readable_end
 from services.web.body import is_json, read_body
+from services.wire import entries_stream
 
 router = APIRouter(
     prefix="/v1/ledgers",
@@ -295,11 +296,15 @@ async def _readable_end(gw: Gateway, metadata: LedgerMetadata) -> int:
     summary="Read a range (paged; NDJSON stream with Accept: application/x-ndjson)",
     responses={
         200: {
-            "description": "a page, or with Accept: application/x-ndjson the whole range",
+            "description": "a page; with Accept: application/x-ndjson the whole range as "
+            "lines; with Accept: application/vnd.quire.entries the whole range as binary "
+            "frames (entry_id u64 big-endian, length u32 big-endian, payload), the readable "
+            "end used in the X-Last-Add-Confirmed header",
             "content": {
                 "application/x-ndjson": {
                     "schema": {"type": "string", "description": '{"entry_id", "data"} lines'}
-                }
+                },
+                entries_stream.MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}},
             },
         },
         **errors(400, 401, 404, 503),
@@ -323,7 +328,14 @@ async def read_entries(
     # The first page is read before answering, so that an error there (no replica)
     # is still an {"error", "message"} answer and not a 200 with a broken stream.
     page = await _timed_read(gw.ctx, ledger_id, reads.read_page(gw.ctx, metadata, start, stop, key))
-    if "application/x-ndjson" in request.headers.get("accept", ""):
+    accept = request.headers.get("accept", "")
+    if entries_stream.MEDIA_TYPE in accept:
+        return StreamingResponse(
+            _frames(gw.ctx, metadata, page, stop, key),
+            media_type=entries_stream.MEDIA_TYPE,
+            headers={"X-Last-Add-Confirmed": str(end)},
+        )
+    if "application/x-ndjson" in accept:
         return StreamingResponse(
             _ndjson(gw.ctx, metadata, page, stop, key), media_type="application/x-ndjson"
         )
@@ -337,6 +349,21 @@ async def read_entries(
         "last_add_confirmed": end,
         "next": next_id,
     }
+
+
+async def _frames(
+    ctx: GatewayContext, metadata: LedgerMetadata, page: reads.Page, stop: int, key: bytes
+) -> AsyncIterator[bytes]:
+    """The binary frames (``services.wire.entries_stream``) of ``page`` (already read) and
+    of the pages after it up to ``stop``."""
+    while page.entries:
+        yield entries_stream.encode_frames(page.entries)
+        position = page.entries[-1][0] + 1
+        if position > stop:
+            return
+        page = await _timed_read(
+            ctx, metadata.ledger_id, reads.read_page(ctx, metadata, position, stop, key)
+        )
 
 
 async def _ndjson(

@@ -15,7 +15,10 @@ from gateway.logs import operations as log_ops
 from gateway.logs import reads as log_reads
 from gateway.logs.schemas import (
     Appended,
+    AttachLedgers,
+    AttachResult,
     BatchAppended,
+    CommitModel,
     CreateLog,
     LogList,
     LogModel,
@@ -259,6 +262,57 @@ async def read_records(
         gw, name, start, min(limit, LIST_LIMIT_MAX), min(wait_ms, LAC_WAIT_MAX_MS)
     )
     return page.to_api()
+
+
+@router.post(
+    "/{name}/ledgers",
+    summary="Attach CLOSED ledgers to the log in one CAS (a batch or streaming commit)",
+    description="Takes the writer role as POST /writer does (the last two ledgers fenced), "
+    "appends the ledgers in the given order and leaves the role free (writer null, the "
+    "epoch grows). Each ledger must exist, be CLOSED, have no password, not be in the log "
+    "and carry custom metadata quire.log = the log's name. With commit {id, sequence} the "
+    "log records the sequence under the id; a sequence at or below the one recorded "
+    "changes nothing and answers committed: false (exactly-once commits).",
+    responses={
+        200: {
+            "description": "the log after the commit",
+            "content": {"application/json": {"schema": AttachResult.model_json_schema()}},
+        },
+        **errors(400, 401, 404, 409, 503),
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": AttachLedgers.model_json_schema()}},
+        }
+    },
+)
+async def attach_ledgers(name: str, request: Request, gw: GatewayDep) -> dict[str, Any]:
+    _name(name)
+    doc = parse_json(await read_body(request, SMALL_BODY_MAX_BYTES))
+    if not isinstance(doc, dict):
+        raise InvalidArgument("body must be a JSON object")
+    try:
+        body = AttachLedgers.model_validate(doc)
+    except ValueError as exc:
+        raise InvalidArgument(f"invalid body: {exc}") from exc
+    commit = (body.commit.id, body.commit.sequence) if body.commit is not None else None
+    log, committed = await log_ops.attach(gw, name, body.ledgers, commit)
+    return {"log": log.to_api(), "epoch": log.epoch, "committed": committed}
+
+
+@router.get(
+    "/{name}/commits/{commit_id}",
+    response_model=CommitModel,
+    summary="The last sequence committed under a commit id (POST /ledgers)",
+    responses=errors(400, 401, 404),
+)
+async def get_commit(name: str, commit_id: str, gw: GatewayDep) -> dict[str, Any]:
+    current = (await log_ops.get(gw, _name(name))).log
+    sequence = current.committed(commit_id)
+    if sequence is None:
+        raise NotFound(f"log {name} has no commit {commit_id!r}")
+    return {"id": commit_id, "sequence": sequence}
 
 
 @router.api_route("/{rest:path}", methods=["GET", "PUT", "POST", "DELETE"], include_in_schema=False)

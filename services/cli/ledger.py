@@ -24,7 +24,7 @@ from typing import Annotated, Any
 
 import typer
 
-from services.cli.client import EXIT_CODES_HELP, GatewayClient, pages, reported
+from services.cli.client import EXIT_CODES_HELP, GatewayClient, reported
 from services.cli.common import fail, global_options
 from services.cli.ledger_io import (
     Appender,
@@ -34,6 +34,7 @@ from services.cli.ledger_io import (
     err,
     input_lines,
     print_json,
+    print_listing,
     quiet_stdout,
     read_whole,
     render,
@@ -343,21 +344,8 @@ def list_ledgers(
     ] = False,
 ) -> None:
     """List ledger ids in ascending order, one per line: one page, or --all of them."""
-    collected: list[int] = []
-    next_after = after
     with reported(), _client(ctx) as client:
-        for page in pages(client, "/v1/ledgers", limit, after, every):
-            if as_json:
-                collected += page["ledgers"]
-            else:
-                for ledger_id in page["ledgers"]:
-                    sys.stdout.write(f"{ledger_id}\n")
-                sys.stdout.flush()
-            next_after = page.get("next")
-    if as_json:
-        print_json({"ledgers": collected, "next": next_after})
-    elif next_after is not None:
-        err.print(f"more after {next_after}: --after {next_after}, or --all", markup=False)
+        print_listing(client, "/v1/ledgers", "ledgers", limit, after, every, as_json)
 
 
 # -- close, recover, delete ---------------------------------------------------

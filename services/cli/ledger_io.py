@@ -13,7 +13,7 @@ from typing import IO, Any
 
 from rich.console import Console
 
-from services.cli.client import GatewayClient
+from services.cli.client import GatewayClient, pages
 from services.errors import PayloadTooLarge
 from services.limits import ENTRY_SIZE_MAX_BYTES
 
@@ -182,3 +182,30 @@ def quiet_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
+
+
+def print_listing(
+    client: GatewayClient,
+    path: str,
+    field: str,
+    limit: int,
+    after: int | str | None,
+    every: bool,
+    as_json: bool,
+) -> None:
+    """A paged listing (``{field: [...], "next"}``): one page or, with ``every``, all of
+    them; one item per line, or one JSON object; where to go on to stderr."""
+    collected: list[Any] = []
+    next_after: Any = after
+    for page in pages(client, path, limit, after, every):
+        if as_json:
+            collected += page[field]
+        else:
+            for item in page[field]:
+                sys.stdout.write(f"{item}\n")
+            sys.stdout.flush()
+        next_after = page.get("next")
+    if as_json:
+        print_json({field: collected, "next": next_after})
+    elif next_after is not None:
+        err.print(f"more after {next_after}: --after {next_after}, or --all", markup=False)

@@ -25,7 +25,7 @@ from typing import IO, Annotated, Any
 
 import typer
 
-from services.cli.client import EXIT_CODES_HELP, GatewayClient, pages, reported
+from services.cli.client import EXIT_CODES_HELP, GatewayClient, reported
 from services.cli.common import fail, global_options
 from services.cli.ledger_io import (
     AppendProgress,
@@ -33,6 +33,7 @@ from services.cli.ledger_io import (
     err,
     input_lines,
     print_json,
+    print_listing,
     quiet_stdout,
 )
 from services.cli.log_io import (
@@ -402,21 +403,8 @@ def list_logs(
     ] = False,
 ) -> None:
     """List log names in byte order, one per line: one page, or --all of them."""
-    collected: list[str] = []
-    next_after: Any = after
     with reported(), _client(ctx) as client:
-        for page in pages(client, "/v1/logs", limit, after, every):
-            if as_json:
-                collected += page["logs"]
-            else:
-                for log_name in page["logs"]:
-                    sys.stdout.write(f"{log_name}\n")
-                sys.stdout.flush()
-            next_after = page.get("next")
-    if as_json:
-        print_json({"logs": collected, "next": next_after})
-    elif next_after is not None:
-        err.print(f"more after {next_after}: --after {next_after}, or --all", markup=False)
+        print_listing(client, "/v1/logs", "logs", limit, after, every, as_json)
 
 
 @log_app.command()

@@ -158,6 +158,13 @@ class Rolled:
 
 
 @dataclass(frozen=True, slots=True)
+class Attached:
+    log: LogMetadata
+    version: int
+    committed: bool  # False: the commit id had this sequence already; nothing changed
+
+
+@dataclass(frozen=True, slots=True)
 class Failed:
     error: type[QuireError]
     message: str
@@ -168,7 +175,7 @@ class Failed:
 
 Effect = (
     ReadLog | RecoverLedgers | CreateLedger | WriteLog | Wait | DeleteLedger | Acquired
-    | Rolled | Failed
+    | Rolled | Attached | Failed
 )  # fmt: skip
 
 
@@ -289,6 +296,63 @@ class AcquireWriter(_Operation):
         writer = present(log.writer, "acquired without a writer")
         self.done = True
         return [Acquired(log, version, present_id(self.ledger_id), writer.epoch)]
+
+
+class AttachLedgers(AcquireWriter):
+    """Append ``ledger_ids`` (CLOSED ledgers written elsewhere) to log ``name`` in ONE CAS,
+    taking the writer role the way ``AcquireWriter`` does (the last two ledgers fenced
+    first) and leaving it free (``LogMetadata.with_attached``). With ``commit`` (id,
+    sequence) a sequence the log already recorded for that id (or a later one) changes
+    nothing: ``Attached(committed=False)``. The ledgers are the caller's: never deleted
+    here."""
+
+    def __init__(
+        self,
+        name: str,
+        gateway: str,
+        ledger_ids: Sequence[int],
+        commit: tuple[str, int] | None,
+        rng: Random,
+        attempts_max: int = ATTEMPTS_MAX,
+    ) -> None:
+        super().__init__(name, gateway, rng, attempts_max)
+        invariant(bool(ledger_ids), "attaching no ledger")
+        self.attach = tuple(ledger_ids)
+        self.commit = commit
+        self.ledger_id = self.attach[0]  # what "our CAS landed" looks for in the list
+
+    def _on_read(self, event: LogRead) -> list[Effect]:
+        log = event.log
+        if log is not None and self.ledger_id in log.ledgers:  # our CAS landed
+            self._checking = False
+            self.log, self.version = log, event.version
+            return self._landed(log, event.version)
+        if log is not None and self.commit is not None:
+            done = log.committed(self.commit[0])
+            if done is not None and done >= self.commit[1]:
+                self.done = True
+                return [Attached(log, event.version, False)]
+        return super()._on_read(event)
+
+    def _create_or_write(self) -> list[Effect]:
+        log = present(self.log, "writing a log not read")
+        try:
+            new = log.with_attached(self.attach, self.commit)
+        except InvalidArgument as exc:
+            return self._fail(InvalidArgument, exc.message, listed=False)
+        self.log = new
+        return [WriteLog(new, self.version)]
+
+    def _landed(self, log: LogMetadata, version: int) -> list[Effect]:
+        self.done = True
+        return [Attached(log, version, True)]
+
+    def _acquired(self, version: int) -> list[Effect]:
+        return self._landed(present(self.log, "attached without a log"), version)
+
+    def _fail(self, error: type[QuireError], message: str, listed: bool) -> list[Effect]:
+        self.done = True
+        return [Failed(error, message)]  # the ledgers are the caller's to delete
 
 
 class RollLog(_Operation):

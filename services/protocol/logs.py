@@ -41,6 +41,10 @@ _ID = re.compile(r"0|[1-9][0-9]{0,18}")
 # A log's list of ledgers is one znode body (ZooKeeper's 1 MiB limit): at most this
 # many ledgers. A roll past it is refused (truncate first); a writer hand-over is too.
 LOG_LEDGERS_MAX = 20_000
+# Commit ids remembered per log (``with_attached``: exactly-once batch commits).
+COMMITS_KEY = "commits"
+COMMITS_MAX = 1_000
+COMMIT_ID = re.compile(r"[A-Za-z0-9._:-]{1,200}")
 
 
 def check_log_name(name: str) -> str:
@@ -169,6 +173,37 @@ class LogMetadata:
         invariant(ledger_id not in self.ledgers, "a rolled-in ledger is already listed")
         self._check_room()
         return replace(self, ledgers=(*self.ledgers, ledger_id))
+
+    def committed(self, commit_id: str) -> int | None:
+        """The last sequence committed under ``commit_id`` (``with_attached``), if any."""
+        value = dict(self.extra.get(COMMITS_KEY) or {}).get(commit_id)
+        return value if isinstance(value, int) else None
+
+    def with_attached(
+        self, ledger_ids: Sequence[int], commit: tuple[str, int] | None = None
+    ) -> LogMetadata:
+        """``ledger_ids`` (CLOSED ledgers written elsewhere, e.g. by Spark tasks) appended in
+        order, the role taken and left free at the next epoch (the writer that was is
+        fenced off: its ledgers were fenced before this), and with ``commit`` the
+        sequence recorded under its id (at most ``COMMITS_MAX`` ids, oldest dropped)."""
+        ids = tuple(ledger_ids)
+        invariant(not set(ids) & set(self.ledgers), "an attached ledger is already listed")
+        if len(self.ledgers) + len(ids) > LOG_LEDGERS_MAX:
+            raise InvalidArgument(
+                f"log {self.name} would hold {len(self.ledgers) + len(ids)} ledgers, over "
+                f"{LOG_LEDGERS_MAX}: truncate it first"
+            )
+        extra = dict(self.extra)
+        if commit is not None:
+            commits = {k: v for k, v in dict(extra.get(COMMITS_KEY) or {}).items()
+                       if k != commit[0]}  # fmt: skip
+            commits[commit[0]] = commit[1]
+            while len(commits) > COMMITS_MAX:
+                commits.pop(next(iter(commits)))
+            extra[COMMITS_KEY] = commits
+        return replace(
+            self, ledgers=(*self.ledgers, *ids), writer=None, epoch=self.epoch + 1, extra=extra
+        )
 
     def without_writer(self, gateway: str, epoch: int) -> LogMetadata:
         """The role given up by its holder (the epoch stays: the next writer's is higher)."""

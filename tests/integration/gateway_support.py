@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 from kazoo.client import KazooClient
@@ -338,3 +339,26 @@ def module_cluster(zookeeper, base_dir: Path, secret: str | None = None) -> Iter
         finally:
             client.stop()
             client.close()
+
+
+@contextmanager
+def two_gateways(zookeeper, base_dir: Path) -> Iterator[tuple[Cluster, Gateway, Gateway]]:  # type: ignore[no-untyped-def]
+    """A module's cluster of three bookies and two gateways that both see them writable;
+    the gateways' clients are closed at the end."""
+    with module_cluster(zookeeper, base_dir) as cluster:
+        start_bookies(cluster, 3)
+        a = start_gateway(cluster)
+        b = start_gateway(cluster)
+        wait_writable(a, 3)
+        wait_writable(b, 3)
+        try:
+            yield cluster, a, b
+        finally:
+            a.close_client()
+            b.close_client()
+
+
+def ok(r: httpx.Response, status: int = 200) -> Any:
+    """The JSON body of an answer that must have ``status`` (None for 204)."""
+    assert r.status_code == status, (r.status_code, r.text)
+    return r.json() if status != 204 else None

@@ -20,10 +20,8 @@ from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import (
     Gateway,
     assert_error,
-    module_cluster,
-    start_bookies,
-    start_gateway,
-    wait_writable,
+    ok,
+    two_gateways,
 )
 
 RAW = {"Content-Type": "application/octet-stream"}
@@ -38,23 +36,11 @@ class Env:
 
 @pytest.fixture(scope="module")
 def env(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:  # type: ignore[no-untyped-def]
-    with module_cluster(zookeeper, tmp_path_factory.mktemp("logs-api")) as cluster:
-        start_bookies(cluster, 3)
-        a = start_gateway(cluster)
-        b = start_gateway(cluster)
-        wait_writable(a, 3)
-        wait_writable(b, 3)
+    with two_gateways(zookeeper, tmp_path_factory.mktemp("logs-api")) as (cluster, a, b):
         yield Env(cluster, a, b)
-        a.close_client()
-        b.close_client()
 
 
 # ------------------------------------------------------------------ helpers
-
-
-def ok(r: httpx.Response, status: int = 200) -> Any:
-    assert r.status_code == status, (r.status_code, r.text)
-    return r.json() if status != 204 else None
 
 
 def pos(lid: int, eid: int) -> dict[str, int]:

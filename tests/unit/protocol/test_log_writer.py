@@ -242,3 +242,35 @@ def test_roll_conflicts_are_bounded() -> None:
     effects = op.handle(lw.LogConflict())
     assert effects[0] == lw.DeleteLedger(9)
     assert isinstance(effects[1], lw.Failed) and effects[1].error is MetadataConflict
+
+
+def test_attach_fences_the_last_two_and_lists_the_ledgers_in_one_cas() -> None:
+    """AttachLedgers reads the log, fences its last two ledgers, then writes the list with
+    the ledgers appended in order, the role free at the next epoch and the commit id
+    recorded; it creates no ledger and never deletes the caller's."""
+    log = LogMetadata("l", ledgers=(1, 2, 3), writer=LogWriter("g:1", 4), epoch=4)
+    op = lw.AttachLedgers("l", "g:2", [10, 11], ("q", 5), Random(1))
+    assert op.start() == [lw.ReadLog("l")]
+    assert op.handle(lw.LogRead(log, 9)) == [lw.RecoverLedgers((2, 3))]
+    (write,) = op.handle(lw.LedgersRecovered())
+    assert isinstance(write, lw.WriteLog) and write.version == 9
+    assert write.log.ledgers == (1, 2, 3, 10, 11)
+    assert write.log.writer is None and write.log.epoch == 5
+    assert write.log.committed("q") == 5
+    (done,) = op.handle(lw.LogWritten(10))
+    assert done == lw.Attached(write.log, 10, True)
+
+
+def test_attach_with_a_recorded_commit_changes_nothing_and_a_conflict_deletes_nothing() -> None:
+    """A commit id already at (or past) the sequence answers committed=False without a
+    write; running out of attempts fails without deleting the caller's ledgers."""
+    log = LogMetadata("l", ledgers=(1,)).with_attached([5], ("q", 7))
+    op = lw.AttachLedgers("l", "g", [9], ("q", 7), Random(1))
+    op.start()
+    assert op.handle(lw.LogRead(log, 3)) == [lw.Attached(log, 3, False)]
+    op = lw.AttachLedgers("l", "g", [9], None, Random(1), attempts_max=1)
+    op.start()
+    op.handle(lw.LogRead(log, 3))
+    op.handle(lw.LedgersRecovered())
+    effects = op.handle(lw.LogConflict())
+    assert [type(e) for e in effects] == [lw.Failed]

@@ -1,0 +1,63 @@
+"""The bulk binary form of a range read (``Accept: application/vnd.quire.entries``).
+
+The answer streams one frame per entry, in entry order, nothing else:
+
+    entry_id  u64  big-endian
+    length    u32  big-endian, <= STORED_ENTRY_SIZE_MAX_BYTES
+    payload   length bytes
+
+No base64, no JSON: a reader copies the payloads out of the byte stream. The gateway
+sends the readable end it used in the ``X-Last-Add-Confirmed`` header.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+
+from services.errors import InvalidArgument
+from services.limits import STORED_ENTRY_SIZE_MAX_BYTES
+
+MEDIA_TYPE = "application/vnd.quire.entries"
+_HEADER = struct.Struct(">QI")
+HEADER_BYTES = _HEADER.size
+
+
+def encode_frames(entries: Iterable[tuple[int, bytes]]) -> bytes:
+    """The frames of ``entries`` ((entry id, payload) pairs), concatenated."""
+    parts: list[bytes] = []
+    for entry_id, payload in entries:
+        parts.append(_HEADER.pack(entry_id, len(payload)))
+        parts.append(payload)
+    return b"".join(parts)
+
+
+class FrameDecoder:
+    """Decodes frames from chunks of a byte stream as they arrive."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, chunk: bytes) -> list[tuple[int, bytes]]:
+        """The whole frames completed by ``chunk`` (a frame may span chunks)."""
+        buffer = self._buffer
+        buffer += chunk
+        out: list[tuple[int, bytes]] = []
+        at = 0
+        end = len(buffer)
+        while end - at >= HEADER_BYTES:
+            entry_id, length = _HEADER.unpack_from(buffer, at)
+            if length > STORED_ENTRY_SIZE_MAX_BYTES:
+                raise InvalidArgument(f"frame of entry {entry_id} claims {length} bytes")
+            if end - at - HEADER_BYTES < length:
+                break
+            start = at + HEADER_BYTES
+            out.append((entry_id, bytes(buffer[start : start + length])))
+            at = start + length
+        del buffer[:at]
+        return out
+
+    @property
+    def pending(self) -> int:
+        """Bytes of an unfinished frame held back (0 at a clean end of stream)."""
+        return len(self._buffer)

@@ -1,0 +1,38 @@
+"""The bulk binary range-read form: frames round-trip, whatever the chunking."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from services.errors import InvalidArgument
+from services.limits import STORED_ENTRY_SIZE_MAX_BYTES
+from services.wire.entries_stream import FrameDecoder, encode_frames
+
+
+def test_frames_round_trip_across_any_chunking() -> None:
+    """Entries (empty ones included) come back whole and in order however the stream is
+    cut into chunks, and nothing is left pending at the end."""
+    rng = random.Random(7)
+    entries = [(n * 3, rng.randbytes(rng.choice([0, 1, 100, 5000]))) for n in range(200)]
+    data = encode_frames(entries)
+    for _ in range(20):
+        decoder, got, at = FrameDecoder(), [], 0
+        while at < len(data):
+            step = rng.randint(1, 9000)
+            got += decoder.feed(data[at : at + step])
+            at += step
+        assert got == entries and decoder.pending == 0
+
+
+def test_a_cut_stream_leaves_bytes_pending_and_a_huge_length_is_refused() -> None:
+    """A stream cut inside a frame keeps the partial frame pending (a reader can tell the
+    answer was cut short); a frame claiming more than an entry may hold is refused."""
+    data = encode_frames([(1, b"abc"), (2, b"defg")])
+    decoder = FrameDecoder()
+    assert decoder.feed(data[:-2]) == [(1, b"abc")]
+    assert decoder.pending > 0
+    bad = (5).to_bytes(8, "big") + (STORED_ENTRY_SIZE_MAX_BYTES + 1).to_bytes(4, "big")
+    with pytest.raises(InvalidArgument):
+        FrameDecoder().feed(bad)
