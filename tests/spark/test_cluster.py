@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from services.spark import register
-from tests.harness import Cluster
+from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import (
     Gateway,
     module_cluster,
@@ -95,6 +95,38 @@ def gateway_log(quire: Quire, name: str) -> list[Row3]:
     return [(lid, eid, data) for (lid, eid), data in quire.logs.read_all(name)]
 
 
+def log_ledgers(quire: Quire, name: str) -> dict[int, dict[str, str]]:
+    """Every existing ledger made for log ``name`` (custom metadata quire.log), with its
+    custom metadata: the log's own and any task ledger left behind."""
+    found: dict[int, dict[str, str]] = {}
+    params: dict[str, Any] = {"limit": 1000}
+    while True:
+        page = quire.gw.request("GET", "/v1/ledgers", params=params).json()
+        for lid in page["ledgers"]:
+            r = quire.gw.request("GET", f"/v1/ledgers/{lid}")
+            if r.status_code == 200 and r.json()["metadata"].get("quire.log") == name:
+                found[lid] = r.json()["metadata"]
+        if page["next"] is None:
+            return found
+        params["after"] = page["next"]
+
+
+def save(df: Any, quire: Quire, name: str) -> None:
+    (
+        df.write.format("quire")
+        .option("gateway", quire.gw.url)
+        .option("token", TOKEN)
+        .option("log", name)
+        .mode("append")
+        .save()
+    )
+
+
+def frame(spark: Any, rdd: Any) -> Any:
+    """A DataFrame of one binary column ``data`` from an RDD of 1-tuples."""
+    return spark.createDataFrame(rdd, "data binary")
+
+
 def payload(n: int, size: int = 48) -> bytes:
     head = f"rec-{n}-".encode()
     return head + bytes((n * 7 + i) % 256 for i in range(size - len(head)))
@@ -162,3 +194,112 @@ def test_a_log_read_on_the_cluster_is_the_gateways_log(spark: Any, quire: Quire)
     assert rows(df) == want
     quire.logs.append(name, [b"after the read"])
     assert gateway_log(quire, name)[-1][2] == b"after the read"
+
+
+def test_a_batch_write_on_the_cluster_lands_in_task_order(spark: Any, quire: Quire) -> None:
+    """Four partitions written by the executors: the log gains four task ledgers, in
+    partition order, holding exactly the rows; the gateway that was the writer gets
+    not_writer afterwards."""
+    name = "cluster-write"
+    quire.logs.create(name)
+    quire.logs.take_writer(name)
+    quire.logs.append(name, [b"before"])
+    before = quire.logs.show(name)["ledgers"]
+    data = [payload(i, 20 + i) for i in range(60)]
+    df = frame(spark, spark.sparkContext.parallelize([(d,) for d in data], 4))
+    save(df, quire, name)
+    ledgers = quire.logs.show(name)["ledgers"]
+    assert ledgers[: len(before)] == before
+    new = ledgers[len(before) :]
+    assert len(new) == 4
+    tasks = [log_ledgers(quire, name)[lid]["quire.task"] for lid in new]
+    assert [t.split(".")[0] for t in tasks] == ["0", "1", "2", "3"]
+    assert [d for _, _, d in gateway_log(quire, name)] == [b"before", *data]
+    r = quire.logs.append_raw(name, [b"late"])
+    assert r.status_code == 409 and r.json()["error"] == "not_writer", r.text
+
+
+def test_a_failed_write_on_the_cluster_adds_nothing(spark: Any, quire: Quire) -> None:
+    """A task raising on an executor (every attempt): the job fails, the log is as it
+    was, and no task ledger is left behind (the executors' ledgers were deleted)."""
+    name = "cluster-write-fails"
+    quire.logs.create(name)
+    quire.logs.take_writer(name)
+    quire.logs.append(name, [b"kept"])
+    log_before = quire.logs.show(name)
+    ledgers_before = set(log_ledgers(quire, name))
+
+    def poisoned(n: int) -> tuple[bytes]:
+        """On an executor (pickled by value: it uses nothing of this module)."""
+        if n == 33:
+            raise ValueError("poisoned row 33")
+        return (f"row-{n}".encode(),)
+
+    df = frame(spark, spark.sparkContext.parallelize(range(40), 4).map(poisoned))
+    with pytest.raises(Exception, match="poisoned row 33"):  # noqa: PT011 - Spark wraps it
+        save(df, quire, name)
+    assert quire.logs.show(name)["ledgers"] == log_before["ledgers"]
+    assert [d for _, _, d in gateway_log(quire, name)] == [b"kept"]
+    assert set(log_ledgers(quire, name)) == ledgers_before
+
+
+def test_a_stream_from_log_to_log_on_the_cluster_exactly_once(
+    spark: Any, quire: Quire, tmp_path: Path
+) -> None:
+    """A query tails one log and writes a transform of each record to another: records
+    appended before and while it runs arrive once, in order; stopped and restarted from
+    its checkpoint, it adds exactly the records appended meanwhile."""
+    source, sink = "cluster-stream-in", "cluster-stream-out"
+    checkpoint = tmp_path / "checkpoint"
+    quire.logs.create(source)
+    quire.logs.take_writer(source)
+    sent: list[bytes] = []
+
+    def append(count: int) -> None:
+        batch = [payload(len(sent) + i) for i in range(count)]
+        quire.logs.append(source, batch)
+        sent.extend(batch)
+
+    def start(**trigger: Any) -> Any:
+        return (
+            spark.readStream.format("quire")
+            .option("gateway", quire.gw.url)
+            .option("token", TOKEN)
+            .option("log", source)
+            .load()
+            .selectExpr("concat(CAST('out:' AS BINARY), data) AS data")
+            .writeStream.format("quire")
+            .option("gateway", quire.gw.url)
+            .option("token", TOKEN)
+            .option("log", sink)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(**trigger)
+            .start()
+        )
+
+    def landed() -> list[bytes]:
+        try:
+            return [d for _, _, d in gateway_log(quire, sink)]
+        except AssertionError:  # the sink log is created by the first batch
+            return []
+
+    def expected() -> list[bytes]:
+        return [b"out:" + d for d in sent]
+
+    append(10)
+    query = start(processingTime="1 second")
+    try:
+        wait_for(lambda: landed() == expected() or query.exception(), 60, "the first records")
+        append(7)
+        append(5)
+        wait_for(lambda: landed() == expected() or query.exception(), 60, "records appended live")
+    finally:
+        query.stop()
+    assert query.exception() is None, query.exception()
+    assert landed() == expected()
+    append(8)
+    again = start(availableNow=True)
+    again.awaitTermination(120)
+    assert again.exception() is None, again.exception()
+    assert landed() == expected()
+    assert len(sent) == 30
