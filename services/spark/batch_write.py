@@ -99,8 +99,19 @@ class QuireWriter(DataSourceWriter):
             client.delete_ledgers(extra)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
-        with ingest.IngestClient(self.options) as client:
-            client.discard(ingest.all_ledgers(task_messages(messages)))
+        abort_job(self.options, self.job, messages)
+
+
+def abort_job(options: WriteOptions, job: str, messages: list[WriterCommitMessage | None]) -> None:
+    """Delete the ledgers of an aborted job (never one the log holds). A task that
+    failed sent no message: it deletes its own ledger, but one whose worker died first
+    could not, so then every ledger of the job is looked up (quire.job) and deleted."""
+    ours = task_messages(messages)
+    ledgers = ingest.all_ledgers(ours)
+    with ingest.IngestClient(options) as client:
+        if any(message is None for message in ours):
+            ledgers += [lid for lid in client.job_ledgers(job) if lid not in ledgers]
+        client.discard(ledgers)
 
 
 def task_messages(messages: list[WriterCommitMessage | None]) -> list[QuireCommitMessage | None]:

@@ -42,6 +42,7 @@ RECORD_SIZE_MAX_BYTES = ENTRY_SIZE_MAX_BYTES - log_records.envelope_size(1, None
 ATTACH_ATTEMPTS_MAX = 5
 ATTACH_RETRY_DELAY_S = 1.0
 DEFAULT_TIMEOUT_S = 120.0
+LIST_PAGE = 1_000
 # Custom metadata keys of a task ledger.
 LOG_KEY, JOB_KEY, TASK_KEY = "quire.log", "quire.job", "quire.task"
 _COMMIT_ID = re.compile(r"[A-Za-z0-9._:-]{1,200}")
@@ -73,6 +74,7 @@ class WriteOptions:
     log: str
     token: str | None = None
     ledger: Mapping[str, int] | None = None  # ensemble_size / write_quorum / ack_quorum
+    request_records: int = REQUEST_RECORDS_MAX  # records per append request
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -93,9 +95,18 @@ class WriteOptions:
                     ledger[key] = int(opts[key])
                 except ValueError:
                     raise _option_error(f"option {key!r} must be an integer") from None
+        request_records = REQUEST_RECORDS_MAX
+        if "request_records" in opts:
+            try:
+                request_records = int(opts["request_records"])
+            except ValueError:
+                request_records = 0
+            if not 1 <= request_records <= REQUEST_RECORDS_MAX:
+                raise _option_error(f"option request_records: 1 to {REQUEST_RECORDS_MAX}")
         if "://" not in gateway:
             gateway = "http://" + gateway
-        return cls(gateway.rstrip("/"), log, opts.get("token") or None, ledger or None)
+        token = opts.get("token") or None
+        return cls(gateway.rstrip("/"), log, token, ledger or None, request_records)
 
 
 # ------------------------------------------------------------------ pure parts
@@ -335,6 +346,29 @@ class IngestClient:
             in_log = set()
         self.delete_ledgers([lid for lid in ledger_ids if lid not in in_log])
 
+    def job_ledgers(self, job: str) -> list[int]:
+        """Every ledger a task of ``job`` made (custom metadata ``quire.job``): a scan of
+        all ledgers, for an abort that may not know them all (a task that died before
+        it could delete its own)."""
+        found: list[int] = []
+        after: int | None = None
+        while True:
+            params = {"limit": LIST_PAGE} if after is None else {"limit": LIST_PAGE, "after": after}
+            page = self.call("GET", "/v1/ledgers", params=params)
+            for ledger_id in page["ledgers"]:
+                try:
+                    meta = self.call("GET", f"/v1/ledgers/{ledger_id}")
+                except WriteFailed as exc:
+                    if exc.status == 404:
+                        continue
+                    raise
+                custom = meta.get("metadata") or {}
+                if custom.get(JOB_KEY) == job and custom.get(LOG_KEY) == self.options.log:
+                    found.append(int(ledger_id))
+            if page.get("next") is None:
+                return found
+            after = int(page["next"])
+
 
 def _unknown_outcome(exc: WriteFailed) -> bool:
     return exc.code == "gateway_unreachable" or exc.status >= 500
@@ -352,7 +386,7 @@ def write_task(
     ledger_id: int | None = None
     with IngestClient(options) as client:
         try:
-            for request in split_requests(payloads):
+            for request in split_requests(payloads, options.request_records):
                 if ledger_id is None:
                     meta = task_metadata(options.log, job, partition, attempt)
                     ledger_id = client.create_ledger(meta)

@@ -31,8 +31,9 @@ from pyspark.sql.types import StructType
 from services.spark import ingest
 from services.spark.batch_write import (
     QuireCommitMessage,
-    task_messages,
+    abort_job,
     check_schema,
+    task_messages,
     write_partition,
 )
 from services.spark.ingest import WriteFailed, WriteOptions
@@ -90,5 +91,4 @@ class QuireStreamWriter(DataSourceStreamWriter):
             client.delete_ledgers(extra)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]  # noqa: N803
-        with ingest.IngestClient(self.options) as client:
-            client.discard(ingest.all_ledgers(task_messages(messages)))
+        abort_job(self.options, self.commit_id, messages)
