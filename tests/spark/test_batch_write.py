@@ -114,11 +114,13 @@ def test_overwrite_and_bad_options_fail_clearly(env: Env) -> None:
     """mode overwrite, a missing log option, a frame without data and an unreachable
     gateway each fail before any task runs, with a message that says what is wrong."""
     frame = env.spark.createDataFrame([("x",)], "data string")
-    w = frame.write.format("quire").option("gateway", env.a.url)
+    def writer():  # type: ignore[no-untyped-def]
+        return frame.write.format("quire").option("gateway", env.a.url)  # a new one each time
+
     with pytest.raises(Exception, match="append-only"):
-        w.option("log", "o").mode("overwrite").save()
+        writer().option("log", "o").mode("overwrite").save()
     with pytest.raises(Exception, match='option "log"'):
-        w.mode("append").save()
+        writer().mode("append").save()
     other = env.spark.createDataFrame([("x",)], "text string")
     with pytest.raises(Exception, match="needs a column 'data'"):
         other.write.format("quire").option("gateway", env.a.url).option("log", "o").mode(
