@@ -11,6 +11,11 @@ job's commit attaches every task's ledger, in partition order, to the log in ONE
 that was the writer gets ``not_writer`` afterwards). An aborted job deletes its task
 ledgers; a task retried or run speculatively is committed once (one message per
 partition reaches the commit). Only mode "append": overwrite is refused.
+
+Options: ``gateway`` (URL), ``log``, ``token`` (API token), ``request_records`` (records
+per append request, at most 10,000), ``ensemble_size`` / ``write_quorum`` /
+``ack_quorum`` of the task ledgers. Workers run Python: set ``PYSPARK_PYTHON`` to an
+interpreter with this package, pyspark and pyarrow installed.
 """
 
 from __future__ import annotations
@@ -90,7 +95,7 @@ class QuireWriter(DataSourceWriter):
     def write(self, iterator: Iterator[Row]) -> QuireCommitMessage:
         return write_partition(self.options, self.job, iterator)
 
-    def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         ledgers = ingest.ledger_order(task_messages(messages))
         extra = [lid for lid in ingest.all_ledgers(task_messages(messages)) if lid not in ledgers]
         with ingest.IngestClient(self.options) as client:
@@ -98,7 +103,7 @@ class QuireWriter(DataSourceWriter):
                 client.attach(ledgers)
             client.delete_ledgers(extra)
 
-    def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         abort_job(self.options, self.job, messages)
 
 

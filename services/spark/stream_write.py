@@ -79,7 +79,7 @@ class QuireStreamWriter(DataSourceStreamWriter):
     def write(self, iterator: Iterator[Row]) -> QuireCommitMessage:
         return write_partition(self.options, self.commit_id, iterator)
 
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]  # noqa: N803
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Attach the batch's ledgers under (commit id, batch id), or delete them when
         the log recorded this batch (or a later one) already."""
         ours = task_messages(messages)
@@ -90,5 +90,5 @@ class QuireStreamWriter(DataSourceStreamWriter):
                 extra += ledgers
             client.delete_ledgers(extra)
 
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]  # noqa: N803
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         abort_job(self.options, self.commit_id, messages)

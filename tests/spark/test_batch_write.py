@@ -114,6 +114,7 @@ def test_overwrite_and_bad_options_fail_clearly(env: Env) -> None:
     """mode overwrite, a missing log option, a frame without data and an unreachable
     gateway each fail before any task runs, with a message that says what is wrong."""
     frame = env.spark.createDataFrame([("x",)], "data string")
+
     def writer():  # type: ignore[no-untyped-def]
         return frame.write.format("quire").option("gateway", env.a.url)  # a new one each time
 
@@ -127,6 +128,6 @@ def test_overwrite_and_bad_options_fail_clearly(env: Env) -> None:
             "append"
         ).save()
     with pytest.raises(Exception, match="gateway_unreachable"):
-        frame.write.format("quire").option("gateway", "http://127.0.0.1:9").option(
-            "log", "o"
-        ).mode("append").save()
+        frame.write.format("quire").option("gateway", "http://127.0.0.1:9").option("log", "o").mode(
+            "append"
+        ).save()

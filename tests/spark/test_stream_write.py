@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
-from pyspark.sql.types import StructField, StructType, StringType
+from pyspark.sql.types import StringType, StructField, StructType
 
 from services.spark.stream_write import QuireStreamWriter, checkpoint_commit_id
 from tests.harness import Cluster

@@ -109,6 +109,10 @@ def test_options() -> None:
     list is refused with a message naming the option."""
     opts = WriteOptions.parse({"Gateway": "localhost:8080/", "log": "x", "token": "t"})
     assert (opts.gateway, opts.log, opts.token) == ("http://localhost:8080", "x", "t")
+    assert (
+        WriteOptions.parse({"gateway": "g", "log": "x", "request_records": "2"}).request_records
+        == 2
+    )
     assert WriteOptions.parse({"gateway": "g", "log": "x", "write_quorum": "3"}).ledger == {
         "write_quorum": 3
     }
@@ -118,6 +122,8 @@ def test_options() -> None:
         ({"gateway": "g", "log": "x", "password": "p"}, "password"),
         ({"gateway": "g", "log": "x", "ledgers": "1,2"}, "ledgers"),
         ({"gateway": "g", "log": "x", "ack_quorum": "two"}, "ack_quorum"),
+        ({"gateway": "g", "log": "x", "request_records": "0"}, "request_records"),
+        ({"gateway": "g", "log": "x", "request_records": "10001"}, "request_records"),
     ]:
         with pytest.raises(WriteFailed, match=words):
             WriteOptions.parse(bad)
