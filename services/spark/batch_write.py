@@ -29,7 +29,8 @@ from pyspark.sql.datasource import DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from services.spark import ingest
-from services.spark.ingest import WriteFailed, WriteOptions
+from services.spark.client import QuireSparkError
+from services.spark.ingest import WriteOptions
 
 DATA_COLUMN = "data"
 
@@ -48,11 +49,11 @@ def check_schema(schema: StructType) -> None:
     data = fields.get(DATA_COLUMN)
     if data is None:
         names = ", ".join(fields) or "none"
-        raise WriteFailed(
+        raise QuireSparkError(
             "invalid_schema", f"writing to quire needs a column 'data' (columns: {names})"
         )
     if not isinstance(data.dataType, BinaryType | StringType):
-        raise WriteFailed(
+        raise QuireSparkError(
             "invalid_schema",
             f"column 'data' must be binary or string, not {data.dataType.simpleString()}",
         )
@@ -82,7 +83,7 @@ class QuireWriter(DataSourceWriter):
 
     def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool) -> None:
         if overwrite:
-            raise WriteFailed(
+            raise QuireSparkError(
                 "invalid_option",
                 'a log is append-only: use mode("append") (overwrite is not supported)',
             )

@@ -13,7 +13,8 @@ of stored entries (``split_requests``). An attach whose outcome is unknown (the 
 unreachable, a 5xx) is settled by reading the log back: the ledgers are either all in
 it (the CAS landed) or none is.
 
-Every failure raises ``WriteFailed``, whose text says what the gateway said, so a failed
+Every failure raises ``QuireSparkError`` (the connector's one error, ``client.py``), whose
+text says what the gateway said, so a failed
 Spark job explains itself.
 """
 
@@ -31,6 +32,7 @@ import httpx
 
 from services.limits import BATCH_ENTRIES_MAX, ENTRY_SIZE_MAX_BYTES
 from services.protocol import log_records
+from services.spark.client import QuireSparkError
 
 # One append request of a task: at most this many records and stored bytes.
 REQUEST_RECORDS_MAX = BATCH_ENTRIES_MAX
@@ -48,22 +50,8 @@ LOG_KEY, JOB_KEY, TASK_KEY = "quire.log", "quire.job", "quire.task"
 _COMMIT_ID = re.compile(r"[A-Za-z0-9._:-]{1,200}")
 
 
-class WriteFailed(Exception):
-    """A Quire write cannot go on: a bad option, a record too large, or an error answer
-    of the gateway (``status`` and ``code`` as API.md says; ``status`` 0 when the
-    connector itself refuses)."""
-
-    def __init__(self, code: str, message: str, status: int = 0) -> None:
-        self.code, self.message, self.status = code, message, status
-        text = f"gateway said {status} {code}: {message}" if status else f"{code}: {message}"
-        super().__init__(text)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (WriteFailed, (self.code, self.message, self.status))
-
-
-def _option_error(message: str) -> WriteFailed:
-    return WriteFailed("invalid_option", message)
+def _option_error(message: str) -> QuireSparkError:
+    return QuireSparkError("invalid_option", message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +107,8 @@ def as_payload(value: object) -> bytes:
     if isinstance(value, str):
         return value.encode("utf-8")
     if value is None:
-        raise WriteFailed("invalid_record", "a row's data is null")
-    raise WriteFailed("invalid_record", f"data must be binary or string, not {type(value)}")
+        raise QuireSparkError("invalid_record", "a row's data is null")
+    raise QuireSparkError("invalid_record", f"data must be binary or string, not {type(value)}")
 
 
 def split_requests(
@@ -135,7 +123,7 @@ def split_requests(
     size = 0
     for payload in payloads:
         if len(payload) > RECORD_SIZE_MAX_BYTES:
-            raise WriteFailed(
+            raise QuireSparkError(
                 "payload_too_large",
                 f"a record of {len(payload)} bytes is over {RECORD_SIZE_MAX_BYTES}",
             )
@@ -221,12 +209,12 @@ class IngestClient:
         self.http.close()
 
     def call(self, method: str, path: str, ok: tuple[int, ...] = (200,), **kw: Any) -> Any:
-        """One JSON call: its answer (None for 204), or ``WriteFailed``."""
+        """One JSON call: its answer (None for 204), or ``QuireSparkError``."""
         what = f"{method} {path}"
         try:
             response = self.http.request(method, path, **kw)
         except httpx.HTTPError as exc:
-            raise WriteFailed(
+            raise QuireSparkError(
                 "gateway_unreachable", f"{self.options.gateway}: {exc!r} ({what})"
             ) from exc
         if response.status_code not in ok:
@@ -235,7 +223,7 @@ class IngestClient:
                 code, message = str(doc["error"]), str(doc["message"])
             except (ValueError, KeyError, TypeError):
                 code, message = "http_error", response.text[:200] or response.reason_phrase
-            raise WriteFailed(code, f"{message} ({what})", response.status_code)
+            raise QuireSparkError(code, f"{message} ({what})", response.status_code)
         return None if response.status_code == 204 else response.json()
 
     @property
@@ -259,11 +247,11 @@ class IngestClient:
     def delete_ledgers(self, ledger_ids: Iterable[int]) -> None:
         """Delete each ledger (one already gone is fine); the first failure is raised
         after trying them all."""
-        failure: WriteFailed | None = None
+        failure: QuireSparkError | None = None
         for ledger_id in ledger_ids:
             try:
                 self.call("DELETE", f"/v1/ledgers/{ledger_id}", ok=(204, 404))
-            except WriteFailed as exc:
+            except QuireSparkError as exc:
                 failure = failure or exc
         if failure is not None:
             raise failure
@@ -282,7 +270,7 @@ class IngestClient:
         """The last sequence the log recorded under ``commit_id`` (None: none yet)."""
         try:
             doc = self.call("GET", f"{self.log_path}/commits/{commit_id}")
-        except WriteFailed as exc:
+        except QuireSparkError as exc:
             if exc.status == 404 and exc.code == "not_found":
                 return None
             raise
@@ -296,7 +284,7 @@ class IngestClient:
         body: dict[str, Any] = {"ledgers": list(ledger_ids)}
         if commit is not None:
             body["commit"] = {"id": commit[0], "sequence": commit[1]}
-        last: WriteFailed | None = None
+        last: QuireSparkError | None = None
         for attempt in range(ATTACH_ATTEMPTS_MAX):
             if attempt:
                 time.sleep(ATTACH_RETRY_DELAY_S)
@@ -305,7 +293,7 @@ class IngestClient:
                     return settled
             try:
                 doc = self.call("POST", f"{self.log_path}/ledgers", json=body)
-            except WriteFailed as exc:
+            except QuireSparkError as exc:
                 if not _unknown_outcome(exc):
                     if attempt and exc.status == 400 and "in the log already" in exc.message:
                         continue  # an earlier attempt landed: settled on the next turn
@@ -316,7 +304,7 @@ class IngestClient:
         settled = self._settle(ledger_ids, commit)
         if settled is not None:
             return settled
-        raise last or WriteFailed("attach_failed", "attaching the task ledgers never answered")
+        raise last or QuireSparkError("attach_failed", "attaching the task ledgers never answered")
 
     def _settle(self, ledger_ids: Sequence[int], commit: tuple[str, int] | None) -> bool | None:
         """After an unknown outcome: True if the ledgers are in the log, False if the
@@ -328,7 +316,7 @@ class IngestClient:
                 done = self.committed(commit[0])
                 if done is not None and done >= commit[1]:
                     return False
-        except WriteFailed as exc:
+        except QuireSparkError as exc:
             if not _unknown_outcome(exc):
                 raise
         return None
@@ -340,7 +328,7 @@ class IngestClient:
             return
         try:
             in_log = set(self.log_ledgers())
-        except WriteFailed as exc:
+        except QuireSparkError as exc:
             if exc.code not in ("log_not_found",):
                 raise
             in_log = set()
@@ -358,7 +346,7 @@ class IngestClient:
             for ledger_id in page["ledgers"]:
                 try:
                     meta = self.call("GET", f"/v1/ledgers/{ledger_id}")
-                except WriteFailed as exc:
+                except QuireSparkError as exc:
                     if exc.status == 404:
                         continue
                     raise
@@ -370,7 +358,7 @@ class IngestClient:
             after = int(page["next"])
 
 
-def _unknown_outcome(exc: WriteFailed) -> bool:
+def _unknown_outcome(exc: QuireSparkError) -> bool:
     return exc.code == "gateway_unreachable" or exc.status >= 500
 
 
@@ -397,7 +385,7 @@ def write_task(
             if ledger_id is not None:
                 try:
                     client.delete_ledgers([ledger_id])
-                except WriteFailed:
+                except QuireSparkError:
                     pass  # the task's own failure is the one to report
             raise
     return ledger_id

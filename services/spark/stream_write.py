@@ -36,7 +36,8 @@ from services.spark.batch_write import (
     task_messages,
     write_partition,
 )
-from services.spark.ingest import WriteFailed, WriteOptions
+from services.spark.client import QuireSparkError
+from services.spark.ingest import WriteOptions
 
 COMMIT_ID_OPTION = "commit_id"
 CHECKPOINT_OPTION = "checkpointlocation"
@@ -56,7 +57,7 @@ def commit_id_of(options: Mapping[str, str]) -> str:
         return ingest.check_commit_id(opts[COMMIT_ID_OPTION])
     if opts.get(CHECKPOINT_OPTION):
         return checkpoint_commit_id(opts[CHECKPOINT_OPTION])
-    raise WriteFailed(
+    raise QuireSparkError(
         "invalid_option",
         'writeStream.format("quire") needs option("checkpointLocation", DIR) or '
         'option("commit_id", ID): the log records the last committed batch under that '
@@ -69,7 +70,9 @@ class QuireStreamWriter(DataSourceStreamWriter):
 
     def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool) -> None:
         if overwrite:
-            raise WriteFailed("invalid_option", 'a log is append-only: use outputMode("append")')
+            raise QuireSparkError(
+                "invalid_option", 'a log is append-only: use outputMode("append")'
+            )
         check_schema(schema)
         self.options = WriteOptions.parse(options)
         self.commit_id = commit_id_of(options)

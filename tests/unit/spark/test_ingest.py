@@ -13,9 +13,11 @@ from typing import Any
 import httpx
 import pytest
 
+from services.limits import ENTRY_SIZE_MAX_BYTES
 from services.protocol import log_records
 from services.spark import ingest
-from services.spark.ingest import IngestClient, WriteFailed, WriteOptions
+from services.spark.client import QuireSparkError
+from services.spark.ingest import IngestClient, WriteOptions
 
 
 @dataclass(frozen=True)
@@ -58,8 +60,8 @@ def test_record_too_large_refused() -> None:
     at_bound = b"z" * ingest.RECORD_SIZE_MAX_BYTES
     (request,) = ingest.split_requests([at_bound])
     (entry,) = log_records.encode(request, 1)
-    assert len(entry) == ingest.ENTRY_SIZE_MAX_BYTES
-    with pytest.raises(WriteFailed, match="payload_too_large"):
+    assert len(entry) == ENTRY_SIZE_MAX_BYTES
+    with pytest.raises(QuireSparkError, match="payload_too_large"):
         list(ingest.split_requests([at_bound + b"z"]))
 
 
@@ -81,9 +83,9 @@ def test_payload_of_bytes_and_strings() -> None:
     assert ingest.as_payload(b"\x00\xff") == b"\x00\xff"
     assert ingest.as_payload(bytearray(b"ab")) == b"ab"
     assert ingest.as_payload("héllo") == "héllo".encode()
-    with pytest.raises(WriteFailed, match="null"):
+    with pytest.raises(QuireSparkError, match="null"):
         ingest.as_payload(None)
-    with pytest.raises(WriteFailed, match="binary or string"):
+    with pytest.raises(QuireSparkError, match="binary or string"):
         ingest.as_payload(12)
 
 
@@ -125,7 +127,7 @@ def test_options() -> None:
         ({"gateway": "g", "log": "x", "request_records": "0"}, "request_records"),
         ({"gateway": "g", "log": "x", "request_records": "10001"}, "request_records"),
     ]:
-        with pytest.raises(WriteFailed, match=words):
+        with pytest.raises(QuireSparkError, match=words):
             WriteOptions.parse(bad)
 
 
@@ -206,7 +208,7 @@ def test_attach_unknown_outcome_settled_by_reading_the_log(fake: FakeGateway) ->
 def test_attach_error_is_clear(fake: FakeGateway) -> None:
     """A refusal of the gateway is raised with its status, code and message."""
     fake.ledgers = [1, 5]
-    with client_of(fake) as client, pytest.raises(WriteFailed) as info:
+    with client_of(fake) as client, pytest.raises(QuireSparkError) as info:
         client.attach([5])
     assert info.value.status == 400 and info.value.code == "invalid_argument"
     assert "gateway said 400 invalid_argument" in str(info.value)
@@ -221,8 +223,8 @@ def test_discard_spares_ledgers_in_the_log(fake: FakeGateway) -> None:
 
 
 def test_failure_pickles() -> None:
-    """A WriteFailed travels from a worker to the driver with its fields."""
+    """A QuireSparkError travels from a worker to the driver with its fields."""
     import pickle
 
-    exc = pickle.loads(pickle.dumps(WriteFailed("log_not_found", "no log x", 404)))
+    exc = pickle.loads(pickle.dumps(QuireSparkError("log_not_found", "no log x", 404)))
     assert (exc.code, exc.message, exc.status) == ("log_not_found", "no log x", 404)
