@@ -174,10 +174,8 @@ def _wait_for_workers(cluster: StandaloneCluster, count: int, deadline_s: float)
         except (httpx.HTTPError, ValueError) as exc:
             last = exc
         time.sleep(0.2)
-    raise ProcessError(
-        f"{count} workers not registered with the master after {deadline_s}s "
-        f"(last: {last!r})\n{cluster.diagnostics()}"
-    )
+    what = f"{count} workers not registered" if count else "the master did not answer"
+    raise ProcessError(f"{what} after {deadline_s}s (last: {last!r})\n{cluster.diagnostics()}")
 
 
 @contextmanager

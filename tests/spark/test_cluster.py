@@ -21,6 +21,7 @@ from typing import Any
 import psutil
 import pytest
 
+from services.cluster.processes import ProcessError
 from services.spark import register
 from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import (
@@ -130,6 +131,25 @@ def frame(spark: Any, rdd: Any) -> Any:
 def payload(n: int, size: int = 48) -> bytes:
     head = f"rec-{n}-".encode()
     return head + bytes((n * 7 + i) % 256 for i in range(size - len(head)))
+
+
+def test_a_cluster_that_fails_to_start_leaves_no_process(tmp_path: Path) -> None:
+    """Start-up cut short (a deadline no master meets): ProcessError, and every process
+    started for that cluster (its directory is in their environment) is gone."""
+    base = tmp_path / "doomed"
+
+    def ours() -> list[int]:
+        found = []
+        for proc in psutil.process_iter(["pid", "environ"]):
+            if any(str(base) in value for value in (proc.info["environ"] or {}).values()):
+                found.append(proc.info["pid"])
+        return found
+
+    with pytest.raises(ProcessError, match="the master did not answer"):
+        with standalone_cluster(base, workers=1, deadline_s=0.5):
+            raise AssertionError("the cluster was not expected to start")
+    assert (base / "logs" / "master.log").exists()  # it was started
+    assert ours() == []
 
 
 def test_a_job_runs_on_two_executors_in_other_processes(
