@@ -47,7 +47,7 @@ BOUNDARY_SCAN_ENTRIES = 64
 
 
 @dataclass(frozen=True, slots=True)
-class LedgerRange(InputPartition):  # type: ignore[misc]
+class LedgerRange(InputPartition):
     """Entries ``first..last`` of one ledger; ``end`` is the readable end the planning
     used (a record shows when its whole batch is within ``end``)."""
 
@@ -79,7 +79,7 @@ def _position(offset: Mapping[str, Any]) -> Position | None:
         raise QuireStreamError(f"a bad offset {dict(offset)!r}: {exc}") from exc
 
 
-class QuireStreamReader(DataSourceStreamReader):  # type: ignore[misc]
+class QuireStreamReader(DataSourceStreamReader):
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         gateway = _option(options, "gateway")
         if not gateway or not gateway.strip():
@@ -168,9 +168,7 @@ class QuireStreamReader(DataSourceStreamReader):  # type: ignore[misc]
         self._latest = latest
         return _offset(latest)
 
-    def partitions(
-        self, start: Mapping[str, Any], end: Mapping[str, Any]
-    ) -> Sequence[LedgerRange]:
+    def partitions(self, start: Mapping[str, Any], end: Mapping[str, Any]) -> Sequence[LedgerRange]:
         first, stop = _position(start), _position(end)
         if stop is None:
             return []
@@ -203,7 +201,9 @@ class QuireStreamReader(DataSourceStreamReader):  # type: ignore[misc]
 
     # ------------------------------------------------------------ executors
 
-    def read(self, partition: LedgerRange) -> Iterator[tuple[int, int, bytes]]:
+    def read(self, partition: InputPartition) -> Iterator[tuple[int, int, bytes]]:
+        if not isinstance(partition, LedgerRange):
+            raise QuireStreamError(f"not a partition of this reader: {partition!r}")
         lid, end = partition.ledger_id, partition.end
         try:
             for entry_id, payload in self.client.read_range(lid, partition.first, partition.last):

@@ -68,4 +68,3 @@ def gateway(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gat
             yield g
         finally:
             g.close_client()
-

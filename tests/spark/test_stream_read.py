@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import StructType
 
 from services.protocol import log_records
@@ -227,9 +227,7 @@ def test_starting_positions(
         stop(query)
     assert at.rows() == everything[2:]
 
-    query = start(
-        stream_spark, gateway.url, name, at, tmp_path / "c3", startingPosition="999999:0"
-    )
+    query = start(stream_spark, gateway.url, name, at, tmp_path / "c3", startingPosition="999999:0")
     with pytest.raises(Exception, match="startingPosition 999999:0 is not in log positions"):
         query.awaitTermination(60)
 
