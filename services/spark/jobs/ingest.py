@@ -11,38 +11,52 @@ object. The log is created when missing.
 
 from __future__ import annotations
 
+import argparse
 import sys
+from typing import Any
 
 from services.spark.jobs.common import connection, parser, session
 
 
-def main(argv: list[str] | None = None) -> int:
+def arguments() -> argparse.ArgumentParser:
     p = parser("Ingest a Parquet or JSON-lines dataset into a Quire log.")
     p.add_argument("--log", required=True, help="the log to append to (created if missing)")
     p.add_argument("--input", required=True, help="a file or directory to read")
     p.add_argument("--format", choices=("parquet", "json"), default="parquet")
     p.add_argument("--column", help="Parquet: the column holding each record")
-    args = p.parse_args(argv)
+    return p
+
+
+def records(spark: Any, args: argparse.Namespace) -> Any:
+    """The dataset as one ``data`` column, a record per row."""
+    if args.format == "json":
+        return spark.read.text(args.input).selectExpr("value AS data")
+    source = spark.read.parquet(args.input)
+    column = args.column or ("data" if "data" in source.columns else None)
+    if column is None:
+        return source.selectExpr("to_json(struct(*)) AS data")
+    if column not in source.columns:
+        raise SystemExit(f"ingest: --column {column!r} is not a column of {args.input}")
+    return source.selectExpr(f"`{column}` AS data")
+
+
+def run(spark: Any, args: argparse.Namespace) -> int:
+    """Ingest; the number of records appended (all in one commit)."""
+    df = records(spark, args)
+    count: int = df.count()
+    writer = df.write.format("quire").options(**connection(args)).option("log", args.log)
+    writer.mode("append").save()
+    return count
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments().parse_args(argv)
     spark = session("quire-ingest", args.master)
     try:
-        if args.format == "json":
-            df = spark.read.text(args.input).selectExpr("value AS data")
-        else:
-            source = spark.read.parquet(args.input)
-            column = args.column or ("data" if "data" in source.columns else None)
-            if column is not None:
-                if column not in source.columns:
-                    p.error(f"--column {column!r} is not a column of {args.input}")
-                df = source.selectExpr(f"`{column}` AS data")
-            else:
-                df = source.selectExpr("to_json(struct(*)) AS data")
-        count = df.count()
-        df.write.format("quire").options(**connection(args)).option("log", args.log).mode(
-            "append"
-        ).save()
-        print(f"ingested {count} records into log {args.log}")
+        count = run(spark, args)
     finally:
         spark.stop()
+    print(f"ingested {count} records into log {args.log}")
     return 0
 
 

@@ -36,7 +36,7 @@ def transform(df: Any, spec: str) -> Any:
     raise argparse.ArgumentTypeError(f"unknown transform {spec!r}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def arguments() -> argparse.ArgumentParser:
     p = parser("Tail a Quire log, transform its records, write them to another log.")
     p.add_argument("--source", required=True, help="the log to tail")
     p.add_argument("--sink", required=True, help="the log to write to")
@@ -50,37 +50,49 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trigger-ms", type=int, default=1000, help="micro-batch interval")
     p.add_argument("--available-now", action="store_true", help="process what is there, stop")
     p.add_argument("--timeout-s", type=float, help="stop after this long")
+    return p
+
+
+def start(spark: Any, args: argparse.Namespace) -> Any:
+    """The running streaming query."""
+    source = (
+        spark.readStream.format("quire")
+        .options(**connection(args))
+        .option("log", args.source)
+        .option("startingPosition", args.starting_position)
+        .load()
+    )
+    writer = (
+        transform(source, args.transform)
+        .writeStream.format("quire")
+        .options(**connection(args))
+        .option("log", args.sink)
+        .option("checkpointLocation", args.checkpoint)
+    )
+    if args.available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{args.trigger_ms} milliseconds")
+    return writer.start()
+
+
+def run(spark: Any, args: argparse.Namespace) -> None:
+    """Run the query until it is done (``--available-now``), the time is up or it fails."""
+    query = start(spark, args)
+    if args.timeout_s is None:
+        query.awaitTermination()
+    elif not query.awaitTermination(args.timeout_s):
+        query.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = arguments()
     args = p.parse_args(argv)
     if not (args.transform == "upper" or args.transform.startswith("json-field:")):
         p.error(f"--transform must be upper or json-field:NAME, not {args.transform!r}")
     spark = session("quire-transform-stream", args.master)
     try:
-        source = (
-            spark.readStream.format("quire")
-            .options(**connection(args))
-            .option("log", args.source)
-            .option("startingPosition", args.starting_position)
-            .load()
-        )
-        writer = (
-            transform(source, args.transform)
-            .writeStream.format("quire")
-            .options(**connection(args))
-            .option("log", args.sink)
-            .option("checkpointLocation", args.checkpoint)
-        )
-        if args.available_now:
-            writer = writer.trigger(availableNow=True)
-        else:
-            writer = writer.trigger(processingTime=f"{args.trigger_ms} milliseconds")
-        query = writer.start()
-        if args.timeout_s is None:
-            query.awaitTermination()
-        elif not query.awaitTermination(args.timeout_s):
-            query.stop()
-        progress = query.lastProgress
-        rows = progress["numInputRows"] if progress else 0
-        print(f"stopped; last micro-batch read {rows} records")
+        run(spark, args)
     finally:
         spark.stop()
     return 0
