@@ -77,7 +77,11 @@ def test_ingest_json_lines_and_parquet_then_export_to_parquet(
     assert exported == records
 
 
-def test_export_parquet_runs_with_python_m(gateway: Gateway, logs: LogClient, tmp_path: Path) -> None:  # noqa: F811
+def test_export_parquet_runs_with_python_m(
+    gateway: Gateway,  # noqa: F811
+    logs: LogClient,
+    tmp_path: Path,
+) -> None:
     """``python -m services.spark.jobs.export_parquet`` (its own SparkSession, default
     master local[2]) exports a log's records as text."""
     name = "jobs-cli"
