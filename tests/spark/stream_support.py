@@ -1,22 +1,13 @@
-"""Fixtures of the streaming and jobs tests: one local[2] SparkSession per test module
-(starting one takes ~15 s) with the connector registered, and a module's cluster of
-three bookies and one gateway.
-
-Spark's Python workers must run the venv's interpreter (PYSPARK_PYTHON: without it a
-worker dies with "No module named pyarrow") and import this tree's code (PYTHONPATH,
-which Spark passes on to its workers)."""
+"""Fixtures of the streaming and jobs tests: a module's cluster of three bookies and one
+gateway (the SparkSession is conftest.py's ``spark``)."""
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pyspark.sql import SparkSession
 
-from services.spark import register
 from tests.integration.gateway_support import (
     Gateway,
     module_cluster,
@@ -26,35 +17,6 @@ from tests.integration.gateway_support import (
 )
 
 ROOT = str(Path(__file__).resolve().parents[2])
-
-
-def spark_environment() -> None:
-    """PYSPARK_PYTHON and PYTHONPATH for Spark's Python workers (and the jobs run with
-    ``python -m`` as subprocesses)."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if ROOT not in paths:
-        os.environ["PYTHONPATH"] = os.pathsep.join([ROOT, *paths])
-
-
-@pytest.fixture(scope="module")
-def stream_spark() -> Iterator[SparkSession]:
-    """A local[2] SparkSession for one test module, stopped at its end."""
-    spark_environment()
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("quire-stream-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
-    register(session)
-    try:
-        yield session
-    finally:
-        session.stop()
 
 
 @pytest.fixture(scope="module")

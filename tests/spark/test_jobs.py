@@ -22,7 +22,7 @@ from services.spark.jobs import export_parquet, ingest, transform_stream
 from tests.harness import wait_for
 from tests.integration.gateway_support import Gateway
 from tests.integration.log_support import LogClient
-from tests.spark.stream_support import ROOT, gateway, stream_spark  # noqa: F401 - fixtures
+from tests.spark.stream_support import ROOT, gateway  # noqa: F401 - fixtures
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def data_of(logs: LogClient, name: str) -> list[bytes]:
 
 
 def test_ingest_json_lines_and_parquet_then_export_to_parquet(
-    stream_spark: SparkSession,  # noqa: F811
+    spark: SparkSession,
     gateway: Gateway,  # noqa: F811
     logs: LogClient,
     tmp_path: Path,
@@ -54,7 +54,7 @@ def test_ingest_json_lines_and_parquet_then_export_to_parquet(
     args = ingest.arguments().parse_args(
         ["--gateway", gateway.url, "--log", name, "--input", str(jsonl), "--format", "json"]
     )
-    assert ingest.run(stream_spark, args) == 120
+    assert ingest.run(spark, args) == 120
     assert data_of(logs, name) == [line.encode() for line in lines]
 
     binary = [bytes([i % 256]) * (i + 1) for i in range(30)]
@@ -63,7 +63,7 @@ def test_ingest_json_lines_and_parquet_then_export_to_parquet(
     args = ingest.arguments().parse_args(
         ["--gateway", gateway.url, "--log", name, "--input", str(parquet_in)]
     )
-    assert ingest.run(stream_spark, args) == 30
+    assert ingest.run(spark, args) == 30
     records = logs.read_all(name)
     assert [data for _, data in records] == [line.encode() for line in lines] + binary
 
@@ -71,7 +71,7 @@ def test_ingest_json_lines_and_parquet_then_export_to_parquet(
     args = export_parquet.arguments().parse_args(
         ["--gateway", gateway.url, "--log", name, "--out", str(out)]
     )
-    assert export_parquet.run(stream_spark, args) == 150
+    assert export_parquet.run(spark, args) == 150
     table = pq.read_table(out).to_pylist()
     exported = sorted(((r["ledger_id"], r["entry_id"]), r["data"]) for r in table)
     assert exported == records
@@ -106,7 +106,7 @@ def test_export_parquet_runs_with_python_m(
 
 
 def test_transform_stream_writes_each_record_once_across_restarts(
-    stream_spark: SparkSession,  # noqa: F811
+    spark: SparkSession,
     gateway: Gateway,  # noqa: F811
     logs: LogClient,
     tmp_path: Path,
@@ -122,14 +122,14 @@ def test_transform_stream_writes_each_record_once_across_restarts(
     checkpoint = tmp_path / "ckpt"
     argv = ["--gateway", gateway.url, "--source", source, "--sink", sink]
     argv += ["--checkpoint", str(checkpoint), "--available-now"]
-    transform_stream.run(stream_spark, transform_stream.arguments().parse_args(argv))
+    transform_stream.run(spark, transform_stream.arguments().parse_args(argv))
     assert data_of(logs, sink) == [b"ALPHA", b"BETA", b"GAMMA"]
 
     logs.roll(source)
     logs.append(source, [b"delta", b"epsilon"])
-    transform_stream.run(stream_spark, transform_stream.arguments().parse_args(argv))
+    transform_stream.run(spark, transform_stream.arguments().parse_args(argv))
     assert data_of(logs, sink) == [b"ALPHA", b"BETA", b"GAMMA", b"DELTA", b"EPSILON"]
-    transform_stream.run(stream_spark, transform_stream.arguments().parse_args(argv))
+    transform_stream.run(spark, transform_stream.arguments().parse_args(argv))
     assert len(data_of(logs, sink)) == 5  # nothing new: nothing written again
 
     events, names = "jobs-events", "jobs-names"
@@ -141,7 +141,7 @@ def test_transform_stream_writes_each_record_once_across_restarts(
     argv += ["--checkpoint", str(tmp_path / "ckpt2"), "--transform", "json-field:name"]
     argv += ["--trigger-ms", "300", "--timeout-s", "120"]
     args = transform_stream.arguments().parse_args(argv)
-    query = transform_stream.start(stream_spark, args)
+    query = transform_stream.start(spark, args)
     try:
         wait_for(lambda: len(data_of(logs, names)) >= 2, 90, "the first names")
         logs.append(events, [json.dumps({"name": "cy"}).encode()])

@@ -25,7 +25,7 @@ from services.spark.stream_read import LedgerRange, QuireStreamReader
 from tests.harness import wait_for
 from tests.integration.gateway_support import Gateway
 from tests.integration.log_support import LogClient, Pos
-from tests.spark.stream_support import gateway, stream_spark  # noqa: F401 - fixtures
+from tests.spark.stream_support import gateway  # noqa: F401 - fixtures
 
 Row = tuple[Pos, bytes]
 
@@ -115,7 +115,7 @@ def stop(query: StreamingQuery) -> None:
 
 
 def test_records_appended_while_the_query_runs_arrive_exactly_once(
-    stream_spark: SparkSession,  # noqa: F811
+    spark: SparkSession,
     gateway: Gateway,  # noqa: F811
     logs: LogClient,
     tmp_path: Path,
@@ -127,7 +127,7 @@ def test_records_appended_while_the_query_runs_arrive_exactly_once(
     logs.take_writer(name)
     logs.append(name, payloads("before", 3))
     sink = Collector(tmp_path / "out")
-    query = start(stream_spark, gateway.url, name, sink, tmp_path / "ckpt")
+    query = start(spark, gateway.url, name, sink, tmp_path / "ckpt")
     try:
         wait_rows(sink, logs.read_all(name))
         for i in range(5):
@@ -146,7 +146,7 @@ def test_records_appended_while_the_query_runs_arrive_exactly_once(
 
 
 def test_a_query_stopped_or_failed_and_restarted_neither_loses_nor_duplicates(
-    stream_spark: SparkSession,  # noqa: F811
+    spark: SparkSession,
     gateway: Gateway,  # noqa: F811
     logs: LogClient,
     tmp_path: Path,
@@ -160,7 +160,7 @@ def test_a_query_stopped_or_failed_and_restarted_neither_loses_nor_duplicates(
     logs.append(name, payloads("first", 10))
     sink = Collector(tmp_path / "out")
     checkpoint = tmp_path / "ckpt"
-    query = start(stream_spark, gateway.url, name, sink, checkpoint)
+    query = start(spark, gateway.url, name, sink, checkpoint)
     try:
         wait_rows(sink, logs.read_all(name))
     finally:
@@ -168,7 +168,7 @@ def test_a_query_stopped_or_failed_and_restarted_neither_loses_nor_duplicates(
     logs.append(name, payloads("while-down", 6))
     logs.roll(name)
     logs.append(name, payloads("while-down-2", 4))
-    query = start(stream_spark, gateway.url, name, sink, checkpoint)
+    query = start(spark, gateway.url, name, sink, checkpoint)
     try:
         wait_rows(sink, logs.read_all(name))
         # The next micro-batch fails once in the sink, after its offsets were logged.
@@ -178,7 +178,7 @@ def test_a_query_stopped_or_failed_and_restarted_neither_loses_nor_duplicates(
     finally:
         stop(query)
     logs.append(name, payloads("after-failure", 3))
-    query = start(stream_spark, gateway.url, name, sink, checkpoint)
+    query = start(spark, gateway.url, name, sink, checkpoint)
     try:
         expected = logs.read_all(name)
         assert len(expected) == 10 + 6 + 4 + 5 + 3
@@ -189,7 +189,7 @@ def test_a_query_stopped_or_failed_and_restarted_neither_loses_nor_duplicates(
 
 
 def test_starting_positions(
-    stream_spark: SparkSession,  # noqa: F811
+    spark: SparkSession,
     gateway: Gateway,  # noqa: F811
     logs: LogClient,
     tmp_path: Path,
@@ -203,9 +203,7 @@ def test_starting_positions(
     old = logs.read_all(name)
 
     latest = Collector(tmp_path / "latest")
-    query = start(
-        stream_spark, gateway.url, name, latest, tmp_path / "c1", startingPosition="latest"
-    )
+    query = start(spark, gateway.url, name, latest, tmp_path / "c1", startingPosition="latest")
     try:
         wait_for(lambda: query.lastProgress is not None, 60, "a first micro-batch")
         logs.append(name, payloads("new", 3))
@@ -217,9 +215,7 @@ def test_starting_positions(
 
     (lid, eid), _ = old[2]
     at = Collector(tmp_path / "at")
-    query = start(
-        stream_spark, gateway.url, name, at, tmp_path / "c2", startingPosition=f"{lid}:{eid}"
-    )
+    query = start(spark, gateway.url, name, at, tmp_path / "c2", startingPosition=f"{lid}:{eid}")
     try:
         everything = logs.read_all(name)
         wait_rows(at, everything[2:])
@@ -227,13 +223,13 @@ def test_starting_positions(
         stop(query)
     assert at.rows() == everything[2:]
 
-    query = start(stream_spark, gateway.url, name, at, tmp_path / "c3", startingPosition="999999:0")
+    query = start(spark, gateway.url, name, at, tmp_path / "c3", startingPosition="999999:0")
     with pytest.raises(Exception, match="startingPosition 999999:0 is not in log positions"):
         query.awaitTermination(60)
 
 
 def test_a_checkpoint_whose_position_was_truncated_fails_clearly(
-    stream_spark: SparkSession,  # noqa: F811
+    spark: SparkSession,
     gateway: Gateway,  # noqa: F811
     logs: LogClient,
     tmp_path: Path,
@@ -246,7 +242,7 @@ def test_a_checkpoint_whose_position_was_truncated_fails_clearly(
     logs.append(name, payloads("a", 3))
     sink = Collector(tmp_path / "out")
     checkpoint = tmp_path / "ckpt"
-    query = start(stream_spark, gateway.url, name, sink, checkpoint)
+    query = start(spark, gateway.url, name, sink, checkpoint)
     try:
         wait_rows(sink, logs.read_all(name))
     finally:
@@ -255,7 +251,7 @@ def test_a_checkpoint_whose_position_was_truncated_fails_clearly(
     logs.append(name, payloads("b", 2))
     logs.wait_closed(first)
     logs.truncate(name, (second, 0))
-    query = start(stream_spark, gateway.url, name, sink, checkpoint)
+    query = start(spark, gateway.url, name, sink, checkpoint)
     with pytest.raises(Exception, match=f"position {first}:3 is no longer in log truncated"):
         query.awaitTermination(60)
 

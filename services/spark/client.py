@@ -1,0 +1,168 @@
+"""A small synchronous client of the gateway's REST API for the Spark connector.
+
+Used on the driver (planning: the log, ledger metadata, LACs) and inside partitions
+(the binary range read). A ``GatewayClient`` pickles as its settings only (the httpx
+connection pool is made again on first use), so it may travel to executors; the
+readers still create their clients inside partitions.
+
+Every failure is one exception class, ``QuireSparkError``, whose text says what the
+gateway said (``gateway said 404 log_not_found: log x does not exist``) so a failed
+Spark job explains itself without a worker traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import httpx
+
+from services.errors import InvalidArgument
+from services.wire.entries_stream import MEDIA_TYPE, FrameDecoder
+
+# Bytes asked of the socket per chunk of a streamed range read.
+STREAM_CHUNK_BYTES = 1 << 20
+DEFAULT_TIMEOUT_S = 60.0
+# Codes the connector itself reports (the gateway's own codes are API.md's).
+INVALID_OPTION = "invalid_option"
+GATEWAY_UNREACHABLE = "gateway_unreachable"
+SHORT_READ = "short_read"
+
+
+class QuireSparkError(Exception):
+    """A Quire Spark job cannot go on: a bad option, or an error answer of the gateway
+    (``status`` and ``code`` as API.md says; ``status`` 0 for errors of the connector
+    itself)."""
+
+    def __init__(self, code: str, message: str, status: int = 0) -> None:
+        self.code = code
+        self.message = message
+        self.status = status
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        if self.status:
+            return f"gateway said {self.status} {self.code}: {self.message}"
+        return f"{self.code}: {self.message}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (QuireSparkError, (self.code, self.message, self.status))
+
+
+def _error_of(response: httpx.Response, what: str) -> QuireSparkError:
+    """The gateway's ``{"error", "message"}`` answer as an exception."""
+    try:
+        doc = response.json()
+        code, message = str(doc["error"]), str(doc["message"])
+    except (ValueError, KeyError, TypeError):
+        code, message = "http_error", response.text[:200] or response.reason_phrase
+    return QuireSparkError(code, f"{message} ({what})", response.status_code)
+
+
+class GatewayClient:
+    """One gateway (``url``), with the API token (``Authorization: Bearer``) when given.
+    A ledger password goes with each call that reads entries or the LAC."""
+
+    def __init__(
+        self, url: str, token: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeout_s = timeout_s
+        self._http: httpx.Client | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (GatewayClient, (self.url, self.token, self.timeout_s))
+
+    def __enter__(self) -> GatewayClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._http is not None:
+            self._http.close()
+            self._http = None
+
+    @property
+    def http(self) -> httpx.Client:
+        if self._http is None:
+            headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+            self._http = httpx.Client(base_url=self.url, headers=headers, timeout=self.timeout_s)
+        return self._http
+
+    # ------------------------------------------------------------ JSON calls
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        password: str | None = None,
+        ok: tuple[int, ...] = (200,),
+        **kw: Any,
+    ) -> Any:
+        """One JSON call; its decoded answer (None for 204), or ``QuireSparkError``."""
+        headers = dict(kw.pop("headers", None) or {})
+        headers.update(password_header(password))
+        what = f"{method} {path}"
+        try:
+            response = self.http.request(method, path, headers=headers, **kw)
+        except httpx.HTTPError as exc:
+            raise self._unreachable(exc, what) from exc
+        if response.status_code not in ok:
+            raise _error_of(response, what)
+        return None if response.status_code == 204 else response.json()
+
+    def get_log(self, name: str) -> dict[str, Any]:
+        doc: dict[str, Any] = self.request("GET", f"/v1/logs/{name}")
+        return doc
+
+    def ledger(self, ledger_id: int) -> dict[str, Any]:
+        doc: dict[str, Any] = self.request("GET", f"/v1/ledgers/{ledger_id}")
+        return doc
+
+    def lac(self, ledger_id: int, password: str | None = None) -> int:
+        doc = self.request("GET", f"/v1/ledgers/{ledger_id}/lac", password)
+        return int(doc["last_add_confirmed"])
+
+    # ------------------------------------------------------------ binary range read
+
+    def read_range(
+        self, ledger_id: int, first: int, last: int, password: str | None = None
+    ) -> Iterator[list[tuple[int, bytes]]]:
+        """Entries ``first..last`` of a ledger, streamed in the binary format, as lists
+        of ``(entry_id, payload)`` in order (one list per chunk received). Entries the
+        gateway cannot serve (past its readable end) simply do not come; the caller
+        checks it got what it planned."""
+        path = f"/v1/ledgers/{ledger_id}/entries"
+        what = f"GET {path}?from={first}&to={last}"
+        headers = {"Accept": MEDIA_TYPE, **password_header(password)}
+        decoder = FrameDecoder()
+        try:
+            with self.http.stream(
+                "GET", path, params={"from": first, "to": last}, headers=headers
+            ) as response:
+                if response.status_code != 200:
+                    response.read()
+                    raise _error_of(response, what)
+                for chunk in response.iter_bytes(STREAM_CHUNK_BYTES):
+                    frames = decoder.feed(chunk)
+                    if frames:
+                        yield frames
+        except httpx.HTTPError as exc:
+            raise self._unreachable(exc, what) from exc
+        except InvalidArgument as exc:
+            raise QuireSparkError(SHORT_READ, f"{what}: a broken frame: {exc}") from exc
+        if decoder.pending:
+            # The stream ended inside a frame: the gateway stopped mid-range.
+            raise QuireSparkError(SHORT_READ, f"{what}: the stream ended inside a frame")
+
+    def _unreachable(self, exc: httpx.HTTPError, what: str) -> QuireSparkError:
+        return QuireSparkError(
+            GATEWAY_UNREACHABLE, f"{what} on {self.url}: {type(exc).__name__}: {exc}"
+        )
+
+
+def password_header(password: str | None) -> Mapping[str, str]:
+    return {"X-Ledger-Password": password} if password is not None else {}
