@@ -38,10 +38,14 @@ from pyspark.sql.types import StructType
 from services.errors import InvalidArgument
 from services.protocol import log_records
 from services.protocol.logs import Position, check_log_name
-from services.spark.stream_client import QuireStreamError, StreamClient
+from services.spark.client import INVALID_OPTION, QuireSparkError
+from services.spark.stream_client import StreamClient
 
 DEFAULT_PARTITION_ENTRIES = 100_000
 PARTITION_ENTRIES_MAX = 100_000_000
+# The code of a position no longer in the log (its ledger truncated or deleted).
+POSITION_GONE = "position_not_in_log"
+BAD_OFFSET = "bad_offset"
 # Entries read per step when looking back from the LAC for the end of a whole batch.
 BOUNDARY_SCAN_ENTRIES = 64
 
@@ -76,21 +80,23 @@ def _position(offset: Mapping[str, Any]) -> Position | None:
     try:
         return Position.parse(str(text), "offset position")
     except InvalidArgument as exc:
-        raise QuireStreamError(f"a bad offset {dict(offset)!r}: {exc}") from exc
+        raise QuireSparkError(BAD_OFFSET, f"a bad offset {dict(offset)!r}: {exc}") from exc
 
 
 class QuireStreamReader(DataSourceStreamReader):
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         gateway = _option(options, "gateway")
         if not gateway or not gateway.strip():
-            raise QuireStreamError("option 'gateway' is required (the gateway's URL)")
+            raise QuireSparkError(
+                INVALID_OPTION, "option 'gateway' is required (the gateway's URL)"
+            )
         name = _option(options, "log")
         if name is None:
-            raise QuireStreamError("option 'log' is required: a stream reads a log")
+            raise QuireSparkError(INVALID_OPTION, "option 'log' is required: a stream reads a log")
         try:
             self.log = check_log_name(name)
         except InvalidArgument as exc:
-            raise QuireStreamError(f"option 'log': {exc}") from exc
+            raise QuireSparkError(INVALID_OPTION, f"option 'log': {exc}") from exc
         self.client = StreamClient(
             gateway.strip(), _option(options, "token"), _option(options, "password")
         )
@@ -99,14 +105,16 @@ class QuireStreamReader(DataSourceStreamReader):
             try:
                 Position.parse(self.starting)
             except InvalidArgument as exc:
-                raise QuireStreamError(
+                raise QuireSparkError(
+                    INVALID_OPTION,
                     f'option \'startingPosition\' must be "earliest", "latest" or '
-                    f"LID:EID, not {self.starting!r}"
+                    f"LID:EID, not {self.starting!r}",
                 ) from exc
         entries = _option(options, "partitionEntries") or str(DEFAULT_PARTITION_ENTRIES)
         if not entries.isdigit() or not 1 <= int(entries) <= PARTITION_ENTRIES_MAX:
-            raise QuireStreamError(
-                f"option 'partitionEntries' must be 1..{PARTITION_ENTRIES_MAX}, not {entries!r}"
+            raise QuireSparkError(
+                INVALID_OPTION,
+                f"option 'partitionEntries' must be 1..{PARTITION_ENTRIES_MAX}, not {entries!r}",
             )
         self.partition_entries = int(entries)
         # Driver-side caches: closed ledgers' last entries (they never change) and the
@@ -130,15 +138,17 @@ class QuireStreamReader(DataSourceStreamReader):
         position = Position.parse(self.starting)
         ledgers = self.client.log(self.log)
         if position.ledger_id not in ledgers:
-            raise QuireStreamError(
+            raise QuireSparkError(
+                INVALID_OPTION,
                 f"startingPosition {position} is not in log {self.log} "
-                f"(its ledgers: {_shown(ledgers)})"
+                f"(its ledgers: {_shown(ledgers)})",
             )
         closed, last = self._ledger(position.ledger_id)
         if closed and position.entry_id > last + 1:
-            raise QuireStreamError(
+            raise QuireSparkError(
+                INVALID_OPTION,
                 f"startingPosition {position} is past the end of ledger "
-                f"{position.ledger_id} (last entry {last})"
+                f"{position.ledger_id} (last entry {last})",
             )
         return _offset(position)
 
@@ -178,7 +188,7 @@ class QuireStreamReader(DataSourceStreamReader):
         i = self._index(ledgers, first, "the stream's position")
         j = self._index(ledgers, stop, "the planned end")
         if j < i or (i == j and stop.entry_id < first.entry_id):
-            raise QuireStreamError(f"the planned end {stop} is before the start {first}")
+            raise QuireSparkError(BAD_OFFSET, f"the planned end {stop} is before the start {first}")
         out: list[LedgerRange] = []
         for k in range(i, j + 1):
             lid = ledgers[k]
@@ -186,7 +196,7 @@ class QuireStreamReader(DataSourceStreamReader):
             if k < j:
                 closed, last = self._ledger(lid)
                 if not closed:
-                    raise QuireStreamError(f"ledger {lid} before {stop} is not closed")
+                    raise QuireSparkError(BAD_OFFSET, f"ledger {lid} before {stop} is not closed")
             else:
                 last = stop.entry_id - 1
             for lo in range(begin, last + 1, self.partition_entries):
@@ -203,7 +213,7 @@ class QuireStreamReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[tuple[int, int, bytes]]:
         if not isinstance(partition, LedgerRange):
-            raise QuireStreamError(f"not a partition of this reader: {partition!r}")
+            raise QuireSparkError(BAD_OFFSET, f"not a partition of this reader: {partition!r}")
         lid, end = partition.ledger_id, partition.end
         try:
             for entry_id, payload in self.client.read_range(lid, partition.first, partition.last):
@@ -225,10 +235,11 @@ class QuireStreamReader(DataSourceStreamReader):
 
     def _index(self, ledgers: list[int], position: Position, what: str) -> int:
         if position.ledger_id not in ledgers:
-            raise QuireStreamError(
+            raise QuireSparkError(
+                POSITION_GONE,
                 f"{what} {position} is no longer in log {self.log}: ledger "
                 f"{position.ledger_id} was truncated or deleted (the log's ledgers: "
-                f"{_shown(ledgers)}); start the query again with a new checkpoint"
+                f"{_shown(ledgers)}); start the query again with a new checkpoint",
             )
         return ledgers.index(position.ledger_id)
 

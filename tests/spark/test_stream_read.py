@@ -20,7 +20,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import StructType
 
 from services.protocol import log_records
-from services.spark.stream_client import QuireStreamError
+from services.spark.client import QuireSparkError
 from services.spark.stream_read import LedgerRange, QuireStreamReader
 from tests.harness import wait_for
 from tests.integration.gateway_support import Gateway
@@ -346,5 +346,5 @@ def test_partitions_are_bounded_ranges_and_a_cut_short_batch_never_shows() -> No
     ]
     rows = [row for p in parts for row in reader.read(p)]
     assert [r[2] for r in rows] == [f"r{i}".encode() for i in range(1, 10)] + [b"k"]
-    with pytest.raises(QuireStreamError, match="position 5:0 is no longer in log x"):
+    with pytest.raises(QuireSparkError, match="position 5:0 is no longer in log x"):
         reader.partitions({"position": "5:0"}, end)
