@@ -1,0 +1,391 @@
+"""The write side of the Spark connector, without Spark: task ledgers and commits.
+
+A write task (``write_task``) makes ONE ledger of its own for the log, with custom
+metadata ``quire.log`` (the log), ``quire.job`` (the job or micro-batch) and
+``quire.task`` (``<partition>.<attempt>``), appends its records in the log's record
+envelope (``log_records.encode``, one envelope batch per request, so readers see each
+request whole), closes it, and deletes it when anything fails. The driver then attaches
+every task's ledger, in partition order, to the log in ONE call (``POST
+/v1/logs/{name}/ledgers``; ``attach``), or deletes them all (``discard``).
+
+Requests hold at most ``REQUEST_RECORDS_MAX`` records and ``REQUEST_PAYLOAD_MAX_BYTES``
+of stored entries (``split_requests``). An attach whose outcome is unknown (the gateway
+unreachable, a 5xx) is settled by reading the log back: the ledgers are either all in
+it (the CAS landed) or none is.
+
+Every failure raises ``QuireSparkError`` (the connector's one error, ``client.py``), whose
+text says what the gateway said, so a failed
+Spark job explains itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+
+from services.limits import BATCH_ENTRIES_MAX, ENTRY_SIZE_MAX_BYTES
+from services.protocol import log_records
+from services.spark.client import QuireSparkError
+
+# One append request of a task: at most this many records and stored bytes.
+REQUEST_RECORDS_MAX = BATCH_ENTRIES_MAX
+REQUEST_PAYLOAD_MAX_BYTES = 16 * 1024 * 1024
+# The largest record a task writes: a stored entry (record + envelope head) must stay
+# within the ledger API's entry bound.
+RECORD_SIZE_MAX_BYTES = ENTRY_SIZE_MAX_BYTES - log_records.envelope_size(1, None)
+# Attempts of an attach whose outcome stayed unknown.
+ATTACH_ATTEMPTS_MAX = 5
+ATTACH_RETRY_DELAY_S = 1.0
+DEFAULT_TIMEOUT_S = 120.0
+LIST_PAGE = 1_000
+# Custom metadata keys of a task ledger.
+LOG_KEY, JOB_KEY, TASK_KEY = "quire.log", "quire.job", "quire.task"
+_COMMIT_ID = re.compile(r"[A-Za-z0-9._:-]{1,200}")
+
+
+def _option_error(message: str) -> QuireSparkError:
+    return QuireSparkError("invalid_option", message)
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOptions:
+    """The options of a write (``df.write.format("quire").option(...)``)."""
+
+    gateway: str
+    log: str
+    token: str | None = None
+    ledger: Mapping[str, int] | None = None  # ensemble_size / write_quorum / ack_quorum
+    request_records: int = REQUEST_RECORDS_MAX  # records per append request
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> WriteOptions:
+        opts = {str(k).lower(): str(v) for k, v in options.items()}
+        gateway, log = opts.get("gateway", "").strip(), opts.get("log", "").strip()
+        if not gateway:
+            raise _option_error('option "gateway" (the gateway URL) is required')
+        if not log:
+            raise _option_error('option "log" (the log to write) is required')
+        if "ledgers" in opts:
+            raise _option_error('option "ledgers" is for reads; a write goes to a "log"')
+        if "password" in opts:
+            raise _option_error("a log's ledgers have no password: drop the password option")
+        ledger: dict[str, int] = {}
+        for key in ("ensemble_size", "write_quorum", "ack_quorum"):
+            if key in opts:
+                try:
+                    ledger[key] = int(opts[key])
+                except ValueError:
+                    raise _option_error(f"option {key!r} must be an integer") from None
+        request_records = REQUEST_RECORDS_MAX
+        if "request_records" in opts:
+            try:
+                request_records = int(opts["request_records"])
+            except ValueError:
+                request_records = 0
+            if not 1 <= request_records <= REQUEST_RECORDS_MAX:
+                raise _option_error(f"option request_records: 1 to {REQUEST_RECORDS_MAX}")
+        if "://" not in gateway:
+            gateway = "http://" + gateway
+        token = opts.get("token") or None
+        return cls(gateway.rstrip("/"), log, token, ledger or None, request_records)
+
+
+# ------------------------------------------------------------------ pure parts
+
+
+def as_payload(value: object) -> bytes:
+    """A row's ``data``: bytes as they are, a string as UTF-8."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if value is None:
+        raise QuireSparkError("invalid_record", "a row's data is null")
+    raise QuireSparkError("invalid_record", f"data must be binary or string, not {type(value)}")
+
+
+def split_requests(
+    payloads: Iterable[bytes],
+    records_max: int = REQUEST_RECORDS_MAX,
+    bytes_max: int = REQUEST_PAYLOAD_MAX_BYTES,
+) -> Iterator[list[bytes]]:
+    """The records in order, cut into requests of at most ``records_max`` records and
+    ``bytes_max`` stored bytes (each record with its envelope); a request holds at
+    least one record. A record over ``RECORD_SIZE_MAX_BYTES`` is refused."""
+    batch: list[bytes] = []
+    size = 0
+    for payload in payloads:
+        if len(payload) > RECORD_SIZE_MAX_BYTES:
+            raise QuireSparkError(
+                "payload_too_large",
+                f"a record of {len(payload)} bytes is over {RECORD_SIZE_MAX_BYTES}",
+            )
+        stored = len(payload) + log_records.ENVELOPE_MAX_BYTES
+        if batch and (len(batch) >= records_max or size + stored > bytes_max):
+            yield batch
+            batch, size = [], 0
+        batch.append(payload)
+        size += stored
+    if batch:
+        yield batch
+
+
+def request_body(payloads: Sequence[bytes], time_ms: int) -> dict[str, list[str]]:
+    """The JSON batch of one append request: the records as ONE envelope batch."""
+    entries = log_records.encode(payloads, time_ms)
+    return {"entries": [base64.b64encode(entry).decode("ascii") for entry in entries]}
+
+
+def task_metadata(log: str, job: str, partition: int, attempt: int) -> dict[str, str]:
+    return {LOG_KEY: log, JOB_KEY: job, TASK_KEY: f"{partition}.{attempt}"}
+
+
+class TaskLedger(Protocol):
+    """What a write task hands to the driver (its commit message): its partition and
+    ledger (None when the partition had no rows)."""
+
+    @property
+    def partition_id(self) -> int: ...
+
+    @property
+    def ledger_id(self) -> int | None: ...
+
+
+def ledger_order(messages: Iterable[TaskLedger | None]) -> list[int]:
+    """The ledgers to attach, in partition order (one per partition: a repeated
+    partition keeps its first message; empty partitions add nothing)."""
+    by_partition: dict[int, int] = {}
+    for message in messages:
+        if message is None or message.ledger_id is None:
+            continue
+        by_partition.setdefault(message.partition_id, message.ledger_id)
+    return [by_partition[p] for p in sorted(by_partition)]
+
+
+def all_ledgers(messages: Iterable[TaskLedger | None]) -> list[int]:
+    """Every ledger named in the messages (what an abort deletes)."""
+    return [m.ledger_id for m in messages if m is not None and m.ledger_id is not None]
+
+
+def check_commit_id(commit_id: str) -> str:
+    if _COMMIT_ID.fullmatch(commit_id) is None:
+        raise _option_error(f"commit_id {commit_id!r}: 1-200 characters of A-Za-z0-9._:-")
+    return commit_id
+
+
+def new_job_id() -> str:
+    return f"spark-{uuid.uuid4().hex}"
+
+
+# ------------------------------------------------------------------ the gateway
+
+
+class IngestClient:
+    """The calls a write makes, synchronously, on one gateway (with the token)."""
+
+    def __init__(
+        self,
+        options: WriteOptions,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.options = options
+        headers = {"Authorization": f"Bearer {options.token}"} if options.token else {}
+        self.http = httpx.Client(
+            base_url=options.gateway, headers=headers, timeout=timeout_s, transport=transport
+        )
+
+    def __enter__(self) -> IngestClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.http.close()
+
+    def call(self, method: str, path: str, ok: tuple[int, ...] = (200,), **kw: Any) -> Any:
+        """One JSON call: its answer (None for 204), or ``QuireSparkError``."""
+        what = f"{method} {path}"
+        try:
+            response = self.http.request(method, path, **kw)
+        except httpx.HTTPError as exc:
+            raise QuireSparkError(
+                "gateway_unreachable", f"{self.options.gateway}: {exc!r} ({what})"
+            ) from exc
+        if response.status_code not in ok:
+            try:
+                doc = response.json()
+                code, message = str(doc["error"]), str(doc["message"])
+            except (ValueError, KeyError, TypeError):
+                code, message = "http_error", response.text[:200] or response.reason_phrase
+            raise QuireSparkError(code, f"{message} ({what})", response.status_code)
+        return None if response.status_code == 204 else response.json()
+
+    @property
+    def log_path(self) -> str:
+        return f"/v1/logs/{self.options.log}"
+
+    # ------------------------------------------------------------ task side
+
+    def create_ledger(self, metadata: Mapping[str, str]) -> int:
+        body: dict[str, Any] = {"metadata": dict(metadata), **(self.options.ledger or {})}
+        doc = self.call("POST", "/v1/ledgers", ok=(201,), json=body)
+        return int(doc["ledger_id"])
+
+    def append(self, ledger_id: int, payloads: Sequence[bytes]) -> None:
+        body = request_body(payloads, int(time.time() * 1000))
+        self.call("POST", f"/v1/ledgers/{ledger_id}/entries", json=body)
+
+    def close_ledger(self, ledger_id: int) -> None:
+        self.call("POST", f"/v1/ledgers/{ledger_id}/close")
+
+    def delete_ledgers(self, ledger_ids: Iterable[int]) -> None:
+        """Delete each ledger (one already gone is fine); the first failure is raised
+        after trying them all."""
+        failure: QuireSparkError | None = None
+        for ledger_id in ledger_ids:
+            try:
+                self.call("DELETE", f"/v1/ledgers/{ledger_id}", ok=(204, 404))
+            except QuireSparkError as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    # ------------------------------------------------------------ driver side
+
+    def ensure_log(self) -> dict[str, Any]:
+        """The log, created when missing (PUT: 201 new, 200 there already)."""
+        doc: dict[str, Any] = self.call("PUT", self.log_path, ok=(200, 201))
+        return doc
+
+    def log_ledgers(self) -> list[int]:
+        return [int(lid) for lid in self.call("GET", self.log_path)["ledgers"]]
+
+    def committed(self, commit_id: str) -> int | None:
+        """The last sequence the log recorded under ``commit_id`` (None: none yet)."""
+        try:
+            doc = self.call("GET", f"{self.log_path}/commits/{commit_id}")
+        except QuireSparkError as exc:
+            if exc.status == 404 and exc.code == "not_found":
+                return None
+            raise
+        return int(doc["sequence"])
+
+    def attach(self, ledger_ids: Sequence[int], commit: tuple[str, int] | None = None) -> bool:
+        """Attach ``ledger_ids`` (in order) to the log in one CAS; with ``commit`` (id,
+        sequence) exactly once. True: they are in the log now; False: the commit was
+        recorded before (the caller deletes its ledgers). An unknown outcome is settled
+        by reading the log back, then the call is tried again."""
+        body: dict[str, Any] = {"ledgers": list(ledger_ids)}
+        if commit is not None:
+            body["commit"] = {"id": commit[0], "sequence": commit[1]}
+        last: QuireSparkError | None = None
+        for attempt in range(ATTACH_ATTEMPTS_MAX):
+            if attempt:
+                time.sleep(ATTACH_RETRY_DELAY_S)
+                settled = self._settle(ledger_ids, commit)
+                if settled is not None:
+                    return settled
+            try:
+                doc = self.call("POST", f"{self.log_path}/ledgers", json=body)
+            except QuireSparkError as exc:
+                if not _unknown_outcome(exc):
+                    if attempt and exc.status == 400 and "in the log already" in exc.message:
+                        continue  # an earlier attempt landed: settled on the next turn
+                    raise
+                last = exc
+                continue
+            return bool(doc["committed"])
+        settled = self._settle(ledger_ids, commit)
+        if settled is not None:
+            return settled
+        raise last or QuireSparkError("attach_failed", "attaching the task ledgers never answered")
+
+    def _settle(self, ledger_ids: Sequence[int], commit: tuple[str, int] | None) -> bool | None:
+        """After an unknown outcome: True if the ledgers are in the log, False if the
+        commit was recorded by another attempt, None if neither (try again)."""
+        try:
+            if ledger_ids[0] in self.log_ledgers():
+                return True
+            if commit is not None:
+                done = self.committed(commit[0])
+                if done is not None and done >= commit[1]:
+                    return False
+        except QuireSparkError as exc:
+            if not _unknown_outcome(exc):
+                raise
+        return None
+
+    def discard(self, ledger_ids: Sequence[int]) -> None:
+        """Delete the ledgers of an aborted commit, except any that is in the log (an
+        attach that landed after all: deleting those would break the log)."""
+        if not ledger_ids:
+            return
+        try:
+            in_log = set(self.log_ledgers())
+        except QuireSparkError as exc:
+            if exc.code not in ("log_not_found",):
+                raise
+            in_log = set()
+        self.delete_ledgers([lid for lid in ledger_ids if lid not in in_log])
+
+    def job_ledgers(self, job: str) -> list[int]:
+        """Every ledger a task of ``job`` made (custom metadata ``quire.job``): a scan of
+        all ledgers, for an abort that may not know them all (a task that died before
+        it could delete its own)."""
+        found: list[int] = []
+        after: int | None = None
+        while True:
+            params = {"limit": LIST_PAGE} if after is None else {"limit": LIST_PAGE, "after": after}
+            page = self.call("GET", "/v1/ledgers", params=params)
+            for ledger_id in page["ledgers"]:
+                try:
+                    meta = self.call("GET", f"/v1/ledgers/{ledger_id}")
+                except QuireSparkError as exc:
+                    if exc.status == 404:
+                        continue
+                    raise
+                custom = meta.get("metadata") or {}
+                if custom.get(JOB_KEY) == job and custom.get(LOG_KEY) == self.options.log:
+                    found.append(int(ledger_id))
+            if page.get("next") is None:
+                return found
+            after = int(page["next"])
+
+
+def _unknown_outcome(exc: QuireSparkError) -> bool:
+    return exc.code == "gateway_unreachable" or exc.status >= 500
+
+
+# ------------------------------------------------------------------ one task
+
+
+def write_task(
+    options: WriteOptions, job: str, partition: int, attempt: int, payloads: Iterable[bytes]
+) -> int | None:
+    """Write one task's records into a ledger of its own and close it; the ledger is
+    deleted when anything fails (the records' iterator raising included). A partition
+    without records makes no ledger (None)."""
+    ledger_id: int | None = None
+    with IngestClient(options) as client:
+        try:
+            for request in split_requests(payloads, options.request_records):
+                if ledger_id is None:
+                    meta = task_metadata(options.log, job, partition, attempt)
+                    ledger_id = client.create_ledger(meta)
+                client.append(ledger_id, request)
+            if ledger_id is not None:
+                client.close_ledger(ledger_id)
+        except BaseException:
+            if ledger_id is not None:
+                try:
+                    client.delete_ledgers([ledger_id])
+                except QuireSparkError:
+                    pass  # the task's own failure is the one to report
+            raise
+    return ledger_id
