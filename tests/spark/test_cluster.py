@@ -123,6 +123,19 @@ def save(df: Any, quire: Quire, name: str) -> None:
     )
 
 
+def progress_report(query: Any, checkpoint: Path) -> str:
+    """A query's batches (ids, input rows, offsets) and its checkpoint's logs, for a failure."""
+    lines = [
+        f"batch {p['batchId']}: {p['numInputRows']} rows, "
+        f"{[(s['startOffset'], s['endOffset']) for s in p['sources']]}"
+        for p in query.recentProgress
+    ]
+    for kind in ("offsets", "commits"):
+        names = sorted(f.name for f in (checkpoint / kind).glob("[0-9]*"))
+        lines.append(f"{kind}: {names}")
+    return "\n".join(lines)
+
+
 def frame(spark: Any, rdd: Any) -> Any:
     """A DataFrame of one binary column ``data`` from an RDD of 1-tuples."""
     return spark.createDataFrame(rdd, "data binary")
@@ -321,5 +334,5 @@ def test_a_stream_from_log_to_log_on_the_cluster_exactly_once(
     again = start(availableNow=True)
     again.awaitTermination(120)
     assert again.exception() is None, again.exception()
-    assert landed() == expected()
+    assert landed() == expected(), progress_report(again, checkpoint)
     assert len(sent) == 30
