@@ -281,7 +281,7 @@ def test_a_stream_from_log_to_log_on_the_cluster_exactly_once(
 ) -> None:
     """A query tails one log and writes a transform of each record to another: records
     appended before and while it runs arrive once, in order; stopped and restarted from
-    its checkpoint, it adds exactly the records appended meanwhile."""
+    its checkpoint, it adds exactly the records appended meanwhile, once."""
     source, sink = "cluster-stream-in", "cluster-stream-out"
     checkpoint = tmp_path / "checkpoint"
     quire.logs.create(source)
@@ -331,8 +331,14 @@ def test_a_stream_from_log_to_log_on_the_cluster_exactly_once(
     assert query.exception() is None, query.exception()
     assert landed() == expected()
     append(8)
-    again = start(availableNow=True)
-    again.awaitTermination(120)
+    # Restarted with a processing-time trigger, not availableNow: a run stopped after
+    # planning a batch and before committing it is re-run by an availableNow restart,
+    # which then stops without what was appended meanwhile (seen with Spark 4.0.1).
+    again = start(processingTime="1 second")
+    try:
+        wait_for(lambda: landed() == expected() or again.exception(), 60, "records after restart")
+    finally:
+        again.stop()
     assert again.exception() is None, again.exception()
     assert landed() == expected(), progress_report(again, checkpoint)
     assert len(sent) == 30
