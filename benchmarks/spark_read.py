@@ -59,6 +59,8 @@ from services.spark.options import PARTITION_ENTRIES_MAX, parse_read_options
 FILL_THREADS = 4
 FILL_BATCH_BYTES = 8 << 20
 FILL_BATCH_RECORDS_MAX = 10_000
+FILL_RETRIES_MAX = 100
+FILL_RETRY_DELAY_S = 0.1
 _SIZE = re.compile(r"(\d+)\s*([KMG]i?B?|B)?", re.IGNORECASE)
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -145,11 +147,20 @@ def fill(client: GatewayClient, name: str, total: int, record: int) -> dict[str,
                     if not batches or errors:
                         return
                     n = batches.pop()
-                try:
-                    own.request("POST", f"/v1/logs/{name}/records", json={"entries": [encoded] * n})
-                except Exception as exc:  # noqa: BLE001 - reported, the fill stops
-                    errors.append(str(exc))
-                    return
+                for attempt in range(FILL_RETRIES_MAX + 1):
+                    try:
+                        own.request(
+                            "POST", f"/v1/logs/{name}/records", json={"entries": [encoded] * n}
+                        )
+                        break
+                    except Exception as exc:  # noqa: BLE001 - reported, the fill stops
+                        # 503 unavailable (no room in the ledger now) appended nothing:
+                        # back off and send it again, as a client should.
+                        if "503 unavailable" in str(exc) and attempt < FILL_RETRIES_MAX:
+                            time.sleep(FILL_RETRY_DELAY_S)
+                            continue
+                        errors.append(str(exc))
+                        return
 
     started = time.perf_counter()
     threads = [threading.Thread(target=work) for _ in range(FILL_THREADS)]
