@@ -15,7 +15,8 @@ from pyspark.sql.types import BinaryType
 
 from tests.harness import Cluster
 from tests.integration.gateway_support import Gateway, assert_error, ok, two_gateways
-from tests.spark.write_support import get_log, ledgers_of_log, read_log, spark_session
+from tests.spark.session import spark_session
+from tests.spark.write_support import get_log, ledgers_of_log, read_log
 
 
 @dataclass

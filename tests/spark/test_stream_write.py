@@ -18,7 +18,8 @@ from pyspark.sql.types import StringType, StructField, StructType
 from services.spark.stream_write import QuireStreamWriter, checkpoint_commit_id
 from tests.harness import Cluster
 from tests.integration.gateway_support import Gateway, ok, two_gateways
-from tests.spark.write_support import get_log, ledgers_of_log, read_log, spark_session
+from tests.spark.session import spark_session
+from tests.spark.write_support import get_log, ledgers_of_log, read_log
 
 
 @dataclass

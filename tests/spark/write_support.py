@@ -1,52 +1,12 @@
-"""Helpers of the Spark write tests: one SparkSession per module (local[2], started
-once: it takes ~15 s), a cluster of three bookies and two gateways, and reads of a log
-and its task ledgers through the gateway.
-
-Spark's Python workers must run this venv's interpreter (PYSPARK_PYTHON) and import
-this tree's code (PYTHONPATH, which Spark passes on to them)."""
+"""Helpers of the Spark write tests: reads of a log and its task ledgers through the
+gateway (the SparkSession comes from ``session.spark_session``)."""
 
 from __future__ import annotations
 
 import base64
-import os
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
-
-from services.spark import register
 from tests.integration.gateway_support import Gateway, ok
-
-ROOT = str(Path(__file__).resolve().parents[2])
-VENV_PYTHON = "/work/main/.venv/bin/python"
-
-
-@contextmanager
-def spark_session(app: str) -> Iterator[SparkSession]:
-    """A local[2] SparkSession with the connector registered, stopped at the end."""
-    python = VENV_PYTHON if Path(VENV_PYTHON).exists() else sys.executable
-    os.environ["PYSPARK_PYTHON"] = python
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if ROOT not in paths:
-        os.environ["PYTHONPATH"] = os.pathsep.join([ROOT, *paths])
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName(app)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
-    try:
-        yield session
-    finally:
-        session.stop()
 
 
 def get_log(g: Gateway, name: str) -> dict[str, Any]:
