@@ -17,7 +17,7 @@ from gateway.senders import SenderLimits, SenderTable
 from services.errors import Unavailable
 
 if TYPE_CHECKING:
-    from gateway.logs.writer import LogWriters
+    from gateway.logs.writers import LogWriters
     from services.zk.log_store import LogStore
 
 
@@ -36,7 +36,7 @@ class Gateway:
 
     def with_logs(self, store: LogStore) -> Gateway:
         """Serve logs from ``store`` (the gateway app does; a replication worker does not)."""
-        from gateway.logs.writer import LogWriters
+        from gateway.logs.writers import LogWriters
 
         self.log_writers[:] = [LogWriters(self, store)]
         return self

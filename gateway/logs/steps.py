@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from gateway import operations as ops
 from gateway.service import Gateway
@@ -19,6 +20,7 @@ from services.errors import (
     MetadataConflict,
     MetadataUnavailable,
     QuireError,
+    present,
 )
 from services.protocol import log_writer as lw
 from services.protocol.metadata import LedgerState
@@ -29,6 +31,9 @@ log = logging.getLogger(__name__)
 
 # Ledgers of a log carry its name in their custom metadata (operators see whose it is).
 LOG_METADATA_KEY = "quire.log"
+# Waiting for a ledger to close (``closed_end``): the first and the longest poll pause.
+SETTLE_POLL_FIRST_S = 0.01
+SETTLE_POLL_MAX_S = 0.2
 
 Operation = lw.AcquireWriter | lw.RollLog
 
@@ -115,6 +120,26 @@ async def close_for_good(gw: Gateway, ledger_id: int) -> None:
     await gw.recoveries.recover(
         current.metadata, current.version, digest_key(current.metadata, None)
     )
+
+
+async def closed_end(gw: Gateway, ledger_id: int) -> int | None:
+    """The last entry of the ledger once CLOSED, waiting up to ``log_settle_timeout_ms``
+    (polling with back-off); None when it is not closed by then, -1 when it is gone."""
+    deadline = time.monotonic() + gw.ctx.settings.log_settle_timeout_ms / 1000
+    delay = SETTLE_POLL_FIRST_S
+    while True:
+        try:
+            metadata = (await gw.ctx.ledgers.get(ledger_id)).metadata
+        except LedgerNotFound:
+            return -1  # deleted with the log: nothing of it is readable
+        except QuireError:
+            metadata = None
+        if metadata is not None and metadata.state is LedgerState.CLOSED:
+            return present(metadata.last_entry_id, "a CLOSED ledger has a last entry")
+        if time.monotonic() + delay > deadline:
+            return None
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, SETTLE_POLL_MAX_S)
 
 
 def _spawn_delete(gw: Gateway, ledger_id: int) -> None:

@@ -1,6 +1,6 @@
 """The logs this gateway writes: taking the writer role, appends, rolls.
 
-``LogWriters.acquire`` runs ``AcquireWriter`` (fence and recover the last two
+``writers.LogWriters.acquire`` runs ``AcquireWriter`` (fence and recover the last two
 ledgers, create a ledger, CAS it into the list with the next epoch) and then serves
 appends through a ``LogWriter`` bound to that epoch. A ``LogWriter`` appends to the
 write handle of the LAST ledger of the list, which it created itself.
@@ -34,16 +34,15 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.logs import steps
-from gateway.logs.dedup import CLOCK_SKEW_MS, Appended, DedupWindow, Unsettled, scan_tail
-from gateway.runners import read as reads
+from gateway.logs import rebuild, steps
+from gateway.logs.dedup import Appended, DedupWindow, Unsettled
+from gateway.logs.rebuild import wall_ms
 from gateway.runners.write import HandleRunner
 from gateway.service import Gateway
 from services.errors import (
     InvariantViolation,
     LedgerClosed,
     LedgerFenced,
-    LedgerNotFound,
     LogNotFound,
     NotEnoughBookies,
     NotWriter,
@@ -55,8 +54,6 @@ from services.errors import (
 from services.protocol import log_records
 from services.protocol import log_writer as lw
 from services.protocol.logs import Position
-from services.protocol.metadata import LedgerMetadata, LedgerState
-from services.protocol.reads import digest_key
 from services.zk import paths as zkpaths
 from services.zk.log_store import LogStore
 
@@ -67,19 +64,8 @@ _UNSETTLED = (LedgerFenced, LedgerClosed, QuorumTimeout, NotEnoughBookies)
 # An append re-sent to a new ledger after its first ledger closed without it, at most
 # this many times (each time a roll happened first).
 APPEND_ATTEMPTS_MAX = 3
-SETTLE_POLL_FIRST_S = 0.01
-SETTLE_POLL_MAX_S = 0.2
-# A window rebuild reads the metadata of the log's last ledgers this many at a time.
-TAIL_METADATA_BATCH = 16
 # The log's znode watch is set again this long after ZooKeeper failed to set it.
 WATCH_RETRY_S = 1.0
-# A failed window rebuild is tried again, backing off from the first delay.
-REBUILD_ATTEMPTS_MAX = 6
-REBUILD_RETRY_FIRST_S = 0.2
-
-
-def wall_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class _UnknownOutcome(Exception):
@@ -186,7 +172,7 @@ class LogWriter:
         earlier attempt's positions when it is in the log (and remembered), None when it
         is not (the retry appends), else the outcome is still unknown (409
         ``ledger_fenced``, the key kept)."""
-        end = await self._closed_end(earlier.ledger_id)
+        end = await steps.closed_end(self.gw, earlier.ledger_id)
         if end is None:
             self.dedup.settle(key, None, wall_ms(), earlier)
             raise LedgerFenced(
@@ -230,7 +216,7 @@ class LogWriter:
         else raises (``not_writer``, or ``exc`` itself while the outcome is unknown)."""
         lid = runner.ledger_id
         if exc.entries is not None:
-            end = await self._closed_end(lid)
+            end = await steps.closed_end(self.gw, lid)
             if end is None:  # not closed in time: the outcome stays unknown
                 raise _UnknownOutcome(exc, lid, exc.entries)
             first, last = exc.entries
@@ -242,25 +228,6 @@ class LogWriter:
         if self.runner is runner:
             await self.roll("ledger_lost")
         return None
-
-    async def _closed_end(self, ledger_id: int) -> int | None:
-        """The last entry of the ledger once CLOSED, waiting up to the settle time-out;
-        None when it is not closed by then."""
-        deadline = time.monotonic() + self.gw.ctx.settings.log_settle_timeout_ms / 1000
-        delay = SETTLE_POLL_FIRST_S
-        while True:
-            try:
-                metadata = (await self.gw.ctx.ledgers.get(ledger_id)).metadata
-            except LedgerNotFound:
-                return -1  # deleted with the log: nothing of it is readable
-            except QuireError:
-                metadata = None
-            if metadata is not None and metadata.state is LedgerState.CLOSED:
-                return present(metadata.last_entry_id, "a CLOSED ledger has a last entry")
-            if time.monotonic() + delay > deadline:
-                return None
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, SETTLE_POLL_MAX_S)
 
     async def _refresh_role(self) -> None:
         try:
@@ -408,144 +375,12 @@ class LogWriter:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    # ------------------------------------------------------------ the window
-
     async def rebuild_window(self, previous: Sequence[int]) -> None:
-        """Load the keys of the log's tail into the window (``dedup.scan_tail``) from
-        the ledgers before ours, which are CLOSED (fenced and recovered, or rolled)."""
-        window = self.dedup
-        delay = REBUILD_RETRY_FIRST_S
-        for attempt in range(1, REBUILD_ATTEMPTS_MAX + 1):
-            error = await self._rebuild_once(previous)
-            if error is None:
-                window.ready.set()
-                return
-            log.warning(
-                "could not rebuild the idempotency window from the log's tail",
-                extra={"fields": {"log": self.name, "error": error.code, "attempt": attempt}},
-            )
-            if attempt < REBUILD_ATTEMPTS_MAX:
-                await asyncio.sleep(delay)
-                delay *= 2
-        # Keyed appends answer 503 rather than risk appending a retry twice.
-        window.failed = f"the idempotency window of log {self.name} could not be rebuilt"
-        window.ready.set()
-
-    async def _rebuild_once(self, previous: Sequence[int]) -> QuireError | None:
-        window = self.dedup
-        try:
-            metas = await self._tail_ledgers(previous, wall_ms() - window.window_ms)
-            ledgers = [(lid, present(m.last_entry_id, "closed")) for lid, m in metas.items()]
-
-            async def read_page(lid: int, first: int, last: int) -> list[tuple[int, bytes]]:
-                metadata = metas[lid]
-                key = digest_key(metadata, None)
-                out: list[tuple[int, bytes]] = []
-                start = first
-                while start <= last:
-                    page = await reads.read_page(self.gw.ctx, metadata, start, last, key)
-                    if not page.entries:
-                        break
-                    out.extend(page.entries)
-                    start = page.entries[-1][0] + 1
-                return out
-
-            found = await scan_tail(
-                ledgers, read_page, wall_ms(), window.window_ms, window.keys_max
-            )
-            window.load(found, wall_ms())
-        except QuireError as exc:
-            return exc
-        return None
-
-    async def _tail_ledgers(
-        self, previous: Sequence[int], cutoff_ms: int
-    ) -> dict[int, LedgerMetadata]:
-        """The CLOSED ledgers at the end of ``previous`` that may hold appends newer than
-        ``cutoff_ms`` (in log order): read backwards a few at a time, down to the first
-        ledger created before the cutoff (it was the current one then)."""
-        found: list[tuple[int, LedgerMetadata]] = []
-        stop = len(previous)
-        while stop > 0:
-            start = max(0, stop - TAIL_METADATA_BATCH)
-            chunk = list(previous[start:stop])
-            answers = await self.gw.ctx.ledgers.get_many(chunk)
-            for lid, answer in reversed(list(zip(chunk, answers, strict=True))):
-                if answer is None or isinstance(answer, QuireError):
-                    continue
-                metadata = answer.metadata
-                if metadata.state is LedgerState.CLOSED and metadata.last_entry_id is not None:
-                    found.append((lid, metadata))
-                if metadata.created_at < cutoff_ms - CLOCK_SKEW_MS:
-                    return dict(reversed(found))
-            stop = start
-        return dict(reversed(found))
+        """Load the keys of the log's tail into the window (``rebuild``)."""
+        await rebuild.rebuild_window(self.gw, self.name, self.dedup, previous)
 
     async def aclose(self) -> None:
         self._cancel_age_roll()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-
-
-class LogWriters:
-    """The logs this gateway writes, by name (one role per log at a time)."""
-
-    def __init__(self, gw: Gateway, logs: LogStore) -> None:
-        self.gw = gw
-        self.logs = logs
-        self._writers: dict[str, LogWriter] = {}
-        self._acquiring: dict[str, asyncio.Future[LogWriter]] = {}
-
-    def get(self, name: str) -> LogWriter | None:
-        writer = self._writers.get(name)
-        return writer if writer is not None and writer.lost is None else None
-
-    def writer_or_409(self, name: str) -> LogWriter:
-        writer = self._writers.get(name)
-        if writer is None:
-            raise NotWriter(f"this gateway is not the writer of log {name}")
-        writer._check_role()
-        return writer
-
-    async def acquire(self, name: str) -> LogWriter:
-        """Take the writer role of ``name`` (single flight per log on this gateway)."""
-        running = self._acquiring.get(name)
-        if running is None:
-            running = asyncio.ensure_future(self._acquire(name))
-            self._acquiring[name] = running
-            running.add_done_callback(lambda _: self._acquiring.pop(name, None))
-        return await asyncio.shield(running)
-
-    async def _acquire(self, name: str) -> LogWriter:
-        # A role this gateway holds already ends now: its appends during the hand-over
-        # answer not_writer rather than settle and roll (which would race the CAS).
-        held = self._writers.get(name)
-        if held is not None:
-            held._lose("this gateway is taking the role again")
-        op = lw.AcquireWriter(name, self.gw.ctx.settings.address, self.gw.ctx.rng)
-        acquired = await steps.run(self.gw, self.logs, op, op.start())
-        if not isinstance(acquired, lw.Acquired):
-            raise InvariantViolation(f"acquiring a log answered {acquired!r}")
-        runner = present(
-            self.gw.handles.live(acquired.ledger_id), "a new writer's ledger has a live handle"
-        )
-        if held is not None:
-            await held.aclose()
-        writer = LogWriter(self.gw, self.logs, acquired, runner)
-        self._writers[name] = writer
-        metrics = self.gw.ctx.metrics
-        metrics.log_handovers.labels(name).inc()
-        metrics.log_writer_epoch.labels(name).set(acquired.epoch)
-        previous = [lid for lid in acquired.log.ledgers if lid != acquired.ledger_id]
-        writer._spawn(writer.rebuild_window(previous))
-        return writer
-
-    def forget(self, name: str) -> None:
-        """The log was deleted through this gateway."""
-        writer = self._writers.pop(name, None)
-        if writer is not None:
-            writer._lose(f"log {name} was deleted")
-
-    async def aclose(self) -> None:
-        await asyncio.gather(*(w.aclose() for w in self._writers.values()))

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.logs.dedup import Appended, scan_tail
-from gateway.logs.writer import _UNSETTLED, APPEND_ATTEMPTS_MAX, SETTLE_POLL_FIRST_S
+from gateway.logs.steps import SETTLE_POLL_FIRST_S
+from gateway.logs.writer import _UNSETTLED, APPEND_ATTEMPTS_MAX
 from services.errors import (
     IdempotencyKeyReused,
     LogNotFound,

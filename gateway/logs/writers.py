@@ -1,0 +1,76 @@
+"""The logs this gateway writes, by name: taking a log's writer role
+(``log_writer.AcquireWriter``) and the ``LogWriter`` that then serves its appends."""
+
+from __future__ import annotations
+
+import asyncio
+
+from gateway.logs import steps
+from gateway.logs.writer import LogWriter
+from gateway.service import Gateway
+from services.errors import InvariantViolation, NotWriter, present
+from services.protocol import log_writer as lw
+from services.zk.log_store import LogStore
+
+
+class LogWriters:
+    """The logs this gateway writes, by name (one role per log at a time)."""
+
+    def __init__(self, gw: Gateway, logs: LogStore) -> None:
+        self.gw = gw
+        self.logs = logs
+        self._writers: dict[str, LogWriter] = {}
+        self._acquiring: dict[str, asyncio.Future[LogWriter]] = {}
+
+    def get(self, name: str) -> LogWriter | None:
+        writer = self._writers.get(name)
+        return writer if writer is not None and writer.lost is None else None
+
+    def writer_or_409(self, name: str) -> LogWriter:
+        writer = self._writers.get(name)
+        if writer is None:
+            raise NotWriter(f"this gateway is not the writer of log {name}")
+        writer._check_role()
+        return writer
+
+    async def acquire(self, name: str) -> LogWriter:
+        """Take the writer role of ``name`` (single flight per log on this gateway)."""
+        running = self._acquiring.get(name)
+        if running is None:
+            running = asyncio.ensure_future(self._acquire(name))
+            self._acquiring[name] = running
+            running.add_done_callback(lambda _: self._acquiring.pop(name, None))
+        return await asyncio.shield(running)
+
+    async def _acquire(self, name: str) -> LogWriter:
+        # A role this gateway holds already ends now: its appends during the hand-over
+        # answer not_writer rather than settle and roll (which would race the CAS).
+        held = self._writers.get(name)
+        if held is not None:
+            held._lose("this gateway is taking the role again")
+        op = lw.AcquireWriter(name, self.gw.ctx.settings.address, self.gw.ctx.rng)
+        acquired = await steps.run(self.gw, self.logs, op, op.start())
+        if not isinstance(acquired, lw.Acquired):
+            raise InvariantViolation(f"acquiring a log answered {acquired!r}")
+        runner = present(
+            self.gw.handles.live(acquired.ledger_id), "a new writer's ledger has a live handle"
+        )
+        if held is not None:
+            await held.aclose()
+        writer = LogWriter(self.gw, self.logs, acquired, runner)
+        self._writers[name] = writer
+        metrics = self.gw.ctx.metrics
+        metrics.log_handovers.labels(name).inc()
+        metrics.log_writer_epoch.labels(name).set(acquired.epoch)
+        previous = [lid for lid in acquired.log.ledgers if lid != acquired.ledger_id]
+        writer._spawn(writer.rebuild_window(previous))
+        return writer
+
+    def forget(self, name: str) -> None:
+        """The log was deleted through this gateway."""
+        writer = self._writers.pop(name, None)
+        if writer is not None:
+            writer._lose(f"log {name} was deleted")
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(w.aclose() for w in self._writers.values()))
