@@ -64,11 +64,16 @@ class GatewayClient:
     A ledger password goes with each call that reads entries or the LAC."""
 
     def __init__(
-        self, url: str, token: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
+        self,
+        url: str,
+        token: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self.token = token
         self.timeout_s = timeout_s
+        self._transport = transport  # tests: a mock gateway (never pickled)
         self._http: httpx.Client | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -89,7 +94,12 @@ class GatewayClient:
     def http(self) -> httpx.Client:
         if self._http is None:
             headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-            self._http = httpx.Client(base_url=self.url, headers=headers, timeout=self.timeout_s)
+            self._http = httpx.Client(
+                base_url=self.url,
+                headers=headers,
+                timeout=self.timeout_s,
+                transport=self._transport,
+            )
         return self._http
 
     # ------------------------------------------------------------ JSON calls

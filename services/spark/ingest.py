@@ -32,7 +32,7 @@ import httpx
 
 from services.limits import BATCH_ENTRIES_MAX, ENTRY_SIZE_MAX_BYTES
 from services.protocol import log_records
-from services.spark.client import QuireSparkError
+from services.spark.client import GatewayClient, QuireSparkError
 
 # One append request of a task: at most this many records and stored bytes.
 REQUEST_RECORDS_MAX = BATCH_ENTRIES_MAX
@@ -197,34 +197,17 @@ class IngestClient:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.options = options
-        headers = {"Authorization": f"Bearer {options.token}"} if options.token else {}
-        self.http = httpx.Client(
-            base_url=options.gateway, headers=headers, timeout=timeout_s, transport=transport
-        )
+        self.gateway = GatewayClient(options.gateway, options.token, timeout_s, transport)
 
     def __enter__(self) -> IngestClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.http.close()
+        self.gateway.close()
 
     def call(self, method: str, path: str, ok: tuple[int, ...] = (200,), **kw: Any) -> Any:
         """One JSON call: its answer (None for 204), or ``QuireSparkError``."""
-        what = f"{method} {path}"
-        try:
-            response = self.http.request(method, path, **kw)
-        except httpx.HTTPError as exc:
-            raise QuireSparkError(
-                "gateway_unreachable", f"{self.options.gateway}: {exc!r} ({what})"
-            ) from exc
-        if response.status_code not in ok:
-            try:
-                doc = response.json()
-                code, message = str(doc["error"]), str(doc["message"])
-            except (ValueError, KeyError, TypeError):
-                code, message = "http_error", response.text[:200] or response.reason_phrase
-            raise QuireSparkError(code, f"{message} ({what})", response.status_code)
-        return None if response.status_code == 204 else response.json()
+        return self.gateway.request(method, path, ok=ok, **kw)
 
     @property
     def log_path(self) -> str:
