@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from services.errors import InvalidArgument, invariant
@@ -133,6 +133,17 @@ def visible(entry_id: int, record: Record, end: int) -> bool:
     """Whether a reader may see this entry's record when entries up to ``end`` are
     readable: only once its whole request is (batches are atomic)."""
     return entry_id + record.remaining <= end
+
+
+def visible_records(entries: Iterable[tuple[int, bytes]], end: int) -> Iterator[tuple[int, bytes]]:
+    """The records of consecutive ``entries`` ((entry id, stored bytes)) a reader may see
+    when entries up to ``end`` are readable: up to the first that is not ``visible``
+    (visibility only falls along a ledger, so nothing after it shows either)."""
+    for entry_id, stored in entries:
+        record = decode(stored)
+        if not visible(entry_id, record, end):
+            return
+        yield entry_id, record.data
 
 
 def envelope_size(count: int, key: str | None) -> int:

@@ -216,10 +216,9 @@ class QuireStreamReader(DataSourceStreamReader):
             raise QuireSparkError(BAD_OFFSET, f"not a partition of this reader: {partition!r}")
         lid, end = partition.ledger_id, partition.end
         try:
-            for entry_id, payload in self.client.read_range(lid, partition.first, partition.last):
-                record = log_records.decode(payload)
-                if log_records.visible(entry_id, record, end):
-                    yield (lid, entry_id, record.data)
+            entries = self.client.read_range(lid, partition.first, partition.last)
+            for entry_id, data in log_records.visible_records(entries, end):
+                yield (lid, entry_id, data)
         finally:
             self.client.close()
 

@@ -96,3 +96,20 @@ def test_encode_invariants() -> None:
         lr.encode([], 1)
     with pytest.raises(InvariantViolation):
         lr.encode([b"a"], 1, "k", None)
+
+
+def test_visible_records_stop_at_the_first_batch_not_readable_whole() -> None:
+    """visible_records gives the data of whole appends only and stops at the first
+    entry whose batch goes past ``end`` (nothing after it can show)."""
+    entries = list(
+        enumerate([*lr.encode([b"a"], 1), *lr.encode([b"b", b"c", b"d"], 2), *lr.encode([b"e"], 3)])
+    )
+    assert list(lr.visible_records(entries, 4)) == [
+        (0, b"a"),
+        (1, b"b"),
+        (2, b"c"),
+        (3, b"d"),
+        (4, b"e"),
+    ]
+    assert list(lr.visible_records(entries, 2)) == [(0, b"a")]
+    assert list(lr.visible_records(entries, 3)) == [(0, b"a"), (1, b"b"), (2, b"c"), (3, b"d")]
