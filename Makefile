@@ -11,10 +11,11 @@ JAVA_MAJOR := java -XshowSettings:properties -version 2>&1 | \
 PYTEST_ARGS ?=
 SEEDS ?= 100000
 
-.PHONY: run test lint format bench sim sim-logs openapi setup java zookeeper spark-cluster clean
+.PHONY: run test lint format bench sim sim-logs openapi setup java zookeeper browser spark-cluster clean
 
 # ZooKeeper and Spark (pyspark, a pinned dependency) both run on Java: a JRE 17+.
-setup: $(STAMP) java zookeeper
+# The admin page's browser tests need Debian's chromium (Playwright's download cannot work).
+setup: $(STAMP) java zookeeper browser
 
 $(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -33,6 +34,10 @@ java:
 zookeeper: java
 	@test -f $(ZK_JAR) || { $(SUDO) apt-get update -q && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q zookeeper; }
+
+browser:
+	@test -x /usr/bin/chromium || { $(SUDO) apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q chromium; }
 
 run: setup
 	$(VENV)/bin/quire up
