@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from services.bookie_client import AddResult, RangeResult
@@ -226,7 +226,7 @@ class FragmentCopier:
 
     async def _write(self, target: str, batch: list[Record]) -> str | None:
         """Store ``batch`` on ``target`` with the recovery flag; why it failed, or None."""
-        records = [replace(r, recovery=True) for r in batch]
+        records = [r._replace(recovery=True) for r in batch]
         try:
             result = await self.bookie(target).add(records, timeout_s=self.limits.request_timeout_s)
         except QuireError as exc:

@@ -24,6 +24,9 @@ SMALL_BODY_MAX_BYTES = 1024 * 1024
 # first entry always comes whole).
 PAGE_ENTRIES_MAX = 1_000
 PAGE_BYTES_MAX = 8 * 1024 * 1024
+# A streamed range read (binary frames, NDJSON) reads this many pages ahead of the one it
+# sends (gateway/routes/ledgers.py ``_pages``; measured in benchmarks/README.md).
+READ_AHEAD_PAGES = 2
 
 # Listings (ledgers, logs, bookies' ledgers): the most ids per answer.
 LIST_LIMIT_MAX = 1_000

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+import collections
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable
@@ -44,10 +46,12 @@ from services.limits import (
     ID_MAX,
     LAC_WAIT_MAX_MS,
     LIST_LIMIT_MAX,
+    PAGE_ENTRIES_MAX,
+    READ_AHEAD_PAGES,
     SMALL_BODY_MAX_BYTES,
 )
 from services.protocol.metadata import LedgerMetadata
-from services.protocol.reads import digest_key, readable_end
+from services.protocol.reads import digest_key, page_last, readable_end
 from services.web.body import is_json, read_body
 from services.wire import entries_stream
 
@@ -351,35 +355,72 @@ async def read_entries(
     }
 
 
+async def _pages(
+    ctx: GatewayContext, metadata: LedgerMetadata, page: reads.Page, stop: int, key: bytes
+) -> AsyncIterator[reads.Page]:
+    """``page`` (already read) and the pages after it up to ``stop``.
+
+    The next ``READ_AHEAD_PAGES`` pages are read from the bookies while the one before is
+    sent, so that the bookies' reads, the digest checks and the client's transfer overlap
+    instead of taking turns. Each page ahead is planned as a range of ``size`` entries:
+    ``PAGE_ENTRIES_MAX`` until a page comes back shorter than planned (cut by its byte
+    bound), then that page's length; the pages planned after a short one are dropped
+    and planned again from where it ended."""
+    ahead: collections.deque[tuple[int, asyncio.Task[reads.Page]]] = collections.deque()
+    size = PAGE_ENTRIES_MAX
+    planned_last = page_last(metadata, page.entries[0][0], stop, size) if page.entries else stop
+
+    async def read(first: int, last: int) -> reads.Page:
+        return await _timed_read(
+            ctx, metadata.ledger_id, reads.read_page(ctx, metadata, first, last, key)
+        )
+
+    def plan(first: int) -> None:
+        last = page_last(metadata, first, stop, size)
+        ahead.append((last, asyncio.ensure_future(read(first, last))))
+
+    async def drop() -> None:
+        for _, task in ahead:
+            task.cancel()
+        await asyncio.gather(*(task for _, task in ahead), return_exceptions=True)
+        ahead.clear()
+
+    try:
+        while page.entries:
+            got = page.entries[-1][0]
+            if got < planned_last:  # cut short by its byte bound: plan by what came
+                size = len(page.entries)
+                await drop()
+            next_first = ahead[-1][0] + 1 if ahead else got + 1
+            while len(ahead) < READ_AHEAD_PAGES and next_first <= stop:
+                plan(next_first)
+                next_first = ahead[-1][0] + 1
+            yield page
+            if not ahead:
+                return
+            planned_last, task = ahead.popleft()
+            page = await task
+    finally:  # the client went away (or a read failed) mid-stream
+        await drop()
+
+
 async def _frames(
     ctx: GatewayContext, metadata: LedgerMetadata, page: reads.Page, stop: int, key: bytes
 ) -> AsyncIterator[bytes]:
     """The binary frames (``services.wire.entries_stream``) of ``page`` (already read) and
     of the pages after it up to ``stop``."""
-    while page.entries:
-        yield entries_stream.encode_frames(page.entries)
-        position = page.entries[-1][0] + 1
-        if position > stop:
-            return
-        page = await _timed_read(
-            ctx, metadata.ledger_id, reads.read_page(ctx, metadata, position, stop, key)
-        )
+    async for each in _pages(ctx, metadata, page, stop, key):
+        yield entries_stream.encode_frames(each.entries)
 
 
 async def _ndjson(
     ctx: GatewayContext, metadata: LedgerMetadata, page: reads.Page, stop: int, key: bytes
 ) -> AsyncIterator[bytes]:
     """The NDJSON lines of ``page`` (already read) and of the pages after it up to ``stop``."""
-    while page.entries:
+    async for each in _pages(ctx, metadata, page, stop, key):
         yield b"".join(
             json.dumps({"entry_id": eid, "data": base64.b64encode(data).decode()}).encode() + b"\n"
-            for eid, data in page.entries
-        )
-        position = page.entries[-1][0] + 1
-        if position > stop:
-            return
-        page = await _timed_read(
-            ctx, metadata.ledger_id, reads.read_page(ctx, metadata, position, stop, key)
+            for eid, data in each.entries
         )
 
 

@@ -226,7 +226,7 @@ class BookieClient:
             f"&max_entries={max_entries}&max_bytes={max_bytes}",
             what=what,
         )
-        records = self._decode(response.body, what, max_records=max_entries)
+        records = self._decode(response.body, what, max_records=max_entries, copy=False)
         try:
             last_entry_id = int(response.headers.get(LAST_ENTRY_HEADER, "-1"))
         except ValueError as exc:
@@ -414,9 +414,11 @@ class BookieClient:
         error.bookie_instance_id = response.headers.get(INSTANCE_HEADER)  # type: ignore[attr-defined]
         return error
 
-    def _decode(self, body: bytes, what: str, max_records: int = 1) -> list[framing.Record]:
+    def _decode(
+        self, body: bytes, what: str, max_records: int = 1, *, copy: bool = True
+    ) -> list[framing.Record]:
         try:
-            return framing.decode(body, max_records=max_records)
+            return framing.decode(body, max_records=max_records, copy=copy)
         except QuireError as exc:
             raise self._malformed(what, exc) from exc
 

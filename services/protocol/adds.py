@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from services.errors import invariant
 from services.protocol import quorum
@@ -174,8 +174,8 @@ def build_sends(
             continue
         record = entry.record
         if record is None:
-            record = replace(
-                template, entry_id=entry.entry_id, payload=entry.payload, length=entry.length
+            record = template._replace(
+                entry_id=entry.entry_id, payload=entry.payload, length=entry.length
             )
             record = entry.record = seal(record, digest_key)
         for bookie in targets:

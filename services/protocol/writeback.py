@@ -64,7 +64,7 @@ class WriteBacks:
         self._busy: set[str] = set()  # bookies with an add request outstanding
 
     def add(self, record: Record) -> None:
-        self._entries[record.entry_id] = _WriteBack(replace(record, recovery=True))
+        self._entries[record.entry_id] = _WriteBack(record._replace(recovery=True))
 
     def done(self, entry_id: int) -> bool:
         wb = self._entries[entry_id]

@@ -37,7 +37,7 @@ see bookie/API.md for the measured cost.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import crc32c
 
@@ -55,10 +55,22 @@ _FLAGS_KNOWN = FLAG_RECOVERY | _DIGEST_MASK | FLAG_CHECKSUM
 DIGEST_CODES = {"none": 0, "crc32c": 1, "hmac-sha256": 2}
 DIGEST_NAMES = {code: name for name, code in DIGEST_CODES.items()}
 DIGEST_LENGTHS = {"none": 0, "crc32c": 4, "hmac-sha256": 32}
+# Every valid flags byte -> (digest type, digest length, checksum follows, recovery): one
+# lookup per record in ``decode`` instead of masks and three lookups.
+_FLAG_KINDS = {
+    flags: (name, DIGEST_LENGTHS[name], bool(flags & FLAG_CHECKSUM), bool(flags & FLAG_RECOVERY))
+    for flags in range(256)
+    if not flags & ~_FLAGS_KNOWN
+    and (name := DIGEST_NAMES.get((flags & _DIGEST_MASK) >> _DIGEST_SHIFT)) is not None
+}
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(NamedTuple):
+    """One record. A named tuple, not a frozen dataclass: a range read decodes a thousand
+    of them per page and a frozen dataclass's ``__init__`` (one ``object.__setattr__`` per
+    field) cost more than the rest of the decoding (benchmarks/README.md). Change a field
+    with ``record._replace(...)``."""
+
     ledger_id: int
     entry_id: int
     lac: int
@@ -69,8 +81,8 @@ class Record:
     digest_type: str = "none"
     length: int = 0
     # False when the record came with a checksum that does not match its bytes (decode
-    # sets it; a record built in memory is intact). Not part of the record's value.
-    transit_ok: bool = field(default=True, compare=False)
+    # sets it; a record built in memory is intact).
+    transit_ok: bool = True
 
 
 def checksummed(digest_type: str) -> bool:
@@ -110,18 +122,22 @@ def decode(body: bytes, max_records: int = BATCH_ENTRIES_MAX, *, copy: bool = Tr
     hold each entry in memory once, not twice.
     """
     records: list[Record] = []
+    append = records.append
     view = memoryview(body)
     pos, end, size = 0, len(body), HEADER.size
+    unpack_header, unpack_checksum, crc = HEADER.unpack_from, CHECKSUM.unpack_from, crc32c.crc32c
+    kinds = _FLAG_KINDS
     while pos < end:
         start = pos
         if end - pos < size:
             raise InvalidArgument(f"truncated record header at byte {pos}")
-        (flags, ledger_id, entry_id, lac, length, payload_len, digest_len) = HEADER.unpack_from(
+        (flags, ledger_id, entry_id, lac, length, payload_len, digest_len) = unpack_header(
             view, pos
         )
-        digest_type = DIGEST_NAMES.get((flags & _DIGEST_MASK) >> _DIGEST_SHIFT)
-        if flags & ~_FLAGS_KNOWN or digest_type is None:
+        kind = kinds.get(flags)
+        if kind is None:
             raise InvalidArgument(f"unknown flags {flags:#x} at byte {pos}")
+        digest_type, want_digest_len, checksummed_, recovery = kind
         if ledger_id < 0 or entry_id < 0 or lac < -1 or length < 0:
             raise InvalidArgument(
                 f"negative id in record at byte {pos}: ledger {ledger_id} entry {entry_id} "
@@ -131,42 +147,43 @@ def decode(body: bytes, max_records: int = BATCH_ENTRIES_MAX, *, copy: bool = Tr
             raise PayloadTooLarge(
                 f"entry of {payload_len} bytes over the limit of {STORED_ENTRY_SIZE_MAX_BYTES}"
             )
-        if digest_len != DIGEST_LENGTHS[digest_type]:
+        if digest_len != want_digest_len:
             raise InvalidArgument(
                 f"digest of {digest_len} bytes does not fit type {digest_type} "
                 f"(ledger {ledger_id} entry {entry_id})"
             )
         pos += size
-        checksum = None
-        if flags & FLAG_CHECKSUM:
+        transit_ok = True
+        if checksummed_:
             if end - pos < CHECKSUM.size:
                 raise InvalidArgument(
                     f"truncated record: ledger {ledger_id} entry {entry_id} has no checksum"
                 )
-            (checksum,) = CHECKSUM.unpack_from(view, pos)
+            (checksum,) = unpack_checksum(view, pos)
             pos += CHECKSUM.size
+            if end - pos >= digest_len + payload_len:
+                transit_ok = checksum == crc(
+                    view[pos : pos + digest_len + payload_len], crc(view[start : start + size])
+                )
         if end - pos < digest_len + payload_len:
             raise InvalidArgument(
                 f"truncated record: ledger {ledger_id} entry {entry_id} declares "
                 f"{digest_len + payload_len} bytes, {end - pos} remain"
             )
-        transit_ok = checksum is None or checksum == crc32c.crc32c(
-            view[pos : pos + digest_len + payload_len], crc32c.crc32c(view[start : start + size])
-        )
         digest = bytes(view[pos : pos + digest_len])
         pos += digest_len
         payload: bytes | memoryview = view[pos : pos + payload_len]
         if copy:
             payload = bytes(payload)
         pos += payload_len
-        records.append(
+        append(
             Record(
                 ledger_id,
                 entry_id,
                 lac,
                 payload,
                 digest,
-                bool(flags & FLAG_RECOVERY),
+                recovery,
                 digest_type,
                 length,
                 transit_ok,

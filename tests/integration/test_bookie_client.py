@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import replace
 
 import httpx
 import pytest
@@ -92,7 +91,7 @@ def test_real_error_answers_map_to_their_classes(cluster):
             await client.add([sealed(1, 0, b"a")])
             with pytest.raises(EntryNotFound):
                 await client.read_entry(1, 5)
-            bad = replace(sealed(1, 1, b"payload"), digest=b"\0\0\0\0")
+            bad = sealed(1, 1, b"payload")._replace(digest=b"\0\0\0\0")
             assert await client.add([bad]) == AddResult(0, [(1, 1, "invalid_argument")])
             with pytest.raises(InvalidArgument):
                 await client.read_range(1, 5, 4)  # from > to

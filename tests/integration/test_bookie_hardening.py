@@ -8,7 +8,6 @@ import asyncio
 import json
 import socket
 import time
-from dataclasses import replace
 
 import httpx
 
@@ -170,8 +169,8 @@ def test_one_bad_crc_record_fails_only_itself_in_a_cross_ledger_add(cluster):
     request, nothing stored). A body that does not parse is still refused whole."""
     bookie = Bookie(cluster.start_bookie())
     try:
-        bad_digest = replace(sealed(21, 1), digest=bytes(4))
-        tampered = replace(sealed(22, 0, b"abc"), payload=b"abd")
+        bad_digest = sealed(21, 1)._replace(digest=bytes(4))
+        tampered = sealed(22, 0, b"abc")._replace(payload=b"abd")
         records = [sealed(21, 0), bad_digest, tampered, sealed(22, 1), sealed(23, 0)]
         assert bookie.add(records) == {
             "stored": 3,

@@ -59,7 +59,7 @@ class Replicator:
         if not copies:
             sim.scheduler.after(sim.network.delay(), lambda: self._cas(target, version, swap))
             return
-        records = tuple(replace(r, recovery=True) for r in copies)
+        records = tuple(r._replace(recovery=True) for r in copies)
 
         def done(result: Any) -> None:
             if isinstance(result, AddResult) and not result.rejected:

@@ -32,7 +32,7 @@ land, and its lock frees when the session expires; it comes back later.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from services.bookie_client import AddResult
@@ -378,7 +378,7 @@ class ReplicationWorker:
     def _write(
         self, job: Job, target: str, records: list[Record], then: Callable[[], None]
     ) -> None:
-        copies = tuple(replace(r, recovery=True) for r in records)
+        copies = tuple(r._replace(recovery=True) for r in records)
 
         def done(result: Any) -> None:
             if not self._alive(job):

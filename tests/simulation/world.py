@@ -19,7 +19,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from services.protocol.metadata import LedgerMetadata
 from services.wire.framing import Record
@@ -106,7 +106,7 @@ class Network:
 
 def corrupted(record: Record) -> Record:
     payload = bytes([record.payload[0] ^ 0xFF]) + record.payload[1:] if record.payload else b"?"
-    return replace(record, payload=payload)
+    return record._replace(payload=payload)
 
 
 class MetadataCell:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -150,7 +149,7 @@ class ReplicaBookie:
         record = Record(1, entry_id, entry_id - 1, self.entries[entry_id], digest_type="crc32c")
         record = seal(record)
         if self.mode == "corrupt":
-            record = replace(record, payload=record.payload + b"!")
+            record = record._replace(payload=record.payload + b"!")
         return record
 
     async def _gate(self) -> None:

@@ -5,8 +5,6 @@ verdict). Never fencing."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from services.errors import BookieUnavailable, EntryNotFound
 from services.protocol import reads
 from services.protocol.messages import Tick
@@ -43,7 +41,7 @@ def record(entry_id: int, payload: bytes | None = None) -> Record:
 
 def corrupt(entry_id: int) -> Record:
     good = record(entry_id)
-    return replace(good, payload=good.payload + b"!")
+    return good._replace(payload=good.payload + b"!")
 
 
 def asks(effects: list[ReadEffect]) -> list[tuple[str, int]]:
@@ -97,9 +95,9 @@ def test_a_replica_is_usable_only_if_its_digest_and_ids_verify() -> None:
     good = seal(Record(1, 4, 3, b"data", digest_type="crc32c", length=10))
     assert reads.record_usable(good, md, 4)
     assert not reads.record_usable(None, md, 4)
-    assert not reads.record_usable(replace(good, payload=b"dat4"), md, 4)
+    assert not reads.record_usable(good._replace(payload=b"dat4"), md, 4)
     assert not reads.record_usable(good, md, 5)
-    assert not reads.record_usable(replace(good, ledger_id=2), md, 4)
+    assert not reads.record_usable(good._replace(ledger_id=2), md, 4)
     hmac = LedgerMetadata.new(1, POOL[:3], 2, 2, digest_type="hmac-sha256")
     sealed = seal(Record(1, 0, -1, b"x", digest_type="hmac-sha256", length=1), b"key")
     assert reads.record_usable(sealed, hmac, 0, b"key")

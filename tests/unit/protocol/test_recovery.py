@@ -267,7 +267,7 @@ def test_a_replica_with_a_bad_digest_is_never_used_nor_evidence_of_absence() -> 
     hold a copy, so a corrupt answer is a read error, retried; a good copy wins."""
     md = ledger(e=3, w=2, a=2)  # threshold 1: one 'missing' answer would end the ledger
     good = record(0, -1, 2)
-    corrupt = replace(good, payload=b"XX")
+    corrupt = good._replace(payload=b"XX")
     r = LedgerRecovery(md.in_recovery(), 1)
     for effect in r.start(0):
         r.handle(FenceDone(effect.bookie, -1))
@@ -277,7 +277,7 @@ def test_a_replica_with_a_bad_digest_is_never_used_nor_evidence_of_absence() -> 
     assert r.last_entry_id is None  # not absent
     effects = r.handle(EntryRead(first, 0, ReadOutcome.FOUND, good))
     written = {rec for x in of(effects, SendAdds) for rec in x.records}
-    assert written == {replace(good, recovery=True)}
+    assert written == {good._replace(recovery=True)}
 
 
 def test_replicas_corrupt_everywhere_fail_the_recovery_instead_of_dropping_the_entry() -> None:
@@ -285,7 +285,7 @@ def test_replicas_corrupt_everywhere_fail_the_recovery_instead_of_dropping_the_e
     fails (retriable) rather than closing the ledger before that entry."""
     md = ledger(e=3, w=2, a=2)
     cluster = Cluster(md)
-    corrupt = replace(record(0, -1, 2), payload=b"XX")
+    corrupt = record(0, -1, 2)._replace(payload=b"XX")
     for bookie in ws(md, 0):
         cluster.put(bookie, corrupt)
     (failed,) = cluster.run(LedgerRecovery(md, 0))

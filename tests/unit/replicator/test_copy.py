@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 
 import pytest
 
@@ -94,7 +93,7 @@ def test_copies_every_wanted_entry_in_bounded_batches_with_the_recovery_flag() -
     out = _run(_copier(bookies), _job(list(range(10))), "t")
     assert out.entries == 10 and out.target_failed is None
     assert [len(batch) for batch in bookies["t"].adds] == [4, 4, 2]
-    assert {i: replace(r, recovery=False) for i, r in bookies["t"].records.items()} == full
+    assert {i: r._replace(recovery=False) for i, r in bookies["t"].records.items()} == full
 
 
 def test_a_byte_bound_splits_batches() -> None:

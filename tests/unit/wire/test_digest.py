@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import struct
-from dataclasses import replace
 
 import crc32c
 import pytest
@@ -42,7 +41,7 @@ def test_any_changed_field_fails_verification(digest_type, change):
     key = digest.mac_key(b"secret")
     sealed = digest.seal(record(digest_type), key)
     assert digest.record_ok(sealed, key)
-    assert not digest.record_ok(replace(sealed, **change), key)
+    assert not digest.record_ok(sealed._replace(**change), key)
 
 
 def test_hmac_needs_the_right_key():
@@ -66,7 +65,7 @@ def test_none_digest_is_empty():
     sealed = digest.seal(record("none"))
     assert sealed.digest == b""
     assert digest.record_ok(sealed)
-    assert not digest.record_ok(replace(sealed, digest=b"\x00"))
+    assert not digest.record_ok(sealed._replace(digest=b"\x00"))
 
 
 def test_digest_lengths_match_the_framing():
