@@ -33,6 +33,7 @@ import hashlib
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from services.errors import InvalidArgument, invariant
 
@@ -75,9 +76,9 @@ class Head:
     digest: bytes | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One decoded entry: its data, how many entries of its request follow, the head."""
+class Record(NamedTuple):
+    """One decoded entry: its data, how many entries of its request follow, the head.
+    (A named tuple, not a frozen dataclass: a bulk read decodes one per entry.)"""
 
     data: bytes
     remaining: int

@@ -45,15 +45,17 @@ class FrameDecoder:
         out: list[tuple[int, bytes]] = []
         at = 0
         end = len(buffer)
-        while end - at >= HEADER_BYTES:
-            entry_id, length = _HEADER.unpack_from(buffer, at)
-            if length > STORED_ENTRY_SIZE_MAX_BYTES:
-                raise InvalidArgument(f"frame of entry {entry_id} claims {length} bytes")
-            if end - at - HEADER_BYTES < length:
-                break
-            start = at + HEADER_BYTES
-            out.append((entry_id, bytes(buffer[start : start + length])))
-            at = start + length
+        unpack, append = _HEADER.unpack_from, out.append
+        with memoryview(buffer) as view:  # one copy per payload (a bytearray slice is two)
+            while end - at >= HEADER_BYTES:
+                entry_id, length = unpack(view, at)
+                if length > STORED_ENTRY_SIZE_MAX_BYTES:
+                    raise InvalidArgument(f"frame of entry {entry_id} claims {length} bytes")
+                start = at + HEADER_BYTES
+                if end - start < length:
+                    break
+                at = start + length
+                append((entry_id, bytes(view[start:at])))
         del buffer[:at]
         return out
 

@@ -113,7 +113,8 @@ def test_transform_stream_writes_each_record_once_across_restarts(
 ) -> None:
     """transform_stream (upper-case) writes the source's records, transformed, to the
     sink log; run again from the same checkpoint after more appends (and a roll), the
-    sink gains exactly the new ones; json-field:NAME projects a field."""
+    sink gains exactly the new ones, also when the run before stopped with a batch
+    planned and not committed; json-field:NAME projects a field."""
     source, sink = "jobs-source", "jobs-sink"
     logs.create(source)
     logs.take_writer(source)
@@ -131,6 +132,17 @@ def test_transform_stream_writes_each_record_once_across_restarts(
     assert data_of(logs, sink) == [b"ALPHA", b"BETA", b"GAMMA", b"DELTA", b"EPSILON"]
     transform_stream.run(spark, transform_stream.arguments().parse_args(argv))
     assert len(data_of(logs, sink)) == 5  # nothing new: nothing written again
+
+    # A stop between planning a batch and committing it: the last batch's commit marker
+    # is gone, so the next run replays that batch first (the sink skips it: committed),
+    # and Spark runs a Python source's availableNow as that one batch. The job runs again
+    # until nothing is new: the records appended meanwhile still arrive, once.
+    commits = sorted((checkpoint / "commits").glob("[0-9]*"), key=lambda f: int(f.name))
+    commits[-1].unlink()
+    (checkpoint / "commits" / f".{commits[-1].name}.crc").unlink(missing_ok=True)
+    logs.append(source, [b"zeta"])
+    transform_stream.run(spark, transform_stream.arguments().parse_args(argv))
+    assert data_of(logs, sink) == [b"ALPHA", b"BETA", b"GAMMA", b"DELTA", b"EPSILON", b"ZETA"]
 
     events, names = "jobs-events", "jobs-names"
     logs.create(events)
