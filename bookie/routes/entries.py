@@ -27,7 +27,7 @@ from services.errors import (
     LedgerNotFound,
 )
 from services.limits import ID_MAX, PAGE_BYTES_MAX, PAGE_ENTRIES_MAX
-from services.wire.framing import DIGEST_NAMES, MEDIA_TYPE, Record, encode
+from services.wire.framing import DIGEST_NAMES, MEDIA_TYPE, Record, encode, encode_stored
 
 router = APIRouter(prefix="/v1", tags=["entries"])
 
@@ -164,6 +164,6 @@ async def read_range(
     )
     node.metrics.read_requests.inc()
     node.metrics.reads.inc(len(entries))
-    body = encode([_to_record(ledger_id, e) for e in entries])
+    body = encode_stored(ledger_id, entries)
     headers = {LAST_ENTRY_HEADER: str(node.index.last_entry_id(ledger_id))}
     return Response(body, media_type=MEDIA_TYPE, headers=headers)

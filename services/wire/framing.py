@@ -37,6 +37,7 @@ see bookie/API.md for the measured cost.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from typing import NamedTuple
 
 import crc32c
@@ -111,6 +112,30 @@ def encode(records: list[Record]) -> bytes:
             parts.append(CHECKSUM.pack(crc))
         parts.append(r.digest)
         parts.append(r.payload)
+    return b"".join(parts)
+
+
+def encode_stored(
+    ledger_id: int, entries: Iterable[tuple[int, int, int, int, bytes, bytes]]
+) -> bytes:
+    """The body of a bookie's read answer, from entries as it stores them: ``(entry_id,
+    lac, length, digest code, digest, payload)``. The same bytes as ``encode`` of their
+    records (never recovery adds), without building a ``Record`` each: a range read
+    answers a thousand entries."""
+    parts: list[bytes] = []
+    append, pack, crc = parts.append, HEADER.pack, crc32c.crc32c
+    crc32c_code = DIGEST_CODES["crc32c"]
+    for entry_id, lac, length, code, digest, payload in entries:
+        if code == crc32c_code:
+            append(pack(code << _DIGEST_SHIFT, ledger_id, entry_id, lac, length,
+                        len(payload), len(digest)))  # fmt: skip
+        else:
+            header = pack((code << _DIGEST_SHIFT) | FLAG_CHECKSUM, ledger_id, entry_id, lac,
+                          length, len(payload), len(digest))  # fmt: skip
+            append(header)
+            append(CHECKSUM.pack(crc(payload, crc(digest, crc(header)))))
+        append(digest)
+        append(payload)
     return b"".join(parts)
 
 
