@@ -127,15 +127,22 @@ class HandleRunner(EffectRunner):
             idle = self.handle.pending_entries == 0
             return not self.live or idle or (entries <= room_entries and size <= room_bytes)
 
-        if fits():
-            return
-        try:
-            wait_s = self.ctx.settings.admission_wait_ms / 1000
-            await asyncio.wait_for(self._wait_until(fits), wait_s)
-        except TimeoutError as exc:
-            raise Unavailable(
-                f"ledger {self.ledger_id}: too many adds in flight; retry later"
-            ) from exc
+        # Checked again after every wake-up, here, with no await between the last check
+        # and the caller feeding its add: ``wait_for`` runs the wait in a task of its own,
+        # so several waiters woken by the same acknowledgement may all have seen room that
+        # only the first of them gets (the handle would refuse the others).
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.ctx.settings.admission_wait_ms / 1000
+        while not fits():
+            remaining = deadline - loop.time()
+            try:
+                if remaining <= 0:
+                    raise TimeoutError
+                await asyncio.wait_for(self._wait_until(fits), remaining)
+            except TimeoutError as exc:
+                raise Unavailable(
+                    f"ledger {self.ledger_id}: too many adds in flight; retry later"
+                ) from exc
 
     # ------------------------------------------------------------ the loop
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 import pytest
 
@@ -206,6 +207,36 @@ def test_a_refused_record_replaces_the_bookie_for_its_ledger_only(code: str) -> 
         assert (5, 1) in bookies.bookies["b3:1"].entries and (5, 1) not in b0.entries
         assert len(six.fragments) == 1 and six.ensemble == tuple(POOL[:3])
         assert ctx.metrics.ensemble_changes._value.get() == 1
+        await table.aclose()
+
+    run(body)
+
+
+def test_adds_waiting_for_room_are_admitted_one_by_one_and_never_refused() -> None:
+    """Back-pressure: with room for 2 entries in flight and 2 held by a slow bookie, two
+    more adds of 2 entries wait; when the room comes back both are woken, but only one
+    fits: the other waits again (it is not sent to the handle to be refused there with
+    503 "too many adds in flight"), and every add is acknowledged in order."""
+
+    async def body() -> None:
+        bookies, store = FakeBookies(POOL), FakeLedgerStore()
+        ctx = make_context(bookies, store)
+        table = HandleTable(ctx, SenderTable(ctx.bookie, SenderLimits.from_settings(ctx.settings)))
+        table.limits = replace(table.limits, adds_in_flight_max=2)
+        created = await store.create(LedgerMetadata.new(5, POOL[:3], 2, 2))
+        runner = table.open(created.metadata, created.version, b"")
+        bookies.bookies["b0:1"].gate = gate = asyncio.Event()
+        first = asyncio.ensure_future(runner.add((b"a0", b"a1")))
+        await settle(lambda: runner.handle.pending_entries == 2)
+        waiting = [asyncio.ensure_future(runner.add((b"%d" % i, b"%d" % i))) for i in (1, 2)]
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not any(w.done() for w in waiting)  # no room: both wait, none refused
+        gate.set()
+        outcomes = [await first] + [await w for w in waiting]
+        assert sorted((o.first_entry_id, o.last_entry_id) for o in outcomes) == [
+            (0, 1), (2, 3), (4, 5)
+        ]  # fmt: skip
         await table.aclose()
 
     run(body)
