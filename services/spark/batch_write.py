@@ -10,7 +10,9 @@ job's commit attaches every task's ledger, in partition order, to the log in ONE
 (it takes the writer role, fencing the last two ledgers, and leaves it free: a gateway
 that was the writer gets ``not_writer`` afterwards). An aborted job deletes its task
 ledgers; a task retried or run speculatively is committed once (one message per
-partition reaches the commit). Only mode "append": overwrite is refused.
+partition reaches the commit), and the ledger of an attempt that lost is deleted by the
+commit (it finds the job's ledgers by their quire.job tag among the ids made since the
+job started). Only mode "append": overwrite is refused.
 
 Options: ``gateway`` (URL), ``log``, ``token`` (API token), ``request_records`` (records
 per append request, at most 10,000), ``ensemble_size`` / ``write_quorum`` /
@@ -92,31 +94,42 @@ class QuireWriter(DataSourceWriter):
         self.job = ingest.new_job_id()
         with ingest.IngestClient(self.options) as client:
             client.ensure_log()
+            self.mark = client.ledger_mark()
 
     def write(self, iterator: Iterator[Row]) -> QuireCommitMessage:
         return write_partition(self.options, self.job, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Attach the task ledgers in partition order, then delete the job's other
+        ledgers: a task attempt that lost to a speculative copy (or to its retry, its
+        worker gone) made a ledger no message names."""
         ledgers = ingest.ledger_order(task_messages(messages))
-        extra = [lid for lid in ingest.all_ledgers(task_messages(messages)) if lid not in ledgers]
         with ingest.IngestClient(self.options) as client:
             if ledgers:
                 client.attach(ledgers)
-            client.delete_ledgers(extra)
+            stray = client.job_ledgers(self.job, after=self.mark)
+            client.delete_ledgers(lid for lid in stray if lid not in ledgers)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        abort_job(self.options, self.job, messages)
+        abort_job(self.options, self.job, messages, after=self.mark)
 
 
-def abort_job(options: WriteOptions, job: str, messages: list[WriterCommitMessage | None]) -> None:
+def abort_job(
+    options: WriteOptions,
+    job: str,
+    messages: list[WriterCommitMessage | None],
+    after: int | None = None,
+) -> None:
     """Delete the ledgers of an aborted job (never one the log holds). A task that
     failed sent no message: it deletes its own ledger, but one whose worker died first
-    could not, so then every ledger of the job is looked up (quire.job) and deleted."""
+    could not, and an attempt that lost to a speculative copy sends none; with a mark
+    (``after``: ``IngestClient.ledger_mark``) every ledger of the job above it is looked
+    up (quire.job) and deleted, else all ledgers are scanned when a message is missing."""
     ours = task_messages(messages)
     ledgers = ingest.all_ledgers(ours)
     with ingest.IngestClient(options) as client:
-        if any(message is None for message in ours):
-            ledgers += [lid for lid in client.job_ledgers(job) if lid not in ledgers]
+        if after is not None or any(message is None for message in ours):
+            ledgers += [lid for lid in client.job_ledgers(job, after) if lid not in ledgers]
         client.discard(ledgers)
 
 

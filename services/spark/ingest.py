@@ -317,12 +317,20 @@ class IngestClient:
             in_log = set()
         self.delete_ledgers([lid for lid in ledger_ids if lid not in in_log])
 
-    def job_ledgers(self, job: str) -> list[int]:
-        """Every ledger a task of ``job`` made (custom metadata ``quire.job``): a scan of
-        all ledgers, for an abort that may not know them all (a task that died before
-        it could delete its own)."""
+    def ledger_mark(self) -> int:
+        """An id below every ledger made from now on (ids only grow): a ledger made and
+        deleted at once. A job's task ledgers are then found by scanning the ids above
+        it, not the whole cluster (``job_ledgers``)."""
+        ledger_id = self.create_ledger({JOB_KEY: "mark"})
+        self.delete_ledgers([ledger_id])
+        return ledger_id
+
+    def job_ledgers(self, job: str, after: int | None = None) -> list[int]:
+        """Every ledger a task of ``job`` made (custom metadata ``quire.job``) above id
+        ``after`` (``ledger_mark``; None: all ledgers): for a commit or an abort that
+        does not know them all (a task attempt that lost to a speculative copy or a retry
+        sends no message; a task that died before it could delete its own)."""
         found: list[int] = []
-        after: int | None = None
         while True:
             params = {"limit": LIST_PAGE} if after is None else {"limit": LIST_PAGE, "after": after}
             page = self.call("GET", "/v1/ledgers", params=params)

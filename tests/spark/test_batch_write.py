@@ -9,10 +9,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import Row, SparkSession
 from pyspark.sql.functions import col, udf
-from pyspark.sql.types import BinaryType
+from pyspark.sql.types import BinaryType, StructField, StructType
 
+from services.spark.batch_write import QuireWriter
 from tests.harness import Cluster
 from tests.integration.gateway_support import Gateway, assert_error, ok, two_gateways
 from tests.spark.session import spark_session
@@ -109,6 +110,26 @@ def test_job_failing_midway_adds_nothing_and_leaves_no_ledger(env: Env) -> None:
     assert read_log(env.a, name) == [b"kept"]
     left = set(ledgers_of_log(env.a, name)) - set(after["ledgers"])
     assert left == set(), f"task ledgers left behind: {left}"
+
+
+def test_a_losing_attempt_ledger_is_deleted_by_the_commit(env: Env) -> None:
+    """Two attempts of one partition (a task and its speculative copy, or a retry whose
+    first worker died) each write a ledger; the commit gets one message for the
+    partition: the log holds that attempt's rows once, and no ledger of the job is left
+    outside the log (not the other attempt's, not the id mark the writer made)."""
+    name = "batch-speculative"
+    schema = StructType([StructField("data", BinaryType())])
+    writer = QuireWriter({"gateway": env.a.url, "log": name}, schema, False)
+    rows = [Row(data=bytearray(b"only-once-1")), Row(data=bytearray(b"only-once-2"))]
+    loser = writer.write(iter(rows))
+    winner = writer.write(iter(rows))
+    assert loser.ledger_id != winner.ledger_id
+    writer.commit([winner])
+    assert read_log(env.a, name) == [b"only-once-1", b"only-once-2"]
+    assert get_log(env.a, name)["ledgers"] == [winner.ledger_id]
+    assert set(ledgers_of_log(env.a, name)) == {winner.ledger_id}
+    for gone in (loser.ledger_id, writer.mark):
+        assert env.a.request("GET", f"/v1/ledgers/{gone}").status_code == 404
 
 
 def test_overwrite_and_bad_options_fail_clearly(env: Env) -> None:
