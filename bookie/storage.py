@@ -20,6 +20,7 @@ crash but the last commits may be lost.
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -108,6 +109,17 @@ READ_RANGE_SQL = driver_sql(
     .limit(1)
 )
 UPSERT_LEDGER_SQL = driver_sql(ledgers.insert().prefix_with("OR REPLACE"))
+
+
+@functools.cache
+def striped_range_sql(residues: int) -> str:
+    """``READ_RANGE_SQL`` for entries whose id mod a stride is one of ``residues`` of
+    them: (ledger_id, first, last, stride, residue…, limit, offset 0)."""
+    where, order = READ_RANGE_SQL.split(" ORDER BY ")
+    marks = ", ".join("?" * residues)
+    return f"{where} AND entries.entry_id % ? IN ({marks}) ORDER BY {order}"
+
+
 DELETE_ENTRIES_SQL = driver_sql(entries.delete().where(entries.c.ledger_id == 0))
 DELETE_LEDGER_SQL = driver_sql(ledgers.delete().where(ledgers.c.ledger_id == 0))
 
@@ -309,7 +321,14 @@ class Reader:
         return StoredEntry(*row) if row else None
 
     def read_range(
-        self, ledger_id: int, first: int, last: int, entries_max: int, bytes_max: int
+        self,
+        ledger_id: int,
+        first: int,
+        last: int,
+        entries_max: int,
+        bytes_max: int,
+        stride: int = 0,
+        residues: tuple[int, ...] = (),
     ) -> list[StoredEntry]:
         """Entries in ``[first, last]`` ascending: at most ``entries_max`` of them and
         ``bytes_max`` of payload, except that the first entry is always returned."""
@@ -321,8 +340,12 @@ class Reader:
         with self._engine.connect() as conn:
             driver = conn.connection.driver_connection
             invariant(driver is not None, "a pooled connection has its sqlite3 connection")
-            params = (ledger_id, first, last, entries_max, 0)
-            for row in driver.execute(READ_RANGE_SQL, params):
+            if stride:
+                sql = striped_range_sql(len(residues))
+                params: tuple[int, ...] = (ledger_id, first, last, stride, *residues)
+            else:
+                sql, params = READ_RANGE_SQL, (ledger_id, first, last)
+            for row in driver.execute(sql, (*params, entries_max, 0)):
                 size = len(row[5])
                 if out and total + size > bytes_max:
                     break

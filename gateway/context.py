@@ -75,6 +75,8 @@ class BookieApi(Protocol):
         last: int,
         max_entries: int = ...,
         max_bytes: int = ...,
+        stride: int = ...,
+        residues: tuple[int, ...] = ...,
     ) -> RangeResult: ...
 
     async def read_lac(

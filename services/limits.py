@@ -28,6 +28,9 @@ PAGE_BYTES_MAX = 8 * 1024 * 1024
 # sends (gateway/routes/ledgers.py ``_pages``; measured in benchmarks/README.md).
 READ_AHEAD_PAGES = 2
 
+# The most bookies in an ensemble (a ledger's E; a bookie range read's stride).
+ENSEMBLE_SIZE_MAX = 64
+
 # Listings (ledgers, logs, bookies' ledgers): the most ids per answer.
 LIST_LIMIT_MAX = 1_000
 

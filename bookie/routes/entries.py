@@ -26,7 +26,7 @@ from services.errors import (
     InvalidArgument,
     LedgerNotFound,
 )
-from services.limits import ID_MAX, PAGE_BYTES_MAX, PAGE_ENTRIES_MAX
+from services.limits import ENSEMBLE_SIZE_MAX, ID_MAX, PAGE_BYTES_MAX, PAGE_ENTRIES_MAX
 from services.wire.framing import DIGEST_NAMES, MEDIA_TYPE, Record, encode, encode_stored
 
 router = APIRouter(prefix="/v1", tags=["entries"])
@@ -65,6 +65,22 @@ async def add_entries(request: Request) -> Response:
     except BodyTimeout as exc:
         raise exc.as_error() from None
     return Response(answer, media_type="application/json")
+
+
+def parse_residues(stride: int, residues: str | None) -> tuple[int, ...]:
+    """The residues of a striped range read, sorted, or () for none (every entry);
+    ``InvalidArgument`` for a list that is not distinct integers below ``stride``."""
+    if not stride and residues is None:
+        return ()
+    if not stride or residues is None:
+        raise InvalidArgument("stride and residues come together")
+    try:
+        wanted = sorted({int(part) for part in residues.split(",")})
+    except ValueError:
+        raise InvalidArgument(f"residues must be integers: {residues!r}") from None
+    if not wanted or wanted[0] < 0 or wanted[-1] >= stride:
+        raise InvalidArgument(f"residues must be in 0..{stride - 1}: {residues!r}")
+    return () if len(wanted) == stride else tuple(wanted)
 
 
 def _to_record(ledger_id: int, entry: StoredEntry) -> Record:
@@ -147,9 +163,27 @@ async def read_range(
     max_bytes: Annotated[
         int, Query(ge=1, le=ID_MAX, description="Most payload bytes to return")
     ] = PAGE_BYTES_MAX,
+    stride: Annotated[
+        int,
+        Query(
+            ge=0,
+            le=ENSEMBLE_SIZE_MAX,
+            description="With residues: only entries whose id mod stride is one of them "
+            "(a gateway asks each bookie of a striped ensemble for its share; 0: all)",
+        ),
+    ] = 0,
+    residues: Annotated[
+        str | None,
+        Query(
+            max_length=4 * ENSEMBLE_SIZE_MAX,
+            description="Comma-separated residues, each below stride (with stride only)",
+            examples=["0,2"],
+        ),
+    ] = None,
 ) -> Response:
     if from_ > to:
         raise InvalidArgument(f"from {from_} is greater than to {to}")
+    wanted = parse_residues(stride, residues)
     if ledger_id not in node.index:
         raise LedgerNotFound(f"ledger {ledger_id} is not stored on this bookie")
     reader = node.reader
@@ -161,6 +195,8 @@ async def read_range(
         to,
         min(max_entries, PAGE_ENTRIES_MAX),
         min(max_bytes, PAGE_BYTES_MAX),
+        stride if wanted else 0,
+        wanted,
     )
     node.metrics.read_requests.inc()
     node.metrics.reads.inc(len(entries))

@@ -159,6 +159,8 @@ class ReadRunner:
                         effect.last,
                         max_entries=effect.entries_max,
                         max_bytes=effect.bytes_max,
+                        stride=effect.stride,
+                        residues=effect.residues,
                     )
                     event: ReadEvent = RangeAnswered(rid, tuple(answer.records), self._now())
                 elif isinstance(effect, ReadEntry):

@@ -214,18 +214,22 @@ class BookieClient:
         last: int,
         max_entries: int = PAGE_ENTRIES_MAX,
         max_bytes: int = PAGE_BYTES_MAX,
+        stride: int = 0,
+        residues: tuple[int, ...] = (),
     ) -> RangeResult:
         """Entries this bookie stores in [first, last], ascending (missing ids skipped),
-        at most ``max_entries`` and about ``max_bytes`` of payload."""
+        at most ``max_entries`` and about ``max_bytes`` of payload; with a ``stride``,
+        only those whose ``entry_id mod stride`` is in ``residues``."""
         max_entries = max(1, min(int(max_entries), PAGE_ENTRIES_MAX))
         max_bytes = max(1, min(int(max_bytes), PAGE_BYTES_MAX))
         what = f"read {ledger_id}/[{first},{last}]"
-        response = await self._call(
-            "GET",
+        target = (
             f"/v1/ledgers/{int(ledger_id)}/entries?from={int(first)}&to={int(last)}"
-            f"&max_entries={max_entries}&max_bytes={max_bytes}",
-            what=what,
+            f"&max_entries={max_entries}&max_bytes={max_bytes}"
         )
+        if stride:
+            target += f"&stride={int(stride)}&residues={','.join(str(int(r)) for r in residues)}"
+        response = await self._call("GET", target, what=what)
         records = self._decode(response.body, what, max_records=max_entries, copy=False)
         try:
             last_entry_id = int(response.headers.get(LAST_ENTRY_HEADER, "-1"))

@@ -15,11 +15,13 @@ seen: a bookie that just joined the ensemble may report a lower one.
 ``ReadOp`` (events in, effects out: ``reads_messages``). A page of a range is
 fetched with one range read per "cover" bookie of the fragment holding its
 first entry: indexes 0, Qw, 2·Qw, … of the ensemble, which together hold every
-entry (bookie ``i`` stores entry ``e`` when ``(i - e) mod E < Qw``); a page
-never crosses a fragment boundary. The cover bookies that have not answered
-by ``speculative_read_ms`` are given up for the page (their requests
-cancelled) and count, with those that failed, as suspects. Then the entries
-are taken in order; one no cover bookie returned with a good digest is read
+entry (bookie ``i`` stores entry ``e`` when ``(i - e) mod E < Qw``), each asked
+only for the entries no cover before it stores (``read_cover``); a page never
+crosses a fragment boundary. A range read that fails, or has not answered by
+``speculative_read_ms`` (its request cancelled), makes its bookie a suspect, and
+its entries are asked again, as ranges, from the other bookies storing them
+(``read_cover.reask``; the deadline starts again). When no range read is out,
+the entries are taken in order; one no range read returned with a good digest is read
 from its write set, suspects last, one replica at a time: a replica that fails
 or answers a bad digest moves on to the next at once, one silent for
 ``speculative_read_ms`` gets the next asked in parallel, the first valid
@@ -42,6 +44,7 @@ from services.errors import BookieUnavailable, EntryNotFound, invariant
 from services.limits import PAGE_BYTES_MAX, PAGE_ENTRIES_MAX
 from services.protocol.messages import Tick
 from services.protocol.metadata import LedgerMetadata, LedgerState
+from services.protocol.read_cover import Share, cover_shares, reask
 from services.protocol.reads_messages import (
     CancelRequests,
     EntryAnswered,
@@ -101,13 +104,6 @@ def read_sequence(
     ``avoid`` (known down or slow) moved to the end. No other bookie stores it."""
     bookies = metadata.write_set_bookies(entry_id)
     return tuple(b for b in bookies if b not in avoid) + tuple(b for b in bookies if b in avoid)
-
-
-def cover_bookies(metadata: LedgerMetadata, entry_id: int) -> tuple[str, ...]:
-    """Bookies of the fragment holding ``entry_id`` that together store all its entries:
-    ensemble indexes 0, Qw, 2·Qw, …"""
-    bookies = metadata.fragment_for(entry_id).bookies
-    return tuple(bookies[i] for i in range(0, metadata.ensemble_size, metadata.write_quorum))
 
 
 def page_last(metadata: LedgerMetadata, first: int, last: int, entries_max: int) -> int:
@@ -183,7 +179,8 @@ class ReadOp:
         self.result: ReadDone | ReadFailed | None = None
         self._key = digest_key
         self._ids = 0
-        self._ranges: dict[int, str] = {}
+        self._ranges: dict[int, Share] = {}
+        self._tried: dict[int, set[str]] = {}  # residue -> bookies asked for its entries
         self._range_deadline: int | None = None
         self._suspects: set[str] = set()
         self._found: dict[int, Record] = {}
@@ -253,23 +250,44 @@ class ReadOp:
         if self.first > self.last:
             return self._finish(ReadDone((), None))
         self.last = page_last(self.metadata, self.first, self.last, self.limits.page_entries_max)
+        return self._ask_ranges(cover_shares(self.metadata, self.first), now)
+
+    def _ask_ranges(self, shares: Iterable[Share], now: int) -> list[ReadEffect]:
+        """A range read per share (``read_cover``); the range phase's deadline starts
+        again (the outstanding ones are as late as the new ones may be)."""
         effects: list[ReadEffect] = []
-        for bookie in cover_bookies(self.metadata, self.first):
+        for share in shares:
             rid = self._next_id()
-            self._ranges[rid] = bookie
+            self._ranges[rid] = share
+            for residue in share.residues:
+                self._tried.setdefault(residue, set()).add(share.bookie)
             effects.append(
                 ReadRange(
                     rid,
-                    bookie,
+                    share.bookie,
                     self.ledger_id,
                     self.first,
                     self.last,
                     entries_max=self.last - self.first + 1,
                     bytes_max=self.limits.page_bytes_max,
+                    stride=share.stride,
+                    residues=share.residues if share.stride else (),
                 )
             )
         self._range_deadline = now + self.limits.speculative_read_ms
         return effects
+
+    def _ask_again(self, given_up: Iterable[Share], now: int) -> list[ReadEffect]:
+        """The residues of range reads given up (failed, too slow), asked again as ranges
+        from bookies not tried for them; none left: the entries are taken (the missing
+        ones read entry by entry)."""
+        residues = [residue for share in given_up for residue in share.residues]
+        again = reask(self.metadata, self.first, residues, self._tried, self._suspects)
+        self.failovers += len(again)
+        effects = self._ask_ranges(again, now)
+        if self._ranges:
+            return effects
+        return effects + self._take_entries(now)
 
     def handle(self, event: ReadEvent) -> list[ReadEffect]:
         if self.finished:
@@ -295,10 +313,10 @@ class ReadOp:
             deadline = self._range_deadline
             if deadline is None or now < deadline:
                 return []
-            late = tuple(self._ranges)
-            self._suspects.update(self._ranges.values())
+            late = dict(self._ranges)
+            self._suspects.update(share.bookie for share in late.values())
             self._ranges.clear()
-            return [CancelRequests(late), *self._take_entries(now)]
+            return [CancelRequests(tuple(late)), *self._ask_again(late.values(), now)]
         entry = self._entry
         if entry is None or entry.deadline is None or now < entry.deadline:
             return []
@@ -306,15 +324,15 @@ class ReadOp:
         return self._ask_next(entry, now)
 
     def _on_range_answer(self, event: RangeAnswered | RequestFailed) -> list[ReadEffect]:
-        bookie = self._ranges.pop(event.request_id)
+        share = self._ranges.pop(event.request_id)
         if isinstance(event, RequestFailed):
-            self._suspects.add(bookie)
-        else:
-            for record in event.records:
-                entry_id = record.entry_id
-                if self.first <= entry_id <= self.last and entry_id not in self._found:
-                    if record_usable(record, self.metadata, entry_id, self._key):
-                        self._found[entry_id] = record
+            self._suspects.add(share.bookie)
+            return self._ask_again([share], event.now)
+        for record in event.records:
+            entry_id = record.entry_id
+            if self.first <= entry_id <= self.last and entry_id not in self._found:
+                if record_usable(record, self.metadata, entry_id, self._key):
+                    self._found[entry_id] = record
         if self._ranges:
             return []
         return self._take_entries(event.now)

@@ -82,7 +82,8 @@ ReadEvent = RangeAnswered | EntryAnswered | LacAnswered | RequestFailed | Tick
 @dataclass(frozen=True, slots=True)
 class ReadRange:
     """Entries ``first``..``last`` that ``bookie`` stores, at most ``entries_max`` of
-    them and about ``bytes_max`` payload bytes."""
+    them and about ``bytes_max`` payload bytes; with a ``stride``, only those whose
+    ``entry_id mod stride`` is one of ``residues`` (``read_cover``)."""
 
     request_id: int
     bookie: str
@@ -91,6 +92,8 @@ class ReadRange:
     last: int
     entries_max: int
     bytes_max: int
+    stride: int = 0
+    residues: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

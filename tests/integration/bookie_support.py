@@ -64,7 +64,7 @@ class Bookie:
         (record,) = framing.decode(r.content)
         return record
 
-    def read_range(self, lid: int, first: int, last: int, **params: int) -> list[Record]:
+    def read_range(self, lid: int, first: int, last: int, **params: int | str) -> list[Record]:
         r = self.http.get(
             f"/v1/ledgers/{lid}/entries", params={"from": first, "to": last, **params}
         )

@@ -73,6 +73,13 @@ CASES = [
     ("GET", "/v1/ledgers/7/entries?to=x", b"", None, 400, "invalid_argument"),
     ("GET", "/v1/ledgers/7/entries?max_entries=0", b"", None, 400, "invalid_argument"),
     ("GET", "/v1/ledgers/7/entries?max_bytes=-5", b"", None, 400, "invalid_argument"),
+    ("GET", "/v1/ledgers/7/entries?stride=3", b"", None, 400, "invalid_argument"),
+    ("GET", "/v1/ledgers/7/entries?residues=1", b"", None, 400, "invalid_argument"),
+    ("GET", "/v1/ledgers/7/entries?stride=3&residues=3", b"", None, 400, "invalid_argument"),
+    ("GET", "/v1/ledgers/7/entries?stride=3&residues=-1", b"", None, 400, "invalid_argument"),
+    ("GET", "/v1/ledgers/7/entries?stride=3&residues=1,x", b"", None, 400, "invalid_argument"),
+    ("GET", "/v1/ledgers/7/entries?stride=3&residues=", b"", None, 400, "invalid_argument"),
+    ("GET", "/v1/ledgers/7/entries?stride=65&residues=1", b"", None, 400, "invalid_argument"),
     ("GET", "/v1/ledgers/x/entries", b"", None, 400, "invalid_argument"),
     ("GET", "/v1/ledgers/8/entries", b"", None, 404, "ledger_not_found"),
     # LAC
@@ -249,3 +256,23 @@ def test_a_record_corrupted_in_transit_is_refused_alone(bookie, digest_type):
     assert missing.status_code == 404 and missing.json()["error"] == "entry_not_found"
     assert bookie.add([records[1]]) == {"stored": 1, "rejected": []}
     assert [r.payload for r in bookie.read_range(lid, 0, 9)] == [b"first entry", b"second entry"]
+
+
+def test_a_striped_range_read_answers_only_its_residues(bookie):
+    """``stride`` and ``residues`` (a gateway reading a striped ensemble asks each bookie
+    for its share): only entries whose id mod stride is listed, in order, still bounded
+    by max_entries; every residue of the stride is the same as no filter."""
+    bookie.add([sealed(8, e, b"e%d" % e) for e in range(12)])
+    ids = [r.entry_id for r in bookie.read_range(8, 1, 11, stride=3, residues="0,2")]
+    assert ids == [2, 3, 5, 6, 8, 9, 11]
+    assert [r.entry_id for r in bookie.read_range(8, 0, 11, stride=3, residues="1")] == [
+        1,
+        4,
+        7,
+        10,
+    ]
+    limited = bookie.read_range(8, 0, 11, stride=3, residues="2,0", max_entries=3)
+    assert [r.entry_id for r in limited] == [0, 2, 3]
+    every = bookie.read_range(8, 0, 11, stride=2, residues="1,0")
+    assert [r.entry_id for r in every] == list(range(12))
+    assert [r.payload for r in every] == [b"e%d" % e for e in range(12)]

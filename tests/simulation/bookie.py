@@ -310,10 +310,18 @@ class SimBookie:
         return None if st is None else st.entries.get(entry_id)
 
     def read_range(
-        self, ledger_id: int, first: int, last: int, entries_max: int, bytes_max: int
+        self,
+        ledger_id: int,
+        first: int,
+        last: int,
+        entries_max: int,
+        bytes_max: int,
+        stride: int = 0,
+        residues: tuple[int, ...] = (),
     ) -> list[Record]:
         """Stored entries in [first, last], ascending: at most ``entries_max`` and, but
-        for the first, ``bytes_max`` payload bytes (bookie/API.md)."""
+        for the first, ``bytes_max`` payload bytes; with a ``stride``, only those whose id
+        mod stride is in ``residues`` (bookie/API.md)."""
         self._check_up()
         st = self.ledgers.get(ledger_id)
         found: list[Record] = []
@@ -322,7 +330,7 @@ class SimBookie:
         size = 0
         for entry_id in range(first, last + 1):
             record = st.entries.get(entry_id)
-            if record is None:
+            if record is None or (stride and entry_id % stride not in residues):
                 continue
             if len(found) >= entries_max or found and size + len(record.payload) > bytes_max:
                 break

@@ -157,7 +157,8 @@ class Runner:
         self._call(
             effect.bookie,
             lambda b, reply: reply(b.read_range(lid, effect.first, effect.last,
-                                                effect.entries_max, effect.bytes_max)),
+                                                effect.entries_max, effect.bytes_max,
+                                                effect.stride, effect.residues)),
             self._range_answer(effect.request_id),
         )  # fmt: skip
 

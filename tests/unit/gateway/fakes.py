@@ -120,10 +120,11 @@ class FakeBookie:
 
     async def read_range(
         self, ledger_id: int, first: int, last: int, max_entries: int = 1_000,
-        max_bytes: int = 1 << 23,
+        max_bytes: int = 1 << 23, stride: int = 0, residues: tuple[int, ...] = (),
     ) -> RangeResult:  # fmt: skip
         self._check()
-        ids = [e for lid, e in sorted(self.entries) if lid == ledger_id and first <= e <= last]
+        ids = [e for lid, e in sorted(self.entries) if lid == ledger_id and first <= e <= last
+               and (not stride or e % stride in residues)]  # fmt: skip
         records = [self.entries[(ledger_id, e)] for e in ids[:max_entries]]
         return RangeResult(records, self.last_entry(ledger_id), self.instance_id)
 

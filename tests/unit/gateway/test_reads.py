@@ -144,6 +144,7 @@ class ReplicaBookie:
         self.entries = entries
         self.mode = mode
         self.calls = 0
+        self.ranges: list[tuple[int, tuple[int, ...]]] = []  # (stride, residues) asked
 
     def _record(self, entry_id: int) -> Record:
         record = Record(1, entry_id, entry_id - 1, self.entries[entry_id], digest_type="crc32c")
@@ -166,10 +167,13 @@ class ReplicaBookie:
         return self._record(entry_id)
 
     async def read_range(
-        self, ledger_id: int, first: int, last: int, max_entries: int = 1000, max_bytes: int = 0
-    ) -> RangeResult:
+        self, ledger_id: int, first: int, last: int, max_entries: int = 1000, max_bytes: int = 0,
+        stride: int = 0, residues: tuple[int, ...] = (),
+    ) -> RangeResult:  # fmt: skip
         await self._gate()
-        ids = [e for e in sorted(self.entries) if first <= e <= last][:max_entries]
+        self.ranges.append((stride, residues))
+        ids = [e for e in sorted(self.entries) if first <= e <= last
+               and (not stride or e % stride in residues)][:max_entries]  # fmt: skip
         return RangeResult([self._record(e) for e in ids], max(self.entries, default=-1))
 
     async def read_lac(self, ledger_id: int, after: int | None = None, wait_ms: int = 0) -> LacInfo:
@@ -269,9 +273,10 @@ class LacBookie:
         return LacInfo(ledger_id, self.lac, self.lac, False)
 
     async def read_range(
-        self, ledger_id: int, first: int, last: int, max_entries: int = 1000, max_bytes: int = 0
-    ) -> RangeResult:
-        ids = range(first, min(last, 9) + 1)
+        self, ledger_id: int, first: int, last: int, max_entries: int = 1000, max_bytes: int = 0,
+        stride: int = 0, residues: tuple[int, ...] = (),
+    ) -> RangeResult:  # fmt: skip
+        ids = [e for e in range(first, min(last, 9) + 1) if not stride or e % stride in residues]
         records = [
             seal(Record(ledger_id, e, e - 1, f"entry {e}".encode(), digest_type="crc32c"))
             for e in ids

@@ -164,23 +164,32 @@ def test_an_entry_past_the_readable_end_is_not_found_without_asking() -> None:
 # ---------------------------------------------------------------------- pages
 
 
+def stored(op: ReadOp, effect: ReadRange) -> list[int]:
+    """The entries a bookie answers a range read with: those it stores in the range,
+    filtered by the read's stride and residues as a real bookie filters them."""
+    return [
+        e
+        for e in range(effect.first, effect.last + 1)
+        if effect.bookie in op.metadata.write_set_bookies(e)
+        and (not effect.stride or e % effect.stride in effect.residues)
+    ]
+
+
 def _cover_answers(op: ReadOp, effects: list[ReadEffect], now: int) -> list[ReadEffect]:
     """Answer every range read with the entries its bookie stores."""
     out: list[ReadEffect] = []
     for effect in effects:
         if isinstance(effect, ReadRange):
-            ids = [
-                e
-                for e in range(effect.first, effect.last + 1)
-                if effect.bookie in op.metadata.write_set_bookies(e)
-            ]
+            ids = stored(op, effect)
             out += op.handle(RangeAnswered(effect.request_id, tuple(map(record, ids)), now))
     return out
 
 
 def test_a_page_is_read_with_one_range_read_per_cover_bookie_and_bounded_by_count() -> None:
     """Cover bookies (indexes 0, Qw, …) hold every entry: one range read each, cut at
-    ``page_entries_max`` and at the fragment's end; next_entry_id says where to go on."""
+    ``page_entries_max`` and at the fragment's end, each asked only for the residues
+    (entry id mod E) no cover before it stores, so that every entry comes once;
+    next_entry_id says where to go on."""
     md = LedgerMetadata.new(1, POOL[:5], 2, 2).with_ensemble(7, POOL[:5])
     op = ReadOp.page(md, 2, 100, limits=limits(page_entries_max=4))
     effects = op.start(now=0)
@@ -188,6 +197,8 @@ def test_a_page_is_read_with_one_range_read_per_cover_bookie_and_bounded_by_coun
     assert [(e.bookie, e.first, e.last, e.entries_max) for e in ranges] == [
         (b, 2, 5, 4) for b in (POOL[0], POOL[2], POOL[4])
     ]
+    assert [(e.stride, e.residues) for e in ranges] == [(5, (0, 4)), (5, (1, 2)), (5, (3,))]
+    assert sorted(e for r in ranges for e in stored(op, r)) == [2, 3, 4, 5]  # each once
     done = _cover_answers(op, effects, now=3)
     assert done == [ReadDone(tuple((e, f"entry {e}".encode()) for e in range(2, 6)), 6)]
     op = ReadOp.page(md, 5, 100, limits=limits())
@@ -213,23 +224,58 @@ def test_a_page_is_bounded_by_bytes_but_its_first_entry_comes_whole() -> None:
 
 
 def test_a_hanging_cover_bookie_is_given_up_and_its_entries_read_elsewhere_it_last() -> None:
-    """A cover bookie silent at the deadline is cancelled and suspected: its entries are
-    read from their other replica first (failover per entry), the slow bookie last; a
-    corrupt copy in a range answer counts as missing."""
+    """A cover bookie silent at the deadline is cancelled and suspected: its residues are
+    asked again, as ranges, from the other bookie storing each (the deadline starts
+    again); a corrupt copy in a range answer counts as missing and that entry is read
+    from its replicas, the slow bookie last."""
     md = LedgerMetadata.new(1, POOL[:3], 2, 2)  # cover: b1 (index 0) and b3 (index 2)
-    op = ReadOp.page(md, 0, 2, limits=limits())
+    op = ReadOp.page(md, 0, 5, limits=limits())
     hang, fast = op.start(now=0)
-    # b3 stores entries 1 and 2; entry 2's copy is corrupt
-    answer = (record(1), corrupt(2))
-    assert op.handle(RangeAnswered(rid(fast), answer, now=4)) == []
+    assert isinstance(hang, ReadRange) and isinstance(fast, ReadRange)
+    assert (hang.bookie, hang.residues, fast.bookie, fast.residues) == (
+        "b1:3181", (0, 2), "b3:3181", (1,)
+    )  # fmt: skip
+    assert op.handle(RangeAnswered(rid(fast), (record(1), record(4)), now=4)) == []
     assert op.next_deadline() == SPECULATIVE_MS
     effects = op.handle(Tick(SPECULATIVE_MS))
     assert effects[0] == CancelRequests((rid(hang),))
-    assert asks(effects[1:]) == [("b2:3181", 0)]  # entry 0: b1 b2, b1 suspected
-    effects = op.handle(EntryAnswered(rid(effects[1]), record(0), now=110))
-    assert asks(effects) == [("b3:3181", 2)]  # entry 1 came with the range; entry 2 did not
-    effects = op.handle(EntryAnswered(rid(effects[0]), record(2), now=120))
-    assert effects == [ReadDone(tuple((e, f"entry {e}".encode()) for e in range(3)), 3)]
+    again = [e for e in effects[1:] if isinstance(e, ReadRange)]
+    # residue 0 (entries 0, 3) is on b1 b2, residue 2 (entries 2, 5) on b3 b1
+    assert [(e.bookie, e.stride, e.residues) for e in again] == [
+        ("b2:3181", 3, (0,)), ("b3:3181", 3, (2,))
+    ]  # fmt: skip
+    assert op.next_deadline() == 2 * SPECULATIVE_MS
+    assert op.handle(RangeAnswered(rid(again[0]), (record(0), record(3)), now=110)) == []
+    effects = op.handle(RangeAnswered(rid(again[1]), (corrupt(2), record(5)), now=120))
+    assert asks(effects) == [("b3:3181", 2)]  # entry 2: b3 (not suspected) then b1
+    effects = op.handle(RequestFailed(rid(effects[0]), "bookie_unavailable", now=130))
+    assert asks(effects) == [("b1:3181", 2)]
+    effects = op.handle(EntryAnswered(rid(effects[0]), record(2), now=140))
+    assert effects == [ReadDone(tuple((e, f"entry {e}".encode()) for e in range(6)), 6)]
+
+
+def test_a_failed_cover_bookie_is_replaced_by_range_reads_until_none_is_left() -> None:
+    """A cover bookie failing its range read at once: its residues go, as ranges, to the
+    next bookie of their write sets; when that fails too and no bookie is left for a
+    residue, its entries are read one by one (and fail: no replica)."""
+    md = LedgerMetadata.new(1, POOL[:3], 2, 2)
+    op = ReadOp.page(md, 0, 2, limits=limits())
+    first, second = op.start(now=0)
+    effects = op.handle(RequestFailed(rid(first), "bookie_unavailable", now=1))
+    assert [(e.bookie, e.residues) for e in effects if isinstance(e, ReadRange)] == [
+        ("b2:3181", (0,)), ("b3:3181", (2,))
+    ]  # fmt: skip
+    assert op.failovers == 2
+    b2, b3 = effects
+    assert op.handle(RangeAnswered(rid(second), (record(1),), now=2)) == []
+    assert op.handle(RangeAnswered(rid(b3), (record(2),), now=3)) == []
+    effects = op.handle(RequestFailed(rid(b2), "bookie_unavailable", now=4))
+    assert asks(effects) == [("b1:3181", 0)]  # residue 0: b1 and b2 tried, entry by entry
+    effects = op.handle(RequestFailed(rid(effects[0]), "bookie_unavailable", now=5))
+    assert asks(effects) == [("b2:3181", 0)]
+    effects = op.handle(RequestFailed(rid(effects[0]), "bookie_unavailable", now=6))
+    assert len(effects) == 1 and isinstance(effects[0], ReadFailed)
+    assert effects[0].error is BookieUnavailable
 
 
 def test_no_replica_of_a_page_entry_is_bookie_unavailable() -> None:
@@ -239,9 +285,13 @@ def test_no_replica_of_a_page_entry_is_bookie_unavailable() -> None:
     op = ReadOp.page(md, 0, 1, limits=limits())
     (cover,) = op.start(now=0)
     effects = op.handle(RequestFailed(rid(cover), "bookie_unavailable", now=1))
-    assert asks(effects) == [("b2:3181", 0)]
+    assert [(e.bookie, e.stride) for e in effects if isinstance(e, ReadRange)] == [
+        ("b2:3181", 0)
+    ]  # the range again from the other replica (all residues: no filter)
     effects = op.handle(RequestFailed(rid(effects[0]), "bookie_unavailable", now=2))
-    assert asks(effects) == [("b1:3181", 0)]  # the suspect, last
+    assert asks(effects) == [("b1:3181", 0)]  # then entry by entry
     effects = op.handle(RequestFailed(rid(effects[0]), "bookie_unavailable", now=3))
+    assert asks(effects) == [("b2:3181", 0)]
+    effects = op.handle(RequestFailed(rid(effects[0]), "bookie_unavailable", now=4))
     assert isinstance(effects[0], ReadFailed) and effects[0].error is BookieUnavailable
     assert op.finished and op.handle(Tick(10_000)) == []
