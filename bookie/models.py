@@ -124,6 +124,10 @@ class BookieInfo(BaseModel):
     ledgers: int = Field(description="Ledgers this bookie knows (with entries or flags)")
     free_bytes: int = Field(description="Free bytes of the data dir's disk at the last check")
     total_bytes: int = Field(description="Size in bytes of the data dir's disk")
+    entries_added: int = Field(
+        description="Entries stored since this process started (quire_bookie_adds_total): "
+        "a rate over two readings is the bookie's adds per second"
+    )
 
 
 class StoredLedger(BaseModel):

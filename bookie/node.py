@@ -387,4 +387,5 @@ class BookieNode:
             "ledgers": len(self.index),
             "free_bytes": self.free_bytes,
             "total_bytes": self.total_bytes,
+            "entries_added": int(self.metrics.adds._value.get()),
         }

@@ -233,6 +233,7 @@ def _bookie_object(bookie: KnownBookie, info: dict[str, Any] | None) -> dict[str
         "total_bytes": _number(info.get("total_bytes")),
         "free_ratio": _number(info.get("free_ratio")),
         "instance_id": str(instance) if instance else None,
+        "entries_added": _number(info.get("entries_added")),
     }
 
 

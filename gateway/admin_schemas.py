@@ -59,6 +59,10 @@ class AdminBookie(BaseModel):
     total_bytes: int | None = Field(description="disk size of its data dir, or null")
     free_ratio: float | None = Field(description="free_bytes / total_bytes, or null")
     instance_id: str | None = Field(description="the instance id of its cookie")
+    entries_added: int | None = Field(
+        description="entries the bookie stored since it started (a rate over two readings "
+        "is its adds per second), or null"
+    )
 
 
 class BookieList(BaseModel):

@@ -21,7 +21,7 @@ from gateway.admin import AdminService
 from gateway.auth import TokenMiddleware
 from gateway.context import GatewayContext
 from gateway.metrics import GatewayMetrics
-from gateway.routes import admin, ledgers, logs
+from gateway.routes import admin, admin_page, ledgers, logs
 from gateway.service import Gateway
 from services.bookie_client import BookieClientPool
 from services.errors import MetadataUnavailable
@@ -156,6 +156,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.include_router(ledgers.router)
     app.include_router(logs.router)
     app.include_router(admin.router)
+    app.include_router(admin_page.router)
     app.add_middleware(
         TokenMiddleware, api_token=settings.api_token, admin_token=settings.admin_token
     )

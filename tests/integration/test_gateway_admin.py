@@ -50,6 +50,7 @@ BOOKIE_KEYS = {
     "total_bytes",
     "free_ratio",
     "instance_id",
+    "entries_added",
 }
 MARK_KEYS = {"ledger_id", "missing_bookies", "marked_at", "progress", "worker"}
 ADMIN_CALLS = [

@@ -1,0 +1,1 @@
+"""The admin web page's files (served by gateway/routes/admin_page.py)."""
