@@ -145,6 +145,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.state.gateway = None
     app.state.admin = None
     app.state.metadata_store = None
+    app.state.token_required = bool(settings.api_token or settings.admin_token)
     install_error_handlers(app)
 
     def ready() -> bool:

@@ -10,7 +10,7 @@ const LOG_LEDGERS_SHOWN = 50;
 
 const $ = (id) => document.getElementById(id);
 const state = { adds: new Map(), ledgerPages: [null], logAfter: null, logNext: null,
-  detail: null, polling: false };
+  detail: null, polling: false, needToken: false };
 
 class NeedToken extends Error {}
 
@@ -26,6 +26,7 @@ async function api(method, path) {
   }
   if (response.status === 401) {
     sessionStorage.removeItem(TOKEN_KEY);
+    state.needToken = true;
     throw new NeedToken();
   }
   const body = response.status === 204 ? null : await response.json();
@@ -61,6 +62,7 @@ function showError(message) {
 }
 
 function askToken() {
+  state.needToken = true;
   $("main").hidden = true;
   $("token-form").hidden = false;
   $("status").textContent = "Waiting for a token";
@@ -70,6 +72,7 @@ function askToken() {
 function confirmAction(text) {
   const dialog = $("confirm");
   $("confirm-text").textContent = text;
+  dialog.returnValue = "";  // Escape closes without one: never a stale "ok"
   return new Promise((resolve) => {
     dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), { once: true });
     dialog.showModal();
@@ -125,7 +128,7 @@ function renderBookies(bookies) {
       el("th", { scope: "row" }, b.id),
       el("td", { class: `state state-${b.state}` }, b.state),
       el("td", { class: "ledgers" }, b.ledgers === null ? "–" : b.ledgers),
-      el("td", {}, free),
+      el("td", { class: "free" }, free),
       el("td", { class: "adds" }, addsPerSecond(b, now)),
       el("td", {}, button));
   });
@@ -155,7 +158,7 @@ function renderUnder(doc) {
 }
 
 async function poll() {
-  if (state.polling) return;
+  if (state.polling || state.needToken) return;
   state.polling = true;
   try {
     const [cluster, bookies, under] = await Promise.all([
@@ -241,11 +244,11 @@ async function refreshDetail() {
 }
 
 async function showLogs(after) {
-  const prefix = $("log-prefix").value;
-  const query = after === null ? "?limit=1000" : `?limit=1000&after=${encodeURIComponent(after)}`;
+  const params = new URLSearchParams({ limit: String(PAGE), prefix: $("log-prefix").value });
+  if (after !== null) params.set("after", after);
   try {
-    const doc = await api("GET", "/v1/logs" + query);
-    const names = doc.logs.filter((n) => n.startsWith(prefix)).slice(0, PAGE);
+    const doc = await api("GET", "/v1/logs?" + params);
+    const names = doc.logs;
     $("logs").replaceChildren(...names.map((name) => el("li", {},
       el("button", { type: "button", onclick: () => openLog(name) }, name))));
     if (!names.length) $("logs").replaceChildren(el("li", {}, "no log"));
@@ -262,7 +265,7 @@ function openLog(name) {
     const shown = log.ledgers.slice(0, LOG_LEDGERS_SHOWN);
     const ledgers = await Promise.all(shown.map((id) => api("GET", `/v1/ledgers/${id}`)));
     $("h-detail").textContent = `Log ${name}`;
-    const writer = log.writer ? `epoch ${log.writer.epoch}, ledger ${log.writer.ledger_id}` : "none";
+    const writer = log.writer ? `${log.writer.gateway}, epoch ${log.writer.epoch}` : "none";
     const rows = ledgers.map((l) => el("tr", { "data-ledger": l.ledger_id },
       el("th", { scope: "row" }, el("button", { type: "button", onclick: () => openLedger(l.ledger_id) }, l.ledger_id)),
       el("td", {}, l.state),
@@ -286,6 +289,7 @@ document.addEventListener("DOMContentLoaded", () => {
     event.preventDefault();
     sessionStorage.setItem(TOKEN_KEY, $("token").value);
     $("token").value = "";
+    state.needToken = false;
     poll().then(() => { showLedgers(null); showLogs(null); });
   });
   $("replication-enable").addEventListener("click", () =>
@@ -302,6 +306,9 @@ document.addEventListener("DOMContentLoaded", () => {
   $("log-search").addEventListener("submit", (event) => { event.preventDefault(); showLogs(null); });
   $("logs-first").addEventListener("click", () => showLogs(null));
   $("logs-next").addEventListener("click", () => showLogs(state.logNext));
+  // The gateway says in the page whether its API needs a token: without one stored,
+  // ask for it first rather than make a call bound to be refused.
+  if (document.body.dataset.token === "required" && !sessionStorage.getItem(TOKEN_KEY)) askToken();
   poll().then(() => { if (!$("main").hidden) { showLedgers(null); showLogs(null); } });
   setInterval(poll, POLL_MS);
 });

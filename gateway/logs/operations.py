@@ -58,8 +58,10 @@ async def get(gw: Gateway, name: str) -> VersionedLog:
     return await gw.logs.logs.get(name)
 
 
-async def list_names(gw: Gateway, after: str | None, limit: int) -> tuple[list[str], str | None]:
-    return await gw.logs.logs.list(after, limit)
+async def list_names(
+    gw: Gateway, after: str | None, limit: int, prefix: str = ""
+) -> tuple[list[str], str | None]:
+    return await gw.logs.logs.list(after, limit, prefix)
 
 
 async def ledger_ends(gw: Gateway, ledger_ids: tuple[int, ...]) -> dict[int, int | None]:

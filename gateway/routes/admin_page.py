@@ -6,14 +6,18 @@ from __future__ import annotations
 
 from importlib import resources
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from services.errors import NotFound
 
 router = APIRouter(tags=["admin page"])
 
-_ASSETS = {"admin.js": "text/javascript", "admin.css": "text/css"}
+_ASSETS = {
+    "admin.js": "text/javascript",
+    "admin.css": "text/css",
+    "favicon.svg": "image/svg+xml",
+}
 # The page and its assets change only with the package: cached briefly, revalidated.
 _HEADERS = {
     "Cache-Control": "no-cache",
@@ -33,8 +37,12 @@ def _read(name: str) -> bytes:
     summary="The admin web page (cluster, bookies, ledgers, logs, under-replication), live",
     responses={200: {"content": {"text/html": {"schema": {"type": "string"}}}}},
 )
-async def admin_page() -> Response:
-    return Response(_read("index.html"), media_type="text/html; charset=utf-8", headers=_HEADERS)
+async def admin_page(request: Request) -> Response:
+    page = _read("index.html")
+    if getattr(request.app.state, "token_required", False):
+        # The page asks for the token at once instead of making a call bound to be 401.
+        page = page.replace(b'data-token="optional"', b'data-token="required"', 1)
+    return Response(page, media_type="text/html; charset=utf-8", headers=_HEADERS)
 
 
 @router.get(
@@ -42,7 +50,7 @@ async def admin_page() -> Response:
     response_class=Response,
     summary="The admin page's script and style",
     responses={
-        200: {"content": {"text/javascript": {}, "text/css": {}}},
+        200: {"content": {"text/javascript": {}, "text/css": {}, "image/svg+xml": {}}},
         404: {"description": "not_found: no such asset"},
     },
 )

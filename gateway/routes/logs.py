@@ -134,8 +134,11 @@ async def list_logs(
     gw: GatewayDep,
     limit: Annotated[int, Query(ge=1, description="clamped to 1000")] = LIST_LIMIT_MAX,
     after: Annotated[str | None, Query(max_length=LOG_NAME_MAX_CHARS)] = None,
+    prefix: Annotated[
+        str, Query(max_length=LOG_NAME_MAX_CHARS, description="only names starting with it")
+    ] = "",
 ) -> dict[str, Any]:
-    names, next_after = await log_ops.list_names(gw, after, min(limit, LIST_LIMIT_MAX))
+    names, next_after = await log_ops.list_names(gw, after, min(limit, LIST_LIMIT_MAX), prefix)
     return {"logs": names, "next": next_after}
 
 

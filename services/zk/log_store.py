@@ -60,15 +60,18 @@ class LogStore:
         except MetadataConflict:
             raise
 
-    async def list(self, after: str | None, limit: int) -> tuple[builtins.list[str], str | None]:
-        """Log names in byte order after ``after``; the next ``after`` or None."""
+    async def list(
+        self, after: str | None, limit: int, prefix: str = ""
+    ) -> tuple[builtins.list[str], str | None]:
+        """Log names starting with ``prefix`` in byte order after ``after``; the next
+        ``after`` or None."""
         limit = max(1, min(limit, LIST_LIMIT_MAX))
         try:
             children = await self.store.children(zkpaths.LOGS)
         except NodeNotFound:
             return [], None
         names = sorted(
-            (n for n in map(zkpaths.log_name, children) if n is not None),
+            (n for n in map(zkpaths.log_name, children) if n is not None and n.startswith(prefix)),
             key=lambda n: n.encode(),
         )
         if after is not None:

@@ -268,6 +268,18 @@ def test_list_pages_in_byte_order(env: Env) -> None:
     tail = ok(env.b.request("GET", "/v1/logs", params={"after": "a-list"}))["logs"]
     assert tail == [n for n in names if n.encode() > b"a-list"]
 
+    # ?prefix= keeps only the names starting with it, paged the same way.
+    with_a = [n for n in names if n.startswith("a-")]
+    assert ok(env.b.request("GET", "/v1/logs", params={"prefix": "a-"}))["logs"] == with_a
+    dashed = [n for n in names if n.startswith("-")]
+    first = ok(env.b.request("GET", "/v1/logs", params={"prefix": "-", "limit": 1}))
+    assert first["logs"] == dashed[:1]
+    assert first["next"] == (dashed[0] if len(dashed) > 1 else None)
+    none = ok(env.b.request("GET", "/v1/logs", params={"prefix": "no-such-prefix"}))
+    assert none == {"logs": [], "next": None}
+    r = env.b.request("GET", "/v1/logs", params={"prefix": "x" * 1000})
+    assert r.status_code == 400 and r.json()["error"] == "invalid_argument"
+
 
 def test_delete_then_404_everywhere_and_its_ledgers_are_gone(env: Env) -> None:
     """DELETE answers 204; then every route but PUT answers 404 log_not_found (on the
