@@ -52,7 +52,7 @@ BookieIdPath = Annotated[
     summary="The cluster: auditor, replication switch, under-replicated count, bookies",
     responses=admin_errors(401, 503),
 )
-async def cluster(admin: AdminDep) -> dict[str, Any]:
+async def get_cluster(admin: AdminDep) -> dict[str, Any]:
     return await admin.cluster()
 
 
@@ -62,7 +62,7 @@ async def cluster(admin: AdminDep) -> dict[str, Any]:
     summary="Every known bookie with its state, ledger count and free disk",
     responses=admin_errors(401, 503),
 )
-async def bookies(admin: AdminDep) -> dict[str, Any]:
+async def list_bookies(admin: AdminDep) -> dict[str, Any]:
     return {"bookies": await admin.bookies()}
 
 
@@ -72,7 +72,7 @@ async def bookies(admin: AdminDep) -> dict[str, Any]:
     summary="One bookie (extension)",
     responses=admin_errors(400, 401, 404, 503),
 )
-async def bookie(admin: AdminDep, bookie_id: BookieIdPath) -> dict[str, Any]:
+async def get_bookie(admin: AdminDep, bookie_id: BookieIdPath) -> dict[str, Any]:
     return await admin.bookie_object(bookie_id)
 
 
@@ -85,7 +85,7 @@ async def bookie(admin: AdminDep, bookie_id: BookieIdPath) -> dict[str, Any]:
     "is decommissioned. Idempotent.",
     responses=admin_errors(400, 401, 404, 503),
 )
-async def decommission(admin: AdminDep, bookie_id: BookieIdPath) -> JSONResponse:
+async def decommission_bookie(admin: AdminDep, bookie_id: BookieIdPath) -> JSONResponse:
     return JSONResponse(await admin.decommission(bookie_id), status_code=202)
 
 
@@ -95,7 +95,7 @@ async def decommission(admin: AdminDep, bookie_id: BookieIdPath) -> JSONResponse
     summary="Under-replicated ledgers in id order, with missing bookies and repair progress",
     responses=admin_errors(400, 401, 503),
 )
-async def under_replicated(
+async def list_under_replicated(
     admin: AdminDep,
     limit: Annotated[int, Query(ge=1, description="clamped to 1000")] = LIST_LIMIT_MAX,
     after: Annotated[int | None, Query(ge=-1, le=ID_MAX)] = None,
@@ -112,7 +112,7 @@ async def under_replicated(
     summary="Enable re-replication cluster-wide",
     responses=admin_errors(401, 503),
 )
-async def enable(admin: AdminDep) -> dict[str, Any]:
+async def enable_replication(admin: AdminDep) -> dict[str, Any]:
     return await admin.set_replication(True)
 
 
@@ -122,7 +122,7 @@ async def enable(admin: AdminDep) -> dict[str, Any]:
     summary="Disable re-replication cluster-wide (workers start nothing new; marks stay)",
     responses=admin_errors(401, 503),
 )
-async def disable(admin: AdminDep) -> dict[str, Any]:
+async def disable_replication(admin: AdminDep) -> dict[str, Any]:
     return await admin.set_replication(False)
 
 
@@ -133,5 +133,5 @@ async def disable(admin: AdminDep) -> dict[str, Any]:
     summary="Ask the elected auditor for a full check now",
     responses=admin_errors(401, 503),
 )
-async def audit(admin: AdminDep) -> JSONResponse:
+async def request_audit(admin: AdminDep) -> JSONResponse:
     return JSONResponse(await admin.request_audit(), status_code=202)

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from services.errors import NotFound
+from services.web.errors import error_response
 
 router = APIRouter(tags=["admin page"])
 
@@ -50,8 +51,9 @@ async def admin_page(request: Request) -> Response:
     response_class=Response,
     summary="The admin page's script and style",
     responses={
-        200: {"content": {"text/javascript": {}, "text/css": {}, "image/svg+xml": {}}},
-        404: {"description": "not_found: no such asset"},
+        200: {"content": {kind: {"schema": {"type": "string"}} for kind in _ASSETS.values()}},
+        **error_response(400, "invalid_argument"),
+        **error_response(404, "not_found: no such asset"),
     },
 )
 async def admin_asset(name: str) -> Response:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.routing import APIRoute
 from fastapi.telemetry import TelemetryConfig
 
 # FastAPI's telemetry looks up environment variables on every request (about a tenth of
@@ -26,6 +27,13 @@ class QuireApp(FastAPI):
         return self.openapi_builder()
 
 
+def operation_id(route: APIRoute) -> str:
+    """An operation's id is its route function's name (``create_ledger``), not FastAPI's
+    default of name, path and method: generated clients name their calls after it."""
+    return route.name
+
+
 def new_app(**kwargs: Any) -> QuireApp:
     """A FastAPI application as every Quire service builds it."""
+    kwargs.setdefault("generate_unique_id_function", operation_id)
     return QuireApp(telemetry=TELEMETRY_OFF, **kwargs)

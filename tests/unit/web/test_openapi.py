@@ -9,7 +9,7 @@ import pytest
 from services.web.openapi_export import EXPORTS, Exported, available_exports, render
 
 # Operations that cannot fail for a caller's reason; everything else must document errors.
-NO_ERRORS = {("get", "/metrics")}
+NO_ERRORS = {("get", "/metrics"), ("get", "/admin")}
 HTTP_METHODS = {"get", "put", "post", "delete", "patch", "head", "options"}
 
 
@@ -119,3 +119,53 @@ def test_render_is_stable() -> None:
     assert render({"b": 1, "a": {"d": 2, "c": 3}}) == (
         '{\n  "a": {\n    "c": 3,\n    "d": 2\n  },\n  "b": 1\n}\n'
     )
+
+
+def _walk(node: Any, where: str = "#"):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield where, key, value
+            yield from _walk(value, f"{where}/{key}")
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            yield from _walk(item, f"{where}/{i}")
+
+
+def test_every_reference_resolves(exported: tuple[Exported, dict[str, Any]]) -> None:
+    """Every $ref points into the document itself (a pydantic model's own ``#/$defs/``
+    left inside a path resolves to nothing: generators refuse such a document)."""
+    export, document = exported
+    broken = []
+    for where, key, value in _walk(document):
+        if key == "$ref":
+            try:
+                _resolve(document, {"$ref": value})
+            except (KeyError, TypeError):
+                broken.append(f"{where}: {value}")
+        if key == "$defs":
+            broken.append(f"{where}: $defs left in place")
+    assert not broken, f"{export.name}: {broken}"
+
+
+def test_numeric_bounds_are_exact_integers(exported: tuple[Exported, dict[str, Any]]) -> None:
+    """Bounds of integer fields are integers, the 64-bit id bound exactly 2**63-1 (not
+    the float 9.223372036854776e18, which is 2**63)."""
+    export, document = exported
+    floats = [
+        f"{where}/{key}: {value!r}"
+        for where, key, value in _walk(document)
+        if key in ("minimum", "maximum") and isinstance(value, float)
+    ]
+    assert not floats, f"{export.name}: {floats}"
+    if export.name == "gateway":
+        ledger_id = document["components"]["schemas"]["PositionModel"]["properties"]["ledger_id"]
+        assert ledger_id["maximum"] == 2**63 - 1
+
+
+def test_operation_ids_are_unique_route_names(exported: tuple[Exported, dict[str, Any]]) -> None:
+    """Operation ids are the route functions' names (what generated clients call), each
+    used once, never FastAPI's name_path_method default."""
+    export, document = exported
+    ids = [op["operationId"] for _, _, op in _operations(document)]
+    assert len(ids) == len(set(ids)), ids
+    assert all("_v1_" not in i and not i.endswith(("_get", "_post")) for i in ids), ids
