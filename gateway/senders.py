@@ -55,6 +55,13 @@ own (issue 7 item 8), and each refusal maps to its own reason:
 
 Only the records (and so the ledgers) refused are affected: the others of the
 same cross-ledger request are reported stored as usual.
+
+Request ids (services/request_ids.py): each queued item remembers the id of the
+request it was sent for, and an add request to a bookie carries the id of its first
+item (the tasks that send requests are started by whichever add came first, so their
+own context says nothing). A request that carries items of several client requests
+logs, at debug level, the ids it carries, so a slow add can be followed to the bookie
+request it rode in.
 """
 
 from __future__ import annotations
@@ -77,6 +84,7 @@ from services.errors import (
 )
 from services.limits import LAC_BATCH_MAX
 from services.protocol.messages import BookieAddsDone, RejectReason
+from services.request_ids import REQUEST_ID
 from services.settings import GatewaySettings
 from services.wire.framing import Record
 
@@ -86,6 +94,8 @@ log = logging.getLogger(__name__)
 QUEUED_BATCHES_MAX = 8
 # How many refused records one log line names (the rest are counted).
 LOGGED_REFUSALS_MAX = 8
+# How many request ids the debug line of one add request names (the rest are counted).
+LOGGED_REQUEST_IDS_MAX = 32
 # Extra add time-out per MiB of payload in flight to the bookie (a floor of 5 MiB/s,
 # below the ~13 MB/s a bookie wrote on a loaded 2-core machine).
 ADD_TIMEOUT_PER_MIB_MS = 200
@@ -200,6 +210,7 @@ class _Item:
     records: tuple[Record, ...]
     size: int
     callback: AddCallback
+    request_id: str | None = None
 
 
 class BookieSender:
@@ -231,7 +242,7 @@ class BookieSender:
             failed = answer_for(records, BookieUnavailable(f"bookie {self.bookie_id}: queue full"))
             asyncio.get_running_loop().call_soon(_call, callback, failed)
             return
-        self._queue.append(_Item(records, size, callback))
+        self._queue.append(_Item(records, size, callback, REQUEST_ID.get()))
         self._queued_entries += len(records)
         self._queued_bytes += size
         self._pump()
@@ -264,6 +275,8 @@ class BookieSender:
 
     async def _request(self, batch: list[_Item], size: int, timeout_s: float) -> None:
         records = [r for item in batch for r in item.records]
+        # This task's own context copy: setting the id here touches no other request.
+        _carry_request_ids(batch, self.bookie_id)
         answer: AddResult | QuireError
         try:
             try:
@@ -290,6 +303,21 @@ class BookieSender:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _carry_request_ids(batch: Sequence[_Item], bookie_id: str) -> None:
+    """Set this task's request id to the first item's that has one. With debug logging,
+    a request that carries items of several requests names them all (bounded)."""
+    first = next((item.request_id for item in batch if item.request_id is not None), None)
+    REQUEST_ID.set(first)
+    if len(batch) > 1 and log.isEnabledFor(logging.DEBUG):
+        distinct = list(dict.fromkeys(i.request_id for i in batch if i.request_id is not None))
+        if len(distinct) > 1:
+            log.debug(
+                "add request to bookie carries several requests",
+                extra={"fields": {"bookie": bookie_id, "count": len(distinct),
+                                  "request_ids": distinct[:LOGGED_REQUEST_IDS_MAX]}},
+            )  # fmt: skip
 
 
 def _call(callback: AddCallback, answer: AddAnswer) -> None:

@@ -2,6 +2,10 @@
 
 Secrets never reach a log: the formatter masks the values of known secret
 fields, and code never logs tokens, passwords or the cluster secret.
+
+A line emitted while a request is served carries its id as ``request_id``
+(services/request_ids.py): ``RequestIdFilter`` on the handler copies it onto the
+record, so lines of every logger get it, those of the libraries included.
 """
 
 from __future__ import annotations
@@ -11,7 +15,18 @@ import logging
 import sys
 import time
 
+from services.request_ids import REQUEST_ID
+
 _SECRET_KEYS = ("secret", "token", "password", "authorization")
+
+
+class RequestIdFilter(logging.Filter):
+    """Sets ``record.request_id`` to the id of the request being served (None outside
+    one). Never drops a record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = REQUEST_ID.get()
+        return True
 
 
 class JsonFormatter(logging.Formatter):
@@ -28,6 +43,9 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
+        request_id = getattr(record, "request_id", None)
+        if request_id is not None:
+            out["request_id"] = request_id
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict):
             for key, value in fields.items():
@@ -40,6 +58,7 @@ class JsonFormatter(logging.Formatter):
 def setup_logging(service: str, level: str = "info") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter(service))
+    handler.addFilter(RequestIdFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

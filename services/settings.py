@@ -39,7 +39,16 @@ class CommonSettings(BaseSettings):
     cluster_secret: str | None = Field(
         None, description="secret shared by the services; bookies refuse data calls without it"
     )
-    log_level: str = Field("info", description="debug, info, warning or error")
+    log_level: str = Field(
+        "info", description="debug, info, warning or error (debug: an access line per request)"
+    )
+    slow_request_ms: int = Field(
+        1_000,
+        ge=0,
+        le=3_600_000,
+        description="a request slower than this is logged as a warning with its request id "
+        "(0: never); a wait the request asks for (wait_ms) is not counted",
+    )
     # Bounds of the HTTP server (services/web/server.py), STYLE.md §5.
     header_read_timeout_ms: int = Field(
         10_000, ge=100, le=600_000, description="longest wait for a request's line and headers"

@@ -39,6 +39,10 @@ Errors. A bookie's ``{"error": code}`` answer becomes the matching
 status, a malformed answer, and every transport error (refused, reset,
 timeout) become ``BookieUnavailable`` raised from the cause. The cluster secret
 is sent in a header and never appears in a message or a log line.
+
+Request ids. A call made while a request is served (services/request_ids.py:
+``REQUEST_ID`` is set) sends that id as ``X-Request-Id``, so the bookie's log lines
+of the call carry the id of the gateway request behind it.
 """
 
 from __future__ import annotations
@@ -81,6 +85,7 @@ from services.limits import (
     PAGE_ENTRIES_MAX,
     STORED_BATCH_MAX,
 )
+from services.request_ids import REQUEST_ID, REQUEST_ID_HEADER
 from services.wire import framing
 
 log = logging.getLogger(__name__)
@@ -379,8 +384,13 @@ class BookieClient:
         """One request; every failure leaves as a ``QuireError`` (STYLE.md §3). It takes
         at most ``timeout_s`` (default ``request_timeout_s``) plus ``extra_s``."""
         headers = self._headers
-        if content_type is not None:
-            headers = {**headers, "Content-Type": content_type}
+        request_id = REQUEST_ID.get()
+        if content_type is not None or request_id is not None:
+            headers = dict(headers)
+            if content_type is not None:
+                headers["Content-Type"] = content_type
+            if request_id is not None:
+                headers[REQUEST_ID_HEADER] = request_id
         transport = self._poll_transport if long_poll else self._transport
         base_s = self.request_timeout_s if timeout_s is None else timeout_s
         timeout_s = base_s + extra_s

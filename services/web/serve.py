@@ -2,8 +2,10 @@
 
 The server is uvicorn with httptools and uvloop, but with ``BoundedHttpProtocol``
 (services/web/server.py: head and body timers, head size and header count bounds,
-connections per client address, JSON answers of its own) and ``MethodsMiddleware``
-(services/web/methods.py: ``HEAD`` of GET routes, ``Allow`` on 405) around the app.
+connections per client address, JSON answers of its own), ``MethodsMiddleware``
+(services/web/methods.py: ``HEAD`` of GET routes, ``Allow`` on 405) and, outermost,
+``AccessMiddleware`` (services/web/access.py: ``X-Request-Id``, the access log, slow
+requests) around the app.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from services.settings import CommonSettings
+from services.web.access import AccessMiddleware
 from services.web.methods import MethodsMiddleware
 from services.web.server import ServerLimits, protocol_class
 
@@ -55,14 +58,17 @@ def connections_allowed(wanted: int) -> int:
 
 
 def server_config(app: FastAPI, settings: CommonSettings) -> uvicorn.Config:
-    """The uvicorn configuration of a service: its app wrapped for HEAD and Allow, served
-    by the bounded protocol."""
+    """The uvicorn configuration of a service: its app wrapped for request ids and the
+    access log, HEAD and Allow, served by the bounded protocol."""
     limits = ServerLimits.from_settings(settings)
     allowed = connections_allowed(limits.connections_max)
     if allowed != limits.connections_max:
         limits = ServerLimits(**{**limits.__dict__, "connections_max": allowed})
     return uvicorn.Config(
-        MethodsMiddleware(app, app.router.routes),
+        AccessMiddleware(
+            MethodsMiddleware(app, app.router.routes),
+            slow_request_ms=settings.slow_request_ms,
+        ),
         host=settings.host,
         port=settings.port,
         log_config=None,

@@ -20,6 +20,9 @@ they closed. ``BoundedHttpProtocol`` adds, per connection:
   closed. Requests in flight over ``requests_in_flight_max`` get a JSON 503 too;
 - malformed HTTP gets a JSON 400 ``invalid_argument`` instead of uvicorn's plain text.
 
+These answers carry ``X-Request-Id`` like the application's (services/web/access.py):
+the request's own id when its head was read and the id is sane, else a new one.
+
 Every answer the protocol writes itself ends the connection with a lingering close:
 the answer is written, the write side is shut, and what the client still sends is read
 and dropped for up to ``LINGER_S`` before the socket closes, so a client still writing
@@ -45,6 +48,7 @@ from typing import Any
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from services.request_ids import REQUEST_ID_HEADER_RAW, new_request_id, scope_request_id
 from services.settings import CommonSettings
 
 log = logging.getLogger(__name__)
@@ -123,14 +127,16 @@ class HeadTooLarge(Exception):
     """The request head passed a bound (size or header count)."""
 
 
-def error_bytes(status: int, code: str, message: str) -> bytes:
-    """A whole HTTP/1.1 answer with an API.md error body that closes the connection."""
+def error_bytes(status: int, code: str, message: str, request_id: str | None = None) -> bytes:
+    """A whole HTTP/1.1 answer with an API.md error body that closes the connection;
+    its ``X-Request-Id`` is ``request_id`` (a sane id) or a new one."""
     body = json.dumps({"error": code, "message": message}, separators=(",", ":")).encode()
     return b"".join(
         [
             STATUS_LINE[status],
             b"content-type: application/json\r\n",
             b"content-length: %d\r\n" % len(body),
+            b"x-request-id: %s\r\n" % (request_id or new_request_id()).encode("ascii"),
             b"connection: close\r\n\r\n",
             body,
         ]
@@ -138,7 +144,8 @@ def error_bytes(status: int, code: str, message: str) -> bytes:
 
 
 def unavailable_app(message: str) -> Any:
-    """An ASGI app answering every request with the JSON 503 ``unavailable``."""
+    """An ASGI app answering every request with the JSON 503 ``unavailable`` (and the
+    request's id: it runs instead of the whole application, access middleware included)."""
     body = json.dumps({"error": "unavailable", "message": message}, separators=(",", ":")).encode()
     headers = [
         (b"content-type", b"application/json"),
@@ -147,7 +154,10 @@ def unavailable_app(message: str) -> Any:
     ]
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
-        await send({"type": "http.response.start", "status": 503, "headers": headers})
+        request_id = (REQUEST_ID_HEADER_RAW, scope_request_id(scope).encode("ascii"))
+        await send(
+            {"type": "http.response.start", "status": 503, "headers": [*headers, request_id]}
+        )
         await send({"type": "http.response.body", "body": body})
 
     return app
@@ -302,13 +312,15 @@ class BoundedHttpProtocol(HttpToolsProtocol):
             408,
             "invalid_argument",
             f"request body not complete within {ms} ms (body_read_timeout_ms)",
+            request_id=scope_request_id(self.cycle.scope) if self.cycle is not None else None,
         )
 
     # ---------------------------------------------------------------- our own answers
 
-    def _answer(self, status: int, code: str, message: str) -> None:
+    def _answer(self, status: int, code: str, message: str, request_id: str | None = None) -> None:
         """Write an error answer and close with a lingering close. A request whose
-        answer has started is cut instead (its answer cannot be replaced)."""
+        answer has started is cut instead (its answer cannot be replaced). Answers
+        before a request's head was read get a new request id."""
         self._answered = True
         self._disarm()
         cycle = self.cycle
@@ -320,7 +332,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         if started or self.transport.is_closing():
             self.transport.close()
             return
-        self.transport.write(error_bytes(status, code, message))
+        self.transport.write(error_bytes(status, code, message, request_id))
         if self.transport.can_write_eof():
             self.transport.write_eof()
             self._timer = self.loop.call_later(LINGER_S, self.transport.close)

@@ -5,6 +5,7 @@ holds, batches respect their bounds, and every outcome reaches each callback onc
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import replace
 
 import pytest
@@ -20,6 +21,7 @@ from gateway.senders import (
 from services.bookie_client import AddResult
 from services.errors import BookieReadOnly, BookieUnavailable, LedgerFenced
 from services.protocol.messages import BookieAddsDone, RejectReason
+from services.request_ids import REQUEST_ID
 from services.settings import GatewaySettings
 from services.wire.framing import Record
 
@@ -353,3 +355,47 @@ def test_adds_are_sent_with_the_add_timeout() -> None:
 
     asyncio.run(run())
     assert DEFAULTS.add_timeout_ms == GatewaySettings().bookie_add_timeout_ms
+
+
+def test_each_add_request_carries_the_id_of_its_first_item(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An add request to a bookie runs with the request id of its first item, not the
+    id of whoever started its task; one that carries items of several requests names
+    them all at debug level."""
+    seen: list[str | None] = []
+
+    class IdClient(FakeClient):
+        async def add(self, records: list[Record], timeout_s: float | None = None) -> AddResult:
+            seen.append(REQUEST_ID.get())
+            return await super().add(records, timeout_s)
+
+    def send_as(sender: BookieSender, request_id: str, record: Record, calls: Calls) -> None:
+        token = REQUEST_ID.set(request_id)
+        try:
+            sender.send((record,), calls.callback(request_id))
+        finally:
+            REQUEST_ID.reset(token)
+
+    async def run() -> None:
+        client, calls = IdClient(), Calls()
+        sender = BookieSender("b1", lambda: client, limits(requests_in_flight_max=1))
+        send_as(sender, "req-a", rec(1, 0), calls)
+        await settle()
+        send_as(sender, "req-b", rec(1, 1), calls)
+        send_as(sender, "req-c", rec(2, 0), calls)
+        await settle()
+        # The next request's task is started from req-a's answer, in req-a's context.
+        client.release(0)
+        await settle()
+        client.release(1)
+        await settle()
+        assert seen == ["req-a", "req-b"]
+        assert [name for name, *_ in calls.calls] == ["req-a", "req-b", "req-c"]
+        await sender.aclose()
+
+    with caplog.at_level(logging.DEBUG, logger="gateway.senders"):
+        asyncio.run(run())
+    carried = [r for r in caplog.records if r.getMessage().startswith("add request to bookie")]
+    assert len(carried) == 1
+    assert carried[0].fields["request_ids"] == ["req-b", "req-c"]  # type: ignore[attr-defined]

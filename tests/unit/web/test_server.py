@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -219,3 +220,43 @@ def test_requests_over_the_in_flight_bound_get_json_503() -> None:
         assert transport.answer()[1]["error"] == "unavailable"
 
     run(ServerLimits(requests_in_flight_max=0), scenario)
+
+
+def header_of(written: bytes, name: bytes) -> bytes | None:
+    head = written.partition(b"\r\n\r\n")[0]
+    for line in head.split(b"\r\n")[1:]:
+        key, _, value = line.partition(b":")
+        if key.strip().lower() == name:
+            return value.strip()
+    return None
+
+
+def test_the_servers_own_answers_carry_a_request_id() -> None:
+    """A body time-out answers with the request's own sane id; an answer before any
+    head was read (malformed request) and the in-flight 503 with a bad id get a new
+    one, never the client's bytes."""
+
+    async def scenario(connect: Any) -> None:
+        body, body_t = connect("127.0.0.1")
+        body.data_received(
+            b"POST /x HTTP/1.1\r\nX-Request-Id: body-7\r\nContent-Length: 10\r\n\r\n12345"
+        )
+        bad, bad_t = connect("127.0.0.1")
+        bad.data_received(b"GARBAGE\r\n\r\n")
+        await settle(lambda: body_t.written != b"")
+        assert body_t.answer()[0] == 408
+        assert header_of(body_t.written, b"x-request-id") == b"body-7"
+        assert bad_t.answer()[0] == 400
+        assert re.fullmatch(rb"[0-9a-f]{32}", header_of(bad_t.written, b"x-request-id") or b"")
+
+    run(ServerLimits(body_read_timeout_s=0.05), scenario)
+
+    async def busy(connect: Any) -> None:
+        proto, transport = connect("127.0.0.1")
+        proto.data_received(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Request-Id: a b\r\n\r\n")
+        await settle(lambda: b"\r\n\r\n" in transport.written)
+        assert transport.answer()[0] == 503
+        given = header_of(transport.written, b"x-request-id") or b""
+        assert re.fullmatch(rb"[0-9a-f]{32}", given), given
+
+    run(ServerLimits(requests_in_flight_max=0), busy)
