@@ -8,19 +8,43 @@ ZK_JAR := /usr/share/java/zookeeper.jar
 # The running java's major version (0 if there is none): 1.8 -> 1, 17 -> 17.
 JAVA_MAJOR := java -XshowSettings:properties -version 2>&1 | \
 	sed -n 's/^ *java.specification.version = \([0-9]*\).*/\1/p' | grep . || echo 0
+GEN_VENV := .venv-openapi
+GEN_STAMP := $(GEN_VENV)/.installed
+TS_DIR := openapi/clients/typescript
+TS_STAMP := $(TS_DIR)/node_modules/.installed
 PYTEST_ARGS ?=
 SEEDS ?= 100000
 
-.PHONY: run test lint format bench sim sim-logs openapi setup java zookeeper browser spark-cluster clean
+.PHONY: run test lint format bench sim sim-logs openapi setup java zookeeper browser node clients spark-cluster clean
 
 # ZooKeeper and Spark (pyspark, a pinned dependency) both run on Java: a JRE 17+.
 # The admin page's browser tests need Debian's chromium (Playwright's download cannot work).
-setup: $(STAMP) java zookeeper browser
+# The generated clients (openapi/clients/): the Python one installed in the venv, the
+# TypeScript one's npm packages and the generators themselves.
+setup: $(STAMP) java zookeeper browser clients
 
 $(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e openapi/clients/python
 	touch $(STAMP)
+
+clients: $(GEN_STAMP) $(TS_STAMP)
+
+# openapi-python-client in its own venv: it pins typer/pydantic versions ours must not take.
+$(GEN_STAMP): openapi/clients/generator-requirements.txt
+	python3 -m venv $(GEN_VENV)
+	$(GEN_VENV)/bin/pip install -q --disable-pip-version-check -r openapi/clients/generator-requirements.txt
+	touch $(GEN_STAMP)
+
+$(TS_STAMP): $(TS_DIR)/package-lock.json | node
+	cd $(TS_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	touch $(TS_STAMP)
+
+# Node 18+ and npm for the TypeScript client: Debian's nodejs and npm if missing.
+node:
+	@command -v npm >/dev/null || { $(SUDO) apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q nodejs npm; }
 
 # A JRE 17+ for ZooKeeper and Spark: installed from Debian's default-jre-headless if missing.
 java:
@@ -54,8 +78,10 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-openapi: $(STAMP)
+# The documents, then both clients generated from the gateway's.
+openapi: $(STAMP) clients
 	$(PY) -m services.web.openapi_export
+	$(PY) -m services.web.clients
 
 bench: setup
 	$(PY) benchmarks/bookie_add.py
@@ -83,4 +109,4 @@ spark-cluster: setup
 	$(PY) -m tests.spark.cluster --port 7077 --webui-port 8180
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) $(GEN_VENV) $(TS_DIR)/node_modules $(TS_DIR)/dist .pytest_cache .ruff_cache .mypy_cache .hypothesis

@@ -33,6 +33,7 @@ def install_openapi(app: QuireApp, scheme_name: str, scheme: dict[str, Any]) -> 
         schemas.pop("HTTPValidationError", None)
         schemas.pop("ValidationError", None)
         hoist_defs(doc)
+        name_inline_models(doc)
         ids = [op.get("operationId") for ops in doc["paths"].values() for op in ops.values()]
         twice = sorted({i for i in ids if ids.count(i) > 1})
         if twice:
@@ -71,6 +72,36 @@ def hoist_defs(doc: dict[str, Any]) -> None:
     for name, schema in found.items():
         schemas.setdefault(name, schema)  # pydantic names a model the same everywhere
     doc["components"] = _integral_bounds(doc["components"])
+
+
+def name_inline_models(doc: dict[str, Any]) -> None:
+    """Request and answer bodies written inline (routes whose body the code reads itself)
+    become named components when they carry a title (a pydantic model's name), so
+    generated clients call them ``CreateLedger``, not ``CreateLedgerCreateLedger``. A
+    title already taken by another schema stays inline."""
+    schemas: dict[str, Any] = doc["components"]["schemas"]
+
+    def named(schema: Any) -> Any:
+        if not isinstance(schema, dict):
+            return schema
+        for key in ("oneOf", "anyOf"):
+            if key in schema:
+                schema = {**schema, key: [named(s) for s in schema[key]]}
+        title = schema.get("title")
+        if not title or schema.get("type") != "object" or "properties" not in schema:
+            return schema
+        if schemas.setdefault(title, schema) != schema:
+            return schema
+        return {"$ref": f"#/components/schemas/{title}"}
+
+    for operations in doc.get("paths", {}).values():
+        for operation in operations.values():
+            bodies = [operation.get("requestBody", {})]
+            bodies += list(operation.get("responses", {}).values())
+            for body in bodies:
+                for media in body.get("content", {}).values():
+                    if "schema" in media:
+                        media["schema"] = named(media["schema"])
 
 
 _BOUNDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})

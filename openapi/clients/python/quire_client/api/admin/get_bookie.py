@@ -1,0 +1,179 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.admin_bookie import AdminBookie
+from ...models.get_bookie_response_400 import GetBookieResponse400
+from ...models.get_bookie_response_401 import GetBookieResponse401
+from ...models.get_bookie_response_404 import GetBookieResponse404
+from ...models.get_bookie_response_503 import GetBookieResponse503
+from ...types import Response
+
+
+def _get_kwargs(
+    bookie_id: str,
+) -> dict[str, Any]:
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/v1/admin/bookies/{bookie_id}".format(
+            bookie_id=quote(str(bookie_id), safe=""),
+        ),
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> AdminBookie | GetBookieResponse400 | GetBookieResponse401 | GetBookieResponse404 | GetBookieResponse503 | None:
+    if response.status_code == 200:
+        response_200 = AdminBookie.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 400:
+        response_400 = GetBookieResponse400.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = GetBookieResponse401.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 404:
+        response_404 = GetBookieResponse404.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 503:
+        response_503 = GetBookieResponse503.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[AdminBookie | GetBookieResponse400 | GetBookieResponse401 | GetBookieResponse404 | GetBookieResponse503]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    bookie_id: str,
+    *,
+    client: AuthenticatedClient,
+) -> Response[AdminBookie | GetBookieResponse400 | GetBookieResponse401 | GetBookieResponse404 | GetBookieResponse503]:
+    """One bookie (extension)
+
+    Args:
+        bookie_id (str): the bookie's id (host:port)
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[AdminBookie | GetBookieResponse400 | GetBookieResponse401 | GetBookieResponse404 | GetBookieResponse503]
+    """
+
+    kwargs = _get_kwargs(
+        bookie_id=bookie_id,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    bookie_id: str,
+    *,
+    client: AuthenticatedClient,
+) -> AdminBookie | GetBookieResponse400 | GetBookieResponse401 | GetBookieResponse404 | GetBookieResponse503 | None:
+    """One bookie (extension)
+
+    Args:
+        bookie_id (str): the bookie's id (host:port)
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        AdminBookie | GetBookieResponse400 | GetBookieResponse401 | GetBookieResponse404 | GetBookieResponse503
+    """
+
+    return sync_detailed(
+        bookie_id=bookie_id,
+        client=client,
+    ).parsed
+
+
+async def asyncio_detailed(
+    bookie_id: str,
+    *,
+    client: AuthenticatedClient,
+) -> Response[AdminBookie | GetBookieResponse400 | GetBookieResponse401 | GetBookieResponse404 | GetBookieResponse503]:
+    """One bookie (extension)
+
+    Args:
+        bookie_id (str): the bookie's id (host:port)
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[AdminBookie | GetBookieResponse400 | GetBookieResponse401 | GetBookieResponse404 | GetBookieResponse503]
+    """
+
+    kwargs = _get_kwargs(
+        bookie_id=bookie_id,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    bookie_id: str,
+    *,
+    client: AuthenticatedClient,
+) -> AdminBookie | GetBookieResponse400 | GetBookieResponse401 | GetBookieResponse404 | GetBookieResponse503 | None:
+    """One bookie (extension)
+
+    Args:
+        bookie_id (str): the bookie's id (host:port)
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        AdminBookie | GetBookieResponse400 | GetBookieResponse401 | GetBookieResponse404 | GetBookieResponse503
+    """
+
+    return (
+        await asyncio_detailed(
+            bookie_id=bookie_id,
+            client=client,
+        )
+    ).parsed

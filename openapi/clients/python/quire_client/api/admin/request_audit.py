@@ -1,0 +1,140 @@
+from http import HTTPStatus
+from typing import Any
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.audit_requested import AuditRequested
+from ...models.request_audit_response_401 import RequestAuditResponse401
+from ...models.request_audit_response_503 import RequestAuditResponse503
+from ...types import Response
+
+
+def _get_kwargs() -> dict[str, Any]:
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/v1/admin/audit",
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> AuditRequested | RequestAuditResponse401 | RequestAuditResponse503 | None:
+    if response.status_code == 202:
+        response_202 = AuditRequested.from_dict(response.json())
+
+        return response_202
+
+    if response.status_code == 401:
+        response_401 = RequestAuditResponse401.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 503:
+        response_503 = RequestAuditResponse503.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[AuditRequested | RequestAuditResponse401 | RequestAuditResponse503]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    *,
+    client: AuthenticatedClient,
+) -> Response[AuditRequested | RequestAuditResponse401 | RequestAuditResponse503]:
+    """Ask the elected auditor for a full check now
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[AuditRequested | RequestAuditResponse401 | RequestAuditResponse503]
+    """
+
+    kwargs = _get_kwargs()
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    *,
+    client: AuthenticatedClient,
+) -> AuditRequested | RequestAuditResponse401 | RequestAuditResponse503 | None:
+    """Ask the elected auditor for a full check now
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        AuditRequested | RequestAuditResponse401 | RequestAuditResponse503
+    """
+
+    return sync_detailed(
+        client=client,
+    ).parsed
+
+
+async def asyncio_detailed(
+    *,
+    client: AuthenticatedClient,
+) -> Response[AuditRequested | RequestAuditResponse401 | RequestAuditResponse503]:
+    """Ask the elected auditor for a full check now
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[AuditRequested | RequestAuditResponse401 | RequestAuditResponse503]
+    """
+
+    kwargs = _get_kwargs()
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    *,
+    client: AuthenticatedClient,
+) -> AuditRequested | RequestAuditResponse401 | RequestAuditResponse503 | None:
+    """Ask the elected auditor for a full check now
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        AuditRequested | RequestAuditResponse401 | RequestAuditResponse503
+    """
+
+    return (
+        await asyncio_detailed(
+            client=client,
+        )
+    ).parsed

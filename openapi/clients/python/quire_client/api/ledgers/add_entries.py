@@ -1,0 +1,327 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.add_entries_json_body import AddEntriesJsonBody
+from ...models.add_entries_response_400 import AddEntriesResponse400
+from ...models.add_entries_response_401 import AddEntriesResponse401
+from ...models.add_entries_response_404 import AddEntriesResponse404
+from ...models.add_entries_response_409 import AddEntriesResponse409
+from ...models.add_entries_response_413 import AddEntriesResponse413
+from ...models.add_entries_response_503 import AddEntriesResponse503
+from ...models.add_entries_response_504 import AddEntriesResponse504
+from ...models.add_result import AddResult
+from ...models.batch_add_result import BatchAddResult
+from ...types import UNSET, File, Response, Unset
+
+
+def _get_kwargs(
+    ledger_id: int,
+    *,
+    body: AddEntriesJsonBody | File | Unset = UNSET,
+    x_ledger_password: None | str | Unset = UNSET,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+    if not isinstance(x_ledger_password, Unset):
+        headers["X-Ledger-Password"] = x_ledger_password
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/v1/ledgers/{ledger_id}/entries".format(
+            ledger_id=quote(str(ledger_id), safe=""),
+        ),
+    }
+
+    if isinstance(body, AddEntriesJsonBody):
+        if not isinstance(body, Unset):
+            _kwargs["json"] = body.to_dict()
+
+        headers["Content-Type"] = "application/json"
+    if isinstance(body, File):
+        if not isinstance(body, Unset):
+            _kwargs["content"] = body.payload
+        headers["Content-Type"] = "application/octet-stream"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> (
+    AddEntriesResponse400
+    | AddEntriesResponse401
+    | AddEntriesResponse404
+    | AddEntriesResponse409
+    | AddEntriesResponse413
+    | AddEntriesResponse503
+    | AddEntriesResponse504
+    | AddResult
+    | BatchAddResult
+    | None
+):
+    if response.status_code == 200:
+
+        def _parse_response_200(data: object) -> AddResult | BatchAddResult:
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                response_200_type_0 = AddResult.from_dict(data)
+
+                return response_200_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            if not isinstance(data, dict):
+                raise TypeError()
+            response_200_type_1 = BatchAddResult.from_dict(data)
+
+            return response_200_type_1
+
+        response_200 = _parse_response_200(response.json())
+
+        return response_200
+
+    if response.status_code == 400:
+        response_400 = AddEntriesResponse400.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = AddEntriesResponse401.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 404:
+        response_404 = AddEntriesResponse404.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 409:
+        response_409 = AddEntriesResponse409.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 413:
+        response_413 = AddEntriesResponse413.from_dict(response.json())
+
+        return response_413
+
+    if response.status_code == 503:
+        response_503 = AddEntriesResponse503.from_dict(response.json())
+
+        return response_503
+
+    if response.status_code == 504:
+        response_504 = AddEntriesResponse504.from_dict(response.json())
+
+        return response_504
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[
+    AddEntriesResponse400
+    | AddEntriesResponse401
+    | AddEntriesResponse404
+    | AddEntriesResponse409
+    | AddEntriesResponse413
+    | AddEntriesResponse503
+    | AddEntriesResponse504
+    | AddResult
+    | BatchAddResult
+]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    ledger_id: int,
+    *,
+    client: AuthenticatedClient,
+    body: AddEntriesJsonBody | File | Unset = UNSET,
+    x_ledger_password: None | str | Unset = UNSET,
+) -> Response[
+    AddEntriesResponse400
+    | AddEntriesResponse401
+    | AddEntriesResponse404
+    | AddEntriesResponse409
+    | AddEntriesResponse413
+    | AddEntriesResponse503
+    | AddEntriesResponse504
+    | AddResult
+    | BatchAddResult
+]:
+    """Add one entry (raw body) or a batch (JSON)
+
+    Args:
+        ledger_id (int): ledger id
+        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
+            one
+        body (AddEntriesJsonBody | Unset):
+        body (File | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[AddEntriesResponse400 | AddEntriesResponse401 | AddEntriesResponse404 | AddEntriesResponse409 | AddEntriesResponse413 | AddEntriesResponse503 | AddEntriesResponse504 | AddResult | BatchAddResult]
+    """
+
+    kwargs = _get_kwargs(
+        ledger_id=ledger_id,
+        body=body,
+        x_ledger_password=x_ledger_password,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    ledger_id: int,
+    *,
+    client: AuthenticatedClient,
+    body: AddEntriesJsonBody | File | Unset = UNSET,
+    x_ledger_password: None | str | Unset = UNSET,
+) -> (
+    AddEntriesResponse400
+    | AddEntriesResponse401
+    | AddEntriesResponse404
+    | AddEntriesResponse409
+    | AddEntriesResponse413
+    | AddEntriesResponse503
+    | AddEntriesResponse504
+    | AddResult
+    | BatchAddResult
+    | None
+):
+    """Add one entry (raw body) or a batch (JSON)
+
+    Args:
+        ledger_id (int): ledger id
+        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
+            one
+        body (AddEntriesJsonBody | Unset):
+        body (File | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        AddEntriesResponse400 | AddEntriesResponse401 | AddEntriesResponse404 | AddEntriesResponse409 | AddEntriesResponse413 | AddEntriesResponse503 | AddEntriesResponse504 | AddResult | BatchAddResult
+    """
+
+    return sync_detailed(
+        ledger_id=ledger_id,
+        client=client,
+        body=body,
+        x_ledger_password=x_ledger_password,
+    ).parsed
+
+
+async def asyncio_detailed(
+    ledger_id: int,
+    *,
+    client: AuthenticatedClient,
+    body: AddEntriesJsonBody | File | Unset = UNSET,
+    x_ledger_password: None | str | Unset = UNSET,
+) -> Response[
+    AddEntriesResponse400
+    | AddEntriesResponse401
+    | AddEntriesResponse404
+    | AddEntriesResponse409
+    | AddEntriesResponse413
+    | AddEntriesResponse503
+    | AddEntriesResponse504
+    | AddResult
+    | BatchAddResult
+]:
+    """Add one entry (raw body) or a batch (JSON)
+
+    Args:
+        ledger_id (int): ledger id
+        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
+            one
+        body (AddEntriesJsonBody | Unset):
+        body (File | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[AddEntriesResponse400 | AddEntriesResponse401 | AddEntriesResponse404 | AddEntriesResponse409 | AddEntriesResponse413 | AddEntriesResponse503 | AddEntriesResponse504 | AddResult | BatchAddResult]
+    """
+
+    kwargs = _get_kwargs(
+        ledger_id=ledger_id,
+        body=body,
+        x_ledger_password=x_ledger_password,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    ledger_id: int,
+    *,
+    client: AuthenticatedClient,
+    body: AddEntriesJsonBody | File | Unset = UNSET,
+    x_ledger_password: None | str | Unset = UNSET,
+) -> (
+    AddEntriesResponse400
+    | AddEntriesResponse401
+    | AddEntriesResponse404
+    | AddEntriesResponse409
+    | AddEntriesResponse413
+    | AddEntriesResponse503
+    | AddEntriesResponse504
+    | AddResult
+    | BatchAddResult
+    | None
+):
+    """Add one entry (raw body) or a batch (JSON)
+
+    Args:
+        ledger_id (int): ledger id
+        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
+            one
+        body (AddEntriesJsonBody | Unset):
+        body (File | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        AddEntriesResponse400 | AddEntriesResponse401 | AddEntriesResponse404 | AddEntriesResponse409 | AddEntriesResponse413 | AddEntriesResponse503 | AddEntriesResponse504 | AddResult | BatchAddResult
+    """
+
+    return (
+        await asyncio_detailed(
+            ledger_id=ledger_id,
+            client=client,
+            body=body,
+            x_ledger_password=x_ledger_password,
+        )
+    ).parsed

@@ -1,0 +1,193 @@
+from http import HTTPStatus
+from typing import Any, cast
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.delete_ledger_response_400 import DeleteLedgerResponse400
+from ...models.delete_ledger_response_401 import DeleteLedgerResponse401
+from ...models.delete_ledger_response_404 import DeleteLedgerResponse404
+from ...types import UNSET, Response, Unset
+
+
+def _get_kwargs(
+    ledger_id: int,
+    *,
+    x_ledger_password: None | str | Unset = UNSET,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+    if not isinstance(x_ledger_password, Unset):
+        headers["X-Ledger-Password"] = x_ledger_password
+
+    _kwargs: dict[str, Any] = {
+        "method": "delete",
+        "url": "/v1/ledgers/{ledger_id}".format(
+            ledger_id=quote(str(ledger_id), safe=""),
+        ),
+    }
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Any | DeleteLedgerResponse400 | DeleteLedgerResponse401 | DeleteLedgerResponse404 | None:
+    if response.status_code == 204:
+        response_204 = cast(Any, None)
+        return response_204
+
+    if response.status_code == 400:
+        response_400 = DeleteLedgerResponse400.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = DeleteLedgerResponse401.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 404:
+        response_404 = DeleteLedgerResponse404.from_dict(response.json())
+
+        return response_404
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[Any | DeleteLedgerResponse400 | DeleteLedgerResponse401 | DeleteLedgerResponse404]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    ledger_id: int,
+    *,
+    client: AuthenticatedClient,
+    x_ledger_password: None | str | Unset = UNSET,
+) -> Response[Any | DeleteLedgerResponse400 | DeleteLedgerResponse401 | DeleteLedgerResponse404]:
+    """Delete a ledger and its entries
+
+    Args:
+        ledger_id (int): ledger id
+        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
+            one
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Any | DeleteLedgerResponse400 | DeleteLedgerResponse401 | DeleteLedgerResponse404]
+    """
+
+    kwargs = _get_kwargs(
+        ledger_id=ledger_id,
+        x_ledger_password=x_ledger_password,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    ledger_id: int,
+    *,
+    client: AuthenticatedClient,
+    x_ledger_password: None | str | Unset = UNSET,
+) -> Any | DeleteLedgerResponse400 | DeleteLedgerResponse401 | DeleteLedgerResponse404 | None:
+    """Delete a ledger and its entries
+
+    Args:
+        ledger_id (int): ledger id
+        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
+            one
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Any | DeleteLedgerResponse400 | DeleteLedgerResponse401 | DeleteLedgerResponse404
+    """
+
+    return sync_detailed(
+        ledger_id=ledger_id,
+        client=client,
+        x_ledger_password=x_ledger_password,
+    ).parsed
+
+
+async def asyncio_detailed(
+    ledger_id: int,
+    *,
+    client: AuthenticatedClient,
+    x_ledger_password: None | str | Unset = UNSET,
+) -> Response[Any | DeleteLedgerResponse400 | DeleteLedgerResponse401 | DeleteLedgerResponse404]:
+    """Delete a ledger and its entries
+
+    Args:
+        ledger_id (int): ledger id
+        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
+            one
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Any | DeleteLedgerResponse400 | DeleteLedgerResponse401 | DeleteLedgerResponse404]
+    """
+
+    kwargs = _get_kwargs(
+        ledger_id=ledger_id,
+        x_ledger_password=x_ledger_password,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    ledger_id: int,
+    *,
+    client: AuthenticatedClient,
+    x_ledger_password: None | str | Unset = UNSET,
+) -> Any | DeleteLedgerResponse400 | DeleteLedgerResponse401 | DeleteLedgerResponse404 | None:
+    """Delete a ledger and its entries
+
+    Args:
+        ledger_id (int): ledger id
+        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
+            one
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Any | DeleteLedgerResponse400 | DeleteLedgerResponse401 | DeleteLedgerResponse404
+    """
+
+    return (
+        await asyncio_detailed(
+            ledger_id=ledger_id,
+            client=client,
+            x_ledger_password=x_ledger_password,
+        )
+    ).parsed

@@ -1,0 +1,252 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.ledger import Ledger
+from ...models.recover_ledger_response_400 import RecoverLedgerResponse400
+from ...models.recover_ledger_response_401 import RecoverLedgerResponse401
+from ...models.recover_ledger_response_404 import RecoverLedgerResponse404
+from ...models.recover_ledger_response_503 import RecoverLedgerResponse503
+from ...models.recover_ledger_response_504 import RecoverLedgerResponse504
+from ...types import UNSET, Response, Unset
+
+
+def _get_kwargs(
+    ledger_id: int,
+    *,
+    x_ledger_password: None | str | Unset = UNSET,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+    if not isinstance(x_ledger_password, Unset):
+        headers["X-Ledger-Password"] = x_ledger_password
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/v1/ledgers/{ledger_id}/recover".format(
+            ledger_id=quote(str(ledger_id), safe=""),
+        ),
+    }
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> (
+    Ledger
+    | RecoverLedgerResponse400
+    | RecoverLedgerResponse401
+    | RecoverLedgerResponse404
+    | RecoverLedgerResponse503
+    | RecoverLedgerResponse504
+    | None
+):
+    if response.status_code == 200:
+        response_200 = Ledger.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 400:
+        response_400 = RecoverLedgerResponse400.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = RecoverLedgerResponse401.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 404:
+        response_404 = RecoverLedgerResponse404.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 503:
+        response_503 = RecoverLedgerResponse503.from_dict(response.json())
+
+        return response_503
+
+    if response.status_code == 504:
+        response_504 = RecoverLedgerResponse504.from_dict(response.json())
+
+        return response_504
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[
+    Ledger
+    | RecoverLedgerResponse400
+    | RecoverLedgerResponse401
+    | RecoverLedgerResponse404
+    | RecoverLedgerResponse503
+    | RecoverLedgerResponse504
+]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    ledger_id: int,
+    *,
+    client: AuthenticatedClient,
+    x_ledger_password: None | str | Unset = UNSET,
+) -> Response[
+    Ledger
+    | RecoverLedgerResponse400
+    | RecoverLedgerResponse401
+    | RecoverLedgerResponse404
+    | RecoverLedgerResponse503
+    | RecoverLedgerResponse504
+]:
+    """Fence, recover and close an OPEN ledger (any gateway); a CLOSED one is unchanged
+
+    Args:
+        ledger_id (int): ledger id
+        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
+            one
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Ledger | RecoverLedgerResponse400 | RecoverLedgerResponse401 | RecoverLedgerResponse404 | RecoverLedgerResponse503 | RecoverLedgerResponse504]
+    """
+
+    kwargs = _get_kwargs(
+        ledger_id=ledger_id,
+        x_ledger_password=x_ledger_password,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    ledger_id: int,
+    *,
+    client: AuthenticatedClient,
+    x_ledger_password: None | str | Unset = UNSET,
+) -> (
+    Ledger
+    | RecoverLedgerResponse400
+    | RecoverLedgerResponse401
+    | RecoverLedgerResponse404
+    | RecoverLedgerResponse503
+    | RecoverLedgerResponse504
+    | None
+):
+    """Fence, recover and close an OPEN ledger (any gateway); a CLOSED one is unchanged
+
+    Args:
+        ledger_id (int): ledger id
+        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
+            one
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Ledger | RecoverLedgerResponse400 | RecoverLedgerResponse401 | RecoverLedgerResponse404 | RecoverLedgerResponse503 | RecoverLedgerResponse504
+    """
+
+    return sync_detailed(
+        ledger_id=ledger_id,
+        client=client,
+        x_ledger_password=x_ledger_password,
+    ).parsed
+
+
+async def asyncio_detailed(
+    ledger_id: int,
+    *,
+    client: AuthenticatedClient,
+    x_ledger_password: None | str | Unset = UNSET,
+) -> Response[
+    Ledger
+    | RecoverLedgerResponse400
+    | RecoverLedgerResponse401
+    | RecoverLedgerResponse404
+    | RecoverLedgerResponse503
+    | RecoverLedgerResponse504
+]:
+    """Fence, recover and close an OPEN ledger (any gateway); a CLOSED one is unchanged
+
+    Args:
+        ledger_id (int): ledger id
+        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
+            one
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Ledger | RecoverLedgerResponse400 | RecoverLedgerResponse401 | RecoverLedgerResponse404 | RecoverLedgerResponse503 | RecoverLedgerResponse504]
+    """
+
+    kwargs = _get_kwargs(
+        ledger_id=ledger_id,
+        x_ledger_password=x_ledger_password,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    ledger_id: int,
+    *,
+    client: AuthenticatedClient,
+    x_ledger_password: None | str | Unset = UNSET,
+) -> (
+    Ledger
+    | RecoverLedgerResponse400
+    | RecoverLedgerResponse401
+    | RecoverLedgerResponse404
+    | RecoverLedgerResponse503
+    | RecoverLedgerResponse504
+    | None
+):
+    """Fence, recover and close an OPEN ledger (any gateway); a CLOSED one is unchanged
+
+    Args:
+        ledger_id (int): ledger id
+        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
+            one
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Ledger | RecoverLedgerResponse400 | RecoverLedgerResponse401 | RecoverLedgerResponse404 | RecoverLedgerResponse503 | RecoverLedgerResponse504
+    """
+
+    return (
+        await asyncio_detailed(
+            ledger_id=ledger_id,
+            client=client,
+            x_ledger_password=x_ledger_password,
+        )
+    ).parsed

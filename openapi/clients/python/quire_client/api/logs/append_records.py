@@ -1,0 +1,331 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.append_records_json_body import AppendRecordsJsonBody
+from ...models.append_records_response_400 import AppendRecordsResponse400
+from ...models.append_records_response_401 import AppendRecordsResponse401
+from ...models.append_records_response_404 import AppendRecordsResponse404
+from ...models.append_records_response_409 import AppendRecordsResponse409
+from ...models.append_records_response_413 import AppendRecordsResponse413
+from ...models.append_records_response_503 import AppendRecordsResponse503
+from ...models.append_records_response_504 import AppendRecordsResponse504
+from ...models.appended import Appended
+from ...models.batch_appended import BatchAppended
+from ...types import UNSET, File, Response, Unset
+
+
+def _get_kwargs(
+    name: str,
+    *,
+    body: AppendRecordsJsonBody | File | Unset = UNSET,
+    idempotency_key: None | str | Unset = UNSET,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+    if not isinstance(idempotency_key, Unset):
+        headers["Idempotency-Key"] = idempotency_key
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/v1/logs/{name}/records".format(
+            name=quote(str(name), safe=""),
+        ),
+    }
+
+    if isinstance(body, AppendRecordsJsonBody):
+        if not isinstance(body, Unset):
+            _kwargs["json"] = body.to_dict()
+
+        headers["Content-Type"] = "application/json"
+    if isinstance(body, File):
+        if not isinstance(body, Unset):
+            _kwargs["content"] = body.payload
+        headers["Content-Type"] = "application/octet-stream"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> (
+    AppendRecordsResponse400
+    | AppendRecordsResponse401
+    | AppendRecordsResponse404
+    | AppendRecordsResponse409
+    | AppendRecordsResponse413
+    | AppendRecordsResponse503
+    | AppendRecordsResponse504
+    | Appended
+    | BatchAppended
+    | None
+):
+    if response.status_code == 200:
+
+        def _parse_response_200(data: object) -> Appended | BatchAppended:
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                response_200_type_0 = Appended.from_dict(data)
+
+                return response_200_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            if not isinstance(data, dict):
+                raise TypeError()
+            response_200_type_1 = BatchAppended.from_dict(data)
+
+            return response_200_type_1
+
+        response_200 = _parse_response_200(response.json())
+
+        return response_200
+
+    if response.status_code == 400:
+        response_400 = AppendRecordsResponse400.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = AppendRecordsResponse401.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 404:
+        response_404 = AppendRecordsResponse404.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 409:
+        response_409 = AppendRecordsResponse409.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 413:
+        response_413 = AppendRecordsResponse413.from_dict(response.json())
+
+        return response_413
+
+    if response.status_code == 503:
+        response_503 = AppendRecordsResponse503.from_dict(response.json())
+
+        return response_503
+
+    if response.status_code == 504:
+        response_504 = AppendRecordsResponse504.from_dict(response.json())
+
+        return response_504
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[
+    AppendRecordsResponse400
+    | AppendRecordsResponse401
+    | AppendRecordsResponse404
+    | AppendRecordsResponse409
+    | AppendRecordsResponse413
+    | AppendRecordsResponse503
+    | AppendRecordsResponse504
+    | Appended
+    | BatchAppended
+]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    name: str,
+    *,
+    client: AuthenticatedClient,
+    body: AppendRecordsJsonBody | File | Unset = UNSET,
+    idempotency_key: None | str | Unset = UNSET,
+) -> Response[
+    AppendRecordsResponse400
+    | AppendRecordsResponse401
+    | AppendRecordsResponse404
+    | AppendRecordsResponse409
+    | AppendRecordsResponse413
+    | AppendRecordsResponse503
+    | AppendRecordsResponse504
+    | Appended
+    | BatchAppended
+]:
+    """Append one record (raw body) or a batch (JSON), as the log's writer
+
+    Args:
+        name (str):
+        idempotency_key (None | str | Unset): 1-128 printable ASCII characters: a retry with the
+            same key and body within the dedup window answers the original positions and appends
+            nothing
+        body (AppendRecordsJsonBody | Unset):
+        body (File | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[AppendRecordsResponse400 | AppendRecordsResponse401 | AppendRecordsResponse404 | AppendRecordsResponse409 | AppendRecordsResponse413 | AppendRecordsResponse503 | AppendRecordsResponse504 | Appended | BatchAppended]
+    """
+
+    kwargs = _get_kwargs(
+        name=name,
+        body=body,
+        idempotency_key=idempotency_key,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    name: str,
+    *,
+    client: AuthenticatedClient,
+    body: AppendRecordsJsonBody | File | Unset = UNSET,
+    idempotency_key: None | str | Unset = UNSET,
+) -> (
+    AppendRecordsResponse400
+    | AppendRecordsResponse401
+    | AppendRecordsResponse404
+    | AppendRecordsResponse409
+    | AppendRecordsResponse413
+    | AppendRecordsResponse503
+    | AppendRecordsResponse504
+    | Appended
+    | BatchAppended
+    | None
+):
+    """Append one record (raw body) or a batch (JSON), as the log's writer
+
+    Args:
+        name (str):
+        idempotency_key (None | str | Unset): 1-128 printable ASCII characters: a retry with the
+            same key and body within the dedup window answers the original positions and appends
+            nothing
+        body (AppendRecordsJsonBody | Unset):
+        body (File | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        AppendRecordsResponse400 | AppendRecordsResponse401 | AppendRecordsResponse404 | AppendRecordsResponse409 | AppendRecordsResponse413 | AppendRecordsResponse503 | AppendRecordsResponse504 | Appended | BatchAppended
+    """
+
+    return sync_detailed(
+        name=name,
+        client=client,
+        body=body,
+        idempotency_key=idempotency_key,
+    ).parsed
+
+
+async def asyncio_detailed(
+    name: str,
+    *,
+    client: AuthenticatedClient,
+    body: AppendRecordsJsonBody | File | Unset = UNSET,
+    idempotency_key: None | str | Unset = UNSET,
+) -> Response[
+    AppendRecordsResponse400
+    | AppendRecordsResponse401
+    | AppendRecordsResponse404
+    | AppendRecordsResponse409
+    | AppendRecordsResponse413
+    | AppendRecordsResponse503
+    | AppendRecordsResponse504
+    | Appended
+    | BatchAppended
+]:
+    """Append one record (raw body) or a batch (JSON), as the log's writer
+
+    Args:
+        name (str):
+        idempotency_key (None | str | Unset): 1-128 printable ASCII characters: a retry with the
+            same key and body within the dedup window answers the original positions and appends
+            nothing
+        body (AppendRecordsJsonBody | Unset):
+        body (File | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[AppendRecordsResponse400 | AppendRecordsResponse401 | AppendRecordsResponse404 | AppendRecordsResponse409 | AppendRecordsResponse413 | AppendRecordsResponse503 | AppendRecordsResponse504 | Appended | BatchAppended]
+    """
+
+    kwargs = _get_kwargs(
+        name=name,
+        body=body,
+        idempotency_key=idempotency_key,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    name: str,
+    *,
+    client: AuthenticatedClient,
+    body: AppendRecordsJsonBody | File | Unset = UNSET,
+    idempotency_key: None | str | Unset = UNSET,
+) -> (
+    AppendRecordsResponse400
+    | AppendRecordsResponse401
+    | AppendRecordsResponse404
+    | AppendRecordsResponse409
+    | AppendRecordsResponse413
+    | AppendRecordsResponse503
+    | AppendRecordsResponse504
+    | Appended
+    | BatchAppended
+    | None
+):
+    """Append one record (raw body) or a batch (JSON), as the log's writer
+
+    Args:
+        name (str):
+        idempotency_key (None | str | Unset): 1-128 printable ASCII characters: a retry with the
+            same key and body within the dedup window answers the original positions and appends
+            nothing
+        body (AppendRecordsJsonBody | Unset):
+        body (File | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        AppendRecordsResponse400 | AppendRecordsResponse401 | AppendRecordsResponse404 | AppendRecordsResponse409 | AppendRecordsResponse413 | AppendRecordsResponse503 | AppendRecordsResponse504 | Appended | BatchAppended
+    """
+
+    return (
+        await asyncio_detailed(
+            name=name,
+            client=client,
+            body=body,
+            idempotency_key=idempotency_key,
+        )
+    ).parsed

@@ -1,0 +1,275 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.attach_ledgers import AttachLedgers
+from ...models.attach_ledgers_response_400 import AttachLedgersResponse400
+from ...models.attach_ledgers_response_401 import AttachLedgersResponse401
+from ...models.attach_ledgers_response_404 import AttachLedgersResponse404
+from ...models.attach_ledgers_response_409 import AttachLedgersResponse409
+from ...models.attach_ledgers_response_503 import AttachLedgersResponse503
+from ...models.attach_result import AttachResult
+from ...types import Response
+
+
+def _get_kwargs(
+    name: str,
+    *,
+    body: AttachLedgers,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/v1/logs/{name}/ledgers".format(
+            name=quote(str(name), safe=""),
+        ),
+    }
+
+    _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> (
+    AttachLedgersResponse400
+    | AttachLedgersResponse401
+    | AttachLedgersResponse404
+    | AttachLedgersResponse409
+    | AttachLedgersResponse503
+    | AttachResult
+    | None
+):
+    if response.status_code == 200:
+        response_200 = AttachResult.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 400:
+        response_400 = AttachLedgersResponse400.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = AttachLedgersResponse401.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 404:
+        response_404 = AttachLedgersResponse404.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 409:
+        response_409 = AttachLedgersResponse409.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 503:
+        response_503 = AttachLedgersResponse503.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[
+    AttachLedgersResponse400
+    | AttachLedgersResponse401
+    | AttachLedgersResponse404
+    | AttachLedgersResponse409
+    | AttachLedgersResponse503
+    | AttachResult
+]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    name: str,
+    *,
+    client: AuthenticatedClient,
+    body: AttachLedgers,
+) -> Response[
+    AttachLedgersResponse400
+    | AttachLedgersResponse401
+    | AttachLedgersResponse404
+    | AttachLedgersResponse409
+    | AttachLedgersResponse503
+    | AttachResult
+]:
+    """Attach CLOSED ledgers to the log in one CAS (a batch or streaming commit)
+
+     Takes the writer role as POST /writer does (the last two ledgers fenced), appends the ledgers in the
+    given order and leaves the role free (writer null, the epoch grows). Each ledger must exist, be
+    CLOSED, have no password, not be in the log and carry custom metadata quire.log = the log's name.
+    With commit {id, sequence} the log records the sequence under the id; a sequence at or below the one
+    recorded changes nothing and answers committed: false (exactly-once commits).
+
+    Args:
+        name (str):
+        body (AttachLedgers): Body of POST /v1/logs/{name}/ledgers.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[AttachLedgersResponse400 | AttachLedgersResponse401 | AttachLedgersResponse404 | AttachLedgersResponse409 | AttachLedgersResponse503 | AttachResult]
+    """
+
+    kwargs = _get_kwargs(
+        name=name,
+        body=body,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    name: str,
+    *,
+    client: AuthenticatedClient,
+    body: AttachLedgers,
+) -> (
+    AttachLedgersResponse400
+    | AttachLedgersResponse401
+    | AttachLedgersResponse404
+    | AttachLedgersResponse409
+    | AttachLedgersResponse503
+    | AttachResult
+    | None
+):
+    """Attach CLOSED ledgers to the log in one CAS (a batch or streaming commit)
+
+     Takes the writer role as POST /writer does (the last two ledgers fenced), appends the ledgers in the
+    given order and leaves the role free (writer null, the epoch grows). Each ledger must exist, be
+    CLOSED, have no password, not be in the log and carry custom metadata quire.log = the log's name.
+    With commit {id, sequence} the log records the sequence under the id; a sequence at or below the one
+    recorded changes nothing and answers committed: false (exactly-once commits).
+
+    Args:
+        name (str):
+        body (AttachLedgers): Body of POST /v1/logs/{name}/ledgers.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        AttachLedgersResponse400 | AttachLedgersResponse401 | AttachLedgersResponse404 | AttachLedgersResponse409 | AttachLedgersResponse503 | AttachResult
+    """
+
+    return sync_detailed(
+        name=name,
+        client=client,
+        body=body,
+    ).parsed
+
+
+async def asyncio_detailed(
+    name: str,
+    *,
+    client: AuthenticatedClient,
+    body: AttachLedgers,
+) -> Response[
+    AttachLedgersResponse400
+    | AttachLedgersResponse401
+    | AttachLedgersResponse404
+    | AttachLedgersResponse409
+    | AttachLedgersResponse503
+    | AttachResult
+]:
+    """Attach CLOSED ledgers to the log in one CAS (a batch or streaming commit)
+
+     Takes the writer role as POST /writer does (the last two ledgers fenced), appends the ledgers in the
+    given order and leaves the role free (writer null, the epoch grows). Each ledger must exist, be
+    CLOSED, have no password, not be in the log and carry custom metadata quire.log = the log's name.
+    With commit {id, sequence} the log records the sequence under the id; a sequence at or below the one
+    recorded changes nothing and answers committed: false (exactly-once commits).
+
+    Args:
+        name (str):
+        body (AttachLedgers): Body of POST /v1/logs/{name}/ledgers.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[AttachLedgersResponse400 | AttachLedgersResponse401 | AttachLedgersResponse404 | AttachLedgersResponse409 | AttachLedgersResponse503 | AttachResult]
+    """
+
+    kwargs = _get_kwargs(
+        name=name,
+        body=body,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    name: str,
+    *,
+    client: AuthenticatedClient,
+    body: AttachLedgers,
+) -> (
+    AttachLedgersResponse400
+    | AttachLedgersResponse401
+    | AttachLedgersResponse404
+    | AttachLedgersResponse409
+    | AttachLedgersResponse503
+    | AttachResult
+    | None
+):
+    """Attach CLOSED ledgers to the log in one CAS (a batch or streaming commit)
+
+     Takes the writer role as POST /writer does (the last two ledgers fenced), appends the ledgers in the
+    given order and leaves the role free (writer null, the epoch grows). Each ledger must exist, be
+    CLOSED, have no password, not be in the log and carry custom metadata quire.log = the log's name.
+    With commit {id, sequence} the log records the sequence under the id; a sequence at or below the one
+    recorded changes nothing and answers committed: false (exactly-once commits).
+
+    Args:
+        name (str):
+        body (AttachLedgers): Body of POST /v1/logs/{name}/ledgers.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        AttachLedgersResponse400 | AttachLedgersResponse401 | AttachLedgersResponse404 | AttachLedgersResponse409 | AttachLedgersResponse503 | AttachResult
+    """
+
+    return (
+        await asyncio_detailed(
+            name=name,
+            client=client,
+            body=body,
+        )
+    ).parsed

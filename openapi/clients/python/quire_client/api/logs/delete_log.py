@@ -1,0 +1,177 @@
+from http import HTTPStatus
+from typing import Any, cast
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.delete_log_response_400 import DeleteLogResponse400
+from ...models.delete_log_response_401 import DeleteLogResponse401
+from ...models.delete_log_response_404 import DeleteLogResponse404
+from ...models.delete_log_response_503 import DeleteLogResponse503
+from ...types import Response
+
+
+def _get_kwargs(
+    name: str,
+) -> dict[str, Any]:
+
+    _kwargs: dict[str, Any] = {
+        "method": "delete",
+        "url": "/v1/logs/{name}".format(
+            name=quote(str(name), safe=""),
+        ),
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Any | DeleteLogResponse400 | DeleteLogResponse401 | DeleteLogResponse404 | DeleteLogResponse503 | None:
+    if response.status_code == 204:
+        response_204 = cast(Any, None)
+        return response_204
+
+    if response.status_code == 400:
+        response_400 = DeleteLogResponse400.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = DeleteLogResponse401.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 404:
+        response_404 = DeleteLogResponse404.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 503:
+        response_503 = DeleteLogResponse503.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[Any | DeleteLogResponse400 | DeleteLogResponse401 | DeleteLogResponse404 | DeleteLogResponse503]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    name: str,
+    *,
+    client: AuthenticatedClient,
+) -> Response[Any | DeleteLogResponse400 | DeleteLogResponse401 | DeleteLogResponse404 | DeleteLogResponse503]:
+    """Delete a log and its ledgers (its writer, wherever it runs, is fenced)
+
+    Args:
+        name (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Any | DeleteLogResponse400 | DeleteLogResponse401 | DeleteLogResponse404 | DeleteLogResponse503]
+    """
+
+    kwargs = _get_kwargs(
+        name=name,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    name: str,
+    *,
+    client: AuthenticatedClient,
+) -> Any | DeleteLogResponse400 | DeleteLogResponse401 | DeleteLogResponse404 | DeleteLogResponse503 | None:
+    """Delete a log and its ledgers (its writer, wherever it runs, is fenced)
+
+    Args:
+        name (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Any | DeleteLogResponse400 | DeleteLogResponse401 | DeleteLogResponse404 | DeleteLogResponse503
+    """
+
+    return sync_detailed(
+        name=name,
+        client=client,
+    ).parsed
+
+
+async def asyncio_detailed(
+    name: str,
+    *,
+    client: AuthenticatedClient,
+) -> Response[Any | DeleteLogResponse400 | DeleteLogResponse401 | DeleteLogResponse404 | DeleteLogResponse503]:
+    """Delete a log and its ledgers (its writer, wherever it runs, is fenced)
+
+    Args:
+        name (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Any | DeleteLogResponse400 | DeleteLogResponse401 | DeleteLogResponse404 | DeleteLogResponse503]
+    """
+
+    kwargs = _get_kwargs(
+        name=name,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    name: str,
+    *,
+    client: AuthenticatedClient,
+) -> Any | DeleteLogResponse400 | DeleteLogResponse401 | DeleteLogResponse404 | DeleteLogResponse503 | None:
+    """Delete a log and its ledgers (its writer, wherever it runs, is fenced)
+
+    Args:
+        name (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Any | DeleteLogResponse400 | DeleteLogResponse401 | DeleteLogResponse404 | DeleteLogResponse503
+    """
+
+    return (
+        await asyncio_detailed(
+            name=name,
+            client=client,
+        )
+    ).parsed

@@ -1,0 +1,207 @@
+from http import HTTPStatus
+from typing import Any
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.list_logs_response_400 import ListLogsResponse400
+from ...models.list_logs_response_401 import ListLogsResponse401
+from ...models.log_list import LogList
+from ...types import UNSET, Response, Unset
+
+
+def _get_kwargs(
+    *,
+    limit: int | Unset = 1000,
+    after: None | str | Unset = UNSET,
+    prefix: str | Unset = "",
+) -> dict[str, Any]:
+
+    params: dict[str, Any] = {}
+
+    params["limit"] = limit
+
+    json_after: None | str | Unset
+    if isinstance(after, Unset):
+        json_after = UNSET
+    else:
+        json_after = after
+    params["after"] = json_after
+
+    params["prefix"] = prefix
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/v1/logs",
+        "params": params,
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> ListLogsResponse400 | ListLogsResponse401 | LogList | None:
+    if response.status_code == 200:
+        response_200 = LogList.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 400:
+        response_400 = ListLogsResponse400.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = ListLogsResponse401.from_dict(response.json())
+
+        return response_401
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[ListLogsResponse400 | ListLogsResponse401 | LogList]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    *,
+    client: AuthenticatedClient,
+    limit: int | Unset = 1000,
+    after: None | str | Unset = UNSET,
+    prefix: str | Unset = "",
+) -> Response[ListLogsResponse400 | ListLogsResponse401 | LogList]:
+    """List log names
+
+    Args:
+        limit (int | Unset): clamped to 1000 Default: 1000.
+        after (None | str | Unset):
+        prefix (str | Unset): only names starting with it Default: ''.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ListLogsResponse400 | ListLogsResponse401 | LogList]
+    """
+
+    kwargs = _get_kwargs(
+        limit=limit,
+        after=after,
+        prefix=prefix,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    *,
+    client: AuthenticatedClient,
+    limit: int | Unset = 1000,
+    after: None | str | Unset = UNSET,
+    prefix: str | Unset = "",
+) -> ListLogsResponse400 | ListLogsResponse401 | LogList | None:
+    """List log names
+
+    Args:
+        limit (int | Unset): clamped to 1000 Default: 1000.
+        after (None | str | Unset):
+        prefix (str | Unset): only names starting with it Default: ''.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ListLogsResponse400 | ListLogsResponse401 | LogList
+    """
+
+    return sync_detailed(
+        client=client,
+        limit=limit,
+        after=after,
+        prefix=prefix,
+    ).parsed
+
+
+async def asyncio_detailed(
+    *,
+    client: AuthenticatedClient,
+    limit: int | Unset = 1000,
+    after: None | str | Unset = UNSET,
+    prefix: str | Unset = "",
+) -> Response[ListLogsResponse400 | ListLogsResponse401 | LogList]:
+    """List log names
+
+    Args:
+        limit (int | Unset): clamped to 1000 Default: 1000.
+        after (None | str | Unset):
+        prefix (str | Unset): only names starting with it Default: ''.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ListLogsResponse400 | ListLogsResponse401 | LogList]
+    """
+
+    kwargs = _get_kwargs(
+        limit=limit,
+        after=after,
+        prefix=prefix,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    *,
+    client: AuthenticatedClient,
+    limit: int | Unset = 1000,
+    after: None | str | Unset = UNSET,
+    prefix: str | Unset = "",
+) -> ListLogsResponse400 | ListLogsResponse401 | LogList | None:
+    """List log names
+
+    Args:
+        limit (int | Unset): clamped to 1000 Default: 1000.
+        after (None | str | Unset):
+        prefix (str | Unset): only names starting with it Default: ''.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ListLogsResponse400 | ListLogsResponse401 | LogList
+    """
+
+    return (
+        await asyncio_detailed(
+            client=client,
+            limit=limit,
+            after=after,
+            prefix=prefix,
+        )
+    ).parsed

@@ -1,0 +1,262 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.read_records_response_400 import ReadRecordsResponse400
+from ...models.read_records_response_401 import ReadRecordsResponse401
+from ...models.read_records_response_404 import ReadRecordsResponse404
+from ...models.read_records_response_503 import ReadRecordsResponse503
+from ...models.record_page import RecordPage
+from ...types import UNSET, Response, Unset
+
+
+def _get_kwargs(
+    name: str,
+    *,
+    from_: None | str | Unset = UNSET,
+    limit: int | Unset = 1000,
+    wait_ms: int | Unset = 0,
+) -> dict[str, Any]:
+
+    params: dict[str, Any] = {}
+
+    json_from_: None | str | Unset
+    if isinstance(from_, Unset):
+        json_from_ = UNSET
+    else:
+        json_from_ = from_
+    params["from"] = json_from_
+
+    params["limit"] = limit
+
+    params["wait_ms"] = wait_ms
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/v1/logs/{name}/records".format(
+            name=quote(str(name), safe=""),
+        ),
+        "params": params,
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> (
+    ReadRecordsResponse400
+    | ReadRecordsResponse401
+    | ReadRecordsResponse404
+    | ReadRecordsResponse503
+    | RecordPage
+    | None
+):
+    if response.status_code == 200:
+        response_200 = RecordPage.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 400:
+        response_400 = ReadRecordsResponse400.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = ReadRecordsResponse401.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 404:
+        response_404 = ReadRecordsResponse404.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 503:
+        response_503 = ReadRecordsResponse503.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[
+    ReadRecordsResponse400 | ReadRecordsResponse401 | ReadRecordsResponse404 | ReadRecordsResponse503 | RecordPage
+]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    name: str,
+    *,
+    client: AuthenticatedClient,
+    from_: None | str | Unset = UNSET,
+    limit: int | Unset = 1000,
+    wait_ms: int | Unset = 0,
+) -> Response[
+    ReadRecordsResponse400 | ReadRecordsResponse401 | ReadRecordsResponse404 | ReadRecordsResponse503 | RecordPage
+]:
+    """Read records in log order from a position (never fences; tail with wait_ms)
+
+    Args:
+        name (str):
+        from_ (None | str | Unset): LID:EID
+        limit (int | Unset): clamped to 1000 Default: 1000.
+        wait_ms (int | Unset): clamped to 30000 Default: 0.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ReadRecordsResponse400 | ReadRecordsResponse401 | ReadRecordsResponse404 | ReadRecordsResponse503 | RecordPage]
+    """
+
+    kwargs = _get_kwargs(
+        name=name,
+        from_=from_,
+        limit=limit,
+        wait_ms=wait_ms,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    name: str,
+    *,
+    client: AuthenticatedClient,
+    from_: None | str | Unset = UNSET,
+    limit: int | Unset = 1000,
+    wait_ms: int | Unset = 0,
+) -> (
+    ReadRecordsResponse400
+    | ReadRecordsResponse401
+    | ReadRecordsResponse404
+    | ReadRecordsResponse503
+    | RecordPage
+    | None
+):
+    """Read records in log order from a position (never fences; tail with wait_ms)
+
+    Args:
+        name (str):
+        from_ (None | str | Unset): LID:EID
+        limit (int | Unset): clamped to 1000 Default: 1000.
+        wait_ms (int | Unset): clamped to 30000 Default: 0.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ReadRecordsResponse400 | ReadRecordsResponse401 | ReadRecordsResponse404 | ReadRecordsResponse503 | RecordPage
+    """
+
+    return sync_detailed(
+        name=name,
+        client=client,
+        from_=from_,
+        limit=limit,
+        wait_ms=wait_ms,
+    ).parsed
+
+
+async def asyncio_detailed(
+    name: str,
+    *,
+    client: AuthenticatedClient,
+    from_: None | str | Unset = UNSET,
+    limit: int | Unset = 1000,
+    wait_ms: int | Unset = 0,
+) -> Response[
+    ReadRecordsResponse400 | ReadRecordsResponse401 | ReadRecordsResponse404 | ReadRecordsResponse503 | RecordPage
+]:
+    """Read records in log order from a position (never fences; tail with wait_ms)
+
+    Args:
+        name (str):
+        from_ (None | str | Unset): LID:EID
+        limit (int | Unset): clamped to 1000 Default: 1000.
+        wait_ms (int | Unset): clamped to 30000 Default: 0.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ReadRecordsResponse400 | ReadRecordsResponse401 | ReadRecordsResponse404 | ReadRecordsResponse503 | RecordPage]
+    """
+
+    kwargs = _get_kwargs(
+        name=name,
+        from_=from_,
+        limit=limit,
+        wait_ms=wait_ms,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    name: str,
+    *,
+    client: AuthenticatedClient,
+    from_: None | str | Unset = UNSET,
+    limit: int | Unset = 1000,
+    wait_ms: int | Unset = 0,
+) -> (
+    ReadRecordsResponse400
+    | ReadRecordsResponse401
+    | ReadRecordsResponse404
+    | ReadRecordsResponse503
+    | RecordPage
+    | None
+):
+    """Read records in log order from a position (never fences; tail with wait_ms)
+
+    Args:
+        name (str):
+        from_ (None | str | Unset): LID:EID
+        limit (int | Unset): clamped to 1000 Default: 1000.
+        wait_ms (int | Unset): clamped to 30000 Default: 0.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ReadRecordsResponse400 | ReadRecordsResponse401 | ReadRecordsResponse404 | ReadRecordsResponse503 | RecordPage
+    """
+
+    return (
+        await asyncio_detailed(
+            name=name,
+            client=client,
+            from_=from_,
+            limit=limit,
+            wait_ms=wait_ms,
+        )
+    ).parsed
