@@ -51,6 +51,7 @@ class BenchConfig:
     handover: bool = False
     handover_reps: int = 5
     second_gateway: str | None = None  # --handover's second gateway without --local
+    quiet: bool = False  # no progress on stderr
 
     def check(self) -> None:
         if not self.ensemble >= self.write_quorum >= self.ack_quorum >= 1:

@@ -8,6 +8,10 @@ import sys
 import time
 from typing import IO, TYPE_CHECKING, Any
 
+from rich.console import Console
+from rich.progress import BarColumn, SpinnerColumn, TaskID, TextColumn
+from rich.progress import Progress as RichProgress
+
 from services.bench.load import merge_histograms, percentile_s
 from services.bench.measure import Sampler
 
@@ -19,17 +23,24 @@ PROGRESS_PLAIN_INTERVAL_S = 2.0
 
 
 class Progress:
-    """One live line on stderr: rewritten on a terminal, a plain line every few seconds
-    otherwise (so logs and tests see it too)."""
+    """The live progress of the counted window on stderr: a rich bar (seconds counted of
+    ``--duration``, adds/s, p99, errors) on a terminal, a plain line every few seconds
+    otherwise (so logs and tests see it too); nothing with ``quiet``."""
 
-    def __init__(self, stream: IO[str] = sys.stderr) -> None:
+    def __init__(self, stream: IO[str] = sys.stderr, quiet: bool = False) -> None:
         self.stream = stream
+        self.quiet = quiet
         self.tty = stream.isatty()
         self.interval_s = PROGRESS_TTY_INTERVAL_S if self.tty else PROGRESS_PLAIN_INTERVAL_S
         self._last: tuple[float, int] | None = None
+        self._bar: RichProgress | None = None
+        self._task: TaskID | None = None
 
     def show(self, snap: dict, duration_s: float, gateway_rss_mb: float | None) -> None:
+        if self.quiet:
+            return
         now = time.monotonic()
+        counted = 0.0
         if not snap["counting"]:
             text = "warming up"
         else:
@@ -47,15 +58,32 @@ class Progress:
         if gateway_rss_mb is not None:
             text += f"  gateway {gateway_rss_mb:.0f} MB"
         if self.tty:
-            self.stream.write(f"\r  bench {text:<96}")
+            self._draw(text, min(counted, duration_s), duration_s)
         else:
             self.stream.write(f"  bench {text}\n")
-        self.stream.flush()
+            self.stream.flush()
+
+    def _draw(self, text: str, counted_s: float, duration_s: float) -> None:
+        if self._bar is None:
+            console = Console(file=self.stream, highlight=False, soft_wrap=True)
+            self._bar = RichProgress(
+                SpinnerColumn(),
+                TextColumn("bench"),
+                BarColumn(),
+                TextColumn("{task.description}"),
+                console=console,
+                transient=True,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task("", total=duration_s)
+        if self._task is not None:
+            self._bar.update(self._task, completed=counted_s, description=text)
 
     def clear(self) -> None:
-        if self.tty:
-            self.stream.write("\r" + " " * 104 + "\r")
-            self.stream.flush()
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+            self._task = None
 
 
 def summarize(

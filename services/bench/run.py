@@ -275,7 +275,7 @@ def measure(
             sampler.start()
     start_at = time.time() + START_DELAY_S
     loads = LoadProcesses()
-    progress = Progress()
+    progress = Progress(quiet=config.quiet)
     profiler = None
     try:
         specs = load_specs(config, url, ledger_ids, start_at)

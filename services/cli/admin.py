@@ -11,21 +11,19 @@ with ``--admin-token``.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from services.cli.admin_wait import Poll, View, copied_bytes, wait_until
 from services.cli.client import EXIT_CODES_HELP, GatewayClient, pages, reported
-from services.cli.common import global_options
+from services.cli.common import global_options, human_bytes
 from services.cli.ledger_io import err, print_json
+from services.cli.listing import dash, table_console, when_ms
 from services.errors import GatewayUnreachable, Unavailable
 from services.limits import LIST_LIMIT_MAX
 
@@ -67,42 +65,15 @@ Timeout = Annotated[
     ),
 ]
 Interval = Annotated[float, typer.Option(min=0.1, help="seconds between two polls of the gateway")]
+Quiet = Annotated[
+    bool,
+    typer.Option("--quiet", "-q", help="no progress on stderr (warnings and errors still show)"),
+]
 
 
 def _client(ctx: typer.Context) -> GatewayClient:
     options = global_options(ctx)
     return GatewayClient(options.gateway, options.token)
-
-
-# Tables piped or logged are not squeezed into 80 columns (rich's default off a terminal).
-PIPED_WIDTH_COLUMNS = 200
-
-
-def _out() -> Console:
-    """Tables on stdout: the terminal's width, or wide enough for whole lines when piped."""
-    width = None if sys.stdout.isatty() else PIPED_WIDTH_COLUMNS
-    return Console(highlight=False, soft_wrap=False, file=sys.stdout, width=width)
-
-
-def _dash(value: Any) -> str:
-    return "-" if value is None else str(value)
-
-
-def human_bytes(size: int | None) -> str:
-    if size is None:
-        return "-"
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"  # pragma: no cover - the loop always returns
-
-
-def _when(ms: int | None) -> str:
-    if not ms:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 _STATE_STYLE = {
@@ -128,7 +99,7 @@ def cluster_table(doc: dict[str, Any]) -> Table:
     table.add_row("under-replicated ledgers", str(doc.get("under_replicated_ledgers")))
     counts = doc.get("bookies") or {}
     for key in ("writable", "readonly", "unavailable"):
-        table.add_row(f"bookies {key}", _dash(counts.get(key)))
+        table.add_row(f"bookies {key}", dash(counts.get(key)))
     return table
 
 
@@ -140,7 +111,7 @@ def cluster(ctx: typer.Context, as_json: AsJson = False) -> None:
     if as_json:
         print_json(doc)
     else:
-        _out().print(cluster_table(doc))
+        table_console().print(cluster_table(doc))
 
 
 # -- bookies ----------------------------------------------------------------
@@ -160,7 +131,7 @@ def bookies_table(bookies: list[dict[str, Any]]) -> Table:
         table.add_row(
             str(b.get("id")),
             f"[{_STATE_STYLE.get(state, '')}]{state}[/]" if state in _STATE_STYLE else state,
-            _dash(b.get("ledgers")),
+            dash(b.get("ledgers")),
             human_bytes(b.get("free_bytes")),
             human_bytes(b.get("total_bytes")),
             "-" if ratio is None else f"{ratio * 100:.1f}",
@@ -181,7 +152,7 @@ def bookies(ctx: typer.Context, as_json: AsJson = False) -> None:
     elif not doc["bookies"]:
         err.print("no bookies known", markup=False)
     else:
-        _out().print(bookies_table(doc["bookies"]))
+        table_console().print(bookies_table(doc["bookies"]))
 
 
 # -- under-replicated -------------------------------------------------------
@@ -212,8 +183,8 @@ def under_replicated_table(ledgers: list[dict[str, Any]]) -> Table:
         table.add_row(
             str(row["ledger_id"]),
             ", ".join(row.get("missing_bookies") or []),
-            _when(row.get("marked_at")),
-            _dash(row.get("worker")),
+            when_ms(row.get("marked_at")),
+            dash(row.get("worker")),
             _progress_text(row.get("progress")),
         )
     return table
@@ -246,7 +217,7 @@ def under_replicated(
         print_json({"ledgers": rows, "next": next_after})
         return
     if rows:
-        _out().print(under_replicated_table(rows))
+        table_console().print(under_replicated_table(rows))
     else:
         err.print("no under-replicated ledgers", markup=False)
     if next_after is not None:
@@ -316,8 +287,9 @@ def poll_gateway(client: GatewayClient, bookie_id: str | None = None) -> Poll:
 
 
 @contextmanager
-def _display(what: str) -> Iterator[Callable[[View, Poll], None]]:
-    """A rich progress bar on a terminal; one plain line per change otherwise."""
+def _display(what: str, quiet: bool = False) -> Iterator[Callable[[View, Poll], None]]:
+    """A rich progress bar on a terminal; one plain line per change otherwise (a wait may
+    run for hours: a log shows it is alive); nothing but warnings with ``quiet``."""
     warned: list[bool] = []
 
     def warn_disabled(seen: Poll) -> None:
@@ -329,6 +301,9 @@ def _display(what: str) -> Iterator[Callable[[View, Poll], None]]:
                 markup=False,
             )
 
+    if quiet:
+        yield lambda view, seen: warn_disabled(seen)
+        return
     if err.is_terminal:
         columns = (
             SpinnerColumn(),
@@ -371,7 +346,11 @@ def _wait(
     timeout: float | None,
     interval: float,
     client: GatewayClient,
+    quiet: bool = False,
+    as_json: bool = False,
 ) -> None:
+    """Poll until done (exit 0; ``what: done`` on stdout unless ``as_json``, whose stdout
+    is the one JSON object), the timeout (exit 11) or Ctrl-C (130)."""
     last = [Poll(0, {}, False)]
 
     def poll() -> Poll:
@@ -385,7 +364,7 @@ def _wait(
         return last[0]
 
     try:
-        with _display(what) as show:
+        with _display(what, quiet) as show:
             finished = wait_until(poll, show, timeout_s=timeout, interval_s=interval)
     except KeyboardInterrupt:
         err.print(f"{what}: interrupted", markup=False)
@@ -393,19 +372,24 @@ def _wait(
     if not finished:
         err.print(f"quire: error: timeout: {what}: not done after {timeout:g} s", markup=False)
         raise typer.Exit(EXIT_WAIT_TIMEOUT)
-    print(f"{what}: done", flush=True)
+    if not as_json:
+        print(f"{what}: done", flush=True)
 
 
 @admin_app.command("wait-replicated")
 def wait_replicated(
-    ctx: typer.Context, timeout: Timeout = None, interval: Interval = POLL_INTERVAL_S
+    ctx: typer.Context,
+    timeout: Timeout = None,
+    interval: Interval = POLL_INTERVAL_S,
+    quiet: Quiet = False,
 ) -> None:
     """Wait until no ledger is under-replicated, with a progress bar.
 
-    The bar shows the ledgers left, the MB copied and the rate.
+    The bar shows the ledgers left, the MB copied and the rate (on a terminal;
+    otherwise a line on stderr per change; --quiet: neither).
     """
     with reported(), _client(ctx) as client:
-        _wait("re-replication", None, timeout, interval, client)
+        _wait("re-replication", None, timeout, interval, client, quiet)
 
 
 @admin_app.command()
@@ -418,11 +402,12 @@ def decommission(
     timeout: Timeout = None,
     interval: Interval = POLL_INTERVAL_S,
     as_json: AsJson = False,
+    quiet: Quiet = False,
 ) -> None:
     """Decommission a bookie, up or down; --wait until it is done.
 
     No new ensemble chooses it from now on, and everything on it is re-replicated;
-    then its state is decommissioned.
+    then its state is decommissioned. --json or --quiet: no progress on stderr.
     """
     with reported(), _client(ctx) as client:
         doc = client.json("POST", f"/v1/admin/bookies/{bookie}/decommission")
@@ -431,4 +416,5 @@ def decommission(
         else:
             print(f"bookie {doc['id']}: {doc['state']}", flush=True)
         if wait and doc["state"] != "decommissioned":
-            _wait(f"decommission of {bookie}", bookie, timeout, interval, client)
+            what = f"decommission of {bookie}"
+            _wait(what, bookie, timeout, interval, client, quiet or as_json, as_json)

@@ -9,7 +9,9 @@ which sub-apps import, so there is no import cycle).
 Commands: ``quire up`` (a local cluster, ``services/cluster/local.py``), ``quire
 ledger ...`` (``services/cli/ledger.py``), ``quire bench``
 (``services/bench/run.py``), ``quire bookie format`` and ``quire admin ...``
-(``services/cli/admin.py``), ``quire log ...`` (``services/cli/log.py``).
+(``services/cli/admin.py``), ``quire log ...`` (``services/cli/log.py``), ``quire status``
+(``services/cli/status.py``). Shell completion: ``quire --install-completion`` or
+``quire --show-completion`` (typer's, for the shell it runs in; README.md).
 """
 
 from __future__ import annotations
@@ -25,17 +27,19 @@ from services.cli.bookie import bookie_app
 from services.cli.common import DEFAULT_GATEWAY, GlobalOptions
 from services.cli.ledger import ledger_app
 from services.cli.log import log_app
+from services.cli.status import status
 from services.cli.up import up
 
 app = typer.Typer(
     name="quire",
     help="Quire: a replicated, durable log store (the BookKeeper ledger protocol over HTTP).",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.command("up")(up)
+app.command("status")(status)
 app.add_typer(bookie_app, name="bookie")
 app.add_typer(ledger_app, name="ledger")
 app.add_typer(log_app, name="log")

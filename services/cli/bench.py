@@ -107,6 +107,12 @@ def bench_command(
         str | None,
         typer.Option(show_default=False, help="--handover's second gateway without --local"),
     ] = None,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet", "-q", help="no progress on stderr (a bar on a terminal, else a line per 2 s)"
+        ),
+    ] = False,
 ) -> None:
     """Measure add throughput and latency through a gateway (like BookKeeper's
     'benchmark writes').
@@ -160,6 +166,7 @@ def bench_command(
         handover=handover,
         handover_reps=handover_reps,
         second_gateway=second_gateway.rstrip("/") if second_gateway else None,
+        quiet=quiet,
     )
     code = main(config)
     if code:

@@ -30,6 +30,18 @@ def fail(message: str, code: int = 1, prog: str = "quire") -> NoReturn:
     raise typer.Exit(code)
 
 
+def human_bytes(size: int | None) -> str:
+    """``size`` bytes for people (binary units); ``-`` when unknown."""
+    if size is None:
+        return "-"
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"  # pragma: no cover - the loop always returns
+
+
 def global_options(ctx: typer.Context) -> GlobalOptions:
     """The resolved ``--gateway`` / ``--token`` of this invocation."""
     root = ctx.find_root()
@@ -44,7 +56,7 @@ def check_zk(zk: str | None, zk_root: str, session_timeout: float | None = None)
 
     from services.settings import CommonSettings
 
-    values: dict = {"zk_root": zk_root}
+    values: dict[str, object] = {"zk_root": zk_root}
     if zk is not None:
         values["zk"] = zk
     if session_timeout is not None:

@@ -14,7 +14,6 @@ never logged, never part of an error message.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Iterable
@@ -28,18 +27,20 @@ from services.cli.client import EXIT_CODES_HELP, GatewayClient, reported
 from services.cli.common import fail, global_options
 from services.cli.ledger_io import (
     Appender,
-    AppendProgress,
     ReadFormat,
     batches,
+    entries_in_range,
     err,
     input_lines,
     print_json,
-    print_listing,
     quiet_stdout,
+    read_into,
     read_whole,
     render,
 )
-from services.errors import QuireError, invariant
+from services.cli.listing import LEDGERS, print_listing
+from services.cli.progress import AppendProgress, ReadProgress, progress_wanted, stdout_is_terminal
+from services.errors import QuireError
 from services.limits import BATCH_ENTRIES_MAX
 
 LIST_PAGE_MAX = 1000
@@ -63,6 +64,13 @@ Password = Annotated[
         show_default=False,
         help="the ledger's password (sent as X-Ledger-Password, never printed)",
     ),
+]
+Quiet = Annotated[
+    bool, typer.Option("--quiet", "-q", help="no progress bar (drawn only on a terminal anyway)")
+]
+Long = Annotated[
+    bool,
+    typer.Option("--long", "-l", help="a table with each one's details (one more call per item)"),
 ]
 
 
@@ -181,6 +189,7 @@ def append(
         typer.Option(min=1, max=BATCH_ENTRIES_MAX, help="entries per request with --lines"),
     ] = BATCH_ENTRIES_MAX,
     password: Password = None,
+    quiet: Quiet = False,
 ) -> None:
     """Append entries to a ledger this gateway writes (the one that created it).
 
@@ -190,6 +199,7 @@ def append(
     entries. Prints a JSON summary: entries, bytes, first and last entry id,
     the LAC. Every entry is acknowledged by an ack quorum before the next
     request; if one fails, what was acknowledged before is reported on stderr.
+    With --lines a progress bar shows on a terminal (stderr), unless --quiet.
     """
     if data and file is not None:
         raise typer.BadParameter("give entries as arguments or --file, not both")
@@ -204,7 +214,7 @@ def append(
                     for chunk in batches(payloads, batch):
                         appender.batch(chunk)
             else:
-                _append_input(appender, file, lines, batch)
+                _append_input(appender, file, lines, batch, quiet)
         except QuireError:
             if appender.entries:
                 err.print(
@@ -216,14 +226,15 @@ def append(
     print_json(appender.summary())
 
 
-def _append_input(appender: Appender, file: Path | None, lines: bool, batch: int) -> None:
+def _append_input(
+    appender: Appender, file: Path | None, lines: bool, batch: int, quiet: bool
+) -> None:
     stdin = file is None or str(file) == "-"
-    if stdin:
+    if file is None or stdin:
         stream, total, name = sys.stdin.buffer, None, "stdin"
         if sys.stdin.isatty():
             err.print("reading from the terminal; end with Ctrl-D", markup=False)
     else:
-        invariant(file is not None, "no file means stdin")
         try:
             stream = open(file, "rb")  # noqa: SIM115 - closed below
         except OSError as exc:
@@ -234,7 +245,7 @@ def _append_input(appender: Appender, file: Path | None, lines: bool, batch: int
         if not lines:
             appender.single(read_whole(stream, name))
             return
-        with AppendProgress(total) as progress:
+        with AppendProgress(total, quiet) as progress:
             for chunk in batches(input_lines(stream), batch):
                 appender.batch(chunk)
                 # Each line also had its newline; close enough for a progress bar.
@@ -279,43 +290,44 @@ def read(
     ids: Annotated[
         bool, typer.Option("--ids", help="start each text or base64 line with ENTRY_ID and a tab")
     ] = False,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            show_default=False,
+            help="write to this file instead of stdout (with a progress bar on a terminal)",
+        ),
+    ] = None,
     password: Password = None,
+    quiet: Quiet = False,
 ) -> None:
     """Read a range of entries, streamed (never fences an open ledger).
 
     An open ledger reads up to its LAC, a closed one up to its last entry.
     By default each entry is one line of text (undecodable bytes escaped);
-    --raw writes the exact bytes.
+    --raw writes the exact bytes. Into a file (--output, or stdout redirected)
+    a progress bar shows on stderr when it is a terminal, unless --quiet.
     """
     if first is not None and last is not None and first > last:
         raise typer.BadParameter(f"--from ({first}) is after --to ({last})")
     params = {k: v for k, v in (("from", first), ("to", last)) if v is not None}
-    out = sys.stdout.buffer
-    expected = first or 0
+    show = progress_wanted(quiet, output_is_terminal=output is None and stdout_is_terminal())
     with reported(), _client(ctx, password) as client:
+        total = entries_in_range(client, ledger_id, first or 0, last) if show else None
         try:
-            with client.stream(
-                "GET",
-                f"/v1/ledgers/{ledger_id}/entries",
-                params=params,
-                headers={"Accept": "application/x-ndjson"},
-                password=True,
-            ) as response:
-                for line in response.iter_lines():
-                    if not line.strip():
-                        continue
-                    doc = json.loads(line)
-                    if doc.get("entry_id") != expected:
-                        raise QuireError(
-                            f"expected entry {expected} from the gateway, got {doc.get('entry_id')}"
-                        )
-                    expected += 1
-                    out.write(render(doc, output_format, raw, ids))
-                    if raw:
-                        out.flush()
-            out.flush()
+            sink = sys.stdout.buffer if output is None else open(output, "wb")  # noqa: SIM115
+        except OSError as exc:
+            fail(f"cannot write {output}: {exc.strerror or exc}")
+        try:
+            with ReadProgress(show, total) as progress:
+                entry = lambda doc: render(doc, output_format, raw, ids)  # noqa: E731
+                read_into(client, ledger_id, params, first or 0, sink, progress, entry, raw)
         except BrokenPipeError:
             quiet_stdout()
+        finally:
+            if output is not None:
+                sink.close()
 
 
 # -- show, list -------------------------------------------------------------
@@ -340,12 +352,22 @@ def list_ledgers(
     ] = None,
     every: Annotated[bool, typer.Option("--all", help="follow the pages to the end")] = False,
     as_json: Annotated[
-        bool, typer.Option("--json", help='print {"ledgers": [...], "next": ID|null}')
+        bool,
+        typer.Option(
+            "--json",
+            help='print {"ledgers": [...], "next": ID|null} (with --long also "details": '
+            "[ledger objects])",
+        ),
     ] = False,
+    long: Long = False,
 ) -> None:
-    """List ledger ids in ascending order, one per line: one page, or --all of them."""
+    """List ledger ids in ascending order: one page, or --all of them.
+
+    On a terminal a table, piped one id per line; --long: a table with each
+    ledger's state, quorums, last entry, length and creation time.
+    """
     with reported(), _client(ctx) as client:
-        print_listing(client, "/v1/ledgers", "ledgers", limit, after, every, as_json)
+        print_listing(client, LEDGERS, limit, after, every, as_json, long)
 
 
 # -- close, recover, delete ---------------------------------------------------

@@ -1,5 +1,6 @@
 """What ``quire ledger`` reads and writes: entries from arguments, files and stdin
-(in batches, with a progress bar on a terminal), entries and objects to stdout."""
+(in batches, with a progress bar on a terminal), entries and objects to stdout or a
+file."""
 
 from __future__ import annotations
 
@@ -7,14 +8,15 @@ import base64
 import json
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from enum import StrEnum
 from typing import IO, Any
 
 from rich.console import Console
 
-from services.cli.client import GatewayClient, pages
-from services.errors import PayloadTooLarge
+from services.cli.client import GatewayClient
+from services.cli.progress import ReadProgress
+from services.errors import PayloadTooLarge, QuireError
 from services.limits import ENTRY_SIZE_MAX_BYTES
 
 # A JSON batch carries base64 (4/3 of the payload) and must stay under the gateway's
@@ -101,7 +103,7 @@ class Appender:
         size = sum(map(len, payloads))
         self._acked(answer["first_entry_id"], answer["last_entry_id"], answer, len(payloads), size)
 
-    def _acked(self, first: int, last: int, answer: dict, count: int, size: int) -> None:
+    def _acked(self, first: int, last: int, answer: dict[str, Any], count: int, size: int) -> None:
         if self.first_entry_id is None:
             self.first_entry_id = first
         self.last_entry_id = last
@@ -123,56 +125,14 @@ class Appender:
         return out
 
 
-class AppendProgress:
-    """A rich progress bar on stderr, only when stderr is a terminal."""
-
-    def __init__(self, total_bytes: int | None) -> None:
-        self.bar = None
-        if not err.is_terminal:
-            return
-        from rich.progress import (
-            BarColumn,
-            DownloadColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TransferSpeedColumn,
-        )
-
-        self.bar = Progress(
-            TextColumn("appending"),
-            BarColumn(),
-            DownloadColumn(),
-            TransferSpeedColumn(),
-            TextColumn("{task.fields[entries]:,} entries"),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-        )
-        self.task = self.bar.add_task("append", total=total_bytes, entries=0)
-
-    def __enter__(self) -> AppendProgress:
-        if self.bar is not None:
-            self.bar.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-    def advance(self, entries: int, size: int) -> None:
-        if self.bar is not None:
-            self.bar.update(self.task, advance=size, entries=entries)
-
-
-def render(doc: dict, output_format: ReadFormat, raw: bool, ids: bool) -> bytes:
+def render(doc: dict[str, Any], output_format: ReadFormat, raw: bool, ids: bool) -> bytes:
     if raw:
-        return base64.b64decode(doc["data"])
+        return base64.b64decode(str(doc["data"]))
     if output_format is ReadFormat.json:
         return json.dumps({"entry_id": doc["entry_id"], "data": doc["data"]}).encode() + b"\n"
     prefix = f"{doc['entry_id']}\t".encode() if ids else b""
     if output_format is ReadFormat.base64:
-        return prefix + doc["data"].encode() + b"\n"
+        return prefix + str(doc["data"]).encode() + b"\n"
     text = base64.b64decode(doc["data"]).decode("utf-8", errors="backslashreplace")
     return prefix + text.encode() + b"\n"
 
@@ -184,28 +144,51 @@ def quiet_stdout() -> None:
     os.close(devnull)
 
 
-def print_listing(
+def entries_in_range(client: GatewayClient, ledger_id: int, first: int, last: int | None) -> int:
+    """How many entries a read from ``first`` to ``last`` (or to the end) returns now, for
+    the progress bar: up to the last entry of a closed ledger, the LAC of an open one."""
+    ledger = client.json("GET", f"/v1/ledgers/{ledger_id}")
+    if ledger.get("state") == "CLOSED":
+        end = int(ledger["last_entry_id"])
+    else:
+        answer = client.json("GET", f"/v1/ledgers/{ledger_id}/lac", password=True)
+        end = int(answer["last_add_confirmed"])
+    if last is not None:
+        end = min(end, last)
+    return max(0, end - first + 1)
+
+
+def read_into(
     client: GatewayClient,
-    path: str,
-    field: str,
-    limit: int,
-    after: int | str | None,
-    every: bool,
-    as_json: bool,
+    ledger_id: int,
+    params: dict[str, int],
+    first: int,
+    sink: IO[bytes],
+    progress: ReadProgress,
+    to_bytes: Callable[[dict[str, Any]], bytes],
+    flush_each: bool,
 ) -> None:
-    """A paged listing (``{field: [...], "next"}``): one page or, with ``every``, all of
-    them; one item per line, or one JSON object; where to go on to stderr."""
-    collected: list[Any] = []
-    next_after: Any = after
-    for page in pages(client, path, limit, after, every):
-        if as_json:
-            collected += page[field]
-        else:
-            for item in page[field]:
-                sys.stdout.write(f"{item}\n")
-            sys.stdout.flush()
-        next_after = page.get("next")
-    if as_json:
-        print_json({field: collected, "next": next_after})
-    elif next_after is not None:
-        err.print(f"more after {next_after}: --after {next_after}, or --all", markup=False)
+    """Stream the range as NDJSON into ``sink``, checking that entry ids follow on."""
+    expected = first
+    with client.stream(
+        "GET",
+        f"/v1/ledgers/{ledger_id}/entries",
+        params=params,
+        headers={"Accept": "application/x-ndjson"},
+        password=True,
+    ) as response:
+        for line in response.iter_lines():
+            if not line.strip():
+                continue
+            doc = json.loads(line)
+            if doc.get("entry_id") != expected:
+                raise QuireError(
+                    f"expected entry {expected} from the gateway, got {doc.get('entry_id')}"
+                )
+            expected += 1
+            data = to_bytes(doc)
+            sink.write(data)
+            progress.advance(len(data))
+            if flush_each:
+                sink.flush()
+    sink.flush()

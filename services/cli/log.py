@@ -15,10 +15,10 @@ SIGTERM, and then exits 0.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 from types import FrameType
 from typing import IO, Annotated, Any
@@ -27,29 +27,21 @@ import typer
 
 from services.cli.client import EXIT_CODES_HELP, GatewayClient, reported
 from services.cli.common import fail, global_options
-from services.cli.ledger_io import (
-    AppendProgress,
-    batches,
-    err,
-    input_lines,
-    print_json,
-    print_listing,
-    quiet_stdout,
-)
+from services.cli.ledger_io import batches, err, input_lines, print_json, quiet_stdout
+from services.cli.listing import LOGS, print_listing
 from services.cli.log_io import (
-    EMPTY_POLL_BACKOFF_S,
     FOLLOW_WAIT_MS,
     LogAppender,
-    Page,
     Record,
-    get_page,
     key_option,
     name_argument,
     page_json,
     position_option,
     read_records,
+    tail_records,
     write_records,
 )
+from services.cli.progress import AppendProgress, ReadProgress, progress_wanted, stdout_is_terminal
 from services.errors import QuireError
 from services.limits import BATCH_ENTRIES_MAX, LAC_WAIT_MAX_MS, LIST_LIMIT_MAX
 
@@ -89,6 +81,9 @@ TailJson = Annotated[
 ]
 Positions = Annotated[
     bool, typer.Option("--positions", "-p", help="start each line with LID:EID and a tab")
+]
+Quiet = Annotated[
+    bool, typer.Option("--quiet", "-q", help="no progress bar (drawn only on a terminal anyway)")
 ]
 
 
@@ -180,6 +175,7 @@ def append(
             "the original positions",
         ),
     ] = None,
+    quiet: Quiet = False,
 ) -> None:
     """Append records to a log this gateway writes ('quire log writer' first).
 
@@ -187,7 +183,8 @@ def append(
     is one record, without its newline, sent in batches of --batch records.
     Prints a JSON summary: records, bytes, first and last position. If a
     request fails, what was acknowledged before is reported on stderr; with
-    --key the same command can be run again safely.
+    --key the same command can be run again safely. Records from a file or
+    stdin show a progress bar on a terminal (stderr), unless --quiet.
     """
     if data and file is not None:
         raise typer.BadParameter("give records as arguments or --file, not both")
@@ -198,7 +195,7 @@ def append(
                 for chunk in batches([d.encode() for d in data], batch):
                     appender.send(chunk)
             else:
-                _append_input(appender, file, batch)
+                _append_input(appender, file, batch, quiet)
         except QuireError:
             if appender.records:
                 err.print(
@@ -210,11 +207,11 @@ def append(
     print_json(appender.summary())
 
 
-def _append_input(appender: LogAppender, file: Path | None, batch: int) -> None:
+def _append_input(appender: LogAppender, file: Path | None, batch: int, quiet: bool) -> None:
     if file is None or str(file) == "-":
         if sys.stdin.isatty():
             err.print("reading records from the terminal, one per line; end with Ctrl-D")
-        _append_lines(appender, sys.stdin.buffer, None, batch)
+        _append_lines(appender, sys.stdin.buffer, None, batch, quiet)
         return
     try:
         stream = open(file, "rb")  # noqa: SIM115 - closed below
@@ -222,11 +219,13 @@ def _append_input(appender: LogAppender, file: Path | None, batch: int) -> None:
         fail(f"cannot read {file}: {exc.strerror or exc}")
     with stream:
         total = os.fstat(stream.fileno()).st_size if file.is_file() else None
-        _append_lines(appender, stream, total, batch)
+        _append_lines(appender, stream, total, batch, quiet)
 
 
-def _append_lines(appender: LogAppender, stream: IO[bytes], total: int | None, batch: int) -> None:
-    with AppendProgress(total) as progress:
+def _append_lines(
+    appender: LogAppender, stream: IO[bytes], total: int | None, batch: int, quiet: bool
+) -> None:
+    with AppendProgress(total, quiet, noun="records") as progress:
         for chunk in batches(input_lines(stream), batch):
             appender.send(chunk)
             # Each line also had its newline; close enough for a progress bar.
@@ -255,32 +254,59 @@ def read(
         ),
     ] = False,
     positions: Positions = False,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            show_default=False,
+            help="write to this file instead of stdout (with a progress bar on a terminal)",
+        ),
+    ] = None,
+    quiet: Quiet = False,
 ) -> None:
     """Read records in log order, one line of text each (never fences the writer).
 
     Stops after --limit records or at the end of what the writer has
     acknowledged; the position to go on from is printed on stderr ('next
-    LID:EID'), or with --json as "next" of the object.
+    LID:EID'), or with --json as "next" of the object. Into a file (--output,
+    or stdout redirected) a progress bar shows on stderr when it is a
+    terminal, unless --quiet or --json.
     """
     following: str | None = start
     caught_up = False
     records: list[Record] = []
-    with reported(), _client(ctx) as client:
-        try:
+    show = progress_wanted(
+        quiet or as_json, output_is_terminal=output is None and stdout_is_terminal()
+    )
+    try:
+        sink = sys.stdout.buffer if output is None else open(output, "wb")  # noqa: SIM115
+    except OSError as exc:
+        fail(f"cannot write {output}: {exc.strerror or exc}")
+    try:
+        with reported(), _client(ctx) as client, ReadProgress(show, limit, "records") as bar:
             for page in read_records(client, name, start, limit):
                 if as_json:
                     records += page.records
                 else:
-                    write_records(page.records, False, positions)
+                    bar.advance_many(
+                        len(page.records), write_records(page.records, False, positions, sink)
+                    )
                 following, caught_up = page.next, page.caught_up
-        except BrokenPipeError:
-            quiet_stdout()
-            return
-    if as_json:
-        print_json(page_json(records, following, caught_up))
-    elif following is not None:
-        end = " (caught up)" if caught_up else ""
-        err.print(f"next {following}{end}", markup=False)
+        if as_json:
+            doc = page_json(records, following, caught_up)
+            if output is None:
+                print_json(doc)
+            else:
+                sink.write(json.dumps(doc).encode() + b"\n")
+        elif following is not None:
+            end = " (caught up)" if caught_up else ""
+            err.print(f"next {following}{end}", markup=False)
+    except BrokenPipeError:
+        quiet_stdout()
+    finally:
+        if output is not None:
+            sink.close()
 
 
 class _Stop(Exception):
@@ -320,38 +346,13 @@ def tail(
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         with reported(), _client(ctx) as client:
-            _tail(client, name, start, follow, wait_ms, as_json, positions)
+            tail_records(client, name, start, follow, wait_ms, as_json, positions)
     except (KeyboardInterrupt, _Stop):
         pass
     except BrokenPipeError:
         quiet_stdout()
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def _tail(
-    client: GatewayClient,
-    name: str,
-    start: str | None,
-    follow: bool,
-    wait_ms: int,
-    as_json: bool,
-    positions: bool,
-) -> None:
-    position = start
-    while True:
-        began = time.monotonic()
-        page: Page = get_page(client, name, position, LIST_LIMIT_MAX, wait_ms if follow else 0)
-        write_records(page.records, as_json, positions)
-        if page.caught_up and not follow:
-            return
-        if not page.records and page.next == position:
-            if not follow:
-                return
-            # Nothing, and the gateway did not wait (e.g. a log without ledgers yet).
-            if time.monotonic() - began < EMPTY_POLL_BACKOFF_S:
-                time.sleep(EMPTY_POLL_BACKOFF_S)
-        position = page.next
 
 
 @log_app.command()
@@ -399,12 +400,27 @@ def list_logs(
     ] = None,
     every: Annotated[bool, typer.Option("--all", help="follow the pages to the end")] = False,
     as_json: Annotated[
-        bool, typer.Option("--json", help='print {"logs": [...], "next": NAME|null}')
+        bool,
+        typer.Option(
+            "--json",
+            help='print {"logs": [...], "next": NAME|null} (with --long also "details": '
+            "[log objects])",
+        ),
+    ] = False,
+    long: Annotated[
+        bool,
+        typer.Option(
+            "--long", "-l", help="a table with each log's ledgers and writer (one call per log)"
+        ),
     ] = False,
 ) -> None:
-    """List log names in byte order, one per line: one page, or --all of them."""
+    """List log names in byte order: one page, or --all of them.
+
+    On a terminal a table, piped one name per line; --long: a table with each
+    log's ledger count, last ledgers and writer.
+    """
     with reported(), _client(ctx) as client:
-        print_listing(client, "/v1/logs", "logs", limit, after, every, as_json)
+        print_listing(client, LOGS, limit, after, every, as_json, long)
 
 
 @log_app.command()

@@ -12,9 +12,10 @@ from __future__ import annotations
 import base64
 import json
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 import typer
 
@@ -213,8 +214,42 @@ def page_json(records: list[Record], following: str | None, caught_up: bool) -> 
     }
 
 
-def write_records(records: list[Record], as_json: bool, positions: bool) -> None:
-    out = sys.stdout.buffer
+def write_records(
+    records: list[Record], as_json: bool, positions: bool, out: IO[bytes] | None = None
+) -> int:
+    """Write ``records`` to ``out`` (stdout by default); the number of bytes written."""
+    sink = sys.stdout.buffer if out is None else out
+    written = 0
     for record in records:
-        out.write(render(record, as_json, positions))
-    out.flush()
+        line = render(record, as_json, positions)
+        sink.write(line)
+        written += len(line)
+    sink.flush()
+    return written
+
+
+def tail_records(
+    client: GatewayClient,
+    name: str,
+    start: str | None,
+    follow: bool,
+    wait_ms: int,
+    as_json: bool,
+    positions: bool,
+) -> None:
+    """Print pages from ``start`` until caught up or, with ``follow``, for ever: each long
+    poll waits ``wait_ms`` at the gateway on the ``next`` of the page before."""
+    position = start
+    while True:
+        began = time.monotonic()
+        page: Page = get_page(client, name, position, LIST_LIMIT_MAX, wait_ms if follow else 0)
+        write_records(page.records, as_json, positions)
+        if page.caught_up and not follow:
+            return
+        if not page.records and page.next == position:
+            if not follow:
+                return
+            # Nothing, and the gateway did not wait (e.g. a log without ledgers yet).
+            if time.monotonic() - began < EMPTY_POLL_BACKOFF_S:
+                time.sleep(EMPTY_POLL_BACKOFF_S)
+        position = page.next

@@ -332,3 +332,20 @@ def test_progress_bar_on_a_terminal(fake: FakeGateway, monkeypatch: pytest.Monke
     text = screen.getvalue()
     assert "re-replication" in text and "ledgers/min" in text
     assert "0 left, 3.0 MB" in text and "re-replication: done" in result.stdout
+
+
+def test_quiet_and_json_waits_print_no_progress(fake: FakeGateway) -> None:
+    """--quiet keeps stderr free of progress; decommission --json --wait prints the one
+    JSON object on stdout and nothing else, and exits 0 once decommissioned."""
+    fake.left = [2, 0]
+    quiet = run("wait-replicated", "--quiet", "--interval", "0.1", "--timeout", "30")
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+    assert quiet.stdout == "re-replication: done\n"
+    fake.polls = 0
+    fake.left = [3, 0]
+    fake.decommissioned_after_polls = 2
+    result = run("decommission", BETA, "--wait", "--json", "--interval", "0.1", "--timeout", "30")
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    assert json.loads(result.stdout)["state"] == "decommissioning"
+    assert fake.states[BETA] == "decommissioned"

@@ -110,3 +110,25 @@ def test_progress_line_plain_when_not_a_terminal() -> None:
     lines = out.getvalue().splitlines()
     assert "warming up" in lines[0] and "55 MB" in lines[0]
     assert "2,000 adds/s" in lines[1] and "errors 1" in lines[1] and "\r" not in out.getvalue()
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_is_a_rich_bar_on_a_terminal_and_nothing_with_quiet() -> None:
+    """On a terminal: a rich bar with the figures, gone (transient) after clear();
+    --quiet: nothing at all, terminal or not."""
+    screen = _Tty()
+    progress = Progress(screen)
+    progress.show({"counting": True, "counted_s": 5.0, "entries": 10000, "errors": 0,
+                   "p99_ms": 1.5}, 10, None)  # fmt: skip
+    progress.clear()
+    assert "bench" in screen.getvalue() and "2,000 adds/s" in screen.getvalue()
+    for stream in (_Tty(), io.StringIO()):
+        quiet = Progress(stream, quiet=True)
+        quiet.show({"counting": False, "counted_s": 0, "entries": 0, "errors": 0,
+                    "p99_ms": 0}, 10, 55.0)  # fmt: skip
+        quiet.clear()
+        assert stream.getvalue() == ""
