@@ -106,6 +106,7 @@ def create_app(settings: AuditorSettings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = MetadataStore(settings.zk_hosts, session_timeout_s=settings.zk_session_timeout)
+        metrics.zookeeper.watch(store)
         auditor = Auditor(settings, store, metrics)
         app.state.store = store
         connecting = asyncio.create_task(_connect(app, auditor, store), name="auditor-connect")

@@ -199,3 +199,20 @@ def decommission_done(decommissioning: Iterable[str], named_anywhere: Collection
     """Decommissioning bookies that no fragment of any ledger names any more (known
     only after a complete walk of the ledgers)."""
     return {b for b in decommissioning if b not in named_anywhere}
+
+
+def bookie_counts(
+    registered: Collection[str],
+    writable: Collection[str],
+    known: Collection[str],
+    decommissioned: Collection[str],
+) -> dict[str, int]:
+    """Bookies by state, as the admin API's cluster object counts them: a registered
+    bookie is writable or else readonly (a decommissioning one is never writable); a
+    known one (a cookie) that is not registered is unavailable unless it was
+    decommissioned."""
+    counts = {"writable": 0, "readonly": 0, "unavailable": 0}
+    for bookie in registered:
+        counts["writable" if bookie in writable else "readonly"] += 1
+    counts["unavailable"] = len(set(known) - set(registered) - set(decommissioned))
+    return counts

@@ -1,13 +1,20 @@
 """The auditor's Prometheus metrics (one registry per app).
 
-``quire_underreplicated_ledgers`` is the number of marks as they are now: the
-``/metrics`` route counts them before it renders (``Auditor.refresh_gauges``), so it
-never shows a stale counter.
+Names follow the scheme of README "Metrics": ``quire_auditor_<what>_<unit>``,
+counters ending in ``_total``. ``quire_auditor_under_replicated_ledgers`` is the
+number of marks as they are now and ``quire_auditor_bookies`` the bookies by state
+as this auditor's watches see them: the ``/metrics`` route refreshes both before it
+renders (``Auditor.refresh_gauges``), so neither is a stale count.
 """
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from services.zk.metrics import ZooKeeperMetrics
+
+# The states of quire_auditor_bookies, as in the admin API's cluster object.
+BOOKIE_STATES = ("writable", "readonly", "unavailable")
 
 _AUDIT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
@@ -17,10 +24,19 @@ class AuditorMetrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.underreplicated = Gauge(
-            "quire_underreplicated_ledgers",
+            "quire_auditor_under_replicated_ledgers",
             "Ledgers marked under-replicated now (counted from the marks at scrape)",
             registry=r,
         )
+        self.bookies = Gauge(
+            "quire_auditor_bookies",
+            "Bookies by state: writable, readonly (registered; decommissioning ones count "
+            "here), unavailable (a cookie but not registered, not decommissioned)",
+            ["state"],
+            registry=r,
+        )
+        for state in BOOKIE_STATES:
+            self.bookies.labels(state)
         self.elected = Gauge(
             "quire_auditor_elected", "1 while this auditor is the elected one", registry=r
         )
@@ -58,3 +74,4 @@ class AuditorMetrics:
             "Bookies skipped by a replica check (no answer in time)",
             registry=r,
         )
+        self.zookeeper = ZooKeeperMetrics(r, "auditor")

@@ -25,7 +25,7 @@ from typing import Any
 from kazoo.protocol.states import KazooState
 
 from auditor.audit import FULL, PLACEMENT, Audit, AuditReport, AuditView, NotElected, now_ms
-from auditor.decisions import BookieWatch, decommission_done
+from auditor.decisions import BookieWatch, bookie_counts, decommission_done
 from auditor.election import Election
 from auditor.metrics import AuditorMetrics
 from auditor.replicas import ReplicaChecker
@@ -36,7 +36,11 @@ from services.zk import paths as zkpaths
 from services.zk.ledger_store import LedgerStore
 from services.zk.registry import BookieRegistry
 from services.zk.store import MetadataStore
-from services.zk.underreplication import DECOMMISSIONING, UnderReplicationStore
+from services.zk.underreplication import (
+    DECOMMISSIONED,
+    DECOMMISSIONING,
+    UnderReplicationStore,
+)
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +120,15 @@ class Auditor:
         }
 
     async def refresh_gauges(self) -> None:
-        """Count the marks now (the under-replicated gauge is never a stale counter)."""
+        """Count the marks now (the under-replicated gauge is never a stale counter), and
+        the bookies by state from the watches."""
         self.metrics.elected.set(1 if self.elected else 0)
+        decommissioned = [b for b, s in self.decommissions.items() if s == DECOMMISSIONED]
+        counts = bookie_counts(
+            self.registry.bookies.keys(), self.registry.writable, self.cookies, decommissioned
+        )
+        for state, count in counts.items():
+            self.metrics.bookies.labels(state).set(count)
         if self.store.state == KazooState.CONNECTED:
             try:
                 count = await asyncio.wait_for(self.underreplication.count(), COUNT_TIMEOUT_S)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -146,8 +147,10 @@ async def store_entries(node: BookieNode, body: bytes) -> bytes:
     except QuireError as exc:
         node.metrics.rejected_adds.labels(exc.code).inc()
         raise
+    started = time.perf_counter()
     records, bad, payload_bytes = check_records(records)
     result = await node.add(records, payload_bytes) if records else AddResult(0)
+    node.metrics.add_latency.observe(time.perf_counter() - started)
     if not result.rejected and not bad:
         return b'{"stored": %d, "rejected": []}' % result.stored
     refused = [(r.ledger_id, r.entry_id, InvalidArgument.code) for r in bad]

@@ -1,8 +1,14 @@
-"""The bookie's Prometheus metrics, in a registry of their own (one per app)."""
+"""The bookie's Prometheus metrics, in a registry of their own (one per app).
+
+Names follow the scheme of README "Metrics": ``quire_bookie_<what>_<unit>``,
+counters ending in ``_total``. The README's table lists each one.
+"""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from services.zk.metrics import ZooKeeperMetrics
 
 _FSYNC_BUCKETS_S = (
     0.0001,
@@ -20,6 +26,9 @@ _FSYNC_BUCKETS_S = (
     1.0,
     2.5,
 )
+_REQUEST_BUCKETS_S = (
+    0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0,
+)  # fmt: skip
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
 
@@ -33,22 +42,41 @@ class BookieMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.adds = Counter("quire_bookie_adds", "Entries stored (acknowledged adds)", registry=r)
+        self.adds = Counter(
+            "quire_bookie_adds_total", "Entries stored (acknowledged adds)", registry=r
+        )
         self.rejected_adds = Counter(
-            "quire_bookie_rejected_adds",
+            "quire_bookie_rejected_adds_total",
             "Entries (or whole add requests that did not parse) refused, by error code",
             ["reason"],
             registry=r,
         )
-        self.reads = Counter("quire_bookie_reads", "Entries returned by reads", registry=r)
+        self.add_latency = Histogram(
+            "quire_bookie_add_seconds",
+            "Time from a parsed add request to its answer (its entries durable)",
+            buckets=_REQUEST_BUCKETS_S,
+            registry=r,
+        )
+        self.reads = Counter("quire_bookie_reads_total", "Entries returned by reads", registry=r)
         self.read_requests = Counter(
-            "quire_bookie_read_requests", "Single and range read requests", registry=r
+            "quire_bookie_read_requests_total", "Single and range read requests", registry=r
+        )
+        self.read_latency = Histogram(
+            "quire_bookie_read_seconds",
+            "Time to read the entries of one single or range read request from the store",
+            buckets=_REQUEST_BUCKETS_S,
+            registry=r,
+        )
+        self.fence_requests = Counter(
+            "quire_bookie_fence_requests_total",
+            "Fence requests answered (the fenced flag on disk), from recoveries",
+            registry=r,
         )
         self.commits = Counter(
-            "quire_bookie_commits", "Group-commit transactions committed", registry=r
+            "quire_bookie_commits_total", "Group-commit transactions committed", registry=r
         )
         self.fsyncs = Counter(
-            "quire_bookie_fsyncs",
+            "quire_bookie_fsyncs_total",
             "Commits made durable with fsync (one per group commit while journal sync is on)",
             registry=r,
         )
@@ -71,7 +99,7 @@ class BookieMetrics:
             registry=r,
         )
         self.bytes_stored = Gauge(
-            "quire_bookie_bytes_stored",
+            "quire_bookie_stored_bytes",
             "Bytes the store occupies on disk (database and write-ahead log)",
             registry=r,
         )
@@ -81,4 +109,15 @@ class BookieMetrics:
         self.free_ratio = Gauge(
             "quire_bookie_disk_free_ratio", "Free fraction of the data dir's disk", registry=r
         )
+        self.free_bytes = Gauge(
+            "quire_bookie_disk_free_bytes",
+            "Free bytes on the data dir's disk (at the last disk check)",
+            registry=r,
+        )
+        self.total_bytes = Gauge(
+            "quire_bookie_disk_total_bytes",
+            "Size of the data dir's disk in bytes (at the last disk check)",
+            registry=r,
+        )
         self.ledgers = Gauge("quire_bookie_ledgers", "Ledgers known to this bookie", registry=r)
+        self.zookeeper = ZooKeeperMetrics(r, "bookie")

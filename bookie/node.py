@@ -157,6 +157,7 @@ class BookieNode:
         while True:
             attempt += 1
             store = MetadataStore(s.zk_hosts, session_timeout_s=s.zk_session_timeout)
+            self.metrics.zookeeper.watch(store)
             try:
                 await store.start(ZK_CONNECT_ATTEMPT_S)
                 self.instance_id = await check_cookie(
@@ -306,6 +307,7 @@ class BookieNode:
     async def fence(self, ledger_id: int) -> LedgerView:
         """Fence a ledger: the flag is on disk before this returns."""
         state = await self._submit(lambda f: FenceOp(ledger_id, f))
+        self.metrics.fence_requests.inc()
         return LedgerView(ledger_id, *state)
 
     async def ledger_answer(self, view: LedgerView) -> dict:
@@ -356,6 +358,8 @@ class BookieNode:
             self.registration.set_state(self.state)
         self.metrics.read_only.set(1 if self.readonly else 0)
         self.metrics.free_ratio.set(self.free_ratio)
+        self.metrics.free_bytes.set(self.free_bytes)
+        self.metrics.total_bytes.set(self.total_bytes)
         self.metrics.bytes_stored.set(store_size_bytes(self.data_dir))
 
     def set_readonly_threshold(self, ratio: float) -> None:

@@ -93,6 +93,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = MetadataStore(settings.zk_hosts, session_timeout_s=settings.zk_session_timeout)
+        metrics.zookeeper.watch(store)
         registry = BookieRegistry(store)
         pool = BookieClientPool(
             settings.cluster_secret,

@@ -1,12 +1,23 @@
-"""The gateway's Prometheus metrics (one registry per app)."""
+"""The gateway's Prometheus metrics (one registry per app).
+
+Names follow the scheme of README "Metrics": ``quire_gateway_<what>_<unit>``,
+counters ending in ``_total``. The README's table lists each one.
+"""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from services.zk.metrics import ZooKeeperMetrics
+
 _LATENCY_BUCKETS = (
     0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0,
 )  # fmt: skip
+_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 10000)
+# The outcomes a recovery ends with (``runners.recovery``): listed so that each series
+# exists from the start.
+RECOVERY_OUTCOMES = ("closed", "already_closed", "failed")
+FENCE_OUTCOMES = ("ok", "failed")
 
 
 class GatewayMetrics:
@@ -25,6 +36,12 @@ class GatewayMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        self.add_batch_size = Histogram(
+            "quire_gateway_add_batch_entries",
+            "Entries per add request (1 for a raw add, the batch's length for a JSON batch)",
+            buckets=_BATCH_BUCKETS,
+            registry=r,
+        )
         self.entries_added = Counter(
             "quire_gateway_entries_added_total", "Entries acknowledged to clients", registry=r
         )
@@ -41,6 +58,21 @@ class GatewayMetrics:
             "quire_gateway_recoveries_total",
             "Ledger recoveries by outcome",
             ["outcome"],
+            registry=r,
+        )
+        for outcome in RECOVERY_OUTCOMES:
+            self.recoveries.labels(outcome)
+        self.fence_requests = Counter(
+            "quire_gateway_fence_requests_total",
+            "Fence requests sent to bookies by recoveries, by outcome (ok, failed)",
+            ["outcome"],
+            registry=r,
+        )
+        for outcome in FENCE_OUTCOMES:
+            self.fence_requests.labels(outcome)
+        self.ledgers_fenced = Counter(
+            "quire_gateway_ledgers_fenced_total",
+            "Ledgers this gateway fenced (a recovery whose fence covered every write set)",
             registry=r,
         )
         self.entries_read = Counter(
@@ -94,3 +126,4 @@ class GatewayMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        self.zookeeper = ZooKeeperMetrics(r, "gateway")

@@ -104,6 +104,7 @@ async def add(
     gw: Gateway, ledger_id: int, password: str | None, payloads: tuple[bytes, ...]
 ) -> AddOutcome:
     runner = await writer_for(gw, ledger_id, password)
+    gw.ctx.metrics.add_batch_size.observe(len(payloads))
     started = time.monotonic()
     try:
         outcome = await runner.add(payloads)

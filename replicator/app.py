@@ -136,6 +136,7 @@ def create_app(settings: ReplicatorSettings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store, registry, pool, worker = _build(settings, metrics)
+        metrics.zookeeper.watch(store)
         app.state.store = store
         running = asyncio.create_task(_start(app, store, registry, worker), name="replicator")
         try:

@@ -1,8 +1,16 @@
-"""The replicator's Prometheus metrics (one registry per app)."""
+"""The replicator's Prometheus metrics (one registry per app).
+
+Names follow the scheme of README "Metrics": ``quire_replicator_<what>_<unit>``,
+counters ending in ``_total``. The README's table lists each one.
+"""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from services.zk.metrics import ZooKeeperMetrics
+
+RECOVERY_OUTCOMES = ("completed", "failed")
 
 _DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
 
@@ -22,7 +30,7 @@ class ReplicatorMetrics:
             registry=r,
         )
         self.bytes_replicated = Counter(
-            "quire_replicator_bytes_replicated_total",
+            "quire_replicator_replicated_bytes_total",
             "Payload bytes copied to replacement bookies",
             registry=r,
         )
@@ -32,6 +40,15 @@ class ReplicatorMetrics:
             buckets=_DURATION_BUCKETS,
             registry=r,
         )
+        self.recoveries = Counter(
+            "quire_replicator_recoveries_total",
+            "Open ledgers this worker fenced and closed (their writer did not replace a "
+            "lost bookie of the last fragment within the grace period), by outcome",
+            ["outcome"],
+            registry=r,
+        )
+        for outcome in RECOVERY_OUTCOMES:
+            self.recoveries.labels(outcome)
         self.lock_contention = Counter(
             "quire_replicator_lock_contention_total",
             "Marked ledgers skipped because another worker held their lock",
@@ -46,3 +63,4 @@ class ReplicatorMetrics:
         self.ledgers_in_flight = Gauge(
             "quire_replicator_ledgers_in_flight", "Ledgers this worker is repairing now", registry=r
         )
+        self.zookeeper = ZooKeeperMetrics(r, "replicator")

@@ -252,7 +252,12 @@ class LedgerRepair:
         current = await self.ctx.ledgers.get(self.ledger_id)
         if not last_fragment_affected(current.metadata, missing):
             return
-        await self.ctx.open_ledgers.recover(current.metadata, current.version)
+        try:
+            await self.ctx.open_ledgers.recover(current.metadata, current.version)
+        except Exception:  # cancelled (shutdown, lost lock) is no failed recovery
+            self.ctx.metrics.recoveries.labels("failed").inc()
+            raise
+        self.ctx.metrics.recoveries.labels("completed").inc()
 
     async def _repair(self, metadata: LedgerMetadata, repair: Repair, missing: set[str]) -> _Step:
         ctx = self.ctx

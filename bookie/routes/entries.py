@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
@@ -112,9 +113,11 @@ async def read_entry(ledger_id: LedgerIdPath, entry_id: EntryIdPath, node: NodeD
     if ledger_id not in node.index:
         raise LedgerNotFound(f"ledger {ledger_id} is not stored on this bookie")
     reader = node.reader
+    started = time.perf_counter()
     entry = await asyncio.get_running_loop().run_in_executor(
         reader.executor, reader.read_entry, ledger_id, entry_id
     )
+    node.metrics.read_latency.observe(time.perf_counter() - started)
     node.metrics.read_requests.inc()
     if entry is None:
         raise EntryNotFound(f"entry {entry_id} of ledger {ledger_id} is not stored here")
@@ -187,6 +190,7 @@ async def read_range(
     if ledger_id not in node.index:
         raise LedgerNotFound(f"ledger {ledger_id} is not stored on this bookie")
     reader = node.reader
+    started = time.perf_counter()
     entries = await asyncio.get_running_loop().run_in_executor(
         reader.executor,
         reader.read_range,
@@ -198,6 +202,7 @@ async def read_range(
         stride if wanted else 0,
         wanted,
     )
+    node.metrics.read_latency.observe(time.perf_counter() - started)
     node.metrics.read_requests.inc()
     node.metrics.reads.inc(len(entries))
     body = encode_stored(ledger_id, entries)

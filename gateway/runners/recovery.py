@@ -67,22 +67,31 @@ class RecoveryRunner(EffectRunner):
         elif isinstance(effect, m.RecoveryDone):
             outcome = "closed" if effect.closed_here else "already_closed"
             self.ctx.metrics.recoveries.labels(outcome).inc()
+            self._count_fenced()
             if not self.result.done():
                 self.result.set_result((effect.metadata, effect.version))
         elif isinstance(effect, m.RecoveryFailed):
             self.ctx.metrics.recoveries.labels("failed").inc()
+            self._count_fenced()
             if not self.result.done():
                 self.result.set_exception(effect.exception())
         else:
             self._unexpected(effect)
+
+    def _count_fenced(self) -> None:
+        """A finished run whose fence covered every write set fenced the ledger."""
+        if self.machine.fence_complete:
+            self.ctx.metrics.ledgers_fenced.inc()
 
     async def _fence(self, ledger_id: int, bookie: str) -> None:
         try:
             info = await self.ctx.bookie(bookie).fence(ledger_id)
         except QuireError as exc:
             log.warning("fence on %s failed: %s", bookie, exc.code)
+            self.ctx.metrics.fence_requests.labels("failed").inc()
             self._feed(m.FenceFailed(bookie))
             return
+        self.ctx.metrics.fence_requests.labels("ok").inc()
         self._feed(
             m.FenceDone(
                 bookie,

@@ -190,7 +190,8 @@ def test_audit_on_demand_finds_a_deleted_replica(cluster: Cluster, zk_client) ->
     status = auditor.audit_and_wait()
     assert marks(zk_client) == {target["ledger_id"]: [bookie]}
     assert status["last_audit"]["kind"] == "full" and status["last_audit"]["ledgers"] == 3
-    assert metric_value(auditor.http.get("/metrics").text, "quire_underreplicated_ledgers") == 1
+    text = auditor.http.get("/metrics").text
+    assert metric_value(text, "quire_auditor_under_replicated_ledgers") == 1
 
 
 def test_stale_mark_is_cleared_by_the_next_audit(cluster: Cluster, zk_client) -> None:  # type: ignore[no-untyped-def]
@@ -205,13 +206,14 @@ def test_stale_mark_is_cleared_by_the_next_audit(cluster: Cluster, zk_client) ->
     lid, bookie = ledger["ledger_id"], ledger["fragments"][0]["bookies"][0]
     doc = {"missing_bookies": [bookie], "marked_at": 1}
     zk_client.create(zkpaths.under_replicated(lid), json.dumps(doc).encode(), makepath=True)
-    assert metric_value(auditor.http.get("/metrics").text, "quire_underreplicated_ledgers") == 1
+    text = auditor.http.get("/metrics").text
+    assert metric_value(text, "quire_auditor_under_replicated_ledgers") == 1
     status = auditor.audit_and_wait()
     assert marks(zk_client) == {}
     assert status["last_audit"]["marked"] == 0
     text = auditor.http.get("/metrics").text
     assert metric_value(text, "quire_auditor_marks_cleared_total") == 1
-    assert metric_value(text, "quire_underreplicated_ledgers") == 0
+    assert metric_value(text, "quire_auditor_under_replicated_ledgers") == 0
 
 
 def test_decommission_ends_decommissioned(cluster: Cluster, zk_client) -> None:  # type: ignore[no-untyped-def]

@@ -147,7 +147,7 @@ def test_delete_removes_entries_and_reclaims_space(cluster, tmp_path):
     assert bookie.ledgers() == [2]
     assert bookie.read(2, 0).payload == b"keep me"
     wait_for(lambda: store_bytes(data_dir) < full / 4, 20.0, "space to be reclaimed")
-    wait_for(lambda: bookie.metric("quire_bookie_bytes_stored") < full / 4, 20.0, "bytes gauge")
+    wait_for(lambda: bookie.metric("quire_bookie_stored_bytes") < full / 4, 20.0, "bytes gauge")
     # The ledger can be written again from scratch, unfenced.
     assert bookie.add([sealed(1, 0)]) == {"stored": 1, "rejected": []}
     assert bookie.lac(1) == {"ledger_id": 1, "lac": -1, "last_entry_id": 0, "fenced": False}

@@ -6,7 +6,9 @@ each listens on and advertises its own host name; ports, ZooKeeper
 connection strings, volumes and depends_on are consistent. A Spark master and
 worker run the pip package's spark-class from the image's "spark" stage (the
 project image plus a JRE), with the executors' Python set and a consistent
-master URL.
+master URL. Prometheus and Grafana run pinned images, every file they mount
+exists, Prometheus scrapes exactly the Quire services (one job per module), and
+Grafana is provisioned with that Prometheus and the dashboard.
 """
 
 from __future__ import annotations
@@ -344,3 +346,103 @@ def test_spark_versions_are_pinned() -> None:
     assert pins.get("pyspark") == "4.0.1"
     assert pins.get("pyarrow") == "21.0.0"
     assert "py4j" in pins
+
+
+# ------------------------------------------------------------------ monitoring
+
+PINNED_IMAGE = re.compile(r"^[\w./-]+:v?\d+\.\d+\.\d+$")
+
+
+def _bind_mounts(service: dict[str, Any]) -> list[tuple[str, str]]:
+    """(source, target) of each bind mount (a source that is a path)."""
+    mounts = []
+    for volume in service.get("volumes", []):
+        source, target = str(volume).split(":")[:2]
+        if source.startswith((".", "/")):
+            mounts.append((source, target))
+    return mounts
+
+
+def _mount_of(service: dict[str, Any], source: str) -> str:
+    """The container path where ``source`` (relative to the repository) is mounted."""
+    for mounted, target in _bind_mounts(service):
+        if Path(mounted) == Path(source):
+            return target
+    raise AssertionError(f"{source} is not mounted")
+
+
+def test_every_bind_mounted_file_exists(services: dict[str, dict[str, Any]]) -> None:
+    """A bind mount names a file or directory of the repository (compose would create an
+    empty directory in its place, and the service would start without its config)."""
+    for name, service in services.items():
+        for source, _ in _bind_mounts(service):
+            assert source.startswith("./"), f"{name} mounts {source} outside the repository"
+            assert (REPO / source).exists(), f"{name} mounts missing {source}"
+
+
+def test_monitoring_images_are_pinned(services: dict[str, dict[str, Any]]) -> None:
+    """Prometheus and Grafana run images pinned to a full version, published on loopback."""
+    for name, repository in (("prometheus", "prom/prometheus"), ("grafana", "grafana/grafana")):
+        service = services[name]
+        image = str(service.get("image"))
+        assert image.startswith(repository + ":") and PINNED_IMAGE.match(image), image
+        assert service.get("hostname") == name
+        for mapping in service.get("ports", []):
+            assert str(mapping).startswith("127.0.0.1:"), f"{name} publishes {mapping}"
+
+
+def _prometheus_config(services: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    service = services["prometheus"]
+    command = [str(c) for c in service.get("command", [])]
+    config_flag = next(c for c in command if c.startswith("--config.file="))
+    path = config_flag.split("=", 1)[1]
+    mounted = {target: source for source, target in _bind_mounts(service)}
+    assert path in mounted, f"prometheus reads {path}, which is not mounted"
+    config: dict[str, Any] = yaml.safe_load((REPO / mounted[path]).read_text())
+    return config
+
+
+def test_prometheus_scrapes_every_quire_service(services: dict[str, dict[str, Any]]) -> None:
+    """One scrape job per Quire module (the dashboard selects by job), whose targets are
+    exactly that module's services at host name:QUIRE_PORT, on /metrics."""
+    jobs: dict[str, set[str]] = {}
+    for job in _prometheus_config(services)["scrape_configs"]:
+        assert job.get("metrics_path", "/metrics") == "/metrics", job["job_name"]
+        targets = {t for static in job.get("static_configs", []) for t in static["targets"]}
+        jobs[job["job_name"]] = targets
+    expected: dict[str, set[str]] = {}
+    for name, (module, service) in _quire_services(services).items():
+        address = f"{name}:{_env(service)['QUIRE_PORT']}"
+        expected.setdefault(module, set()).add(address)
+    for module, targets in expected.items():
+        assert jobs.get(module) == targets, f"job {module}: {jobs.get(module)} != {targets}"
+
+
+def test_grafana_is_provisioned_with_prometheus_and_the_dashboard(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """Grafana's provisioning directory holds a data source pointing at the compose
+    Prometheus and a dashboard provider whose path is where quire.json is mounted; the
+    admin password comes from the environment, never from the file."""
+    grafana = services["grafana"]
+    assert "prometheus" in grafana.get("depends_on", {})
+    provisioning = _mount_of(grafana, "./deploy/grafana/provisioning")
+    assert provisioning == "/etc/grafana/provisioning"
+    base = REPO / "deploy/grafana/provisioning"
+    sources = [
+        source
+        for path in sorted((base / "datasources").glob("*.yml"))
+        for source in yaml.safe_load(path.read_text())["datasources"]
+    ]
+    prometheus = services["prometheus"]
+    port = str(prometheus["ports"][0]).split(":")[-1]
+    assert [s["url"] for s in sources if s["type"] == "prometheus"] == [f"http://prometheus:{port}"]
+    providers = [
+        provider
+        for path in sorted((base / "dashboards").glob("*.yml"))
+        for provider in yaml.safe_load(path.read_text())["providers"]
+    ]
+    dashboard = _mount_of(grafana, "./deploy/grafana/quire.json")
+    assert str(Path(dashboard).parent) in [p["options"]["path"] for p in providers]
+    password = _env(grafana)["GF_SECURITY_ADMIN_PASSWORD"]
+    assert INTERPOLATION.match(password), "the admin password must come from the environment"

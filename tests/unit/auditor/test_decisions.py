@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from auditor.decisions import (
     BookieWatch,
+    bookie_counts,
     decommission_done,
     mark_clearable,
     placement_missing,
@@ -124,3 +125,17 @@ def test_a_mark_clears_only_when_every_bookie_is_back_and_whole() -> None:
 def test_decommission_is_done_when_no_fragment_names_the_bookie() -> None:
     """Only decommissioning bookies absent from every fragment are done."""
     assert decommission_done({"a", "b"}, named_anywhere={"b", "c"}) == {"a"}
+
+
+def test_bookie_counts_match_the_admin_cluster_object() -> None:
+    """Registered bookies are writable or readonly (a decommissioning one is never
+    writable); a known bookie that is not registered is unavailable unless it was
+    decommissioned."""
+    counts = bookie_counts(
+        registered=["a:1", "b:1", "c:1"],
+        writable=["a:1"],
+        known=["a:1", "b:1", "c:1", "d:1", "e:1"],
+        decommissioned=["e:1"],
+    )
+    assert counts == {"writable": 1, "readonly": 2, "unavailable": 1}
+    assert bookie_counts([], [], [], []) == {"writable": 0, "readonly": 0, "unavailable": 0}
