@@ -44,6 +44,7 @@ from services.protocol import log_records
 from services.protocol.logs import LOG_NAME_MAX_CHARS, Position, check_log_name
 from services.web.body import is_json, read_body
 from services.web.errors import error_response
+from services.web.methods import fallback_route
 
 router = APIRouter(
     prefix="/v1/logs", tags=["logs"], dependencies=[Depends(canonical_integer_queries)]
@@ -316,6 +317,7 @@ async def get_commit(name: str, commit_id: str, gw: GatewayDep) -> dict[str, Any
 
 
 @router.api_route("/{rest:path}", methods=["GET", "PUT", "POST", "DELETE"], include_in_schema=False)
+@fallback_route
 async def no_such_log_route(rest: str, request: Request) -> None:
     """What no route above matched: a name that is not one path segment (empty, or with
     an encoded slash) is 400 like any bad name; else the usual 404 / 405."""
