@@ -10,6 +10,7 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 
 from services.errors import NotFound
+from services.web.errors import error_response
 
 router = APIRouter(tags=["admin page"])
 
@@ -42,8 +43,13 @@ async def admin_page() -> Response:
     response_class=Response,
     summary="The admin page's script and style",
     responses={
-        200: {"content": {"text/javascript": {}, "text/css": {}}},
-        404: {"description": "not_found: no such asset"},
+        200: {
+            "content": {
+                "text/javascript": {"schema": {"type": "string"}},
+                "text/css": {"schema": {"type": "string"}},
+            }
+        },
+        **error_response(404, "not_found: no such asset"),
     },
 )
 async def admin_asset(name: str) -> Response:

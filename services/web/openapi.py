@@ -2,16 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi.openapi.utils import get_openapi
 
+from services.errors import invariant
+from services.limits import ID_MAX
 from services.web.app import QuireApp
+from services.web.errors import ERROR_SCHEMA, ERROR_SCHEMA_NAME
 
 
-def install_openapi(app: QuireApp, scheme_name: str, scheme: dict[str, Any]) -> None:
+def install_openapi(
+    app: QuireApp,
+    scheme_name: str,
+    scheme: dict[str, Any],
+    required: Callable[[str], bool] = lambda path: False,
+) -> None:
     """Build the app's OpenAPI document our way: ``scheme`` as the security scheme of
-    every /v1 operation, and no FastAPI 422 responses (validation errors are 400)."""
+    every /v1 operation, the one ``Error`` body every error response refers to, and no
+    FastAPI 422 responses (validation errors are 400).
+
+    The credential is a security requirement, never a header parameter: required on the
+    paths where ``required(path)`` says this service (as configured) refuses a call
+    without it, optional elsewhere (``[{scheme: []}, {}]``: with or without it), so that
+    generated clients and fuzzers send it exactly when it is needed. The exported
+    documents are built with default settings, where nothing is required."""
 
     def build() -> dict[str, Any]:
         if app.openapi_schema:
@@ -23,16 +39,70 @@ def install_openapi(app: QuireApp, scheme_name: str, scheme: dict[str, Any]) -> 
             routes=app.routes,
             tags=app.openapi_tags,
         )
-        doc.setdefault("components", {}).setdefault("securitySchemes", {})[scheme_name] = scheme
+        components = doc.setdefault("components", {})
+        components.setdefault("securitySchemes", {})[scheme_name] = scheme
+        schemas = components.setdefault("schemas", {})
+        schemas[ERROR_SCHEMA_NAME] = ERROR_SCHEMA
         for path, operations in doc.get("paths", {}).items():
             for operation in operations.values():
                 operation.get("responses", {}).pop("422", None)
                 if path.startswith("/v1"):
-                    operation["security"] = [{scheme_name: []}]
-        schemas = doc.get("components", {}).get("schemas", {})
+                    needed: list[dict[str, list[str]]] = [{scheme_name: []}]
+                    operation["security"] = needed if required(path) else [*needed, {}]
         schemas.pop("HTTPValidationError", None)
         schemas.pop("ValidationError", None)
+        exact_bounds(doc)
+        hoist_definitions(doc, schemas)
         app.openapi_schema = doc
         return doc
 
     app.openapi_builder = build
+
+
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def exact_bounds(node: Any) -> None:
+    """Write the numeric bounds of every schema as the integers they are. FastAPI's model
+    of a document holds them as floats, so ``le=ID_MAX`` came out as 2^63 (one more than
+    any id) and ``ge=0`` as ``0.0``; the only bound that large is ``ID_MAX``."""
+    if isinstance(node, list):
+        for item in node:
+            exact_bounds(item)
+        return
+    if not isinstance(node, dict):
+        return
+    for key in _BOUNDS:
+        value = node.get(key)
+        if isinstance(value, float) and value.is_integer():
+            node[key] = ID_MAX if value == float(ID_MAX) else int(value)
+    for value in node.values():
+        exact_bounds(value)
+
+
+_DEFS_REF = "#/$defs/"
+_COMPONENT_REF = "#/components/schemas/"
+
+
+def hoist_definitions(node: Any, schemas: dict[str, Any]) -> None:
+    """Move the ``$defs`` of schemas written inline (``Model.model_json_schema()`` in a
+    route's ``openapi_extra`` or ``responses``) into ``components/schemas`` and point their
+    references there: in an OpenAPI document ``#/$defs/...`` would name the document's
+    root, where there is nothing."""
+    if isinstance(node, list):
+        for item in node:
+            hoist_definitions(item, schemas)
+        return
+    if not isinstance(node, dict):
+        return
+    for name, schema in node.pop("$defs", {}).items():
+        hoist_definitions(schema, schemas)
+        invariant(
+            schemas.setdefault(name, schema) == schema,
+            f"two different schemas are both named {name} in the OpenAPI document",
+        )
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith(_DEFS_REF):
+        node["$ref"] = _COMPONENT_REF + ref.removeprefix(_DEFS_REF)
+    for value in node.values():
+        hoist_definitions(value, schemas)
