@@ -10,7 +10,9 @@ checked first):
 - a 405 answer carries ``Allow`` with every method of every route of that path.
 
 A catch-all route that only sorts out what no other route matched (``fallback_route``:
-it answers 400, 404 or 405 itself) serves no method: it is left out of both.
+it answers 400, 404 or 405 itself) serves no method: it is left out of ``Allow``. A HEAD
+it would take as GET still goes to it, so that HEAD answers what GET answers there (404,
+or a 405 whose ``Allow`` names the methods of the other routes).
 """
 
 from __future__ import annotations
@@ -53,12 +55,12 @@ def _leaves(routes: list[Any], path: str) -> Iterator[tuple[Any, str]]:
             yield from _leaves(inner.routes, path[len(prefix) :])
 
 
-def accepts(routes: list[Any], path: str, method: str) -> bool:
-    """Whether some route of ``routes`` (not a fallback) serves ``method`` on ``path``,
-    asking each route's own ``matches``."""
+def accepts(routes: list[Any], path: str, method: str, fallbacks: bool = False) -> bool:
+    """Whether some route of ``routes`` (a fallback only if ``fallbacks``) takes ``method``
+    on ``path``, asking each route's own ``matches``."""
     for route, seen_path in _leaves(routes, path):
         scope = {"type": "http", "path": seen_path, "root_path": "", "method": method}
-        if not _is_fallback(route) and route.matches(scope)[0] == Match.FULL:
+        if (fallbacks or not _is_fallback(route)) and route.matches(scope)[0] == Match.FULL:
             return True
     return False
 
@@ -84,7 +86,7 @@ class MethodsMiddleware:
             await self.app(scope, receive, send)
             return
         path = scope["path"]
-        if scope["method"] == "HEAD" and accepts(self.routes, path, "GET"):
+        if scope["method"] == "HEAD" and accepts(self.routes, path, "GET", fallbacks=True):
             scope = dict(scope)
             scope["method"] = "GET"
 

@@ -165,6 +165,15 @@ def test_head_of_a_post_only_path_is_405_with_allow(env: Env) -> None:
         assert (status, headers["allow"], body) == (405, "POST", b""), path
 
 
+def test_head_of_an_unknown_log_path_is_404_like_get(env: Env) -> None:
+    """A path only the /v1/logs catch-all takes: HEAD is 404 as GET is, not 405."""
+    port = env.gateway.proc.port
+    get = exchange(port, "GET", f"/v1/logs/{LOG}/no/such/route")
+    head = exchange(port, "HEAD", f"/v1/logs/{LOG}/no/such/route")
+    assert (get[0], head[0], head[2]) == (404, 404, b"")
+    assert json.loads(get[2])["error"] == "not_found"
+
+
 # ------------------------------------------------------------------ documents
 
 

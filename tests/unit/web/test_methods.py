@@ -8,7 +8,7 @@ import asyncio
 import httpx
 from fastapi import APIRouter, Request
 
-from services.errors import MethodNotAllowed
+from services.errors import MethodNotAllowed, NotFound
 from services.web.app import new_app
 from services.web.errors import install_error_handlers
 from services.web.methods import MethodsMiddleware, allowed_methods, fallback_route
@@ -37,6 +37,8 @@ async def close_thing(thing_id: str) -> dict:
 @fallback_route
 async def no_such_thing(rest: str) -> dict:
     """Like the gateway's logs catch-all: whatever the routes above did not match."""
+    if rest.count("/") > 1:  # deeper than any route above
+        raise NotFound("no such route")
     raise MethodNotAllowed("method not allowed on this route")
 
 
@@ -96,3 +98,10 @@ def test_a_fallback_route_allows_nothing() -> None:
         r = call(method, "/v1/things/7/close")
         assert r.status_code == 405, (method, r.text)
         assert r.headers["allow"] == "POST", method
+
+
+def test_head_under_a_fallback_answers_like_get() -> None:
+    """HEAD of a path only the fallback takes is what GET is there (a 404 here, not a 405
+    with an empty Allow)."""
+    assert call("GET", "/v1/things/7/nothing/here").status_code == 404
+    assert call("HEAD", "/v1/things/7/nothing/here").status_code == 404
