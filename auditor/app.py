@@ -51,7 +51,8 @@ SECRET_SCHEME = {
     "type": "apiKey",
     "in": "header",
     "name": SECRET_HEADER,
-    "description": "Required on /v1 calls when the auditor runs with --cluster-secret",
+    "description": "Required on /v1 calls when the auditor runs with --cluster-secret "
+    "(optional otherwise; the served document says which)",
 }
 
 DESCRIPTION = """The auditor of a Quire cluster (PROTOCOL.md, "Auto-recovery"): one of the
@@ -126,7 +127,7 @@ def create_app(settings: AuditorSettings) -> FastAPI:
         lifespan=lifespan,
         redirect_slashes=False,
     )
-    install_openapi(app, "clusterSecret", SECRET_SCHEME)
+    install_openapi(app, "clusterSecret", SECRET_SCHEME, lambda path: bool(settings.cluster_secret))
     app.state.auditor = None
     app.state.store = None
     install_error_handlers(app)

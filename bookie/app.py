@@ -39,7 +39,8 @@ SECRET_SCHEME = {
     "type": "apiKey",
     "in": "header",
     "name": SECRET_HEADER,
-    "description": "Required on /v1 calls when the bookie runs with --cluster-secret",
+    "description": "Required on /v1 calls when the bookie runs with --cluster-secret "
+    "(optional otherwise; the served document says which)",
 }
 
 DESCRIPTION = """The internal HTTP API of a Quire bookie (see bookie/API.md).
@@ -188,5 +189,5 @@ def create_app(settings: BookieSettings) -> FastAPI:
     app.add_middleware(InstanceHeaderMiddleware, node=lambda: app.state.node)
     if settings.cluster_secret:
         app.add_middleware(ClusterSecretMiddleware, secret=settings.cluster_secret)
-    install_openapi(app, "clusterSecret", SECRET_SCHEME)
+    install_openapi(app, "clusterSecret", SECRET_SCHEME, lambda path: bool(settings.cluster_secret))
     return app

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import Path
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict
 
 from services.limits import (
     BATCH_ENTRIES_MAX,
@@ -22,6 +22,7 @@ from services.limits import (
     STORED_SAMPLE_ENTRIES_MAX,
 )
 from services.web.errors import error_response
+from services.web.json_types import JsonInt, integral_number
 from services.wire.framing import MEDIA_TYPE
 
 LedgerIdPath = Annotated[
@@ -80,14 +81,14 @@ class AddResult(BaseModel):
 class LacUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    lac: int = Field(ge=-1, le=ID_MAX, strict=True, description="A LAC the writer has reached")
+    lac: JsonInt = Field(ge=-1, le=ID_MAX, description="A LAC the writer has reached")
 
 
 class LacEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    ledger_id: int = Field(ge=0, le=ID_MAX, strict=True)
-    lac: int = Field(ge=-1, le=ID_MAX, strict=True, description="A LAC the writer has reached")
+    ledger_id: JsonInt = Field(ge=0, le=ID_MAX)
+    lac: JsonInt = Field(ge=-1, le=ID_MAX, description="A LAC the writer has reached")
 
 
 class LacBatch(BaseModel):
@@ -157,9 +158,9 @@ class StoredLedger(BaseModel):
 class StoredBatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    ledger_ids: list[Annotated[int, Field(ge=0, le=ID_MAX, strict=True)]] = Field(
-        min_length=1, max_length=STORED_BATCH_MAX, description="The ledgers asked about"
-    )
+    ledger_ids: list[
+        Annotated[int, Field(ge=0, le=ID_MAX), BeforeValidator(integral_number), Strict()]
+    ] = Field(min_length=1, max_length=STORED_BATCH_MAX, description="The ledgers asked about")
     verify: Literal["none", "sample"] = Field(
         default="none",
         description=(

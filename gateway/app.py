@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from gateway.admin import AdminService
-from gateway.auth import TokenMiddleware
+from gateway.auth import TokenMiddleware, token_required
 from gateway.context import GatewayContext
 from gateway.metrics import GatewayMetrics
 from gateway.routes import admin, admin_page, ledgers, logs
@@ -49,8 +49,10 @@ calls need the admin token when `--admin-token` is set."""
 TOKEN_SCHEME = {
     "type": "http",
     "scheme": "bearer",
-    "description": "Required on /v1 calls when the gateway runs with --api-token "
-    "(the admin token is accepted too)",
+    "description": "`Authorization: Bearer <token>`: required on /v1 calls when the gateway "
+    "runs with --api-token (the admin token is accepted too), on /v1/admin calls when it runs "
+    "with --admin-token (then only the admin token); optional otherwise. The document a "
+    "gateway serves marks it required exactly where that gateway requires it.",
 }
 
 
@@ -142,7 +144,12 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         # body), also with a trailing slash; FastAPI would answer 307 with no body.
         redirect_slashes=False,
     )
-    install_openapi(app, "bearerToken", TOKEN_SCHEME)
+    install_openapi(
+        app,
+        "bearerToken",
+        TOKEN_SCHEME,
+        lambda path: token_required(path, settings.api_token, settings.admin_token),
+    )
     app.state.gateway = None
     app.state.admin = None
     app.state.metadata_store = None

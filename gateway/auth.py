@@ -25,6 +25,16 @@ def _matches(given: bytes | None, expected: bytes | None) -> bool:
     return given is not None and expected is not None and hmac.compare_digest(given, expected)
 
 
+def _is_admin(path: str) -> bool:
+    return path == _ADMIN_PREFIX or path.startswith(_ADMIN_PREFIX + "/")
+
+
+def token_required(path: str, api_token: str | None, admin_token: str | None) -> bool:
+    """Whether a ``/v1`` call on ``path`` is refused without a token (for the OpenAPI
+    document's security requirements)."""
+    return api_token is not None or (admin_token is not None and _is_admin(path))
+
+
 class TokenMiddleware:
     def __init__(self, app: ASGIApp, api_token: str | None, admin_token: str | None) -> None:
         self.app = app
@@ -32,7 +42,7 @@ class TokenMiddleware:
         self.admin_token = admin_token.encode() if admin_token else None
 
     def allowed(self, path: str, token: bytes | None) -> bool:
-        if path == _ADMIN_PREFIX or path.startswith(_ADMIN_PREFIX + "/"):
+        if _is_admin(path):
             if self.admin_token is not None:
                 return _matches(token, self.admin_token)
             return self.api_token is None or _matches(token, self.api_token)

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from services.limits import BATCH_ENTRIES_MAX
 from services.web.errors import error_response
+from services.web.json_types import JsonInt
 
 
 def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -60,11 +61,12 @@ METADATA_TOTAL_MAX_BYTES = 16 * 1024
 
 
 class CreateLedger(BaseModel):
-    # Strict: JSON integers only ("3", 3.0 and true are not sizes), strings only in metadata.
+    # Strict: JSON integers (or integral numbers: 3.0 is the integer 3, as in JSON Schema),
+    # never "3" or true; strings only in metadata.
     model_config = ConfigDict(extra="forbid", strict=True)
-    ensemble_size: int = Field(3, ge=1, le=64)
-    write_quorum: int = Field(2, ge=1, le=64)
-    ack_quorum: int = Field(2, ge=1, le=64)
+    ensemble_size: JsonInt = Field(3, ge=1, le=64)
+    write_quorum: JsonInt = Field(2, ge=1, le=64)
+    ack_quorum: JsonInt = Field(2, ge=1, le=64)
     digest: str = Field("crc32c", pattern="^(crc32c|hmac-sha256|none)$")
     password: str | None = Field(
         None,

@@ -47,7 +47,8 @@ SECRET_SCHEME = {
     "type": "apiKey",
     "in": "header",
     "name": SECRET_HEADER,
-    "description": "Required on /v1 calls when the replicator runs with --cluster-secret",
+    "description": "Required on /v1 calls when the replicator runs with --cluster-secret "
+    "(optional otherwise; the served document says which)",
 }
 BOOKIE_CONNECT_TIMEOUT_MS_MAX = 2_000
 
@@ -156,7 +157,7 @@ def create_app(settings: ReplicatorSettings) -> FastAPI:
         lifespan=lifespan,
         redirect_slashes=False,
     )
-    install_openapi(app, "clusterSecret", SECRET_SCHEME)
+    install_openapi(app, "clusterSecret", SECRET_SCHEME, lambda path: bool(settings.cluster_secret))
     app.state.worker = None
     app.state.store = None
     install_error_handlers(app)

@@ -3,11 +3,12 @@ OpenAPI document."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field, Strict
 
 from services.limits import ID_MAX
+from services.web.json_types import JsonInt, integral_number
 
 
 class PositionModel(BaseModel):
@@ -70,14 +71,14 @@ class CreateLog(BaseModel):
 
     model_config = {"extra": "forbid"}
 
-    ensemble_size: int = Field(3, ge=1, le=64)
-    write_quorum: int = Field(2, ge=1, le=64)
-    ack_quorum: int = Field(2, ge=1, le=64)
+    ensemble_size: JsonInt = Field(3, ge=1, le=64)
+    write_quorum: JsonInt = Field(2, ge=1, le=64)
+    ack_quorum: JsonInt = Field(2, ge=1, le=64)
 
 
 class CommitModel(BaseModel):
     id: str = Field(description="1-200 characters of A-Za-z0-9._:-")
-    sequence: int = Field(ge=0, le=ID_MAX)
+    sequence: JsonInt = Field(ge=0, le=ID_MAX)
 
 
 class AttachLedgers(BaseModel):
@@ -85,7 +86,9 @@ class AttachLedgers(BaseModel):
 
     model_config = {"extra": "forbid"}
 
-    ledgers: list[int] = Field(min_length=1, max_length=10_000, description="in log order")
+    ledgers: list[
+        Annotated[int, Field(ge=0, le=ID_MAX), BeforeValidator(integral_number), Strict()]
+    ] = Field(min_length=1, max_length=10_000, description="in log order")
     commit: CommitModel | None = None
 
 

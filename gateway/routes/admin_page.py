@@ -52,7 +52,6 @@ async def admin_page(request: Request) -> Response:
     summary="The admin page's script and style",
     responses={
         200: {"content": {kind: {"schema": {"type": "string"}} for kind in _ASSETS.values()}},
-        **error_response(400, "invalid_argument"),
         **error_response(404, "not_found: no such asset"),
     },
 )

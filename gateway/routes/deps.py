@@ -15,7 +15,7 @@ import types
 import typing
 from typing import Annotated, Any
 
-from fastapi import Depends, Header, Path, Request
+from fastapi import Depends, Header, Path, Query, Request
 from fastapi.routing import APIRoute
 from pydantic import BeforeValidator
 
@@ -95,6 +95,20 @@ LedgerIdPath = Annotated[
 ]
 EntryIdPath = Annotated[
     int, Path(ge=0, le=ID_MAX, description="entry id"), BeforeValidator(canonical_integer)
+]
+# A range read's bounds: ``from > to`` (both given) is 400 invalid_argument (API.md).
+FirstEntryQuery = Annotated[
+    int | None, Query(alias="from", ge=0, le=ID_MAX, description="first entry id (default 0)")
+]
+LastEntryQuery = Annotated[
+    int | None,
+    Query(
+        alias="to",
+        ge=0,
+        le=ID_MAX,
+        description="last entry id, inclusive (default: the LAC, or the last entry of a "
+        "closed ledger); below `from`: 400 invalid_argument",
+    ),
 ]
 PasswordHeader = Annotated[
     str | None,

@@ -19,7 +19,9 @@ from gateway.context import GatewayContext
 from gateway.json_input import parse_json
 from gateway.routes.deps import (
     EntryIdPath,
+    FirstEntryQuery,
     GatewayDep,
+    LastEntryQuery,
     LedgerIdPath,
     PasswordHeader,
     canonical_integer_queries,
@@ -53,6 +55,7 @@ from services.limits import (
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.reads import digest_key, page_last, readable_end
 from services.web.body import is_json, read_body
+from services.web.errors import error_response
 from services.wire import entries_stream
 
 router = APIRouter(
@@ -311,7 +314,8 @@ async def _readable_end(gw: Gateway, metadata: LedgerMetadata) -> int:
                 entries_stream.MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}},
             },
         },
-        **errors(400, 401, 404, 503),
+        **errors(401, 404, 503),
+        **error_response(400, "invalid_argument: a bad id, or from > to (both given)"),
     },
 )
 async def read_entries(
@@ -319,8 +323,8 @@ async def read_entries(
     request: Request,
     gw: GatewayDep,
     password: PasswordHeader = None,
-    first: Annotated[int | None, Query(alias="from", ge=0, le=ID_MAX)] = None,
-    last: Annotated[int | None, Query(alias="to", ge=0, le=ID_MAX)] = None,
+    first: FirstEntryQuery = None,
+    last: LastEntryQuery = None,
 ) -> Any:
     if first is not None and last is not None and first > last:
         raise InvalidArgument(f"from ({first}) > to ({last})")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 from urllib.parse import unquote
 
-from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from starlette.routing import Match
@@ -41,9 +41,11 @@ from services.limits import (
     SMALL_BODY_MAX_BYTES,
 )
 from services.protocol import log_records
+from services.protocol.log_records import KEY_MAX_CHARS
 from services.protocol.logs import LOG_NAME_MAX_CHARS, Position, check_log_name
 from services.web.body import is_json, read_body
 from services.web.errors import error_response
+from services.web.methods import fallback_route
 
 router = APIRouter(
     prefix="/v1/logs", tags=["logs"], dependencies=[Depends(canonical_integer_queries)]
@@ -74,6 +76,19 @@ IdempotencyKey = Annotated[
         alias="Idempotency-Key",
         description="1-128 printable ASCII characters: a retry with the same key and body "
         "within the dedup window answers the original positions and appends nothing",
+        min_length=1,
+        max_length=KEY_MAX_CHARS,
+        pattern="^[ -~]+$",
+    ),
+]
+# The pattern documents the name (checked again by ``_name``, with the API's message).
+LogNamePath = Annotated[
+    str,
+    Path(
+        description=f"1-{LOG_NAME_MAX_CHARS} characters of A-Za-z0-9._-",
+        min_length=1,
+        max_length=LOG_NAME_MAX_CHARS,
+        pattern="^[A-Za-z0-9._-]+$",
     ),
 ]
 
@@ -113,7 +128,7 @@ async def _writer(gw: Gateway, name: str) -> LogWriter:
         }
     },
 )
-async def create_log(name: str, request: Request, gw: GatewayDep) -> JSONResponse:
+async def create_log(name: LogNamePath, request: Request, gw: GatewayDep) -> JSONResponse:
     _name(name)
     raw = await read_body(request, SMALL_BODY_MAX_BYTES)
     doc = parse_json(raw) if raw.strip() else {}
@@ -143,7 +158,7 @@ async def list_logs(
 
 
 @router.get("/{name}", response_model=LogModel, summary="A log", responses=errors(400, 401, 404))
-async def get_log(name: str, gw: GatewayDep) -> dict[str, Any]:
+async def get_log(name: LogNamePath, gw: GatewayDep) -> dict[str, Any]:
     return (await log_ops.get(gw, _name(name))).log.to_api()
 
 
@@ -153,7 +168,7 @@ async def get_log(name: str, gw: GatewayDep) -> dict[str, Any]:
     summary="Delete a log and its ledgers (its writer, wherever it runs, is fenced)",
     responses=errors(400, 401, 404, 503),
 )
-async def delete_log(name: str, gw: GatewayDep) -> Response:
+async def delete_log(name: LogNamePath, gw: GatewayDep) -> Response:
     await log_ops.delete(gw, _name(name))
     return Response(status_code=204)
 
@@ -164,7 +179,7 @@ async def delete_log(name: str, gw: GatewayDep) -> Response:
     summary="Take the log's writer role (fences the last two ledgers, creates one, CAS)",
     responses=errors(400, 401, 404, 409, 503, 504),
 )
-async def take_writer(name: str, gw: GatewayDep) -> dict[str, int]:
+async def take_writer(name: LogNamePath, gw: GatewayDep) -> dict[str, int]:
     writer = await gw.logs.acquire(_name(name))
     return {"epoch": writer.epoch, "ledger_id": writer.ledger_id}
 
@@ -191,7 +206,7 @@ async def take_writer(name: str, gw: GatewayDep) -> dict[str, int]:
     openapi_extra=ADD_BODY,
 )
 async def append_records(
-    name: str, request: Request, gw: GatewayDep, key: IdempotencyKey = None
+    name: LogNamePath, request: Request, gw: GatewayDep, key: IdempotencyKey = None
 ) -> dict[str, Any]:
     _name(name)
     if key is not None:
@@ -222,7 +237,7 @@ async def append_records(
     summary="Roll the log to a new ledger (create, CAS into the list, close the old one)",
     responses=errors(400, 401, 404, 409, 503),
 )
-async def roll_log(name: str, gw: GatewayDep) -> dict[str, int]:
+async def roll_log(name: LogNamePath, gw: GatewayDep) -> dict[str, int]:
     writer = await _writer(gw, _name(name))
     try:
         return {"ledger_id": await writer.roll()}
@@ -237,7 +252,7 @@ async def roll_log(name: str, gw: GatewayDep) -> dict[str, int]:
     responses=errors(400, 401, 404, 409, 503),
 )
 async def truncate_log(
-    name: str,
+    name: LogNamePath,
     gw: GatewayDep,
     before: Annotated[str, Query(description="LID:EID")],
 ) -> dict[str, Any]:
@@ -253,7 +268,7 @@ async def truncate_log(
     responses=errors(400, 401, 404, 503),
 )
 async def read_records(
-    name: str,
+    name: LogNamePath,
     gw: GatewayDep,
     first: Annotated[str | None, Query(alias="from", description="LID:EID")] = None,
     limit: Annotated[int, Query(ge=1, description="clamped to 1000")] = LIST_LIMIT_MAX,
@@ -290,7 +305,7 @@ async def read_records(
         }
     },
 )
-async def attach_ledgers(name: str, request: Request, gw: GatewayDep) -> dict[str, Any]:
+async def attach_ledgers(name: LogNamePath, request: Request, gw: GatewayDep) -> dict[str, Any]:
     _name(name)
     doc = parse_json(await read_body(request, SMALL_BODY_MAX_BYTES))
     if not isinstance(doc, dict):
@@ -310,7 +325,7 @@ async def attach_ledgers(name: str, request: Request, gw: GatewayDep) -> dict[st
     summary="The last sequence committed under a commit id (POST /ledgers)",
     responses=errors(400, 401, 404),
 )
-async def get_commit(name: str, commit_id: str, gw: GatewayDep) -> dict[str, Any]:
+async def get_commit(name: LogNamePath, commit_id: str, gw: GatewayDep) -> dict[str, Any]:
     current = (await log_ops.get(gw, _name(name))).log
     sequence = current.committed(commit_id)
     if sequence is None:
@@ -319,6 +334,7 @@ async def get_commit(name: str, commit_id: str, gw: GatewayDep) -> dict[str, Any
 
 
 @router.api_route("/{rest:path}", methods=["GET", "PUT", "POST", "DELETE"], include_in_schema=False)
+@fallback_route
 async def no_such_log_route(rest: str, request: Request) -> None:
     """What no route above matched: a name that is not one path segment (empty, or with
     an encoded slash) is 400 like any bad name; else the usual 404 / 405."""

@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from services.errors import (
+    ERRORS_BY_CODE,
     InvalidArgument,
     MethodNotAllowed,
     NotFound,
@@ -31,12 +32,44 @@ from services.errors import (
 log = logging.getLogger(__name__)
 
 
-# Responses documented on every route (OpenAPI).
+# Codes of the metadata store's vocabulary, of start-up and of the CLI: never the code of
+# an answer (services/errors.py), so not in the documents' enum.
+NOT_ANSWERED_CODES = frozenset(
+    {
+        "node_not_found",
+        "node_exists",
+        "node_not_empty",
+        "cookie_mismatch",
+        "bookie_running",
+        "data_dir_in_use",
+        "gateway_unreachable",
+        "stream_broken",
+    }
+)
+
+# Every code an answer may carry, in the order of the hierarchy (services/errors.py).
+ERROR_CODES: tuple[str, ...] = tuple(
+    code for code in ERRORS_BY_CODE if code not in NOT_ANSWERED_CODES
+)
+
+ERROR_SCHEMA_NAME = "Error"
+# The one error body of every service (API.md "Errors"), a component of every document
+# (``services.web.openapi.install_openapi`` adds it) that error responses refer to.
 ERROR_SCHEMA: dict[str, Any] = {
+    "title": ERROR_SCHEMA_NAME,
     "type": "object",
+    "description": "Every error answer: the API.md error code and a human-readable message",
     "required": ["error", "message"],
-    "properties": {"error": {"type": "string"}, "message": {"type": "string"}},
+    "properties": {
+        "error": {
+            "type": "string",
+            "enum": list(ERROR_CODES),
+            "description": "The error code (API.md); the HTTP status follows from it",
+        },
+        "message": {"type": "string", "description": "What went wrong, for people"},
+    },
 }
+ERROR_SCHEMA_REF: dict[str, Any] = {"$ref": f"#/components/schemas/{ERROR_SCHEMA_NAME}"}
 
 
 def error_response(status: int, description: str) -> dict[int | str, dict[str, Any]]:
@@ -44,7 +77,7 @@ def error_response(status: int, description: str) -> dict[int | str, dict[str, A
     return {
         status: {
             "description": description,
-            "content": {"application/json": {"schema": ERROR_SCHEMA}},
+            "content": {"application/json": {"schema": ERROR_SCHEMA_REF}},
         }
     }
 

@@ -2,16 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi.openapi.utils import get_openapi
 
+from services.errors import invariant
+from services.limits import ID_MAX
 from services.web.app import QuireApp
+from services.web.errors import ERROR_SCHEMA, ERROR_SCHEMA_NAME
 
 
-def install_openapi(app: QuireApp, scheme_name: str, scheme: dict[str, Any]) -> None:
+def install_openapi(
+    app: QuireApp,
+    scheme_name: str,
+    scheme: dict[str, Any],
+    required: Callable[[str], bool] = lambda path: False,
+) -> None:
     """Build the app's OpenAPI document our way: ``scheme`` as the security scheme of
-    every /v1 operation, and no FastAPI 422 responses (validation errors are 400)."""
+    every /v1 operation, the one ``Error`` body every error response refers to, and no
+    FastAPI 422 responses (validation errors are 400).
+
+    The credential is a security requirement, never a header parameter: required on the
+    paths where ``required(path)`` says this service (as configured) refuses a call
+    without it, optional elsewhere (``[{scheme: []}, {}]``: with or without it), so that
+    generated clients and fuzzers send it exactly when it is needed. The exported
+    documents are built with default settings, where nothing is required."""
 
     def build() -> dict[str, Any]:
         if app.openapi_schema:
@@ -23,55 +39,77 @@ def install_openapi(app: QuireApp, scheme_name: str, scheme: dict[str, Any]) -> 
             routes=app.routes,
             tags=app.openapi_tags,
         )
-        doc.setdefault("components", {}).setdefault("securitySchemes", {})[scheme_name] = scheme
+        components = doc.setdefault("components", {})
+        components.setdefault("securitySchemes", {})[scheme_name] = scheme
+        schemas = components.setdefault("schemas", {})
+        schemas[ERROR_SCHEMA_NAME] = ERROR_SCHEMA
         for path, operations in doc.get("paths", {}).items():
             for operation in operations.values():
                 operation.get("responses", {}).pop("422", None)
                 if path.startswith("/v1"):
-                    operation["security"] = [{scheme_name: []}]
-        schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+                    needed: list[dict[str, list[str]]] = [{scheme_name: []}]
+                    operation["security"] = needed if required(path) else [*needed, {}]
         schemas.pop("HTTPValidationError", None)
         schemas.pop("ValidationError", None)
-        hoist_defs(doc)
+        exact_bounds(doc)
+        hoist_definitions(doc, schemas)
         name_inline_models(doc)
         ids = [op.get("operationId") for ops in doc["paths"].values() for op in ops.values()]
         twice = sorted({i for i in ids if ids.count(i) > 1})
-        if twice:
-            raise ValueError(f"operation ids used twice: {twice} (rename the route functions)")
+        invariant(not twice, f"operation ids used twice: {twice} (rename the route functions)")
         app.openapi_schema = doc
         return doc
 
     app.openapi_builder = build
 
 
-def hoist_defs(doc: dict[str, Any]) -> None:
-    """Move the ``$defs`` of schemas written inline (a pydantic model's own JSON schema in
-    a route's ``responses``) into ``components/schemas`` and point their ``#/$defs/X``
-    references there: in an OpenAPI document ``#/`` is the document's root, so left in
-    place those references resolve to nothing (generators and validators refuse them)."""
-    schemas: dict[str, Any] = doc["components"]["schemas"]
-    found: dict[str, Any] = {}
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 
-    def walk(node: Any) -> Any:
-        if isinstance(node, list):
-            return [walk(item) for item in node]
-        if not isinstance(node, dict):
-            return node
-        out = {}
-        for key, value in node.items():
-            if key == "$defs" and isinstance(value, dict):
-                for name, schema in value.items():
-                    found[name] = walk(schema)
-                continue
-            if key == "$ref" and isinstance(value, str) and value.startswith("#/$defs/"):
-                value = "#/components/schemas/" + value.removeprefix("#/$defs/")
-            out[key] = walk(value)
-        return out
 
-    doc["paths"] = walk(doc.get("paths", {}))
-    for name, schema in found.items():
-        schemas.setdefault(name, schema)  # pydantic names a model the same everywhere
-    doc["components"] = _integral_bounds(doc["components"])
+def exact_bounds(node: Any) -> None:
+    """Write the numeric bounds of every schema as the integers they are. FastAPI's model
+    of a document holds them as floats, so ``le=ID_MAX`` came out as 2^63 (one more than
+    any id) and ``ge=0`` as ``0.0``; the only bound that large is ``ID_MAX``."""
+    if isinstance(node, list):
+        for item in node:
+            exact_bounds(item)
+        return
+    if not isinstance(node, dict):
+        return
+    for key in _BOUNDS:
+        value = node.get(key)
+        if isinstance(value, float) and value.is_integer():
+            node[key] = ID_MAX if value == float(ID_MAX) else int(value)
+    for value in node.values():
+        exact_bounds(value)
+
+
+_DEFS_REF = "#/$defs/"
+_COMPONENT_REF = "#/components/schemas/"
+
+
+def hoist_definitions(node: Any, schemas: dict[str, Any]) -> None:
+    """Move the ``$defs`` of schemas written inline (``Model.model_json_schema()`` in a
+    route's ``openapi_extra`` or ``responses``) into ``components/schemas`` and point their
+    references there: in an OpenAPI document ``#/$defs/...`` would name the document's
+    root, where there is nothing."""
+    if isinstance(node, list):
+        for item in node:
+            hoist_definitions(item, schemas)
+        return
+    if not isinstance(node, dict):
+        return
+    for name, schema in node.pop("$defs", {}).items():
+        hoist_definitions(schema, schemas)
+        invariant(
+            schemas.setdefault(name, schema) == schema,
+            f"two different schemas are both named {name} in the OpenAPI document",
+        )
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith(_DEFS_REF):
+        node["$ref"] = _COMPONENT_REF + ref.removeprefix(_DEFS_REF)
+    for value in node.values():
+        hoist_definitions(value, schemas)
 
 
 def name_inline_models(doc: dict[str, Any]) -> None:
@@ -92,7 +130,7 @@ def name_inline_models(doc: dict[str, Any]) -> None:
             return schema
         if schemas.setdefault(title, schema) != schema:
             return schema
-        return {"$ref": f"#/components/schemas/{title}"}
+        return {"$ref": f"{_COMPONENT_REF}{title}"}
 
     for operations in doc.get("paths", {}).values():
         for operation in operations.values():
@@ -102,23 +140,3 @@ def name_inline_models(doc: dict[str, Any]) -> None:
                 for media in body.get("content", {}).values():
                     if "schema" in media:
                         media["schema"] = named(media["schema"])
-
-
-_BOUNDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
-_INT64_MAX = 2**63 - 1
-
-
-def _integral_bounds(node: Any) -> Any:
-    """FastAPI's OpenAPI model keeps numeric bounds as floats: ``le=2**63-1`` comes out
-    as 9.223372036854776e+18 (which is 2**63). Integral bounds go back to integers, the
-    64-bit id bound exactly, so clients and validators see the real limits."""
-    if isinstance(node, list):
-        return [_integral_bounds(item) for item in node]
-    if not isinstance(node, dict):
-        return node
-    out = {}
-    for key, value in node.items():
-        if key in _BOUNDS and isinstance(value, float) and value.is_integer():
-            value = _INT64_MAX if value == float(_INT64_MAX) else int(value)
-        out[key] = _integral_bounds(value)
-    return out

@@ -38,6 +38,8 @@ from quire_client.models import (
     Cluster,
     CreateLedger,
     EntryPage,
+    Error,
+    ErrorError,
     Ledger,
     RecordPage,
 )
@@ -138,7 +140,7 @@ def test_python_client_password_protected_ledger(env: Env) -> None:
     assert isinstance(page, EntryPage) and base64.b64decode(page.entries[0].data) == b"guarded"
     refused = read_entries.sync_detailed(ledger_id, client=env.api, from_=0, to=0)
     assert refused.status_code == 401
-    assert refused.parsed is not None and refused.parsed.error == "unauthorized"  # type: ignore[union-attr]
+    assert isinstance(refused.parsed, Error) and refused.parsed.error == ErrorError.UNAUTHORIZED
 
 
 def test_python_client_log(env: Env) -> None:
@@ -176,15 +178,16 @@ def test_python_client_admin_cluster_and_token(env: Env) -> None:
     cluster = get_cluster.sync(client=env.admin)
     assert isinstance(cluster, Cluster) and cluster.bookies.writable == 3
     refused = get_cluster.sync_detailed(client=env.api)  # the API token is not enough
-    assert refused.status_code == 401
+    assert refused.status_code == 401 and isinstance(refused.parsed, Error)
 
 
 def test_python_client_error_is_typed_with_its_code(env: Env) -> None:
     missing = get_ledger.sync_detailed(2**53, client=env.api)
     assert missing.status_code == 404
     error = missing.parsed
-    assert error is not None and not isinstance(error, Ledger)
-    assert error.error == "ledger_not_found" and error.message  # type: ignore[union-attr]
+    assert isinstance(error, Error), error  # the one typed error of every answer
+    assert error.error == ErrorError.LEDGER_NOT_FOUND and error.error.value == "ledger_not_found"
+    assert str(2**53) in error.message
 
 
 # ------------------------------------------------------------------- TypeScript

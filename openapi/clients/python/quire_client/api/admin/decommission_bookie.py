@@ -7,10 +7,7 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.admin_bookie import AdminBookie
-from ...models.decommission_bookie_response_400 import DecommissionBookieResponse400
-from ...models.decommission_bookie_response_401 import DecommissionBookieResponse401
-from ...models.decommission_bookie_response_404 import DecommissionBookieResponse404
-from ...models.decommission_bookie_response_503 import DecommissionBookieResponse503
+from ...models.error import Error
 from ...types import Response
 
 
@@ -28,38 +25,29 @@ def _get_kwargs(
     return _kwargs
 
 
-def _parse_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    AdminBookie
-    | DecommissionBookieResponse400
-    | DecommissionBookieResponse401
-    | DecommissionBookieResponse404
-    | DecommissionBookieResponse503
-    | None
-):
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> AdminBookie | Error | None:
     if response.status_code == 202:
         response_202 = AdminBookie.from_dict(response.json())
 
         return response_202
 
     if response.status_code == 400:
-        response_400 = DecommissionBookieResponse400.from_dict(response.json())
+        response_400 = Error.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = DecommissionBookieResponse401.from_dict(response.json())
+        response_401 = Error.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 404:
-        response_404 = DecommissionBookieResponse404.from_dict(response.json())
+        response_404 = Error.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 503:
-        response_503 = DecommissionBookieResponse503.from_dict(response.json())
+        response_503 = Error.from_dict(response.json())
 
         return response_503
 
@@ -69,15 +57,7 @@ def _parse_response(
         return None
 
 
-def _build_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    AdminBookie
-    | DecommissionBookieResponse400
-    | DecommissionBookieResponse401
-    | DecommissionBookieResponse404
-    | DecommissionBookieResponse503
-]:
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[AdminBookie | Error]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -90,13 +70,7 @@ def sync_detailed(
     bookie_id: str,
     *,
     client: AuthenticatedClient,
-) -> Response[
-    AdminBookie
-    | DecommissionBookieResponse400
-    | DecommissionBookieResponse401
-    | DecommissionBookieResponse404
-    | DecommissionBookieResponse503
-]:
+) -> Response[AdminBookie | Error]:
     """Decommission a bookie (up or down): its state is decommissioning from this answer on, so no new
     ensemble chooses it; everything on it is re-replicated, then it is decommissioned. Idempotent.
 
@@ -108,7 +82,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[AdminBookie | DecommissionBookieResponse400 | DecommissionBookieResponse401 | DecommissionBookieResponse404 | DecommissionBookieResponse503]
+        Response[AdminBookie | Error]
     """
 
     kwargs = _get_kwargs(
@@ -126,14 +100,7 @@ def sync(
     bookie_id: str,
     *,
     client: AuthenticatedClient,
-) -> (
-    AdminBookie
-    | DecommissionBookieResponse400
-    | DecommissionBookieResponse401
-    | DecommissionBookieResponse404
-    | DecommissionBookieResponse503
-    | None
-):
+) -> AdminBookie | Error | None:
     """Decommission a bookie (up or down): its state is decommissioning from this answer on, so no new
     ensemble chooses it; everything on it is re-replicated, then it is decommissioned. Idempotent.
 
@@ -145,7 +112,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        AdminBookie | DecommissionBookieResponse400 | DecommissionBookieResponse401 | DecommissionBookieResponse404 | DecommissionBookieResponse503
+        AdminBookie | Error
     """
 
     return sync_detailed(
@@ -158,13 +125,7 @@ async def asyncio_detailed(
     bookie_id: str,
     *,
     client: AuthenticatedClient,
-) -> Response[
-    AdminBookie
-    | DecommissionBookieResponse400
-    | DecommissionBookieResponse401
-    | DecommissionBookieResponse404
-    | DecommissionBookieResponse503
-]:
+) -> Response[AdminBookie | Error]:
     """Decommission a bookie (up or down): its state is decommissioning from this answer on, so no new
     ensemble chooses it; everything on it is re-replicated, then it is decommissioned. Idempotent.
 
@@ -176,7 +137,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[AdminBookie | DecommissionBookieResponse400 | DecommissionBookieResponse401 | DecommissionBookieResponse404 | DecommissionBookieResponse503]
+        Response[AdminBookie | Error]
     """
 
     kwargs = _get_kwargs(
@@ -192,14 +153,7 @@ async def asyncio(
     bookie_id: str,
     *,
     client: AuthenticatedClient,
-) -> (
-    AdminBookie
-    | DecommissionBookieResponse400
-    | DecommissionBookieResponse401
-    | DecommissionBookieResponse404
-    | DecommissionBookieResponse503
-    | None
-):
+) -> AdminBookie | Error | None:
     """Decommission a bookie (up or down): its state is decommissioning from this answer on, so no new
     ensemble chooses it; everything on it is re-replicated, then it is decommissioned. Idempotent.
 
@@ -211,7 +165,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        AdminBookie | DecommissionBookieResponse400 | DecommissionBookieResponse401 | DecommissionBookieResponse404 | DecommissionBookieResponse503
+        AdminBookie | Error
     """
 
     return (

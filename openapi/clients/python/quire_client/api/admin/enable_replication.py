@@ -6,8 +6,7 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.cluster import Cluster
-from ...models.enable_replication_response_401 import EnableReplicationResponse401
-from ...models.enable_replication_response_503 import EnableReplicationResponse503
+from ...models.error import Error
 from ...types import Response
 
 
@@ -21,21 +20,19 @@ def _get_kwargs() -> dict[str, Any]:
     return _kwargs
 
 
-def _parse_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Cluster | EnableReplicationResponse401 | EnableReplicationResponse503 | None:
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Cluster | Error | None:
     if response.status_code == 200:
         response_200 = Cluster.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 401:
-        response_401 = EnableReplicationResponse401.from_dict(response.json())
+        response_401 = Error.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 503:
-        response_503 = EnableReplicationResponse503.from_dict(response.json())
+        response_503 = Error.from_dict(response.json())
 
         return response_503
 
@@ -45,9 +42,7 @@ def _parse_response(
         return None
 
 
-def _build_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[Cluster | EnableReplicationResponse401 | EnableReplicationResponse503]:
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[Cluster | Error]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -59,7 +54,7 @@ def _build_response(
 def sync_detailed(
     *,
     client: AuthenticatedClient,
-) -> Response[Cluster | EnableReplicationResponse401 | EnableReplicationResponse503]:
+) -> Response[Cluster | Error]:
     """Enable re-replication cluster-wide
 
     Raises:
@@ -67,7 +62,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[Cluster | EnableReplicationResponse401 | EnableReplicationResponse503]
+        Response[Cluster | Error]
     """
 
     kwargs = _get_kwargs()
@@ -82,7 +77,7 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient,
-) -> Cluster | EnableReplicationResponse401 | EnableReplicationResponse503 | None:
+) -> Cluster | Error | None:
     """Enable re-replication cluster-wide
 
     Raises:
@@ -90,7 +85,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Cluster | EnableReplicationResponse401 | EnableReplicationResponse503
+        Cluster | Error
     """
 
     return sync_detailed(
@@ -101,7 +96,7 @@ def sync(
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
-) -> Response[Cluster | EnableReplicationResponse401 | EnableReplicationResponse503]:
+) -> Response[Cluster | Error]:
     """Enable re-replication cluster-wide
 
     Raises:
@@ -109,7 +104,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[Cluster | EnableReplicationResponse401 | EnableReplicationResponse503]
+        Response[Cluster | Error]
     """
 
     kwargs = _get_kwargs()
@@ -122,7 +117,7 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient,
-) -> Cluster | EnableReplicationResponse401 | EnableReplicationResponse503 | None:
+) -> Cluster | Error | None:
     """Enable re-replication cluster-wide
 
     Raises:
@@ -130,7 +125,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Cluster | EnableReplicationResponse401 | EnableReplicationResponse503
+        Cluster | Error
     """
 
     return (

@@ -7,10 +7,7 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.admin_bookie import AdminBookie
-from ...models.get_bookie_response_400 import GetBookieResponse400
-from ...models.get_bookie_response_401 import GetBookieResponse401
-from ...models.get_bookie_response_404 import GetBookieResponse404
-from ...models.get_bookie_response_503 import GetBookieResponse503
+from ...models.error import Error
 from ...types import Response
 
 
@@ -28,31 +25,29 @@ def _get_kwargs(
     return _kwargs
 
 
-def _parse_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> AdminBookie | GetBookieResponse400 | GetBookieResponse401 | GetBookieResponse404 | GetBookieResponse503 | None:
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> AdminBookie | Error | None:
     if response.status_code == 200:
         response_200 = AdminBookie.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = GetBookieResponse400.from_dict(response.json())
+        response_400 = Error.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = GetBookieResponse401.from_dict(response.json())
+        response_401 = Error.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 404:
-        response_404 = GetBookieResponse404.from_dict(response.json())
+        response_404 = Error.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 503:
-        response_503 = GetBookieResponse503.from_dict(response.json())
+        response_503 = Error.from_dict(response.json())
 
         return response_503
 
@@ -62,9 +57,7 @@ def _parse_response(
         return None
 
 
-def _build_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[AdminBookie | GetBookieResponse400 | GetBookieResponse401 | GetBookieResponse404 | GetBookieResponse503]:
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[AdminBookie | Error]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -77,7 +70,7 @@ def sync_detailed(
     bookie_id: str,
     *,
     client: AuthenticatedClient,
-) -> Response[AdminBookie | GetBookieResponse400 | GetBookieResponse401 | GetBookieResponse404 | GetBookieResponse503]:
+) -> Response[AdminBookie | Error]:
     """One bookie (extension)
 
     Args:
@@ -88,7 +81,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[AdminBookie | GetBookieResponse400 | GetBookieResponse401 | GetBookieResponse404 | GetBookieResponse503]
+        Response[AdminBookie | Error]
     """
 
     kwargs = _get_kwargs(
@@ -106,7 +99,7 @@ def sync(
     bookie_id: str,
     *,
     client: AuthenticatedClient,
-) -> AdminBookie | GetBookieResponse400 | GetBookieResponse401 | GetBookieResponse404 | GetBookieResponse503 | None:
+) -> AdminBookie | Error | None:
     """One bookie (extension)
 
     Args:
@@ -117,7 +110,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        AdminBookie | GetBookieResponse400 | GetBookieResponse401 | GetBookieResponse404 | GetBookieResponse503
+        AdminBookie | Error
     """
 
     return sync_detailed(
@@ -130,7 +123,7 @@ async def asyncio_detailed(
     bookie_id: str,
     *,
     client: AuthenticatedClient,
-) -> Response[AdminBookie | GetBookieResponse400 | GetBookieResponse401 | GetBookieResponse404 | GetBookieResponse503]:
+) -> Response[AdminBookie | Error]:
     """One bookie (extension)
 
     Args:
@@ -141,7 +134,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[AdminBookie | GetBookieResponse400 | GetBookieResponse401 | GetBookieResponse404 | GetBookieResponse503]
+        Response[AdminBookie | Error]
     """
 
     kwargs = _get_kwargs(
@@ -157,7 +150,7 @@ async def asyncio(
     bookie_id: str,
     *,
     client: AuthenticatedClient,
-) -> AdminBookie | GetBookieResponse400 | GetBookieResponse401 | GetBookieResponse404 | GetBookieResponse503 | None:
+) -> AdminBookie | Error | None:
     """One bookie (extension)
 
     Args:
@@ -168,7 +161,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        AdminBookie | GetBookieResponse400 | GetBookieResponse401 | GetBookieResponse404 | GetBookieResponse503
+        AdminBookie | Error
     """
 
     return (

@@ -5,9 +5,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.list_under_replicated_response_400 import ListUnderReplicatedResponse400
-from ...models.list_under_replicated_response_401 import ListUnderReplicatedResponse401
-from ...models.list_under_replicated_response_503 import ListUnderReplicatedResponse503
+from ...models.error import Error
 from ...models.under_replicated_list import UnderReplicatedList
 from ...types import UNSET, Response, Unset
 
@@ -42,30 +40,24 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    ListUnderReplicatedResponse400
-    | ListUnderReplicatedResponse401
-    | ListUnderReplicatedResponse503
-    | UnderReplicatedList
-    | None
-):
+) -> Error | UnderReplicatedList | None:
     if response.status_code == 200:
         response_200 = UnderReplicatedList.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = ListUnderReplicatedResponse400.from_dict(response.json())
+        response_400 = Error.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = ListUnderReplicatedResponse401.from_dict(response.json())
+        response_401 = Error.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 503:
-        response_503 = ListUnderReplicatedResponse503.from_dict(response.json())
+        response_503 = Error.from_dict(response.json())
 
         return response_503
 
@@ -77,12 +69,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    ListUnderReplicatedResponse400
-    | ListUnderReplicatedResponse401
-    | ListUnderReplicatedResponse503
-    | UnderReplicatedList
-]:
+) -> Response[Error | UnderReplicatedList]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -96,12 +83,7 @@ def sync_detailed(
     client: AuthenticatedClient,
     limit: int | Unset = 1000,
     after: int | None | Unset = UNSET,
-) -> Response[
-    ListUnderReplicatedResponse400
-    | ListUnderReplicatedResponse401
-    | ListUnderReplicatedResponse503
-    | UnderReplicatedList
-]:
+) -> Response[Error | UnderReplicatedList]:
     """Under-replicated ledgers in id order, with missing bookies and repair progress
 
     Args:
@@ -113,7 +95,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ListUnderReplicatedResponse400 | ListUnderReplicatedResponse401 | ListUnderReplicatedResponse503 | UnderReplicatedList]
+        Response[Error | UnderReplicatedList]
     """
 
     kwargs = _get_kwargs(
@@ -133,13 +115,7 @@ def sync(
     client: AuthenticatedClient,
     limit: int | Unset = 1000,
     after: int | None | Unset = UNSET,
-) -> (
-    ListUnderReplicatedResponse400
-    | ListUnderReplicatedResponse401
-    | ListUnderReplicatedResponse503
-    | UnderReplicatedList
-    | None
-):
+) -> Error | UnderReplicatedList | None:
     """Under-replicated ledgers in id order, with missing bookies and repair progress
 
     Args:
@@ -151,7 +127,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ListUnderReplicatedResponse400 | ListUnderReplicatedResponse401 | ListUnderReplicatedResponse503 | UnderReplicatedList
+        Error | UnderReplicatedList
     """
 
     return sync_detailed(
@@ -166,12 +142,7 @@ async def asyncio_detailed(
     client: AuthenticatedClient,
     limit: int | Unset = 1000,
     after: int | None | Unset = UNSET,
-) -> Response[
-    ListUnderReplicatedResponse400
-    | ListUnderReplicatedResponse401
-    | ListUnderReplicatedResponse503
-    | UnderReplicatedList
-]:
+) -> Response[Error | UnderReplicatedList]:
     """Under-replicated ledgers in id order, with missing bookies and repair progress
 
     Args:
@@ -183,7 +154,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ListUnderReplicatedResponse400 | ListUnderReplicatedResponse401 | ListUnderReplicatedResponse503 | UnderReplicatedList]
+        Response[Error | UnderReplicatedList]
     """
 
     kwargs = _get_kwargs(
@@ -201,13 +172,7 @@ async def asyncio(
     client: AuthenticatedClient,
     limit: int | Unset = 1000,
     after: int | None | Unset = UNSET,
-) -> (
-    ListUnderReplicatedResponse400
-    | ListUnderReplicatedResponse401
-    | ListUnderReplicatedResponse503
-    | UnderReplicatedList
-    | None
-):
+) -> Error | UnderReplicatedList | None:
     """Under-replicated ledgers in id order, with missing bookies and repair progress
 
     Args:
@@ -219,7 +184,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ListUnderReplicatedResponse400 | ListUnderReplicatedResponse401 | ListUnderReplicatedResponse503 | UnderReplicatedList
+        Error | UnderReplicatedList
     """
 
     return (

@@ -6,8 +6,7 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.audit_requested import AuditRequested
-from ...models.request_audit_response_401 import RequestAuditResponse401
-from ...models.request_audit_response_503 import RequestAuditResponse503
+from ...models.error import Error
 from ...types import Response
 
 
@@ -21,21 +20,19 @@ def _get_kwargs() -> dict[str, Any]:
     return _kwargs
 
 
-def _parse_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> AuditRequested | RequestAuditResponse401 | RequestAuditResponse503 | None:
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> AuditRequested | Error | None:
     if response.status_code == 202:
         response_202 = AuditRequested.from_dict(response.json())
 
         return response_202
 
     if response.status_code == 401:
-        response_401 = RequestAuditResponse401.from_dict(response.json())
+        response_401 = Error.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 503:
-        response_503 = RequestAuditResponse503.from_dict(response.json())
+        response_503 = Error.from_dict(response.json())
 
         return response_503
 
@@ -47,7 +44,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[AuditRequested | RequestAuditResponse401 | RequestAuditResponse503]:
+) -> Response[AuditRequested | Error]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -59,7 +56,7 @@ def _build_response(
 def sync_detailed(
     *,
     client: AuthenticatedClient,
-) -> Response[AuditRequested | RequestAuditResponse401 | RequestAuditResponse503]:
+) -> Response[AuditRequested | Error]:
     """Ask the elected auditor for a full check now
 
     Raises:
@@ -67,7 +64,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[AuditRequested | RequestAuditResponse401 | RequestAuditResponse503]
+        Response[AuditRequested | Error]
     """
 
     kwargs = _get_kwargs()
@@ -82,7 +79,7 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient,
-) -> AuditRequested | RequestAuditResponse401 | RequestAuditResponse503 | None:
+) -> AuditRequested | Error | None:
     """Ask the elected auditor for a full check now
 
     Raises:
@@ -90,7 +87,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        AuditRequested | RequestAuditResponse401 | RequestAuditResponse503
+        AuditRequested | Error
     """
 
     return sync_detailed(
@@ -101,7 +98,7 @@ def sync(
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
-) -> Response[AuditRequested | RequestAuditResponse401 | RequestAuditResponse503]:
+) -> Response[AuditRequested | Error]:
     """Ask the elected auditor for a full check now
 
     Raises:
@@ -109,7 +106,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[AuditRequested | RequestAuditResponse401 | RequestAuditResponse503]
+        Response[AuditRequested | Error]
     """
 
     kwargs = _get_kwargs()
@@ -122,7 +119,7 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient,
-) -> AuditRequested | RequestAuditResponse401 | RequestAuditResponse503 | None:
+) -> AuditRequested | Error | None:
     """Ask the elected auditor for a full check now
 
     Raises:
@@ -130,7 +127,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        AuditRequested | RequestAuditResponse401 | RequestAuditResponse503
+        AuditRequested | Error
     """
 
     return (

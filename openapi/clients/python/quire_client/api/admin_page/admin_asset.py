@@ -6,8 +6,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.admin_asset_response_400 import AdminAssetResponse400
-from ...models.admin_asset_response_404 import AdminAssetResponse404
+from ...models.error import Error
 from ...types import Response
 
 
@@ -25,20 +24,13 @@ def _get_kwargs(
     return _kwargs
 
 
-def _parse_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> AdminAssetResponse400 | AdminAssetResponse404 | str | None:
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Error | str | None:
     if response.status_code == 200:
         response_200 = response.text
         return response_200
 
-    if response.status_code == 400:
-        response_400 = AdminAssetResponse400.from_dict(response.json())
-
-        return response_400
-
     if response.status_code == 404:
-        response_404 = AdminAssetResponse404.from_dict(response.json())
+        response_404 = Error.from_dict(response.json())
 
         return response_404
 
@@ -48,9 +40,7 @@ def _parse_response(
         return None
 
 
-def _build_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[AdminAssetResponse400 | AdminAssetResponse404 | str]:
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[Error | str]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -63,7 +53,7 @@ def sync_detailed(
     name: str,
     *,
     client: AuthenticatedClient | Client,
-) -> Response[AdminAssetResponse400 | AdminAssetResponse404 | str]:
+) -> Response[Error | str]:
     """The admin page's script and style
 
     Args:
@@ -74,7 +64,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[AdminAssetResponse400 | AdminAssetResponse404 | str]
+        Response[Error | str]
     """
 
     kwargs = _get_kwargs(
@@ -92,7 +82,7 @@ def sync(
     name: str,
     *,
     client: AuthenticatedClient | Client,
-) -> AdminAssetResponse400 | AdminAssetResponse404 | str | None:
+) -> Error | str | None:
     """The admin page's script and style
 
     Args:
@@ -103,7 +93,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        AdminAssetResponse400 | AdminAssetResponse404 | str
+        Error | str
     """
 
     return sync_detailed(
@@ -116,7 +106,7 @@ async def asyncio_detailed(
     name: str,
     *,
     client: AuthenticatedClient | Client,
-) -> Response[AdminAssetResponse400 | AdminAssetResponse404 | str]:
+) -> Response[Error | str]:
     """The admin page's script and style
 
     Args:
@@ -127,7 +117,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[AdminAssetResponse400 | AdminAssetResponse404 | str]
+        Response[Error | str]
     """
 
     kwargs = _get_kwargs(
@@ -143,7 +133,7 @@ async def asyncio(
     name: str,
     *,
     client: AuthenticatedClient | Client,
-) -> AdminAssetResponse400 | AdminAssetResponse404 | str | None:
+) -> Error | str | None:
     """The admin page's script and style
 
     Args:
@@ -154,7 +144,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        AdminAssetResponse400 | AdminAssetResponse404 | str
+        Error | str
     """
 
     return (

@@ -7,15 +7,9 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.add_entries_json_body import AddEntriesJsonBody
-from ...models.add_entries_response_400 import AddEntriesResponse400
-from ...models.add_entries_response_401 import AddEntriesResponse401
-from ...models.add_entries_response_404 import AddEntriesResponse404
-from ...models.add_entries_response_409 import AddEntriesResponse409
-from ...models.add_entries_response_413 import AddEntriesResponse413
-from ...models.add_entries_response_503 import AddEntriesResponse503
-from ...models.add_entries_response_504 import AddEntriesResponse504
 from ...models.add_result import AddResult
 from ...models.batch_add_result import BatchAddResult
+from ...models.error import Error
 from ...types import UNSET, File, Response, Unset
 
 
@@ -52,18 +46,7 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    AddEntriesResponse400
-    | AddEntriesResponse401
-    | AddEntriesResponse404
-    | AddEntriesResponse409
-    | AddEntriesResponse413
-    | AddEntriesResponse503
-    | AddEntriesResponse504
-    | AddResult
-    | BatchAddResult
-    | None
-):
+) -> AddResult | BatchAddResult | Error | None:
     if response.status_code == 200:
 
         def _parse_response_200(data: object) -> AddResult | BatchAddResult:
@@ -86,37 +69,37 @@ def _parse_response(
         return response_200
 
     if response.status_code == 400:
-        response_400 = AddEntriesResponse400.from_dict(response.json())
+        response_400 = Error.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = AddEntriesResponse401.from_dict(response.json())
+        response_401 = Error.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 404:
-        response_404 = AddEntriesResponse404.from_dict(response.json())
+        response_404 = Error.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 409:
-        response_409 = AddEntriesResponse409.from_dict(response.json())
+        response_409 = Error.from_dict(response.json())
 
         return response_409
 
     if response.status_code == 413:
-        response_413 = AddEntriesResponse413.from_dict(response.json())
+        response_413 = Error.from_dict(response.json())
 
         return response_413
 
     if response.status_code == 503:
-        response_503 = AddEntriesResponse503.from_dict(response.json())
+        response_503 = Error.from_dict(response.json())
 
         return response_503
 
     if response.status_code == 504:
-        response_504 = AddEntriesResponse504.from_dict(response.json())
+        response_504 = Error.from_dict(response.json())
 
         return response_504
 
@@ -128,17 +111,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    AddEntriesResponse400
-    | AddEntriesResponse401
-    | AddEntriesResponse404
-    | AddEntriesResponse409
-    | AddEntriesResponse413
-    | AddEntriesResponse503
-    | AddEntriesResponse504
-    | AddResult
-    | BatchAddResult
-]:
+) -> Response[AddResult | BatchAddResult | Error]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -153,17 +126,7 @@ def sync_detailed(
     client: AuthenticatedClient,
     body: AddEntriesJsonBody | File | Unset = UNSET,
     x_ledger_password: None | str | Unset = UNSET,
-) -> Response[
-    AddEntriesResponse400
-    | AddEntriesResponse401
-    | AddEntriesResponse404
-    | AddEntriesResponse409
-    | AddEntriesResponse413
-    | AddEntriesResponse503
-    | AddEntriesResponse504
-    | AddResult
-    | BatchAddResult
-]:
+) -> Response[AddResult | BatchAddResult | Error]:
     """Add one entry (raw body) or a batch (JSON)
 
     Args:
@@ -178,7 +141,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[AddEntriesResponse400 | AddEntriesResponse401 | AddEntriesResponse404 | AddEntriesResponse409 | AddEntriesResponse413 | AddEntriesResponse503 | AddEntriesResponse504 | AddResult | BatchAddResult]
+        Response[AddResult | BatchAddResult | Error]
     """
 
     kwargs = _get_kwargs(
@@ -200,18 +163,7 @@ def sync(
     client: AuthenticatedClient,
     body: AddEntriesJsonBody | File | Unset = UNSET,
     x_ledger_password: None | str | Unset = UNSET,
-) -> (
-    AddEntriesResponse400
-    | AddEntriesResponse401
-    | AddEntriesResponse404
-    | AddEntriesResponse409
-    | AddEntriesResponse413
-    | AddEntriesResponse503
-    | AddEntriesResponse504
-    | AddResult
-    | BatchAddResult
-    | None
-):
+) -> AddResult | BatchAddResult | Error | None:
     """Add one entry (raw body) or a batch (JSON)
 
     Args:
@@ -226,7 +178,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        AddEntriesResponse400 | AddEntriesResponse401 | AddEntriesResponse404 | AddEntriesResponse409 | AddEntriesResponse413 | AddEntriesResponse503 | AddEntriesResponse504 | AddResult | BatchAddResult
+        AddResult | BatchAddResult | Error
     """
 
     return sync_detailed(
@@ -243,17 +195,7 @@ async def asyncio_detailed(
     client: AuthenticatedClient,
     body: AddEntriesJsonBody | File | Unset = UNSET,
     x_ledger_password: None | str | Unset = UNSET,
-) -> Response[
-    AddEntriesResponse400
-    | AddEntriesResponse401
-    | AddEntriesResponse404
-    | AddEntriesResponse409
-    | AddEntriesResponse413
-    | AddEntriesResponse503
-    | AddEntriesResponse504
-    | AddResult
-    | BatchAddResult
-]:
+) -> Response[AddResult | BatchAddResult | Error]:
     """Add one entry (raw body) or a batch (JSON)
 
     Args:
@@ -268,7 +210,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[AddEntriesResponse400 | AddEntriesResponse401 | AddEntriesResponse404 | AddEntriesResponse409 | AddEntriesResponse413 | AddEntriesResponse503 | AddEntriesResponse504 | AddResult | BatchAddResult]
+        Response[AddResult | BatchAddResult | Error]
     """
 
     kwargs = _get_kwargs(
@@ -288,18 +230,7 @@ async def asyncio(
     client: AuthenticatedClient,
     body: AddEntriesJsonBody | File | Unset = UNSET,
     x_ledger_password: None | str | Unset = UNSET,
-) -> (
-    AddEntriesResponse400
-    | AddEntriesResponse401
-    | AddEntriesResponse404
-    | AddEntriesResponse409
-    | AddEntriesResponse413
-    | AddEntriesResponse503
-    | AddEntriesResponse504
-    | AddResult
-    | BatchAddResult
-    | None
-):
+) -> AddResult | BatchAddResult | Error | None:
     """Add one entry (raw body) or a batch (JSON)
 
     Args:
@@ -314,7 +245,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        AddEntriesResponse400 | AddEntriesResponse401 | AddEntriesResponse404 | AddEntriesResponse409 | AddEntriesResponse413 | AddEntriesResponse503 | AddEntriesResponse504 | AddResult | BatchAddResult
+        AddResult | BatchAddResult | Error
     """
 
     return (

@@ -6,11 +6,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.close_ledger_response_400 import CloseLedgerResponse400
-from ...models.close_ledger_response_401 import CloseLedgerResponse401
-from ...models.close_ledger_response_404 import CloseLedgerResponse404
-from ...models.close_ledger_response_409 import CloseLedgerResponse409
-from ...models.close_ledger_response_503 import CloseLedgerResponse503
+from ...models.error import Error
 from ...models.ledger import Ledger
 from ...types import UNSET, Response, Unset
 
@@ -35,44 +31,34 @@ def _get_kwargs(
     return _kwargs
 
 
-def _parse_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    CloseLedgerResponse400
-    | CloseLedgerResponse401
-    | CloseLedgerResponse404
-    | CloseLedgerResponse409
-    | CloseLedgerResponse503
-    | Ledger
-    | None
-):
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Error | Ledger | None:
     if response.status_code == 200:
         response_200 = Ledger.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = CloseLedgerResponse400.from_dict(response.json())
+        response_400 = Error.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = CloseLedgerResponse401.from_dict(response.json())
+        response_401 = Error.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 404:
-        response_404 = CloseLedgerResponse404.from_dict(response.json())
+        response_404 = Error.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 409:
-        response_409 = CloseLedgerResponse409.from_dict(response.json())
+        response_409 = Error.from_dict(response.json())
 
         return response_409
 
     if response.status_code == 503:
-        response_503 = CloseLedgerResponse503.from_dict(response.json())
+        response_503 = Error.from_dict(response.json())
 
         return response_503
 
@@ -82,16 +68,7 @@ def _parse_response(
         return None
 
 
-def _build_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    CloseLedgerResponse400
-    | CloseLedgerResponse401
-    | CloseLedgerResponse404
-    | CloseLedgerResponse409
-    | CloseLedgerResponse503
-    | Ledger
-]:
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[Error | Ledger]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -105,14 +82,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     x_ledger_password: None | str | Unset = UNSET,
-) -> Response[
-    CloseLedgerResponse400
-    | CloseLedgerResponse401
-    | CloseLedgerResponse404
-    | CloseLedgerResponse409
-    | CloseLedgerResponse503
-    | Ledger
-]:
+) -> Response[Error | Ledger]:
     """Close as the writer (closing again returns the same object)
 
     Args:
@@ -125,7 +95,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[CloseLedgerResponse400 | CloseLedgerResponse401 | CloseLedgerResponse404 | CloseLedgerResponse409 | CloseLedgerResponse503 | Ledger]
+        Response[Error | Ledger]
     """
 
     kwargs = _get_kwargs(
@@ -145,15 +115,7 @@ def sync(
     *,
     client: AuthenticatedClient,
     x_ledger_password: None | str | Unset = UNSET,
-) -> (
-    CloseLedgerResponse400
-    | CloseLedgerResponse401
-    | CloseLedgerResponse404
-    | CloseLedgerResponse409
-    | CloseLedgerResponse503
-    | Ledger
-    | None
-):
+) -> Error | Ledger | None:
     """Close as the writer (closing again returns the same object)
 
     Args:
@@ -166,7 +128,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        CloseLedgerResponse400 | CloseLedgerResponse401 | CloseLedgerResponse404 | CloseLedgerResponse409 | CloseLedgerResponse503 | Ledger
+        Error | Ledger
     """
 
     return sync_detailed(
@@ -181,14 +143,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     x_ledger_password: None | str | Unset = UNSET,
-) -> Response[
-    CloseLedgerResponse400
-    | CloseLedgerResponse401
-    | CloseLedgerResponse404
-    | CloseLedgerResponse409
-    | CloseLedgerResponse503
-    | Ledger
-]:
+) -> Response[Error | Ledger]:
     """Close as the writer (closing again returns the same object)
 
     Args:
@@ -201,7 +156,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[CloseLedgerResponse400 | CloseLedgerResponse401 | CloseLedgerResponse404 | CloseLedgerResponse409 | CloseLedgerResponse503 | Ledger]
+        Response[Error | Ledger]
     """
 
     kwargs = _get_kwargs(
@@ -219,15 +174,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     x_ledger_password: None | str | Unset = UNSET,
-) -> (
-    CloseLedgerResponse400
-    | CloseLedgerResponse401
-    | CloseLedgerResponse404
-    | CloseLedgerResponse409
-    | CloseLedgerResponse503
-    | Ledger
-    | None
-):
+) -> Error | Ledger | None:
     """Close as the writer (closing again returns the same object)
 
     Args:
@@ -240,7 +187,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        CloseLedgerResponse400 | CloseLedgerResponse401 | CloseLedgerResponse404 | CloseLedgerResponse409 | CloseLedgerResponse503 | Ledger
+        Error | Ledger
     """
 
     return (

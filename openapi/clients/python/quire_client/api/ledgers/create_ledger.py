@@ -6,9 +6,7 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.create_ledger import CreateLedger
-from ...models.create_ledger_response_400 import CreateLedgerResponse400
-from ...models.create_ledger_response_401 import CreateLedgerResponse401
-from ...models.create_ledger_response_503 import CreateLedgerResponse503
+from ...models.error import Error
 from ...models.ledger import Ledger
 from ...types import UNSET, Response, Unset
 
@@ -33,26 +31,24 @@ def _get_kwargs(
     return _kwargs
 
 
-def _parse_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> CreateLedgerResponse400 | CreateLedgerResponse401 | CreateLedgerResponse503 | Ledger | None:
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Error | Ledger | None:
     if response.status_code == 201:
         response_201 = Ledger.from_dict(response.json())
 
         return response_201
 
     if response.status_code == 400:
-        response_400 = CreateLedgerResponse400.from_dict(response.json())
+        response_400 = Error.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = CreateLedgerResponse401.from_dict(response.json())
+        response_401 = Error.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 503:
-        response_503 = CreateLedgerResponse503.from_dict(response.json())
+        response_503 = Error.from_dict(response.json())
 
         return response_503
 
@@ -62,9 +58,7 @@ def _parse_response(
         return None
 
 
-def _build_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[CreateLedgerResponse400 | CreateLedgerResponse401 | CreateLedgerResponse503 | Ledger]:
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[Error | Ledger]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -77,7 +71,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: CreateLedger | Unset = UNSET,
-) -> Response[CreateLedgerResponse400 | CreateLedgerResponse401 | CreateLedgerResponse503 | Ledger]:
+) -> Response[Error | Ledger]:
     """Create a ledger (this gateway holds its write handle)
 
     Args:
@@ -88,7 +82,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[CreateLedgerResponse400 | CreateLedgerResponse401 | CreateLedgerResponse503 | Ledger]
+        Response[Error | Ledger]
     """
 
     kwargs = _get_kwargs(
@@ -106,7 +100,7 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: CreateLedger | Unset = UNSET,
-) -> CreateLedgerResponse400 | CreateLedgerResponse401 | CreateLedgerResponse503 | Ledger | None:
+) -> Error | Ledger | None:
     """Create a ledger (this gateway holds its write handle)
 
     Args:
@@ -117,7 +111,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        CreateLedgerResponse400 | CreateLedgerResponse401 | CreateLedgerResponse503 | Ledger
+        Error | Ledger
     """
 
     return sync_detailed(
@@ -130,7 +124,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: CreateLedger | Unset = UNSET,
-) -> Response[CreateLedgerResponse400 | CreateLedgerResponse401 | CreateLedgerResponse503 | Ledger]:
+) -> Response[Error | Ledger]:
     """Create a ledger (this gateway holds its write handle)
 
     Args:
@@ -141,7 +135,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[CreateLedgerResponse400 | CreateLedgerResponse401 | CreateLedgerResponse503 | Ledger]
+        Response[Error | Ledger]
     """
 
     kwargs = _get_kwargs(
@@ -157,7 +151,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: CreateLedger | Unset = UNSET,
-) -> CreateLedgerResponse400 | CreateLedgerResponse401 | CreateLedgerResponse503 | Ledger | None:
+) -> Error | Ledger | None:
     """Create a ledger (this gateway holds its write handle)
 
     Args:
@@ -168,7 +162,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        CreateLedgerResponse400 | CreateLedgerResponse401 | CreateLedgerResponse503 | Ledger
+        Error | Ledger
     """
 
     return (

@@ -6,9 +6,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.delete_ledger_response_400 import DeleteLedgerResponse400
-from ...models.delete_ledger_response_401 import DeleteLedgerResponse401
-from ...models.delete_ledger_response_404 import DeleteLedgerResponse404
+from ...models.error import Error
 from ...types import UNSET, Response, Unset
 
 
@@ -32,25 +30,23 @@ def _get_kwargs(
     return _kwargs
 
 
-def _parse_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Any | DeleteLedgerResponse400 | DeleteLedgerResponse401 | DeleteLedgerResponse404 | None:
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Any | Error | None:
     if response.status_code == 204:
         response_204 = cast(Any, None)
         return response_204
 
     if response.status_code == 400:
-        response_400 = DeleteLedgerResponse400.from_dict(response.json())
+        response_400 = Error.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = DeleteLedgerResponse401.from_dict(response.json())
+        response_401 = Error.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 404:
-        response_404 = DeleteLedgerResponse404.from_dict(response.json())
+        response_404 = Error.from_dict(response.json())
 
         return response_404
 
@@ -60,9 +56,7 @@ def _parse_response(
         return None
 
 
-def _build_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[Any | DeleteLedgerResponse400 | DeleteLedgerResponse401 | DeleteLedgerResponse404]:
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[Any | Error]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -76,7 +70,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     x_ledger_password: None | str | Unset = UNSET,
-) -> Response[Any | DeleteLedgerResponse400 | DeleteLedgerResponse401 | DeleteLedgerResponse404]:
+) -> Response[Any | Error]:
     """Delete a ledger and its entries
 
     Args:
@@ -89,7 +83,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[Any | DeleteLedgerResponse400 | DeleteLedgerResponse401 | DeleteLedgerResponse404]
+        Response[Any | Error]
     """
 
     kwargs = _get_kwargs(
@@ -109,7 +103,7 @@ def sync(
     *,
     client: AuthenticatedClient,
     x_ledger_password: None | str | Unset = UNSET,
-) -> Any | DeleteLedgerResponse400 | DeleteLedgerResponse401 | DeleteLedgerResponse404 | None:
+) -> Any | Error | None:
     """Delete a ledger and its entries
 
     Args:
@@ -122,7 +116,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Any | DeleteLedgerResponse400 | DeleteLedgerResponse401 | DeleteLedgerResponse404
+        Any | Error
     """
 
     return sync_detailed(
@@ -137,7 +131,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     x_ledger_password: None | str | Unset = UNSET,
-) -> Response[Any | DeleteLedgerResponse400 | DeleteLedgerResponse401 | DeleteLedgerResponse404]:
+) -> Response[Any | Error]:
     """Delete a ledger and its entries
 
     Args:
@@ -150,7 +144,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[Any | DeleteLedgerResponse400 | DeleteLedgerResponse401 | DeleteLedgerResponse404]
+        Response[Any | Error]
     """
 
     kwargs = _get_kwargs(
@@ -168,7 +162,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     x_ledger_password: None | str | Unset = UNSET,
-) -> Any | DeleteLedgerResponse400 | DeleteLedgerResponse401 | DeleteLedgerResponse404 | None:
+) -> Any | Error | None:
     """Delete a ledger and its entries
 
     Args:
@@ -181,7 +175,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Any | DeleteLedgerResponse400 | DeleteLedgerResponse401 | DeleteLedgerResponse404
+        Any | Error
     """
 
     return (

@@ -6,10 +6,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.get_lac_response_400 import GetLacResponse400
-from ...models.get_lac_response_401 import GetLacResponse401
-from ...models.get_lac_response_404 import GetLacResponse404
-from ...models.get_lac_response_503 import GetLacResponse503
+from ...models.error import Error
 from ...models.lac import Lac
 from ...types import UNSET, Response, Unset
 
@@ -50,31 +47,29 @@ def _get_kwargs(
     return _kwargs
 
 
-def _parse_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> GetLacResponse400 | GetLacResponse401 | GetLacResponse404 | GetLacResponse503 | Lac | None:
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Error | Lac | None:
     if response.status_code == 200:
         response_200 = Lac.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = GetLacResponse400.from_dict(response.json())
+        response_400 = Error.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = GetLacResponse401.from_dict(response.json())
+        response_401 = Error.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 404:
-        response_404 = GetLacResponse404.from_dict(response.json())
+        response_404 = Error.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 503:
-        response_503 = GetLacResponse503.from_dict(response.json())
+        response_503 = Error.from_dict(response.json())
 
         return response_503
 
@@ -84,9 +79,7 @@ def _parse_response(
         return None
 
 
-def _build_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[GetLacResponse400 | GetLacResponse401 | GetLacResponse404 | GetLacResponse503 | Lac]:
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[Error | Lac]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -102,7 +95,7 @@ def sync_detailed(
     after: int | None | Unset = UNSET,
     wait_ms: int | Unset = 0,
     x_ledger_password: None | str | Unset = UNSET,
-) -> Response[GetLacResponse400 | GetLacResponse401 | GetLacResponse404 | GetLacResponse503 | Lac]:
+) -> Response[Error | Lac]:
     """Last add confirmed, optionally long-polling for a newer one (never fences)
 
     Args:
@@ -117,7 +110,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[GetLacResponse400 | GetLacResponse401 | GetLacResponse404 | GetLacResponse503 | Lac]
+        Response[Error | Lac]
     """
 
     kwargs = _get_kwargs(
@@ -141,7 +134,7 @@ def sync(
     after: int | None | Unset = UNSET,
     wait_ms: int | Unset = 0,
     x_ledger_password: None | str | Unset = UNSET,
-) -> GetLacResponse400 | GetLacResponse401 | GetLacResponse404 | GetLacResponse503 | Lac | None:
+) -> Error | Lac | None:
     """Last add confirmed, optionally long-polling for a newer one (never fences)
 
     Args:
@@ -156,7 +149,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        GetLacResponse400 | GetLacResponse401 | GetLacResponse404 | GetLacResponse503 | Lac
+        Error | Lac
     """
 
     return sync_detailed(
@@ -175,7 +168,7 @@ async def asyncio_detailed(
     after: int | None | Unset = UNSET,
     wait_ms: int | Unset = 0,
     x_ledger_password: None | str | Unset = UNSET,
-) -> Response[GetLacResponse400 | GetLacResponse401 | GetLacResponse404 | GetLacResponse503 | Lac]:
+) -> Response[Error | Lac]:
     """Last add confirmed, optionally long-polling for a newer one (never fences)
 
     Args:
@@ -190,7 +183,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[GetLacResponse400 | GetLacResponse401 | GetLacResponse404 | GetLacResponse503 | Lac]
+        Response[Error | Lac]
     """
 
     kwargs = _get_kwargs(
@@ -212,7 +205,7 @@ async def asyncio(
     after: int | None | Unset = UNSET,
     wait_ms: int | Unset = 0,
     x_ledger_password: None | str | Unset = UNSET,
-) -> GetLacResponse400 | GetLacResponse401 | GetLacResponse404 | GetLacResponse503 | Lac | None:
+) -> Error | Lac | None:
     """Last add confirmed, optionally long-polling for a newer one (never fences)
 
     Args:
@@ -227,7 +220,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        GetLacResponse400 | GetLacResponse401 | GetLacResponse404 | GetLacResponse503 | Lac
+        Error | Lac
     """
 
     return (

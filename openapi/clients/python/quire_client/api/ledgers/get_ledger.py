@@ -6,9 +6,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.get_ledger_response_400 import GetLedgerResponse400
-from ...models.get_ledger_response_401 import GetLedgerResponse401
-from ...models.get_ledger_response_404 import GetLedgerResponse404
+from ...models.error import Error
 from ...models.ledger import Ledger
 from ...types import Response
 
@@ -27,26 +25,24 @@ def _get_kwargs(
     return _kwargs
 
 
-def _parse_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> GetLedgerResponse400 | GetLedgerResponse401 | GetLedgerResponse404 | Ledger | None:
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Error | Ledger | None:
     if response.status_code == 200:
         response_200 = Ledger.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = GetLedgerResponse400.from_dict(response.json())
+        response_400 = Error.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = GetLedgerResponse401.from_dict(response.json())
+        response_401 = Error.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 404:
-        response_404 = GetLedgerResponse404.from_dict(response.json())
+        response_404 = Error.from_dict(response.json())
 
         return response_404
 
@@ -56,9 +52,7 @@ def _parse_response(
         return None
 
 
-def _build_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[GetLedgerResponse400 | GetLedgerResponse401 | GetLedgerResponse404 | Ledger]:
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[Error | Ledger]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -71,7 +65,7 @@ def sync_detailed(
     ledger_id: int,
     *,
     client: AuthenticatedClient,
-) -> Response[GetLedgerResponse400 | GetLedgerResponse401 | GetLedgerResponse404 | Ledger]:
+) -> Response[Error | Ledger]:
     """A ledger's metadata (never checks or shows the password)
 
     Args:
@@ -82,7 +76,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[GetLedgerResponse400 | GetLedgerResponse401 | GetLedgerResponse404 | Ledger]
+        Response[Error | Ledger]
     """
 
     kwargs = _get_kwargs(
@@ -100,7 +94,7 @@ def sync(
     ledger_id: int,
     *,
     client: AuthenticatedClient,
-) -> GetLedgerResponse400 | GetLedgerResponse401 | GetLedgerResponse404 | Ledger | None:
+) -> Error | Ledger | None:
     """A ledger's metadata (never checks or shows the password)
 
     Args:
@@ -111,7 +105,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        GetLedgerResponse400 | GetLedgerResponse401 | GetLedgerResponse404 | Ledger
+        Error | Ledger
     """
 
     return sync_detailed(
@@ -124,7 +118,7 @@ async def asyncio_detailed(
     ledger_id: int,
     *,
     client: AuthenticatedClient,
-) -> Response[GetLedgerResponse400 | GetLedgerResponse401 | GetLedgerResponse404 | Ledger]:
+) -> Response[Error | Ledger]:
     """A ledger's metadata (never checks or shows the password)
 
     Args:
@@ -135,7 +129,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[GetLedgerResponse400 | GetLedgerResponse401 | GetLedgerResponse404 | Ledger]
+        Response[Error | Ledger]
     """
 
     kwargs = _get_kwargs(
@@ -151,7 +145,7 @@ async def asyncio(
     ledger_id: int,
     *,
     client: AuthenticatedClient,
-) -> GetLedgerResponse400 | GetLedgerResponse401 | GetLedgerResponse404 | Ledger | None:
+) -> Error | Ledger | None:
     """A ledger's metadata (never checks or shows the password)
 
     Args:
@@ -162,7 +156,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        GetLedgerResponse400 | GetLedgerResponse401 | GetLedgerResponse404 | Ledger
+        Error | Ledger
     """
 
     return (

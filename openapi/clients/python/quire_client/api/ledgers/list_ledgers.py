@@ -5,9 +5,8 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
+from ...models.error import Error
 from ...models.ledger_list import LedgerList
-from ...models.list_ledgers_response_400 import ListLedgersResponse400
-from ...models.list_ledgers_response_401 import ListLedgersResponse401
 from ...types import UNSET, Response, Unset
 
 
@@ -39,21 +38,19 @@ def _get_kwargs(
     return _kwargs
 
 
-def _parse_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> LedgerList | ListLedgersResponse400 | ListLedgersResponse401 | None:
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Error | LedgerList | None:
     if response.status_code == 200:
         response_200 = LedgerList.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = ListLedgersResponse400.from_dict(response.json())
+        response_400 = Error.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = ListLedgersResponse401.from_dict(response.json())
+        response_401 = Error.from_dict(response.json())
 
         return response_401
 
@@ -63,9 +60,7 @@ def _parse_response(
         return None
 
 
-def _build_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[LedgerList | ListLedgersResponse400 | ListLedgersResponse401]:
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[Error | LedgerList]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -79,7 +74,7 @@ def sync_detailed(
     client: AuthenticatedClient,
     limit: int | Unset = 1000,
     after: int | None | Unset = UNSET,
-) -> Response[LedgerList | ListLedgersResponse400 | ListLedgersResponse401]:
+) -> Response[Error | LedgerList]:
     """List ledger ids
 
     Args:
@@ -91,7 +86,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[LedgerList | ListLedgersResponse400 | ListLedgersResponse401]
+        Response[Error | LedgerList]
     """
 
     kwargs = _get_kwargs(
@@ -111,7 +106,7 @@ def sync(
     client: AuthenticatedClient,
     limit: int | Unset = 1000,
     after: int | None | Unset = UNSET,
-) -> LedgerList | ListLedgersResponse400 | ListLedgersResponse401 | None:
+) -> Error | LedgerList | None:
     """List ledger ids
 
     Args:
@@ -123,7 +118,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        LedgerList | ListLedgersResponse400 | ListLedgersResponse401
+        Error | LedgerList
     """
 
     return sync_detailed(
@@ -138,7 +133,7 @@ async def asyncio_detailed(
     client: AuthenticatedClient,
     limit: int | Unset = 1000,
     after: int | None | Unset = UNSET,
-) -> Response[LedgerList | ListLedgersResponse400 | ListLedgersResponse401]:
+) -> Response[Error | LedgerList]:
     """List ledger ids
 
     Args:
@@ -150,7 +145,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[LedgerList | ListLedgersResponse400 | ListLedgersResponse401]
+        Response[Error | LedgerList]
     """
 
     kwargs = _get_kwargs(
@@ -168,7 +163,7 @@ async def asyncio(
     client: AuthenticatedClient,
     limit: int | Unset = 1000,
     after: int | None | Unset = UNSET,
-) -> LedgerList | ListLedgersResponse400 | ListLedgersResponse401 | None:
+) -> Error | LedgerList | None:
     """List ledger ids
 
     Args:
@@ -180,7 +175,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        LedgerList | ListLedgersResponse400 | ListLedgersResponse401
+        Error | LedgerList
     """
 
     return (

@@ -7,10 +7,7 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.entry_page import EntryPage
-from ...models.read_entries_response_400 import ReadEntriesResponse400
-from ...models.read_entries_response_401 import ReadEntriesResponse401
-from ...models.read_entries_response_404 import ReadEntriesResponse404
-from ...models.read_entries_response_503 import ReadEntriesResponse503
+from ...models.error import Error
 from ...types import UNSET, Response, Unset
 
 
@@ -55,33 +52,29 @@ def _get_kwargs(
     return _kwargs
 
 
-def _parse_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    EntryPage | ReadEntriesResponse400 | ReadEntriesResponse401 | ReadEntriesResponse404 | ReadEntriesResponse503 | None
-):
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> EntryPage | Error | None:
     if response.status_code == 200:
         response_200 = EntryPage.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = ReadEntriesResponse400.from_dict(response.json())
+        response_400 = Error.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = ReadEntriesResponse401.from_dict(response.json())
+        response_401 = Error.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 404:
-        response_404 = ReadEntriesResponse404.from_dict(response.json())
+        response_404 = Error.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 503:
-        response_503 = ReadEntriesResponse503.from_dict(response.json())
+        response_503 = Error.from_dict(response.json())
 
         return response_503
 
@@ -91,11 +84,7 @@ def _parse_response(
         return None
 
 
-def _build_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    EntryPage | ReadEntriesResponse400 | ReadEntriesResponse401 | ReadEntriesResponse404 | ReadEntriesResponse503
-]:
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[EntryPage | Error]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -111,15 +100,14 @@ def sync_detailed(
     from_: int | None | Unset = UNSET,
     to: int | None | Unset = UNSET,
     x_ledger_password: None | str | Unset = UNSET,
-) -> Response[
-    EntryPage | ReadEntriesResponse400 | ReadEntriesResponse401 | ReadEntriesResponse404 | ReadEntriesResponse503
-]:
+) -> Response[EntryPage | Error]:
     """Read a range (paged; NDJSON stream with Accept: application/x-ndjson)
 
     Args:
         ledger_id (int): ledger id
-        from_ (int | None | Unset):
-        to (int | None | Unset):
+        from_ (int | None | Unset): first entry id (default 0)
+        to (int | None | Unset): last entry id, inclusive (default: the LAC, or the last entry of
+            a closed ledger); below `from`: 400 invalid_argument
         x_ledger_password (None | str | Unset): the ledger's password, when it was created with
             one
 
@@ -128,7 +116,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[EntryPage | ReadEntriesResponse400 | ReadEntriesResponse401 | ReadEntriesResponse404 | ReadEntriesResponse503]
+        Response[EntryPage | Error]
     """
 
     kwargs = _get_kwargs(
@@ -152,15 +140,14 @@ def sync(
     from_: int | None | Unset = UNSET,
     to: int | None | Unset = UNSET,
     x_ledger_password: None | str | Unset = UNSET,
-) -> (
-    EntryPage | ReadEntriesResponse400 | ReadEntriesResponse401 | ReadEntriesResponse404 | ReadEntriesResponse503 | None
-):
+) -> EntryPage | Error | None:
     """Read a range (paged; NDJSON stream with Accept: application/x-ndjson)
 
     Args:
         ledger_id (int): ledger id
-        from_ (int | None | Unset):
-        to (int | None | Unset):
+        from_ (int | None | Unset): first entry id (default 0)
+        to (int | None | Unset): last entry id, inclusive (default: the LAC, or the last entry of
+            a closed ledger); below `from`: 400 invalid_argument
         x_ledger_password (None | str | Unset): the ledger's password, when it was created with
             one
 
@@ -169,7 +156,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        EntryPage | ReadEntriesResponse400 | ReadEntriesResponse401 | ReadEntriesResponse404 | ReadEntriesResponse503
+        EntryPage | Error
     """
 
     return sync_detailed(
@@ -188,15 +175,14 @@ async def asyncio_detailed(
     from_: int | None | Unset = UNSET,
     to: int | None | Unset = UNSET,
     x_ledger_password: None | str | Unset = UNSET,
-) -> Response[
-    EntryPage | ReadEntriesResponse400 | ReadEntriesResponse401 | ReadEntriesResponse404 | ReadEntriesResponse503
-]:
+) -> Response[EntryPage | Error]:
     """Read a range (paged; NDJSON stream with Accept: application/x-ndjson)
 
     Args:
         ledger_id (int): ledger id
-        from_ (int | None | Unset):
-        to (int | None | Unset):
+        from_ (int | None | Unset): first entry id (default 0)
+        to (int | None | Unset): last entry id, inclusive (default: the LAC, or the last entry of
+            a closed ledger); below `from`: 400 invalid_argument
         x_ledger_password (None | str | Unset): the ledger's password, when it was created with
             one
 
@@ -205,7 +191,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[EntryPage | ReadEntriesResponse400 | ReadEntriesResponse401 | ReadEntriesResponse404 | ReadEntriesResponse503]
+        Response[EntryPage | Error]
     """
 
     kwargs = _get_kwargs(
@@ -227,15 +213,14 @@ async def asyncio(
     from_: int | None | Unset = UNSET,
     to: int | None | Unset = UNSET,
     x_ledger_password: None | str | Unset = UNSET,
-) -> (
-    EntryPage | ReadEntriesResponse400 | ReadEntriesResponse401 | ReadEntriesResponse404 | ReadEntriesResponse503 | None
-):
+) -> EntryPage | Error | None:
     """Read a range (paged; NDJSON stream with Accept: application/x-ndjson)
 
     Args:
         ledger_id (int): ledger id
-        from_ (int | None | Unset):
-        to (int | None | Unset):
+        from_ (int | None | Unset): first entry id (default 0)
+        to (int | None | Unset): last entry id, inclusive (default: the LAC, or the last entry of
+            a closed ledger); below `from`: 400 invalid_argument
         x_ledger_password (None | str | Unset): the ledger's password, when it was created with
             one
 
@@ -244,7 +229,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        EntryPage | ReadEntriesResponse400 | ReadEntriesResponse401 | ReadEntriesResponse404 | ReadEntriesResponse503
+        EntryPage | Error
     """
 
     return (

@@ -7,10 +7,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.read_entry_response_400 import ReadEntryResponse400
-from ...models.read_entry_response_401 import ReadEntryResponse401
-from ...models.read_entry_response_404 import ReadEntryResponse404
-from ...models.read_entry_response_503 import ReadEntryResponse503
+from ...models.error import Error
 from ...types import UNSET, File, Response, Unset
 
 
@@ -36,31 +33,29 @@ def _get_kwargs(
     return _kwargs
 
 
-def _parse_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> File | ReadEntryResponse400 | ReadEntryResponse401 | ReadEntryResponse404 | ReadEntryResponse503 | None:
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Error | File | None:
     if response.status_code == 200:
         response_200 = File(payload=BytesIO(response.content))
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = ReadEntryResponse400.from_dict(response.json())
+        response_400 = Error.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = ReadEntryResponse401.from_dict(response.json())
+        response_401 = Error.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 404:
-        response_404 = ReadEntryResponse404.from_dict(response.json())
+        response_404 = Error.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 503:
-        response_503 = ReadEntryResponse503.from_dict(response.json())
+        response_503 = Error.from_dict(response.json())
 
         return response_503
 
@@ -70,9 +65,7 @@ def _parse_response(
         return None
 
 
-def _build_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[File | ReadEntryResponse400 | ReadEntryResponse401 | ReadEntryResponse404 | ReadEntryResponse503]:
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[Error | File]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -87,7 +80,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     x_ledger_password: None | str | Unset = UNSET,
-) -> Response[File | ReadEntryResponse400 | ReadEntryResponse401 | ReadEntryResponse404 | ReadEntryResponse503]:
+) -> Response[Error | File]:
     """One entry's raw bytes
 
     Args:
@@ -101,7 +94,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[File | ReadEntryResponse400 | ReadEntryResponse401 | ReadEntryResponse404 | ReadEntryResponse503]
+        Response[Error | File]
     """
 
     kwargs = _get_kwargs(
@@ -123,7 +116,7 @@ def sync(
     *,
     client: AuthenticatedClient,
     x_ledger_password: None | str | Unset = UNSET,
-) -> File | ReadEntryResponse400 | ReadEntryResponse401 | ReadEntryResponse404 | ReadEntryResponse503 | None:
+) -> Error | File | None:
     """One entry's raw bytes
 
     Args:
@@ -137,7 +130,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        File | ReadEntryResponse400 | ReadEntryResponse401 | ReadEntryResponse404 | ReadEntryResponse503
+        Error | File
     """
 
     return sync_detailed(
@@ -154,7 +147,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     x_ledger_password: None | str | Unset = UNSET,
-) -> Response[File | ReadEntryResponse400 | ReadEntryResponse401 | ReadEntryResponse404 | ReadEntryResponse503]:
+) -> Response[Error | File]:
     """One entry's raw bytes
 
     Args:
@@ -168,7 +161,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[File | ReadEntryResponse400 | ReadEntryResponse401 | ReadEntryResponse404 | ReadEntryResponse503]
+        Response[Error | File]
     """
 
     kwargs = _get_kwargs(
@@ -188,7 +181,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     x_ledger_password: None | str | Unset = UNSET,
-) -> File | ReadEntryResponse400 | ReadEntryResponse401 | ReadEntryResponse404 | ReadEntryResponse503 | None:
+) -> Error | File | None:
     """One entry's raw bytes
 
     Args:
@@ -202,7 +195,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        File | ReadEntryResponse400 | ReadEntryResponse401 | ReadEntryResponse404 | ReadEntryResponse503
+        Error | File
     """
 
     return (

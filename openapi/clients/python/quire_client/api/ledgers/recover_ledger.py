@@ -6,12 +6,8 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
+from ...models.error import Error
 from ...models.ledger import Ledger
-from ...models.recover_ledger_response_400 import RecoverLedgerResponse400
-from ...models.recover_ledger_response_401 import RecoverLedgerResponse401
-from ...models.recover_ledger_response_404 import RecoverLedgerResponse404
-from ...models.recover_ledger_response_503 import RecoverLedgerResponse503
-from ...models.recover_ledger_response_504 import RecoverLedgerResponse504
 from ...types import UNSET, Response, Unset
 
 
@@ -35,44 +31,34 @@ def _get_kwargs(
     return _kwargs
 
 
-def _parse_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    Ledger
-    | RecoverLedgerResponse400
-    | RecoverLedgerResponse401
-    | RecoverLedgerResponse404
-    | RecoverLedgerResponse503
-    | RecoverLedgerResponse504
-    | None
-):
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Error | Ledger | None:
     if response.status_code == 200:
         response_200 = Ledger.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = RecoverLedgerResponse400.from_dict(response.json())
+        response_400 = Error.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = RecoverLedgerResponse401.from_dict(response.json())
+        response_401 = Error.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 404:
-        response_404 = RecoverLedgerResponse404.from_dict(response.json())
+        response_404 = Error.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 503:
-        response_503 = RecoverLedgerResponse503.from_dict(response.json())
+        response_503 = Error.from_dict(response.json())
 
         return response_503
 
     if response.status_code == 504:
-        response_504 = RecoverLedgerResponse504.from_dict(response.json())
+        response_504 = Error.from_dict(response.json())
 
         return response_504
 
@@ -82,16 +68,7 @@ def _parse_response(
         return None
 
 
-def _build_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    Ledger
-    | RecoverLedgerResponse400
-    | RecoverLedgerResponse401
-    | RecoverLedgerResponse404
-    | RecoverLedgerResponse503
-    | RecoverLedgerResponse504
-]:
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[Error | Ledger]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -105,14 +82,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     x_ledger_password: None | str | Unset = UNSET,
-) -> Response[
-    Ledger
-    | RecoverLedgerResponse400
-    | RecoverLedgerResponse401
-    | RecoverLedgerResponse404
-    | RecoverLedgerResponse503
-    | RecoverLedgerResponse504
-]:
+) -> Response[Error | Ledger]:
     """Fence, recover and close an OPEN ledger (any gateway); a CLOSED one is unchanged
 
     Args:
@@ -125,7 +95,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[Ledger | RecoverLedgerResponse400 | RecoverLedgerResponse401 | RecoverLedgerResponse404 | RecoverLedgerResponse503 | RecoverLedgerResponse504]
+        Response[Error | Ledger]
     """
 
     kwargs = _get_kwargs(
@@ -145,15 +115,7 @@ def sync(
     *,
     client: AuthenticatedClient,
     x_ledger_password: None | str | Unset = UNSET,
-) -> (
-    Ledger
-    | RecoverLedgerResponse400
-    | RecoverLedgerResponse401
-    | RecoverLedgerResponse404
-    | RecoverLedgerResponse503
-    | RecoverLedgerResponse504
-    | None
-):
+) -> Error | Ledger | None:
     """Fence, recover and close an OPEN ledger (any gateway); a CLOSED one is unchanged
 
     Args:
@@ -166,7 +128,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Ledger | RecoverLedgerResponse400 | RecoverLedgerResponse401 | RecoverLedgerResponse404 | RecoverLedgerResponse503 | RecoverLedgerResponse504
+        Error | Ledger
     """
 
     return sync_detailed(
@@ -181,14 +143,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     x_ledger_password: None | str | Unset = UNSET,
-) -> Response[
-    Ledger
-    | RecoverLedgerResponse400
-    | RecoverLedgerResponse401
-    | RecoverLedgerResponse404
-    | RecoverLedgerResponse503
-    | RecoverLedgerResponse504
-]:
+) -> Response[Error | Ledger]:
     """Fence, recover and close an OPEN ledger (any gateway); a CLOSED one is unchanged
 
     Args:
@@ -201,7 +156,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[Ledger | RecoverLedgerResponse400 | RecoverLedgerResponse401 | RecoverLedgerResponse404 | RecoverLedgerResponse503 | RecoverLedgerResponse504]
+        Response[Error | Ledger]
     """
 
     kwargs = _get_kwargs(
@@ -219,15 +174,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     x_ledger_password: None | str | Unset = UNSET,
-) -> (
-    Ledger
-    | RecoverLedgerResponse400
-    | RecoverLedgerResponse401
-    | RecoverLedgerResponse404
-    | RecoverLedgerResponse503
-    | RecoverLedgerResponse504
-    | None
-):
+) -> Error | Ledger | None:
     """Fence, recover and close an OPEN ledger (any gateway); a CLOSED one is unchanged
 
     Args:
@@ -240,7 +187,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Ledger | RecoverLedgerResponse400 | RecoverLedgerResponse401 | RecoverLedgerResponse404 | RecoverLedgerResponse503 | RecoverLedgerResponse504
+        Error | Ledger
     """
 
     return (

@@ -7,15 +7,9 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.append_records_json_body import AppendRecordsJsonBody
-from ...models.append_records_response_400 import AppendRecordsResponse400
-from ...models.append_records_response_401 import AppendRecordsResponse401
-from ...models.append_records_response_404 import AppendRecordsResponse404
-from ...models.append_records_response_409 import AppendRecordsResponse409
-from ...models.append_records_response_413 import AppendRecordsResponse413
-from ...models.append_records_response_503 import AppendRecordsResponse503
-from ...models.append_records_response_504 import AppendRecordsResponse504
 from ...models.appended import Appended
 from ...models.batch_appended import BatchAppended
+from ...models.error import Error
 from ...types import UNSET, File, Response, Unset
 
 
@@ -52,18 +46,7 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    AppendRecordsResponse400
-    | AppendRecordsResponse401
-    | AppendRecordsResponse404
-    | AppendRecordsResponse409
-    | AppendRecordsResponse413
-    | AppendRecordsResponse503
-    | AppendRecordsResponse504
-    | Appended
-    | BatchAppended
-    | None
-):
+) -> Appended | BatchAppended | Error | None:
     if response.status_code == 200:
 
         def _parse_response_200(data: object) -> Appended | BatchAppended:
@@ -86,37 +69,37 @@ def _parse_response(
         return response_200
 
     if response.status_code == 400:
-        response_400 = AppendRecordsResponse400.from_dict(response.json())
+        response_400 = Error.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = AppendRecordsResponse401.from_dict(response.json())
+        response_401 = Error.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 404:
-        response_404 = AppendRecordsResponse404.from_dict(response.json())
+        response_404 = Error.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 409:
-        response_409 = AppendRecordsResponse409.from_dict(response.json())
+        response_409 = Error.from_dict(response.json())
 
         return response_409
 
     if response.status_code == 413:
-        response_413 = AppendRecordsResponse413.from_dict(response.json())
+        response_413 = Error.from_dict(response.json())
 
         return response_413
 
     if response.status_code == 503:
-        response_503 = AppendRecordsResponse503.from_dict(response.json())
+        response_503 = Error.from_dict(response.json())
 
         return response_503
 
     if response.status_code == 504:
-        response_504 = AppendRecordsResponse504.from_dict(response.json())
+        response_504 = Error.from_dict(response.json())
 
         return response_504
 
@@ -128,17 +111,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    AppendRecordsResponse400
-    | AppendRecordsResponse401
-    | AppendRecordsResponse404
-    | AppendRecordsResponse409
-    | AppendRecordsResponse413
-    | AppendRecordsResponse503
-    | AppendRecordsResponse504
-    | Appended
-    | BatchAppended
-]:
+) -> Response[Appended | BatchAppended | Error]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -153,21 +126,11 @@ def sync_detailed(
     client: AuthenticatedClient,
     body: AppendRecordsJsonBody | File | Unset = UNSET,
     idempotency_key: None | str | Unset = UNSET,
-) -> Response[
-    AppendRecordsResponse400
-    | AppendRecordsResponse401
-    | AppendRecordsResponse404
-    | AppendRecordsResponse409
-    | AppendRecordsResponse413
-    | AppendRecordsResponse503
-    | AppendRecordsResponse504
-    | Appended
-    | BatchAppended
-]:
+) -> Response[Appended | BatchAppended | Error]:
     """Append one record (raw body) or a batch (JSON), as the log's writer
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
         idempotency_key (None | str | Unset): 1-128 printable ASCII characters: a retry with the
             same key and body within the dedup window answers the original positions and appends
             nothing
@@ -179,7 +142,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[AppendRecordsResponse400 | AppendRecordsResponse401 | AppendRecordsResponse404 | AppendRecordsResponse409 | AppendRecordsResponse413 | AppendRecordsResponse503 | AppendRecordsResponse504 | Appended | BatchAppended]
+        Response[Appended | BatchAppended | Error]
     """
 
     kwargs = _get_kwargs(
@@ -201,22 +164,11 @@ def sync(
     client: AuthenticatedClient,
     body: AppendRecordsJsonBody | File | Unset = UNSET,
     idempotency_key: None | str | Unset = UNSET,
-) -> (
-    AppendRecordsResponse400
-    | AppendRecordsResponse401
-    | AppendRecordsResponse404
-    | AppendRecordsResponse409
-    | AppendRecordsResponse413
-    | AppendRecordsResponse503
-    | AppendRecordsResponse504
-    | Appended
-    | BatchAppended
-    | None
-):
+) -> Appended | BatchAppended | Error | None:
     """Append one record (raw body) or a batch (JSON), as the log's writer
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
         idempotency_key (None | str | Unset): 1-128 printable ASCII characters: a retry with the
             same key and body within the dedup window answers the original positions and appends
             nothing
@@ -228,7 +180,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        AppendRecordsResponse400 | AppendRecordsResponse401 | AppendRecordsResponse404 | AppendRecordsResponse409 | AppendRecordsResponse413 | AppendRecordsResponse503 | AppendRecordsResponse504 | Appended | BatchAppended
+        Appended | BatchAppended | Error
     """
 
     return sync_detailed(
@@ -245,21 +197,11 @@ async def asyncio_detailed(
     client: AuthenticatedClient,
     body: AppendRecordsJsonBody | File | Unset = UNSET,
     idempotency_key: None | str | Unset = UNSET,
-) -> Response[
-    AppendRecordsResponse400
-    | AppendRecordsResponse401
-    | AppendRecordsResponse404
-    | AppendRecordsResponse409
-    | AppendRecordsResponse413
-    | AppendRecordsResponse503
-    | AppendRecordsResponse504
-    | Appended
-    | BatchAppended
-]:
+) -> Response[Appended | BatchAppended | Error]:
     """Append one record (raw body) or a batch (JSON), as the log's writer
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
         idempotency_key (None | str | Unset): 1-128 printable ASCII characters: a retry with the
             same key and body within the dedup window answers the original positions and appends
             nothing
@@ -271,7 +213,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[AppendRecordsResponse400 | AppendRecordsResponse401 | AppendRecordsResponse404 | AppendRecordsResponse409 | AppendRecordsResponse413 | AppendRecordsResponse503 | AppendRecordsResponse504 | Appended | BatchAppended]
+        Response[Appended | BatchAppended | Error]
     """
 
     kwargs = _get_kwargs(
@@ -291,22 +233,11 @@ async def asyncio(
     client: AuthenticatedClient,
     body: AppendRecordsJsonBody | File | Unset = UNSET,
     idempotency_key: None | str | Unset = UNSET,
-) -> (
-    AppendRecordsResponse400
-    | AppendRecordsResponse401
-    | AppendRecordsResponse404
-    | AppendRecordsResponse409
-    | AppendRecordsResponse413
-    | AppendRecordsResponse503
-    | AppendRecordsResponse504
-    | Appended
-    | BatchAppended
-    | None
-):
+) -> Appended | BatchAppended | Error | None:
     """Append one record (raw body) or a batch (JSON), as the log's writer
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
         idempotency_key (None | str | Unset): 1-128 printable ASCII characters: a retry with the
             same key and body within the dedup window answers the original positions and appends
             nothing
@@ -318,7 +249,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        AppendRecordsResponse400 | AppendRecordsResponse401 | AppendRecordsResponse404 | AppendRecordsResponse409 | AppendRecordsResponse413 | AppendRecordsResponse503 | AppendRecordsResponse504 | Appended | BatchAppended
+        Appended | BatchAppended | Error
     """
 
     return (

@@ -7,12 +7,8 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.attach_ledgers import AttachLedgers
-from ...models.attach_ledgers_response_400 import AttachLedgersResponse400
-from ...models.attach_ledgers_response_401 import AttachLedgersResponse401
-from ...models.attach_ledgers_response_404 import AttachLedgersResponse404
-from ...models.attach_ledgers_response_409 import AttachLedgersResponse409
-from ...models.attach_ledgers_response_503 import AttachLedgersResponse503
 from ...models.attach_result import AttachResult
+from ...models.error import Error
 from ...types import Response
 
 
@@ -38,44 +34,34 @@ def _get_kwargs(
     return _kwargs
 
 
-def _parse_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    AttachLedgersResponse400
-    | AttachLedgersResponse401
-    | AttachLedgersResponse404
-    | AttachLedgersResponse409
-    | AttachLedgersResponse503
-    | AttachResult
-    | None
-):
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> AttachResult | Error | None:
     if response.status_code == 200:
         response_200 = AttachResult.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = AttachLedgersResponse400.from_dict(response.json())
+        response_400 = Error.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = AttachLedgersResponse401.from_dict(response.json())
+        response_401 = Error.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 404:
-        response_404 = AttachLedgersResponse404.from_dict(response.json())
+        response_404 = Error.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 409:
-        response_409 = AttachLedgersResponse409.from_dict(response.json())
+        response_409 = Error.from_dict(response.json())
 
         return response_409
 
     if response.status_code == 503:
-        response_503 = AttachLedgersResponse503.from_dict(response.json())
+        response_503 = Error.from_dict(response.json())
 
         return response_503
 
@@ -87,14 +73,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    AttachLedgersResponse400
-    | AttachLedgersResponse401
-    | AttachLedgersResponse404
-    | AttachLedgersResponse409
-    | AttachLedgersResponse503
-    | AttachResult
-]:
+) -> Response[AttachResult | Error]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -108,14 +87,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: AttachLedgers,
-) -> Response[
-    AttachLedgersResponse400
-    | AttachLedgersResponse401
-    | AttachLedgersResponse404
-    | AttachLedgersResponse409
-    | AttachLedgersResponse503
-    | AttachResult
-]:
+) -> Response[AttachResult | Error]:
     """Attach CLOSED ledgers to the log in one CAS (a batch or streaming commit)
 
      Takes the writer role as POST /writer does (the last two ledgers fenced), appends the ledgers in the
@@ -125,7 +97,7 @@ def sync_detailed(
     recorded changes nothing and answers committed: false (exactly-once commits).
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
         body (AttachLedgers): Body of POST /v1/logs/{name}/ledgers.
 
     Raises:
@@ -133,7 +105,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[AttachLedgersResponse400 | AttachLedgersResponse401 | AttachLedgersResponse404 | AttachLedgersResponse409 | AttachLedgersResponse503 | AttachResult]
+        Response[AttachResult | Error]
     """
 
     kwargs = _get_kwargs(
@@ -153,15 +125,7 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: AttachLedgers,
-) -> (
-    AttachLedgersResponse400
-    | AttachLedgersResponse401
-    | AttachLedgersResponse404
-    | AttachLedgersResponse409
-    | AttachLedgersResponse503
-    | AttachResult
-    | None
-):
+) -> AttachResult | Error | None:
     """Attach CLOSED ledgers to the log in one CAS (a batch or streaming commit)
 
      Takes the writer role as POST /writer does (the last two ledgers fenced), appends the ledgers in the
@@ -171,7 +135,7 @@ def sync(
     recorded changes nothing and answers committed: false (exactly-once commits).
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
         body (AttachLedgers): Body of POST /v1/logs/{name}/ledgers.
 
     Raises:
@@ -179,7 +143,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        AttachLedgersResponse400 | AttachLedgersResponse401 | AttachLedgersResponse404 | AttachLedgersResponse409 | AttachLedgersResponse503 | AttachResult
+        AttachResult | Error
     """
 
     return sync_detailed(
@@ -194,14 +158,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: AttachLedgers,
-) -> Response[
-    AttachLedgersResponse400
-    | AttachLedgersResponse401
-    | AttachLedgersResponse404
-    | AttachLedgersResponse409
-    | AttachLedgersResponse503
-    | AttachResult
-]:
+) -> Response[AttachResult | Error]:
     """Attach CLOSED ledgers to the log in one CAS (a batch or streaming commit)
 
      Takes the writer role as POST /writer does (the last two ledgers fenced), appends the ledgers in the
@@ -211,7 +168,7 @@ async def asyncio_detailed(
     recorded changes nothing and answers committed: false (exactly-once commits).
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
         body (AttachLedgers): Body of POST /v1/logs/{name}/ledgers.
 
     Raises:
@@ -219,7 +176,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[AttachLedgersResponse400 | AttachLedgersResponse401 | AttachLedgersResponse404 | AttachLedgersResponse409 | AttachLedgersResponse503 | AttachResult]
+        Response[AttachResult | Error]
     """
 
     kwargs = _get_kwargs(
@@ -237,15 +194,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: AttachLedgers,
-) -> (
-    AttachLedgersResponse400
-    | AttachLedgersResponse401
-    | AttachLedgersResponse404
-    | AttachLedgersResponse409
-    | AttachLedgersResponse503
-    | AttachResult
-    | None
-):
+) -> AttachResult | Error | None:
     """Attach CLOSED ledgers to the log in one CAS (a batch or streaming commit)
 
      Takes the writer role as POST /writer does (the last two ledgers fenced), appends the ledgers in the
@@ -255,7 +204,7 @@ async def asyncio(
     recorded changes nothing and answers committed: false (exactly-once commits).
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
         body (AttachLedgers): Body of POST /v1/logs/{name}/ledgers.
 
     Raises:
@@ -263,7 +212,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        AttachLedgersResponse400 | AttachLedgersResponse401 | AttachLedgersResponse404 | AttachLedgersResponse409 | AttachLedgersResponse503 | AttachResult
+        AttachResult | Error
     """
 
     return (

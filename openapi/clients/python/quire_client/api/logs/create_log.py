@@ -7,8 +7,7 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.create_log import CreateLog
-from ...models.create_log_response_400 import CreateLogResponse400
-from ...models.create_log_response_401 import CreateLogResponse401
+from ...models.error import Error
 from ...models.log_model import LogModel
 from ...types import UNSET, Response, Unset
 
@@ -36,9 +35,7 @@ def _get_kwargs(
     return _kwargs
 
 
-def _parse_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> CreateLogResponse400 | CreateLogResponse401 | LogModel | None:
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Error | LogModel | None:
     if response.status_code == 200:
         response_200 = LogModel.from_dict(response.json())
 
@@ -50,12 +47,12 @@ def _parse_response(
         return response_201
 
     if response.status_code == 400:
-        response_400 = CreateLogResponse400.from_dict(response.json())
+        response_400 = Error.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = CreateLogResponse401.from_dict(response.json())
+        response_401 = Error.from_dict(response.json())
 
         return response_401
 
@@ -65,9 +62,7 @@ def _parse_response(
         return None
 
 
-def _build_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[CreateLogResponse400 | CreateLogResponse401 | LogModel]:
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[Error | LogModel]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -81,14 +76,14 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: CreateLog | Unset = UNSET,
-) -> Response[CreateLogResponse400 | CreateLogResponse401 | LogModel]:
+) -> Response[Error | LogModel]:
     """Create a log (201), or answer the existing one (200)
 
      Log names: 1-200 characters of A-Za-z0-9._-. An optional JSON body sets the ensemble of the log's
     ledgers (default 3/2/2).
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
         body (CreateLog | Unset): Optional body of PUT /v1/logs/{name}: the ensemble of the log's
             ledgers.
 
@@ -97,7 +92,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[CreateLogResponse400 | CreateLogResponse401 | LogModel]
+        Response[Error | LogModel]
     """
 
     kwargs = _get_kwargs(
@@ -117,14 +112,14 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: CreateLog | Unset = UNSET,
-) -> CreateLogResponse400 | CreateLogResponse401 | LogModel | None:
+) -> Error | LogModel | None:
     """Create a log (201), or answer the existing one (200)
 
      Log names: 1-200 characters of A-Za-z0-9._-. An optional JSON body sets the ensemble of the log's
     ledgers (default 3/2/2).
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
         body (CreateLog | Unset): Optional body of PUT /v1/logs/{name}: the ensemble of the log's
             ledgers.
 
@@ -133,7 +128,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        CreateLogResponse400 | CreateLogResponse401 | LogModel
+        Error | LogModel
     """
 
     return sync_detailed(
@@ -148,14 +143,14 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: CreateLog | Unset = UNSET,
-) -> Response[CreateLogResponse400 | CreateLogResponse401 | LogModel]:
+) -> Response[Error | LogModel]:
     """Create a log (201), or answer the existing one (200)
 
      Log names: 1-200 characters of A-Za-z0-9._-. An optional JSON body sets the ensemble of the log's
     ledgers (default 3/2/2).
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
         body (CreateLog | Unset): Optional body of PUT /v1/logs/{name}: the ensemble of the log's
             ledgers.
 
@@ -164,7 +159,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[CreateLogResponse400 | CreateLogResponse401 | LogModel]
+        Response[Error | LogModel]
     """
 
     kwargs = _get_kwargs(
@@ -182,14 +177,14 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: CreateLog | Unset = UNSET,
-) -> CreateLogResponse400 | CreateLogResponse401 | LogModel | None:
+) -> Error | LogModel | None:
     """Create a log (201), or answer the existing one (200)
 
      Log names: 1-200 characters of A-Za-z0-9._-. An optional JSON body sets the ensemble of the log's
     ledgers (default 3/2/2).
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
         body (CreateLog | Unset): Optional body of PUT /v1/logs/{name}: the ensemble of the log's
             ledgers.
 
@@ -198,7 +193,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        CreateLogResponse400 | CreateLogResponse401 | LogModel
+        Error | LogModel
     """
 
     return (

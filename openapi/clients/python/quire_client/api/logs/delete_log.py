@@ -6,10 +6,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.delete_log_response_400 import DeleteLogResponse400
-from ...models.delete_log_response_401 import DeleteLogResponse401
-from ...models.delete_log_response_404 import DeleteLogResponse404
-from ...models.delete_log_response_503 import DeleteLogResponse503
+from ...models.error import Error
 from ...types import Response
 
 
@@ -27,30 +24,28 @@ def _get_kwargs(
     return _kwargs
 
 
-def _parse_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Any | DeleteLogResponse400 | DeleteLogResponse401 | DeleteLogResponse404 | DeleteLogResponse503 | None:
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Any | Error | None:
     if response.status_code == 204:
         response_204 = cast(Any, None)
         return response_204
 
     if response.status_code == 400:
-        response_400 = DeleteLogResponse400.from_dict(response.json())
+        response_400 = Error.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = DeleteLogResponse401.from_dict(response.json())
+        response_401 = Error.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 404:
-        response_404 = DeleteLogResponse404.from_dict(response.json())
+        response_404 = Error.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 503:
-        response_503 = DeleteLogResponse503.from_dict(response.json())
+        response_503 = Error.from_dict(response.json())
 
         return response_503
 
@@ -60,9 +55,7 @@ def _parse_response(
         return None
 
 
-def _build_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[Any | DeleteLogResponse400 | DeleteLogResponse401 | DeleteLogResponse404 | DeleteLogResponse503]:
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[Any | Error]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -75,18 +68,18 @@ def sync_detailed(
     name: str,
     *,
     client: AuthenticatedClient,
-) -> Response[Any | DeleteLogResponse400 | DeleteLogResponse401 | DeleteLogResponse404 | DeleteLogResponse503]:
+) -> Response[Any | Error]:
     """Delete a log and its ledgers (its writer, wherever it runs, is fenced)
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[Any | DeleteLogResponse400 | DeleteLogResponse401 | DeleteLogResponse404 | DeleteLogResponse503]
+        Response[Any | Error]
     """
 
     kwargs = _get_kwargs(
@@ -104,18 +97,18 @@ def sync(
     name: str,
     *,
     client: AuthenticatedClient,
-) -> Any | DeleteLogResponse400 | DeleteLogResponse401 | DeleteLogResponse404 | DeleteLogResponse503 | None:
+) -> Any | Error | None:
     """Delete a log and its ledgers (its writer, wherever it runs, is fenced)
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Any | DeleteLogResponse400 | DeleteLogResponse401 | DeleteLogResponse404 | DeleteLogResponse503
+        Any | Error
     """
 
     return sync_detailed(
@@ -128,18 +121,18 @@ async def asyncio_detailed(
     name: str,
     *,
     client: AuthenticatedClient,
-) -> Response[Any | DeleteLogResponse400 | DeleteLogResponse401 | DeleteLogResponse404 | DeleteLogResponse503]:
+) -> Response[Any | Error]:
     """Delete a log and its ledgers (its writer, wherever it runs, is fenced)
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[Any | DeleteLogResponse400 | DeleteLogResponse401 | DeleteLogResponse404 | DeleteLogResponse503]
+        Response[Any | Error]
     """
 
     kwargs = _get_kwargs(
@@ -155,18 +148,18 @@ async def asyncio(
     name: str,
     *,
     client: AuthenticatedClient,
-) -> Any | DeleteLogResponse400 | DeleteLogResponse401 | DeleteLogResponse404 | DeleteLogResponse503 | None:
+) -> Any | Error | None:
     """Delete a log and its ledgers (its writer, wherever it runs, is fenced)
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Any | DeleteLogResponse400 | DeleteLogResponse401 | DeleteLogResponse404 | DeleteLogResponse503
+        Any | Error
     """
 
     return (

@@ -7,9 +7,7 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.commit_model import CommitModel
-from ...models.get_commit_response_400 import GetCommitResponse400
-from ...models.get_commit_response_401 import GetCommitResponse401
-from ...models.get_commit_response_404 import GetCommitResponse404
+from ...models.error import Error
 from ...types import Response
 
 
@@ -29,26 +27,24 @@ def _get_kwargs(
     return _kwargs
 
 
-def _parse_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> CommitModel | GetCommitResponse400 | GetCommitResponse401 | GetCommitResponse404 | None:
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> CommitModel | Error | None:
     if response.status_code == 200:
         response_200 = CommitModel.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = GetCommitResponse400.from_dict(response.json())
+        response_400 = Error.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = GetCommitResponse401.from_dict(response.json())
+        response_401 = Error.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 404:
-        response_404 = GetCommitResponse404.from_dict(response.json())
+        response_404 = Error.from_dict(response.json())
 
         return response_404
 
@@ -58,9 +54,7 @@ def _parse_response(
         return None
 
 
-def _build_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[CommitModel | GetCommitResponse400 | GetCommitResponse401 | GetCommitResponse404]:
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[CommitModel | Error]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -74,11 +68,11 @@ def sync_detailed(
     commit_id: str,
     *,
     client: AuthenticatedClient,
-) -> Response[CommitModel | GetCommitResponse400 | GetCommitResponse401 | GetCommitResponse404]:
+) -> Response[CommitModel | Error]:
     """The last sequence committed under a commit id (POST /ledgers)
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
         commit_id (str):
 
     Raises:
@@ -86,7 +80,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[CommitModel | GetCommitResponse400 | GetCommitResponse401 | GetCommitResponse404]
+        Response[CommitModel | Error]
     """
 
     kwargs = _get_kwargs(
@@ -106,11 +100,11 @@ def sync(
     commit_id: str,
     *,
     client: AuthenticatedClient,
-) -> CommitModel | GetCommitResponse400 | GetCommitResponse401 | GetCommitResponse404 | None:
+) -> CommitModel | Error | None:
     """The last sequence committed under a commit id (POST /ledgers)
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
         commit_id (str):
 
     Raises:
@@ -118,7 +112,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        CommitModel | GetCommitResponse400 | GetCommitResponse401 | GetCommitResponse404
+        CommitModel | Error
     """
 
     return sync_detailed(
@@ -133,11 +127,11 @@ async def asyncio_detailed(
     commit_id: str,
     *,
     client: AuthenticatedClient,
-) -> Response[CommitModel | GetCommitResponse400 | GetCommitResponse401 | GetCommitResponse404]:
+) -> Response[CommitModel | Error]:
     """The last sequence committed under a commit id (POST /ledgers)
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
         commit_id (str):
 
     Raises:
@@ -145,7 +139,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[CommitModel | GetCommitResponse400 | GetCommitResponse401 | GetCommitResponse404]
+        Response[CommitModel | Error]
     """
 
     kwargs = _get_kwargs(
@@ -163,11 +157,11 @@ async def asyncio(
     commit_id: str,
     *,
     client: AuthenticatedClient,
-) -> CommitModel | GetCommitResponse400 | GetCommitResponse401 | GetCommitResponse404 | None:
+) -> CommitModel | Error | None:
     """The last sequence committed under a commit id (POST /ledgers)
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
         commit_id (str):
 
     Raises:
@@ -175,7 +169,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        CommitModel | GetCommitResponse400 | GetCommitResponse401 | GetCommitResponse404
+        CommitModel | Error
     """
 
     return (

@@ -6,9 +6,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.get_log_response_400 import GetLogResponse400
-from ...models.get_log_response_401 import GetLogResponse401
-from ...models.get_log_response_404 import GetLogResponse404
+from ...models.error import Error
 from ...models.log_model import LogModel
 from ...types import Response
 
@@ -27,26 +25,24 @@ def _get_kwargs(
     return _kwargs
 
 
-def _parse_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> GetLogResponse400 | GetLogResponse401 | GetLogResponse404 | LogModel | None:
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Error | LogModel | None:
     if response.status_code == 200:
         response_200 = LogModel.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = GetLogResponse400.from_dict(response.json())
+        response_400 = Error.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = GetLogResponse401.from_dict(response.json())
+        response_401 = Error.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 404:
-        response_404 = GetLogResponse404.from_dict(response.json())
+        response_404 = Error.from_dict(response.json())
 
         return response_404
 
@@ -56,9 +52,7 @@ def _parse_response(
         return None
 
 
-def _build_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[GetLogResponse400 | GetLogResponse401 | GetLogResponse404 | LogModel]:
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[Error | LogModel]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -71,18 +65,18 @@ def sync_detailed(
     name: str,
     *,
     client: AuthenticatedClient,
-) -> Response[GetLogResponse400 | GetLogResponse401 | GetLogResponse404 | LogModel]:
+) -> Response[Error | LogModel]:
     """A log
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[GetLogResponse400 | GetLogResponse401 | GetLogResponse404 | LogModel]
+        Response[Error | LogModel]
     """
 
     kwargs = _get_kwargs(
@@ -100,18 +94,18 @@ def sync(
     name: str,
     *,
     client: AuthenticatedClient,
-) -> GetLogResponse400 | GetLogResponse401 | GetLogResponse404 | LogModel | None:
+) -> Error | LogModel | None:
     """A log
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        GetLogResponse400 | GetLogResponse401 | GetLogResponse404 | LogModel
+        Error | LogModel
     """
 
     return sync_detailed(
@@ -124,18 +118,18 @@ async def asyncio_detailed(
     name: str,
     *,
     client: AuthenticatedClient,
-) -> Response[GetLogResponse400 | GetLogResponse401 | GetLogResponse404 | LogModel]:
+) -> Response[Error | LogModel]:
     """A log
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[GetLogResponse400 | GetLogResponse401 | GetLogResponse404 | LogModel]
+        Response[Error | LogModel]
     """
 
     kwargs = _get_kwargs(
@@ -151,18 +145,18 @@ async def asyncio(
     name: str,
     *,
     client: AuthenticatedClient,
-) -> GetLogResponse400 | GetLogResponse401 | GetLogResponse404 | LogModel | None:
+) -> Error | LogModel | None:
     """A log
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        GetLogResponse400 | GetLogResponse401 | GetLogResponse404 | LogModel
+        Error | LogModel
     """
 
     return (

@@ -5,8 +5,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.list_logs_response_400 import ListLogsResponse400
-from ...models.list_logs_response_401 import ListLogsResponse401
+from ...models.error import Error
 from ...models.log_list import LogList
 from ...types import UNSET, Response, Unset
 
@@ -42,21 +41,19 @@ def _get_kwargs(
     return _kwargs
 
 
-def _parse_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> ListLogsResponse400 | ListLogsResponse401 | LogList | None:
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Error | LogList | None:
     if response.status_code == 200:
         response_200 = LogList.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = ListLogsResponse400.from_dict(response.json())
+        response_400 = Error.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = ListLogsResponse401.from_dict(response.json())
+        response_401 = Error.from_dict(response.json())
 
         return response_401
 
@@ -66,9 +63,7 @@ def _parse_response(
         return None
 
 
-def _build_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[ListLogsResponse400 | ListLogsResponse401 | LogList]:
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[Error | LogList]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -83,7 +78,7 @@ def sync_detailed(
     limit: int | Unset = 1000,
     after: None | str | Unset = UNSET,
     prefix: str | Unset = "",
-) -> Response[ListLogsResponse400 | ListLogsResponse401 | LogList]:
+) -> Response[Error | LogList]:
     """List log names
 
     Args:
@@ -96,7 +91,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ListLogsResponse400 | ListLogsResponse401 | LogList]
+        Response[Error | LogList]
     """
 
     kwargs = _get_kwargs(
@@ -118,7 +113,7 @@ def sync(
     limit: int | Unset = 1000,
     after: None | str | Unset = UNSET,
     prefix: str | Unset = "",
-) -> ListLogsResponse400 | ListLogsResponse401 | LogList | None:
+) -> Error | LogList | None:
     """List log names
 
     Args:
@@ -131,7 +126,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ListLogsResponse400 | ListLogsResponse401 | LogList
+        Error | LogList
     """
 
     return sync_detailed(
@@ -148,7 +143,7 @@ async def asyncio_detailed(
     limit: int | Unset = 1000,
     after: None | str | Unset = UNSET,
     prefix: str | Unset = "",
-) -> Response[ListLogsResponse400 | ListLogsResponse401 | LogList]:
+) -> Response[Error | LogList]:
     """List log names
 
     Args:
@@ -161,7 +156,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ListLogsResponse400 | ListLogsResponse401 | LogList]
+        Response[Error | LogList]
     """
 
     kwargs = _get_kwargs(
@@ -181,7 +176,7 @@ async def asyncio(
     limit: int | Unset = 1000,
     after: None | str | Unset = UNSET,
     prefix: str | Unset = "",
-) -> ListLogsResponse400 | ListLogsResponse401 | LogList | None:
+) -> Error | LogList | None:
     """List log names
 
     Args:
@@ -194,7 +189,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ListLogsResponse400 | ListLogsResponse401 | LogList
+        Error | LogList
     """
 
     return (

@@ -6,10 +6,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.read_records_response_400 import ReadRecordsResponse400
-from ...models.read_records_response_401 import ReadRecordsResponse401
-from ...models.read_records_response_404 import ReadRecordsResponse404
-from ...models.read_records_response_503 import ReadRecordsResponse503
+from ...models.error import Error
 from ...models.record_page import RecordPage
 from ...types import UNSET, Response, Unset
 
@@ -48,38 +45,29 @@ def _get_kwargs(
     return _kwargs
 
 
-def _parse_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    ReadRecordsResponse400
-    | ReadRecordsResponse401
-    | ReadRecordsResponse404
-    | ReadRecordsResponse503
-    | RecordPage
-    | None
-):
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Error | RecordPage | None:
     if response.status_code == 200:
         response_200 = RecordPage.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = ReadRecordsResponse400.from_dict(response.json())
+        response_400 = Error.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = ReadRecordsResponse401.from_dict(response.json())
+        response_401 = Error.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 404:
-        response_404 = ReadRecordsResponse404.from_dict(response.json())
+        response_404 = Error.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 503:
-        response_503 = ReadRecordsResponse503.from_dict(response.json())
+        response_503 = Error.from_dict(response.json())
 
         return response_503
 
@@ -89,11 +77,7 @@ def _parse_response(
         return None
 
 
-def _build_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    ReadRecordsResponse400 | ReadRecordsResponse401 | ReadRecordsResponse404 | ReadRecordsResponse503 | RecordPage
-]:
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[Error | RecordPage]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -109,13 +93,11 @@ def sync_detailed(
     from_: None | str | Unset = UNSET,
     limit: int | Unset = 1000,
     wait_ms: int | Unset = 0,
-) -> Response[
-    ReadRecordsResponse400 | ReadRecordsResponse401 | ReadRecordsResponse404 | ReadRecordsResponse503 | RecordPage
-]:
+) -> Response[Error | RecordPage]:
     """Read records in log order from a position (never fences; tail with wait_ms)
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
         from_ (None | str | Unset): LID:EID
         limit (int | Unset): clamped to 1000 Default: 1000.
         wait_ms (int | Unset): clamped to 30000 Default: 0.
@@ -125,7 +107,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ReadRecordsResponse400 | ReadRecordsResponse401 | ReadRecordsResponse404 | ReadRecordsResponse503 | RecordPage]
+        Response[Error | RecordPage]
     """
 
     kwargs = _get_kwargs(
@@ -149,18 +131,11 @@ def sync(
     from_: None | str | Unset = UNSET,
     limit: int | Unset = 1000,
     wait_ms: int | Unset = 0,
-) -> (
-    ReadRecordsResponse400
-    | ReadRecordsResponse401
-    | ReadRecordsResponse404
-    | ReadRecordsResponse503
-    | RecordPage
-    | None
-):
+) -> Error | RecordPage | None:
     """Read records in log order from a position (never fences; tail with wait_ms)
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
         from_ (None | str | Unset): LID:EID
         limit (int | Unset): clamped to 1000 Default: 1000.
         wait_ms (int | Unset): clamped to 30000 Default: 0.
@@ -170,7 +145,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ReadRecordsResponse400 | ReadRecordsResponse401 | ReadRecordsResponse404 | ReadRecordsResponse503 | RecordPage
+        Error | RecordPage
     """
 
     return sync_detailed(
@@ -189,13 +164,11 @@ async def asyncio_detailed(
     from_: None | str | Unset = UNSET,
     limit: int | Unset = 1000,
     wait_ms: int | Unset = 0,
-) -> Response[
-    ReadRecordsResponse400 | ReadRecordsResponse401 | ReadRecordsResponse404 | ReadRecordsResponse503 | RecordPage
-]:
+) -> Response[Error | RecordPage]:
     """Read records in log order from a position (never fences; tail with wait_ms)
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
         from_ (None | str | Unset): LID:EID
         limit (int | Unset): clamped to 1000 Default: 1000.
         wait_ms (int | Unset): clamped to 30000 Default: 0.
@@ -205,7 +178,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ReadRecordsResponse400 | ReadRecordsResponse401 | ReadRecordsResponse404 | ReadRecordsResponse503 | RecordPage]
+        Response[Error | RecordPage]
     """
 
     kwargs = _get_kwargs(
@@ -227,18 +200,11 @@ async def asyncio(
     from_: None | str | Unset = UNSET,
     limit: int | Unset = 1000,
     wait_ms: int | Unset = 0,
-) -> (
-    ReadRecordsResponse400
-    | ReadRecordsResponse401
-    | ReadRecordsResponse404
-    | ReadRecordsResponse503
-    | RecordPage
-    | None
-):
+) -> Error | RecordPage | None:
     """Read records in log order from a position (never fences; tail with wait_ms)
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
         from_ (None | str | Unset): LID:EID
         limit (int | Unset): clamped to 1000 Default: 1000.
         wait_ms (int | Unset): clamped to 30000 Default: 0.
@@ -248,7 +214,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ReadRecordsResponse400 | ReadRecordsResponse401 | ReadRecordsResponse404 | ReadRecordsResponse503 | RecordPage
+        Error | RecordPage
     """
 
     return (

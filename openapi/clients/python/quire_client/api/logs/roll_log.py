@@ -6,11 +6,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.roll_log_response_400 import RollLogResponse400
-from ...models.roll_log_response_401 import RollLogResponse401
-from ...models.roll_log_response_404 import RollLogResponse404
-from ...models.roll_log_response_409 import RollLogResponse409
-from ...models.roll_log_response_503 import RollLogResponse503
+from ...models.error import Error
 from ...models.rolled import Rolled
 from ...types import Response
 
@@ -29,44 +25,34 @@ def _get_kwargs(
     return _kwargs
 
 
-def _parse_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    RollLogResponse400
-    | RollLogResponse401
-    | RollLogResponse404
-    | RollLogResponse409
-    | RollLogResponse503
-    | Rolled
-    | None
-):
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Error | Rolled | None:
     if response.status_code == 200:
         response_200 = Rolled.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = RollLogResponse400.from_dict(response.json())
+        response_400 = Error.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = RollLogResponse401.from_dict(response.json())
+        response_401 = Error.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 404:
-        response_404 = RollLogResponse404.from_dict(response.json())
+        response_404 = Error.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 409:
-        response_409 = RollLogResponse409.from_dict(response.json())
+        response_409 = Error.from_dict(response.json())
 
         return response_409
 
     if response.status_code == 503:
-        response_503 = RollLogResponse503.from_dict(response.json())
+        response_503 = Error.from_dict(response.json())
 
         return response_503
 
@@ -76,11 +62,7 @@ def _parse_response(
         return None
 
 
-def _build_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    RollLogResponse400 | RollLogResponse401 | RollLogResponse404 | RollLogResponse409 | RollLogResponse503 | Rolled
-]:
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[Error | Rolled]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -93,20 +75,18 @@ def sync_detailed(
     name: str,
     *,
     client: AuthenticatedClient,
-) -> Response[
-    RollLogResponse400 | RollLogResponse401 | RollLogResponse404 | RollLogResponse409 | RollLogResponse503 | Rolled
-]:
+) -> Response[Error | Rolled]:
     """Roll the log to a new ledger (create, CAS into the list, close the old one)
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[RollLogResponse400 | RollLogResponse401 | RollLogResponse404 | RollLogResponse409 | RollLogResponse503 | Rolled]
+        Response[Error | Rolled]
     """
 
     kwargs = _get_kwargs(
@@ -124,26 +104,18 @@ def sync(
     name: str,
     *,
     client: AuthenticatedClient,
-) -> (
-    RollLogResponse400
-    | RollLogResponse401
-    | RollLogResponse404
-    | RollLogResponse409
-    | RollLogResponse503
-    | Rolled
-    | None
-):
+) -> Error | Rolled | None:
     """Roll the log to a new ledger (create, CAS into the list, close the old one)
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        RollLogResponse400 | RollLogResponse401 | RollLogResponse404 | RollLogResponse409 | RollLogResponse503 | Rolled
+        Error | Rolled
     """
 
     return sync_detailed(
@@ -156,20 +128,18 @@ async def asyncio_detailed(
     name: str,
     *,
     client: AuthenticatedClient,
-) -> Response[
-    RollLogResponse400 | RollLogResponse401 | RollLogResponse404 | RollLogResponse409 | RollLogResponse503 | Rolled
-]:
+) -> Response[Error | Rolled]:
     """Roll the log to a new ledger (create, CAS into the list, close the old one)
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[RollLogResponse400 | RollLogResponse401 | RollLogResponse404 | RollLogResponse409 | RollLogResponse503 | Rolled]
+        Response[Error | Rolled]
     """
 
     kwargs = _get_kwargs(
@@ -185,26 +155,18 @@ async def asyncio(
     name: str,
     *,
     client: AuthenticatedClient,
-) -> (
-    RollLogResponse400
-    | RollLogResponse401
-    | RollLogResponse404
-    | RollLogResponse409
-    | RollLogResponse503
-    | Rolled
-    | None
-):
+) -> Error | Rolled | None:
     """Roll the log to a new ledger (create, CAS into the list, close the old one)
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        RollLogResponse400 | RollLogResponse401 | RollLogResponse404 | RollLogResponse409 | RollLogResponse503 | Rolled
+        Error | Rolled
     """
 
     return (

@@ -6,12 +6,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.take_writer_response_400 import TakeWriterResponse400
-from ...models.take_writer_response_401 import TakeWriterResponse401
-from ...models.take_writer_response_404 import TakeWriterResponse404
-from ...models.take_writer_response_409 import TakeWriterResponse409
-from ...models.take_writer_response_503 import TakeWriterResponse503
-from ...models.take_writer_response_504 import TakeWriterResponse504
+from ...models.error import Error
 from ...models.writer_taken import WriterTaken
 from ...types import Response
 
@@ -30,50 +25,39 @@ def _get_kwargs(
     return _kwargs
 
 
-def _parse_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    TakeWriterResponse400
-    | TakeWriterResponse401
-    | TakeWriterResponse404
-    | TakeWriterResponse409
-    | TakeWriterResponse503
-    | TakeWriterResponse504
-    | WriterTaken
-    | None
-):
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Error | WriterTaken | None:
     if response.status_code == 200:
         response_200 = WriterTaken.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = TakeWriterResponse400.from_dict(response.json())
+        response_400 = Error.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = TakeWriterResponse401.from_dict(response.json())
+        response_401 = Error.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 404:
-        response_404 = TakeWriterResponse404.from_dict(response.json())
+        response_404 = Error.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 409:
-        response_409 = TakeWriterResponse409.from_dict(response.json())
+        response_409 = Error.from_dict(response.json())
 
         return response_409
 
     if response.status_code == 503:
-        response_503 = TakeWriterResponse503.from_dict(response.json())
+        response_503 = Error.from_dict(response.json())
 
         return response_503
 
     if response.status_code == 504:
-        response_504 = TakeWriterResponse504.from_dict(response.json())
+        response_504 = Error.from_dict(response.json())
 
         return response_504
 
@@ -83,17 +67,7 @@ def _parse_response(
         return None
 
 
-def _build_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    TakeWriterResponse400
-    | TakeWriterResponse401
-    | TakeWriterResponse404
-    | TakeWriterResponse409
-    | TakeWriterResponse503
-    | TakeWriterResponse504
-    | WriterTaken
-]:
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[Error | WriterTaken]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -106,26 +80,18 @@ def sync_detailed(
     name: str,
     *,
     client: AuthenticatedClient,
-) -> Response[
-    TakeWriterResponse400
-    | TakeWriterResponse401
-    | TakeWriterResponse404
-    | TakeWriterResponse409
-    | TakeWriterResponse503
-    | TakeWriterResponse504
-    | WriterTaken
-]:
+) -> Response[Error | WriterTaken]:
     """Take the log's writer role (fences the last two ledgers, creates one, CAS)
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[TakeWriterResponse400 | TakeWriterResponse401 | TakeWriterResponse404 | TakeWriterResponse409 | TakeWriterResponse503 | TakeWriterResponse504 | WriterTaken]
+        Response[Error | WriterTaken]
     """
 
     kwargs = _get_kwargs(
@@ -143,27 +109,18 @@ def sync(
     name: str,
     *,
     client: AuthenticatedClient,
-) -> (
-    TakeWriterResponse400
-    | TakeWriterResponse401
-    | TakeWriterResponse404
-    | TakeWriterResponse409
-    | TakeWriterResponse503
-    | TakeWriterResponse504
-    | WriterTaken
-    | None
-):
+) -> Error | WriterTaken | None:
     """Take the log's writer role (fences the last two ledgers, creates one, CAS)
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        TakeWriterResponse400 | TakeWriterResponse401 | TakeWriterResponse404 | TakeWriterResponse409 | TakeWriterResponse503 | TakeWriterResponse504 | WriterTaken
+        Error | WriterTaken
     """
 
     return sync_detailed(
@@ -176,26 +133,18 @@ async def asyncio_detailed(
     name: str,
     *,
     client: AuthenticatedClient,
-) -> Response[
-    TakeWriterResponse400
-    | TakeWriterResponse401
-    | TakeWriterResponse404
-    | TakeWriterResponse409
-    | TakeWriterResponse503
-    | TakeWriterResponse504
-    | WriterTaken
-]:
+) -> Response[Error | WriterTaken]:
     """Take the log's writer role (fences the last two ledgers, creates one, CAS)
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[TakeWriterResponse400 | TakeWriterResponse401 | TakeWriterResponse404 | TakeWriterResponse409 | TakeWriterResponse503 | TakeWriterResponse504 | WriterTaken]
+        Response[Error | WriterTaken]
     """
 
     kwargs = _get_kwargs(
@@ -211,27 +160,18 @@ async def asyncio(
     name: str,
     *,
     client: AuthenticatedClient,
-) -> (
-    TakeWriterResponse400
-    | TakeWriterResponse401
-    | TakeWriterResponse404
-    | TakeWriterResponse409
-    | TakeWriterResponse503
-    | TakeWriterResponse504
-    | WriterTaken
-    | None
-):
+) -> Error | WriterTaken | None:
     """Take the log's writer role (fences the last two ledgers, creates one, CAS)
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        TakeWriterResponse400 | TakeWriterResponse401 | TakeWriterResponse404 | TakeWriterResponse409 | TakeWriterResponse503 | TakeWriterResponse504 | WriterTaken
+        Error | WriterTaken
     """
 
     return (

@@ -6,12 +6,8 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
+from ...models.error import Error
 from ...models.log_model import LogModel
-from ...models.truncate_log_response_400 import TruncateLogResponse400
-from ...models.truncate_log_response_401 import TruncateLogResponse401
-from ...models.truncate_log_response_404 import TruncateLogResponse404
-from ...models.truncate_log_response_409 import TruncateLogResponse409
-from ...models.truncate_log_response_503 import TruncateLogResponse503
 from ...types import UNSET, Response
 
 
@@ -38,44 +34,34 @@ def _get_kwargs(
     return _kwargs
 
 
-def _parse_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> (
-    LogModel
-    | TruncateLogResponse400
-    | TruncateLogResponse401
-    | TruncateLogResponse404
-    | TruncateLogResponse409
-    | TruncateLogResponse503
-    | None
-):
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Error | LogModel | None:
     if response.status_code == 200:
         response_200 = LogModel.from_dict(response.json())
 
         return response_200
 
     if response.status_code == 400:
-        response_400 = TruncateLogResponse400.from_dict(response.json())
+        response_400 = Error.from_dict(response.json())
 
         return response_400
 
     if response.status_code == 401:
-        response_401 = TruncateLogResponse401.from_dict(response.json())
+        response_401 = Error.from_dict(response.json())
 
         return response_401
 
     if response.status_code == 404:
-        response_404 = TruncateLogResponse404.from_dict(response.json())
+        response_404 = Error.from_dict(response.json())
 
         return response_404
 
     if response.status_code == 409:
-        response_409 = TruncateLogResponse409.from_dict(response.json())
+        response_409 = Error.from_dict(response.json())
 
         return response_409
 
     if response.status_code == 503:
-        response_503 = TruncateLogResponse503.from_dict(response.json())
+        response_503 = Error.from_dict(response.json())
 
         return response_503
 
@@ -85,16 +71,7 @@ def _parse_response(
         return None
 
 
-def _build_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[
-    LogModel
-    | TruncateLogResponse400
-    | TruncateLogResponse401
-    | TruncateLogResponse404
-    | TruncateLogResponse409
-    | TruncateLogResponse503
-]:
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[Error | LogModel]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -108,18 +85,11 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     before: str,
-) -> Response[
-    LogModel
-    | TruncateLogResponse400
-    | TruncateLogResponse401
-    | TruncateLogResponse404
-    | TruncateLogResponse409
-    | TruncateLogResponse503
-]:
+) -> Response[Error | LogModel]:
     """Remove the whole ledgers that end before a position
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
         before (str): LID:EID
 
     Raises:
@@ -127,7 +97,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[LogModel | TruncateLogResponse400 | TruncateLogResponse401 | TruncateLogResponse404 | TruncateLogResponse409 | TruncateLogResponse503]
+        Response[Error | LogModel]
     """
 
     kwargs = _get_kwargs(
@@ -147,19 +117,11 @@ def sync(
     *,
     client: AuthenticatedClient,
     before: str,
-) -> (
-    LogModel
-    | TruncateLogResponse400
-    | TruncateLogResponse401
-    | TruncateLogResponse404
-    | TruncateLogResponse409
-    | TruncateLogResponse503
-    | None
-):
+) -> Error | LogModel | None:
     """Remove the whole ledgers that end before a position
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
         before (str): LID:EID
 
     Raises:
@@ -167,7 +129,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        LogModel | TruncateLogResponse400 | TruncateLogResponse401 | TruncateLogResponse404 | TruncateLogResponse409 | TruncateLogResponse503
+        Error | LogModel
     """
 
     return sync_detailed(
@@ -182,18 +144,11 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     before: str,
-) -> Response[
-    LogModel
-    | TruncateLogResponse400
-    | TruncateLogResponse401
-    | TruncateLogResponse404
-    | TruncateLogResponse409
-    | TruncateLogResponse503
-]:
+) -> Response[Error | LogModel]:
     """Remove the whole ledgers that end before a position
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
         before (str): LID:EID
 
     Raises:
@@ -201,7 +156,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[LogModel | TruncateLogResponse400 | TruncateLogResponse401 | TruncateLogResponse404 | TruncateLogResponse409 | TruncateLogResponse503]
+        Response[Error | LogModel]
     """
 
     kwargs = _get_kwargs(
@@ -219,19 +174,11 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     before: str,
-) -> (
-    LogModel
-    | TruncateLogResponse400
-    | TruncateLogResponse401
-    | TruncateLogResponse404
-    | TruncateLogResponse409
-    | TruncateLogResponse503
-    | None
-):
+) -> Error | LogModel | None:
     """Remove the whole ledgers that end before a position
 
     Args:
-        name (str):
+        name (str): 1-200 characters of A-Za-z0-9._-
         before (str): LID:EID
 
     Raises:
@@ -239,7 +186,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        LogModel | TruncateLogResponse400 | TruncateLogResponse401 | TruncateLogResponse404 | TruncateLogResponse409 | TruncateLogResponse503
+        Error | LogModel
     """
 
     return (

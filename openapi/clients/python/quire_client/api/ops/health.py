@@ -5,7 +5,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.health_response_503 import HealthResponse503
+from ...models.error import Error
 from ...types import Response
 
 
@@ -19,15 +19,13 @@ def _get_kwargs() -> dict[str, Any]:
     return _kwargs
 
 
-def _parse_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Any | HealthResponse503 | None:
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Any | Error | None:
     if response.status_code == 200:
         response_200 = response.json()
         return response_200
 
     if response.status_code == 503:
-        response_503 = HealthResponse503.from_dict(response.json())
+        response_503 = Error.from_dict(response.json())
 
         return response_503
 
@@ -37,9 +35,7 @@ def _parse_response(
         return None
 
 
-def _build_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[Any | HealthResponse503]:
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[Any | Error]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -51,7 +47,7 @@ def _build_response(
 def sync_detailed(
     *,
     client: AuthenticatedClient | Client,
-) -> Response[Any | HealthResponse503]:
+) -> Response[Any | Error]:
     """Readiness
 
     Raises:
@@ -59,7 +55,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[Any | HealthResponse503]
+        Response[Any | Error]
     """
 
     kwargs = _get_kwargs()
@@ -74,7 +70,7 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient | Client,
-) -> Any | HealthResponse503 | None:
+) -> Any | Error | None:
     """Readiness
 
     Raises:
@@ -82,7 +78,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Any | HealthResponse503
+        Any | Error
     """
 
     return sync_detailed(
@@ -93,7 +89,7 @@ def sync(
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient | Client,
-) -> Response[Any | HealthResponse503]:
+) -> Response[Any | Error]:
     """Readiness
 
     Raises:
@@ -101,7 +97,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[Any | HealthResponse503]
+        Response[Any | Error]
     """
 
     kwargs = _get_kwargs()
@@ -114,7 +110,7 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient | Client,
-) -> Any | HealthResponse503 | None:
+) -> Any | Error | None:
     """Readiness
 
     Raises:
@@ -122,7 +118,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Any | HealthResponse503
+        Any | Error
     """
 
     return (

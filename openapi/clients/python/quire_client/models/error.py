@@ -6,23 +6,26 @@ from typing import Any, TypeVar
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
-T = TypeVar("T", bound="GetLogResponse401")
+from ..models.error_error import ErrorError
+
+T = TypeVar("T", bound="Error")
 
 
 @_attrs_define
-class GetLogResponse401:
-    """
+class Error:
+    """Every error answer: the API.md error code and a human-readable message
+
     Attributes:
-        error (str):
-        message (str):
+        error (ErrorError): The error code (API.md); the HTTP status follows from it
+        message (str): What went wrong, for people
     """
 
-    error: str
+    error: ErrorError
     message: str
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        error = self.error
+        error = self.error.value
 
         message = self.message
 
@@ -40,17 +43,17 @@ class GetLogResponse401:
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
         d = dict(src_dict)
-        error = d.pop("error")
+        error = ErrorError(d.pop("error"))
 
         message = d.pop("message")
 
-        get_log_response_401 = cls(
+        error = cls(
             error=error,
             message=message,
         )
 
-        get_log_response_401.additional_properties = d
-        return get_log_response_401
+        error.additional_properties = d
+        return error
 
     @property
     def additional_keys(self) -> list[str]:
