@@ -212,3 +212,18 @@ def test_typescript_client_with_node_test(env: Env) -> None:
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
     assert "# pass 5" in output and "# fail 0" in output, output
+
+
+def test_readme_python_example_runs(env: Env) -> None:
+    """The README's "From Python" example, run as written against this gateway (its URL
+    and token swapped in): it must not go stale as the client is regenerated."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("## Clients: Python, TypeScript, curl") :]
+    code = section[section.index("```python\n") + len("```python\n") :]
+    code = code[: code.index("```")]
+    assert 'base_url="http://localhost:8080", token=""' in code
+    code = code.replace(
+        'base_url="http://localhost:8080", token=""',
+        f'base_url="{env.gateway.url}", token="{API_TOKEN}"',
+    ).replace('"orders"', '"readme-orders"')
+    exec(compile(code, "README.md (From Python)", "exec"), {"print": lambda *a: None})
