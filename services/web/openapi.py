@@ -18,6 +18,7 @@ def install_openapi(
     scheme_name: str,
     scheme: dict[str, Any],
     required: Callable[[str], bool] = lambda path: False,
+    finish: Callable[[dict[str, Any]], None] | None = None,
 ) -> None:
     """Build the app's OpenAPI document our way: ``scheme`` as the security scheme of
     every /v1 operation, the one ``Error`` body every error response refers to, and no
@@ -57,6 +58,8 @@ def install_openapi(
         ids = [op.get("operationId") for ops in doc["paths"].values() for op in ops.values()]
         twice = sorted({i for i in ids if ids.count(i) > 1})
         invariant(not twice, f"operation ids used twice: {twice} (rename the route functions)")
+        if finish is not None:  # the service's own additions (the gateway's examples)
+            finish(doc)
         app.openapi_schema = doc
         return doc
 

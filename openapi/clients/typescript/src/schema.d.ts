@@ -1225,6 +1225,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "auditor_elected": true,
+                     *       "auditor_id": "10.0.0.9:8091",
+                     *       "bookies": {
+                     *         "readonly": 0,
+                     *         "unavailable": 0,
+                     *         "writable": 4
+                     *       },
+                     *       "replication_enabled": true,
+                     *       "under_replicated_ledgers": 0
+                     *     }
+                     */
                     "application/json": components["schemas"]["Cluster"];
                 };
             };
@@ -1426,6 +1439,16 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "ack_quorum": 2,
+                 *       "ensemble_size": 3,
+                 *       "metadata": {
+                 *         "app": "orders"
+                 *       },
+                 *       "write_quorum": 2
+                 *     }
+                 */
                 "application/json": components["schemas"]["CreateLedger"];
             };
         };
@@ -1436,6 +1459,32 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "ack_quorum": 2,
+                     *       "created_at": 1795622400000,
+                     *       "digest": "crc32c",
+                     *       "ensemble_size": 3,
+                     *       "fragments": [
+                     *         {
+                     *           "bookies": [
+                     *             "10.0.0.1:3181",
+                     *             "10.0.0.2:3181",
+                     *             "10.0.0.3:3181"
+                     *           ],
+                     *           "first_entry_id": 0
+                     *         }
+                     *       ],
+                     *       "last_entry_id": null,
+                     *       "ledger_id": 7,
+                     *       "length": 0,
+                     *       "metadata": {
+                     *         "app": "orders"
+                     *       },
+                     *       "state": "OPEN",
+                     *       "write_quorum": 2
+                     *     }
+                     */
                     "application/json": components["schemas"]["Ledger"];
                 };
             };
@@ -1486,6 +1535,32 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "ack_quorum": 2,
+                     *       "created_at": 1795622400000,
+                     *       "digest": "crc32c",
+                     *       "ensemble_size": 3,
+                     *       "fragments": [
+                     *         {
+                     *           "bookies": [
+                     *             "10.0.0.1:3181",
+                     *             "10.0.0.2:3181",
+                     *             "10.0.0.3:3181"
+                     *           ],
+                     *           "first_entry_id": 0
+                     *         }
+                     *       ],
+                     *       "last_entry_id": 2,
+                     *       "ledger_id": 7,
+                     *       "length": 16,
+                     *       "metadata": {
+                     *         "app": "orders"
+                     *       },
+                     *       "state": "CLOSED",
+                     *       "write_quorum": 2
+                     *     }
+                     */
                     "application/json": components["schemas"]["Ledger"];
                 };
             };
@@ -1513,6 +1588,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "error": "ledger_not_found",
+                     *       "message": "no ledger 7"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -1590,6 +1671,32 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "ack_quorum": 2,
+                     *       "created_at": 1795622400000,
+                     *       "digest": "crc32c",
+                     *       "ensemble_size": 3,
+                     *       "fragments": [
+                     *         {
+                     *           "bookies": [
+                     *             "10.0.0.1:3181",
+                     *             "10.0.0.2:3181",
+                     *             "10.0.0.3:3181"
+                     *           ],
+                     *           "first_entry_id": 0
+                     *         }
+                     *       ],
+                     *       "last_entry_id": 2,
+                     *       "ledger_id": 7,
+                     *       "length": 16,
+                     *       "metadata": {
+                     *         "app": "orders"
+                     *       },
+                     *       "state": "CLOSED",
+                     *       "write_quorum": 2
+                     *     }
+                     */
                     "application/json": components["schemas"]["Ledger"];
                 };
             };
@@ -1666,8 +1773,28 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "entries": [
+                     *         {
+                     *           "data": "aGVsbG8=",
+                     *           "entry_id": 0
+                     *         },
+                     *         {
+                     *           "data": "d29ybGQ=",
+                     *           "entry_id": 1
+                     *         }
+                     *       ],
+                     *       "last_add_confirmed": 4,
+                     *       "next": 2
+                     *     }
+                     */
                     "application/json": components["schemas"]["EntryPage"];
                     "application/vnd.quire.entries": string;
+                    /**
+                     * @example {"entry_id":0,"data":"aGVsbG8="}
+                     *     {"entry_id":1,"data":"d29ybGQ="}
+                     */
                     "application/x-ndjson": string;
                 };
             };
@@ -1725,9 +1852,18 @@ export interface operations {
         /** @description A raw body (any content type but application/json) is one entry. JSON `{"entries": ["<base64>", ...]}` is a batch, acknowledged as a whole, in order. */
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "entries": [
+                 *         "aGVsbG8=",
+                 *         "d29ybGQ="
+                 *       ]
+                 *     }
+                 */
                 "application/json": {
                     entries: string[];
                 };
+                /** @example hello */
                 "application/octet-stream": string;
             };
         };
@@ -1738,6 +1874,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "first_entry_id": 1,
+                     *       "last_add_confirmed": 2,
+                     *       "last_entry_id": 2
+                     *     }
+                     */
                     "application/json": {
                         [key: string]: number;
                     } & (components["schemas"]["AddResult"] | components["schemas"]["BatchAddResult"]);
@@ -1897,6 +2040,11 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "last_add_confirmed": 4
+                     *     }
+                     */
                     "application/json": components["schemas"]["Lac"];
                 };
             };
@@ -2134,6 +2282,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "ledgers": [],
+                     *       "name": "orders",
+                     *       "writer": null
+                     *     }
+                     */
                     "application/json": components["schemas"]["LogModel"];
                 };
             };
@@ -2362,6 +2517,21 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "caught_up": true,
+                     *       "next": "7:4",
+                     *       "records": [
+                     *         {
+                     *           "data": "b3JkZXIgNDI=",
+                     *           "position": {
+                     *             "entry_id": 3,
+                     *             "ledger_id": 7
+                     *           }
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["RecordPage"];
                 };
             };
@@ -2419,9 +2589,18 @@ export interface operations {
         /** @description A raw body (any content type but application/json) is one entry. JSON `{"entries": ["<base64>", ...]}` is a batch, acknowledged as a whole, in order. */
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "entries": [
+                 *         "b3JkZXIgNDI=",
+                 *         "b3JkZXIgNDM="
+                 *       ]
+                 *     }
+                 */
                 "application/json": {
                     entries: string[];
                 };
+                /** @example order 42 */
                 "application/octet-stream": string;
             };
         };
@@ -2432,6 +2611,18 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "first_position": {
+                     *         "entry_id": 3,
+                     *         "ledger_id": 7
+                     *       },
+                     *       "last_position": {
+                     *         "entry_id": 4,
+                     *         "ledger_id": 7
+                     *       }
+                     *     }
+                     */
                     "application/json": {
                         [key: string]: unknown;
                     } & (components["schemas"]["Appended"] | components["schemas"]["BatchAppended"]);
@@ -2659,6 +2850,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "epoch": 2,
+                     *       "ledger_id": 7
+                     *     }
+                     */
                     "application/json": components["schemas"]["WriterTaken"];
                 };
             };
