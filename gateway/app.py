@@ -20,6 +20,7 @@ from fastapi import FastAPI
 from gateway.admin import AdminService
 from gateway.auth import TokenMiddleware, token_required
 from gateway.context import GatewayContext
+from gateway.fastpath import AddFastPath
 from gateway.metrics import GatewayMetrics
 from gateway.openapi_examples import add_examples
 from gateway.routes import admin, admin_page, ledgers, logs
@@ -168,6 +169,8 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.include_router(logs.router)
     app.include_router(admin.router)
     app.include_router(admin_page.router)
+    if settings.fast_path:  # inside the token check: it sees only allowed calls
+        app.add_middleware(AddFastPath, gateway=lambda: app.state.gateway)
     app.add_middleware(
         TokenMiddleware, api_token=settings.api_token, admin_token=settings.admin_token
     )

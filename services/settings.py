@@ -124,6 +124,9 @@ class GatewaySettings(CommonSettings):
     admin_token: str | None = Field(None, description="token /v1/admin/ calls need")
     # Tunables of the write and read paths (STYLE.md §5): each a flag and a QUIRE_*
     # variable, with its unit last.
+    fast_path: bool = Field(
+        True, description="serve adds and log appends below FastAPI's routing (same contract)"
+    )
     admission_wait_ms: int = Field(
         30_000, ge=1, le=600_000, description="longest wait of an add for room in its ledger"
     )

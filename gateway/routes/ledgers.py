@@ -165,7 +165,14 @@ async def add_entries(
     ledger_id: LedgerIdPath, request: Request, gw: GatewayDep, password: PasswordHeader = None
 ) -> dict[str, int]:
     raw = await read_body(request, BODY_SIZE_MAX_BYTES)
-    if not is_json(request):
+    return await add_answer(gw, ledger_id, password, raw, is_json(request))
+
+
+async def add_answer(
+    gw: Gateway, ledger_id: int, password: str | None, raw: bytes, batch: bool
+) -> dict[str, int]:
+    """The add itself, once the request is read (also gateway.fastpath's)."""
+    if not batch:
         if len(raw) > ENTRY_SIZE_MAX_BYTES:
             raise PayloadTooLarge(f"entry of {len(raw)} bytes over {ENTRY_SIZE_MAX_BYTES}")
         outcome = await ops.add(gw, ledger_id, password, (raw,))

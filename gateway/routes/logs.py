@@ -212,7 +212,14 @@ async def append_records(
     if key is not None:
         log_records.check_key(key)
     raw = await read_body(request, BODY_SIZE_MAX_BYTES)
-    batch = is_json(request)
+    return await append_answer(gw, name, key, raw, is_json(request))
+
+
+async def append_answer(
+    gw: Gateway, name: str, key: str | None, raw: bytes, batch: bool
+) -> dict[str, Any]:
+    """The append itself, once the request is read and its name and key checked (also
+    gateway.fastpath's)."""
     if batch:
         payloads = decode_batch(parse_json(raw))
     else:

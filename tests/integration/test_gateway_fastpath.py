@@ -1,0 +1,201 @@
+"""The add fast path keeps the routes' contract to the letter: the same requests sent to
+a gateway with it (the default) and to one with ``--no-fast-path`` (FastAPI's routes)
+on one cluster get the same status, the same keys and the same error codes and
+messages (ledger ids aside), for adds and log appends, good and bad."""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from services.limits import ENTRY_SIZE_MAX_BYTES
+from tests.integration.gateway_support import (
+    Gateway,
+    module_cluster,
+    start_bookies,
+    start_gateway,
+    wait_writable,
+)
+
+TOKEN = "fast-path-token-3e1"
+
+
+@dataclass
+class Pair:
+    fast: Gateway
+    routed: Gateway
+
+
+@pytest.fixture(scope="module")
+def pair(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:  # type: ignore[no-untyped-def]
+    with module_cluster(zookeeper, tmp_path_factory.mktemp("fastpath")) as cluster:
+        start_bookies(cluster, 3)
+        fast = start_gateway(cluster, ["--api-token", TOKEN], token=TOKEN)
+        routed = start_gateway(cluster, ["--api-token", TOKEN, "--no-fast-path"], token=TOKEN)
+        wait_writable(fast, 3)
+        wait_writable(routed, 3)
+        try:
+            yield Pair(fast, routed)
+        finally:
+            fast.close_client()
+            routed.close_client()
+
+
+def _shape(r: httpx.Response, ids: dict[str, str]) -> tuple[int, Any]:
+    """What must be equal on both: the status and the body, with this gateway's own
+    ledger ids and log positions replaced by their role."""
+    text = r.text
+    for value, role in ids.items():
+        text = re.sub(rf"\b{value}\b", role, text)
+    if not text:
+        return r.status_code, None
+    if r.headers.get("content-type", "").startswith("application/json"):
+        body = r.json() if not ids else httpx.Response(200, text=text).json()
+        if r.status_code == 200:
+            return r.status_code, sorted(body)  # keys: values differ by ledger id
+        return r.status_code, body
+    return r.status_code, text
+
+
+def both(pair: Pair, make: Any) -> tuple[tuple[int, Any], tuple[int, Any]]:
+    """``make(gateway) -> (response, ids)`` on each gateway; their shapes."""
+    return tuple(_shape(*make(g)) for g in (pair.fast, pair.routed))  # type: ignore[return-value]
+
+
+def _ledger(g: Gateway, password: str | None = None) -> int:
+    body: dict[str, Any] = {"ensemble_size": 3, "write_quorum": 2, "ack_quorum": 2}
+    if password:
+        body["password"] = password
+    return int(g.create(**body)["ledger_id"])
+
+
+ADDS = [
+    ("raw", {}, b"one entry"),
+    ("json", {"Content-Type": "application/json"}, b'{"entries": ["aGVsbG8=", "d29ybGQ="]}'),
+    ("json+charset", {"Content-Type": "application/json; charset=utf-8"}, b'{"entries": ["eA=="]}'),
+    ("not json", {"Content-Type": "application/json"}, b"{nope"),
+    ("empty batch", {"Content-Type": "application/json"}, b'{"entries": []}'),
+    ("bad base64", {"Content-Type": "application/json"}, b'{"entries": ["!!"]}'),
+    ("not a list", {"Content-Type": "application/json"}, b'{"entries": "eA=="}'),
+    ("nan", {"Content-Type": "application/json"}, b'{"entries": [NaN]}'),
+    ("empty raw", {}, b""),
+    ("too big", {}, b"x" * (ENTRY_SIZE_MAX_BYTES + 1)),
+]
+
+
+@pytest.mark.parametrize(("case", "headers", "body"), ADDS, ids=[a[0] for a in ADDS])
+def test_ledger_adds_answer_the_same(pair: Pair, case: str, headers: dict, body: bytes) -> None:  # type: ignore[type-arg]
+    def make(g: Gateway) -> tuple[httpx.Response, dict[str, str]]:
+        lid = _ledger(g)
+        return g.request("POST", f"/v1/ledgers/{lid}/entries", content=body, headers=headers), {
+            str(lid): "L"
+        }
+
+    fast, routed = both(pair, make)
+    assert fast == routed
+
+
+def test_ledger_add_errors_answer_the_same(pair: Pair) -> None:
+    cases = [
+        "/v1/ledgers/987654321/entries",  # no such ledger
+        "/v1/ledgers/0012/entries",  # not canonical
+        "/v1/ledgers/9223372036854775808/entries",  # over the id range
+    ]
+    for path in cases:
+        fast, routed = both(pair, lambda g: (g.request("POST", path, content=b"x"), {}))  # noqa: B023
+        assert fast == routed and fast[0] in (400, 404), (path, fast, routed)
+
+    anonymous = [Gateway(g.proc) for g in (pair.fast, pair.routed)]
+    try:
+        shapes = [
+            _shape(g.request("POST", "/v1/ledgers/1/entries", content=b"x"), {}) for g in anonymous
+        ]
+        assert shapes[0] == shapes[1] and shapes[0][0] == 401
+    finally:
+        for g in anonymous:
+            g.close_client()
+
+
+def test_password_ledgers_answer_the_same(pair: Pair) -> None:
+    for password in (None, "wrong", "right"):
+
+        def make(g: Gateway) -> tuple[httpx.Response, dict[str, str]]:
+            lid = _ledger(g, "right")
+            headers = {"X-Ledger-Password": password} if password else {}  # noqa: B023
+            r = g.request("POST", f"/v1/ledgers/{lid}/entries", content=b"x", headers=headers)
+            return r, {str(lid): "L"}
+
+        fast, routed = both(pair, make)
+        assert fast == routed and fast[0] == (200 if password == "right" else 401), fast
+
+
+def test_adds_to_a_closed_ledger_and_the_values_answer_the_same(pair: Pair) -> None:
+    def make(g: Gateway) -> tuple[httpx.Response, dict[str, str]]:
+        lid = _ledger(g)
+        first = g.request("POST", f"/v1/ledgers/{lid}/entries", content=b"a")
+        assert first.json() == {"entry_id": 0, "last_add_confirmed": 0}
+        batch = g.add_batch(lid, [b"b", b"c"])
+        assert batch == {"first_entry_id": 1, "last_entry_id": 2, "last_add_confirmed": 2}
+        assert g.read_all(lid) == [(0, b"a"), (1, b"b"), (2, b"c")]
+        g.close(lid)
+        return g.request("POST", f"/v1/ledgers/{lid}/entries", content=b"d"), {str(lid): "L"}
+
+    fast, routed = both(pair, make)
+    assert fast == routed and fast[0] == 409, fast
+
+
+def test_log_appends_answer_the_same(pair: Pair) -> None:
+    b64 = base64.b64encode(b"rec").decode()
+    for g, name in ((pair.fast, "fp-log"), (pair.routed, "fp-log-routed")):
+        assert g.request("PUT", f"/v1/logs/{name}").status_code == 201
+        assert g.request("POST", f"/v1/logs/{name}/writer").status_code == 200
+
+    def shapes(suffix: str, headers: dict[str, Any], body: bytes) -> list[tuple[int, Any]]:
+        out = []
+        for g, name in ((pair.fast, "fp-log"), (pair.routed, "fp-log-routed")):
+            r = g.request("POST", f"/v1/logs/{name}{suffix}", content=body, headers=headers)
+            out.append(_shape(r, {name: "N"}))
+        return out
+
+    json_headers = {"Content-Type": "application/json"}
+    cases = [
+        ("/records", {}, b"raw record"),
+        ("/records", json_headers, f'{{"entries": ["{b64}", "{b64}"]}}'.encode()),
+        ("/records", {"Idempotency-Key": "k-1"}, b"keyed"),
+        ("/records", {"Idempotency-Key": "k-1"}, b"keyed"),  # the retry: same positions
+        ("/records", {"Idempotency-Key": "k-1"}, b"another body"),  # 409 reused
+        ("/records", {"Idempotency-Key": "k" * 129}, b"x"),
+        ("/records", {"Idempotency-Key": "é".encode("latin-1")}, b"x"),
+        ("/records", json_headers, b'{"entries": []}'),
+        ("/records", {}, b"x" * (ENTRY_SIZE_MAX_BYTES + 1)),
+    ]
+    for suffix, headers, body in cases:
+        fast, routed = shapes(suffix, headers, body)
+        assert fast == routed, (headers, fast, routed)
+    keyed = [
+        g.request(
+            "POST", f"/v1/logs/{n}/records", content=b"keyed", headers={"Idempotency-Key": "k-1"}
+        )
+        for g, n in ((pair.fast, "fp-log"), (pair.routed, "fp-log-routed"))
+    ]
+    assert keyed[0].status_code == 200 and "position" in keyed[0].json()
+
+    for g in (pair.fast, pair.routed):  # not the writer of the other's log; no such log
+        other = "fp-log-routed" if g is pair.fast else "fp-log"
+        assert g.request("POST", f"/v1/logs/{other}/records", content=b"x").json()["error"] == (
+            "not_writer"
+        )
+    fast, routed = both(
+        pair, lambda g: (g.request("POST", "/v1/logs/nope/records", content=b"x"), {})
+    )
+    assert fast == routed and fast[0] == 404
+    fast, routed = both(
+        pair, lambda g: (g.request("POST", "/v1/logs/bad%20name/records", content=b"x"), {})
+    )
+    assert fast == routed and fast[0] == 400
