@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.routes.deps import client_address
+from gateway.passwords import client_address
 from gateway.routes.ledgers import add_answer
 from gateway.routes.logs import append_answer
 from gateway.service import Gateway
