@@ -6,8 +6,13 @@ that goes away, credits, auth, bad frames and per-record idempotency keys (READM
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -27,6 +32,7 @@ from tests.integration.gateway_support import (
 from tests.integration.log_support import LogClient
 from tests.integration.stream_support import Stream
 
+ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "stream-test-token"
 SMALL_CREDITS = 8
 
@@ -354,3 +360,38 @@ def test_websocket_to_an_unknown_path_gets_an_http_error(gateways: Gateways) -> 
         Stream.open(gateways.guarded.url, "/v1/nope", token=TOKEN, expect_credits=False)
     assert missing.value.response.status_code == 404
     assert json.loads(missing.value.response.body or b"{}")["error"] == "not_found"
+
+
+def quire(gateway: str, *args: str, stdin: bytes = b"") -> dict[str, Any]:
+    """Run ``python -m services.cli`` from this checkout; its JSON summary (exit 0)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "services.cli", "--gateway", gateway, *args],
+        input=stdin,
+        capture_output=True,
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if not k.startswith("QUIRE_")},
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    doc: dict[str, Any] = json.loads(proc.stdout)
+    return doc
+
+
+def test_cli_log_append_stream_appends_once_with_keys(gateways: Gateways) -> None:
+    """`quire log append --stream --key K` sends stdin's lines over one stream; the
+    same command run again appends nothing more and prints the same positions."""
+    client = LogClient(gateways.a.url)
+    try:
+        client.create("stream-cli")
+        client.take_writer("stream-cli")
+        lines = b"".join(b"line-%d\n" % i for i in range(50))
+        args = ("log", "append", "stream-cli", "--stream", "--key", "cli-run", "-q")
+        first = quire(gateways.a.url, *args, stdin=lines)
+        assert first["records"] == 50 and first["bytes"] == len(lines) - 50
+        again = quire(gateways.a.url, *args, stdin=lines)
+        assert again["first_position"] == first["first_position"]
+        assert again["last_position"] == first["last_position"]
+        data = [d for _, d in client.read_all("stream-cli")]
+        assert data == [b"line-%d" % i for i in range(50)]
+    finally:
+        client.close()
