@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gateway.app import create_app
+from gateway.stream import STREAM_MESSAGE_MAX_BYTES
 from services.logs import setup_logging
 from services.settings import GatewaySettings, load_settings
 from services.web.serve import serve
@@ -13,7 +14,7 @@ PROG = "python -m gateway"
 def main(argv: list[str] | None = None) -> None:
     settings = load_settings(GatewaySettings, argv, prog=PROG)
     setup_logging("gateway", settings.log_level)
-    serve(create_app(settings), settings)
+    serve(create_app(settings), settings, websocket_message_max_bytes=STREAM_MESSAGE_MAX_BYTES)
 
 
 if __name__ == "__main__":

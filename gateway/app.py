@@ -23,7 +23,7 @@ from gateway.context import GatewayContext
 from gateway.fastpath import AddFastPath
 from gateway.metrics import GatewayMetrics
 from gateway.openapi_examples import add_examples
-from gateway.routes import admin, admin_page, ledgers, logs
+from gateway.routes import admin, admin_page, ledgers, logs, stream
 from gateway.service import Gateway
 from services.bookie_client import BookieClientPool
 from services.errors import MetadataUnavailable
@@ -46,7 +46,30 @@ DESCRIPTION = """The public API of a Quire gateway: ledgers (quorum writes, fenc
 reads) and the Admin API (cluster, bookies, under-replication, decommission) — see
 API.md. Errors are `{"error": CODE, "message": TEXT}`. When the gateway runs
 with `--api-token`, every `/v1/` call needs `Authorization: Bearer <token>`; `/v1/admin/`
-calls need the admin token when `--admin-token` is set."""
+calls need the admin token when `--admin-token` is set.
+
+## Streaming appends (WebSocket)
+
+`GET /v1/ledgers/{ledger_id}/stream` and `GET /v1/logs/{name}/stream`, upgraded to a
+WebSocket (a plain GET is 400), append many records over one connection; they feed the
+same write handle as `POST .../entries` and `POST .../records`. Authorization: the
+`Authorization: Bearer` and `X-Ledger-Password` headers, or (browsers cannot set them)
+a first text message `{"token": "...", "password": "..."}`; never the URL.
+
+1. The gateway sends `{"credits": N}`: the client may have N records sent and not yet
+   acknowledged; each acknowledgement gives one credit back (a later `{"credits": k}`
+   grants k more). A record past the credits is a protocol error.
+2. The client sends each record (at most 5 MiB) as one binary message; on a log, a text
+   message `{"key": "..."}` is the Idempotency-Key of the next record (1-128 printable
+   ASCII; a retry with the same key and bytes answers the first position).
+3. The gateway acknowledges every record in order once it has its ack quorum:
+   `{"seq", "entry_id", "last_add_confirmed"}` (ledger) or
+   `{"seq", "position": {"ledger_id", "entry_id"}}` (log); `seq` counts from 0.
+4. `{"end": true}`: the gateway acknowledges what it has and closes with 1000.
+5. On any error the gateway sends `{"error": CODE, "message": TEXT}` (the codes above:
+   `unauthorized`, `ledger_fenced`, `not_writer`, `payload_too_large`,
+   `invalid_argument`...) and closes with 4000 + the HTTP status (4401, 4409, 4413,
+   4400...). Records not acknowledged by then have an unknown outcome."""
 
 TOKEN_SCHEME = {
     "type": "http",
@@ -165,6 +188,9 @@ def create_app(settings: GatewaySettings) -> FastAPI:
 
     add_health_route(app, ready)
     add_metrics_route(app, metrics.registry)
+    # Before the others: the logs router ends with a catch-all route.
+    app.include_router(stream.router)
+    app.router.default = stream.websocket_fallback(app.router.default)
     app.include_router(ledgers.router)
     app.include_router(logs.router)
     app.include_router(admin.router)

@@ -195,6 +195,18 @@ class GatewaySettings(CommonSettings):
         "to close and tell whether the append is in it",
     )
 
+    # Streaming appends (gateway/stream.py): credits and bytes in flight per stream.
+    stream_credits: int = Field(
+        1_024, ge=1, le=BATCH_ENTRIES_MAX, description="records one stream may have in flight"
+    )
+    stream_bytes_in_flight_max: int = Field(
+        64 * 1024 * 1024,
+        ge=1,
+        le=BODY_SIZE_MAX_BYTES,
+        description="payload bytes one stream may have in flight; past it the gateway "
+        "stops reading the stream until acknowledgements free room",
+    )
+
 
 class AuditorSettings(CommonSettings):
     port: int = Field(8091, ge=1, le=65535, description="port to listen on")

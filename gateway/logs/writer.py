@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +77,19 @@ class _UnknownOutcome(Exception):
         self.error = error
         self.ledger_id = ledger_id
         self.entries = entries
+
+
+def _once(callback: Callable[[], None]) -> Callable[[], None]:
+    """``callback``, run on the first call only."""
+    called = False
+
+    def once() -> None:
+        nonlocal called
+        if not called:
+            called = True
+            callback()
+
+    return once
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +144,26 @@ class LogWriter:
 
     # ------------------------------------------------------------ appends
 
-    async def append(self, payloads: Sequence[bytes], key: str | None) -> AppendResult:
+    async def append(
+        self,
+        payloads: Sequence[bytes],
+        key: str | None,
+        fed: Callable[[], None] | None = None,
+    ) -> AppendResult:
+        """Append ``payloads`` (with Idempotency-Key ``key``) as the log's writer. ``fed``
+        is called once, as soon as the append's entries were handed to the write handle
+        or the append ended without doing so: a caller that starts its next append only
+        then gets its appends into the log in order (``gateway/stream.py``)."""
+        once = _once(fed) if fed is not None else None
+        try:
+            return await self._append(payloads, key, once)
+        finally:
+            if once is not None:
+                once()
+
+    async def _append(
+        self, payloads: Sequence[bytes], key: str | None, fed: Callable[[], None] | None
+    ) -> AppendResult:
         self._check_role()
         started = time.monotonic()
         digest = log_records.records_digest(payloads) if key is not None else None
@@ -151,7 +183,7 @@ class LogWriter:
         try:
             now = wall_ms()
             entries = log_records.encode(payloads, now, key, digest)
-            first, last = await self._append_entries(entries)
+            first, last = await self._append_entries(entries, fed)
             appended = Appended(first, last, digest or b"", now)
         except _UnknownOutcome as outcome:
             lid, (first_id, last_id) = outcome.ledger_id, outcome.entries
@@ -190,12 +222,17 @@ class LogWriter:
         self.dedup.settle(key, appended, wall_ms())
         return appended
 
-    async def _append_entries(self, entries: tuple[bytes, ...]) -> tuple[Position, Position]:
+    async def _append_entries(
+        self, entries: tuple[bytes, ...], fed: Callable[[], None] | None = None
+    ) -> tuple[Position, Position]:
         for _ in range(APPEND_ATTEMPTS_MAX):
             self._check_role()
             runner = self.runner
             try:
-                outcome = await runner.add(entries)
+                submitted = await runner.submit(entries)
+                if fed is not None:
+                    fed()
+                outcome = await submitted
             except _UNSETTLED as exc:
                 settled = await self._settle(runner, exc)
                 if settled is not None:

@@ -78,12 +78,18 @@ class HandleRunner(EffectRunner):
     # ------------------------------------------------------------ requests
 
     async def add(self, payloads: tuple[bytes, ...]) -> AddOutcome:
+        return await (await self.submit(payloads))
+
+    async def submit(self, payloads: tuple[bytes, ...]) -> asyncio.Future[AddOutcome]:
+        """Admit the add (back-pressure) and feed it; its outcome's future, not awaited.
+        Adds submitted one after the other by one caller get ascending entry ids in that
+        order (a streaming append's records: ``gateway/stream.py``)."""
         await self._admit(len(payloads), sum(map(len, payloads)))
         rid = next(self._ids)
         future: asyncio.Future[AddOutcome] = asyncio.get_running_loop().create_future()
         self._adds[rid] = future
         self._feed(m.AddRequested(rid, payloads, self.ctx.clock()))
-        return await future
+        return future
 
     async def close(self) -> tuple[LedgerMetadata, int]:
         rid = next(self._ids)

@@ -52,6 +52,10 @@ class BenchConfig:
     handover_reps: int = 5
     second_gateway: str | None = None  # --handover's second gateway without --local
     quiet: bool = False  # no progress on stderr
+    # --stream: single records over streaming appends (services/bench/stream_load.py), each
+    # of the --concurrency connections with in_flight records in flight.
+    stream: bool = False
+    in_flight: int = 256
 
     def check(self) -> None:
         if not self.ensemble >= self.write_quorum >= self.ack_quorum >= 1:
@@ -68,6 +72,9 @@ class BenchConfig:
             raise BenchError("--idempotency-keys and --handover need --log")
         if self.handover and not self.local and self.second_gateway is None:
             raise BenchError("--handover needs --local or --second-gateway URL")
+        if self.stream and (self.batch != 1 or self.rate > 0 or self.idempotency_keys):
+            raise BenchError("--stream sends single records unthrottled: no --batch, --rate "
+                             "or --idempotency-keys")  # fmt: skip
         if self.second_gateway is not None and not self.handover:
             raise BenchError("--second-gateway is for --handover")
         if self.second_gateway is not None and self.second_gateway == self.gateway:

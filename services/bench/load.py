@@ -305,10 +305,14 @@ class GatewayLoad:
 
 def main() -> None:
     spec = json.loads(sys.argv[1])
-    if spec.get("log"):
+    if spec.get("stream"):
+        from services.bench.stream_load import StreamLoad
+
+        load: GatewayLoad = StreamLoad(spec)
+    elif spec.get("log"):
         from services.bench.log_load import LogLoad
 
-        load: GatewayLoad = LogLoad(spec)
+        load = LogLoad(spec)
     else:
         load = GatewayLoad(spec)
     load.emit(run_loop(load.run()))

@@ -122,6 +122,8 @@ def load_specs(config: BenchConfig, url: str, ledger_ids: list[int], start_at: f
                 "duration_s": config.duration_s,
                 "warmup_s": config.warmup_s,
                 "start_at": start_at,
+                "stream": config.stream,
+                "in_flight": config.in_flight,
             }
         )
     return specs

@@ -107,6 +107,17 @@ def bench_command(
         str | None,
         typer.Option(show_default=False, help="--handover's second gateway without --local"),
     ] = None,
+    stream: Annotated[
+        bool,
+        typer.Option(
+            "--stream",
+            help="send single records over streaming appends (a WebSocket per client, "
+            "--in-flight records in flight on each) instead of one request per record",
+        ),
+    ] = False,
+    in_flight: Annotated[
+        int, typer.Option(min=1, max=10_000, help="with --stream: records in flight per stream")
+    ] = 256,
     quiet: Annotated[
         bool,
         typer.Option(
@@ -132,6 +143,11 @@ def bench_command(
     the rolls and, with --handover, the writer hand-over time (from POST
     /writer on the other gateway to its first acknowledged append; median and
     max of --handover-reps) to the report and the JSON line.
+
+    --stream sends single records over streaming appends instead: each of the
+    --concurrency clients opens one WebSocket (to its ledger, or to the log
+    with --log) and keeps --in-flight records in flight on it; a record's
+    latency runs from its send to its acknowledgement.
     """
     from services.bench.config import BenchConfig
     from services.bench.run import main
@@ -167,6 +183,8 @@ def bench_command(
         handover_reps=handover_reps,
         second_gateway=second_gateway.rstrip("/") if second_gateway else None,
         quiet=quiet,
+        stream=stream,
+        in_flight=in_flight,
     )
     code = main(config)
     if code:

@@ -31,7 +31,6 @@ from services.cli.ledger_io import batches, err, input_lines, print_json, quiet_
 from services.cli.listing import LOGS, print_listing
 from services.cli.log_io import (
     FOLLOW_WAIT_MS,
-    LogAppender,
     Record,
     key_option,
     name_argument,
@@ -42,6 +41,7 @@ from services.cli.log_io import (
     write_records,
 )
 from services.cli.progress import AppendProgress, ReadProgress, progress_wanted, stdout_is_terminal
+from services.cli.stream_io import Appender, open_appender
 from services.errors import QuireError
 from services.limits import BATCH_ENTRIES_MAX, LAC_WAIT_MAX_MS, LIST_LIMIT_MAX
 
@@ -176,6 +176,14 @@ def append(
         ),
     ] = None,
     quiet: Quiet = False,
+    stream: Annotated[
+        bool,
+        typer.Option(
+            "--stream",
+            help="send the records over one streaming append (WebSocket), many in flight, "
+            "one acknowledgement each; --key then derives one key per record",
+        ),
+    ] = False,
 ) -> None:
     """Append records to a log this gateway writes ('quire log writer' first).
 
@@ -189,13 +197,14 @@ def append(
     if data and file is not None:
         raise typer.BadParameter("give records as arguments or --file, not both")
     with reported(), _client(ctx) as client:
-        appender = LogAppender(client, name, key)
+        appender = open_appender(client, global_options(ctx), name, key, stream)
         try:
             if data:
                 for chunk in batches([d.encode() for d in data], batch):
                     appender.send(chunk)
             else:
                 _append_input(appender, file, batch, quiet)
+            appender.finish()
         except QuireError:
             if appender.records:
                 err.print(
@@ -204,10 +213,12 @@ def append(
                     markup=False,
                 )
             raise
+        finally:
+            appender.close()
     print_json(appender.summary())
 
 
-def _append_input(appender: LogAppender, file: Path | None, batch: int, quiet: bool) -> None:
+def _append_input(appender: Appender, file: Path | None, batch: int, quiet: bool) -> None:
     if file is None or str(file) == "-":
         if sys.stdin.isatty():
             err.print("reading records from the terminal, one per line; end with Ctrl-D")
@@ -223,7 +234,7 @@ def _append_input(appender: LogAppender, file: Path | None, batch: int, quiet: b
 
 
 def _append_lines(
-    appender: LogAppender, stream: IO[bytes], total: int | None, batch: int, quiet: bool
+    appender: Appender, stream: IO[bytes], total: int | None, batch: int, quiet: bool
 ) -> None:
     with AppendProgress(total, quiet, noun="records") as progress:
         for chunk in batches(input_lines(stream), batch):

@@ -125,6 +125,12 @@ class LogAppender:
         self.records += len(payloads)
         self.bytes += sum(map(len, payloads))
 
+    def finish(self) -> None:
+        """Nothing to wait for: each request was answered (``StreamAppender`` waits)."""
+
+    def close(self) -> None:
+        """The client is the command's own (closed by it)."""
+
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "log": self.name,

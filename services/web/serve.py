@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 
 # Bounds of the HTTP server itself (STYLE.md §5); the others are settings.
 HTTP_BACKLOG = 2048
+# uvicorn's default message bound, for services that speak no WebSocket (unused there).
+WS_MAX_SIZE_UNUSED = 16 * 1024 * 1024
 # File descriptors kept for everything but client connections (bookie and ZooKeeper
 # connections, the store, logs).
 FD_RESERVE = 1024
@@ -57,9 +59,14 @@ def connections_allowed(wanted: int) -> int:
     return wanted
 
 
-def server_config(app: FastAPI, settings: CommonSettings) -> uvicorn.Config:
+def server_config(
+    app: FastAPI, settings: CommonSettings, websocket_message_max_bytes: int | None = None
+) -> uvicorn.Config:
     """The uvicorn configuration of a service: its app wrapped for request ids and the
-    access log, HEAD and Allow, served by the bounded protocol."""
+    access log, HEAD and Allow, served by the bounded protocol. With
+    ``websocket_message_max_bytes`` the service also speaks WebSocket (websockets'
+    sans-I/O protocol, no compression), with messages up to that size; a larger one is
+    refused by the protocol itself (close code 1009)."""
     limits = ServerLimits.from_settings(settings)
     allowed = connections_allowed(limits.connections_max)
     if allowed != limits.connections_max:
@@ -75,8 +82,14 @@ def server_config(app: FastAPI, settings: CommonSettings) -> uvicorn.Config:
         access_log=False,
         loop="uvloop",
         http=protocol_class(limits),
-        # No WebSocket: an Upgrade request is served as plain HTTP (and stays bounded).
-        ws="none",
+        # Without WebSocket, an Upgrade request is served as plain HTTP (and stays
+        # bounded). The sans-I/O protocol reads one message at a time: it stops reading
+        # the socket until the application took the last message (bounded memory).
+        # No per-message compression: records are opaque, and a compressed message
+        # costs CPU on the one core the gateway has.
+        ws="websockets-sansio" if websocket_message_max_bytes is not None else "none",
+        ws_max_size=websocket_message_max_bytes or WS_MAX_SIZE_UNUSED,
+        ws_per_message_deflate=False,
         backlog=HTTP_BACKLOG,
         # Typed int by uvicorn, used as a float delay (loop.call_later): ms precision.
         timeout_keep_alive=cast(int, limits.idle_timeout_s),
@@ -98,9 +111,12 @@ class FrozenHeapServer(uvicorn.Server):
         gc.freeze()
 
 
-def serve(app: FastAPI, settings: CommonSettings) -> None:
-    """Serve ``app`` on the settings' host and port until SIGINT/SIGTERM."""
-    server = FrozenHeapServer(server_config(app, settings))
+def serve(
+    app: FastAPI, settings: CommonSettings, websocket_message_max_bytes: int | None = None
+) -> None:
+    """Serve ``app`` on the settings' host and port until SIGINT/SIGTERM (with WebSocket
+    when ``websocket_message_max_bytes`` is given: ``server_config``)."""
+    server = FrozenHeapServer(server_config(app, settings, websocket_message_max_bytes))
     server.run()
     if not server.started:
         # Start-up failed (the lifespan raised): uvicorn has logged why.

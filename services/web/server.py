@@ -20,6 +20,13 @@ they closed. ``BoundedHttpProtocol`` adds, per connection:
   closed. Requests in flight over ``requests_in_flight_max`` get a JSON 503 too;
 - malformed HTTP gets a JSON 400 ``invalid_argument`` instead of uvicorn's plain text.
 
+WebSocket: a service that serves WebSocket routes (the gateway's streaming appends) is
+configured with a WebSocket protocol class; an ``Upgrade: websocket`` request is then
+handed over to it (``handle_websocket_upgrade``), with the head and body timers
+disarmed (the WebSocket protocol has its own pings) and the connection still counted in
+the table until the WebSocket connection is lost. Without one (every other service) an
+upgrade request is served as plain HTTP.
+
 These answers carry ``X-Request-Id`` like the application's (services/web/access.py):
 the request's own id when its head was read and the id is sane, else a new one.
 
@@ -225,7 +232,9 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         except HeadTooLarge as exc:
             self._answer(431, "invalid_argument", str(exc))
         except httptools.HttpParserUpgrade:
-            pass  # served as plain HTTP: the services speak no WebSocket
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            # else: served as plain HTTP (this service speaks no WebSocket)
         except httptools.HttpParserError as exc:
             if isinstance(exc.__context__, HeadTooLarge):
                 self._answer(431, "invalid_argument", str(exc.__context__))
@@ -234,6 +243,28 @@ class BoundedHttpProtocol(HttpToolsProtocol):
 
     def send_400_response(self, msg: str) -> None:
         self._answer(400, "invalid_argument", msg)
+
+    def handle_websocket_upgrade(self) -> None:
+        """Hand the connection over to the WebSocket protocol (uvicorn's), which is
+        from then on the transport's protocol: our timers stop, and the connection's
+        place in the table is released when the WebSocket connection is lost (this
+        protocol's ``connection_lost`` is not called any more)."""
+        self._disarm()
+        admitted, self._admitted = self._admitted, None
+        super().handle_websocket_upgrade()
+        protocol = self.transport.get_protocol()
+        if admitted is None:
+            return
+        lost = protocol.connection_lost
+        table = self.table
+
+        def connection_lost(exc: Exception | None) -> None:
+            try:
+                lost(exc)
+            finally:
+                table.release(admitted)
+
+        protocol.connection_lost = connection_lost  # type: ignore[method-assign]
 
     # ---------------------------------------------------------------- parser callbacks
 

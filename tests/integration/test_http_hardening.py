@@ -324,14 +324,27 @@ def test_head_of_unknown_route_is_404(env: Env) -> None:
     assert_error(r, 404, "not_found")
 
 
+_UPGRADE_HEALTH = (
+    b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+    b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+)
+
+
 def test_upgrade_request_is_served_as_plain_http(env: Env) -> None:
-    """A WebSocket upgrade request is answered as plain HTTP (the services speak no
-    WebSocket), not left hanging outside every timer."""
-    request = (
-        b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
-        b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
-    )
-    with connection(env.flood.proc.port) as sock:
-        sock.sendall(request)
+    """A WebSocket upgrade request to a service that speaks no WebSocket (a bookie) is
+    answered as plain HTTP, not left hanging outside every timer."""
+    with connection(env.bookie.port) as sock:
+        sock.sendall(_UPGRADE_HEALTH)
         status, _, _ = read_answer(sock)
     assert status == 200
+
+
+def test_upgrade_to_a_path_without_websocket_gets_a_json_error(env: Env) -> None:
+    """The gateway speaks WebSocket (streaming appends) but an upgrade to a path that is
+    no WebSocket gets an HTTP answer at once: 404 with an API.md error body."""
+    with connection(env.flood.proc.port) as sock:
+        sock.sendall(_UPGRADE_HEALTH)
+        status, headers, body = read_answer(sock)
+    assert status == 404
+    assert headers["content-type"] == "application/json"
+    assert json.loads(body[: int(headers["content-length"])])["error"] == "not_found"

@@ -1,0 +1,134 @@
+"""Where a stream's records go (``gateway/stream.py``): a ledger's write handle, the
+same one ``POST /v1/ledgers/{id}/entries`` adds to, or a log's writer, the same one
+``POST /v1/logs/{name}/records`` appends with, so the gateway's batching applies to
+both paths alike."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gateway.logs import operations as log_ops
+from gateway.logs.schemas import position_json
+from gateway.logs.writer import LogWriter
+from gateway.passwords import check_password
+from gateway.runners.write import AddOutcome, HandleRunner
+from gateway.service import Gateway
+from gateway.stream import Record, retrieve
+from services.errors import InvalidArgument, NotWriter, QuireError, Unauthorized
+
+Acks = list[dict[str, Any]]
+# Appends of log streams that ended while their appends ran: kept referenced until done.
+_RUNNING: set[asyncio.Task[Acks]] = set()
+
+
+class _Authorized:
+    """An auth message that comes although the headers were enough is checked too."""
+
+    password_hash: str | None = None
+
+    def __init__(self, check_token: Callable[[str], bool]) -> None:
+        self.check_token = check_token
+
+    async def late_auth(self, doc: dict[str, Any]) -> None:
+        token = doc.get("token")
+        if token is not None and not self.check_token(token):
+            raise Unauthorized("wrong token in the auth message")
+        if "password" in doc:
+            await check_password(doc["password"], self.password_hash)
+
+
+class LedgerTarget(_Authorized):
+    accepts_keys = False
+
+    def __init__(
+        self, gw: Gateway, runner: HandleRunner, check_token: Callable[[str], bool]
+    ) -> None:
+        super().__init__(check_token)
+        self.gw = gw
+        self.runner = runner
+        self.password_hash = runner.handle.metadata.password_hash
+
+    async def submit(self, records: list[Record]) -> asyncio.Future[Acks]:
+        payloads = tuple(r.payload for r in records)
+        metrics = self.gw.ctx.metrics
+        metrics.add_batch_size.observe(len(payloads))
+        started = time.monotonic()
+        added = await self.runner.submit(payloads)
+        acks: asyncio.Future[Acks] = asyncio.get_running_loop().create_future()
+        acks.add_done_callback(retrieve)
+
+        def done(future: asyncio.Future[AddOutcome]) -> None:
+            error = future.exception()
+            if error is not None:
+                if isinstance(error, QuireError):
+                    metrics.add_errors.labels(error.code).inc()
+                if not acks.done():
+                    acks.set_exception(error)
+                return
+            outcome = future.result()
+            metrics.add_latency.observe(time.monotonic() - started)
+            metrics.entries_added.inc(len(payloads))
+            if not acks.done():
+                acks.set_result(
+                    [
+                        {
+                            "seq": record.seq,
+                            "entry_id": outcome.first_entry_id + i,
+                            "last_add_confirmed": outcome.lac,
+                        }
+                        for i, record in enumerate(records)
+                    ]
+                )
+
+        added.add_done_callback(done)
+        return acks
+
+
+class LogTarget(_Authorized):
+    accepts_keys = True
+
+    def __init__(
+        self, gw: Gateway, name: str, writer: LogWriter, check_token: Callable[[str], bool]
+    ) -> None:
+        super().__init__(check_token)
+        self.gw = gw
+        self.name = name
+        self.writer = writer
+
+    async def late_auth(self, doc: dict[str, Any]) -> None:
+        if "password" in doc:
+            raise InvalidArgument("logs have no password")
+        await super().late_auth(doc)
+
+    async def submit(self, records: list[Record]) -> asyncio.Future[Acks]:
+        # Only the keyless records in a row are one group: a key is alone in its group.
+        key = records[0].key
+        fed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def on_fed() -> None:
+            if not fed.done():
+                fed.set_result(None)
+
+        task = asyncio.create_task(self._append(records, key, on_fed))
+        _RUNNING.add(task)
+        task.add_done_callback(_RUNNING.discard)
+        task.add_done_callback(retrieve)
+        await fed
+        return task
+
+    async def _append(
+        self, records: list[Record], key: str | None, fed: Callable[[], None]
+    ) -> Acks:
+        try:
+            result = await self.writer.append([r.payload for r in records], key, fed)
+        except NotWriter:
+            await log_ops.get(self.gw, self.name)  # 404 log_not_found when it is gone
+            raise
+        first = result.first
+        return [
+            {"seq": record.seq, "position": position_json(first.ledger_id, first.entry_id + i)}
+            for i, record in enumerate(records)
+        ]

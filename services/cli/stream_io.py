@@ -1,0 +1,135 @@
+"""``quire log append --stream``: records over streaming appends (README "Streaming
+appends") on one WebSocket, within the gateway's credits, instead of one request per
+batch. Same summary as ``LogAppender``; an error message from the gateway is raised as
+the ``QuireError`` of its code (what was acknowledged before stays acknowledged)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.sync.client import ClientConnection, connect
+
+from services.cli.client import GatewayClient
+from services.cli.common import GlobalOptions
+from services.cli.log_io import LogAppender, position_text, request_key
+from services.errors import GatewayUnreachable, error_for_code
+
+OPEN_TIMEOUT_S = 10.0
+ACK_TIMEOUT_S = 60.0
+
+
+def stream_url(gateway: str, path: str) -> str:
+    base = gateway.rstrip("/")
+    if base.startswith("https://"):
+        return "wss://" + base.removeprefix("https://") + path
+    return "ws://" + base.removeprefix("http://") + path
+
+
+class StreamAppender:
+    """Sends records in order over one stream to log ``name``; with ``key`` the Nth
+    record carries ``request_key(key, N)`` (the same command run again appends nothing
+    twice)."""
+
+    def __init__(self, gateway: str, token: str | None, name: str, key: str | None) -> None:
+        self.name = name
+        self.key = key
+        self.records = 0  # acknowledged
+        self.sent = 0
+        self.bytes = 0
+        self.sizes: list[int] = []  # of the records in flight, oldest first
+        self.first_position: str | None = None
+        self.last_position: str | None = None
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        url = stream_url(gateway, f"/v1/logs/{name}/stream")
+        try:
+            self._connector = connect(
+                url, additional_headers=headers, open_timeout=OPEN_TIMEOUT_S, max_size=None
+            )
+            self.ws: ClientConnection = self._connector.__enter__()
+        except InvalidStatus as exc:
+            raise GatewayUnreachable(f"{url}: refused the stream ({exc})") from exc
+        except (OSError, InvalidHandshake, TimeoutError) as exc:
+            raise GatewayUnreachable(f"cannot open a stream to {url}: {exc}") from exc
+        hello = self._next()
+        self.credits = int(hello.get("credits", 0))
+
+    def close(self) -> None:
+        self._connector.__exit__(None, None, None)
+
+    def _next(self) -> dict[str, Any]:
+        try:
+            text = self.ws.recv(timeout=ACK_TIMEOUT_S)
+        except TimeoutError as exc:
+            raise GatewayUnreachable(f"no answer on the stream in {ACK_TIMEOUT_S:g} s") from exc
+        except ConnectionClosed as exc:
+            raise GatewayUnreachable(f"the stream closed: {exc}") from exc
+        doc: dict[str, Any] = json.loads(text)
+        if "error" in doc:
+            raise error_for_code(str(doc["error"]))(str(doc.get("message", "")))
+        return doc
+
+    def _take_ack(self) -> None:
+        doc = self._next()
+        if "credits" in doc:
+            self.credits += int(doc["credits"])
+            return
+        position = position_text(doc["position"])
+        if self.first_position is None:
+            self.first_position = position
+        self.last_position = position
+        self.records += 1
+        self.bytes += self.sizes.pop(0)
+
+    def send(self, payloads: list[bytes]) -> None:
+        for payload in payloads:
+            while self.sent - self.records >= self.credits:
+                self._take_ack()
+            try:
+                if self.key is not None:
+                    self.ws.send(json.dumps({"key": request_key(self.key, self.sent)}))
+                self.ws.send(payload)
+            except ConnectionClosed:
+                self._drain_error()
+                raise
+            self.sent += 1
+            self.sizes.append(len(payload))
+
+    def _drain_error(self) -> None:
+        """The gateway closed the stream: raise its error message if it sent one."""
+        while True:
+            self._next()  # raises the error, or GatewayUnreachable once closed
+
+    def finish(self) -> None:
+        """Wait for every acknowledgement, then end the stream."""
+        while self.records < self.sent:
+            self._take_ack()
+        try:
+            self.ws.send(json.dumps({"end": True}))
+        except ConnectionClosed:
+            pass
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "log": self.name,
+            "records": self.records,
+            "bytes": self.bytes,
+            "first_position": self.first_position,
+            "last_position": self.last_position,
+        }
+        if self.records == 1:
+            out["position"] = self.first_position
+        return out
+
+
+Appender = LogAppender | StreamAppender
+
+
+def open_appender(
+    client: GatewayClient, options: GlobalOptions, name: str, key: str | None, stream: bool
+) -> Appender:
+    """A ``StreamAppender`` with ``stream``, else a ``LogAppender`` (one request per batch)."""
+    if stream:
+        return StreamAppender(options.gateway, options.token, name, key)
+    return LogAppender(client, name, key)

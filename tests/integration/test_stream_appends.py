@@ -1,0 +1,397 @@
+"""Streaming appends over one WebSocket with real processes (ZooKeeper, three bookies,
+gateways): every record acknowledged once and in order, errors mid-stream, a client
+that goes away, credits, auth, bad frames and per-record idempotency keys (README
+"Streaming appends"; gateway/stream.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from websockets.exceptions import InvalidStatus
+
+from services.cluster.processes import ZooKeeperProcess
+from services.limits import ENTRY_SIZE_MAX_BYTES
+from tests.harness import Cluster
+from tests.integration.gateway_support import (
+    Gateway,
+    module_cluster,
+    payload_for,
+    start_bookies,
+    start_gateway,
+    wait_writable,
+)
+from tests.integration.log_support import LogClient
+from tests.integration.stream_support import Stream
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "stream-test-token"
+SMALL_CREDITS = 8
+
+
+@dataclass
+class Gateways:
+    cluster: Cluster
+    a: Gateway  # no token
+    b: Gateway  # no token: recovers and takes writer roles from a
+    guarded: Gateway  # --api-token, few credits
+
+
+@pytest.fixture(scope="module")
+def gateways(
+    zookeeper: ZooKeeperProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Gateways]:
+    with module_cluster(zookeeper, tmp_path_factory.mktemp("stream")) as cluster:
+        start_bookies(cluster, 3)
+        a = start_gateway(cluster)
+        b = start_gateway(cluster)
+        guarded = start_gateway(
+            cluster,
+            ["--api-token", TOKEN, "--stream-credits", str(SMALL_CREDITS)],
+            token=TOKEN,
+        )
+        try:
+            for gateway in (a, b, guarded):
+                wait_writable(gateway, 3)
+            yield Gateways(cluster, a, b, guarded)
+        finally:
+            for gateway in (a, b, guarded):
+                gateway.close_client()
+
+
+def records(count: int, start: int = 0) -> list[bytes]:
+    return [payload_for(start + i, 100) for i in range(count)]
+
+
+def test_ledger_stream_acknowledges_every_record_once_in_order(gateways: Gateways) -> None:
+    """Every record sent is acknowledged once, in order, with ascending entry ids and a
+    LAC at or past each; the ledger then holds exactly those records in that order."""
+    gw = gateways.a
+    lid = gw.create()["ledger_id"]
+    sent = records(500)
+    stream = Stream.open(gw.url, f"/v1/ledgers/{lid}/stream")
+    assert stream.credits == 1024
+    assert stream.send_all(sent), stream.error
+    assert stream.end() == 1000
+    assert [a["seq"] for a in stream.acks] == list(range(len(sent)))
+    assert [a["entry_id"] for a in stream.acks] == list(range(len(sent)))
+    assert all(a["last_add_confirmed"] >= a["entry_id"] for a in stream.acks)
+    assert gw.read_all(lid) == list(enumerate(sent))
+    # The same handle serves REST adds after the stream.
+    assert gw.add(lid, b"after")["entry_id"] == len(sent)
+
+
+def test_log_stream_acknowledges_positions_in_log_order(gateways: Gateways) -> None:
+    """A log stream's acknowledgements carry ascending positions; reading the log gives
+    exactly the acknowledged records at those positions, in order."""
+    client = LogClient(gateways.a.url)
+    try:
+        client.create("stream-order")
+        client.take_writer("stream-order")
+        sent = records(300)
+        stream = Stream.open(gateways.a.url, "/v1/logs/stream-order/stream")
+        assert stream.send_all(sent), stream.error
+        assert stream.end() == 1000
+        acked = [(a["position"]["ledger_id"], a["position"]["entry_id"]) for a in stream.acks]
+        assert acked == sorted(acked) and len(set(acked)) == len(sent)
+        assert client.read_all("stream-order") == list(zip(acked, sent, strict=True))
+    finally:
+        client.close()
+
+
+def test_ledger_fenced_mid_stream_reports_ledger_fenced_and_loses_nothing(
+    gateways: Gateways,
+) -> None:
+    """A recovery from another gateway fences the ledger mid-stream: the stream answers
+    ledger_fenced and closes with 4409; every acknowledged record is in the closed
+    ledger, byte for byte."""
+    lid = gateways.a.create()["ledger_id"]
+    sent = records(2000)
+    stream = Stream.open(gateways.a.url, f"/v1/ledgers/{lid}/stream")
+    recovered = False
+    for payload in sent:
+        while stream.in_flight >= 32:
+            assert stream.next_message() is not None, "closed without an error"
+            if stream.error is not None:
+                break
+        if stream.error is not None:
+            break
+        if not recovered and len(stream.acks) >= 100:
+            gateways.b.recover(lid)
+            recovered = True
+        if not stream.send(payload):
+            break
+    else:
+        stream.drain()
+    assert recovered
+    assert stream.wait_closed() == 4409
+    assert stream.error is not None and stream.error["error"] == "ledger_fenced", stream.error
+    closed = gateways.b.metadata(lid)
+    assert closed["state"] == "CLOSED"
+    entries = gateways.b.read_all(lid)
+    assert closed["last_entry_id"] >= stream.acks[-1]["entry_id"]
+    assert entries[: len(stream.acks)] == [(a["entry_id"], sent[a["seq"]]) for a in stream.acks]
+    assert [data for _, data in entries] == sent[: len(entries)]
+
+
+def test_log_writer_taken_mid_stream_reports_not_writer_and_loses_nothing(
+    gateways: Gateways,
+) -> None:
+    """Another gateway takes the log's writer role mid-stream: the stream answers
+    not_writer (4409); every acknowledged record is in the log at its position."""
+    a, b = LogClient(gateways.a.url), LogClient(gateways.b.url)
+    try:
+        a.create("stream-handover")
+        a.take_writer("stream-handover")
+        sent = records(2000)
+        stream = Stream.open(gateways.a.url, "/v1/logs/stream-handover/stream")
+        taken = False
+        for payload in sent:
+            while stream.in_flight >= 32 and stream.error is None:
+                assert stream.next_message() is not None, "closed without an error"
+            if stream.error is not None:
+                break
+            if not taken and len(stream.acks) >= 100:
+                b.take_writer("stream-handover")
+                taken = True
+            if not stream.send(payload):
+                break
+        assert taken
+        assert stream.wait_closed() == 4409
+        assert stream.error is not None and stream.error["error"] == "not_writer", stream.error
+        in_log = dict(b.read_all("stream-handover"))
+        for ack in stream.acks:
+            position = (ack["position"]["ledger_id"], ack["position"]["entry_id"])
+            assert in_log.get(position) == sent[ack["seq"]], ack
+    finally:
+        a.close()
+        b.close()
+
+
+def test_client_gone_mid_stream_loses_nothing_and_the_handle_stays_usable(
+    gateways: Gateways,
+) -> None:
+    """A client that drops the connection with records in flight: every acknowledged
+    record is in the ledger, nothing else but records it sent, and a REST add then
+    works on the same write handle."""
+    gw = gateways.a
+    lid = gw.create()["ledger_id"]
+    sent = records(300)
+    stream = Stream.open(gw.url, f"/v1/ledgers/{lid}/stream")
+    for payload in sent[:200]:
+        assert stream.send(payload)
+    while len(stream.acks) < 50:
+        assert stream.next_message() is not None
+    stream.conn.socket.close()  # no close handshake: gone
+    stream.close()
+    added = gw.add(lid, b"rest-after-stream")
+    assert added["entry_id"] >= len(stream.acks)
+    entries = gw.read_all(lid)
+    for ack in stream.acks:
+        assert entries[ack["entry_id"]] == (ack["entry_id"], sent[ack["seq"]])
+    assert [data for _, data in entries[:-1]] == sent[: len(entries) - 1]
+    assert entries[-1] == (added["entry_id"], b"rest-after-stream")
+
+
+def test_credits_bound_the_records_in_flight(gateways: Gateways) -> None:
+    """The gateway grants its credits; a client that sends exactly that many at once and
+    reads nothing gets them all acknowledged; one record more than the credits, sent
+    before any acknowledgement could come, is a protocol error (4400) and is not
+    written."""
+    gw = gateways.guarded
+    lid = gw.create()["ledger_id"]
+    stream = Stream.open(gw.url, f"/v1/ledgers/{lid}/stream", token=TOKEN)
+    assert stream.credits == SMALL_CREDITS
+    stream.send_frames_at_once(records(SMALL_CREDITS))
+    assert stream.drain()
+    assert [a["entry_id"] for a in stream.acks] == list(range(SMALL_CREDITS))
+    assert stream.end() == 1000
+
+    over = Stream.open(gw.url, f"/v1/ledgers/{lid}/stream", token=TOKEN)
+    over.send_frames_at_once(records(SMALL_CREDITS + 1, start=100))
+    assert over.wait_closed() == 4400
+    assert over.error is not None and over.error["error"] == "invalid_argument"
+    assert "credit" in over.error["message"]
+    assert over.acks == []
+    # Whatever the gateway fed before the refusal, nothing past the credits was written.
+    assert gw.lac(lid) <= 2 * SMALL_CREDITS - 1
+
+
+def test_auth_needs_the_token_in_the_header_or_the_first_message(gateways: Gateways) -> None:
+    """On a gateway with --api-token: no token → unauthorized and 4401 before any
+    record is accepted; a wrong token in the auth message likewise; the token in the
+    Authorization header or in the first message works."""
+    gw = gateways.guarded
+    lid = gw.create()["ledger_id"]
+    refused = Stream.open(gw.url, f"/v1/ledgers/{lid}/stream", expect_credits=False)
+    refused.send(b"no token")
+    assert refused.wait_closed() == 4401
+    assert refused.error is not None and refused.error["error"] == "unauthorized"
+    wrong = Stream.open(
+        gw.url, f"/v1/ledgers/{lid}/stream", auth_message={"token": "wrong"}, expect_credits=False
+    )
+    assert wrong.wait_closed() == 4401
+    assert gw.lac(lid) == -1
+
+    by_message = Stream.open(gw.url, f"/v1/ledgers/{lid}/stream", auth_message={"token": TOKEN})
+    assert by_message.send_all([b"one"]) and by_message.end() == 1000
+    by_header = Stream.open(gw.url, f"/v1/ledgers/{lid}/stream", token=TOKEN)
+    assert by_header.send_all([b"two"]) and by_header.end() == 1000
+    assert gw.read_all(lid) == [(0, b"one"), (1, b"two")]
+
+
+def test_ledger_password_in_the_header_or_the_auth_message(gateways: Gateways) -> None:
+    """A ledger with a password: a wrong one is 4401 and writes nothing; the right one
+    in the X-Ledger-Password header or in the auth message works."""
+    gw = gateways.a
+    lid = gw.create(password="s3cret")["ledger_id"]
+    wrong = Stream.open(
+        gw.url,
+        f"/v1/ledgers/{lid}/stream",
+        auth_message={"password": "nope"},
+        expect_credits=False,
+    )
+    assert wrong.wait_closed() == 4401
+    by_header = Stream.open(gw.url, f"/v1/ledgers/{lid}/stream", password="s3cret")
+    assert by_header.send_all([b"h"]) and by_header.end() == 1000
+    by_message = Stream.open(
+        gw.url, f"/v1/ledgers/{lid}/stream", auth_message={"password": "s3cret"}
+    )
+    assert by_message.send_all([b"m"]) and by_message.end() == 1000
+    assert gw.read_all(lid, password="s3cret") == [(0, b"h"), (1, b"m")]
+
+
+@pytest.mark.parametrize(
+    ("frame", "close_code", "code"),
+    [
+        ("not json", 4400, "invalid_argument"),
+        ('{"surprise": 1}', 4400, "invalid_argument"),
+        ('{"key": "k"}', 4400, "invalid_argument"),  # keys are for logs
+        (b"x" * (ENTRY_SIZE_MAX_BYTES + 1), 4413, "payload_too_large"),
+    ],
+    ids=["not-json", "unknown-message", "key-on-ledger", "oversized"],
+)
+def test_bad_frames_end_the_stream_with_an_error(
+    gateways: Gateways, frame: str | bytes, close_code: int, code: str
+) -> None:
+    """A bad message is answered with its error and close code, after the records
+    before it were acknowledged; the gateway stays healthy and the handle usable."""
+    gw = gateways.a
+    lid = gw.create()["ledger_id"]
+    stream = Stream.open(gw.url, f"/v1/ledgers/{lid}/stream")
+    assert stream.send_all([b"fine"])
+    stream.conn.send(frame)
+    assert stream.wait_closed() == close_code
+    assert stream.error is not None and stream.error["error"] == code, stream.error
+    assert gw.request("GET", "/health").status_code == 200
+    assert gw.add(lid, b"still fine")["entry_id"] == 1
+
+
+def test_bad_targets_are_refused_with_their_codes(gateways: Gateways) -> None:
+    """A bad ledger id is 4400, an unknown ledger 4404, a ledger another gateway writes
+    4409 not_writer, a log this gateway does not write 4409, an unknown log 4404; a
+    plain GET of a stream path (no upgrade) is 400."""
+    cases = [
+        ("/v1/ledgers/abc/stream", 4400, "invalid_argument"),
+        ("/v1/ledgers/999999999/stream", 4404, "ledger_not_found"),
+        (f"/v1/ledgers/{gateways.b.create()['ledger_id']}/stream", 4409, "not_writer"),
+        ("/v1/logs/no-such-log/stream", 4404, "log_not_found"),
+    ]
+    LogClient(gateways.b.url).create("written-elsewhere")
+    cases.append(("/v1/logs/written-elsewhere/stream", 4409, "not_writer"))
+    for path, close_code, code in cases:
+        stream = Stream.open(gateways.a.url, path, expect_credits=False)
+        assert stream.wait_closed() == close_code, path
+        assert stream.error is not None and stream.error["error"] == code, (path, stream.error)
+    plain = httpx.get(gateways.a.url + "/v1/ledgers/1/stream")
+    assert plain.status_code == 400 and plain.json()["error"] == "invalid_argument"
+
+
+def test_log_stream_idempotency_key_answers_the_first_position(gateways: Gateways) -> None:
+    """A record sent with a key, then again with the same key on a new connection (a
+    retry after a reconnect), is answered the same position and is in the log once;
+    the same key with other bytes is idempotency_key_reused (4409)."""
+    client = LogClient(gateways.a.url)
+    try:
+        client.create("stream-keys")
+        client.take_writer("stream-keys")
+        first = Stream.open(gateways.a.url, "/v1/logs/stream-keys/stream")
+        assert first.send_all([b"r0", b"r1", b"r2"], keys=["k0", None, "k2"])
+        first.close()
+        again = Stream.open(gateways.a.url, "/v1/logs/stream-keys/stream")
+        assert again.send_all([b"r2", b"r3"], keys=["k2", "k3"])
+        assert again.acks[0]["position"] == first.acks[2]["position"]
+        assert again.end() == 1000
+        assert [data for _, data in client.read_all("stream-keys")] == [b"r0", b"r1", b"r2", b"r3"]
+        reused = Stream.open(gateways.a.url, "/v1/logs/stream-keys/stream")
+        reused.send(b"other bytes", key="k0")
+        assert reused.wait_closed() == 4409
+        assert reused.error is not None and reused.error["error"] == "idempotency_key_reused"
+    finally:
+        client.close()
+
+
+def test_error_message_is_json_with_code_and_message(gateways: Gateways) -> None:
+    """Every server message is a JSON text message; an error has exactly error and
+    message (as REST error bodies)."""
+    stream = Stream.open(gateways.a.url, "/v1/ledgers/abc/stream", expect_credits=False)
+    text = stream.conn.recv(timeout=10)
+    assert isinstance(text, str)
+    assert set(json.loads(text)) == {"error", "message"}
+    stream.close()
+
+
+def test_websocket_to_an_unknown_path_gets_an_http_error(gateways: Gateways) -> None:
+    """An upgrade to a path with no WebSocket is refused in the handshake with an HTTP
+    error: 401 first when a required token is missing (as unknown /v1 routes), else
+    404."""
+    with pytest.raises(InvalidStatus) as refused:
+        Stream.open(gateways.guarded.url, "/v1/nope", expect_credits=False)
+    assert refused.value.response.status_code == 401
+    with pytest.raises(InvalidStatus) as missing:
+        Stream.open(gateways.guarded.url, "/v1/nope", token=TOKEN, expect_credits=False)
+    assert missing.value.response.status_code == 404
+    assert json.loads(missing.value.response.body or b"{}")["error"] == "not_found"
+
+
+def quire(gateway: str, *args: str, stdin: bytes = b"") -> dict[str, Any]:
+    """Run ``python -m services.cli`` from this checkout; its JSON summary (exit 0)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "services.cli", "--gateway", gateway, *args],
+        input=stdin,
+        capture_output=True,
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if not k.startswith("QUIRE_")},
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    doc: dict[str, Any] = json.loads(proc.stdout)
+    return doc
+
+
+def test_cli_log_append_stream_appends_once_with_keys(gateways: Gateways) -> None:
+    """`quire log append --stream --key K` sends stdin's lines over one stream; the
+    same command run again appends nothing more and prints the same positions."""
+    client = LogClient(gateways.a.url)
+    try:
+        client.create("stream-cli")
+        client.take_writer("stream-cli")
+        lines = b"".join(b"line-%d\n" % i for i in range(50))
+        args = ("log", "append", "stream-cli", "--stream", "--key", "cli-run", "-q")
+        first = quire(gateways.a.url, *args, stdin=lines)
+        assert first["records"] == 50 and first["bytes"] == len(lines) - 50
+        again = quire(gateways.a.url, *args, stdin=lines)
+        assert again["first_position"] == first["first_position"]
+        assert again["last_position"] == first["last_position"]
+        data = [d for _, d in client.read_all("stream-cli")]
+        assert data == [b"line-%d" % i for i in range(50)]
+    finally:
+        client.close()

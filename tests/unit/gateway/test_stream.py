@@ -1,0 +1,231 @@
+"""gateway/stream.py with a fake connection and a fake target whose adds complete when
+the test says: the session stops reading once the records in flight hold its byte bound
+(a client that ignores acknowledgements cannot grow the gateway's memory), refuses a
+record past its credits, acknowledges in the order records came whatever order their
+adds complete in, groups records read together into one add, and ends on an error with
+the error message and 4000 + status."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from typing import Any
+
+from gateway.stream import Record, StreamSession, close_code, take_group
+from services.errors import LedgerFenced, PayloadTooLarge, Unauthorized
+
+LOOP_TURNS = 50
+
+
+class FakeSocket:
+    """Messages the client sent (``incoming``), what the session sent (``sent``) and
+    its close; ``receives`` counts the session's reads."""
+
+    def __init__(self) -> None:
+        self.incoming: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.sent: list[dict[str, Any]] = []
+        self.closed: tuple[int, str] | None = None
+        self.receives = 0
+
+    def record(self, payload: bytes) -> None:
+        self.incoming.put_nowait({"type": "websocket.receive", "bytes": payload})
+
+    def text(self, doc: Any) -> None:
+        text = doc if isinstance(doc, str) else json.dumps(doc)
+        self.incoming.put_nowait({"type": "websocket.receive", "text": text})
+
+    async def receive(self) -> dict[str, Any]:
+        self.receives += 1
+        return await self.incoming.get()
+
+    async def send_text(self, text: str) -> None:
+        self.sent.append(json.loads(text))
+
+    async def close(self, code: int, reason: str = "") -> None:
+        self.closed = (code, reason)
+
+    def acks(self) -> list[dict[str, Any]]:
+        return [m for m in self.sent if "seq" in m]
+
+
+class FakeTarget:
+    """Each add's future stays pending until ``complete`` (or ``fail``)."""
+
+    accepts_keys = True
+
+    def __init__(self) -> None:
+        self.groups: list[list[Record]] = []
+        self.futures: list[asyncio.Future[list[dict[str, Any]]]] = []
+
+    async def submit(self, records: list[Record]) -> asyncio.Future[list[dict[str, Any]]]:
+        self.groups.append(records)
+        future: asyncio.Future[list[dict[str, Any]]] = asyncio.get_running_loop().create_future()
+        self.futures.append(future)
+        return future
+
+    async def late_auth(self, doc: dict[str, Any]) -> None:
+        if doc.get("token") != "good":
+            raise Unauthorized("wrong token")
+
+    def complete(self, index: int) -> None:
+        group = self.groups[index]
+        self.futures[index].set_result(
+            [{"seq": r.seq, "entry_id": r.seq, "last_add_confirmed": r.seq} for r in group]
+        )
+
+    def submitted(self) -> int:
+        return sum(len(g) for g in self.groups)
+
+
+async def turns(count: int = LOOP_TURNS) -> None:
+    """Let the event loop run ``count`` rounds (no wall-clock time involved)."""
+    for _ in range(count):
+        await asyncio.sleep(0)
+
+
+def start(
+    socket: FakeSocket, target: FakeTarget, credits: int = 100, bytes_max: int = 10_000
+) -> asyncio.Task[None]:
+    session = StreamSession(socket, target, credits, bytes_max)  # type: ignore[arg-type]
+    return asyncio.ensure_future(session.run())
+
+
+async def stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+def test_reading_stops_at_the_byte_bound_and_resumes_on_acknowledgements() -> None:
+    """With 250 bytes allowed in flight, the session reads three records of 100 bytes
+    and then no more, however many wait, until an acknowledgement frees room."""
+
+    async def main() -> None:
+        socket, target = FakeSocket(), FakeTarget()
+        for i in range(6):
+            socket.record(bytes([i]) * 100)
+        task = start(socket, target, credits=100, bytes_max=250)
+        await turns()
+        assert target.submitted() == 3
+        assert socket.receives == 3
+        assert socket.incoming.qsize() == 3
+        await turns()
+        assert socket.receives == 3  # still not reading
+        target.complete(0)
+        await turns()
+        assert [a["seq"] for a in socket.acks()] == list(range(len(target.groups[0])))
+        assert target.submitted() > 3
+        await stop(task)
+
+    asyncio.run(main())
+
+
+def test_a_record_past_the_credits_is_a_protocol_error() -> None:
+    """Credits 4: four records are taken, the fifth (sent before any acknowledgement)
+    ends the stream with invalid_argument and close code 4400, and is never
+    submitted."""
+
+    async def main() -> None:
+        socket, target = FakeSocket(), FakeTarget()
+        for i in range(5):
+            socket.record(bytes([i]))
+        await asyncio.wait_for(start(socket, target, credits=4), timeout=10)
+        assert socket.sent[0] == {"credits": 4}
+        assert socket.sent[-1]["error"] == "invalid_argument"
+        assert socket.closed is not None and socket.closed[0] == 4400
+        assert target.submitted() <= 4
+
+    asyncio.run(main())
+
+
+def test_acknowledgements_go_in_record_order() -> None:
+    """Two adds complete in reverse order: the acknowledgements still go in the order
+    the records came, each once; {"end": true} then closes with 1000."""
+
+    async def main() -> None:
+        socket, target = FakeSocket(), FakeTarget()
+        task = start(socket, target)
+        socket.record(b"a")
+        await turns()
+        socket.record(b"b")
+        socket.record(b"c")
+        await turns()
+        assert [len(g) for g in target.groups] == [1, 2]  # read together: one add
+        target.complete(1)
+        await turns()
+        assert socket.acks() == []
+        target.complete(0)
+        socket.text({"end": True})
+        await asyncio.wait_for(task, timeout=10)
+        assert [a["seq"] for a in socket.acks()] == [0, 1, 2]
+        assert socket.closed == (1000, "end")
+
+    asyncio.run(main())
+
+
+def test_a_failed_add_ends_the_stream_with_its_code() -> None:
+    """The first add fails with ledger_fenced: the client gets the error and close code
+    4409; nothing is acknowledged."""
+
+    async def main() -> None:
+        socket, target = FakeSocket(), FakeTarget()
+        task = start(socket, target)
+        socket.record(b"a")
+        await turns()
+        target.futures[0].set_exception(LedgerFenced("fenced"))
+        await asyncio.wait_for(task, timeout=10)
+        assert socket.sent[-1] == {"error": "ledger_fenced", "message": "fenced"}
+        assert socket.closed is not None and socket.closed[0] == 4409
+        assert socket.acks() == []
+
+    asyncio.run(main())
+
+
+def test_bad_control_messages_and_keys() -> None:
+    """A first auth message is checked (a wrong token is 4401); a key applies to the
+    next record only; an oversized record is 4413; text that is not JSON is 4400."""
+
+    async def run(*messages: Any) -> FakeSocket:
+        socket, target = FakeSocket(), FakeTarget()
+        for message in messages:
+            if isinstance(message, bytes):
+                socket.record(message)
+            else:
+                socket.text(message)
+        task = start(socket, target)
+        await turns()
+        if not task.done():
+            target.complete(0)
+            socket.text({"end": True})
+        await asyncio.wait_for(task, timeout=10)
+        socket.groups = target.groups  # type: ignore[attr-defined]
+        return socket
+
+    async def main() -> None:
+        wrong = await run({"token": "bad"})
+        assert wrong.closed is not None and wrong.closed[0] == 4401
+        keyed = await run({"token": "good"}, {"key": "k1"}, b"x")
+        assert keyed.closed == (1000, "end")
+        assert keyed.groups[0][0].key == "k1"  # type: ignore[attr-defined]
+        two_keys = await run({"key": "k1"}, {"key": "k2"})
+        assert two_keys.closed is not None and two_keys.closed[0] == 4400
+        not_json = await run("{nope")
+        assert not_json.closed is not None and not_json.closed[0] == 4400
+
+    asyncio.run(main())
+
+
+def test_groups_keep_keyed_records_alone() -> None:
+    """A keyed record is a group of its own; keyless records in a row group together."""
+    pending = deque(
+        [Record(0, b"a"), Record(1, b"b"), Record(2, b"c", "k"), Record(3, b"d"), Record(4, b"e")]
+    )
+    assert [r.seq for r in take_group(pending)] == [0, 1]
+    assert [r.seq for r in take_group(pending)] == [2]
+    assert [r.seq for r in take_group(pending)] == [3, 4]
+
+
+def test_close_codes_are_4000_plus_the_status() -> None:
+    assert close_code(PayloadTooLarge("big")) == 4413
+    assert close_code(Unauthorized("no")) == 4401
+    assert close_code(LedgerFenced("f")) == 4409
