@@ -15,7 +15,7 @@ TS_STAMP := $(TS_DIR)/node_modules/.installed
 PYTEST_ARGS ?=
 SEEDS ?= 100000
 
-.PHONY: run test lint format bench sim sim-logs openapi setup java zookeeper browser node clients spark-cluster clean
+.PHONY: run test lint format bench sim sim-logs fuzz-decoders openapi setup java zookeeper browser node clients spark-cluster clean
 
 # ZooKeeper and Spark (pyspark, a pinned dependency) both run on Java: a JRE 17+.
 # The admin page's browser tests need Debian's chromium (Playwright's download cannot work).
@@ -102,6 +102,15 @@ sim-logs: setup
 	$(PY) -m pytest -q -s -p no:cacheprovider $$test -k "$$sel" --sim-seeds=$$half & first=$$!; \
 	$(PY) -m pytest -q -s -p no:cacheprovider $$test -k "$$sel" --sim-seed-start=$$half --sim-seeds=$$(( $(SEEDS) - half )); second=$$?; \
 	wait $$first && exit $$second
+
+# The decoders' property tests (bookie framing, bulk read format, add bodies) with the
+# "fuzz" Hypothesis profile (tests/conftest.py: 20,000 random examples each instead of
+# CI's 100 deterministic ones), then the end-to-end fuzzing against a real bookie and
+# gateway (2,000 bodies each instead of 200). Not a CI step: it takes a while.
+FUZZ_DECODER_TESTS := tests/unit/wire/test_framing_fuzz.py tests/unit/wire/test_entries_stream_fuzz.py \
+	tests/unit/wire/test_add_bodies_fuzz.py tests/integration/test_decoder_fuzz.py
+fuzz-decoders: $(STAMP) zookeeper
+	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -p no:cacheprovider --timeout=3600 $(FUZZ_DECODER_TESTS)
 
 # A Spark standalone master and two workers on 127.0.0.1 (the pip package's own scripts,
 # as the cluster tests start them) until Ctrl-C: submit with --master spark://127.0.0.1:7077.

@@ -32,6 +32,7 @@ from bookie.node import BookieNode
 from bookie.writer import AddResult
 from services.errors import BookieReadOnly, InvalidArgument, PayloadTooLarge, QuireError
 from services.limits import BODY_SIZE_MAX_BYTES
+from services.web.body import content_length
 from services.web.errors import error_json
 from services.wire import digest
 from services.wire.framing import Record, decode
@@ -64,14 +65,7 @@ def check_records(records: list[Record]) -> tuple[list[Record], list[Record], in
 def declared_length(declared: str | None, limit: int = BODY_SIZE_MAX_BYTES) -> int:
     """The bytes to reserve for a body: its Content-Length (refused with 413 when over
     the limit, before anything is read), or the limit when it is not declared."""
-    if declared is None:
-        return limit
-    if not declared.isdigit():
-        raise InvalidArgument("bad Content-Length")
-    size = int(declared)
-    if size > limit:
-        raise PayloadTooLarge(f"body of {declared} bytes over the limit of {limit}")
-    return size
+    return limit if declared is None else content_length(declared, limit)
 
 
 async def read_budgeted(

@@ -2,14 +2,31 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 from kazoo.client import KazooClient
 
 from services.cluster.processes import ZooKeeperProcess, free_port
 from tests.harness import Cluster, ZooKeeperEnsemble, fresh_chroot
+
+# Hypothesis profiles, chosen with HYPOTHESIS_PROFILE. "ci" (the default) is deterministic
+# and bounded: the same examples on every run and machine (derandomize, no example
+# database), no per-example deadline (two cores shared with other work make timings
+# noise). "fuzz" (`make fuzz-decoders`) explores at random, many more examples, and
+# prints a blob to replay any failure with @reproduce_failure.
+settings.register_profile("ci", derandomize=True, database=None, deadline=None)
+settings.register_profile(
+    "fuzz",
+    max_examples=20_000,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -2,7 +2,7 @@
 
 The answer streams one frame per entry, in entry order, nothing else:
 
-    entry_id  u64  big-endian
+    entry_id  u64  big-endian, <= 2^63 - 1 (ids are non-negative signed 64-bit integers)
     length    u32  big-endian, <= STORED_ENTRY_SIZE_MAX_BYTES
     payload   length bytes
 
@@ -16,7 +16,7 @@ import struct
 from collections.abc import Iterable
 
 from services.errors import InvalidArgument
-from services.limits import STORED_ENTRY_SIZE_MAX_BYTES
+from services.limits import ID_MAX, STORED_ENTRY_SIZE_MAX_BYTES
 
 MEDIA_TYPE = "application/vnd.quire.entries"
 _HEADER = struct.Struct(">QI")
@@ -39,7 +39,10 @@ class FrameDecoder:
         self._buffer = bytearray()
 
     def feed(self, chunk: bytes) -> list[tuple[int, bytes]]:
-        """The whole frames completed by ``chunk`` (a frame may span chunks)."""
+        """The whole frames completed by ``chunk`` (a frame may span chunks), or
+        ``InvalidArgument`` at a header no frame may have (a length over the entry limit,
+        an entry id past ``ID_MAX``). Nothing is allocated by a header's length: a frame
+        waits in the buffer until its bytes have come."""
         buffer = self._buffer
         buffer += chunk
         out: list[tuple[int, bytes]] = []
@@ -49,8 +52,8 @@ class FrameDecoder:
         with memoryview(buffer) as view:  # one copy per payload (a bytearray slice is two)
             while end - at >= HEADER_BYTES:
                 entry_id, length = unpack(view, at)
-                if length > STORED_ENTRY_SIZE_MAX_BYTES:
-                    raise InvalidArgument(f"frame of entry {entry_id} claims {length} bytes")
+                if length > STORED_ENTRY_SIZE_MAX_BYTES or entry_id > ID_MAX:
+                    raise InvalidArgument(_bad_header(entry_id, length))
                 start = at + HEADER_BYTES
                 if end - start < length:
                     break
@@ -63,3 +66,9 @@ class FrameDecoder:
     def pending(self) -> int:
         """Bytes of an unfinished frame held back (0 at a clean end of stream)."""
         return len(self._buffer)
+
+
+def _bad_header(entry_id: int, length: int) -> str:
+    if entry_id > ID_MAX:
+        return f"frame header with entry id {entry_id}, past the largest id {ID_MAX}"
+    return f"frame of entry {entry_id} claims {length} bytes, over {STORED_ENTRY_SIZE_MAX_BYTES}"
