@@ -26,9 +26,10 @@ from gateway.passwords import client_address
 from gateway.routes.ledgers import add_answer
 from gateway.routes.logs import append_answer
 from gateway.service import Gateway
-from services.errors import InvalidArgument, PayloadTooLarge, QuireError
+from services.errors import PayloadTooLarge, QuireError
 from services.limits import BODY_SIZE_MAX_BYTES, ID_MAX
 from services.protocol.log_records import KEY_MAX_CHARS
+from services.web.body import content_length
 from services.web.errors import error_json
 
 log = logging.getLogger(__name__)
@@ -115,10 +116,7 @@ async def _body(declared: str | None, receive: Receive) -> bytes:
     """The whole body, with ``read_body``'s limits and messages."""
     limit = BODY_SIZE_MAX_BYTES
     if declared is not None:
-        if not declared.isdigit():
-            raise InvalidArgument("bad Content-Length")
-        if int(declared) > limit:
-            raise PayloadTooLarge(f"body of {declared} bytes over the limit of {limit}")
+        content_length(declared, limit)
     chunks: list[bytes] = []
     total = 0
     while True:
