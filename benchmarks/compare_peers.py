@@ -106,7 +106,10 @@ def main() -> int:
                 off,
             )
         if stream_supported():
-            cases["stream_256"] = (["--stream", "--concurrency", "256", "--ledgers", "1"], {})
+            cases["stream_256"] = (
+                ["--stream", "--concurrency", "1", "--in-flight", "256", "--ledgers", "1"],
+                {},
+            )
         res["quire"] = {
             name: last_json([*common, *extra], 300, dict(os.environ, **env))
             for name, (extra, env) in cases.items()
