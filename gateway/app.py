@@ -21,6 +21,7 @@ from gateway.admin import AdminService
 from gateway.auth import TokenMiddleware, token_required
 from gateway.context import GatewayContext
 from gateway.metrics import GatewayMetrics
+from gateway.openapi_links import LINKS
 from gateway.routes import admin, admin_page, ledgers, logs
 from gateway.service import Gateway
 from services.bookie_client import BookieClientPool
@@ -149,6 +150,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         "bearerToken",
         TOKEN_SCHEME,
         lambda path: token_required(path, settings.api_token, settings.admin_token),
+        LINKS,
     )
     app.state.gateway = None
     app.state.admin = None
