@@ -15,7 +15,7 @@ TS_STAMP := $(TS_DIR)/node_modules/.installed
 PYTEST_ARGS ?=
 SEEDS ?= 100000
 
-.PHONY: run test lint format bench sim sim-logs openapi setup java zookeeper browser node clients spark-cluster clean
+.PHONY: run test lint format bench sim sim-logs fuzz openapi setup java zookeeper browser node clients spark-cluster clean
 
 # ZooKeeper and Spark (pyspark, a pinned dependency) both run on Java: a JRE 17+.
 # The admin page's browser tests need Debian's chromium (Playwright's download cannot work).
@@ -102,6 +102,14 @@ sim-logs: setup
 	$(PY) -m pytest -q -s -p no:cacheprovider $$test -k "$$sel" --sim-seeds=$$half & first=$$!; \
 	$(PY) -m pytest -q -s -p no:cacheprovider $$test -k "$$sel" --sim-seed-start=$$half --sim-seeds=$$(( $(SEEDS) - half )); second=$$?; \
 	wait $$first && exit $$second
+
+# A long schemathesis run (not a CI step): FUZZ_REQUESTS requests or more against a live
+# gateway and a live bookie each (CI's run of the same test makes 2,000 per service).
+# Depends on nothing: after `make setup` (or with PY=another/python).
+FUZZ_REQUESTS ?= 10000
+fuzz:
+	QUIRE_FUZZ_REQUESTS=$(FUZZ_REQUESTS) $(PY) -m pytest -q -s -p no:cacheprovider \
+		tests/integration/test_schemathesis.py
 
 # A Spark standalone master and two workers on 127.0.0.1 (the pip package's own scripts,
 # as the cluster tests start them) until Ctrl-C: submit with --master spark://127.0.0.1:7077.
