@@ -358,7 +358,7 @@ class Fuzzer:
         except Unsatisfiable:
             pass  # no input of this kind exists (e.g. no invalid one without parameters)
         except (Exception, FailureGroup) as exc:  # collected, reported at the end
-            text = str(exc)[:FAILURE_TEXT_MAX_CHARS]
+            text = describe(exc)[:FAILURE_TEXT_MAX_CHARS]
             self.report.failures.append(f"{operation.label} [{mode.value}]: {text}")
         finally:
             self.report.wall_s[f"{operation.label} [{mode.value}]"] = time.monotonic() - started
@@ -406,7 +406,7 @@ class Fuzzer:
             except (Exception, FailureGroup) as exc:
                 if isinstance(exc, Flaky) or is_inconsistent_replay(exc):
                     continue  # the service's answers changed a replay: a new session
-                self.report.failures.append(f"stateful: {str(exc)[:FAILURE_TEXT_MAX_CHARS]}")
+                self.report.failures.append(f"stateful: {describe(exc)[:FAILURE_TEXT_MAX_CHARS]}")
                 return
         self.report.failures.append(
             f"stateful: {sum(self.report.stateful.values())} requests in "
@@ -425,6 +425,15 @@ def examples_per_mode(schema: BaseSchema, requests_min: int) -> int:
 def _has_inputs(operation: APIOperation) -> bool:
     definition = operation.definition.raw
     return bool(definition.get("parameters") or definition.get("requestBody"))
+
+
+def describe(exc: BaseException) -> str:
+    """An exception and those it groups (hypothesis wraps a failure it could not
+    reproduce in a FlakyFailure group: what failed is inside)."""
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, BaseExceptionGroup) and not isinstance(exc, FailureGroup):
+        text += "".join(f"\n  - {describe(inner)}" for inner in exc.exceptions)
+    return text
 
 
 def strip_ansi(text: str) -> str:
