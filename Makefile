@@ -15,7 +15,7 @@ TS_STAMP := $(TS_DIR)/node_modules/.installed
 PYTEST_ARGS ?=
 SEEDS ?= 100000
 
-.PHONY: run test lint format bench sim sim-logs fuzz-decoders openapi setup java zookeeper browser node clients spark-cluster clean
+.PHONY: run test lint format bench sim sim-logs fuzz fuzz-decoders openapi setup java zookeeper browser node clients spark-cluster clean
 
 # ZooKeeper and Spark (pyspark, a pinned dependency) both run on Java: a JRE 17+.
 # The admin page's browser tests need Debian's chromium (Playwright's download cannot work).
@@ -111,6 +111,14 @@ FUZZ_DECODER_TESTS := tests/unit/wire/test_framing_fuzz.py tests/unit/wire/test_
 	tests/unit/wire/test_add_bodies_fuzz.py tests/integration/test_decoder_fuzz.py
 fuzz-decoders: $(STAMP) zookeeper
 	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -p no:cacheprovider --timeout=3600 $(FUZZ_DECODER_TESTS)
+
+# A long schemathesis run (not a CI step): FUZZ_REQUESTS requests or more against a live
+# gateway and a live bookie each (CI's run of the same test makes 2,000 per service).
+# Depends on nothing: after `make setup` (or with PY=another/python).
+FUZZ_REQUESTS ?= 10000
+fuzz:
+	QUIRE_FUZZ_REQUESTS=$(FUZZ_REQUESTS) $(PY) -m pytest -q -s -p no:cacheprovider \
+		tests/integration/test_schemathesis.py
 
 # A Spark standalone master and two workers on 127.0.0.1 (the pip package's own scripts,
 # as the cluster tests start them) until Ctrl-C: submit with --master spark://127.0.0.1:7077.

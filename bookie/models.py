@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import Path
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, WithJsonSchema
 
 from services.limits import (
     BATCH_ENTRIES_MAX,
@@ -24,6 +24,15 @@ from services.limits import (
 from services.web.errors import error_response
 from services.web.json_types import JsonInt, integral_number
 from services.wire.framing import MEDIA_TYPE
+
+# A run [first, last] of entry ids: two integers, written as a pair of array items rather
+# than the `prefixItems` pydantic writes for a tuple (the same values). Schemathesis 4.32
+# rewrites a response's `prefixItems` into draft-4 `items: [...]` and then cannot validate
+# any answer against it; the plain form is read alike by every tool.
+Run = Annotated[
+    tuple[int, int],
+    WithJsonSchema({"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2}),
+]
 
 LedgerIdPath = Annotated[
     int, Path(ge=0, le=ID_MAX, description="Ledger id, 0 .. 2^63-1", examples=[7])
@@ -109,7 +118,9 @@ class LedgerList(BaseModel):
 class DiskThreshold(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    readonly_free_ratio: float = Field(
+    # Strict: a number, as documented (pydantic alone would read false as 0.0, "0.5" as
+    # 0.5); an integer is a number.
+    readonly_free_ratio: Annotated[float, Strict()] = Field(
         ge=0.0, le=1.0, description="Go read-only when the free disk ratio falls under this"
     )
 
@@ -139,7 +150,7 @@ class StoredLedger(BaseModel):
         default=None,
         description="Only in bulk answers: false when this bookie knows nothing of the ledger",
     )
-    ranges: list[tuple[int, int]] = Field(
+    ranges: list[Run] = Field(
         description=(
             "Maximal runs [first, last] of consecutive entry ids stored, ascending; at most "
             f"{STORED_RUNS_MAX} (then `truncated`)"

@@ -23,6 +23,7 @@ from gateway.context import GatewayContext
 from gateway.fastpath import AddFastPath
 from gateway.metrics import GatewayMetrics
 from gateway.openapi_examples import add_examples
+from gateway.openapi_links import LINKS
 from gateway.routes import admin, admin_page, ledgers, logs, stream
 from gateway.service import Gateway
 from services.bookie_client import BookieClientPool
@@ -174,6 +175,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         "bearerToken",
         TOKEN_SCHEME,
         lambda path: token_required(path, settings.api_token, settings.admin_token),
+        LINKS,
         add_examples,
     )
     app.state.gateway = None

@@ -97,7 +97,7 @@ async def decommission_bookie(admin: AdminDep, bookie_id: BookieIdPath) -> JSONR
 )
 async def list_under_replicated(
     admin: AdminDep,
-    limit: Annotated[int, Query(ge=1, description="clamped to 1000")] = LIST_LIMIT_MAX,
+    limit: Annotated[int, Query(ge=1, le=ID_MAX, description="clamped to 1000")] = LIST_LIMIT_MAX,
     after: Annotated[int | None, Query(ge=-1, le=ID_MAX)] = None,
 ) -> dict[str, Any]:
     ledgers, next_after = await admin.under_replicated(

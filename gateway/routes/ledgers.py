@@ -121,7 +121,7 @@ def _first_error(exc: ValueError) -> str:
 @router.get("", response_model=LedgerList, summary="List ledger ids", responses=errors(400, 401))
 async def list_ledgers(
     gw: GatewayDep,
-    limit: Annotated[int, Query(ge=1, description="clamped to 1000")] = LIST_LIMIT_MAX,
+    limit: Annotated[int, Query(ge=1, le=ID_MAX, description="clamped to 1000")] = LIST_LIMIT_MAX,
     after: Annotated[int | None, Query(ge=-1, le=ID_MAX)] = None,
 ) -> dict[str, Any]:
     ids, next_after = await gw.ctx.ledgers.list(after, min(limit, LIST_LIMIT_MAX))
@@ -260,7 +260,7 @@ async def get_lac(
     gw: GatewayDep,
     password: PasswordHeader = None,
     after: Annotated[int | None, Query(ge=-1, le=ID_MAX)] = None,
-    wait_ms: Annotated[int, Query(ge=0, description="clamped to 30000")] = 0,
+    wait_ms: Annotated[int, Query(ge=0, le=ID_MAX, description="clamped to 30000")] = 0,
 ) -> dict[str, int]:
     metadata = await ops.metadata_for(gw, ledger_id, password)
     wait_ms = min(wait_ms, LAC_WAIT_MAX_MS)

@@ -36,16 +36,27 @@ from services.errors import InvalidArgument, MethodNotAllowed, NotFound, NotWrit
 from services.limits import (
     BODY_SIZE_MAX_BYTES,
     ENTRY_SIZE_MAX_BYTES,
+    ID_MAX,
     LAC_WAIT_MAX_MS,
     LIST_LIMIT_MAX,
     SMALL_BODY_MAX_BYTES,
 )
 from services.protocol import log_records
 from services.protocol.log_records import KEY_MAX_CHARS
-from services.protocol.logs import LOG_NAME_MAX_CHARS, Position, check_log_name
+from services.protocol.logs import (
+    LOG_NAME_MAX_CHARS,
+    POSITION_PATTERN,
+    Position,
+    check_log_name,
+)
 from services.web.body import is_json, read_body
 from services.web.errors import error_response
 from services.web.methods import fallback_route
+
+# Positions in queries: the pattern documented, not checked by FastAPI (Position.parse
+# does, with its own message), and the bound a pattern cannot say in the description.
+POSITION_DESCRIPTION = "LID:EID, each a decimal id of at most 2^63-1"
+POSITION_SCHEMA: dict[str, Any] = {"json_schema_extra": {"pattern": POSITION_PATTERN}}
 
 router = APIRouter(
     prefix="/v1/logs", tags=["logs"], dependencies=[Depends(canonical_integer_queries)]
@@ -147,7 +158,7 @@ async def create_log(name: LogNamePath, request: Request, gw: GatewayDep) -> JSO
 @router.get("", response_model=LogList, summary="List log names", responses=errors(400, 401))
 async def list_logs(
     gw: GatewayDep,
-    limit: Annotated[int, Query(ge=1, description="clamped to 1000")] = LIST_LIMIT_MAX,
+    limit: Annotated[int, Query(ge=1, le=ID_MAX, description="clamped to 1000")] = LIST_LIMIT_MAX,
     after: Annotated[str | None, Query(max_length=LOG_NAME_MAX_CHARS)] = None,
     prefix: Annotated[
         str, Query(max_length=LOG_NAME_MAX_CHARS, description="only names starting with it")
@@ -261,7 +272,7 @@ async def roll_log(name: LogNamePath, gw: GatewayDep) -> dict[str, int]:
 async def truncate_log(
     name: LogNamePath,
     gw: GatewayDep,
-    before: Annotated[str, Query(description="LID:EID")],
+    before: Annotated[str, Query(description=POSITION_DESCRIPTION, **POSITION_SCHEMA)],
 ) -> dict[str, Any]:
     _name(name)
     position = Position.parse(before, "before")
@@ -277,9 +288,11 @@ async def truncate_log(
 async def read_records(
     name: LogNamePath,
     gw: GatewayDep,
-    first: Annotated[str | None, Query(alias="from", description="LID:EID")] = None,
-    limit: Annotated[int, Query(ge=1, description="clamped to 1000")] = LIST_LIMIT_MAX,
-    wait_ms: Annotated[int, Query(ge=0, description="clamped to 30000")] = 0,
+    first: Annotated[
+        str | None, Query(alias="from", description=POSITION_DESCRIPTION, **POSITION_SCHEMA)
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=ID_MAX, description="clamped to 1000")] = LIST_LIMIT_MAX,
+    wait_ms: Annotated[int, Query(ge=0, le=ID_MAX, description="clamped to 30000")] = 0,
 ) -> dict[str, Any]:
     _name(name)
     start = Position.parse(first, "from") if first is not None else None

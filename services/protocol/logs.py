@@ -38,6 +38,8 @@ _NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
 # A canonical decimal id (like ids in URLs, gateway/routes/deps.py): no sign, no leading
 # zero, at most 19 digits; so one position has exactly one text form.
 _ID = re.compile(r"0|[1-9][0-9]{0,18}")
+# A position in a URL as the OpenAPI documents state it (each id also at most 2^63-1).
+POSITION_PATTERN = rf"^({_ID.pattern}):({_ID.pattern})$"
 # A log's list of ledgers is one znode body (ZooKeeper's 1 MiB limit): at most this
 # many ledgers. A roll past it is refused (truncate first); a writer hand-over is too.
 LOG_LEDGERS_MAX = 20_000

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from fastapi.openapi.utils import get_openapi
@@ -18,6 +18,7 @@ def install_openapi(
     scheme_name: str,
     scheme: dict[str, Any],
     required: Callable[[str], bool] = lambda path: False,
+    links: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
     finish: Callable[[dict[str, Any]], None] | None = None,
 ) -> None:
     """Build the app's OpenAPI document our way: ``scheme`` as the security scheme of
@@ -28,7 +29,10 @@ def install_openapi(
     paths where ``required(path)`` says this service (as configured) refuses a call
     without it, optional elsewhere (``[{scheme: []}, {}]``: with or without it), so that
     generated clients and fuzzers send it exactly when it is needed. The exported
-    documents are built with default settings, where nothing is required."""
+    documents are built with default settings, where nothing is required.
+
+    ``links`` (operation id -> answer status -> OpenAPI links) are added to those
+    answers; every operation they name must exist."""
 
     def build() -> dict[str, Any]:
         if app.openapi_schema:
@@ -58,12 +62,32 @@ def install_openapi(
         ids = [op.get("operationId") for ops in doc["paths"].values() for op in ops.values()]
         twice = sorted({i for i in ids if ids.count(i) > 1})
         invariant(not twice, f"operation ids used twice: {twice} (rename the route functions)")
+        add_links(doc, links or {})
         if finish is not None:  # the service's own additions (the gateway's examples)
             finish(doc)
         app.openapi_schema = doc
         return doc
 
     app.openapi_builder = build
+
+
+def add_links(doc: dict[str, Any], links: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> None:
+    """Put each answer's links on it (``install_openapi``)."""
+    by_id = {
+        op["operationId"]: op
+        for ops in doc["paths"].values()
+        for op in ops.values()
+        if isinstance(op, dict) and "operationId" in op
+    }
+    for operation_id, answers in links.items():
+        invariant(operation_id in by_id, f"links of an unknown operation {operation_id}")
+        for status, named in answers.items():
+            response = by_id[operation_id]["responses"].get(status)
+            invariant(response is not None, f"links of an undocumented {operation_id} {status}")
+            for link in named.values():
+                target = link["operationId"]
+                invariant(target in by_id, f"a link to an unknown operation {target}")
+            response["links"] = {name: dict(link) for name, link in named.items()}
 
 
 _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")

@@ -2495,7 +2495,7 @@ export interface operations {
     read_records: {
         parameters: {
             query?: {
-                /** @description LID:EID */
+                /** @description LID:EID, each a decimal id of at most 2^63-1 */
                 from?: string | null;
                 /** @description clamped to 1000 */
                 limit?: number;
@@ -2764,7 +2764,7 @@ export interface operations {
     truncate_log: {
         parameters: {
             query: {
-                /** @description LID:EID */
+                /** @description LID:EID, each a decimal id of at most 2^63-1 */
                 before: string;
             };
             header?: never;

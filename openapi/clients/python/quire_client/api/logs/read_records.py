@@ -98,7 +98,7 @@ def sync_detailed(
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
-        from_ (None | str | Unset): LID:EID
+        from_ (None | str | Unset): LID:EID, each a decimal id of at most 2^63-1
         limit (int | Unset): clamped to 1000 Default: 1000.
         wait_ms (int | Unset): clamped to 30000 Default: 0.
 
@@ -136,7 +136,7 @@ def sync(
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
-        from_ (None | str | Unset): LID:EID
+        from_ (None | str | Unset): LID:EID, each a decimal id of at most 2^63-1
         limit (int | Unset): clamped to 1000 Default: 1000.
         wait_ms (int | Unset): clamped to 30000 Default: 0.
 
@@ -169,7 +169,7 @@ async def asyncio_detailed(
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
-        from_ (None | str | Unset): LID:EID
+        from_ (None | str | Unset): LID:EID, each a decimal id of at most 2^63-1
         limit (int | Unset): clamped to 1000 Default: 1000.
         wait_ms (int | Unset): clamped to 30000 Default: 0.
 
@@ -205,7 +205,7 @@ async def asyncio(
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
-        from_ (None | str | Unset): LID:EID
+        from_ (None | str | Unset): LID:EID, each a decimal id of at most 2^63-1
         limit (int | Unset): clamped to 1000 Default: 1000.
         wait_ms (int | Unset): clamped to 30000 Default: 0.
 

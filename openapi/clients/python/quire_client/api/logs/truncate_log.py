@@ -90,7 +90,7 @@ def sync_detailed(
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
-        before (str): LID:EID
+        before (str): LID:EID, each a decimal id of at most 2^63-1
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -122,7 +122,7 @@ def sync(
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
-        before (str): LID:EID
+        before (str): LID:EID, each a decimal id of at most 2^63-1
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -149,7 +149,7 @@ async def asyncio_detailed(
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
-        before (str): LID:EID
+        before (str): LID:EID, each a decimal id of at most 2^63-1
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -179,7 +179,7 @@ async def asyncio(
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
-        before (str): LID:EID
+        before (str): LID:EID, each a decimal id of at most 2^63-1
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
