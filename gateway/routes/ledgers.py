@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import collections
 import json
 import time
@@ -15,6 +14,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from gateway import operations as ops
+from gateway.batches import decode_batch
 from gateway.context import GatewayContext
 from gateway.json_input import parse_json
 from gateway.routes.deps import (
@@ -42,7 +42,6 @@ from gateway.schemas import (
 from gateway.service import Gateway
 from services.errors import BookieUnavailable, InvalidArgument, PayloadTooLarge
 from services.limits import (
-    BATCH_ENTRIES_MAX,
     BODY_SIZE_MAX_BYTES,
     ENTRY_SIZE_MAX_BYTES,
     ID_MAX,
@@ -184,31 +183,6 @@ async def add_answer(
         "last_entry_id": outcome.last_entry_id,
         "last_add_confirmed": outcome.lac,
     }
-
-
-def decode_batch(doc: Any) -> tuple[bytes, ...]:
-    """``{"entries": [base64, ...]}`` → payloads; 400 / 413 per API.md."""
-    if not isinstance(doc, dict) or not isinstance(doc.get("entries"), list):
-        raise InvalidArgument('a JSON add needs {"entries": ["<base64>", ...]}')
-    items = doc["entries"]
-    if not items:
-        raise InvalidArgument("empty batch")
-    if len(items) > BATCH_ENTRIES_MAX:
-        raise PayloadTooLarge(f"batch of {len(items)} entries over {BATCH_ENTRIES_MAX}")
-    payloads = []
-    for index, item in enumerate(items):
-        if not isinstance(item, str):
-            raise InvalidArgument(f"entries[{index}] is not a base64 string")
-        try:
-            payload = binascii.a2b_base64(item, strict_mode=True)
-        except (binascii.Error, ValueError) as exc:
-            raise InvalidArgument(f"entries[{index}] is not valid base64") from exc
-        if len(payload) > ENTRY_SIZE_MAX_BYTES:
-            raise PayloadTooLarge(
-                f"entries[{index}] of {len(payload)} bytes over {ENTRY_SIZE_MAX_BYTES}"
-            )
-        payloads.append(payload)
-    return tuple(payloads)
 
 
 @router.post(

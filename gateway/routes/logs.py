@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from starlette.routing import Match
 
+from gateway.batches import decode_batch
 from gateway.json_input import parse_json
 from gateway.logs import operations as log_ops
 from gateway.logs import reads as log_reads
@@ -29,7 +30,6 @@ from gateway.logs.schemas import (
 )
 from gateway.logs.writer import LogWriter
 from gateway.routes.deps import GatewayDep, canonical_integer_queries
-from gateway.routes.ledgers import decode_batch
 from gateway.schemas import ADD_BODY
 from gateway.service import Gateway
 from services.errors import InvalidArgument, MethodNotAllowed, NotFound, NotWriter, PayloadTooLarge

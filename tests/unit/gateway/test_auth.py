@@ -12,9 +12,9 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from gateway.auth import TokenMiddleware
+from gateway.batches import decode_batch
 from gateway.handles import HandleTable
 from gateway.passwords import check_password, hash_password, password_matches
-from gateway.routes.ledgers import decode_batch
 from gateway.senders import SenderLimits, SenderTable
 from services.errors import InvalidArgument, PayloadTooLarge, Unauthorized
 from services.limits import BATCH_ENTRIES_MAX, ENTRY_SIZE_MAX_BYTES
