@@ -29,7 +29,7 @@ from gateway.service import Gateway
 from services.errors import PayloadTooLarge, QuireError
 from services.limits import BODY_SIZE_MAX_BYTES, ID_MAX
 from services.protocol.log_records import KEY_MAX_CHARS
-from services.web.body import content_length
+from services.web.body import content_length, is_json_type
 from services.web.errors import error_json
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ class AddFastPath:
                 return
         try:
             raw = await _body(headers.get(b"content-length"), receive)
-            batch = _is_json(headers.get(b"content-type"))
+            batch = is_json_type(headers.get(b"content-type"))
             if ledger is not None:
                 answer = await add_answer(gw, ledger_id, password, raw, batch)
             else:
@@ -105,11 +105,6 @@ def _headers(scope: Scope) -> dict[bytes, str] | None:
                 return None
             found[name] = value.decode("latin-1")
     return found
-
-
-def _is_json(content_type: str | None) -> bool:
-    """As ``services.web.body.is_json``: ``application/json`` with any parameters."""
-    return (content_type or "").split(";", 1)[0].strip().lower() == "application/json"
 
 
 async def _body(declared: str | None, receive: Receive) -> bytes:
