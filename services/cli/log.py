@@ -16,18 +16,17 @@ SIGTERM, and then exits 0.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import IO, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from services.cli.client import EXIT_CODES_HELP, GatewayClient, reported
 from services.cli.common import fail, global_options
-from services.cli.ledger_io import batches, err, input_lines, print_json, quiet_stdout
+from services.cli.ledger_io import batches, err, print_json, quiet_stdout
 from services.cli.listing import LOGS, print_listing
 from services.cli.log_io import (
     FOLLOW_WAIT_MS,
@@ -40,8 +39,8 @@ from services.cli.log_io import (
     tail_records,
     write_records,
 )
-from services.cli.progress import AppendProgress, ReadProgress, progress_wanted, stdout_is_terminal
-from services.cli.stream_io import Appender, open_appender
+from services.cli.progress import ReadProgress, progress_wanted, stdout_is_terminal
+from services.cli.stream_io import append_input, open_appender
 from services.errors import QuireError
 from services.limits import BATCH_ENTRIES_MAX, LAC_WAIT_MAX_MS, LIST_LIMIT_MAX
 
@@ -203,7 +202,7 @@ def append(
                 for chunk in batches([d.encode() for d in data], batch):
                     appender.send(chunk)
             else:
-                _append_input(appender, file, batch, quiet)
+                append_input(appender, file, batch, quiet)
             appender.finish()
         except QuireError:
             if appender.records:
@@ -216,31 +215,6 @@ def append(
         finally:
             appender.close()
     print_json(appender.summary())
-
-
-def _append_input(appender: Appender, file: Path | None, batch: int, quiet: bool) -> None:
-    if file is None or str(file) == "-":
-        if sys.stdin.isatty():
-            err.print("reading records from the terminal, one per line; end with Ctrl-D")
-        _append_lines(appender, sys.stdin.buffer, None, batch, quiet)
-        return
-    try:
-        stream = open(file, "rb")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        fail(f"cannot read {file}: {exc.strerror or exc}")
-    with stream:
-        total = os.fstat(stream.fileno()).st_size if file.is_file() else None
-        _append_lines(appender, stream, total, batch, quiet)
-
-
-def _append_lines(
-    appender: Appender, stream: IO[bytes], total: int | None, batch: int, quiet: bool
-) -> None:
-    with AppendProgress(total, quiet, noun="records") as progress:
-        for chunk in batches(input_lines(stream), batch):
-            appender.send(chunk)
-            # Each line also had its newline; close enough for a progress bar.
-            progress.advance(appender.records, sum(map(len, chunk)) + len(chunk))
 
 
 @log_app.command()

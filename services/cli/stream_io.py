@@ -6,14 +6,19 @@ the ``QuireError`` of its code (what was acknowledged before stays acknowledged)
 from __future__ import annotations
 
 import json
-from typing import Any
+import os
+import sys
+from pathlib import Path
+from typing import IO, Any
 
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 from services.cli.client import GatewayClient
-from services.cli.common import GlobalOptions
+from services.cli.common import GlobalOptions, fail
+from services.cli.ledger_io import batches, err, input_lines
 from services.cli.log_io import LogAppender, position_text, request_key
+from services.cli.progress import AppendProgress
 from services.errors import GatewayUnreachable, error_for_code
 
 OPEN_TIMEOUT_S = 10.0
@@ -133,3 +138,30 @@ def open_appender(
     if stream:
         return StreamAppender(options.gateway, options.token, name, key)
     return LogAppender(client, name, key)
+
+
+def append_input(appender: Appender, file: Path | None, batch: int, quiet: bool) -> None:
+    """Send the records of ``file`` (or stdin for None or "-"), one per line, in batches
+    of ``batch``, with a progress bar unless ``quiet``."""
+    if file is None or str(file) == "-":
+        if sys.stdin.isatty():
+            err.print("reading records from the terminal, one per line; end with Ctrl-D")
+        _append_lines(appender, sys.stdin.buffer, None, batch, quiet)
+        return
+    try:
+        stream = open(file, "rb")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        fail(f"cannot read {file}: {exc.strerror or exc}")
+    with stream:
+        total = os.fstat(stream.fileno()).st_size if file.is_file() else None
+        _append_lines(appender, stream, total, batch, quiet)
+
+
+def _append_lines(
+    appender: Appender, stream: IO[bytes], total: int | None, batch: int, quiet: bool
+) -> None:
+    with AppendProgress(total, quiet, noun="records") as progress:
+        for chunk in batches(input_lines(stream), batch):
+            appender.send(chunk)
+            # Each line also had its newline; close enough for a progress bar.
+            progress.advance(appender.records, sum(map(len, chunk)) + len(chunk))
