@@ -9,6 +9,17 @@ together. Under load this turns many small adds into few large requests
 goes out at once. The per-record outcome is reported back to each callback,
 grouped by ledger.
 
+Pipelining. The first ``requests_in_flight_eager`` (2) requests to a bookie leave as
+soon as there is something to send; the others, up to ``requests_in_flight_max`` (4),
+only when the queue is deep (``pipeline_entries_min`` entries or ``pipeline_bytes_min``
+bytes). Every request costs the gateway and the bookie a fixed share of CPU (an HTTP
+exchange, a commit), so small adds are better carried two requests at a time in
+larger batches, while a deep queue (a stream, JSON batches, large entries) still keeps
+four requests, and so four group commits, going. Measured with 64 REST clients over 4
+ledgers, three runs each way: the bookies' CPU fell from 0.62 to 0.51-0.53 of a core for
+the same adds/s; the throughput itself moved within this machine's run-to-run noise
+(1,560-2,520 adds/s either way), as did streams and batches of 100.
+
 The queue is bounded (``queued_batches_max`` requests' worth of entries and
 bytes). When it is full, the records are failed at once as UNAVAILABLE back to
 their handle (on the next loop turn: the handle's runner is feeding an event
@@ -187,6 +198,11 @@ class SenderLimits:
     queued_bytes_max: int
     add_timeout_ms: int  # one add request, from the wait for a connection to the answer
     add_timeout_per_mib_ms: int = ADD_TIMEOUT_PER_MIB_MS  # and per MiB in flight
+    # Requests beyond the first ``requests_in_flight_eager`` leave only when the queue is
+    # deep (module docstring, "Pipelining").
+    requests_in_flight_eager: int = 2
+    pipeline_entries_min: int = 64
+    pipeline_bytes_min: int = 512 * 1024
 
     def add_timeout_s(self, bytes_in_flight: int) -> float:
         """The time-out of an add request that leaves with ``bytes_in_flight`` payload
@@ -202,6 +218,9 @@ class SenderLimits:
             queued_entries_max=QUEUED_BATCHES_MAX * settings.bookie_batch_entries_max,
             queued_bytes_max=QUEUED_BATCHES_MAX * settings.bookie_batch_bytes_max,
             add_timeout_ms=settings.bookie_add_timeout_ms,
+            requests_in_flight_eager=settings.bookie_requests_in_flight_eager,
+            pipeline_entries_min=settings.bookie_pipeline_entries_min,
+            pipeline_bytes_min=settings.bookie_pipeline_bytes_min,
         )
 
 
@@ -251,9 +270,21 @@ class BookieSender:
     def queued_entries(self) -> int:
         return self._queued_entries
 
+    def _may_send(self) -> bool:
+        """Whether another request may leave now (module docstring, "Pipelining")."""
+        limits = self.limits
+        if self._in_flight >= limits.requests_in_flight_max:
+            return False
+        if self._in_flight < limits.requests_in_flight_eager:
+            return True
+        return (
+            self._queued_entries >= limits.pipeline_entries_min
+            or self._queued_bytes >= limits.pipeline_bytes_min
+        )
+
     def _pump(self) -> None:
         limits = self.limits
-        while self._queue and self._in_flight < limits.requests_in_flight_max:
+        while self._queue and self._may_send():
             batch: list[_Item] = []
             entries = size = 0
             while self._queue:

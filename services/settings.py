@@ -148,6 +148,23 @@ class GatewaySettings(CommonSettings):
     bookie_requests_in_flight_max: int = Field(
         4, ge=1, le=256, description="add requests in flight to one bookie"
     )
+    bookie_requests_in_flight_eager: int = Field(
+        2,
+        ge=1,
+        le=256,
+        description="add requests in flight to one bookie that leave at once; the others "
+        "(up to bookie_requests_in_flight_max) only with a deep queue "
+        "(bookie_pipeline_entries_min entries or bookie_pipeline_bytes_min bytes)",
+    )
+    bookie_pipeline_entries_min: int = Field(
+        64, ge=1, le=BATCH_ENTRIES_MAX, description="queued entries that open a deeper pipeline"
+    )
+    bookie_pipeline_bytes_min: int = Field(
+        512 * 1024,
+        ge=1,
+        le=BODY_SIZE_MAX_BYTES,
+        description="queued payload bytes that open a deeper pipeline",
+    )
     bookie_batch_entries_max: int = Field(
         2_000, ge=1, le=BATCH_ENTRIES_MAX, description="entries in one add request to a bookie"
     )

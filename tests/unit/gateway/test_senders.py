@@ -141,6 +141,50 @@ def test_in_flight_bound_and_batch_bounds() -> None:
     asyncio.run(run())
 
 
+def test_requests_past_the_eager_ones_leave_only_with_a_deep_queue() -> None:
+    """Two requests leave at once; a third (of four allowed) only once the queue holds
+    ``pipeline_entries_min`` entries or ``pipeline_bytes_min`` bytes; a shallow queue
+    waits until fewer than two are in flight."""
+
+    async def run() -> None:
+        client, calls = FakeClient(), Calls()
+        bounds = limits(
+            requests_in_flight_max=4,
+            requests_in_flight_eager=2,
+            pipeline_entries_min=5,
+            pipeline_bytes_min=1000,
+        )
+        sender = BookieSender("b1", lambda: client, bounds)
+        for i in range(6):  # 0 and 1 leave alone; 2..5 wait: 4 entries < 5
+            sender.send((rec(1, i),), calls.callback(f"r{i}"))
+        await settle()
+        assert [len(r) for r in client.requests] == [1, 1]
+        sender.send((rec(1, 6),), calls.callback("r6"))  # 5 queued: a deep queue
+        await settle()
+        assert [len(r) for r in client.requests] == [1, 1, 5]
+        sender.send((rec(2, 0, size=1000),), calls.callback("big"))  # 1,000 bytes: deep
+        await settle()
+        assert [len(r) for r in client.requests] == [1, 1, 5, 1]
+        sender.send((rec(1, 7),), calls.callback("r7"))  # four in flight: the bound
+        await settle()
+        assert len(client.requests) == 4
+        client.release(0)
+        client.release(1)
+        await settle()
+        assert len(client.requests) == 4  # two in flight, a shallow queue: it waits
+        client.release(2)
+        await settle()
+        assert [(r.ledger_id, r.entry_id) for r in client.requests[4]] == [(1, 7)]
+        for index in range(3, 5):
+            client.release(index)
+        await settle()
+        assert len(calls.calls) == 9 and client.in_flight_max == 4
+        await sender.aclose()
+
+    asyncio.run(run())
+    assert DEFAULTS.requests_in_flight_eager == GatewaySettings().bookie_requests_in_flight_eager
+
+
 def test_failures_map_to_reject_reasons() -> None:
     """Read-only -> READONLY, fenced -> FENCED, any other error -> UNAVAILABLE, for every
     record of the failed request; per-entry fenced rejections reach only their item."""
