@@ -1,6 +1,7 @@
 """Quire's single-record appends beside its peers, in ONE run, back to back (issue 13):
 
-    .venv/bin/python benchmarks/compare_peers.py [--seconds 10] [--json-out FILE] [--skip nats,etcd]
+    .venv/bin/python benchmarks/compare_peers.py [--seconds 10] [--rounds 3] [--json-out FILE]
+        [--skip nats,etcd]
 
 Runs one after the other, never at once (each has the machine to itself):
   - ../shared/peer/nats_jetstream.py --only k1,k256   3-node JetStream R3, 1 KiB
@@ -9,6 +10,12 @@ Runs one after the other, never at once (each has the machine to itself):
     and 256 clients, the same with the gateway's fast path off (``QUIRE_FAST_PATH=false``:
     the routes as they were, "today" in the same run), streaming with 256 records in
     flight on one connection (when ``quire bench --stream`` exists), and batches of 100.
+
+With ``--rounds N`` every case (the peers' too) runs N times, round after round, and
+the median round of each case is the figure judged (by rate; by p50 for one in flight);
+every round's rate is printed and kept in the JSON. On this 2-core machine one case's
+figure moves by up to a third between runs (where the scheduler puts five busy
+processes), so one round alone can meet or miss a target by luck.
 
 Prints the table with each figure, Quire's ratios to the targets' references, whether
 each target is met, the machine (CPU model, load of other processes), and ends with one
@@ -72,6 +79,7 @@ def stream_supported() -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--rounds", type=int, default=1, help="runs of every case")
     parser.add_argument("--json-out")
     parser.add_argument("--skip", default="", help="comma list of: nats,etcd,quire,slow")
     args = parser.parse_args()
@@ -82,38 +90,34 @@ def main() -> int:
         "cpu_model": cpu_model(),
         "load_before": os.getloadavg(),
     }
+    peers: dict[str, list[str]] = {}
     if "nats" not in skip:
-        nats = [sys.executable, str(PEER / "nats_jetstream.py"), "--only", "k1,k256"]
-        res["nats"] = last_json([*nats, "--seconds", seconds], 200)
+        peers["nats"] = [sys.executable, str(PEER / "nats_jetstream.py"), "--only", "k1,k256"]
     if "etcd" not in skip:
-        etcd = [sys.executable, str(PEER / "etcd_raft.py"), "--only", "k1,k256"]
-        res["etcd"] = last_json([*etcd, "--seconds", seconds], 200)
-    if "quire" not in skip:
-        common = [str(QUIRE), "bench", "--local", "-e", "3", "-w", "2", "-a", "2"]
-        common += ["--entry-size", "1024", "--duration", seconds]
-        cases: dict[str, tuple[list[str], dict[str, str]]] = {
-            "rest_c1": (["--concurrency", "1", "--ledgers", "1"], {}),
-            "rest_c64": (["--concurrency", "64", "--ledgers", "4"], {}),
-            "rest_c256": (["--concurrency", "256", "--ledgers", "4"], {}),
-            "batch100_c16": (["--concurrency", "16", "--batch", "100", "--ledgers", "4"], {}),
+        peers["etcd"] = [sys.executable, str(PEER / "etcd_raft.py"), "--only", "k1,k256"]
+    cases = quire_cases(seconds, skip) if "quire" not in skip else {}
+    peer_runs: dict[str, list[dict[str, Any]]] = {name: [] for name in peers}
+    quire_runs: dict[str, list[dict[str, Any]]] = {name: [] for name in cases}
+    for round_no in range(args.rounds):
+        print(f"--- round {round_no + 1} of {args.rounds}", file=sys.stderr, flush=True)
+        for name, cmd in peers.items():
+            peer_runs[name].append(last_json([*cmd, "--seconds", seconds], 200))
+        for name, (extra, env) in cases.items():
+            quire_runs[name].append(last_json(extra, 300, dict(os.environ, **env)))
+    for name, runs in peer_runs.items():
+        res[name] = {
+            case: median_by([r.get(case) or {} for r in runs], peer_case_rate)
+            for case in ("k1", "k256")
         }
-        if "slow" not in skip:
-            off = {"QUIRE_FAST_PATH": "false"}
-            cases["rest_c64_no_fast_path"] = (["--concurrency", "64", "--ledgers", "4"], off)
-            cases["rest_c256_no_fast_path"] = (["--concurrency", "256", "--ledgers", "4"], off)
-            cases["batch100_c16_no_fast_path"] = (
-                ["--concurrency", "16", "--batch", "100", "--ledgers", "4"],
-                off,
-            )
-        if stream_supported():
-            cases["stream_256"] = (
-                ["--stream", "--concurrency", "1", "--in-flight", "256", "--ledgers", "1"],
-                {},
-            )
+        res[name]["rounds"] = [
+            [peer_case_rate(r.get(c) or {}) for r in runs] for c in ("k1", "k256")
+        ]
+    if cases:
         res["quire"] = {
-            name: last_json([*common, *extra], 300, dict(os.environ, **env))
-            for name, (extra, env) in cases.items()
+            name: dict(median_by(runs, quire_key(name)), rounds=[_figure_rate(r) for r in runs])
+            for name, runs in quire_runs.items()
         }
+    res["rounds"] = args.rounds
     res["load_after"] = os.getloadavg()
     res["verdict"] = verdict(res)
     print_table(res)
@@ -121,6 +125,56 @@ def main() -> int:
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(res, indent=2))
     return 0
+
+
+def quire_cases(seconds: str, skip: set[str]) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """Each Quire case: its ``quire bench`` command and its extra environment."""
+    common = [str(QUIRE), "bench", "--local", "-e", "3", "-w", "2", "-a", "2"]
+    common += ["--entry-size", "1024", "--duration", seconds]
+    cases: dict[str, tuple[list[str], dict[str, str]]] = {
+        "rest_c1": (["--concurrency", "1", "--ledgers", "1"], {}),
+        "rest_c64": (["--concurrency", "64", "--ledgers", "4"], {}),
+        "rest_c256": (["--concurrency", "256", "--ledgers", "4"], {}),
+        "batch100_c16": (["--concurrency", "16", "--batch", "100", "--ledgers", "4"], {}),
+    }
+    if "slow" not in skip:
+        off = {"QUIRE_FAST_PATH": "false"}
+        cases["rest_c64_no_fast_path"] = (["--concurrency", "64", "--ledgers", "4"], off)
+        cases["rest_c256_no_fast_path"] = (["--concurrency", "256", "--ledgers", "4"], off)
+        cases["batch100_c16_no_fast_path"] = (
+            ["--concurrency", "16", "--batch", "100", "--ledgers", "4"],
+            off,
+        )
+    if stream_supported():
+        cases["stream_256"] = (
+            ["--stream", "--concurrency", "1", "--in-flight", "256", "--ledgers", "1"],
+            {},
+        )
+    return {name: ([*common, *extra], env) for name, (extra, env) in cases.items()}
+
+
+def peer_case_rate(case: dict[str, Any]) -> float:
+    rate, _ = peer_rate({"c": case}, "c")
+    return float(rate or 0.0)
+
+
+def _figure_rate(figure: dict[str, Any]) -> float:
+    return float(figure.get("adds_per_s") or figure.get("entries_per_s") or 0.0)
+
+
+def quire_key(case: str) -> Any:
+    """What orders a case's rounds: p50 for one in flight (lower is better), else rate."""
+    if case == "rest_c1":
+        return lambda f: -(f.get("p50_ms") or float("inf"))
+    return _figure_rate
+
+
+def median_by(runs: list[dict[str, Any]], key: Any) -> dict[str, Any]:
+    """The median run by ``key`` (the lower middle of an even count); {} if none."""
+    if not runs:
+        return {}
+    ordered = sorted(runs, key=key)
+    return ordered[(len(ordered) - 1) // 2]
 
 
 def _rate(res: dict[str, Any], case: str) -> float | None:
@@ -174,7 +228,13 @@ def print_table(res: dict[str, Any]) -> None:
         rate = figure.get("adds_per_s") or figure.get("entries_per_s")
         if rate:
             p50, p99 = figure.get("p50_ms") or 0, figure.get("p99_ms") or 0
-            print(f"{'quire':8} {case:28} {rate:10.0f} {p50:8.2f} {p99:8.2f}")
+            cpu = f"gw {figure.get('gateway_cpu', 0):.2f} bk {figure.get('bookie_cpu', 0):.2f}"
+            others = f"others {figure.get('others_cpu', 0):.2f}"
+            rounds = "/".join(f"{r:.0f}" for r in figure.get("rounds", []))
+            print(
+                f"{'quire':8} {case:28} {rate:10.0f} {p50:8.2f} {p99:8.2f}  {cpu} {others}"
+                f"  rounds {rounds}"
+            )
         else:
             print(f"{'quire':8} {case:28} {figure.get('error', '?')}")
     print("\ntargets:")
