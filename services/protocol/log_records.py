@@ -130,6 +130,29 @@ def decode(entry: bytes) -> Record:
     return Record(entry[at:], remaining, Head(time_ms, remaining + 1, key, digest))
 
 
+def data_span(buffer: bytes, start: int, end: int) -> tuple[int, int]:
+    """Where the record data of the entry held in ``buffer[start:end]`` begins, and its
+    ``remaining``: ``decode`` without building the record or copying its data (a bulk
+    reader cuts the data out itself, once). Agrees with ``decode`` on every entry (a
+    test holds them together)."""
+    size = end - start
+    if size < _PREFIX.size or buffer[start] != MAGIC or buffer[start + 1] > KIND_HEAD:
+        return start, 0
+    _, kind, remaining = _PREFIX.unpack_from(buffer, start)
+    at = start + _PREFIX.size
+    if kind == KIND_CONTINUATION:
+        return at, remaining
+    if size < _PREFIX.size + _HEAD.size:
+        return start, 0
+    _, key_len = _HEAD.unpack_from(buffer, at)
+    at += _HEAD.size
+    if key_len:
+        if key_len > KEY_MAX_CHARS or end < at + key_len + DIGEST_BYTES:
+            return start, 0
+        at += key_len + DIGEST_BYTES
+    return at, remaining
+
+
 def visible(entry_id: int, record: Record, end: int) -> bool:
     """Whether a reader may see this entry's record when entries up to ``end`` are
     readable: only once its whole request is (batches are atomic)."""

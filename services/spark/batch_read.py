@@ -83,34 +83,41 @@ def plan(options: ReadOptions, client: GatewayClient) -> list[Partition]:
     )
 
 
+Columns = tuple[list[int], list[bytes]]  # entry ids and data, one chunk of rows
+
+
 def read_partition(
     client: GatewayClient, part: Partition, password: str | None
-) -> Iterator[list[tuple[int, bytes]]]:
-    """The partition's rows ``(entry_id, data)``, in chunks: every entry of the range for
-    ledgers; the visible records' data for a log. Fewer entries than planned (the
-    gateway served less than the snapshot promised) is ``QuireSparkError``."""
+) -> Iterator[Columns]:
+    """The partition's rows as columns ``(entry ids, data)``, in chunks: every entry of
+    the range for ledgers; the visible records' data for a log. Fewer entries than
+    planned (the gateway served less than the snapshot promised) is ``QuireSparkError``.
+    Each payload is copied once, straight out of the chunk it came in, without its log
+    envelope (``log_records.data_span``): this loop runs once per record."""
     expected = part.first
-    for frames in client.read_range(part.ledger_id, part.first, part.last, password):
-        rows: list[tuple[int, bytes]] = []
-        for entry_id, payload in frames:
+    limit = part.end
+    span_of = log_records.data_span
+    for data, spans in client.read_range_spans(part.ledger_id, part.first, part.last, password):
+        ids: list[int] = []
+        datas: list[bytes] = []
+        for entry_id, start, end in spans:
             if entry_id != expected:
                 raise QuireSparkError(
                     SHORT_READ,
                     f"ledger {part.ledger_id}: entry {entry_id} came where {expected} was due",
                 )
             expected += 1
-            if not part.is_log:
-                rows.append((entry_id, payload))
-                continue
-            record = log_records.decode(payload)
-            if not log_records.visible(entry_id, record, part.end):
-                # The rest of the snapshot is this one append, not readable whole.
-                if rows:
-                    yield rows
-                return
-            rows.append((entry_id, record.data))
-        if rows:
-            yield rows
+            if part.is_log:
+                start, remaining = span_of(data, start, end)
+                if entry_id + remaining > limit:  # log_records.visible
+                    # The rest of the snapshot is this one append, not readable whole.
+                    if ids:
+                        yield ids, datas
+                    return
+            ids.append(entry_id)
+            datas.append(data[start:end])
+        if ids:
+            yield ids, datas
     if expected != part.last + 1:
         raise QuireSparkError(
             SHORT_READ,
@@ -119,22 +126,22 @@ def read_partition(
         )
 
 
-def to_batches(
-    ledger_id: int, chunks: Iterator[list[tuple[int, bytes]]]
-) -> Iterator[pa.RecordBatch]:
+def to_batches(ledger_id: int, chunks: Iterator[Columns]) -> Iterator[pa.RecordBatch]:
     """Rows grouped into Arrow batches of at most ``ARROW_BATCH_ROWS`` rows and about
-    ``ARROW_BATCH_BYTES`` of data."""
+    ``ARROW_BATCH_BYTES`` of data (a batch may pass the byte bound by one chunk's worth
+    of rows, bounded by the read's chunk size)."""
     ids: list[int] = []
     datas: list[bytes] = []
     size = 0
-    for chunk in chunks:
-        for entry_id, data in chunk:
-            ids.append(entry_id)
-            datas.append(data)
-            size += len(data)
-            if len(ids) >= ARROW_BATCH_ROWS or size >= ARROW_BATCH_BYTES:
-                yield _batch(ledger_id, ids, datas)
-                ids, datas, size = [], [], 0
+    for chunk_ids, chunk_datas in chunks:
+        ids += chunk_ids
+        datas += chunk_datas
+        size += sum(map(len, chunk_datas))
+        while len(ids) >= ARROW_BATCH_ROWS or size >= ARROW_BATCH_BYTES:
+            cut = min(len(ids), ARROW_BATCH_ROWS)
+            yield _batch(ledger_id, ids[:cut], datas[:cut])
+            ids, datas = ids[cut:], datas[cut:]
+            size = sum(map(len, datas))
     if ids:
         yield _batch(ledger_id, ids, datas)
 

@@ -145,6 +145,14 @@ class GatewayClient:
         of ``(entry_id, payload)`` in order (one list per chunk received). Entries the
         gateway cannot serve (past its readable end) simply do not come; the caller
         checks it got what it planned."""
+        for data, spans in self.read_range_spans(ledger_id, first, last, password):
+            yield [(entry_id, data[start:end]) for entry_id, start, end in spans]
+
+    def read_range_spans(
+        self, ledger_id: int, first: int, last: int, password: str | None = None
+    ) -> Iterator[tuple[bytes, list[tuple[int, int, int]]]]:
+        """``read_range`` as ``FrameDecoder.feed_spans`` gives it: per chunk received,
+        its bytes and each entry's ``(entry_id, payload start, payload end)``."""
         path = f"/v1/ledgers/{ledger_id}/entries"
         what = f"GET {path}?from={first}&to={last}"
         headers = {"Accept": MEDIA_TYPE, **password_header(password)}
@@ -157,9 +165,9 @@ class GatewayClient:
                     response.read()
                     raise _error_of(response, what)
                 for chunk in response.iter_bytes(STREAM_CHUNK_BYTES):
-                    frames = decoder.feed(chunk)
-                    if frames:
-                        yield frames
+                    data, spans = decoder.feed_spans(chunk)
+                    if spans:
+                        yield data, spans
         except httpx.HTTPError as exc:
             raise self._unreachable(exc, what) from exc
         except InvalidArgument as exc:

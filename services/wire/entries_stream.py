@@ -39,28 +39,41 @@ class FrameDecoder:
         self._buffer = bytearray()
 
     def feed(self, chunk: bytes) -> list[tuple[int, bytes]]:
-        """The whole frames completed by ``chunk`` (a frame may span chunks), or
-        ``InvalidArgument`` at a header no frame may have (a length over the entry limit,
-        an entry id past ``ID_MAX``). Nothing is allocated by a header's length: a frame
-        waits in the buffer until its bytes have come."""
+        """The whole frames completed by ``chunk`` (a frame may span chunks) as
+        ``(entry id, payload)``, or ``InvalidArgument`` at a header no frame may have (a
+        length over the entry limit, an entry id past ``ID_MAX``). Nothing is allocated
+        by a header's length: a frame waits in the buffer until its bytes have come."""
+        data, spans = self.feed_spans(chunk)
+        return [(entry_id, data[start:end]) for entry_id, start, end in spans]
+
+    def feed_spans(self, chunk: bytes) -> tuple[bytes, list[tuple[int, int, int]]]:
+        """``feed`` without cutting the payloads out: the bytes of the frames completed by
+        ``chunk`` and each one's ``(entry id, payload start, payload end)`` in them. A
+        reader that keeps only part of each payload (the Spark reader drops the log
+        envelope) then copies each payload once, and only what it keeps."""
         buffer = self._buffer
         buffer += chunk
-        out: list[tuple[int, bytes]] = []
+        spans: list[tuple[int, int, int]] = []
         at = 0
         end = len(buffer)
-        unpack, append = _HEADER.unpack_from, out.append
-        with memoryview(buffer) as view:  # one copy per payload (a bytearray slice is two)
-            while end - at >= HEADER_BYTES:
-                entry_id, length = unpack(view, at)
-                if length > STORED_ENTRY_SIZE_MAX_BYTES or entry_id > ID_MAX:
-                    raise InvalidArgument(_bad_header(entry_id, length))
-                start = at + HEADER_BYTES
-                if end - start < length:
-                    break
-                at = start + length
-                append((entry_id, bytes(view[start:at])))
-        del buffer[:at]
-        return out
+        unpack, append = _HEADER.unpack_from, spans.append
+        while end - at >= HEADER_BYTES:
+            entry_id, length = unpack(buffer, at)
+            if length > STORED_ENTRY_SIZE_MAX_BYTES or entry_id > ID_MAX:
+                raise InvalidArgument(_bad_header(entry_id, length))
+            start = at + HEADER_BYTES
+            if end - start < length:
+                break
+            at = start + length
+            append((entry_id, start, at))
+        if at == end:
+            data = bytes(buffer)
+            buffer.clear()
+        else:
+            with memoryview(buffer) as view:
+                data = bytes(view[:at])
+            del buffer[:at]
+        return data, spans
 
     @property
     def pending(self) -> int:

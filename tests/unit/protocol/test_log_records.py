@@ -4,6 +4,8 @@ entries, batch visibility and the size bound."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from services.errors import InvalidArgument, InvariantViolation
 from services.limits import ENTRY_SIZE_MAX_BYTES, STORED_ENTRY_SIZE_MAX_BYTES
@@ -113,3 +115,27 @@ def test_visible_records_stop_at_the_first_batch_not_readable_whole() -> None:
     ]
     assert list(lr.visible_records(entries, 2)) == [(0, b"a")]
     assert list(lr.visible_records(entries, 3)) == [(0, b"a"), (1, b"b"), (2, b"c"), (3, b"d")]
+
+
+_entries = st.one_of(
+    st.binary(max_size=64),  # anything, envelopes or not
+    st.builds(
+        lambda payloads, key: lr.encode(
+            payloads, 1234, key, None if key is None else lr.records_digest(payloads)
+        ),
+        st.lists(st.binary(max_size=16), min_size=1, max_size=4),
+        st.one_of(st.none(), st.text("abc-_.", min_size=1, max_size=8)),
+    ).flatmap(st.sampled_from),
+)
+
+
+@given(entry=_entries, before=st.binary(max_size=8), after=st.binary(max_size=8))
+def test_data_span_agrees_with_decode(entry: bytes, before: bytes, after: bytes) -> None:
+    """The bulk reader's ``data_span`` finds the same data and ``remaining`` as
+    ``decode``, wherever the entry sits in a larger buffer."""
+    buffer = before + entry + after
+    start, end = len(before), len(before) + len(entry)
+    data_start, remaining = lr.data_span(buffer, start, end)
+    record = lr.decode(entry)
+    assert buffer[data_start:end] == record.data
+    assert remaining == record.remaining

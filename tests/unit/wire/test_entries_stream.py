@@ -36,3 +36,17 @@ def test_a_cut_stream_leaves_bytes_pending_and_a_huge_length_is_refused() -> Non
     bad = (5).to_bytes(8, "big") + (STORED_ENTRY_SIZE_MAX_BYTES + 1).to_bytes(4, "big")
     with pytest.raises(InvalidArgument):
         FrameDecoder().feed(bad)
+
+
+def test_feed_spans_are_the_frames_feed_cuts() -> None:
+    """``feed_spans`` gives the bytes and spans ``feed`` cuts its payloads from, for any
+    chunking; an unfinished frame waits for the next chunk."""
+    entries = [(i, bytes([i]) * (i * 3)) for i in range(20)]
+    body = encode_frames(entries)
+    for size in (1, 5, 13, len(body)):
+        decoder = FrameDecoder()
+        got: list[tuple[int, bytes]] = []
+        for at in range(0, len(body), size):
+            data, spans = decoder.feed_spans(body[at : at + size])
+            got += [(entry_id, data[start:end]) for entry_id, start, end in spans]
+        assert got == entries and decoder.pending == 0
