@@ -40,6 +40,7 @@ from services.cli.ledger_io import (
 )
 from services.cli.listing import LEDGERS, print_listing
 from services.cli.progress import AppendProgress, ReadProgress, progress_wanted, stdout_is_terminal
+from services.cli.stream_io import LedgerStreamAppender
 from services.errors import QuireError
 from services.limits import BATCH_ENTRIES_MAX
 
@@ -190,6 +191,14 @@ def append(
     ] = BATCH_ENTRIES_MAX,
     password: Password = None,
     quiet: Quiet = False,
+    stream: Annotated[
+        bool,
+        typer.Option(
+            "--stream",
+            help="send the entries over one streaming append (WebSocket), many in flight, "
+            "one acknowledgement each, instead of one request per entry or batch",
+        ),
+    ] = False,
 ) -> None:
     """Append entries to a ledger this gateway writes (the one that created it).
 
@@ -200,11 +209,18 @@ def append(
     the LAC. Every entry is acknowledged by an ack quorum before the next
     request; if one fails, what was acknowledged before is reported on stderr.
     With --lines a progress bar shows on a terminal (stderr), unless --quiet.
+    With --stream the entries go over one WebSocket with many in flight (each
+    still acknowledged by an ack quorum, in order).
     """
     if data and file is not None:
         raise typer.BadParameter("give entries as arguments or --file, not both")
     with reported(), _client(ctx, password) as client:
-        appender = Appender(client, ledger_id)
+        options = global_options(ctx)
+        appender: LedgerAppender = (
+            LedgerStreamAppender(options.gateway, options.token, password, ledger_id)
+            if stream
+            else Appender(client, ledger_id)
+        )
         try:
             if data:
                 payloads = [d.encode() for d in data]
@@ -215,6 +231,7 @@ def append(
                         appender.batch(chunk)
             else:
                 _append_input(appender, file, lines, batch, quiet)
+            appender.finish()
         except QuireError:
             if appender.entries:
                 err.print(
@@ -223,11 +240,16 @@ def append(
                     markup=False,
                 )
             raise
+        finally:
+            appender.close()
     print_json(appender.summary())
 
 
+LedgerAppender = Appender | LedgerStreamAppender
+
+
 def _append_input(
-    appender: Appender, file: Path | None, lines: bool, batch: int, quiet: bool
+    appender: LedgerAppender, file: Path | None, lines: bool, batch: int, quiet: bool
 ) -> None:
     stdin = file is None or str(file) == "-"
     if file is None or stdin:

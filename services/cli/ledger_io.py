@@ -103,6 +103,12 @@ class Appender:
         size = sum(map(len, payloads))
         self._acked(answer["first_entry_id"], answer["last_entry_id"], answer, len(payloads), size)
 
+    def finish(self) -> None:
+        """Nothing to wait for: each request was answered (the stream's appender waits)."""
+
+    def close(self) -> None:
+        """Nothing to close (the client is the caller's)."""
+
     def _acked(self, first: int, last: int, answer: dict[str, Any], count: int, size: int) -> None:
         if self.first_entry_id is None:
             self.first_entry_id = first

@@ -1,7 +1,8 @@
-"""``quire log append --stream``: records over streaming appends (README "Streaming
-appends") on one WebSocket, within the gateway's credits, instead of one request per
-batch. Same summary as ``LogAppender``; an error message from the gateway is raised as
-the ``QuireError`` of its code (what was acknowledged before stays acknowledged)."""
+"""``quire log append --stream`` and ``quire ledger append --stream``: records over
+streaming appends (README "Streaming appends") on one WebSocket, within the gateway's
+credits, instead of one request per batch. The same summaries as ``LogAppender`` and
+``ledger_io.Appender``; an error message from the gateway is raised as the
+``QuireError`` of its code (what was acknowledged before stays acknowledged)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import IO, Any
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
-from services.cli.client import GatewayClient
+from services.cli.client import PASSWORD_HEADER, GatewayClient
 from services.cli.common import GlobalOptions, fail
 from services.cli.ledger_io import batches, err, input_lines
 from services.cli.log_io import LogAppender, position_text, request_key
@@ -33,21 +34,16 @@ def stream_url(gateway: str, path: str) -> str:
 
 
 class StreamAppender:
-    """Sends records in order over one stream to log ``name``; with ``key`` the Nth
-    record carries ``request_key(key, N)`` (the same command run again appends nothing
-    twice)."""
+    """Sends payloads in order over one stream at ``path`` (a ledger's or a log's),
+    within the gateway's credits; what each acknowledgement means is the subclass's
+    (``_acked``)."""
 
-    def __init__(self, gateway: str, token: str | None, name: str, key: str | None) -> None:
-        self.name = name
-        self.key = key
+    def __init__(self, gateway: str, headers: dict[str, str], path: str) -> None:
         self.records = 0  # acknowledged
         self.sent = 0
         self.bytes = 0
         self.sizes: list[int] = []  # of the records in flight, oldest first
-        self.first_position: str | None = None
-        self.last_position: str | None = None
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        url = stream_url(gateway, f"/v1/logs/{name}/stream")
+        url = stream_url(gateway, path)
         try:
             self._connector = connect(
                 url, additional_headers=headers, open_timeout=OPEN_TIMEOUT_S, max_size=None
@@ -80,20 +76,25 @@ class StreamAppender:
         if "credits" in doc:
             self.credits += int(doc["credits"])
             return
-        position = position_text(doc["position"])
-        if self.first_position is None:
-            self.first_position = position
-        self.last_position = position
+        self._acked(doc)
         self.records += 1
         self.bytes += self.sizes.pop(0)
+
+    def _acked(self, doc: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _control(self, seq: int) -> str | None:
+        """A text message to send before record ``seq`` (None: nothing)."""
+        return None
 
     def send(self, payloads: list[bytes]) -> None:
         for payload in payloads:
             while self.sent - self.records >= self.credits:
                 self._take_ack()
             try:
-                if self.key is not None:
-                    self.ws.send(json.dumps({"key": request_key(self.key, self.sent)}))
+                control = self._control(self.sent)
+                if control is not None:
+                    self.ws.send(control)
                 self.ws.send(payload)
             except ConnectionClosed:
                 self._drain_error()
@@ -115,6 +116,29 @@ class StreamAppender:
         except ConnectionClosed:
             pass
 
+
+class LogStreamAppender(StreamAppender):
+    """Records to log ``name``; with ``key`` the Nth record carries
+    ``request_key(key, N)`` (the same command run again appends nothing twice). Same
+    summary as ``LogAppender``."""
+
+    def __init__(self, gateway: str, token: str | None, name: str, key: str | None) -> None:
+        self.name = name
+        self.key = key
+        self.first_position: str | None = None
+        self.last_position: str | None = None
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        super().__init__(gateway, headers, f"/v1/logs/{name}/stream")
+
+    def _control(self, seq: int) -> str | None:
+        return None if self.key is None else json.dumps({"key": request_key(self.key, seq)})
+
+    def _acked(self, doc: dict[str, Any]) -> None:
+        position = position_text(doc["position"])
+        if self.first_position is None:
+            self.first_position = position
+        self.last_position = position
+
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "log": self.name,
@@ -128,7 +152,53 @@ class StreamAppender:
         return out
 
 
-Appender = LogAppender | StreamAppender
+class LedgerStreamAppender(StreamAppender):
+    """Entries to ledger ``ledger_id`` (which this gateway writes); the same summary
+    and counters as ``ledger_io.Appender``."""
+
+    def __init__(
+        self, gateway: str, token: str | None, password: str | None, ledger_id: int
+    ) -> None:
+        self.ledger_id = ledger_id
+        self.first_entry_id: int | None = None
+        self.last_entry_id: int | None = None
+        self.lac: int | None = None
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        if password is not None:
+            headers[PASSWORD_HEADER] = password
+        super().__init__(gateway, headers, f"/v1/ledgers/{ledger_id}/stream")
+
+    @property
+    def entries(self) -> int:
+        return self.records
+
+    def _acked(self, doc: dict[str, Any]) -> None:
+        if self.first_entry_id is None:
+            self.first_entry_id = int(doc["entry_id"])
+        self.last_entry_id = int(doc["entry_id"])
+        self.lac = doc.get("last_add_confirmed")
+
+    def single(self, payload: bytes) -> None:
+        self.send([payload])
+
+    def batch(self, payloads: list[bytes]) -> None:
+        self.send(payloads)
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "ledger_id": self.ledger_id,
+            "entries": self.records,
+            "bytes": self.bytes,
+            "first_entry_id": self.first_entry_id,
+            "last_entry_id": self.last_entry_id,
+            "last_add_confirmed": self.lac,
+        }
+        if self.records == 1:
+            out["entry_id"] = self.first_entry_id
+        return out
+
+
+Appender = LogAppender | LogStreamAppender
 
 
 def open_appender(
@@ -136,7 +206,7 @@ def open_appender(
 ) -> Appender:
     """A ``StreamAppender`` with ``stream``, else a ``LogAppender`` (one request per batch)."""
     if stream:
-        return StreamAppender(options.gateway, options.token, name, key)
+        return LogStreamAppender(options.gateway, options.token, name, key)
     return LogAppender(client, name, key)
 
 

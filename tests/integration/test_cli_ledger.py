@@ -179,6 +179,37 @@ def test_password(gateway: Gateway, cluster: Cluster) -> None:
         assert secret not in Path(proc.log_path).read_text(errors="replace"), proc.name
 
 
+def test_append_stream(gateway: Gateway, tmp_path: Path) -> None:
+    """`ledger append --stream`: arguments and --lines over one WebSocket, the same
+    summary as the REST append, the entries read back in order; a password ledger
+    needs its password (a wrong one is 401 and stores nothing); once the ledger is
+    recovered (fenced and closed by the recovery), a stream to it fails with
+    ledger_fenced in one clear line and stores nothing."""
+    url, secret = gateway.url, "stream-pa55"
+    lid = int(ok(quire("ledger", "create", "-q", "--password", secret, gateway=url)))
+    run = lambda *a, **kw: quire("ledger", "append", str(lid), "--stream", *a, gateway=url, **kw)  # noqa: E731
+    error(run("x", "--password", "wrong"), UNAUTHORIZED, "unauthorized")
+    one = json.loads(ok(run("first", "--password", secret)))
+    assert one == {
+        "ledger_id": lid, "entries": 1, "bytes": 5, "first_entry_id": 0, "last_entry_id": 0,
+        "last_add_confirmed": one["last_add_confirmed"], "entry_id": 0,
+    }  # fmt: skip
+    lines = [f"line-{i}" for i in range(2_500)]
+    source = tmp_path / "lines.txt"
+    source.write_text("".join(f"{line}\n" for line in lines))
+    summary = json.loads(ok(run("--lines", "--file", str(source), "-q", "--password", secret)))
+    assert summary["entries"] == 2_500 and summary["first_entry_id"] == 1
+    assert summary["last_entry_id"] == 2_500 and summary["last_add_confirmed"] == 2_500
+    assert summary["bytes"] == sum(map(len, lines))
+    env = {"QUIRE_LEDGER_PASSWORD": secret}
+    read = ok(quire("ledger", "read", str(lid), gateway=url, env=env)).splitlines()
+    assert read == ["first", *lines]
+
+    ok(quire("ledger", "recover", str(lid), gateway=url, env=env))  # fences it
+    error(run("late", "--password", secret), CONFLICT, "ledger_fenced")
+    assert ok(quire("ledger", "read", str(lid), gateway=url, env=env)).splitlines() == read
+
+
 def test_errors(gateway: Gateway) -> None:
     """API errors print `quire: error: CODE: MESSAGE` on one stderr line and exit with
     the code of their class; an unreachable gateway names its URL; bad usage is 2."""
