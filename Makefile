@@ -15,7 +15,7 @@ TS_STAMP := $(TS_DIR)/node_modules/.installed
 PYTEST_ARGS ?=
 SEEDS ?= 100000
 
-.PHONY: run test lint format bench sim sim-logs fuzz fuzz-decoders openapi setup java zookeeper browser node clients spark-cluster clean
+.PHONY: run test lint format bench compare-peers sim sim-logs fuzz fuzz-decoders openapi setup java zookeeper browser node clients spark-cluster clean
 
 # ZooKeeper and Spark (pyspark, a pinned dependency) both run on Java: a JRE 17+.
 # The admin page's browser tests need Debian's chromium (Playwright's download cannot work).
@@ -87,6 +87,10 @@ bench: setup
 	$(PY) benchmarks/bookie_add.py
 	$(VENV)/bin/quire bench --local --concurrency 64 --duration 10
 	$(VENV)/bin/quire bench --local --concurrency 64 --batch 100 --duration 10
+
+# Issue 13's targets: the peers (../shared/peer) and Quire's cases, three rounds (~14 min).
+compare-peers: setup
+	$(PY) benchmarks/compare_peers.py --rounds 3
 
 # A long simulator run (not a CI step): SEEDS seeds in two processes, one per core.
 sim: setup
