@@ -6,7 +6,11 @@ Each client opens one WebSocket to ``/v1/ledgers/{id}/stream`` (its first ledger
 to ``/v1/logs/{log}/stream`` with ``--log``, and keeps ``in_flight`` records sent and
 not acknowledged (never more than the gateway's credits). A record's latency runs from
 its send to its acknowledgement (acknowledgements come in order, so the oldest send
-time is the one acknowledged). At the end each client stops sending, waits for what is
+time is the one acknowledged). The records a client sends in one turn of its event loop
+leave in one socket write (``CoalescingTransport``), as a NATS client's flusher batches
+its publishes: measured with 256 in flight on one stream, 6,220-6,512 records/s without
+it and 6,495-7,230 with it, and the gateway's and bookies' CPU per record fell (they
+got the records in larger groups). At the end each client stops sending, waits for what is
 in flight and ends the stream with ``{"end": true}``.
 """
 
@@ -22,6 +26,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from services.bench.load import REQUEST_TIMEOUT_S, GatewayLoad, bucket_of
+from services.web.coalesce import CoalescingTransport
 
 IN_FLIGHT_DEFAULT = 256
 
@@ -44,6 +49,9 @@ class StreamLoad(GatewayLoad):
         async with connect(
             url, additional_headers=self.headers, max_size=None, compression=None
         ) as ws:
+            # Records sent in one loop turn leave in one write, as a NATS client's flusher
+            # does (services/web/coalesce.py).
+            ws.transport = CoalescingTransport(ws.transport, asyncio.get_running_loop())  # type: ignore[assignment]
             hello = json.loads(await asyncio.wait_for(ws.recv(), REQUEST_TIMEOUT_S))
             if "credits" not in hello:
                 self.stats.error(f"stream refused: {hello}")

@@ -58,7 +58,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from services.request_ids import REQUEST_ID_HEADER_RAW, new_request_id, scope_request_id
 from services.settings import CommonSettings
-from services.web.coalesce import HeadHoldingTransport
+from services.web.coalesce import CoalescingTransport, HeadHoldingTransport
 
 log = logging.getLogger(__name__)
 
@@ -255,6 +255,8 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         admitted, self._admitted = self._admitted, None
         super().handle_websocket_upgrade()
         protocol = self.transport.get_protocol()
+        # Frames written in one loop turn leave in one write (services/web/coalesce.py).
+        protocol.transport = CoalescingTransport(self.transport, self.loop)  # type: ignore[attr-defined]
         if admitted is None:
             return
         lost = protocol.connection_lost

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from services.web.coalesce import JOIN_MAX_BYTES, HeadHoldingTransport
+from services.web.coalesce import JOIN_MAX_BYTES, CoalescingTransport, HeadHoldingTransport
 
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n"
 
@@ -87,5 +87,31 @@ def test_a_large_body_is_written_after_the_head_not_joined() -> None:
         t.write(HEAD)
         t.write(body)
         assert inner.writes == [HEAD, body]
+
+    asyncio.run(run())
+
+
+def test_frames_of_one_loop_turn_leave_in_one_write() -> None:
+    """A WebSocket connection's frames written in one loop turn go out together on the
+    next; later frames in a write of their own; close sends what is buffered first."""
+
+    async def run() -> None:
+        inner = FakeTransport()
+        t = CoalescingTransport(inner, asyncio.get_running_loop())  # type: ignore[arg-type]
+        for frame in (b"a", b"bb", b"ccc"):
+            t.write(frame)
+        assert inner.writes == []
+        await turns()
+        assert inner.writes == [b"abbccc"]
+        t.write(b"d")
+        await turns()
+        assert inner.writes == [b"abbccc", b"d"]
+        t.write(b"last")
+        t.close()
+        assert inner.writes[-1] == b"last" and inner.closed
+        t.write(b"after close")  # the flush finds the transport closing: nothing sent
+        await turns()
+        assert inner.writes == [b"abbccc", b"d", b"last"]
+        assert t.get_extra_info("peername") == ("127.0.0.1", 1)
 
     asyncio.run(run())
