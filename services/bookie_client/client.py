@@ -50,8 +50,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from services.bookie_client.answers import error_for, parse_lac, parse_stored
 from services.bookie_client.results import (
@@ -97,6 +97,8 @@ LONG_POLLS_MAX = 16
 SECRET_HEADER = "X-Cluster-Secret"
 LAST_ENTRY_HEADER = "x-quire-last-entry-id"
 INSTANCE_HEADER = "x-quire-bookie-instance"
+
+T = TypeVar("T")
 
 
 # --------------------------------------------------------------------------- client
@@ -257,7 +259,7 @@ class BookieClient:
             extra_s=wait_ms / 1000 if long_poll else 0.0,
             long_poll=long_poll,
         )
-        return self._lac(doc, f"read LAC of {ledger_id}")
+        return self._parsed(parse_lac, doc, f"read LAC of {ledger_id}")
 
     async def write_lac(self, ledger_id: int, lac: int) -> LacInfo:
         """Raise this bookie's LAC of the ledger to at least ``lac``."""
@@ -269,7 +271,7 @@ class BookieClient:
             content_type="application/json",
             what=what,
         )
-        return self._lac(doc, what)
+        return self._parsed(parse_lac, doc, what)
 
     async def write_lacs(self, lacs: Mapping[int, int]) -> int:
         """Raise this bookie's LAC of each ledger to at least the given one, in one
@@ -288,7 +290,7 @@ class BookieClient:
         """Fence the ledger here; the flag is durable before the bookie answers."""
         what = f"fence {ledger_id}"
         doc = await self._json("POST", f"/v1/ledgers/{int(ledger_id)}/fence", what=what)
-        return self._lac(doc, what)
+        return self._parsed(parse_lac, doc, what)
 
     async def delete_ledger(self, ledger_id: int) -> None:
         """Remove the ledger's entries and flags; ``LedgerNotFound`` if it has none here."""
@@ -329,7 +331,7 @@ class BookieClient:
             what=what,
             timeout_s=timeout_s,
         )
-        return self._stored(doc, what)
+        return self._parsed(parse_stored, doc, what)
 
     async def stored_many(
         self, ledger_ids: Sequence[int], verify: str = "none", timeout_s: float | None = None
@@ -358,7 +360,7 @@ class BookieClient:
         items = doc.get("ledgers")
         if not isinstance(items, list) or len(items) != len(ledger_ids):
             raise self._malformed(what, ValueError("not one answer per ledger asked"))
-        out = [self._stored(item, what) for item in items]
+        out = [self._parsed(parse_stored, item, what) for item in items]
         if [info.ledger_id for info in out] != [int(i) for i in ledger_ids]:
             raise self._malformed(what, ValueError("answers not in the order asked"))
         return out
@@ -436,15 +438,11 @@ class BookieClient:
         except QuireError as exc:
             raise self._malformed(what, exc) from exc
 
-    def _lac(self, doc: dict[str, Any], what: str) -> LacInfo:
+    def _parsed(self, parse: Callable[[Any], T], doc: Any, what: str) -> T:
+        """``parse(doc)`` (``answers.parse_lac``, ``parse_stored``); a document it cannot
+        read is a malformed answer."""
         try:
-            return parse_lac(doc)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise self._malformed(what, exc) from exc
-
-    def _stored(self, doc: Any, what: str) -> StoredInfo:
-        try:
-            return parse_stored(doc)
+            return parse(doc)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise self._malformed(what, exc) from exc
 
