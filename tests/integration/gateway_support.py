@@ -362,3 +362,18 @@ def ok(r: httpx.Response, status: int = 200) -> Any:
     """The JSON body of an answer that must have ``status`` (None for 204)."""
     assert r.status_code == status, (r.status_code, r.text)
     return r.json() if status != 204 else None
+
+
+def closed_ledger_and_log(gateway: Gateway, log: str) -> int:
+    """On a gateway with one writable bookie: a CLOSED ledger holding ``b"zero"`` and
+    ``b"one"`` (its id is returned), and log ``log`` with this gateway as its writer and
+    one record — something of each kind for a fuzzer's path parameters to name."""
+    ledger_id = int(gateway.create(ensemble_size=1, write_quorum=1, ack_quorum=1)["ledger_id"])
+    gateway.add(ledger_id, b"zero")
+    gateway.add(ledger_id, b"one")
+    gateway.close(ledger_id)
+    body = {"ensemble_size": 1, "write_quorum": 1, "ack_quorum": 1}
+    ok(gateway.request("PUT", f"/v1/logs/{log}", json=body), 201)
+    ok(gateway.request("POST", f"/v1/logs/{log}/writer"))
+    ok(gateway.request("POST", f"/v1/logs/{log}/records", content=b"record"))
+    return ledger_id

@@ -24,6 +24,7 @@ from services.limits import ID_MAX
 from tests.integration.gateway_support import (
     Gateway,
     assert_error,
+    closed_ledger_and_log,
     module_cluster,
     ok,
     start_bookies,
@@ -48,14 +49,7 @@ def env(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:  
         gateway = start_gateway(cluster)
         try:
             wait_writable(gateway, 1)
-            ledger_id = gateway.create(ensemble_size=1, write_quorum=1, ack_quorum=1)["ledger_id"]
-            gateway.add(ledger_id, b"zero")
-            gateway.add(ledger_id, b"one")
-            gateway.close(ledger_id)
-            body = {"ensemble_size": 1, "write_quorum": 1, "ack_quorum": 1}
-            ok(gateway.request("PUT", f"/v1/logs/{LOG}", json=body), 201)
-            ok(gateway.request("POST", f"/v1/logs/{LOG}/writer"))
-            ok(gateway.request("POST", f"/v1/logs/{LOG}/records", content=b"record"))
+            ledger_id = closed_ledger_and_log(gateway, LOG)
             yield Env(gateway, bookie, ledger_id)
         finally:
             gateway.close_client()

@@ -104,6 +104,22 @@ FIELDS = {"flags": (0, 1), "payload_len": (33, 4), "digest_len": (37, 2), "ledge
 INTERESTING = [0, 1, 3, 4, 31, 32, 33, 0x7F, 0x80, 0xFF, 0xFFFF, 2**31, U32_MAX, 2**63]
 
 
+def damage_bytes(draw: st.DrawFn, data: bytearray, kind: str) -> bool:
+    """The byte-level damages the body fuzzers share, in place: ``cut`` the tail at a
+    drawn offset, ``flip`` one bit, overwrite one ``byte``. False (nothing done) for any
+    other kind, or an empty body: the caller's own kinds."""
+    if kind == "cut" and data:
+        del data[draw(st.integers(0, len(data) - 1)) :]
+    elif kind == "flip" and data:
+        bit = draw(st.integers(0, len(data) * 8 - 1))
+        data[bit // 8] ^= 1 << (bit % 8)
+    elif kind == "byte" and data:
+        data[draw(st.integers(0, len(data) - 1))] = draw(st.integers(0, 255))
+    else:
+        return False
+    return True
+
+
 @st.composite
 def mutated_bodies(draw: st.DrawFn) -> bytes:
     """A valid body damaged the ways a broken client, proxy or disk damages one: cut
@@ -114,14 +130,9 @@ def mutated_bodies(draw: st.DrawFn) -> bytes:
     starts = frame_starts(recs)
     for _ in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["cut", "flip", "byte", "insert", "field", "junk", "repeat"]))
-        if kind == "cut" and body:
-            del body[draw(st.integers(0, len(body) - 1)) :]
-        elif kind == "flip" and body:
-            bit = draw(st.integers(0, len(body) * 8 - 1))
-            body[bit // 8] ^= 1 << (bit % 8)
-        elif kind == "byte" and body:
-            body[draw(st.integers(0, len(body) - 1))] = draw(st.integers(0, 255))
-        elif kind == "insert":
+        if damage_bytes(draw, body, kind):
+            continue
+        if kind == "insert":
             at = draw(st.integers(0, len(body)))
             body[at:at] = draw(st.binary(min_size=1, max_size=8))
         elif kind == "field":

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from services.errors import InvalidArgument
 from services.limits import ID_MAX, STORED_ENTRY_SIZE_MAX_BYTES
 from services.wire.entries_stream import HEADER_BYTES, FrameDecoder, encode_frames
+from tests.unit.wire.fuzz_support import damage_bytes
 
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
@@ -70,14 +71,9 @@ def streams(draw: st.DrawFn) -> bytes:
     data = bytearray(encode_frames(draw(entries)))
     for _ in range(draw(st.integers(0, 3))):
         kind = draw(st.sampled_from(["cut", "flip", "byte", "length", "entry_id", "junk"]))
-        if kind == "cut" and data:
-            del data[draw(st.integers(0, len(data) - 1)) :]
-        elif kind == "flip" and data:
-            bit = draw(st.integers(0, len(data) * 8 - 1))
-            data[bit // 8] ^= 1 << (bit % 8)
-        elif kind == "byte" and data:
-            data[draw(st.integers(0, len(data) - 1))] = draw(st.integers(0, 255))
-        elif kind in ("length", "entry_id") and len(data) >= HEADER_BYTES:
+        if damage_bytes(draw, data, kind):
+            continue
+        if kind in ("length", "entry_id") and len(data) >= HEADER_BYTES:
             # Overwrite a header at a frame boundary found by the reference parser.
             frames, _, _ = reference_frames(bytes(data))
             starts = [0]
