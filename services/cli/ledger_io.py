@@ -118,17 +118,27 @@ class Appender:
         self.bytes += size
 
     def summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "ledger_id": self.ledger_id,
-            "entries": self.entries,
-            "bytes": self.bytes,
-            "first_entry_id": self.first_entry_id,
-            "last_entry_id": self.last_entry_id,
-            "last_add_confirmed": self.lac,
-        }
-        if self.entries == 1:
-            out["entry_id"] = self.first_entry_id
-        return out
+        return append_summary(
+            self.ledger_id, self.entries, self.bytes, self.first_entry_id, self.last_entry_id,
+            self.lac,
+        )  # fmt: skip
+
+
+def append_summary(
+    ledger_id: int, entries: int, size: int, first: int | None, last: int | None, lac: int | None
+) -> dict[str, Any]:
+    """The JSON summary of ``quire ledger append`` (REST or ``--stream``)."""
+    out: dict[str, Any] = {
+        "ledger_id": ledger_id,
+        "entries": entries,
+        "bytes": size,
+        "first_entry_id": first,
+        "last_entry_id": last,
+        "last_add_confirmed": lac,
+    }
+    if entries == 1:
+        out["entry_id"] = first
+    return out
 
 
 def render(doc: dict[str, Any], output_format: ReadFormat, raw: bool, ids: bool) -> bytes:

@@ -132,16 +132,25 @@ class LogAppender:
         """The client is the command's own (closed by it)."""
 
     def summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "log": self.name,
-            "records": self.records,
-            "bytes": self.bytes,
-            "first_position": self.first_position,
-            "last_position": self.last_position,
-        }
-        if self.records == 1:
-            out["position"] = self.first_position
-        return out
+        return append_summary(
+            self.name, self.records, self.bytes, self.first_position, self.last_position
+        )
+
+
+def append_summary(
+    name: str, records: int, size: int, first: str | None, last: str | None
+) -> dict[str, Any]:
+    """The JSON summary of ``quire log append`` (REST or ``--stream``)."""
+    out: dict[str, Any] = {
+        "log": name,
+        "records": records,
+        "bytes": size,
+        "first_position": first,
+        "last_position": last,
+    }
+    if records == 1:
+        out["position"] = first
+    return out
 
 
 # -- reading --------------------------------------------------------------------

@@ -17,8 +17,10 @@ from websockets.sync.client import ClientConnection, connect
 
 from services.cli.client import PASSWORD_HEADER, GatewayClient
 from services.cli.common import GlobalOptions, fail
+from services.cli.ledger_io import append_summary as ledger_summary
 from services.cli.ledger_io import batches, err, input_lines
 from services.cli.log_io import LogAppender, position_text, request_key
+from services.cli.log_io import append_summary as log_summary
 from services.cli.progress import AppendProgress
 from services.errors import GatewayUnreachable, error_for_code
 
@@ -38,7 +40,10 @@ class StreamAppender:
     within the gateway's credits; what each acknowledgement means is the subclass's
     (``_acked``)."""
 
-    def __init__(self, gateway: str, headers: dict[str, str], path: str) -> None:
+    def __init__(
+        self, gateway: str, token: str | None, path: str, headers: dict[str, str] | None = None
+    ) -> None:
+        headers = {**(headers or {}), **({"Authorization": f"Bearer {token}"} if token else {})}
         self.records = 0  # acknowledged
         self.sent = 0
         self.bytes = 0
@@ -127,8 +132,7 @@ class LogStreamAppender(StreamAppender):
         self.key = key
         self.first_position: str | None = None
         self.last_position: str | None = None
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        super().__init__(gateway, headers, f"/v1/logs/{name}/stream")
+        super().__init__(gateway, token, f"/v1/logs/{name}/stream")
 
     def _control(self, seq: int) -> str | None:
         return None if self.key is None else json.dumps({"key": request_key(self.key, seq)})
@@ -140,16 +144,9 @@ class LogStreamAppender(StreamAppender):
         self.last_position = position
 
     def summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "log": self.name,
-            "records": self.records,
-            "bytes": self.bytes,
-            "first_position": self.first_position,
-            "last_position": self.last_position,
-        }
-        if self.records == 1:
-            out["position"] = self.first_position
-        return out
+        return log_summary(
+            self.name, self.records, self.bytes, self.first_position, self.last_position
+        )
 
 
 class LedgerStreamAppender(StreamAppender):
@@ -163,10 +160,8 @@ class LedgerStreamAppender(StreamAppender):
         self.first_entry_id: int | None = None
         self.last_entry_id: int | None = None
         self.lac: int | None = None
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        if password is not None:
-            headers[PASSWORD_HEADER] = password
-        super().__init__(gateway, headers, f"/v1/ledgers/{ledger_id}/stream")
+        headers = {PASSWORD_HEADER: password} if password is not None else {}
+        super().__init__(gateway, token, f"/v1/ledgers/{ledger_id}/stream", headers)
 
     @property
     def entries(self) -> int:
@@ -185,17 +180,10 @@ class LedgerStreamAppender(StreamAppender):
         self.send(payloads)
 
     def summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "ledger_id": self.ledger_id,
-            "entries": self.records,
-            "bytes": self.bytes,
-            "first_entry_id": self.first_entry_id,
-            "last_entry_id": self.last_entry_id,
-            "last_add_confirmed": self.lac,
-        }
-        if self.records == 1:
-            out["entry_id"] = self.first_entry_id
-        return out
+        return ledger_summary(
+            self.ledger_id, self.records, self.bytes, self.first_entry_id, self.last_entry_id,
+            self.lac,
+        )  # fmt: skip
 
 
 Appender = LogAppender | LogStreamAppender
