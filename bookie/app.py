@@ -19,7 +19,12 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from bookie.fastpath import AddFastPath
+from bookie.fastpath import (
+    INSTANCE_HEADER_RAW,
+    SECRET_HEADER,
+    SECRET_HEADER_RAW,
+    AddFastPath,
+)
 from bookie.metrics import BookieMetrics
 from bookie.node import BookieNode
 from bookie.routes import admin, entries, ledgers, stored
@@ -31,10 +36,6 @@ from services.web.errors import error_json, install_error_handlers
 from services.web.openapi import install_openapi
 from services.web.routes import add_health_route, add_metrics_route
 
-SECRET_HEADER = "X-Cluster-Secret"
-_SECRET_HEADER_RAW = SECRET_HEADER.lower().encode()
-INSTANCE_HEADER = "X-Quire-Bookie-Instance"
-_INSTANCE_HEADER_RAW = INSTANCE_HEADER.lower().encode()
 SECRET_SCHEME = {
     "type": "apiKey",
     "in": "header",
@@ -67,7 +68,7 @@ class ClusterSecretMiddleware:
             if path == "/v1" or path.startswith("/v1/"):
                 given = None
                 for name, value in scope["headers"]:
-                    if name == _SECRET_HEADER_RAW:
+                    if name == SECRET_HEADER_RAW:
                         given = value.decode("latin-1")
                         break
                 if not secret_matches(given, self.secret):
@@ -92,7 +93,7 @@ class InstanceHeaderMiddleware:
         if not instance or not scope["path"].startswith("/v1/"):
             await self.app(scope, receive, send)
             return
-        header = (_INSTANCE_HEADER_RAW, instance.encode("latin-1"))
+        header = (INSTANCE_HEADER_RAW, instance.encode("latin-1"))
 
         async def send_with_instance(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -185,9 +186,10 @@ def create_app(settings: BookieSettings) -> FastAPI:
     app.include_router(stored.router)
     app.include_router(admin.router)
     # The last middleware added is the outermost: the secret is checked first.
-    app.add_middleware(AddFastPath, node=lambda: app.state.node)
     app.add_middleware(InstanceHeaderMiddleware, node=lambda: app.state.node)
     if settings.cluster_secret:
         app.add_middleware(ClusterSecretMiddleware, secret=settings.cluster_secret)
+    # Adds before the stack, with the same secret check and instance header.
+    app.front = AddFastPath(app.stack, lambda: app.state.node, settings.cluster_secret or None)
     install_openapi(app, "clusterSecret", SECRET_SCHEME, lambda path: bool(settings.cluster_secret))
     return app

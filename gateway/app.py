@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from gateway.admin import AdminService
-from gateway.auth import TokenMiddleware, token_required
+from gateway.auth import TokenMiddleware, TokenPolicy, token_required
 from gateway.context import GatewayContext
 from gateway.fastpath import AddFastPath
 from gateway.metrics import GatewayMetrics
@@ -197,9 +197,8 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.include_router(logs.router)
     app.include_router(admin.router)
     app.include_router(admin_page.router)
-    if settings.fast_path:  # inside the token check: it sees only allowed calls
-        app.add_middleware(AddFastPath, gateway=lambda: app.state.gateway)
-    app.add_middleware(
-        TokenMiddleware, api_token=settings.api_token, admin_token=settings.admin_token
-    )
+    tokens = TokenPolicy(settings.api_token, settings.admin_token)
+    app.add_middleware(TokenMiddleware, policy=tokens)
+    if settings.fast_path:  # before FastAPI's stack, with the same token check
+        app.front = AddFastPath(app.stack, lambda: app.state.gateway, tokens.allows)
     return app

@@ -68,9 +68,10 @@ def _bearer(scope: Scope) -> bytes | None:
     return None
 
 
-class TokenMiddleware:
-    def __init__(self, app: ASGIApp, api_token: str | None, admin_token: str | None) -> None:
-        self.app = app
+class TokenPolicy:
+    """Which token a ``/v1`` call needs (the module docstring)."""
+
+    def __init__(self, api_token: str | None, admin_token: str | None) -> None:
         self.api_token = api_token.encode() if api_token else None
         self.admin_token = admin_token.encode() if admin_token else None
 
@@ -82,6 +83,17 @@ class TokenMiddleware:
         if self.api_token is None:
             return True
         return _matches(token, self.api_token) or _matches(token, self.admin_token)
+
+    def allows(self, scope: Scope) -> bool:
+        """Whether an HTTP call's bearer token is good for its path."""
+        return self.allowed(scope["path"], _bearer(scope))
+
+
+class TokenMiddleware:
+    def __init__(self, app: ASGIApp, policy: TokenPolicy) -> None:
+        self.app = app
+        self.policy = policy
+        self.allowed = policy.allowed
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket") or not (

@@ -1,16 +1,19 @@
 """The gateway's add fast path: ``POST /v1/ledgers/{id}/entries`` and
-``POST /v1/logs/{name}/records`` served straight from ASGI, below FastAPI's router,
-dependency solving and per-request wrappers (the bookie does the same for its adds:
-bookie/fastpath.py). One record per request is how most producers write, and those
-layers cost more than the add's own work.
+``POST /v1/logs/{name}/records`` served straight from ASGI, before FastAPI's middleware
+stack, router, dependency solving and per-request wrappers (the app's ``front``,
+services/web/app.py; the bookie does the same for its adds: bookie/fastpath.py). One
+record per request is how most producers write, and those layers cost more than the
+add's own work.
 
-The contract is the routes': the token was checked outside (``TokenMiddleware``), the
-body is read with the same limits and messages (``services.web.body.read_body``), and the
-add itself is the route's own code (``add_answer`` / ``append_answer``), errors mapped by
-the one mapping (``error_json``). Only requests the routes would accept as far as their
-path and headers go are taken: a path id that is not a canonical integer, a log name or
-an ``Idempotency-Key`` that is not valid, a header given twice, a gateway not ready yet
-— all go on to FastAPI, which answers them as it always did. The routes stay in the app
+The contract is the routes': the token is checked first with the middleware's own
+rules (``TokenPolicy.allows``; a call it refuses goes on to the stack, whose
+``TokenMiddleware`` answers the 401), the body is read with the same limits and
+messages (``services.web.body.read_body``), and the add itself is the route's own code
+(``add_answer`` / ``append_answer``), errors mapped by the one mapping (``error_json``).
+Only requests the routes would accept as far as their path and headers go are taken: a
+path id that is not a canonical integer, a log name or an ``Idempotency-Key`` that is
+not valid, a header given twice, a gateway not ready yet — all go on to FastAPI, which
+answers them as it always did. The routes stay in the app
 (the OpenAPI document, and ``--no-fast-path``)."""
 
 from __future__ import annotations
@@ -45,9 +48,15 @@ class _Disconnected(Exception):
 
 
 class AddFastPath:
-    def __init__(self, app: ASGIApp, gateway: Callable[[], Gateway | None]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        gateway: Callable[[], Gateway | None],
+        allows: Callable[[Scope], bool] = lambda scope: True,
+    ) -> None:
         self.app = app
         self.gateway = gateway
+        self.allows = allows
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -56,7 +65,7 @@ class AddFastPath:
         path = scope["path"]
         ledger = _LEDGER_ADD.fullmatch(path) if path.startswith("/v1/ledgers/") else None
         append = _LOG_APPEND.fullmatch(path) if ledger is None else None
-        gw = self.gateway() if ledger or append else None
+        gw = self.gateway() if (ledger or append) and self.allows(scope) else None
         headers = _headers(scope) if gw is not None else None
         if gw is None or headers is None:
             await self.app(scope, receive, send)

@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from fastapi.telemetry import TelemetryConfig
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 # FastAPI's telemetry looks up environment variables on every request (about a tenth of
 # the gateway's CPU on single-entry adds, measured with py-spy): our services export
@@ -17,9 +18,27 @@ TELEMETRY_OFF: TelemetryConfig = {"tracing": False, "metrics": False, "logs": Fa
 
 class QuireApp(FastAPI):
     """A FastAPI application whose OpenAPI document can be built our way
-    (``services.web.openapi.install_openapi`` sets ``openapi_builder``)."""
+    (``services.web.openapi.install_openapi`` sets ``openapi_builder``), and which may
+    serve the calls of its hot routes before FastAPI's own stack: ``front`` is an ASGI
+    app that answers the requests it takes and passes every other one to ``stack``
+    (FastAPI's middleware, router and routes). The fast paths of adds sit there: below
+    it, every request pays for about ten middleware layers and their ``send`` wrappers
+    (Starlette's error and exception layers, FastAPI's body limit and telemetry, ours),
+    which on a single-entry add cost more than the add itself."""
 
     openapi_builder: Callable[[], dict[str, Any]] | None = None
+    front: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        front = self.front
+        if front is None:
+            await super().__call__(scope, receive, send)
+        else:
+            await front(scope, receive, send)
+
+    async def stack(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """FastAPI's own handling of a call (the one ``front`` passes on)."""
+        await super().__call__(scope, receive, send)
 
     def openapi(self) -> dict[str, Any]:
         if self.openapi_builder is None:

@@ -247,6 +247,18 @@ def test_answers_carry_the_instance_and_the_ledger_length(cluster):
     r = bookie.http.get("/v1/ledgers/31/lac")
     assert r.headers["X-Quire-Bookie-Instance"] == first
     assert r.json()["instance_id"] == first
+    # Adds (served before FastAPI's stack) carry it once, as every /v1 answer, errors
+    # included, with the same other headers as a routed answer.
+    media = {"Content-Type": framing.MEDIA_TYPE}
+    adds = [
+        bookie.http.post("/v1/entries", content=framing.encode([sealed(31, 3)]), headers=media),
+        bookie.http.post("/v1/entries", content=b"not framed", headers=media),
+        bookie.http.post("/v1/entries", content=b"", headers=media),
+    ]
+    assert [a.status_code for a in adds] == [200, 400, 400], [a.text for a in adds]
+    for a in adds:
+        assert a.headers.get_list("X-Quire-Bookie-Instance") == [first], a.headers
+        assert sorted(a.headers) == sorted(r.headers), (a.headers, r.headers)
 
     proc.stop()
     run_format(cluster, proc.address, data_dir)

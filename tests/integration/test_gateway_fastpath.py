@@ -47,23 +47,31 @@ def pair(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
             routed.close_client()
 
 
-def _shape(r: httpx.Response, ids: dict[str, str]) -> tuple[int, Any]:
-    """What must be equal on both: the status and the body, with this gateway's own
-    ledger ids and log positions replaced by their role."""
+# Answer headers whose values differ between any two answers.
+_VARYING_HEADERS = {"date", "x-request-id", "content-length"}
+
+
+def _shape(r: httpx.Response, ids: dict[str, str]) -> tuple[int, Any, Any]:
+    """What must be equal on both: the status, the body, with this gateway's own ledger
+    ids and log positions replaced by their role, and the headers (by name, and their
+    values where they do not vary from answer to answer)."""
+    headers = sorted(
+        (name, "" if name in _VARYING_HEADERS else value) for name, value in r.headers.items()
+    )
     text = r.text
     for value, role in ids.items():
         text = re.sub(rf"\b{value}\b", role, text)
     if not text:
-        return r.status_code, None
+        return r.status_code, None, headers
     if r.headers.get("content-type", "").startswith("application/json"):
         body = r.json() if not ids else httpx.Response(200, text=text).json()
         if r.status_code == 200:
-            return r.status_code, sorted(body)  # keys: values differ by ledger id
-        return r.status_code, body
-    return r.status_code, text
+            return r.status_code, sorted(body), headers  # keys: values differ by ledger id
+        return r.status_code, body, headers
+    return r.status_code, text, headers
 
 
-def both(pair: Pair, make: Any) -> tuple[tuple[int, Any], tuple[int, Any]]:
+def both(pair: Pair, make: Any) -> tuple[tuple[int, Any, Any], tuple[int, Any, Any]]:
     """``make(gateway) -> (response, ids)`` on each gateway; their shapes."""
     return tuple(_shape(*make(g)) for g in (pair.fast, pair.routed))  # type: ignore[return-value]
 
@@ -156,7 +164,7 @@ def test_log_appends_answer_the_same(pair: Pair) -> None:
         assert g.request("PUT", f"/v1/logs/{name}").status_code == 201
         assert g.request("POST", f"/v1/logs/{name}/writer").status_code == 200
 
-    def shapes(suffix: str, headers: dict[str, Any], body: bytes) -> list[tuple[int, Any]]:
+    def shapes(suffix: str, headers: dict[str, Any], body: bytes) -> list[tuple[int, Any, Any]]:
         out = []
         for g, name in ((pair.fast, "fp-log"), (pair.routed, "fp-log-routed")):
             r = g.request("POST", f"/v1/logs/{name}{suffix}", content=body, headers=headers)

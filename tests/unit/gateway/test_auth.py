@@ -11,7 +11,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from gateway.auth import TokenMiddleware
+from gateway.auth import TokenMiddleware, TokenPolicy
 from gateway.batches import decode_batch
 from gateway.handles import HandleTable
 from gateway.passwords import check_password, hash_password, password_matches
@@ -49,12 +49,10 @@ def test_token_rules(
 ) -> None:
     """API.md: --api-token guards /v1/; --admin-token guards /v1/admin/ (the API token
     is not enough there) and is accepted wherever the API token is."""
-    mw = TokenMiddleware(
-        lambda *_: None,  # type: ignore[arg-type]
-        api.decode() if api else None,
-        admin.decode() if admin else None,
-    )
-    assert mw.allowed(path, token) is allowed
+    policy = TokenPolicy(api.decode() if api else None, admin.decode() if admin else None)
+    assert policy.allowed(path, token) is allowed
+    headers = [] if token is None else [(b"authorization", b"Bearer " + token)]
+    assert policy.allows({"path": path, "headers": headers}) is allowed
 
 
 def _app() -> FastAPI:
@@ -69,7 +67,7 @@ def _app() -> FastAPI:
     async def health() -> dict:
         return {"status": "ok"}
 
-    app.add_middleware(TokenMiddleware, api_token="api", admin_token=None)
+    app.add_middleware(TokenMiddleware, policy=TokenPolicy("api", None))
     return app
 
 

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from fastapi import APIRouter
 
-from gateway.auth import TokenMiddleware
+from gateway.auth import TokenMiddleware, TokenPolicy
 from services.errors import LedgerNotFound
 from services.logs import JsonFormatter, RequestIdFilter
 from services.request_ids import current_request_id
@@ -62,7 +62,7 @@ def make_app(slow_request_ms: int = 1_000, clock: Callable[[], float] | None = N
     app = new_app()
     install_error_handlers(app)
     app.include_router(router)
-    app.add_middleware(TokenMiddleware, api_token=TOKEN, admin_token=None)
+    app.add_middleware(TokenMiddleware, policy=TokenPolicy(TOKEN, None))
     kwargs: dict[str, Any] = {"slow_request_ms": slow_request_ms}
     if clock is not None:
         kwargs["clock"] = clock

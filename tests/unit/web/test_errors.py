@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from gateway.auth import TokenMiddleware
+from gateway.auth import TokenMiddleware, TokenPolicy
 from services.errors import InvalidArgument, LedgerNotFound, QuireError, Unauthorized, Unavailable
 from services.web import errors as web_errors
 from services.web.app import QuireApp, new_app
@@ -30,7 +30,7 @@ def _app(ready: bool = False) -> QuireApp:
     async def ledger(ledger_id: int) -> dict[str, int]:
         raise LedgerNotFound(f"no ledger {ledger_id}")
 
-    app.add_middleware(TokenMiddleware, api_token="api", admin_token=None)
+    app.add_middleware(TokenMiddleware, policy=TokenPolicy("api", None))
     return app
 
 
