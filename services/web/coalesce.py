@@ -40,15 +40,35 @@ JOIN_MAX_BYTES = 64 * 1024
 _INTERIM = b"HTTP/1.1 1"
 
 
-class HeadHoldingTransport:
-    """Wraps a connection's transport for one request/answer cycle (module docstring).
-    Everything but ``write`` and ``close`` goes to the transport unchanged."""
+class _HoldingTransport:
+    """A transport that holds some writes back (``flush`` sends them): ``close`` sends
+    them first, and everything but ``write`` and ``close`` goes to the wrapped transport
+    unchanged."""
 
-    __slots__ = ("_transport", "_loop", "_head", "_sent_head")
+    __slots__ = ("_transport", "_loop")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport
         self._loop = loop
+
+    def flush(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+class HeadHoldingTransport(_HoldingTransport):
+    """Wraps a connection's transport for one request/answer cycle (module docstring)."""
+
+    __slots__ = ("_head", "_sent_head")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(transport, loop)
         self._head: bytes | None = None
         self._sent_head = False
 
@@ -75,24 +95,15 @@ class HeadHoldingTransport:
         if head is not None and not self._transport.is_closing():
             self._transport.write(head)
 
-    def close(self) -> None:
-        self.flush()
-        self._transport.close()
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
-
-
-class CoalescingTransport:
+class CoalescingTransport(_HoldingTransport):
     """Wraps a WebSocket connection's transport (module docstring): writes made in one
-    loop turn leave together, on the next. Everything but ``write`` and ``close`` goes
-    to the transport unchanged."""
+    loop turn leave together, on the next."""
 
-    __slots__ = ("_transport", "_loop", "_buffer")
+    __slots__ = ("_buffer",)
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
-        self._transport = transport
-        self._loop = loop
+        super().__init__(transport, loop)
         self._buffer: list[bytes] = []
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
@@ -108,10 +119,3 @@ class CoalescingTransport:
         self._buffer.clear()
         if not self._transport.is_closing():
             self._transport.write(data)
-
-    def close(self) -> None:
-        self.flush()
-        self._transport.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
