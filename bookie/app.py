@@ -17,13 +17,14 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bookie.fastpath import (
     INSTANCE_HEADER_RAW,
     SECRET_HEADER,
     SECRET_HEADER_RAW,
     AddFastPath,
+    with_headers,
 )
 from bookie.metrics import BookieMetrics
 from bookie.node import BookieNode
@@ -94,13 +95,7 @@ class InstanceHeaderMiddleware:
             await self.app(scope, receive, send)
             return
         header = (INSTANCE_HEADER_RAW, instance.encode("latin-1"))
-
-        async def send_with_instance(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", ()), header]}
-            await send(message)
-
-        await self.app(scope, receive, send_with_instance)
+        await self.app(scope, receive, with_headers(send, [header]))
 
 
 def _on_shutdown_signal(callback: Callable[[], None]) -> Callable[[], None]:

@@ -200,35 +200,38 @@ class AddFastPath:
             return
         instance = node.instance_id
         headers = [(INSTANCE_HEADER_RAW, instance.encode("latin-1"))] if instance else []
-        if headers:
-            send = _with_headers(send, headers)
         try:
             answer = await add_request(node, declared, _receive_chunks(receive))
-        except BodyTimeout as exc:
-            # The rest of the body may never come: do not wait for it on this connection.
-            response = error_json(exc.as_error())
-            response.headers["connection"] = "close"
-            await response(scope, receive, send)
-            return
-        except QuireError as exc:
-            await error_json(exc)(scope, receive, send)
-            return
-        except Exception:  # noqa: BLE001 - never a bare 500 page
-            log.exception("unexpected error on POST %s", ADD_PATH)
-            await error_json(QuireError("internal error"))(scope, receive, send)
+        except Exception as exc:  # noqa: BLE001 - every error is answered, never a 500 page
+            await _refuse(exc, scope, receive, with_headers(send, headers) if headers else send)
             return
         await send(
             {
                 "type": "http.response.start",
                 "status": 200,
-                "headers": [*_JSON_HEADERS, (b"content-length", b"%d" % len(answer))],
+                "headers": [*_JSON_HEADERS, (b"content-length", b"%d" % len(answer)), *headers],
             }
         )
         await send({"type": "http.response.body", "body": answer})
 
 
-def _with_headers(send: Send, headers: list[tuple[bytes, bytes]]) -> Send:
-    """``send`` that adds ``headers`` to the answer's head."""
+async def _refuse(exc: Exception, scope: Scope, receive: Receive, send: Send) -> None:
+    """The answer to an add that failed with ``exc``."""
+    if isinstance(exc, BodyTimeout):
+        # The rest of the body may never come: do not wait for it on this connection.
+        response = error_json(exc.as_error())
+        response.headers["connection"] = "close"
+    elif isinstance(exc, QuireError):
+        response = error_json(exc)
+    else:
+        log.error("unexpected error on POST %s", ADD_PATH, exc_info=exc)
+        response = error_json(QuireError("internal error"))
+    await response(scope, receive, send)
+
+
+def with_headers(send: Send, headers: list[tuple[bytes, bytes]]) -> Send:
+    """``send`` that adds ``headers`` to the answer's head (the instance header of the
+    fast path's errors and of ``InstanceHeaderMiddleware``)."""
 
     async def sender(message: Message) -> None:
         if message["type"] == "http.response.start":

@@ -92,7 +92,6 @@ class TokenPolicy:
 class TokenMiddleware:
     def __init__(self, app: ASGIApp, policy: TokenPolicy) -> None:
         self.app = app
-        self.policy = policy
         self.allowed = policy.allowed
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
