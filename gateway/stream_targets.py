@@ -11,15 +11,14 @@ from collections.abc import Callable
 from typing import Any
 
 from gateway.logs import operations as log_ops
-from gateway.logs.schemas import position_json
 from gateway.logs.writer import LogWriter
 from gateway.passwords import check_password
 from gateway.runners.write import AddOutcome, HandleRunner
 from gateway.service import Gateway
-from gateway.stream import Record, retrieve
+from gateway.stream import Record, ledger_ack_json, log_ack_json, retrieve
 from services.errors import InvalidArgument, NotWriter, QuireError, Unauthorized
 
-Acks = list[dict[str, Any]]
+Acks = list[str]  # one JSON text per record (gateway/stream.py, ``ledger_ack_json``)
 # Appends of log streams that ended while their appends ran: kept referenced until done.
 _RUNNING: set[asyncio.Task[Acks]] = set()
 
@@ -72,15 +71,9 @@ class LedgerTarget(_Authorized):
             metrics.add_latency.observe(time.monotonic() - started)
             metrics.entries_added.inc(len(payloads))
             if not acks.done():
+                first, lac = outcome.first_entry_id, outcome.lac
                 acks.set_result(
-                    [
-                        {
-                            "seq": record.seq,
-                            "entry_id": outcome.first_entry_id + i,
-                            "last_add_confirmed": outcome.lac,
-                        }
-                        for i, record in enumerate(records)
-                    ]
+                    [ledger_ack_json(r.seq, first + i, lac) for i, r in enumerate(records)]
                 )
 
         added.add_done_callback(done)
@@ -127,8 +120,5 @@ class LogTarget(_Authorized):
         except NotWriter:
             await log_ops.get(self.gw, self.name)  # 404 log_not_found when it is gone
             raise
-        first = result.first
-        return [
-            {"seq": record.seq, "position": position_json(first.ledger_id, first.entry_id + i)}
-            for i, record in enumerate(records)
-        ]
+        ledger_id, entry_id = result.first.ledger_id, result.first.entry_id
+        return [log_ack_json(r.seq, ledger_id, entry_id + i) for i, r in enumerate(records)]

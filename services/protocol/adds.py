@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from services.errors import invariant
 from services.protocol import quorum
 from services.protocol.messages import SendAdds
-from services.wire.digest import seal
+from services.wire.digest import sealed
 from services.wire.framing import Record
 
 WriteSetOf = Callable[[int], tuple[str, ...]]
@@ -174,10 +174,9 @@ def build_sends(
             continue
         record = entry.record
         if record is None:
-            record = template._replace(
-                entry_id=entry.entry_id, payload=entry.payload, length=entry.length
+            record = entry.record = sealed(
+                template, entry.entry_id, entry.payload, entry.length, digest_key
             )
-            record = entry.record = seal(record, digest_key)
         for bookie in targets:
             batches.setdefault(bookie, []).append(record)
             entry.sent_to.add(bookie)

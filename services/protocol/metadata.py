@@ -18,6 +18,7 @@ in by the caller: nothing here reads a clock.
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -273,8 +274,21 @@ class LedgerMetadata:
         firsts = [f.first_entry_id for f in self.fragments]
         return self.fragments[bisect.bisect_right(firsts, entry_id) - 1]
 
+    @functools.cached_property
+    def _ensemble_write_sets(self) -> tuple[tuple[str, ...], ...]:
+        """The write sets of the last fragment, by ``entry_id % ensemble_size``: the
+        writer asks for one per entry it adds (a cached property: the metadata is
+        frozen, a changed ledger is a new object)."""
+        bookies = self.ensemble
+        return tuple(
+            tuple(bookies[i] for i in write_set)
+            for write_set in quorum.write_quorums(self.ensemble_size, self.write_quorum)
+        )
+
     def write_set_bookies(self, entry_id: int) -> tuple[str, ...]:
         """The Qw bookies that store ``entry_id``, in write-set order."""
+        if entry_id >= self.fragments[-1].first_entry_id:  # new entries: the ensemble
+            return self._ensemble_write_sets[entry_id % self.ensemble_size]
         bookies = self.fragment_for(entry_id).bookies
         return tuple(
             bookies[i] for i in quorum.write_set(entry_id, self.ensemble_size, self.write_quorum)

@@ -12,7 +12,17 @@ import json
 from collections import deque
 from typing import Any
 
-from gateway.stream import Record, StreamSession, close_code, take_group
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.stream import (
+    Record,
+    StreamSession,
+    close_code,
+    ledger_ack_json,
+    log_ack_json,
+    take_group,
+)
 from services.errors import LedgerFenced, PayloadTooLarge, Unauthorized
 
 LOOP_TURNS = 50
@@ -56,11 +66,11 @@ class FakeTarget:
 
     def __init__(self) -> None:
         self.groups: list[list[Record]] = []
-        self.futures: list[asyncio.Future[list[dict[str, Any]]]] = []
+        self.futures: list[asyncio.Future[list[str]]] = []
 
-    async def submit(self, records: list[Record]) -> asyncio.Future[list[dict[str, Any]]]:
+    async def submit(self, records: list[Record]) -> asyncio.Future[list[str]]:
         self.groups.append(records)
-        future: asyncio.Future[list[dict[str, Any]]] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[list[str]] = asyncio.get_running_loop().create_future()
         self.futures.append(future)
         return future
 
@@ -70,9 +80,7 @@ class FakeTarget:
 
     def complete(self, index: int) -> None:
         group = self.groups[index]
-        self.futures[index].set_result(
-            [{"seq": r.seq, "entry_id": r.seq, "last_add_confirmed": r.seq} for r in group]
-        )
+        self.futures[index].set_result([ledger_ack_json(r.seq, r.seq, r.seq) for r in group])
 
     def submitted(self) -> int:
         return sum(len(g) for g in self.groups)
@@ -229,3 +237,21 @@ def test_close_codes_are_4000_plus_the_status() -> None:
     assert close_code(PayloadTooLarge("big")) == 4413
     assert close_code(Unauthorized("no")) == 4401
     assert close_code(LedgerFenced("f")) == 4409
+
+
+_IDS = st.integers(min_value=-1, max_value=2**63 - 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(seq=st.integers(min_value=0, max_value=2**63 - 1), first=_IDS, second=_IDS)
+def test_ack_texts_are_the_compact_json_of_the_documented_objects(seq, first, second):
+    """The acknowledgements are built with a format, not ``json.dumps``: the texts must
+    be exactly what ``json.dumps`` with compact separators writes for the documented
+    objects (README "Streaming appends"), key order included."""
+    compact = {"separators": (",", ":")}
+    assert ledger_ack_json(seq, first, second) == json.dumps(
+        {"seq": seq, "entry_id": first, "last_add_confirmed": second}, **compact
+    )
+    assert log_ack_json(seq, first, second) == json.dumps(
+        {"seq": seq, "position": {"ledger_id": first, "entry_id": second}}, **compact
+    )

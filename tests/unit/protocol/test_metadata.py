@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from services.errors import InvalidArgument, InvariantViolation
+from services.protocol import quorum
 from services.protocol.metadata import Fragment, LedgerMetadata, LedgerState
 
 ENSEMBLE = ("b1:1", "b2:1", "b3:1")
@@ -207,3 +210,29 @@ def test_replacing_a_bookie_records_the_copy_targets_instance() -> None:
     assert swapped.fragments[0].bookies == ("b1:1", "b9:1", "b3:1")
     assert swapped.fragments[0].instances == ("i-1", "i-9", "i-3")
     assert md.replace_bookie(0, "b2:1", "b9:1").fragments[0].instances == ("i-1", None, "i-3")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.tuples(st.integers(1, 6), st.integers(1, 6), st.integers(1, 6)).filter(
+        lambda s: s[0] >= s[1] >= s[2]
+    ),
+    starts=st.lists(st.integers(1, 40), max_size=4, unique=True),
+)
+def test_write_set_bookies_is_the_striped_write_set_of_the_entrys_fragment(sizes, starts):
+    """``write_set_bookies`` answers entries of the last fragment from a cache; for every
+    entry, of every fragment and past the last, it is still the definition: the Qw
+    bookies ``quorum.write_set`` picks from the ensemble of the fragment holding it."""
+    ensemble_size, write_quorum, ack_quorum = sizes
+    fragments = [Fragment(0, tuple(f"b{i}:1" for i in range(ensemble_size)))]
+    for n, first in enumerate(sorted(starts)):
+        bookies = list(fragments[-1].bookies)
+        bookies[n % ensemble_size] = f"n{n}:1"  # one bookie replaced per change
+        fragments.append(Fragment(first, tuple(bookies)))
+    md = LedgerMetadata(7, ensemble_size, write_quorum, ack_quorum, tuple(fragments))
+    for entry_id in range(60):
+        bookies = md.fragment_for(entry_id).bookies
+        expected = tuple(
+            bookies[i] for i in quorum.write_set(entry_id, ensemble_size, write_quorum)
+        )
+        assert md.write_set_bookies(entry_id) == expected

@@ -77,3 +77,17 @@ def test_unknown_type_is_a_programmer_error():
     """An unknown digest type raises ValueError."""
     with pytest.raises(ValueError):
         digest.compute("md5", b"", 1, 2, 3, b"")
+
+
+@pytest.mark.parametrize("digest_type", ["crc32c", "hmac-sha256", "none"])
+@pytest.mark.parametrize("recovery", [False, True])
+def test_sealed_is_seal_of_the_template_with_the_entry_fields(digest_type, recovery):
+    """``sealed`` builds in one step the record ``seal`` makes from the template with the
+    entry's id, payload and length replaced: every field, the digest included."""
+    template = Record(5, -1, 8, b"", b"", recovery, digest_type, 0)
+    key = digest.mac_key(b"password") if digest_type == "hmac-sha256" else b""
+    got = digest.sealed(template, 9, b"the payload", 1234, key)
+    expected = digest.seal(template._replace(entry_id=9, payload=b"the payload", length=1234), key)
+    assert got == expected
+    assert type(got) is Record
+    assert digest.record_ok(got, key)
