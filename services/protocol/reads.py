@@ -328,11 +328,19 @@ class ReadOp:
         if isinstance(event, RequestFailed):
             self._suspects.add(share.bookie)
             return self._ask_again([share], event.now)
+        # record_usable, inline: a page holds up to a thousand records.
+        found, first, last, key = self._found, self.first, self.last, self._key
+        ledger_id, digest_type = self.metadata.ledger_id, self.metadata.digest_type
         for record in event.records:
             entry_id = record.entry_id
-            if self.first <= entry_id <= self.last and entry_id not in self._found:
-                if record_usable(record, self.metadata, entry_id, self._key):
-                    self._found[entry_id] = record
+            if (
+                first <= entry_id <= last
+                and entry_id not in found
+                and record.ledger_id == ledger_id
+                and record.digest_type == digest_type
+                and record_ok(record, key)
+            ):
+                found[entry_id] = record
         if self._ranges:
             return []
         return self._take_entries(event.now)
@@ -358,16 +366,25 @@ class ReadOp:
         one (read by failover) or the end of the page."""
         self.phase = ReadPhase.ENTRIES
         self._range_deadline = None
-        effects: list[ReadEffect] = []
-        while not self.finished:
-            if self._position > self.last:
-                return effects + self._finish(ReadDone(tuple(self._entries), self._position))
-            record = self._found.pop(self._position, None)
+        # ``_keep`` for each entry in a row, inline (a page holds up to a thousand).
+        found, entries, last = self._found, self._entries, self.last
+        page_bytes_max = self.limits.page_bytes_max
+        position, size = self._position, self._size
+        while position <= last:
+            record = found.pop(position, None)
             if record is None:
+                self._position, self._size = position, size
                 self.failovers += 1
-                return effects + self._ask_replicas(self._position, now)
-            effects += self._keep(record)
-        return effects
+                return self._ask_replicas(position, now)
+            payload = record.payload
+            length = len(payload)
+            if entries and size + length > page_bytes_max:
+                break  # the page ends before it; the first entry always comes whole
+            entries.append((position, payload if isinstance(payload, bytes) else bytes(payload)))
+            size += length
+            position += 1
+        self._position, self._size = position, size
+        return self._finish(ReadDone(tuple(entries), position))
 
     def _accept(self, record: Record, now: int) -> list[ReadEffect]:
         """A failover read returned a good copy of the entry at the current position."""

@@ -119,11 +119,11 @@ def record_ok(record: Record, key: bytes = b"") -> bool:
     cannot check an HMAC (it has no key), only the record checksum."""
     if record.digest_type == "crc32c":  # the common case, inline: a range read checks
         # a thousand records a page (a CRC is no secret: no constant-time compare needed)
-        ledger_id, entry_id, lac, payload, digest = record[:5]
+        ledger_id, entry_id, lac, payload, digest, _, _, length, transit_ok = record
         expected = crc32c.crc32c(
-            payload, crc32c.crc32c(_HEADER.pack(ledger_id, entry_id, lac, record.length))
+            payload, crc32c.crc32c(_HEADER.pack(ledger_id, entry_id, lac, length))
         )
-        return record.transit_ok and len(digest) == 4 and expected == int.from_bytes(digest)
+        return transit_ok and len(digest) == 4 and expected == int.from_bytes(digest)
     return record.transit_ok and verify(
         record.digest_type,
         key,

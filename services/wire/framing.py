@@ -152,6 +152,9 @@ def decode(body: bytes, max_records: int = BATCH_ENTRIES_MAX, *, copy: bool = Tr
     pos, end, size = 0, len(body), HEADER.size
     unpack_header, unpack_checksum, crc = HEADER.unpack_from, CHECKSUM.unpack_from, crc32c.crc32c
     kinds = _FLAG_KINDS
+    # A named tuple's ``__new__`` is a Python function; ``tuple.__new__`` builds the same
+    # record without that call (0.46 -> 0.16 us a record here: a page holds a thousand).
+    new_record = tuple.__new__
     while pos < end:
         start = pos
         if end - pos < size:
@@ -202,16 +205,19 @@ def decode(body: bytes, max_records: int = BATCH_ENTRIES_MAX, *, copy: bool = Tr
             payload = bytes(payload)
         pos += payload_len
         append(
-            Record(
-                ledger_id,
-                entry_id,
-                lac,
-                payload,
-                digest,
-                recovery,
-                digest_type,
-                length,
-                transit_ok,
+            new_record(
+                Record,
+                (
+                    ledger_id,
+                    entry_id,
+                    lac,
+                    payload,
+                    digest,
+                    recovery,
+                    digest_type,
+                    length,
+                    transit_ok,
+                ),
             )
         )
         if len(records) > max_records:

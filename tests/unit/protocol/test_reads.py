@@ -221,6 +221,12 @@ def test_a_page_is_bounded_by_bytes_but_its_first_entry_comes_whole() -> None:
     (ask,) = op.start(now=0)
     big = (record(0, b"x" * 50), record(1, b"y"))
     assert op.handle(RangeAnswered(rid(ask), big, 1)) == [ReadDone(((0, b"x" * 50),), 1)]
+    # Entries that fill the bound exactly all come: only passing it ends the page.
+    op = ReadOp.page(md, 0, 9, limits=limits(page_bytes_max=12))
+    (ask,) = op.start(now=0)
+    assert op.handle(RangeAnswered(rid(ask), answer, 1)) == [
+        ReadDone(((0, b"abcd"), (1, b"abcd"), (2, b"abcd")), 3)
+    ]
 
 
 def test_a_hanging_cover_bookie_is_given_up_and_its_entries_read_elsewhere_it_last() -> None:
