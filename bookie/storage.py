@@ -334,8 +334,10 @@ class Reader:
         ``bytes_max`` of payload, except that the first entry is always returned."""
         # The compiled statement on the pooled connection's sqlite3 cursor: a Core select's
         # result rows cost 2.5 times as much per row (benchmarks/README.md "Range reads").
+        # Rows become ``StoredEntry`` tuples with ``tuple.__new__``: ``_make`` is two Python
+        # calls a row (framing.decode does the same for records).
         out: list[StoredEntry] = []
-        append, make = out.append, StoredEntry._make
+        append, new = out.append, tuple.__new__
         total = 0
         with self._engine.connect() as conn:
             driver = conn.connection.driver_connection
@@ -350,7 +352,7 @@ class Reader:
                 if out and total + size > bytes_max:
                     break
                 total += size
-                append(make(row))
+                append(new(StoredEntry, row))
         return out
 
     def lengths(self, ledger_id: int, lac: int, last_entry_id: int) -> tuple[int, int]:

@@ -244,14 +244,16 @@ _IDS = st.integers(min_value=-1, max_value=2**63 - 1)
 
 @settings(max_examples=300, deadline=None)
 @given(seq=st.integers(min_value=0, max_value=2**63 - 1), first=_IDS, second=_IDS)
-def test_ack_texts_are_the_compact_json_of_the_documented_objects(seq, first, second):
+def test_ack_texts_are_the_compact_json_of_the_documented_objects(
+    seq: int, first: int, second: int
+) -> None:
     """The acknowledgements are built with a format, not ``json.dumps``: the texts must
     be exactly what ``json.dumps`` with compact separators writes for the documented
     objects (README "Streaming appends"), key order included."""
-    compact = {"separators": (",", ":")}
+    compact = (",", ":")
     assert ledger_ack_json(seq, first, second) == json.dumps(
-        {"seq": seq, "entry_id": first, "last_add_confirmed": second}, **compact
+        {"seq": seq, "entry_id": first, "last_add_confirmed": second}, separators=compact
     )
     assert log_ack_json(seq, first, second) == json.dumps(
-        {"seq": seq, "position": {"ledger_id": first, "entry_id": second}}, **compact
+        {"seq": seq, "position": {"ledger_id": first, "entry_id": second}}, separators=compact
     )
