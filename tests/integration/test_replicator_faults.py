@@ -89,8 +89,14 @@ def test_a_hanging_source_and_target_cost_a_timeout_not_the_repair(
 ) -> None:
     """5 bookies, E=3 Qw=3 on a, b, c: a is SIGKILLed, b (a source) and d (a candidate
     target) are SIGSTOPped. Each costs at most --bookie-request-timeout-ms: entries come
-    from c, the copy lands on e, and the repair finishes in bounded time."""
-    procs = {p.address: p for p in start_bookies(cluster, 5)}
+    from c, the copy lands on e, and the repair finishes in bounded time.
+
+    The paused bookies keep their ZooKeeper sessions for the whole test (30 s, not the
+    harness's 4): a hung bookie is still registered, which is the case under test. With
+    4 s sessions b left the registry about when the repair (three 1 s time-outs) ended, so
+    under a loaded machine the worker rightly went on to replace b too and found no
+    target (d hung, a dead): the test raced the session expiry."""
+    procs = {p.address: p for p in start_bookies(cluster, 5, ["--zk-session-timeout", "30"])}
     gateway = start_gateway(cluster)
     wait_for(lambda: len(zk_client.get_children("/bookies")) == 5, 20, "5 bookies")
     lid, payloads = _closed_ledger(gateway, 3, 3, 2)
