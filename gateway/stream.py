@@ -87,7 +87,8 @@ class Target(Protocol):
     async def submit(self, records: list[Record]) -> asyncio.Future[list[str]]:
         """Hand ``records`` to the write path; return once they are fed in order (the
         next group's entries come after theirs), with the future of their
-        acknowledgements (one JSON text per record, in order: ``ack_json``)."""
+        acknowledgements (one JSON text per record, in order: ``ledger_ack_json``,
+        ``log_ack_json``)."""
 
     async def late_auth(self, doc: dict[str, Any]) -> None:
         """Check an auth message that came when the headers were enough (401)."""

@@ -366,8 +366,10 @@ class ReadOp:
         one (read by failover) or the end of the page."""
         self.phase = ReadPhase.ENTRIES
         self._range_deadline = None
-        # ``_keep`` for each entry in a row, inline (a page holds up to a thousand).
-        found, entries, last = self._found, self._entries, self.last
+        # One loop, no call per entry: a page holds up to a thousand. A single read takes
+        # its one entry (its ``last`` is the readable end).
+        found, entries = self._found, self._entries
+        last = self.first if self.single else self.last
         page_bytes_max = self.limits.page_bytes_max
         position, size = self._position, self._size
         while position <= last:
@@ -387,27 +389,10 @@ class ReadOp:
         return self._finish(ReadDone(tuple(entries), position))
 
     def _accept(self, record: Record, now: int) -> list[ReadEffect]:
-        """A failover read returned a good copy of the entry at the current position."""
-        effects = self._keep(record)
-        if self.finished:
-            return effects
-        if self.single:
-            return effects + self._finish(ReadDone(tuple(self._entries), self._position))
-        return effects + self._take_entries(now)
-
-    def _keep(self, record: Record) -> list[ReadEffect]:
-        """Add the entry to the page, unless it would pass the byte bound (then the page
-        ends before it; the first entry always comes whole)."""
-        size = len(record.payload)
-        if self._entries and self._size + size > self.limits.page_bytes_max:
-            return self._finish(ReadDone(tuple(self._entries), self._position))
-        payload = record.payload
-        self._entries.append(
-            (record.entry_id, payload if isinstance(payload, bytes) else bytes(payload))
-        )
-        self._size += size
-        self._position += 1
-        return []
+        """A failover read returned a good copy of the entry at the current position: it
+        is taken as a range answer's entries are (a page then goes on)."""
+        self._found[self._position] = record
+        return self._take_entries(now)
 
     def _ask_replicas(self, entry_id: int, now: int) -> list[ReadEffect]:
         order = read_sequence(self.metadata, entry_id, avoid=self._suspects)
