@@ -20,7 +20,7 @@ from fastapi import FastAPI
 from gateway.admin import AdminService
 from gateway.auth import TokenMiddleware, TokenPolicy, token_required
 from gateway.context import GatewayContext
-from gateway.fastpath import AddFastPath
+from gateway.fastpath import AddFastPath, AddRoutes
 from gateway.metrics import GatewayMetrics
 from gateway.openapi_examples import add_examples
 from gateway.openapi_links import LINKS
@@ -199,6 +199,8 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.include_router(admin_page.router)
     tokens = TokenPolicy(settings.api_token, settings.admin_token)
     app.add_middleware(TokenMiddleware, policy=tokens)
-    if settings.fast_path:  # before FastAPI's stack, with the same token check
-        app.front = AddFastPath(app.stack, lambda: app.state.gateway, tokens.allows)
+    if settings.fast_path:  # below FastAPI's stack, with the same token check
+        routes = AddRoutes(lambda: app.state.gateway, tokens.allows)
+        app.lane = routes
+        app.front = AddFastPath(app.stack, routes)
     return app

@@ -1,9 +1,17 @@
 """The gateway's add fast path: ``POST /v1/ledgers/{id}/entries`` and
-``POST /v1/logs/{name}/records`` served straight from ASGI, before FastAPI's middleware
-stack, router, dependency solving and per-request wrappers (the app's ``front``,
-services/web/app.py; the bookie does the same for its adds: bookie/fastpath.py). One
-record per request is how most producers write, and those layers cost more than the
-add's own work.
+``POST /v1/logs/{name}/records`` served before FastAPI's middleware stack, router,
+dependency solving and per-request wrappers. One record per request is how most
+producers write, and those layers cost more than the add's own work. ``AddRoutes``
+decides which calls are taken and serves them; it is served on two levels:
+
+- as the HTTP protocol's lane (services/web/lane.py), below ASGI: a plain request (one
+  at a time on its connection, a Content-Length body, no proxy headers...) is answered
+  by the protocol itself, without uvicorn's request/answer cycle and the ASGI
+  middlewares; measured with 256 REST clients, 2,270-2,276 → 2,499-2,974 adds/s
+  (benchmarks/README.md);
+- as ``AddFastPath``, an ASGI application in front of FastAPI's stack (the app's
+  ``front``, services/web/app.py; the bookie does the same for its adds:
+  bookie/fastpath.py), for the rest: pipelined and chunked requests, in-process clients.
 
 The contract is the routes': the token is checked first with the middleware's own
 rules (``TokenPolicy.allows``; a call it refuses goes on to the stack, whose
@@ -22,6 +30,7 @@ import json
 import logging
 import re
 from collections.abc import Callable
+from functools import partial
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -33,7 +42,8 @@ from services.errors import PayloadTooLarge, QuireError
 from services.limits import BODY_SIZE_MAX_BYTES, ID_MAX
 from services.protocol.log_records import KEY_MAX_CHARS
 from services.web.body import content_length, is_json_type
-from services.web.errors import error_json
+from services.web.errors import error_body
+from services.web.lane import Answer, LaneCall
 
 log = logging.getLogger(__name__)
 
@@ -43,65 +53,130 @@ _KEY = re.compile(f"[ -~]{{1,{KEY_MAX_CHARS}}}")
 _HEADERS_READ = {b"content-length", b"content-type", b"x-ledger-password", b"idempotency-key"}
 
 
+_JSON_TYPE = ((b"content-type", b"application/json"),)
+
+
 class _Disconnected(Exception):
     """The client left before its body was complete (FastAPI answers an empty 400)."""
 
 
-class AddFastPath:
+class AddRoutes:
+    """Which calls the fast paths take, and the call serving each: the protocol's lane
+    (services/web/lane.py: ``AddRoutes`` is the gateway's ``Lane``) and ``AddFastPath``
+    (ASGI, for what the lane is not offered) share it."""
+
+    body_max_bytes = BODY_SIZE_MAX_BYTES
+
     def __init__(
         self,
-        app: ASGIApp,
         gateway: Callable[[], Gateway | None],
         allows: Callable[[Scope], bool] = lambda scope: True,
     ) -> None:
-        self.app = app
         self.gateway = gateway
         self.allows = allows
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
-            await self.app(scope, receive, send)
-            return
+    def take(self, scope: Scope) -> LaneCall | None:
+        """The call serving ``scope``'s request (its body to come), or None when FastAPI
+        must: not a clean add or append (the module docstring)."""
+        if scope["method"] != "POST":
+            return None
         path = scope["path"]
         ledger = _LEDGER_ADD.fullmatch(path) if path.startswith("/v1/ledgers/") else None
         append = _LOG_APPEND.fullmatch(path) if ledger is None else None
-        gw = self.gateway() if (ledger or append) and self.allows(scope) else None
+        if ledger is None and append is None or not self.allows(scope):
+            return None
+        gw = self.gateway()
         headers = _headers(scope) if gw is not None else None
         if gw is None or headers is None:
-            await self.app(scope, receive, send)
-            return
+            return None
+        batch = is_json_type(headers.get(b"content-type"))
         if ledger is not None:
             ledger_id = int(ledger.group(1))
             if ledger_id > ID_MAX:
-                await self.app(scope, receive, send)
-                return
-            password = headers.get(b"x-ledger-password")
+                return None
             client = scope.get("client")
-            client_address.set(client[0] if client else None)
-        else:
-            key = headers.get(b"idempotency-key")
-            if key is not None and _KEY.fullmatch(key) is None:
-                await self.app(scope, receive, send)
-                return
+            return partial(
+                _add,
+                gw,
+                ledger_id,
+                headers.get(b"x-ledger-password"),
+                client[0] if client else None,
+                batch,
+                path,
+            )
+        key = headers.get(b"idempotency-key")
+        if key is not None and _KEY.fullmatch(key) is None:
+            return None
+        return partial(_append, gw, append.group(1), key, batch, path)  # type: ignore[union-attr]
+
+
+async def _add(
+    gw: Gateway,
+    ledger_id: int,
+    password: str | None,
+    client: str | None,
+    batch: bool,
+    path: str,
+    raw: bytes,
+) -> Answer:
+    client_address.set(client)
+    try:
+        answer = await add_answer(gw, ledger_id, password, raw, batch)
+    except Exception as exc:  # noqa: BLE001 - every error mapped, never a bare 500 page
+        return _error(exc, path)
+    return 200, json.dumps(answer, separators=(",", ":")).encode(), _JSON_TYPE
+
+
+async def _append(
+    gw: Gateway, name: str, key: str | None, batch: bool, path: str, raw: bytes
+) -> Answer:
+    try:
+        answer = await append_answer(gw, name, key, raw, batch)
+    except Exception as exc:  # noqa: BLE001 - every error mapped, never a bare 500 page
+        return _error(exc, path)
+    return 200, json.dumps(answer, separators=(",", ":")).encode(), _JSON_TYPE
+
+
+def _error(exc: Exception, path: str) -> Answer:
+    """The answer for an error of a call (``error_json``'s)."""
+    if not isinstance(exc, QuireError):
+        log.exception("unexpected error on POST %s", path, exc_info=exc)
+        exc = QuireError("internal error")
+    return exc.http_status, error_body(exc), _JSON_TYPE
+
+
+class AddFastPath:
+    """The fast path as an ASGI application in front of FastAPI's stack (the app's
+    ``front``): it serves what the protocol's lane is not offered (a chunked body, a
+    pipelined request...) and every call of an in-process client."""
+
+    def __init__(self, app: ASGIApp, routes: AddRoutes) -> None:
+        self.app = app
+        self.routes = routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        call = self.routes.take(scope) if scope["type"] == "http" else None
+        if call is None:
+            await self.app(scope, receive, send)
+            return
         try:
-            raw = await _body(headers.get(b"content-length"), receive)
-            batch = is_json_type(headers.get(b"content-type"))
-            if ledger is not None:
-                answer = await add_answer(gw, ledger_id, password, raw, batch)
-            else:
-                answer = await append_answer(gw, append.group(1), key, raw, batch)  # type: ignore[union-attr]
+            raw = await _body(_header(scope, b"content-length"), receive)
         except QuireError as exc:
-            await error_json(exc)(scope, receive, send)
+            await _send(send, *_error(exc, scope["path"]))
             return
         except _Disconnected:
-            await _send(send, 400, b"", [])
+            await _send(send, 400, b"", ())
             return
-        except Exception:  # noqa: BLE001 - never a bare 500 page
-            log.exception("unexpected error on POST %s", path)
-            await error_json(QuireError("internal error"))(scope, receive, send)
-            return
-        body = json.dumps(answer, separators=(",", ":")).encode()
-        await _send(send, 200, body, [(b"content-type", b"application/json")])
+        await _send(send, *await call(raw))
+
+
+def _header(scope: Scope, wanted: bytes) -> str | None:
+    name: bytes
+    value: bytes
+    for name, value in scope["headers"]:
+        if name == wanted:
+            return value.decode("latin-1")
+    return None
 
 
 def _headers(scope: Scope) -> dict[bytes, str] | None:
@@ -138,7 +213,9 @@ async def _body(declared: str | None, receive: Receive) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-async def _send(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+async def _send(
+    send: Send, status: int, body: bytes, headers: tuple[tuple[bytes, bytes], ...]
+) -> None:
     start = [(b"content-length", b"%d" % len(body)), *headers]
     await send({"type": "http.response.start", "status": status, "headers": start})
     await send({"type": "http.response.body", "body": body})

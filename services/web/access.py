@@ -54,6 +54,33 @@ def wait_allowance_ms(query_string: bytes) -> int:
     return 0
 
 
+class AccessLog:
+    """A service's access lines and slow-request warnings (the module docstring), for
+    the access middleware and for the protocol's lane (services/web/lane.py)."""
+
+    def __init__(self, slow_request_ms: int = SLOW_REQUEST_MS) -> None:
+        self.slow_request_ms = slow_request_ms
+
+    def record(self, scope: Scope, status: int, duration_ms: float) -> None:
+        """Log one request of ``scope`` answered with ``status`` after ``duration_ms``."""
+        slow = self.slow_request_ms > 0 and duration_ms > self.slow_request_ms
+        if slow:
+            allowance = wait_allowance_ms(scope.get("query_string", b""))
+            slow = duration_ms > self.slow_request_ms + allowance
+        if not slow and not log.isEnabledFor(logging.DEBUG):
+            return
+        fields = {
+            "method": scope["method"],
+            "path": scope["path"][:PATH_LOGGED_MAX_CHARS],
+            "status": status,
+            "duration_ms": round(duration_ms, 3),
+        }
+        log.debug("request", extra={"fields": fields})
+        if slow:
+            fields["slow_request_ms"] = self.slow_request_ms
+            log.warning("slow request", extra={"fields": fields})
+
+
 class AccessMiddleware:
     """Request ids, access lines and slow-request warnings (see the module docstring).
     ``clock`` returns seconds (tests pass a fake one)."""
@@ -66,7 +93,7 @@ class AccessMiddleware:
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.app = app
-        self.slow_request_ms = slow_request_ms
+        self.access = AccessLog(slow_request_ms)
         self.clock = clock
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -97,24 +124,6 @@ class AccessMiddleware:
         finally:
             duration_ms = (self.clock() - started) * 1000
             try:
-                self._log(scope, status, duration_ms)
+                self.access.record(scope, status, duration_ms)
             finally:
                 REQUEST_ID.reset(token)
-
-    def _log(self, scope: Scope, status: int, duration_ms: float) -> None:
-        slow = self.slow_request_ms > 0 and duration_ms > self.slow_request_ms
-        if slow:
-            allowance = wait_allowance_ms(scope.get("query_string", b""))
-            slow = duration_ms > self.slow_request_ms + allowance
-        if not slow and not log.isEnabledFor(logging.DEBUG):
-            return
-        fields = {
-            "method": scope["method"],
-            "path": scope["path"][:PATH_LOGGED_MAX_CHARS],
-            "status": status,
-            "duration_ms": round(duration_ms, 3),
-        }
-        log.debug("request", extra={"fields": fields})
-        if slow:
-            fields["slow_request_ms"] = self.slow_request_ms
-            log.warning("slow request", extra={"fields": fields})

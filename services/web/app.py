@@ -10,6 +10,8 @@ from fastapi.routing import APIRoute
 from fastapi.telemetry import TelemetryConfig
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from services.web.lane import Lane
+
 # FastAPI's telemetry looks up environment variables on every request (about a tenth of
 # the gateway's CPU on single-entry adds, measured with py-spy): our services export
 # Prometheus metrics instead.
@@ -24,10 +26,13 @@ class QuireApp(FastAPI):
     (FastAPI's middleware, router and routes). The fast paths of adds sit there: below
     it, every request pays for about ten middleware layers and their ``send`` wrappers
     (Starlette's error and exception layers, FastAPI's body limit and telemetry, ours),
-    which on a single-entry add cost more than the add itself."""
+    which on a single-entry add cost more than the add itself. Below ASGI, the server's
+    protocol may serve the same calls through the app's ``lane`` (services/web/lane.py),
+    when the request is a plain one."""
 
     openapi_builder: Callable[[], dict[str, Any]] | None = None
     front: ASGIApp | None = None
+    lane: Lane | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         front = self.front

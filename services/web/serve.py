@@ -71,17 +71,18 @@ def server_config(
     allowed = connections_allowed(limits.connections_max)
     if allowed != limits.connections_max:
         limits = ServerLimits(**{**limits.__dict__, "connections_max": allowed})
+    access = AccessMiddleware(
+        MethodsMiddleware(app, app.router.routes), slow_request_ms=settings.slow_request_ms
+    )
     return uvicorn.Config(
-        AccessMiddleware(
-            MethodsMiddleware(app, app.router.routes),
-            slow_request_ms=settings.slow_request_ms,
-        ),
+        access,
         host=settings.host,
         port=settings.port,
         log_config=None,
         access_log=False,
         loop="uvloop",
-        http=protocol_class(limits),
+        # The app's lane, if it has one, is served by the protocol (services/web/lane.py).
+        http=protocol_class(limits, getattr(app, "lane", None), access.access),
         # Without WebSocket, an Upgrade request is served as plain HTTP (and stays
         # bounded). The sans-I/O protocol reads one message at a time: it stops reading
         # the socket until the application took the last message (bounded memory).

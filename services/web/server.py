@@ -50,15 +50,26 @@ import asyncio
 import json
 import logging
 import random
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from services.request_ids import REQUEST_ID_HEADER_RAW, new_request_id, scope_request_id
+from services.errors import QuireError
+from services.request_ids import (
+    REQUEST_ID,
+    REQUEST_ID_HEADER_RAW,
+    new_request_id,
+    request_id_from,
+    scope_request_id,
+)
 from services.settings import CommonSettings
+from services.web.access import AccessLog
 from services.web.coalesce import CoalescingTransport, HeadHoldingTransport
+from services.web.errors import error_body
+from services.web.lane import Answer, Lane, LaneCycle, answer_bytes
 
 log = logging.getLogger(__name__)
 
@@ -173,14 +184,28 @@ def unavailable_app(message: str) -> Any:
 
 
 _BUSY_APP = unavailable_app("too many requests in flight; retry later")
+_INTERNAL_ERROR: Answer = (
+    500,
+    error_body(QuireError("internal error")),
+    ((b"content-type", b"application/json"),),
+)
+
+
+# Request headers that send a request to the ASGI application rather than a lane: the
+# proxy-header middleware's, and a body framing other than Content-Length.
+_NOT_FOR_LANES = frozenset({b"x-forwarded-for", b"x-forwarded-proto", b"transfer-encoding"})
 
 
 class BoundedHttpProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with head and body timers, head bounds, per-client
-    admission and JSON answers. ``limits`` and ``table`` are set by ``protocol_class``."""
+    admission and JSON answers, and the service's lane if it has one
+    (services/web/lane.py). ``limits``, ``table``, ``lane`` and ``access`` are set by
+    ``protocol_class``."""
 
     limits: ServerLimits
     table: ConnectionTable
+    lane: Lane | None = None
+    access: AccessLog = AccessLog()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -289,6 +314,8 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self._in_head = False
         self._disarm()
         self._arm(self.limits.body_read_timeout_s, self._body_timeout)
+        if self.lane is not None and self._take_lane(self.lane):
+            return
         if len(self.tasks) >= self.limits.requests_in_flight_max:
             app, self.app = self.app, _BUSY_APP
             try:
@@ -302,11 +329,110 @@ class BoundedHttpProtocol(HttpToolsProtocol):
             # The cycle's task has not run yet: its answer goes out head and body together.
             cycle.transport = HeadHoldingTransport(self.transport, self.loop)  # type: ignore[assignment]
 
+    def on_body(self, body: bytes) -> None:
+        cycle: Any = self.cycle
+        if type(cycle) is LaneCycle:
+            # Bounded by its Content-Length, which the lane's body bound admitted.
+            cycle.body += body
+            return
+        super().on_body(body)
+
     def on_message_complete(self) -> None:
         self._disarm()
         self._in_head = True
         self._head_bytes = 0
         super().on_message_complete()
+        cycle: Any = self.cycle
+        if type(cycle) is LaneCycle and not cycle.response_started and not cycle.disconnected:
+            task = self.loop.create_task(self._serve_lane(cycle))
+            task.add_done_callback(self.tasks.discard)
+            self.tasks.add(task)
+
+    # ---------------------------------------------------------------- the lane
+
+    def _take_lane(self, lane: Lane) -> bool:
+        """Whether ``lane`` takes the request whose head was just read (then it is this
+        protocol's current cycle, served once its body is complete); only plain
+        requests are offered (services/web/lane.py)."""
+        cycle = self.cycle
+        if (cycle is not None and not cycle.response_complete) or self.pipeline:
+            return False
+        if self.expect_100_continue or len(self.tasks) >= self.limits.requests_in_flight_max:
+            return False
+        parser = self.parser
+        url = self.url
+        if (
+            parser.get_http_version() != "1.1"
+            or parser.should_upgrade()
+            or url[:1] != b"/"
+            or b"?" in url
+            or b"%" in url
+            or b"#" in url
+            or self.root_path
+        ):
+            return False
+        length = -1
+        for name, value in self.headers:
+            if name == b"content-length":
+                if length != -1 or not value.isdigit() or len(value) > 12:
+                    return False
+                length = int(value)
+            elif name in _NOT_FOR_LANES:
+                return False
+        if not 0 <= length <= lane.body_max_bytes:
+            return False
+        scope = self.scope
+        scope["method"] = parser.get_method().decode("ascii")
+        path = url.decode("latin-1")
+        scope["path"] = path
+        scope["raw_path"] = url
+        scope["query_string"] = b""
+        call = lane.take(scope)  # type: ignore[arg-type]
+        if call is None:
+            return False
+        self.cycle = LaneCycle(scope, call, parser.should_keep_alive())  # type: ignore[arg-type, assignment]
+        return True
+
+    async def _serve_lane(self, cycle: LaneCycle) -> None:
+        """Serve a lane's request (its body complete) and write the answer in one write."""
+        raw = None
+        for name, value in cycle.scope["headers"]:
+            if name == REQUEST_ID_HEADER_RAW:
+                raw = value
+                break
+        request_id = request_id_from(raw)
+        REQUEST_ID.set(request_id)  # this task's own context
+        started = time.perf_counter()
+        status = 0
+        try:
+            try:
+                answer = await cycle.call(bytes(cycle.body))
+            except Exception:  # noqa: BLE001 - a JSON 500, as the application's own
+                scope = cycle.scope
+                log.exception("unexpected error on %s %s", scope["method"], scope["path"])
+                answer = _INTERNAL_ERROR
+            cycle.body = bytearray()
+            flow = self.flow
+            if flow.write_paused and not cycle.disconnected:
+                await flow.drain()
+            if cycle.disconnected:
+                return
+            status = answer[0]
+            cycle.response_started = True
+            self.transport.write(
+                answer_bytes(
+                    answer,
+                    self.server_state.default_headers,
+                    request_id.encode("ascii"),
+                    cycle.keep_alive,
+                )
+            )
+            cycle.response_complete = True
+            if not cycle.keep_alive:
+                self.transport.close()
+            self.on_response_complete()
+        finally:
+            self.access.record(cycle.scope, status, (time.perf_counter() - started) * 1000)
 
     # ---------------------------------------------------------------- timers
 
@@ -379,10 +505,18 @@ class BoundedHttpProtocol(HttpToolsProtocol):
             self.transport.close()
 
 
-def protocol_class(limits: ServerLimits) -> type[BoundedHttpProtocol]:
-    """A protocol class for one server: its limits and its connection table."""
+def protocol_class(
+    limits: ServerLimits, lane: Lane | None = None, access: AccessLog | None = None
+) -> type[BoundedHttpProtocol]:
+    """A protocol class for one server: its limits, its connection table, and the lane
+    and access log of its service, if any."""
     return type(
         "QuireHttpProtocol",
         (BoundedHttpProtocol,),
-        {"limits": limits, "table": ConnectionTable(limits)},
+        {
+            "limits": limits,
+            "table": ConnectionTable(limits),
+            "lane": lane,
+            "access": access or AccessLog(),
+        },
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import re
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -207,3 +208,81 @@ def test_log_appends_answer_the_same(pair: Pair) -> None:
         pair, lambda g: (g.request("POST", "/v1/logs/bad%20name/records", content=b"x"), {})
     )
     assert fast == routed and fast[0] == 400
+
+
+def _raw_exchange(g: Gateway, requests: list[bytes], answers: int) -> list[tuple[bytes, bytes]]:
+    """Send ``requests`` in one write on one connection (pipelined); read ``answers``
+    answers back as (head, body)."""
+    host, port = g.url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(b"".join(requests))
+        buffer, out = b"", []
+        while len(out) < answers:
+            while b"\r\n\r\n" not in buffer:
+                chunk = sock.recv(65536)
+                assert chunk, f"connection closed after {len(out)} answers"
+                buffer += chunk
+            head, _, buffer = buffer.partition(b"\r\n\r\n")
+            length = int(re.search(rb"(?im)^content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
+            while len(buffer) < length:
+                chunk = sock.recv(65536)
+                assert chunk, "connection closed mid-body"
+                buffer += chunk
+            out.append((head, buffer[:length]))
+            buffer = buffer[length:]
+    return out
+
+
+def test_pipelined_chunked_and_closing_adds_answer_the_same_byte_for_byte(pair: Pair) -> None:
+    """On one connection, in one write: a plain add (on the fast gateway the protocol's
+    lane serves it), then a chunked add, a plain add and one with ``Connection: close``
+    queued behind it (served by the ASGI paths); then, alone on a new connection, a
+    plain add with ``Connection: close`` (the lane's again). Both gateways answer each
+    in order with the same status line, the same header names in the same order, and
+    the same bodies (entry ids 0-4 of a new ledger)."""
+    auth = f"Authorization: Bearer {TOKEN}\r\n".encode()
+
+    def plain(lid: int, body: bytes, extra: bytes = b"") -> bytes:
+        return (
+            b"POST /v1/ledgers/%d/entries HTTP/1.1\r\nHost: x\r\n%s%sContent-Length: %d\r\n\r\n"
+            % (lid, auth, extra, len(body))
+            + body
+        )
+
+    def run(g: Gateway) -> list[tuple[bytes, bytes]]:
+        lid = _ledger(g)
+        chunked = (
+            b"POST /v1/ledgers/%d/entries HTTP/1.1\r\nHost: x\r\n%s"
+            b"Transfer-Encoding: chunked\r\n\r\n2\r\nab\r\n1\r\nc\r\n0\r\n\r\n" % (lid, auth)
+        )
+        answers = _raw_exchange(
+            g,
+            [
+                plain(lid, b"first"),
+                chunked,
+                plain(lid, b"third"),
+                plain(lid, b"fourth", b"Connection: close\r\n"),
+            ],
+            4,
+        )
+        answers += _raw_exchange(g, [plain(lid, b"fifth", b"Connection: close\r\n")], 1)
+        assert g.read_all(lid) == [
+            (0, b"first"),
+            (1, b"abc"),
+            (2, b"third"),
+            (3, b"fourth"),
+            (4, b"fifth"),
+        ]
+        return answers
+
+    def shape(answer: tuple[bytes, bytes]) -> tuple[bytes, list[bytes], bytes]:
+        head, body = answer
+        lines = head.split(b"\r\n")
+        return lines[0], [line.split(b":", 1)[0].lower() for line in lines[1:]], body
+
+    fast, routed = run(pair.fast), run(pair.routed)
+    assert [shape(a) for a in fast] == [shape(a) for a in routed]
+    assert [a[1] for a in fast] == [
+        b'{"entry_id":%d,"last_add_confirmed":%d}' % (i, i) for i in range(5)
+    ]
+    assert shape(fast[3])[1][-1] == shape(fast[4])[1][-1] == b"connection"

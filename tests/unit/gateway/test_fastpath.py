@@ -33,7 +33,8 @@ def run(
     ready: bool = True,
 ) -> tuple[Inner, list[dict[str, Any]]]:
     inner = Inner()
-    app = fastpath.AddFastPath(inner, lambda: object() if ready else None)  # type: ignore[arg-type,return-value]
+    routes = fastpath.AddRoutes(lambda: object() if ready else None)  # type: ignore[arg-type,return-value]
+    app = fastpath.AddFastPath(inner, routes)
     sent: list[dict[str, Any]] = []
     messages = [{"type": "http.request", "body": body, "more_body": False}]
 
@@ -132,7 +133,7 @@ def test_anything_else_goes_on_to_fastapi(
 
 def test_a_client_gone_mid_body_gets_an_empty_400(answers: list[tuple[Any, ...]]) -> None:
     inner = Inner()
-    app = fastpath.AddFastPath(inner, lambda: object())  # type: ignore[arg-type,return-value]
+    app = fastpath.AddFastPath(inner, fastpath.AddRoutes(lambda: object()))  # type: ignore[arg-type,return-value]
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:

@@ -14,6 +14,7 @@ import pytest
 import uvicorn
 from uvicorn.server import ServerState
 
+from services.request_ids import REQUEST_ID
 from services.web.server import BoundedHttpProtocol, ConnectionTable, ServerLimits, protocol_class
 
 
@@ -260,3 +261,213 @@ def test_the_servers_own_answers_carry_a_request_id() -> None:
         assert re.fullmatch(rb"[0-9a-f]{32}", given), given
 
     run(ServerLimits(requests_in_flight_max=0), busy)
+
+
+# ---------------------------------------------------------------- the lane
+
+
+class EchoLane:
+    """A lane that takes POSTs to /lane/... (not /lane/none) and answers the body's
+    length; it records the request id it was served under."""
+
+    body_max_bytes = 1000
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, bytes, str | None]] = []
+        self.gate: asyncio.Event | None = None
+
+    def take(self, scope: dict[str, Any]) -> Any:
+        if scope["method"] != "POST" or not scope["path"].startswith("/lane/"):
+            return None
+        if scope["path"] == "/lane/none":
+            return None
+        path = scope["path"]
+
+        async def call(body: bytes) -> Any:
+            self.seen.append((path, body, REQUEST_ID.get()))
+            if self.gate is not None:
+                await self.gate.wait()
+            if path == "/lane/raise":
+                raise RuntimeError("boom")
+            answer = json.dumps({"lane": len(body)}).encode()
+            return 201, answer, ((b"content-type", b"application/json"),)
+
+        return call
+
+
+def run_lane(
+    lane: EchoLane,
+    scenario: Callable[[Callable[[str], tuple[BoundedHttpProtocol, FakeTransport]]], Awaitable],
+    limits: ServerLimits | None = None,
+) -> None:
+    """``run`` with a server whose protocol has ``lane`` (and echo_length behind it)."""
+
+    async def main() -> None:
+        cls = protocol_class(limits or ServerLimits(), lane)
+        config = uvicorn.Config(echo_length, http=cls, log_config=None, proxy_headers=False)
+        config.load()
+        state = ServerState()
+        state.default_headers = [(b"server", b"test")]
+        port = iter(range(40000, 50000))
+
+        def connect(client: str) -> tuple[BoundedHttpProtocol, FakeTransport]:
+            proto = cls(config=config, server_state=state, app_state={})
+            transport = FakeTransport((client, next(port)))
+            proto.connection_made(transport)  # type: ignore[arg-type]
+            return proto, transport
+
+        await scenario(connect)
+
+    asyncio.run(main())
+
+
+def post(path: bytes, body: bytes, *headers: bytes) -> bytes:
+    head = b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n" % (path, len(body))
+    return head + b"".join(h + b"\r\n" for h in headers) + b"\r\n" + body
+
+
+def test_a_lane_serves_a_plain_request_in_one_write_with_the_asgi_headers() -> None:
+    """A plain POST the lane takes: the call gets the whole body (sent in pieces) under
+    the request's id; the answer is one write with the server's default headers,
+    content-length, the call's headers and x-request-id, in that order, and the
+    connection stays open for the next request."""
+    lane = EchoLane()
+
+    async def scenario(connect: Any) -> None:
+        proto, transport = connect("127.0.0.1")
+        request = post(b"/lane/a", b"0123456789", b"X-Request-Id: lane-1")
+        writes: list[bytes] = []
+        transport.write = writes.append  # type: ignore[method-assign]
+        proto.data_received(request[:-4])
+        proto.data_received(request[-4:])
+        await settle(lambda: len(writes) == 1)
+        assert lane.seen == [("/lane/a", b"0123456789", "lane-1")]
+        assert writes[0] == (
+            b"HTTP/1.1 201 Created\r\nserver: test\r\ncontent-length: 12\r\n"
+            b"content-type: application/json\r\nx-request-id: lane-1\r\n\r\n"
+            b'{"lane": 10}'
+        )
+        assert not transport.closed
+        proto.data_received(post(b"/lane/b", b"", b"X-Request-Id: a b"))
+        await settle(lambda: len(writes) == 2)
+        assert writes[1].startswith(b"HTTP/1.1 201 ")
+        new_id = header_of(writes[1], b"x-request-id") or b""
+        assert re.fullmatch(rb"[0-9a-f]{32}", new_id) and lane.seen[1][2] == new_id.decode()
+
+    run_lane(lane, scenario)
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        post(b"/lane/a?x=1", b"abc"),
+        post(b"/lane/%61", b"abc"),
+        post(b"/lane/none", b"abc"),
+        post(b"/lane/a", b"abc", b"X-Forwarded-For: 10.0.0.1"),
+        post(b"/lane/a", b"abc", b"Expect: 100-continue"),
+        post(b"/lane/a", b"x" * 1001),
+        post(b"/lane/a", b"abc").replace(b"HTTP/1.1", b"HTTP/1.0"),
+        b"POST /lane/a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+        b"PUT /lane/a HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc",
+    ],
+    ids=[
+        "query",
+        "escape",
+        "lane says no",
+        "forwarded",
+        "expect",
+        "over the body bound",
+        "HTTP/1.0",
+        "chunked",
+        "PUT",
+    ],
+)
+def test_anything_but_a_plain_request_goes_to_the_application(request_bytes: bytes) -> None:
+    """What the lane is not offered, or refuses, is served by the ASGI application."""
+    lane = EchoLane()
+
+    async def scenario(connect: Any) -> None:
+        proto, transport = connect("127.0.0.1")
+        proto.data_received(request_bytes)
+        await settle(lambda: transport.written[-1:] == b"}")
+        # (the application's own "100 Continue" first, for the Expect request)
+        transport.written = transport.written.removeprefix(b"HTTP/1.1 100 Continue\r\n\r\n")
+        assert transport.answer()[0] == 200 and "length" in transport.answer()[1]
+        assert lane.seen == []
+
+    run_lane(lane, scenario)
+
+
+def test_pipelined_requests_are_answered_in_order() -> None:
+    """Three requests in one read while the first (a lane's) is still being served: the
+    others wait, queued, and the application serves them (a lane takes a request only
+    when none of its connection's is in progress); the answers come in order."""
+    lane = EchoLane()
+    lane.gate = asyncio.Event()
+
+    async def scenario(connect: Any) -> None:
+        proto, transport = connect("127.0.0.1")
+        proto.data_received(post(b"/lane/a", b"1") + post(b"/x", b"22") + post(b"/lane/c", b"3"))
+        await settle(lambda: len(lane.seen) == 1)
+        assert transport.written == b""
+        lane.gate.set()  # type: ignore[union-attr]
+        await settle(lambda: transport.written.count(b"HTTP/1.1 ") == 3)
+        bodies = [part.partition(b"\r\n\r\n")[2] for part in transport.written.split(b"HTTP/1.1 ")]
+        assert bodies[1:] == [b'{"lane": 1}', b'{"length": 2}', b'{"length": 1}']
+        assert len(lane.seen) == 1
+
+    run_lane(lane, scenario)
+
+
+def test_a_lane_answer_to_connection_close_closes() -> None:
+    lane = EchoLane()
+
+    async def scenario(connect: Any) -> None:
+        proto, transport = connect("127.0.0.1")
+        proto.data_received(post(b"/lane/a", b"x", b"Connection: close"))
+        await settle(lambda: transport.closed)
+        assert header_of(transport.written, b"connection") == b"close"
+        assert transport.written.endswith(b'{"lane": 1}')
+
+    run_lane(lane, scenario)
+
+
+def test_a_lane_call_that_raises_is_a_json_500_and_a_gone_client_gets_nothing() -> None:
+    """An unexpected error in a call: JSON 500 ``internal``; a client gone before the
+    answer: nothing is written, and the call still ran to its end."""
+    lane = EchoLane()
+
+    async def scenario(connect: Any) -> None:
+        proto, transport = connect("127.0.0.1")
+        proto.data_received(post(b"/lane/raise", b"x"))
+        await settle(lambda: b"\r\n\r\n" in transport.written)
+        assert transport.answer() == (
+            500,
+            {"error": "internal", "message": "internal error"},
+        )
+        lane.gate = asyncio.Event()
+        gone, gone_t = connect("127.0.0.1")
+        gone.data_received(post(b"/lane/b", b"x"))
+        await settle(lambda: len(lane.seen) == 2)
+        gone.connection_lost(None)
+        lane.gate.set()
+        await settle(lambda: not gone.tasks)
+        assert gone_t.written == b""
+
+    run_lane(lane, scenario)
+
+
+def test_a_lane_request_whose_body_stops_gets_the_body_timeout() -> None:
+    """The body timer covers a lane's request as any other: JSON 408 with the request's
+    id, and the call is never made."""
+    lane = EchoLane()
+
+    async def scenario(connect: Any) -> None:
+        proto, transport = connect("127.0.0.1")
+        proto.data_received(post(b"/lane/a", b"0123456789", b"X-Request-Id: slow-1")[:-5])
+        await settle(lambda: transport.written != b"")
+        assert transport.answer()[0] == 408
+        assert header_of(transport.written, b"x-request-id") == b"slow-1"
+        assert lane.seen == []
+
+    run_lane(lane, scenario, ServerLimits(body_read_timeout_s=0.05))
