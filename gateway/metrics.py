@@ -20,6 +20,15 @@ RECOVERY_OUTCOMES = ("closed", "already_closed", "failed")
 FENCE_OUTCOMES = ("ok", "failed")
 
 
+class Tally:
+    """A count the event loop changes and a gauge reads (``Gauge.set_function``)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+
 class GatewayMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -48,9 +57,12 @@ class GatewayMetrics:
         self.add_errors = Counter(
             "quire_gateway_add_errors_total", "Failed add requests by error", ["error"], registry=r
         )
-        self.adds_in_flight = Gauge(
+        # Changed twice per bookie request: a plain count, read when scraped (a Gauge's
+        # inc and dec take a lock each: 1.6 % of the gateway's loop with 256 clients).
+        self.adds_in_flight = Tally()
+        Gauge(
             "quire_gateway_adds_in_flight", "Entries sent and not yet acknowledged", registry=r
-        )
+        ).set_function(lambda: self.adds_in_flight.value)
         self.ensemble_changes = Counter(
             "quire_gateway_ensemble_changes_total", "Ensemble changes written", registry=r
         )

@@ -198,11 +198,11 @@ class HandleRunner(EffectRunner):
             self._unexpected(effect)
 
     def _send_adds(self, bookie: str, records: tuple[Record, ...]) -> None:
-        metrics = self.ctx.metrics
-        metrics.adds_in_flight.inc(len(records))
+        in_flight = self.ctx.metrics.adds_in_flight
+        in_flight.value += len(records)
 
         def done(answer: AddAnswer) -> None:
-            metrics.adds_in_flight.dec(len(records))
+            in_flight.value -= len(records)
             self._feed(answer.event(bookie))
 
         self.senders.get(bookie).send(records, done)

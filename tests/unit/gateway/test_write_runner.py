@@ -80,10 +80,14 @@ def test_acknowledgements_wait_for_every_lower_entry() -> None:
         for _ in range(20):
             await asyncio.sleep(0)
         assert not first.done() and not second.done() and runner.lac == -1
+        registry = runner.ctx.metrics.registry
+        # Entry 0 is in flight to b0 (held back): the gauge, read as a scrape reads it.
+        assert registry.get_sample_value("quire_gateway_adds_in_flight") == 1
         gate.set()
         done_first, done_second = await first, await second
         assert (done_first.last_entry_id, done_second.last_entry_id) == (0, 1)
         assert done_second.lac == 1
+        assert registry.get_sample_value("quire_gateway_adds_in_flight") == 0
         await table.aclose()
 
     run(body)
