@@ -412,12 +412,12 @@ class BoundedHttpProtocol(HttpToolsProtocol):
                 log.exception("unexpected error on %s %s", scope["method"], scope["path"])
                 answer = _INTERNAL_ERROR
             cycle.body = bytearray()
+            status = answer[0]
             flow = self.flow
             if flow.write_paused and not cycle.disconnected:
                 await flow.drain()
             if cycle.disconnected:
                 return
-            status = answer[0]
             cycle.response_started = True
             self.transport.write(
                 answer_bytes(

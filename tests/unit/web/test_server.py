@@ -471,3 +471,21 @@ def test_a_lane_request_whose_body_stops_gets_the_body_timeout() -> None:
         assert lane.seen == []
 
     run_lane(lane, scenario, ServerLimits(body_read_timeout_s=0.05))
+
+
+def test_a_lane_request_has_its_access_line(caplog: pytest.LogCaptureFixture) -> None:
+    """The access log sees a lane's request as the access middleware sees the others:
+    method, path and status, with the request's id."""
+    lane = EchoLane()
+
+    async def scenario(connect: Any) -> None:
+        proto, transport = connect("127.0.0.1")
+        proto.data_received(post(b"/lane/logged", b"x", b"X-Request-Id: log-1"))
+        await settle(lambda: not proto.tasks and transport.written != b"")
+
+    with caplog.at_level("DEBUG", logger="quire.access"):
+        run_lane(lane, scenario)
+    lines = [r for r in caplog.records if r.name == "quire.access"]
+    assert len(lines) == 1
+    fields = lines[0].fields  # type: ignore[attr-defined]
+    assert (fields["method"], fields["path"], fields["status"]) == ("POST", "/lane/logged", 201)
