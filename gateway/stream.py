@@ -48,6 +48,7 @@ from gateway.json_input import parse_json
 from services.errors import InvalidArgument, PayloadTooLarge, QuireError, Unauthorized
 from services.limits import ENTRY_SIZE_MAX_BYTES
 from services.protocol.log_records import check_key
+from services.web.websocket import send_texts
 
 log = logging.getLogger(__name__)
 
@@ -293,6 +294,9 @@ class StreamSession:
             self._changed.set()
 
     async def _acknowledge(self) -> _End:
+        # A group's acknowledgements leave in one message to the server when it can
+        # take them so (services/web/websocket.py), else one by one.
+        send_many, send_text = send_texts(self.ws), self.ws.send_text
         while True:
             while not self.flying:
                 if self.ended and self.unacked == 0:
@@ -301,11 +305,15 @@ class StreamSession:
             group, future = self.flying[0]
             acks = await future
             self.flying.popleft()
-            send_text = self.ws.send_text
-            for record, ack in zip(group, acks, strict=True):
-                self.unacked -= 1
-                self.bytes_in_flight -= len(record.payload)
-                await send_text(ack)
+            if len(acks) != len(group):
+                raise RuntimeError(f"{len(acks)} acknowledgements for {len(group)} records")
+            self.unacked -= len(group)
+            self.bytes_in_flight -= sum(len(record.payload) for record in group)
+            if send_many is not None:
+                await send_many(acks)
+            else:
+                for ack in acks:
+                    await send_text(ack)
             self._changed.set()
 
     # ------------------------------------------------------------ helpers

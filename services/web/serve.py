@@ -23,6 +23,7 @@ from services.settings import CommonSettings
 from services.web.access import AccessMiddleware
 from services.web.methods import MethodsMiddleware
 from services.web.server import ServerLimits, protocol_class
+from services.web.websocket import QuireWebSocketProtocol
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,8 @@ def server_config(
         # the socket until the application took the last message (bounded memory).
         # No per-message compression: records are opaque, and a compressed message
         # costs CPU on the one core the gateway has.
-        ws="websockets-sansio" if websocket_message_max_bytes is not None else "none",
+        # (with one extension: many text messages in one send, services/web/websocket.py)
+        ws=QuireWebSocketProtocol if websocket_message_max_bytes is not None else "none",
         ws_max_size=websocket_message_max_bytes or WS_MAX_SIZE_UNUSED,
         ws_per_message_deflate=False,
         backlog=HTTP_BACKLOG,

@@ -12,6 +12,7 @@ import json
 from collections import deque
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,19 +25,29 @@ from gateway.stream import (
     take_group,
 )
 from services.errors import LedgerFenced, PayloadTooLarge, Unauthorized
+from services.web.websocket import SEND_TEXTS
 
 LOOP_TURNS = 50
 
 
 class FakeSocket:
     """Messages the client sent (``incoming``), what the session sent (``sent``) and
-    its close; ``receives`` counts the session's reads."""
+    its close; ``receives`` counts the session's reads. With ``batched`` its server has
+    ``quire.websocket.send_texts`` (services/web/websocket.py); ``sends`` counts the
+    session's sends."""
 
-    def __init__(self) -> None:
+    def __init__(self, batched: bool = True) -> None:
         self.incoming: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.sent: list[dict[str, Any]] = []
         self.closed: tuple[int, str] | None = None
         self.receives = 0
+        self.sends = 0
+        self.scope: dict[str, Any] = {"extensions": {SEND_TEXTS: {}} if batched else {}}
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        assert message["type"] == SEND_TEXTS
+        self.sends += 1
+        self.sent.extend(json.loads(text) for text in message["texts"])
 
     def record(self, payload: bytes) -> None:
         self.incoming.put_nowait({"type": "websocket.receive", "bytes": payload})
@@ -50,6 +61,7 @@ class FakeSocket:
         return await self.incoming.get()
 
     async def send_text(self, text: str) -> None:
+        self.sends += 1
         self.sent.append(json.loads(text))
 
     async def close(self, code: int, reason: str = "") -> None:
@@ -146,12 +158,14 @@ def test_a_record_past_the_credits_is_a_protocol_error() -> None:
     asyncio.run(main())
 
 
-def test_acknowledgements_go_in_record_order() -> None:
+@pytest.mark.parametrize("batched", [True, False], ids=["send_texts", "one by one"])
+def test_acknowledgements_go_in_record_order(batched: bool) -> None:
     """Two adds complete in reverse order: the acknowledgements still go in the order
-    the records came, each once; {"end": true} then closes with 1000."""
+    the records came, each once; {"end": true} then closes with 1000. A group's
+    acknowledgements leave in one send where the server takes them so."""
 
     async def main() -> None:
-        socket, target = FakeSocket(), FakeTarget()
+        socket, target = FakeSocket(batched), FakeTarget()
         task = start(socket, target)
         socket.record(b"a")
         await turns()
@@ -167,6 +181,8 @@ def test_acknowledgements_go_in_record_order() -> None:
         await asyncio.wait_for(task, timeout=10)
         assert [a["seq"] for a in socket.acks()] == [0, 1, 2]
         assert socket.closed == (1000, "end")
+        # The credits message, then the two groups' acknowledgements.
+        assert socket.sends == (3 if batched else 4)
 
     asyncio.run(main())
 
