@@ -29,8 +29,9 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -120,18 +121,19 @@ async def _add(
     raw: bytes,
 ) -> Answer:
     client_address.set(client)
-    try:
-        answer = await add_answer(gw, ledger_id, password, raw, batch)
-    except Exception as exc:  # noqa: BLE001 - every error mapped, never a bare 500 page
-        return _error(exc, path)
-    return 200, json.dumps(answer, separators=(",", ":")).encode(), _JSON_TYPE
+    return await _answer(add_answer(gw, ledger_id, password, raw, batch), path)
 
 
 async def _append(
     gw: Gateway, name: str, key: str | None, batch: bool, path: str, raw: bytes
 ) -> Answer:
+    return await _answer(append_answer(gw, name, key, raw, batch), path)
+
+
+async def _answer(call: Awaitable[dict[str, Any]], path: str) -> Answer:
+    """The answer of a route's call: its JSON, or its error's."""
     try:
-        answer = await append_answer(gw, name, key, raw, batch)
+        answer = await call
     except Exception as exc:  # noqa: BLE001 - every error mapped, never a bare 500 page
         return _error(exc, path)
     return 200, json.dumps(answer, separators=(",", ":")).encode(), _JSON_TYPE
@@ -160,7 +162,7 @@ class AddFastPath:
             await self.app(scope, receive, send)
             return
         try:
-            raw = await _body(_header(scope, b"content-length"), receive)
+            raw = await _body((_headers(scope) or {}).get(b"content-length"), receive)
         except QuireError as exc:
             await _send(send, *_error(exc, scope["path"]))
             return
@@ -168,15 +170,6 @@ class AddFastPath:
             await _send(send, 400, b"", ())
             return
         await _send(send, *await call(raw))
-
-
-def _header(scope: Scope, wanted: bytes) -> str | None:
-    name: bytes
-    value: bytes
-    for name, value in scope["headers"]:
-        if name == wanted:
-            return value.decode("latin-1")
-    return None
 
 
 def _headers(scope: Scope) -> dict[bytes, str] | None:

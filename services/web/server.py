@@ -62,7 +62,6 @@ from services.request_ids import (
     REQUEST_ID,
     REQUEST_ID_HEADER_RAW,
     new_request_id,
-    request_id_from,
     scope_request_id,
 )
 from services.settings import CommonSettings
@@ -395,12 +394,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
 
     async def _serve_lane(self, cycle: LaneCycle) -> None:
         """Serve a lane's request (its body complete) and write the answer in one write."""
-        raw = None
-        for name, value in cycle.scope["headers"]:
-            if name == REQUEST_ID_HEADER_RAW:
-                raw = value
-                break
-        request_id = request_id_from(raw)
+        request_id = scope_request_id(cycle.scope)
         REQUEST_ID.set(request_id)  # this task's own context
         started = time.perf_counter()
         status = 0
