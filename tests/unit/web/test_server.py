@@ -74,15 +74,18 @@ async def echo_length(scope: Any, receive: Any, send: Any) -> None:
 def run(
     limits: ServerLimits,
     scenario: Callable[[Callable[[str], tuple[BoundedHttpProtocol, FakeTransport]]], Awaitable],
+    lane: Any = None,
 ) -> None:
     """Run ``scenario`` with a factory of connections (client address in, protocol and
-    transport out) of one server with ``limits``."""
+    transport out) of one server with ``limits`` (and ``lane``), echo_length behind it;
+    the server's default headers are ``server: test``."""
 
     async def main() -> None:
-        cls = protocol_class(limits)
+        cls = protocol_class(limits, lane)
         config = uvicorn.Config(echo_length, http=cls, log_config=None, proxy_headers=False)
         config.load()
         state = ServerState()
+        state.default_headers = [(b"server", b"test")]
         port = iter(range(40000, 50000))
 
         def connect(client: str) -> tuple[BoundedHttpProtocol, FakeTransport]:
@@ -300,25 +303,7 @@ def run_lane(
     scenario: Callable[[Callable[[str], tuple[BoundedHttpProtocol, FakeTransport]]], Awaitable],
     limits: ServerLimits | None = None,
 ) -> None:
-    """``run`` with a server whose protocol has ``lane`` (and echo_length behind it)."""
-
-    async def main() -> None:
-        cls = protocol_class(limits or ServerLimits(), lane)
-        config = uvicorn.Config(echo_length, http=cls, log_config=None, proxy_headers=False)
-        config.load()
-        state = ServerState()
-        state.default_headers = [(b"server", b"test")]
-        port = iter(range(40000, 50000))
-
-        def connect(client: str) -> tuple[BoundedHttpProtocol, FakeTransport]:
-            proto = cls(config=config, server_state=state, app_state={})
-            transport = FakeTransport((client, next(port)))
-            proto.connection_made(transport)  # type: ignore[arg-type]
-            return proto, transport
-
-        await scenario(connect)
-
-    asyncio.run(main())
+    run(limits or ServerLimits(), scenario, lane)
 
 
 def post(path: bytes, body: bytes, *headers: bytes) -> bytes:
