@@ -11,17 +11,17 @@ a single-entry add at 64 clients that was about a fifth of the gateway's event l
 - the service's ``Lane`` says which requests it takes (``take``: from the request's
   scope, with method, path, headers and client), and the call it returns turns the
   complete body into (status, body, headers);
-- the protocol (services/web/server.py) offers it only a plain request: ``HTTP/1.1``,
-  an origin-form path with no query, no percent-escapes and no root path, a
-  ``Content-Length`` of at most ``body_max_bytes`` (no chunked body), no
+- the protocol (services/web/server.py) offers it only a plain request (``offer``):
+  ``HTTP/1.1``, an origin-form path with no query, no percent-escapes and no root path,
+  a ``Content-Length`` of at most ``body_max_bytes`` (no chunked body), no
   ``Expect: 100-continue``, no ``X-Forwarded-*`` header (the proxy-header middleware's
   business), no upgrade, no other request of the connection in progress or queued, and
   room under the in-flight bound. Everything else goes to the ASGI application, which
   answers it as it always did;
-- the answer is written in one write, with the server's default headers (``date``,
-  ``server``), ``content-length``, the call's headers and ``x-request-id``, in the
-  order the ASGI path writes them; ``connection: close`` when the request asked for it
-  or the server is shutting down;
+- ``serve`` runs the call once the body is complete and writes the answer in one
+  write, with the server's default headers (``date``, ``server``), ``content-length``,
+  the call's headers and ``x-request-id``, in the order the ASGI path writes them;
+  ``connection: close`` when the request asked for it or the server is shutting down;
 - the request id and the access log are the access middleware's (``REQUEST_ID`` set
   while the call runs, services/web/access.py's ``AccessLog``); the head and body
   timers, the connection table and pipelining are the protocol's, as for any request.
@@ -29,14 +29,34 @@ a single-entry add at 64 clients that was about a fifth of the gateway's event l
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE
+
+from services.errors import QuireError
+from services.request_ids import REQUEST_ID, scope_request_id
+from services.web.errors import error_body
+
+if TYPE_CHECKING:
+    from services.web.server import BoundedHttpProtocol
+
+log = logging.getLogger(__name__)
 
 # An answer: the status, the body and the headers after content-length (content-type...).
 Answer = tuple[int, bytes, tuple[tuple[bytes, bytes], ...]]
 LaneCall = Callable[[bytes], Awaitable[Answer]]
+
+_INTERNAL_ERROR: Answer = (
+    500,
+    error_body(QuireError("internal error")),
+    ((b"content-type", b"application/json"),),
+)
+# Request headers that send a request to the ASGI application rather than a lane: the
+# proxy-header middleware's, and a body framing other than Content-Length.
+_NOT_FOR_LANES = frozenset({b"x-forwarded-for", b"x-forwarded-proto", b"transfer-encoding"})
 
 
 class Lane(Protocol):
@@ -113,3 +133,86 @@ def answer_bytes(
         parts.append(b"connection: close\r\n")
     parts += (b"\r\n", body)
     return b"".join(parts)
+
+
+def offer(protocol: BoundedHttpProtocol, lane: Lane) -> LaneCycle | None:
+    """The cycle of the request whose head ``protocol`` just read if ``lane`` takes it
+    (it is served once its body is complete: ``serve``), else None; only plain requests
+    are offered (the module docstring)."""
+    cycle = protocol.cycle
+    if (cycle is not None and not cycle.response_complete) or protocol.pipeline:
+        return None
+    if (
+        protocol.expect_100_continue
+        or len(protocol.tasks) >= protocol.limits.requests_in_flight_max
+    ):
+        return None
+    parser = protocol.parser
+    url = protocol.url
+    if (
+        parser.get_http_version() != "1.1"
+        or parser.should_upgrade()
+        or url[:1] != b"/"
+        or b"?" in url
+        or b"%" in url
+        or b"#" in url
+        or protocol.root_path
+    ):
+        return None
+    length = -1
+    for name, value in protocol.headers:
+        if name == b"content-length":
+            if length != -1 or not value.isdigit() or len(value) > 12:
+                return None
+            length = int(value)
+        elif name in _NOT_FOR_LANES:
+            return None
+    if not 0 <= length <= lane.body_max_bytes:
+        return None
+    scope: Any = protocol.scope
+    scope["method"] = parser.get_method().decode("ascii")
+    scope["path"] = url.decode("latin-1")
+    scope["raw_path"] = url
+    scope["query_string"] = b""
+    call = lane.take(scope)
+    if call is None:
+        return None
+    return LaneCycle(scope, call, parser.should_keep_alive())
+
+
+async def serve(protocol: BoundedHttpProtocol, cycle: LaneCycle) -> None:
+    """Serve a lane's request on ``protocol`` (its body complete) and write the answer
+    in one write; its access line follows."""
+    request_id = scope_request_id(cycle.scope)
+    REQUEST_ID.set(request_id)  # the serving task's own context
+    started = time.perf_counter()
+    status = 0
+    try:
+        try:
+            answer = await cycle.call(bytes(cycle.body))
+        except Exception:  # noqa: BLE001 - a JSON 500, as the application's own
+            scope = cycle.scope
+            log.exception("unexpected error on %s %s", scope["method"], scope["path"])
+            answer = _INTERNAL_ERROR
+        cycle.body = bytearray()
+        status = answer[0]
+        flow = protocol.flow
+        if flow.write_paused and not cycle.disconnected:
+            await flow.drain()
+        if cycle.disconnected:
+            return
+        cycle.response_started = True
+        protocol.transport.write(
+            answer_bytes(
+                answer,
+                protocol.server_state.default_headers,
+                request_id.encode("ascii"),
+                cycle.keep_alive,
+            )
+        )
+        cycle.response_complete = True
+        if not cycle.keep_alive:
+            protocol.transport.close()
+        protocol.on_response_complete()
+    finally:
+        protocol.access.record(cycle.scope, status, (time.perf_counter() - started) * 1000)

@@ -50,25 +50,17 @@ import asyncio
 import json
 import logging
 import random
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from services.errors import QuireError
-from services.request_ids import (
-    REQUEST_ID,
-    REQUEST_ID_HEADER_RAW,
-    new_request_id,
-    scope_request_id,
-)
+from services.request_ids import REQUEST_ID_HEADER_RAW, new_request_id, scope_request_id
 from services.settings import CommonSettings
 from services.web.access import AccessLog
 from services.web.coalesce import CoalescingTransport, HeadHoldingTransport
-from services.web.errors import error_body
-from services.web.lane import Answer, Lane, LaneCycle, answer_bytes
+from services.web.lane import Lane, LaneCycle, offer, serve
 
 log = logging.getLogger(__name__)
 
@@ -183,16 +175,6 @@ def unavailable_app(message: str) -> Any:
 
 
 _BUSY_APP = unavailable_app("too many requests in flight; retry later")
-_INTERNAL_ERROR: Answer = (
-    500,
-    error_body(QuireError("internal error")),
-    ((b"content-type", b"application/json"),),
-)
-
-
-# Request headers that send a request to the ASGI application rather than a lane: the
-# proxy-header middleware's, and a body framing other than Content-Length.
-_NOT_FOR_LANES = frozenset({b"x-forwarded-for", b"x-forwarded-proto", b"transfer-encoding"})
 
 
 class BoundedHttpProtocol(HttpToolsProtocol):
@@ -313,8 +295,11 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self._in_head = False
         self._disarm()
         self._arm(self.limits.body_read_timeout_s, self._body_timeout)
-        if self.lane is not None and self._take_lane(self.lane):
-            return
+        if self.lane is not None:
+            lane_cycle = offer(self, self.lane)
+            if lane_cycle is not None:
+                self.cycle = lane_cycle  # type: ignore[assignment]
+                return
         if len(self.tasks) >= self.limits.requests_in_flight_max:
             app, self.app = self.app, _BUSY_APP
             try:
@@ -343,90 +328,9 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         super().on_message_complete()
         cycle: Any = self.cycle
         if type(cycle) is LaneCycle and not cycle.response_started and not cycle.disconnected:
-            task = self.loop.create_task(self._serve_lane(cycle))
+            task = self.loop.create_task(serve(self, cycle))
             task.add_done_callback(self.tasks.discard)
             self.tasks.add(task)
-
-    # ---------------------------------------------------------------- the lane
-
-    def _take_lane(self, lane: Lane) -> bool:
-        """Whether ``lane`` takes the request whose head was just read (then it is this
-        protocol's current cycle, served once its body is complete); only plain
-        requests are offered (services/web/lane.py)."""
-        cycle = self.cycle
-        if (cycle is not None and not cycle.response_complete) or self.pipeline:
-            return False
-        if self.expect_100_continue or len(self.tasks) >= self.limits.requests_in_flight_max:
-            return False
-        parser = self.parser
-        url = self.url
-        if (
-            parser.get_http_version() != "1.1"
-            or parser.should_upgrade()
-            or url[:1] != b"/"
-            or b"?" in url
-            or b"%" in url
-            or b"#" in url
-            or self.root_path
-        ):
-            return False
-        length = -1
-        for name, value in self.headers:
-            if name == b"content-length":
-                if length != -1 or not value.isdigit() or len(value) > 12:
-                    return False
-                length = int(value)
-            elif name in _NOT_FOR_LANES:
-                return False
-        if not 0 <= length <= lane.body_max_bytes:
-            return False
-        scope = self.scope
-        scope["method"] = parser.get_method().decode("ascii")
-        path = url.decode("latin-1")
-        scope["path"] = path
-        scope["raw_path"] = url
-        scope["query_string"] = b""
-        call = lane.take(scope)  # type: ignore[arg-type]
-        if call is None:
-            return False
-        self.cycle = LaneCycle(scope, call, parser.should_keep_alive())  # type: ignore[arg-type, assignment]
-        return True
-
-    async def _serve_lane(self, cycle: LaneCycle) -> None:
-        """Serve a lane's request (its body complete) and write the answer in one write."""
-        request_id = scope_request_id(cycle.scope)
-        REQUEST_ID.set(request_id)  # this task's own context
-        started = time.perf_counter()
-        status = 0
-        try:
-            try:
-                answer = await cycle.call(bytes(cycle.body))
-            except Exception:  # noqa: BLE001 - a JSON 500, as the application's own
-                scope = cycle.scope
-                log.exception("unexpected error on %s %s", scope["method"], scope["path"])
-                answer = _INTERNAL_ERROR
-            cycle.body = bytearray()
-            status = answer[0]
-            flow = self.flow
-            if flow.write_paused and not cycle.disconnected:
-                await flow.drain()
-            if cycle.disconnected:
-                return
-            cycle.response_started = True
-            self.transport.write(
-                answer_bytes(
-                    answer,
-                    self.server_state.default_headers,
-                    request_id.encode("ascii"),
-                    cycle.keep_alive,
-                )
-            )
-            cycle.response_complete = True
-            if not cycle.keep_alive:
-                self.transport.close()
-            self.on_response_complete()
-        finally:
-            self.access.record(cycle.scope, status, (time.perf_counter() - started) * 1000)
 
     # ---------------------------------------------------------------- timers
 
