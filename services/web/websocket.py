@@ -26,12 +26,105 @@ from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.exceptions import InvalidState
 from websockets.http11 import Request
+from websockets.protocol import State
+from websockets.speedups import apply_mask
 
 SEND_TEXTS = "quire.websocket.send_texts"
 
 
+# The first byte of a whole, unfragmented binary frame (FIN, no RSV bits, opcode 2).
+_BINARY_WHOLE = 0x82
+
+
 class QuireWebSocketProtocol(WebSocketsSansIOProtocol):
-    """uvicorn's websockets-sansio protocol with ``quire.websocket.send_texts``."""
+    """uvicorn's websockets-sansio protocol with ``quire.websocket.send_texts`` and
+    whole binary frames read without websockets' parser (see ``data_received``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Bytes after the upgrade request not yet handed on (at most one partial frame);
+        # None before the request and once websockets failed the connection.
+        self._framer: bytearray | None = None
+
+    def data_received(self, data: bytes) -> None:
+        """Frames as they arrive, cut at frame boundaries here: a whole binary message
+        in one frame (a stream's record, nearly every frame a stream gets) goes to the
+        application at once, unmasked; every other frame (text, control, fragments,
+        one over the size limit, or any while the connection is not open) is handed
+        whole, in order, to websockets' parser, which never sees a partial frame and so
+        is at a frame boundary whenever the next one comes. Once websockets failed the
+        connection (a protocol error), everything goes to it as before. websockets'
+        generator parser cost about a fifth of the gateway's CPU on a stream."""
+        framer = self._framer
+        if framer is None:
+            super().data_received(data)
+            if self.handshake_initiated and self.conn.parser_exc is None:
+                self._framer = bytearray()  # the upgrade request is read: frames follow
+            return
+        framer += data
+        size = len(framer)
+        conn = self.conn
+        handed = pos = 0  # bytes before ``handed`` are handed on; ``pos``: the next frame
+        while size - pos >= 2:
+            head1 = framer[pos]
+            head2 = framer[pos + 1]
+            length = head2 & 0x7F
+            start = pos + 2
+            if length == 126:
+                if size - pos < 4:
+                    break
+                length = int.from_bytes(framer[start : start + 2], "big")
+                start += 2
+            elif length == 127:
+                if size - pos < 10:
+                    break
+                length = int.from_bytes(framer[start : start + 8], "big")
+                start += 8
+            limit = conn.max_message_size
+            if limit is not None and length > limit:
+                # websockets refuses it from its head (1009): nothing is buffered for it.
+                if self._hand(bytes(framer[handed:])):
+                    framer.clear()
+                return
+            masked = head2 & 0x80
+            end = start + (4 if masked else 0) + length
+            if end > size:
+                break
+            if (
+                head1 == _BINARY_WHOLE
+                and masked
+                and conn.state is State.OPEN
+                and conn.current_size is None
+                and not conn.extensions
+                and not self.close_sent
+            ):
+                if handed < pos:
+                    if not self._hand(bytes(framer[handed:pos])):
+                        return
+                    handed = pos
+                    continue  # websockets' frames may have changed the state: look again
+                self._deliver(apply_mask(framer[start + 4 : end], framer[start : start + 4]))
+                handed = end
+            pos = end
+        if handed < pos and not self._hand(bytes(framer[handed:pos])):
+            return
+        del framer[:pos]
+
+    def _hand(self, frames: bytes) -> bool:
+        """Hand whole frames to websockets (uvicorn's own path); False when they failed
+        the connection: then the rest goes to websockets too, as it comes."""
+        super().data_received(frames)
+        if self.conn.parser_exc is None:
+            return True
+        self._framer = None
+        return False
+
+    def _deliver(self, data: bytes) -> None:
+        """A whole binary message to the application, as uvicorn queues one."""
+        self.queue.put_nowait({"type": "websocket.receive", "bytes": data})
+        if not self.read_paused:
+            self.read_paused = True
+            self.transport.pause_reading()
 
     def handle_connect(self, event: Request) -> None:
         super().handle_connect(event)
