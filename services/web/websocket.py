@@ -1,5 +1,6 @@
 """The WebSocket protocol of the services that speak it (the gateway's streaming appends):
-uvicorn's websockets-sansio protocol, plus one ASGI extension.
+uvicorn's websockets-sansio protocol, with whole binary frames read without websockets'
+parser (``QuireWebSocketProtocol.data_received``) and one ASGI extension.
 
 ``quire.websocket.send_texts`` (listed in the scope's ``extensions`` when the server
 has it): the message ``{"type": "quire.websocket.send_texts", "texts": [...]}`` sends
