@@ -18,6 +18,7 @@ from uvicorn.server import ServerState
 from websockets.frames import Close, Frame, Opcode
 
 from services.web.websocket import QuireWebSocketProtocol
+from tests.unit.web.test_server import FakeTransport
 
 MAX_SIZE = 70_000  # above 65,535: both the 16-bit and the 64-bit lengths are in play
 KEY = base64.b64encode(os.urandom(16))
@@ -25,30 +26,6 @@ UPGRADE = (
     b"GET /s HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
     b"Sec-WebSocket-Key: " + KEY + b"\r\nSec-WebSocket-Version: 13\r\n\r\n"
 )
-
-
-class FakeTransport:
-    def __init__(self) -> None:
-        self.written = bytearray()
-        self.closed = False
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return {"peername": ("127.0.0.1", 5000), "sockname": ("127.0.0.1", 80)}.get(name, default)
-
-    def write(self, data: bytes) -> None:
-        self.written += data
-
-    def close(self) -> None:
-        self.closed = True
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
 
 
 async def accept_only(scope: Any, receive: Any, send: Any) -> None:
@@ -64,7 +41,7 @@ async def feed(cls: type[WebSocketsSansIOProtocol], pieces: list[bytes]) -> Any:
     )
     config.load()
     proto = cls(config=config, server_state=ServerState(), app_state={})
-    transport = FakeTransport()
+    transport = FakeTransport(("127.0.0.1", 5000))
     proto.connection_made(transport)  # type: ignore[arg-type]
     proto.data_received(UPGRADE)
     for _ in range(20):  # the application accepts
