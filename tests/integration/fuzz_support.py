@@ -363,11 +363,21 @@ class Fuzzer:
         finally:
             self.report.wall_s[f"{operation.label} [{mode.value}]"] = time.monotonic() - started
 
-    def run_stateful(self, requests_min: int, steps: int, without: tuple[str, ...] = ()) -> None:
+    def run_stateful(
+        self,
+        requests_min: int,
+        steps: int,
+        without: tuple[str, ...] = (),
+        each: tuple[str, ...] = (),
+        each_min: int = 0,
+    ) -> None:
         """Sessions of chains of up to ``steps`` calls along the document's links (create
         -> append -> read -> close) and the ones schemathesis infers, until they made
-        ``requests_min`` requests, each answer checked like the others; the operations
-        ``without`` (ids) take no part.
+        ``requests_min`` requests and each operation of ``each`` (labels) was called
+        ``each_min`` times in them, each answer checked like the others; the operations
+        ``without`` (ids) take no part. (How often a chain reaches its last link depends
+        on the live service's answers, so a fixed number of requests may fall short of
+        it by luck; the sessions stay bounded, and the caller asserts the counts.)
 
         Hypothesis replays the start of a scenario to vary it, and against a live service
         a replay may see other answers (ids that moved on) and so draw differently: it
@@ -397,8 +407,11 @@ class Fuzzer:
         settings = hypothesis.settings(
             max_examples=SCENARIOS_PER_SESSION, stateful_step_count=steps, **SETTINGS_BASE
         )
+        counts = self.report.stateful
         for session in range(STATEFUL_SESSIONS_MAX):
-            if sum(self.report.stateful.values()) >= requests_min:
+            if sum(counts.values()) >= requests_min and all(
+                counts.get(label, 0) >= each_min for label in each
+            ):
                 return
             Machine.rule_order_seed = session
             try:
