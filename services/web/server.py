@@ -186,7 +186,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
     limits: ServerLimits
     table: ConnectionTable
     lane: Lane | None = None
-    access: AccessLog = AccessLog()
+    access: AccessLog
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -28,14 +28,15 @@ UPGRADE = (
 )
 
 
-async def accept_only(scope: Any, receive: Any, send: Any) -> None:
-    """Accepts, then never reads: every message stays in the protocol's queue."""
-    await receive()
-    await send({"type": "websocket.accept"})
-    await asyncio.Event().wait()
-
-
 async def feed(cls: type[WebSocketsSansIOProtocol], pieces: list[bytes]) -> Any:
+    done = asyncio.Event()
+
+    async def accept_only(scope: Any, receive: Any, send: Any) -> None:
+        """Accepts, then reads nothing until the end: every message stays queued."""
+        await receive()
+        await send({"type": "websocket.accept"})
+        await done.wait()
+
     config = uvicorn.Config(
         accept_only, ws=cls, ws_max_size=MAX_SIZE, ws_per_message_deflate=False, log_config=None
     )
@@ -44,7 +45,9 @@ async def feed(cls: type[WebSocketsSansIOProtocol], pieces: list[bytes]) -> Any:
     transport = FakeTransport(("127.0.0.1", 5000))
     proto.connection_made(transport)  # type: ignore[arg-type]
     proto.data_received(UPGRADE)
-    for _ in range(20):  # the application accepts
+    for _ in range(1_000):  # until the application accepted (bounded)
+        if proto.handshake_complete:
+            break
         await asyncio.sleep(0)
     assert proto.handshake_complete
     handshake = bytes(transport.written)
@@ -53,9 +56,11 @@ async def feed(cls: type[WebSocketsSansIOProtocol], pieces: list[bytes]) -> Any:
     messages = []
     while not proto.queue.empty():
         messages.append(proto.queue.get_nowait())
-    for task in list(proto.tasks):
-        task.cancel()
-    return messages, bytes(transport.written[len(handshake) :]), proto.conn.state, transport.closed
+    answers = bytes(transport.written[len(handshake) :])
+    result = messages, answers, proto.conn.state, transport.closed
+    done.set()  # the application returns: its task ends, nothing left running
+    await asyncio.gather(*proto.tasks)
+    return result
 
 
 def outcome(cls: type[WebSocketsSansIOProtocol], pieces: list[bytes]) -> Any:
