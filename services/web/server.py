@@ -40,7 +40,8 @@ incomplete head (its documented ``--read-timeout``, ``h11_max_incomplete_size``)
 as far as its documentation says, no cap on connections per client address and no way
 to answer its own errors in our JSON; it was not measured here. Uvicorn with httptools
 is the stack the services are measured on (benchmarks/README.md), and subclassing its
-protocol keeps that hot path as it was, plus four timer operations per request. Each
+protocol keeps that hot path as it was; its timers are one lazily re-armed loop timer
+per connection. Each
 answer goes out in one write, head and body together (services/web/coalesce.py).
 """
 
@@ -50,6 +51,7 @@ import asyncio
 import json
 import logging
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -192,7 +194,11 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         # uvicorn's own check counts idle connections too; ours is below.
         self.limit_concurrency = None
+        # One timer per connection, re-armed lazily (``_arm``): what is due and when.
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0  # when ``_timer`` fires (loop time)
+        self._due: Callable[[], None] | None = None  # run at ``_due_at`` unless disarmed
+        self._due_at = 0.0
         self._admitted: str | None = None  # the client address counted in the table
         self._answered = False  # we wrote our own answer: drop whatever comes next
         self._in_head = True  # between requests or inside a head
@@ -212,7 +218,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self._arm_head_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
+        self._cancel_timer()
         if self._admitted is not None:
             self.table.release(self._admitted)
             self._admitted = None
@@ -257,7 +263,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         from then on the transport's protocol: our timers stop, and the connection's
         place in the table is released when the WebSocket connection is lost (this
         protocol's ``connection_lost`` is not called any more)."""
-        self._disarm()
+        self._cancel_timer()
         admitted, self._admitted = self._admitted, None
         super().handle_websocket_upgrade()
         protocol = self.transport.get_protocol()
@@ -282,7 +288,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         super().on_message_begin()
         self._in_head = True
         self._header_count = 0
-        if self._timer is None:
+        if self._due is None or self._due == self.timeout_keep_alive_handler:
             self._arm_head_timer()
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -334,21 +340,68 @@ class BoundedHttpProtocol(HttpToolsProtocol):
 
     # ---------------------------------------------------------------- timers
 
-    def _arm(self, delay_s: float, callback: Any) -> None:
-        self._disarm()
-        self._timer = self.loop.call_later(delay_s, callback)
+    def _arm(self, delay_s: float, due: Callable[[], None]) -> None:
+        """Run ``due`` in ``delay_s`` unless disarmed or re-armed first. The connection's
+        one loop timer is only replaced when it would fire too late: a timer that fires
+        early re-arms itself for what is due then, and a disarmed one fires for nothing.
+        Every request arms and disarms three times (head, body, keep-alive): as loop
+        timers that was three timers made and cancelled per request, a few percent of
+        the gateway's CPU per add (benchmarks/README.md)."""
+        due_at = self.loop.time() + delay_s
+        self._due, self._due_at = due, due_at
+        if self._timer is None or self._timer_at > due_at:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer_at = due_at
+            self._timer = self.loop.call_at(due_at, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        due = self._due
+        if due is None:
+            return
+        if self.loop.time() < self._due_at:
+            self._timer_at = self._due_at
+            self._timer = self.loop.call_at(self._due_at, self._on_timer)
+            return
+        self._due = None
+        due()
 
     def _arm_head_timer(self) -> None:
         share = _jitter.uniform(HEAD_TIMEOUT_SHARE_MIN, 1.0)
         self._arm(self.limits.header_read_timeout_s * share, self._head_timeout)
 
     def _disarm(self) -> None:
+        self._due = None
+
+    def _cancel_timer(self) -> None:
+        self._due = None
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
 
+    # uvicorn's keep-alive timer is this connection's timer too (``_arm``).
+
+    def _unset_keepalive_if_required(self) -> None:
+        if self._due == self.timeout_keep_alive_handler:
+            self._due = None
+
+    def on_response_complete(self) -> None:
+        """uvicorn's, with the keep-alive time-out on the connection's timer; armed only
+        when nothing else is (a next request's head or body already being read keeps its
+        own time-out)."""
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self._unset_keepalive_if_required()
+        self.flow.resume_reading()
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+        elif self._due is None:
+            self._arm(self.timeout_keep_alive, self.timeout_keep_alive_handler)
+
     def _head_timeout(self) -> None:
-        self._timer = None
         if self.transport.is_closing():
             return
         if self._head_bytes == 0 and (self.cycle is None or self.cycle.response_complete):
@@ -363,7 +416,6 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         )
 
     def _body_timeout(self) -> None:
-        self._timer = None
         if self.transport.is_closing():
             return
         if self.cycle is not None and self.cycle.response_started:
@@ -398,7 +450,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self.transport.write(error_bytes(status, code, message, request_id))
         if self.transport.can_write_eof():
             self.transport.write_eof()
-            self._timer = self.loop.call_later(LINGER_S, self.transport.close)
+            self._arm(LINGER_S, self.transport.close)
         else:
             self.transport.close()
 

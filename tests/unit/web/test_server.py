@@ -75,14 +75,22 @@ def run(
     limits: ServerLimits,
     scenario: Callable[[Callable[[str], tuple[BoundedHttpProtocol, FakeTransport]]], Awaitable],
     lane: Any = None,
+    keep_alive_s: float = 5,
 ) -> None:
     """Run ``scenario`` with a factory of connections (client address in, protocol and
-    transport out) of one server with ``limits`` (and ``lane``), echo_length behind it;
-    the server's default headers are ``server: test``."""
+    transport out) of one server with ``limits`` (and ``lane``, and uvicorn's keep-alive
+    time-out ``keep_alive_s``), echo_length behind it; the server's default headers are
+    ``server: test``."""
 
     async def main() -> None:
         cls = protocol_class(limits, lane)
-        config = uvicorn.Config(echo_length, http=cls, log_config=None, proxy_headers=False)
+        config = uvicorn.Config(
+            echo_length,
+            http=cls,
+            log_config=None,
+            proxy_headers=False,
+            timeout_keep_alive=keep_alive_s,  # type: ignore[arg-type]
+        )
         config.load()
         state = ServerState()
         state.default_headers = [(b"server", b"test")]
@@ -210,6 +218,65 @@ def test_head_and_body_timers() -> None:
         assert idle_t.written == b""
 
     run(ServerLimits(header_read_timeout_s=0.05, body_read_timeout_s=0.05), scenario)
+
+
+def test_an_idle_keep_alive_connection_is_closed_quietly_and_a_next_head_is_timed() -> None:
+    """After an answer the connection waits for the keep-alive time-out, then closes
+    without a word; a next request's head started meanwhile has the head time-out
+    instead (a 408), even when the keep-alive time-out is much longer."""
+
+    async def scenario(connect: Any) -> None:
+        idle, idle_t = connect("127.0.0.1")
+        idle.data_received(GET)
+        await settle(lambda: idle_t.written.startswith(b"HTTP/1.1 200"))
+        half, half_t = connect("127.0.0.1")
+        half.data_received(GET)
+        await settle(lambda: half_t.written.startswith(b"HTTP/1.1 200"))
+        answered = half_t.written
+        half.data_received(b"GET /health HTTP/1.1\r\nHo")
+        await settle(lambda: idle_t.closed and half_t.closed)
+        assert half_t.written.startswith(answered) and b"408" in half_t.written[len(answered) :]
+        assert idle_t.written.count(b"HTTP/1.1 ") == 1
+
+    run(ServerLimits(header_read_timeout_s=0.1), scenario, keep_alive_s=0.2)
+
+
+class CountingLoop:
+    """A loop whose timers are counted (everything else is the running loop's)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.timers = 0
+
+    def call_at(self, when: float, callback: Any, *args: Any) -> asyncio.TimerHandle:
+        self.timers += 1
+        return self.loop.call_at(when, callback, *args)
+
+    def call_later(self, delay: float, callback: Any, *args: Any) -> asyncio.TimerHandle:
+        self.timers += 1
+        return self.loop.call_later(delay, callback, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.loop, name)
+
+
+def test_requests_on_one_connection_reuse_its_timer() -> None:
+    """A hundred requests on one keep-alive connection, each timed (head, body,
+    keep-alive), make at most one new loop timer (the keep-alive time-out is shorter
+    than the head timer armed when the connection opened): the connection's one timer
+    is replaced only when it would fire too late (services/web/server.py ``_arm``)."""
+
+    async def scenario(connect: Any) -> None:
+        proto, transport = connect("127.0.0.1")
+        counting = CountingLoop(proto.loop)
+        proto.loop = counting  # type: ignore[assignment]
+        for n in range(1, 101):
+            proto.data_received(b"POST /x HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc")
+            await settle(lambda n=n: transport.written.count(b"HTTP/1.1 200") == n)
+        assert counting.timers <= 1
+        assert not transport.closed
+
+    run(ServerLimits(header_read_timeout_s=30, body_read_timeout_s=30), scenario)
 
 
 def test_requests_over_the_in_flight_bound_get_json_503() -> None:
