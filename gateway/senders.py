@@ -7,7 +7,8 @@ bookie, and each request takes everything queued meanwhile (bounded by
 together. Under load this turns many small adds into few large requests
 (the bookie then group-commits them with one fsync); at light load a record
 goes out at once. The per-record outcome is reported back to each callback,
-grouped by ledger.
+grouped by ledger, once per request: items queued with the same callback are answered
+in one call (``_by_callback``).
 
 Pipelining. The first ``requests_in_flight_eager`` (2) requests to a bookie leave as
 soon as there is something to send; the others, up to ``requests_in_flight_max`` (4),
@@ -323,8 +324,8 @@ class BookieSender:
             else:
                 if answer.rejected:
                     _log_refusals(self.bookie_id, answer.rejected)
-            for item in batch:
-                _call(item.callback, answer_for(item.records, answer))
+            for callback, answered in _by_callback(batch):
+                _call(callback, answer_for(answered, answer))
         finally:
             self._in_flight -= 1
             self._bytes_in_flight -= size
@@ -349,6 +350,23 @@ def _carry_request_ids(batch: Sequence[_Item], bookie_id: str) -> None:
                 extra={"fields": {"bookie": bookie_id, "count": len(distinct),
                                   "request_ids": distinct[:LOGGED_REQUEST_IDS_MAX]}},
             )  # fmt: skip
+
+
+def _by_callback(batch: Sequence[_Item]) -> list[tuple[AddCallback, Sequence[Record]]]:
+    """The batch's records by callback, in order of first appearance: a handle that
+    passes one callback per bookie (gateway/runners/write.py) hears about all its
+    records of one request in one call, so it is fed one event instead of one per add
+    (the many single-record adds of REST clients and streams)."""
+    if len(batch) == 1:
+        return [(batch[0].callback, batch[0].records)]
+    grouped: dict[AddCallback, list[Record]] = {}
+    for item in batch:
+        records = grouped.get(item.callback)
+        if records is None:
+            grouped[item.callback] = list(item.records)
+        else:
+            records.extend(item.records)
+    return list(grouped.items())
 
 
 def _call(callback: AddCallback, answer: AddAnswer) -> None:

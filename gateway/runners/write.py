@@ -21,6 +21,7 @@ import asyncio
 import itertools
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from functools import partial
 
 from gateway.context import GatewayContext
 from gateway.runners.base import EffectRunner
@@ -48,6 +49,7 @@ class HandleRunner(EffectRunner):
         self._adds: dict[Hashable, asyncio.Future[AddOutcome]] = {}
         self._closes: dict[Hashable, asyncio.Future[tuple[LedgerMetadata, int]]] = {}
         self._waiters: list[asyncio.Future[None]] = []
+        self._adds_done: dict[str, Callable[[AddAnswer], None]] = {}
         self.closed_metadata: LedgerMetadata | None = None
         self._ensemble_changes_seen = 0
         # Called once the handle is no longer live and nobody awaits it (HandleTable).
@@ -125,6 +127,10 @@ class HandleRunner(EffectRunner):
 
     async def _admit(self, entries: int, size: int) -> None:
         """Wait until the handle has room (back-pressure), bounded in time."""
+        handle = self.handle
+        room_entries, room_bytes = handle.room()
+        if (entries <= room_entries and size <= room_bytes) or handle.pending_entries == 0:
+            return  # the common case, decided without a closure or a clock read
         if not self.live:
             return  # the handle answers with its own error
 
@@ -198,14 +204,17 @@ class HandleRunner(EffectRunner):
             self._unexpected(effect)
 
     def _send_adds(self, bookie: str, records: tuple[Record, ...]) -> None:
-        in_flight = self.ctx.metrics.adds_in_flight
-        in_flight.value += len(records)
-
-        def done(answer: AddAnswer) -> None:
-            in_flight.value -= len(records)
-            self._feed(answer.event(bookie))
-
+        self.ctx.metrics.adds_in_flight.value += len(records)
+        # One callback per bookie: the sender answers all of this handle's records of one
+        # request in one call (gateway/senders.py ``_by_callback``), one event fed.
+        done = self._adds_done.get(bookie)
+        if done is None:
+            done = self._adds_done[bookie] = partial(self._on_adds_done, bookie)
         self.senders.get(bookie).send(records, done)
+
+    def _on_adds_done(self, bookie: str, answer: AddAnswer) -> None:
+        self.ctx.metrics.adds_in_flight.value -= len(answer.stored) + len(answer.rejected)
+        self._feed(answer.event(bookie))
 
     def _notify(self) -> None:
         if self._waiters:

@@ -114,6 +114,35 @@ def test_queued_records_of_many_ledgers_go_out_in_one_request() -> None:
     asyncio.run(run())
 
 
+def test_items_with_one_callback_are_answered_in_one_call() -> None:
+    """Records queued with the same callback (a handle's, per bookie) and carried by one
+    request are answered in one call, in queue order; another callback in the same
+    request still hears only its own."""
+
+    async def run() -> None:
+        client, calls = FakeClient(), Calls()
+        sender = BookieSender("b1", lambda: client, limits(requests_in_flight_max=1))
+        one, other = calls.callback("l1"), calls.callback("l2")
+        sender.send((rec(1, 0),), one)
+        await settle()
+        sender.send((rec(1, 1),), one)
+        sender.send((rec(2, 0),), other)
+        sender.send((rec(1, 2), rec(1, 3)), one)
+        await settle()
+        client.release(0)
+        await settle()
+        client.release(1, AddResult(4, rejected=((1, 3, "ledger_fenced"),)))
+        await settle()
+        assert calls.calls == [
+            ("l1", (0,), (), None),
+            ("l1", (1, 2), (3,), RejectReason.FENCED),
+            ("l2", (0,), (), None),
+        ]
+        await sender.aclose()
+
+    asyncio.run(run())
+
+
 def test_in_flight_bound_and_batch_bounds() -> None:
     """At most ``requests_in_flight_max`` requests are open; a batch never passes its
     entry or byte bound (an item is never split)."""
