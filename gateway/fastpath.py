@@ -136,7 +136,27 @@ async def _answer(call: Awaitable[dict[str, Any]], path: str) -> Answer:
         answer = await call
     except Exception as exc:  # noqa: BLE001 - every error mapped, never a bare 500 page
         return _error(exc, path)
-    return 200, json.dumps(answer, separators=(",", ":")).encode(), _JSON_TYPE
+    return 200, answer_json(answer), _JSON_TYPE
+
+
+def answer_json(answer: dict[str, Any]) -> bytes:
+    """``answer`` as ``json.dumps`` with compact separators writes it. An add's answer
+    (names of plain ASCII, integer values) is one %-format per set of names, at a
+    fraction of ``json.dumps``'s cost per request; anything else goes to ``json.dumps``."""
+    values = tuple(answer.values())
+    if all(type(value) is int for value in values):
+        names = tuple(answer)
+        template = _TEMPLATES.get(names)
+        if template is None and len(_TEMPLATES) < _TEMPLATES_MAX:
+            template = "{" + ",".join(f"{json.dumps(name)}:%d" for name in names) + "}"
+            _TEMPLATES[names] = template
+        if template is not None:
+            return (template % values).encode()
+    return json.dumps(answer, separators=(",", ":")).encode()
+
+
+_TEMPLATES: dict[tuple[str, ...], str] = {}
+_TEMPLATES_MAX = 16  # the adds' answers have two shapes
 
 
 def _error(exc: Exception, path: str) -> Answer:

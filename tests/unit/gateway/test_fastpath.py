@@ -9,6 +9,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gateway import fastpath
 from services.errors import LedgerNotFound
@@ -145,3 +147,21 @@ def test_a_client_gone_mid_body_gets_an_empty_400(answers: list[tuple[Any, ...]]
     scope = {"type": "http", "method": "POST", "path": "/v1/ledgers/1/entries", "headers": []}
     asyncio.run(app(scope, receive, send))
     assert sent[0]["status"] == 400 and sent[1]["body"] == b"" and answers == []
+
+
+_JSON_VALUES = st.one_of(
+    st.integers(),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=5),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=12), st.one_of(st.integers(), _JSON_VALUES), max_size=4))
+def test_answer_json_writes_what_json_dumps_writes(answer: dict[str, Any]) -> None:
+    """The answers' own encoder (a template per set of names, for integer values) gives
+    the bytes of ``json.dumps`` with compact separators, for any names and values."""
+    assert fastpath.answer_json(answer) == json.dumps(answer, separators=(",", ":")).encode()
+    assert fastpath.answer_json(answer) == json.dumps(answer, separators=(",", ":")).encode()
