@@ -10,16 +10,19 @@ goes out at once. The per-record outcome is reported back to each callback,
 grouped by ledger, once per request: items queued with the same callback are answered
 in one call (``_by_callback``).
 
-Pipelining. The first ``requests_in_flight_eager`` (2) requests to a bookie leave as
+Pipelining. The first ``requests_in_flight_eager`` (1) requests to a bookie leave as
 soon as there is something to send; the others, up to ``requests_in_flight_max`` (4),
 only when the queue is deep (``pipeline_entries_min`` entries or ``pipeline_bytes_min``
 bytes). Every request costs the gateway and the bookie a fixed share of CPU (an HTTP
-exchange, a commit), so small adds are better carried two requests at a time in
-larger batches, while a deep queue (a stream, JSON batches, large entries) still keeps
-four requests, and so four group commits, going. Measured with 64 REST clients over 4
-ledgers, three runs each way: the bookies' CPU fell from 0.62 to 0.51-0.53 of a core for
-the same adds/s; the throughput itself moved within this machine's run-to-run noise
-(1,560-2,520 adds/s either way), as did streams and batches of 100.
+exchange, a commit), so small adds are better carried one request at a time in larger
+batches, while a deep queue (a stream, JSON batches, large entries) still keeps four
+requests, and so four group commits, going. Measured with REST clients over 4 ledgers
+(benchmarks/README.md): four eager requests against two, the bookies' CPU fell from
+0.62 to 0.51-0.53 of a core for the same adds/s; then (2026-11-26, once the gateway's
+own cost per add had fallen) two against one, pairs run back to back: 64 clients
+2,310-3,069 → 2,621-3,111 adds/s (better in 6 of 7 pairs, the bookies' CPU 0.69-0.74 →
+0.58-0.61), 16 clients 1,178-1,206 → 1,561-1,664 (p50 13 → 9.5 ms), 4 and 256 clients
+and a stream unchanged within the noise.
 
 The queue is bounded (``queued_batches_max`` requests' worth of entries and
 bytes). When it is full, the records are failed at once as UNAVAILABLE back to
@@ -201,7 +204,7 @@ class SenderLimits:
     add_timeout_per_mib_ms: int = ADD_TIMEOUT_PER_MIB_MS  # and per MiB in flight
     # Requests beyond the first ``requests_in_flight_eager`` leave only when the queue is
     # deep (module docstring, "Pipelining").
-    requests_in_flight_eager: int = 2
+    requests_in_flight_eager: int = 1
     pipeline_entries_min: int = 64
     pipeline_bytes_min: int = 512 * 1024
 

@@ -149,7 +149,7 @@ class GatewaySettings(CommonSettings):
         4, ge=1, le=256, description="add requests in flight to one bookie"
     )
     bookie_requests_in_flight_eager: int = Field(
-        2,
+        1,
         ge=1,
         le=256,
         description="add requests in flight to one bookie that leave at once; the others "

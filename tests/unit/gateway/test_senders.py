@@ -149,7 +149,12 @@ def test_in_flight_bound_and_batch_bounds() -> None:
 
     async def run() -> None:
         client, calls = FakeClient(), Calls()
-        bounds = limits(requests_in_flight_max=2, batch_entries_max=3, batch_bytes_max=100)
+        bounds = limits(
+            requests_in_flight_max=2,
+            requests_in_flight_eager=2,
+            batch_entries_max=3,
+            batch_bytes_max=100,
+        )
         sender = BookieSender("b1", lambda: client, bounds)
         for i in range(10):
             sender.send((rec(1, i, size=40),), calls.callback(f"r{i}"))
