@@ -127,17 +127,11 @@ class HandleRunner(EffectRunner):
 
     async def _admit(self, entries: int, size: int) -> None:
         """Wait until the handle has room (back-pressure), bounded in time."""
-        handle = self.handle
-        room_entries, room_bytes = handle.room()
-        if (entries <= room_entries and size <= room_bytes) or handle.pending_entries == 0:
+        if self._admits(entries, size):
             return  # the common case, decided without a closure or a clock read
-        if not self.live:
-            return  # the handle answers with its own error
 
         def fits() -> bool:
-            room_entries, room_bytes = self.handle.room()
-            idle = self.handle.pending_entries == 0
-            return not self.live or idle or (entries <= room_entries and size <= room_bytes)
+            return self._admits(entries, size)
 
         # Checked again after every wake-up, here, with no await between the last check
         # and the caller feeding its add: ``wait_for`` runs the wait in a task of its own,
@@ -155,6 +149,15 @@ class HandleRunner(EffectRunner):
                 raise Unavailable(
                     f"ledger {self.ledger_id}: too many adds in flight; retry later"
                 ) from exc
+
+    def _admits(self, entries: int, size: int) -> bool:
+        """Whether an add of ``entries`` and ``size`` bytes is admitted now: the handle
+        has room for it or nothing pending, or is no longer live (it then answers the
+        add with its own error)."""
+        room_entries, room_bytes = self.handle.room()
+        if (entries <= room_entries and size <= room_bytes) or self.handle.pending_entries == 0:
+            return True
+        return not self.live
 
     # ------------------------------------------------------------ the loop
 

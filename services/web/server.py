@@ -40,9 +40,9 @@ incomplete head (its documented ``--read-timeout``, ``h11_max_incomplete_size``)
 as far as its documentation says, no cap on connections per client address and no way
 to answer its own errors in our JSON; it was not measured here. Uvicorn with httptools
 is the stack the services are measured on (benchmarks/README.md), and subclassing its
-protocol keeps that hot path as it was; its timers are one lazily re-armed loop timer
-per connection. Each
-answer goes out in one write, head and body together (services/web/coalesce.py).
+protocol keeps that hot path as it was; its time-outs share one lazily re-armed loop
+timer per connection (``_arm``). Each answer goes out in one write, head and body
+together (services/web/coalesce.py).
 """
 
 from __future__ import annotations
