@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.senders import LacSender
+from gateway.lac_sender import LacSender
 from services.errors import BookieUnavailable
 
 
