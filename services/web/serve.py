@@ -21,8 +21,9 @@ from fastapi import FastAPI
 
 from services.settings import CommonSettings
 from services.web.access import AccessMiddleware
+from services.web.bounds import ServerLimits
 from services.web.methods import MethodsMiddleware
-from services.web.server import ServerLimits, protocol_class
+from services.web.server import protocol_class
 from services.web.websocket import QuireWebSocketProtocol
 
 log = logging.getLogger(__name__)

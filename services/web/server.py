@@ -52,25 +52,19 @@ import json
 import logging
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from services.request_ids import REQUEST_ID_HEADER_RAW, new_request_id, scope_request_id
-from services.settings import CommonSettings
 from services.web.access import AccessLog
+from services.web.bounds import ConnectionTable, ServerLimits
 from services.web.coalesce import CoalescingTransport, HeadHoldingTransport
 from services.web.lane import Lane, LaneCycle, offer, serve
 
 log = logging.getLogger(__name__)
 
-# Bounds of a request head (STYLE.md §5).
-HEAD_SIZE_MAX_BYTES = 64 * 1024
-HEADERS_MAX = 100
-# Requests being served at once by one process; more get a JSON 503.
-REQUESTS_IN_FLIGHT_MAX = 4096
 # How long a connection we answered ourselves may linger to drain the client's bytes.
 LINGER_S = 1.0
 # A head timer runs for a random share of the time-out, at least this one. Sockets an
@@ -79,61 +73,6 @@ LINGER_S = 1.0
 # 100-200 ms; spread out, the same work barely shows (benchmarks/README.md).
 HEAD_TIMEOUT_SHARE_MIN = 0.5
 _jitter = random.Random()
-
-
-@dataclass(frozen=True)
-class ServerLimits:
-    """The bounds of one server, in seconds, connections and bytes."""
-
-    header_read_timeout_s: float = 10.0
-    body_read_timeout_s: float = 60.0
-    idle_timeout_s: float = 30.0
-    connections_max: int = 10_000
-    connections_per_client_max: int = 512
-    requests_in_flight_max: int = REQUESTS_IN_FLIGHT_MAX
-    head_size_max_bytes: int = HEAD_SIZE_MAX_BYTES
-    headers_max: int = HEADERS_MAX
-
-    @classmethod
-    def from_settings(cls, settings: CommonSettings) -> ServerLimits:
-        return cls(
-            header_read_timeout_s=settings.header_read_timeout_ms / 1000,
-            body_read_timeout_s=settings.body_read_timeout_ms / 1000,
-            idle_timeout_s=settings.idle_timeout_ms / 1000,
-            connections_max=settings.connections_max,
-            connections_per_client_max=settings.connections_per_client_max,
-        )
-
-
-class ConnectionTable:
-    """Open connections of one server, in all and per client address."""
-
-    def __init__(self, limits: ServerLimits) -> None:
-        self.limits = limits
-        self.total = 0
-        self.by_client: dict[str, int] = {}
-
-    def admit(self, client: str) -> str | None:
-        """Count a new connection from ``client``; the reason to refuse it, or None."""
-        if self.total >= self.limits.connections_max:
-            return f"too many connections (at most {self.limits.connections_max})"
-        count = self.by_client.get(client, 0)
-        if count >= self.limits.connections_per_client_max:
-            return (
-                f"too many connections from {client} "
-                f"(at most {self.limits.connections_per_client_max} per client address)"
-            )
-        self.by_client[client] = count + 1
-        self.total += 1
-        return None
-
-    def release(self, client: str) -> None:
-        count = self.by_client.get(client, 0)
-        if count <= 1:
-            self.by_client.pop(client, None)
-        else:
-            self.by_client[client] = count - 1
-        self.total -= 1
 
 
 class HeadTooLarge(Exception):

@@ -15,7 +15,8 @@ import uvicorn
 from uvicorn.server import ServerState
 
 from services.request_ids import REQUEST_ID
-from services.web.server import BoundedHttpProtocol, ConnectionTable, ServerLimits, protocol_class
+from services.web.bounds import ConnectionTable, ServerLimits
+from services.web.server import BoundedHttpProtocol, protocol_class
 
 
 class FakeTransport:
