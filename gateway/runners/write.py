@@ -129,9 +129,7 @@ class HandleRunner(EffectRunner):
         """Wait until the handle has room (back-pressure), bounded in time."""
         if self._admits(entries, size):
             return  # the common case, decided without a closure or a clock read
-
-        def fits() -> bool:
-            return self._admits(entries, size)
+        fits = partial(self._admits, entries, size)
 
         # Checked again after every wake-up, here, with no await between the last check
         # and the caller feeding its add: ``wait_for`` runs the wait in a task of its own,

@@ -163,5 +163,6 @@ _JSON_VALUES = st.one_of(
 def test_answer_json_writes_what_json_dumps_writes(answer: dict[str, Any]) -> None:
     """The answers' own encoder (a template per set of names, for integer values) gives
     the bytes of ``json.dumps`` with compact separators, for any names and values."""
-    assert fastpath.answer_json(answer) == json.dumps(answer, separators=(",", ":")).encode()
-    assert fastpath.answer_json(answer) == json.dumps(answer, separators=(",", ":")).encode()
+    expected = json.dumps(answer, separators=(",", ":")).encode()
+    assert fastpath.answer_json(answer) == expected  # the template made (or json.dumps)
+    assert fastpath.answer_json(answer) == expected  # and the template kept, used again
