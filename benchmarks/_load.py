@@ -24,7 +24,8 @@ import os
 import sys
 import time
 
-from services.bench.load import Stats, bucket_of, exchange, percentile_s, run_loop
+from services.bench.histogram import bucket_of, percentile_s
+from services.bench.load import Stats, exchange, run_loop
 from services.wire.digest import compute
 
 # The record header of services/wire/framing.py, packed directly so the hot loop does not

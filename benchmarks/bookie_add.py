@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from services.bench.load import percentile_s  # noqa: E402
+from services.bench.histogram import percentile_s  # noqa: E402
 from services.bench.measure import (  # noqa: E402
     Sampler,
     busy_cpu_s,

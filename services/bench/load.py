@@ -31,56 +31,29 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import math
 import os
 import sys
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
-REQUEST_TIMEOUT_S = 60.0
+from services.bench.connections import (
+    REQUEST_TIMEOUT_S,
+    LoadConnection,
+    Pacing,
+    RequestConnection,
+    parse_head,
+)
+from services.bench.histogram import percentile_s
+
 RECONNECT_DELAY_S = 0.1
-BUCKET_BASE = 1.02  # latency histogram resolution: 2 %
 PROGRESS_INTERVAL_S = 0.5
-RESPONSE_BODY_MAX_BYTES = 1024 * 1024
+WATCH_INTERVAL_S = 1.0
 ERROR_TEXT_MAX_CHARS = 300
 
 T = TypeVar("T")
-
-
-# -- latency histogram (shared with benchmarks/) -------------------------------
-
-
-def bucket_of(latency_s: float) -> int:
-    return int(math.log(max(latency_s, 1e-6) * 1e6, BUCKET_BASE))
-
-
-def bucket_value_s(bucket: int) -> float:
-    return BUCKET_BASE ** (bucket + 0.5) / 1e6
-
-
-def percentile_s(histogram: dict[int, int], fraction: float) -> float:
-    """The latency under which ``fraction`` of the samples fall (2 % resolution)."""
-    total = sum(histogram.values())
-    if total == 0:
-        return 0.0
-    rank = fraction * total
-    seen = 0
-    for bucket in sorted(histogram):
-        seen += histogram[bucket]
-        if seen >= rank:
-            return bucket_value_s(bucket)
-    return bucket_value_s(max(histogram))
-
-
-def merge_histograms(histograms: list[dict]) -> dict[int, int]:
-    """Sum histograms (keys may be JSON strings)."""
-    out: dict[int, int] = {}
-    for histogram in histograms:
-        for bucket, count in histogram.items():
-            out[int(bucket)] = out.get(int(bucket), 0) + count
-    return out
 
 
 # -- raw HTTP/1.1 (shared with benchmarks/) ------------------------------------
@@ -88,18 +61,7 @@ def merge_histograms(histograms: list[dict]) -> dict[int, int]:
 
 async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes, bool]:
     """One HTTP/1.1 answer with a Content-Length body: (status, body, keep_alive)."""
-    raw = await reader.readuntil(b"\r\n\r\n")
-    status = int(raw[9:12])
-    length = 0
-    keep_alive = True
-    for line in raw.split(b"\r\n")[1:]:
-        name = line[:15].lower()
-        if name == b"content-length:":
-            length = int(line[15:])
-        elif name.startswith(b"connection:") and b"close" in line.lower():
-            keep_alive = False
-    if length > RESPONSE_BODY_MAX_BYTES:
-        raise ValueError(f"answer of {length} bytes")
+    status, length, keep_alive = parse_head(await reader.readuntil(b"\r\n\r\n"))
     body = await reader.readexactly(length) if length else b""
     return status, body, keep_alive
 
@@ -189,6 +151,7 @@ class GatewayLoad:
             for ledger_id in ledgers
         }
         self.stats = Stats()
+        self.connections: set[LoadConnection] = set()
         self.counting = False
         self.stopping = False
         self.counting_since: float | None = None
@@ -197,61 +160,49 @@ class GatewayLoad:
         """The head of a client's ``sent``-th request (``LogLoad`` appends to a log)."""
         return self.heads[ledgers[sent % len(ledgers)]]
 
-    async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        return await asyncio.open_connection(self.host, self.port)
-
     async def client(self, index: int) -> None:
-        ledgers = self.client_ledgers[index]
-        clients = len(self.client_ledgers)
-        interval = clients / self.rate if self.rate > 0 else 0.0
-        stats, body, batch = self.stats, self.body, self.batch
-        reader, writer = await self.connect()
+        """One simulated client: its connection (``LoadConnection``) sends its requests;
+        this task makes a new one when the last closed (after an error, or an answer
+        with ``Connection: close``) and ends when the run stops."""
+        loop = asyncio.get_running_loop()
         await asyncio.sleep(max(0.0, self.start_at - time.time()))
-        next_at = time.perf_counter() + index * interval / clients
-        sent = 0
+        pacing = Pacing(len(self.client_ledgers), self.rate, index)
         while not self.stopping:
-            if interval:
-                delay = next_at - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                    if self.stopping:
-                        break
-                next_at += interval
-            head = self.head(ledgers, sent)
-            sent += 1
-            started = time.perf_counter()
             try:
-                status, answer, keep_alive = await asyncio.wait_for(
-                    exchange(reader, writer, head, body), REQUEST_TIMEOUT_S
+                _, conn = await loop.create_connection(
+                    partial(self.connection, index, pacing), self.host, self.port
                 )
-            except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError) as exc:
-                writer.transport.abort()
+            except OSError as exc:
                 if self.stopping:
                     return
-                if self.counting:
-                    stats.error(f"{type(exc).__name__}: {exc}")
+                self.stats.error(f"connect: {type(exc).__name__}: {exc}")
+                await asyncio.sleep(RECONNECT_DELAY_S * 10)
+                continue
+            self.connections.add(conn)
+            try:
+                await conn.closed
+            finally:
+                self.connections.discard(conn)
+                conn.abort()
+            if conn.failed and not self.stopping:
                 await asyncio.sleep(RECONNECT_DELAY_S)
-                try:
-                    reader, writer = await self.connect()
-                except OSError as exc2:
-                    stats.error(f"reconnect: {type(exc2).__name__}: {exc2}")
-                    await asyncio.sleep(1.0)
-                continue
-            latency = time.perf_counter() - started
-            if not keep_alive:
-                writer.close()
-                reader, writer = await self.connect()
-            if self.stopping or not self.counting:
-                continue
-            if status != 200:
-                stats.error(f"HTTP {status}: {answer.decode(errors='replace')}")
-                continue
-            stats.requests += 1
-            stats.entries += batch
-            stats.payload_bytes += len(self.payload) * batch
-            bucket = bucket_of(latency)
-            stats.histogram[bucket] = stats.histogram.get(bucket, 0) + 1
-        writer.close()
+
+    def connection(self, index: int, pacing: Pacing) -> LoadConnection:
+        """A new connection for client ``index`` (``StreamLoad`` opens streams)."""
+        return RequestConnection(self, self.client_ledgers[index], pacing)
+
+    async def watch(self) -> None:
+        """Time out requests (and streams) that wait too long for their answers: one
+        check a second for every connection, instead of a timer per request. It runs
+        until the run has ended, so a request hung when the run stops ends it too."""
+        while True:
+            await asyncio.sleep(WATCH_INTERVAL_S)
+            now = time.perf_counter()
+            for conn in list(self.connections):
+                if conn.overdue(now):
+                    if self.counting and not self.stopping:
+                        self.stats.error(f"TimeoutError: no answer within {REQUEST_TIMEOUT_S:g}s")
+                    conn.fail()
 
     def emit(self, doc: dict) -> None:
         sys.stdout.write(json.dumps(doc) + "\n")
@@ -280,6 +231,7 @@ class GatewayLoad:
     async def run(self) -> dict:
         tasks = [asyncio.create_task(self.client(i)) for i in range(len(self.client_ledgers))]
         progress = asyncio.create_task(self.report_progress())
+        watch = asyncio.create_task(self.watch())
         await asyncio.sleep(max(0.0, self.start_at - time.time()))
         cpu0 = time.process_time()
         await asyncio.sleep(self.warmup_s)
@@ -289,6 +241,8 @@ class GatewayLoad:
         await asyncio.sleep(self.duration_s)
         self.stopping = True
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+        for conn in list(self.connections):
+            conn.stop()
         done, pending = await asyncio.wait(tasks, timeout=REQUEST_TIMEOUT_S)
         for task in pending:
             task.cancel()
@@ -296,6 +250,7 @@ class GatewayLoad:
             if task.exception() is not None:
                 self.stats.error(f"client failed: {task.exception()!r}")
         progress.cancel()
+        watch.cancel()
         return {
             "type": "result",
             "clients": len(self.client_ledgers),

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, SpinnerColumn, TaskID, TextColumn
 from rich.progress import Progress as RichProgress
 
-from services.bench.load import merge_histograms, percentile_s
+from services.bench.histogram import merge_histograms, percentile_s
 from services.bench.measure import Sampler
 
 if TYPE_CHECKING:

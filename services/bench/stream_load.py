@@ -4,31 +4,45 @@ one HTTP request per record.
 
 Each client opens one WebSocket to ``/v1/ledgers/{id}/stream`` (its first ledger), or
 to ``/v1/logs/{log}/stream`` with ``--log``, and keeps ``in_flight`` records sent and
-not acknowledged (never more than the gateway's credits). A record's latency runs from
-its send to its acknowledgement (acknowledgements come in order, so the oldest send
-time is the one acknowledged). The records a client sends in one turn of its event loop
-leave in one socket write (``CoalescingTransport``), as a NATS client's flusher batches
-its publishes: measured with 256 in flight on one stream, 6,220-6,512 records/s without
-it and 6,495-7,230 with it, and the gateway's and bookies' CPU per record fell (they
-got the records in larger groups). At the end each client stops sending, waits for what is
-in flight and ends the stream with ``{"end": true}``.
+not acknowledged (never more than the credits the gateway granted first). A record's
+latency runs from its send to its acknowledgement (acknowledgements come in order, so
+the oldest send time is the one acknowledged). The connection is an asyncio
+``Protocol`` speaking RFC 6455 itself (services/bench/ws_frames.py): the records that
+the acknowledgements of one read make room for leave in one socket write, as a NATS
+client's flusher batches its publishes. At the end each client stops sending, waits for
+what is in flight and ends the stream with ``{"end": true}``; the gateway closes with
+1000.
 """
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import json
+import struct
 import time
 from typing import Any
 
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed
-
-from services.bench.load import REQUEST_TIMEOUT_S, GatewayLoad, bucket_of
-from services.web.coalesce import CoalescingTransport
+from services.bench.connections import REQUEST_TIMEOUT_S, LoadConnection, Pacing
+from services.bench.histogram import bucket_of
+from services.bench.load import GatewayLoad
+from services.bench.ws_frames import (
+    CLOSE_NORMAL,
+    OP_BINARY,
+    OP_CLOSE,
+    OP_PING,
+    OP_PONG,
+    OP_TEXT,
+    FrameError,
+    FrameReader,
+    check_handshake,
+    encode_frame,
+    handshake,
+)
 
 IN_FLIGHT_DEFAULT = 256
+HANDSHAKE_HEAD_MAX_BYTES = 64 * 1024
+_ACK_PREFIX = b'{"seq"'  # the gateway's acknowledgement (anything else is parsed)
+_END = json.dumps({"end": True}).encode()
 
 
 class StreamLoad(GatewayLoad):
@@ -44,61 +58,133 @@ class StreamLoad(GatewayLoad):
             return f"/v1/logs/{self.log}/stream"
         return f"/v1/ledgers/{self.client_ledgers[index][0]}/stream"
 
-    async def client(self, index: int) -> None:
-        url = f"ws://{self.host}:{self.port}{self.path(index)}"
-        async with connect(
-            url, additional_headers=self.headers, max_size=None, compression=None
-        ) as ws:
-            # Records sent in one loop turn leave in one write, as a NATS client's flusher
-            # does (services/web/coalesce.py).
-            ws.transport = CoalescingTransport(ws.transport, asyncio.get_running_loop())  # type: ignore[assignment]
-            hello = json.loads(await asyncio.wait_for(ws.recv(), REQUEST_TIMEOUT_S))
-            if "credits" not in hello:
-                self.stats.error(f"stream refused: {hello}")
-                return
-            room = asyncio.Semaphore(min(self.in_flight, hello["credits"]))
-            sent_at: collections.deque[float] = collections.deque()
-            await asyncio.sleep(max(0.0, self.start_at - time.time()))
-            receiver = asyncio.create_task(self._receive(ws, room, sent_at))
-            try:
-                while not self.stopping and not receiver.done():
-                    await room.acquire()
-                    sent_at.append(time.perf_counter())
-                    await ws.send(self.payload)
-                # What is in flight is acknowledged (or the stream failed), then it ends.
-                while sent_at and not receiver.done():
-                    await asyncio.wait({receiver}, timeout=0.05)
-                if not receiver.done():
-                    await ws.send(json.dumps({"end": True}))
-                    await asyncio.wait_for(receiver, REQUEST_TIMEOUT_S)
-            except ConnectionClosed as exc:
-                if not self.stopping:
-                    self.stats.error(f"stream closed: {exc}")
-            finally:
-                receiver.cancel()
-                await asyncio.gather(receiver, return_exceptions=True)
+    def connection(self, index: int, pacing: Pacing) -> LoadConnection:
+        return StreamConnection(self, self.path(index))
 
-    async def _receive(
-        self, ws: ClientConnection, room: asyncio.Semaphore, sent_at: collections.deque[float]
-    ) -> None:
-        stats, size = self.stats, len(self.payload)
+
+class StreamConnection(LoadConnection):
+    """One stream: the handshake, then records out and acknowledgements in."""
+
+    def __init__(self, load: StreamLoad, path: str) -> None:
+        super().__init__(load)
+        self.stream_load = load
+        self.request, self.key = handshake(load.host, load.port, path, load.headers)
+        self.opened_at = time.perf_counter()
+        self.upgraded = False
+        self.frames = FrameReader()
+        self.sent_at: collections.deque[float] = collections.deque()
+        self.room = -1  # records that may be sent now; -1 until the credits arrive
+        self.ended = False
+        self.frame = b""  # a record's frame head and mask vary; its payload does not
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        transport.write(self.request)
+
+    def waiting(self) -> bool:
+        return not self.upgraded or bool(self.sent_at) or self.room < 0
+
+    def overdue(self, now: float) -> bool:
+        since = self.sent_at[0] if self.sent_at else None if self.room >= 0 else self.opened_at
+        return since is not None and now - since > REQUEST_TIMEOUT_S
+
+    def data_received(self, data: bytes) -> None:
+        if not self.upgraded:
+            buffer = self.buffer + data
+            head_end = buffer.find(b"\r\n\r\n")
+            if head_end < 0:
+                if len(buffer) > HANDSHAKE_HEAD_MAX_BYTES:
+                    self.error("the handshake's answer head is too long")
+                self.buffer = buffer
+                return
+            try:
+                check_handshake(buffer[: head_end + 4], self.key)
+            except FrameError as exc:
+                self.error(f"stream refused: {exc}")
+                return
+            self.upgraded, self.buffer = True, b""
+            data = buffer[head_end + 4 :]
         try:
-            async for message in ws:
-                doc = json.loads(message)
-                if "error" in doc:
-                    stats.error(f"{doc['error']}: {doc['message']}")
+            messages = self.frames.feed(data)
+        except FrameError as exc:
+            self.error(f"bad frame from the gateway: {exc}")
+            return
+        out: list[bytes] = []
+        for opcode, payload in messages:
+            if opcode == OP_TEXT:
+                if payload.startswith(_ACK_PREFIX):
+                    self.acknowledged()
+                elif not self.control(payload):
                     return
-                if "credits" in doc:
-                    continue
-                latency = time.perf_counter() - sent_at.popleft()
-                room.release()
-                if self.stopping or not self.counting:
-                    continue
-                stats.requests += 1
-                stats.entries += 1
-                stats.payload_bytes += size
-                bucket = bucket_of(latency)
-                stats.histogram[bucket] = stats.histogram.get(bucket, 0) + 1
-        except ConnectionClosed as exc:
-            if not self.stopping:
-                stats.error(f"stream closed: {exc}")
+            elif opcode == OP_CLOSE:
+                self.closed_by_server(payload)
+                return
+            elif opcode == OP_PING:
+                out.append(encode_frame(OP_PONG, payload))
+        self.fill(out)
+        if out:
+            self.transport.write(b"".join(out))  # type: ignore[union-attr]
+
+    def acknowledged(self) -> None:
+        latency = time.perf_counter() - self.sent_at.popleft()
+        self.room += 1
+        load = self.load
+        if load.counting and not load.stopping:
+            stats = self.stats
+            stats.requests += 1
+            stats.entries += 1
+            stats.payload_bytes += len(load.payload)
+            bucket = bucket_of(latency)
+            stats.histogram[bucket] = stats.histogram.get(bucket, 0) + 1
+
+    def control(self, payload: bytes) -> bool:
+        """A text message other than an acknowledgement; False when the stream failed."""
+        try:
+            doc = json.loads(payload)
+        except ValueError:
+            self.error(f"not JSON from the gateway: {payload[:80]!r}")
+            return False
+        if "error" in doc:
+            self.error(f"{doc.get('error')}: {doc.get('message')}")
+            return False
+        if "seq" in doc:
+            self.acknowledged()
+        elif "credits" in doc and self.room < 0:
+            # The first grant bounds the records in flight; later grants are not used.
+            self.room = min(self.stream_load.in_flight, int(doc["credits"]))
+        return True
+
+    def closed_by_server(self, payload: bytes) -> None:
+        code = struct.unpack("!H", payload[:2])[0] if len(payload) >= 2 else None
+        if code != CLOSE_NORMAL or self.sent_at or not self.ended:
+            self.error(
+                f"stream closed by the gateway: {code} {payload[2:].decode(errors='replace')}"
+            )
+            return
+        self.transport.write(encode_frame(OP_CLOSE, payload[:2]))  # type: ignore[union-attr]
+        self.transport.close()  # type: ignore[union-attr]
+
+    def fill(self, out: list[bytes]) -> None:
+        """Frames for the records there is room for, or the end once the run stopped
+        and nothing is in flight."""
+        if self.load.stopping:
+            if not self.sent_at and not self.ended and self.room >= 0:
+                self.ended = True
+                out.append(encode_frame(OP_TEXT, _END))
+            return
+        if self.room <= 0:
+            return
+        payload = self.load.payload
+        now = time.perf_counter()
+        for _ in range(self.room):
+            self.sent_at.append(now)
+            out.append(encode_frame(OP_BINARY, payload))
+        self.room = 0
+
+    def stop(self) -> None:
+        """The run stopped: end the stream now if nothing is in flight (else when its
+        last acknowledgement arrives)."""
+        out: list[bytes] = []
+        self.fill(out)
+        if out and self.transport is not None and not self.transport.is_closing():
+            self.transport.write(b"".join(out))

@@ -82,6 +82,16 @@ def test_bench_local_batched_adds(tmp_path: Path) -> None:
     assert summary["mb_per_s"] * 1e6 == pytest.approx(summary["adds_per_s"] * 100, rel=0.01)
 
 
+def test_bench_local_stream(tmp_path: Path) -> None:
+    """``--stream``: single records over two WebSocket streams, each with 32 in flight
+    (the generator's own RFC 6455 client, services/bench/ws_frames.py): records are
+    acknowledged and counted, none failed (a refused handshake, a bad frame or an
+    error message from the gateway would each be an error)."""
+    summary = _run(tmp_path, "--stream", "--concurrency", "2", "--in-flight", "32")
+    assert summary["requests_per_s"] == summary["adds_per_s"]
+    assert summary["entries"] >= 32
+
+
 def test_bench_local_interrupted_stops_everything(tmp_path: Path) -> None:
     """SIGINT while the load runs: exit 130, every process of the local cluster and
     the load generator is stopped (by pid), the temp dir is removed."""

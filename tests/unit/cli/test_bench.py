@@ -9,7 +9,7 @@ import json
 import pytest
 
 from services.bench.config import BenchConfig, BenchError
-from services.bench.load import bucket_of, merge_histograms, percentile_s
+from services.bench.histogram import bucket_of, merge_histograms, percentile_s
 from services.bench.procs import client_ledgers, load_specs
 from services.bench.report import Progress, report, summarize
 

@@ -1,0 +1,109 @@
+"""The REST load generator's connections (services/bench/connections.py) against a small
+HTTP/1.1 server on 127.0.0.1 that answers in pieces, closes some connections after an
+answer, refuses some requests and leaves one unanswered: every answer is counted once,
+refusals and time-outs are errors with their reason, and the run ends on time."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from services.bench import connections
+from services.bench import load as load_module
+from services.bench.load import GatewayLoad
+
+
+class Server:
+    """Answers ``POST`` requests: 200 with a body written in two pieces, every 4th with
+    ``Connection: close`` (then closes), every 10th with 503; ``hang_after`` requests,
+    it stops answering."""
+
+    def __init__(self, hang_after: int | None = None) -> None:
+        self.requests: list[tuple[bytes, bytes]] = []
+        self.hang_after = hang_after
+        self.connections = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(head.split(b"Content-Length: ")[1].split(b"\r\n")[0])
+                self.requests.append((head, await reader.readexactly(length)))
+                n = len(self.requests)
+                if self.hang_after is not None and n > self.hang_after:
+                    await asyncio.sleep(3600)
+                status = b"503 Service Unavailable" if n % 10 == 0 else b"200 OK"
+                close = n % 4 == 0
+                body = b'{"entry_id": %d}' % n
+                writer.write(b"HTTP/1.1 " + status + b"\r\ncontent-length: %d\r\n" % len(body))
+                writer.write(b"connection: close\r\n\r\n" if close else b"\r\n")
+                await writer.drain()
+                writer.write(body)
+                await writer.drain()
+                if close:
+                    writer.close()
+                    return
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+
+
+def _spec(port: int, duration_s: float) -> dict:
+    return {
+        "host": "127.0.0.1",
+        "port": port,
+        "client_ledgers": [[1, 2], [3]],
+        "batch": 1,
+        "entry_size": 16,
+        "duration_s": duration_s,
+        "warmup_s": 0.0,
+        "start_at": time.time(),
+        "progress_interval_s": 60,
+    }
+
+
+async def _run(server: Server, duration_s: float) -> tuple[GatewayLoad, dict, float]:
+    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    load = GatewayLoad(_spec(port, duration_s))
+    load.emit = lambda doc: None  # type: ignore[method-assign]
+    started = time.perf_counter()
+    try:
+        result = await load.run()
+    finally:
+        listener.close()
+    return load, result, time.perf_counter() - started
+
+
+def test_every_answer_is_counted_once_and_refusals_are_errors() -> None:
+    server = Server()
+    load, result, _ = asyncio.run(_run(server, 0.5))
+    answered = len(server.requests)
+    refused = answered // 10
+    assert answered > 20
+    # Each answer read is a request counted or an error (the last may land after the end).
+    assert answered - 2 <= result["requests"] + result["errors"] <= answered
+    assert refused - 1 <= result["errors"] <= refused
+    assert result["first_error"].startswith('HTTP 503: {"entry_id": 10}')
+    assert result["requests"] == result["entries"] == result["payload_bytes"] // 16
+    assert sum(result["histogram"].values()) == result["requests"]
+    # The connections closed by the server were replaced, and every request was whole.
+    assert server.connections >= answered // 4
+    heads = {head.split(b" ")[1] for head, _ in server.requests}
+    assert heads == {b"/v1/ledgers/1/entries", b"/v1/ledgers/2/entries", b"/v1/ledgers/3/entries"}
+    assert {body for _, body in server.requests} == {load.payload}
+
+
+def test_an_unanswered_request_times_out_as_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    for module in (connections, load_module):
+        monkeypatch.setattr(module, "REQUEST_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(load_module, "WATCH_INTERVAL_S", 0.05)
+    server = Server(hang_after=3)  # the 4th request and every one after it hang
+    _, result, elapsed = asyncio.run(_run(server, 1.0))
+    assert result["requests"] == 3
+    assert result["first_error"] == "TimeoutError: no answer within 0.3s"
+    # One time-out per hung request while counting (each on a new connection).
+    assert 2 <= result["errors"] <= 4
+    assert elapsed < 2.0  # the requests hung at the end were timed out too
