@@ -17,7 +17,9 @@ every round's rate is printed and kept in the JSON. On this 2-core machine one c
 figure moves by up to a third between runs (where the scheduler puts five busy
 processes), so one round alone can meet or miss a target by luck.
 
-Prints the table with each figure, Quire's ratios to the targets' references, whether
+Prints the table with each figure and the CPU its load generator used (``client``, in
+cores: the peers' Python clients and ``quire bench``'s generator share the machine with
+what they measure), Quire's ratios to the targets' references, whether
 each target is met, the machine (CPU model, load of other processes), and ends with one
 JSON line. Targets (issue 13): REST single 64-256 clients >= 2x the fast-path-off figure
 and >= 1x etcd K=256; streaming 256 in flight >= 1x JetStream K=256; one in flight p50
@@ -214,16 +216,29 @@ def verdict(res: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def client_cores(figure: dict[str, Any]) -> str:
+    """The CPU the load generator used, in cores, as the column shows it: the peers'
+    Python clients (nats-py, aetcd on grpc.aio) share the two cores with their servers
+    as ``quire bench``'s generator does with ours, so a lighter client leaves more of the
+    machine to the system it measures."""
+    if "client_cpu_pct" in figure:
+        return f"{figure['client_cpu_pct'] / 100:7.2f}"
+    if "load_cpu" in figure:
+        return f"{figure['load_cpu']:7.2f}"
+    return f"{'':>7}"
+
+
 def print_table(res: dict[str, Any]) -> None:
     print(
         f"\nCPU: {res['cpu_model']}; load before/after: {res['load_before']} / {res['load_after']}"
     )
-    print(f"{'system':8} {'case':28} {'1 KiB/s':>10} {'p50 ms':>8} {'p99 ms':>8}")
+    print(f"{'system':8} {'case':28} {'1 KiB/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'client':>7}")
     for peer in ("nats", "etcd"):
         for case in ("k1", "k256"):
             rate, p50 = peer_rate(res.get(peer) or {}, case)
             if rate:
-                print(f"{peer:8} {case:28} {rate:10.0f} {p50 or 0:8.2f} {'':>8}")
+                client = client_cores((res.get(peer) or {}).get(case) or {})
+                print(f"{peer:8} {case:28} {rate:10.0f} {p50 or 0:8.2f} {'':>8} {client}")
     for case, figure in (res.get("quire") or {}).items():
         rate = figure.get("adds_per_s") or figure.get("entries_per_s")
         if rate:
@@ -231,9 +246,10 @@ def print_table(res: dict[str, Any]) -> None:
             cpu = f"gw {figure.get('gateway_cpu', 0):.2f} bk {figure.get('bookie_cpu', 0):.2f}"
             others = f"others {figure.get('others_cpu', 0):.2f}"
             rounds = "/".join(f"{r:.0f}" for r in figure.get("rounds", []))
+            client = client_cores(figure)
             print(
-                f"{'quire':8} {case:28} {rate:10.0f} {p50:8.2f} {p99:8.2f}  {cpu} {others}"
-                f"  rounds {rounds}"
+                f"{'quire':8} {case:28} {rate:10.0f} {p50:8.2f} {p99:8.2f} {client}"
+                f"  {cpu} {others}  rounds {rounds}"
             )
         else:
             print(f"{'quire':8} {case:28} {figure.get('error', '?')}")

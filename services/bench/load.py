@@ -7,11 +7,17 @@ Why a separate process on raw sockets: on this 2-core machine one
 ``httpx.AsyncClient`` with a 64-connection pool manages ~200 requests/s
 (encode/httpx#3215), far below what the gateway serves, and a generator in
 the orchestrator's process would compete with its sampling. Here each
-simulated client owns one keep-alive HTTP/1.1 connection (asyncio streams,
-uvloop when installed), keeps one request in flight, and cycles over its
-ledgers (``client_ledgers[i]``): ``POST /v1/ledgers/{id}/entries`` with one
-raw entry (``batch`` 1) or a JSON batch of ``batch`` base64 entries. Bodies
-are built once; the hot loop only writes bytes and parses a status line.
+simulated client owns one keep-alive HTTP/1.1 connection (an asyncio
+``Protocol``, services/bench/connections.py; uvloop when installed), keeps one
+request in flight, and cycles over its ledgers (``client_ledgers[i]``):
+``POST /v1/ledgers/{id}/entries`` with one raw entry (``batch`` 1) or a JSON
+batch of ``batch`` base64 entries. Bodies are built once; the next request
+leaves from the callback that read the last answer, and one watchdog
+(``watch``) times out answers that do not come, instead of a task and a timer
+per request. On this 2-core machine the generator shares the cores with what it
+measures: so built, it used 0.12-0.16 of a core for 2,600-3,900 adds/s against
+0.22-0.25 for the same load on asyncio streams with ``wait_for``
+(benchmarks/README.md, 2026-11-26 fourth session).
 
 Latency is measured from the write of a request to the last byte of its
 answer. With ``rate`` > 0 each client sends on a fixed schedule (open loop,

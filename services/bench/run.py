@@ -16,8 +16,8 @@ How it runs, in order:
    their write handles: every add goes to the gateway that created its
    ledger).
 3. The load: ``--load-procs`` separate processes (``services/bench/load.py``:
-   raw HTTP/1.1 on asyncio streams, uvloop, one keep-alive connection per
-   client), ``--concurrency`` clients in all, each cycling over its share of
+   raw HTTP/1.1 on asyncio protocols, uvloop, one keep-alive connection per
+   client; ``--stream``: one WebSocket per client, services/bench/stream_load.py), ``--concurrency`` clients in all, each cycling over its share of
    the ledgers with one request in flight. A warm-up, then ``--duration``
    counted seconds. This process only orchestrates and samples: the peak
    resident memory and the CPU of the gateway and of each bookie (psutil,
