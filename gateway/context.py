@@ -62,7 +62,9 @@ class BookieRegistryView(Protocol):
 
 
 class BookieApi(Protocol):
-    """What the gateway asks of one bookie (``services.bookie_client.BookieClient``)."""
+    """What the gateway asks of one bookie (``services.bookie_client.BookieClient``). Its
+    senders use ``start_add`` (a callback-driven add) when the client has it, and
+    otherwise run ``add`` in a task (gateway/senders.py)."""
 
     async def add(self, records: list[Record], timeout_s: float | None = None) -> AddResult: ...
 

@@ -71,12 +71,12 @@ own (issue 7 item 8), and each refusal maps to its own reason:
 Only the records (and so the ledgers) refused are affected: the others of the
 same cross-ledger request are reported stored as usual.
 
-Request ids (services/request_ids.py): each queued item remembers the id of the
-request it was sent for, and an add request to a bookie carries the id of its first
-item (the tasks that send requests are started by whichever add came first, so their
-own context says nothing). A request that carries items of several client requests
-logs, at debug level, the ids it carries, so a slow add can be followed to the bookie
-request it rode in.
+Requests leave at once from ``_pump`` (``BookieClient.start_add``: a callback-driven
+channel, no task per request) and their answers come back in the same loop turn.
+
+Request ids (services/request_ids.py): each queued item remembers the id of its client
+request; an add request to a bookie carries its first item's id, and its answer reaches
+the handles with that id set. One that carries several ids logs them at debug level.
 """
 
 from __future__ import annotations
@@ -86,6 +86,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from gateway.context import BookieApi
 from gateway.lac_sender import LacSender
@@ -304,34 +305,46 @@ class BookieSender:
             self._in_flight += 1
             self._bytes_in_flight += size
             timeout_s = limits.add_timeout_s(self._bytes_in_flight)
-            task = asyncio.get_running_loop().create_task(self._request(batch, size, timeout_s))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._start(batch, size, timeout_s)
 
-    async def _request(self, batch: list[_Item], size: int, timeout_s: float) -> None:
+    def _start(self, batch: list[_Item], size: int, timeout_s: float) -> None:
+        """Send one add request now (``start_add``), or in a task for a client without it."""
         records = [r for item in batch for r in item.records]
-        # This task's own context copy: setting the id here touches no other request.
-        _carry_request_ids(batch, self.bookie_id)
-        answer: AddResult | QuireError
+        request_id = next((i.request_id for i in batch if i.request_id is not None), None)
+        _log_carried(batch, self.bookie_id)
+        done = partial(self._answered, batch, size, request_id)
+        client = self._client()
+        start_add = getattr(client, "start_add", None)
+        if start_add is not None:
+            start_add(records, timeout_s, done, request_id)
+            return
+        task = asyncio.get_running_loop().create_task(
+            _add_in_task(client, records, timeout_s, done, request_id)
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _answered(
+        self, batch: list[_Item], size: int, request_id: str | None, answer: AddResult | QuireError
+    ) -> None:
+        """A request's answer reaches its callbacks (with its id set); the next may leave."""
+        token = REQUEST_ID.set(request_id)
         try:
-            try:
-                answer = await self._client().add(records, timeout_s=timeout_s)
-            except QuireError as exc:
-                if reject_reason(exc) is RejectReason.UNAVAILABLE:
+            if isinstance(answer, QuireError):
+                if reject_reason(answer) is RejectReason.UNAVAILABLE:
                     log.warning(
                         "add to bookie failed",
-                        extra={"fields": {"bookie": self.bookie_id, "error": exc.code,
-                                          "message": exc.message}},
+                        extra={"fields": {"bookie": self.bookie_id, "error": answer.code,
+                                          "message": answer.message}},
                     )  # fmt: skip
-                answer = exc
-            else:
-                if answer.rejected:
-                    _log_refusals(self.bookie_id, answer.rejected)
+            elif answer.rejected:
+                _log_refusals(self.bookie_id, answer.rejected)
             for callback, answered in _by_callback(batch):
                 _call(callback, answer_for(answered, answer))
         finally:
             self._in_flight -= 1
             self._bytes_in_flight -= size
+            REQUEST_ID.reset(token)
             self._pump()
 
     async def aclose(self) -> None:
@@ -340,11 +353,26 @@ class BookieSender:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
-def _carry_request_ids(batch: Sequence[_Item], bookie_id: str) -> None:
-    """Set this task's request id to the first item's that has one. With debug logging,
-    a request that carries items of several requests names them all (bounded)."""
-    first = next((item.request_id for item in batch if item.request_id is not None), None)
-    REQUEST_ID.set(first)
+async def _add_in_task(
+    client: BookieApi,
+    records: list[Record],
+    timeout_s: float,
+    done: Callable[[AddResult | QuireError], None],
+    request_id: str | None,
+) -> None:
+    """``start_add`` for a client that only has the coroutine ``add`` (the tests' fakes):
+    the add in a task of its own, with the request's id set in that task's context."""
+    REQUEST_ID.set(request_id)
+    try:
+        answer: AddResult | QuireError = await client.add(records, timeout_s=timeout_s)
+    except QuireError as exc:
+        answer = exc
+    done(answer)
+
+
+def _log_carried(batch: Sequence[_Item], bookie_id: str) -> None:
+    """With debug logging, a request that carries items of several requests names them
+    all (bounded)."""
     if len(batch) > 1 and log.isEnabledFor(logging.DEBUG):
         distinct = list(dict.fromkeys(i.request_id for i in batch if i.request_id is not None))
         if len(distinct) > 1:

@@ -17,8 +17,9 @@ How it runs, in order:
    ledger).
 3. The load: ``--load-procs`` separate processes (``services/bench/load.py``:
    raw HTTP/1.1 on asyncio protocols, uvloop, one keep-alive connection per
-   client; ``--stream``: one WebSocket per client, services/bench/stream_load.py), ``--concurrency`` clients in all, each cycling over its share of
-   the ledgers with one request in flight. A warm-up, then ``--duration``
+   client; ``--stream``: one WebSocket per client, services/bench/stream_load.py),
+   ``--concurrency`` clients in all, each cycling over its share of the ledgers
+   with one request in flight. A warm-up, then ``--duration``
    counted seconds. This process only orchestrates and samples: the peak
    resident memory and the CPU of the gateway and of each bookie (psutil,
    every 0.1 s), the generator's CPU, and what the rest of the machine used.

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from services.bookie_client.results import LacInfo, StoredInfo
+from services.bookie_client.results import AddResult, LacInfo, StoredInfo
 from services.errors import (
     BookieUnavailable,
     Conflict,
@@ -50,6 +50,15 @@ def error_for(status: int, body: bytes, prefix: str) -> QuireError:
     if status >= 500:
         return BookieUnavailable(f"{prefix}: HTTP {status} without an error body")
     return _BY_STATUS.get(status, QuireError)(f"{prefix}: HTTP {status}")
+
+
+def parse_add(doc: dict[str, Any]) -> AddResult:
+    """An add answer (``stored`` and the ``rejected`` records with their codes); raises
+    KeyError/TypeError/ValueError/AttributeError."""
+    rejected = [
+        (int(r["ledger_id"]), int(r["entry_id"]), str(r["error"])) for r in doc.get("rejected", [])
+    ]
+    return AddResult(int(doc["stored"]), rejected)
 
 
 def parse_lac(doc: dict[str, Any]) -> LacInfo:

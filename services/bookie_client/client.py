@@ -51,9 +51,11 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any, TypeVar
 
-from services.bookie_client.answers import error_for, parse_lac, parse_stored
+from services.bookie_client.answers import error_for, parse_add, parse_lac, parse_stored
+from services.bookie_client.channel import AddChannel
 from services.bookie_client.results import (
     AddResult,
     EntryResult,
@@ -104,6 +106,24 @@ T = TypeVar("T")
 # --------------------------------------------------------------------------- client
 
 
+def _request_id_line(request_id: str | None) -> bytes:
+    if request_id is None:
+        return b""
+    return f"{REQUEST_ID_HEADER}: {request_id}\r\n".encode("latin-1")
+
+
+def _add_body(records: Sequence[framing.Record]) -> bytes:
+    """The framed body of an add of ``records``; ``PayloadTooLarge`` over the bounds."""
+    if len(records) > BATCH_ENTRIES_MAX:
+        raise PayloadTooLarge(
+            f"{len(records)} entries in one add; the limit is {BATCH_ENTRIES_MAX}"
+        )
+    body = framing.encode(records)
+    if len(body) > BODY_SIZE_MAX_BYTES:
+        raise PayloadTooLarge(f"add body of {len(body)} bytes; the limit is {BODY_SIZE_MAX_BYTES}")
+    return body
+
+
 class BookieClient:
     """One bookie's API: adds, reads, LAC, fence, delete, list, stored entries, info."""
 
@@ -144,10 +164,20 @@ class BookieClient:
             )
         )
 
+        # The gateway's batched adds (``start_add``): callbacks, no task per request. Their
+        # head is built once around the body's length and the request id line.
+        self._adds = AddChannel(self.host, self.port, connect_timeout_s)
+        fixed = "".join(f"{name}: {value}\r\n" for name, value in self._headers.items())
+        self._add_head_start = (
+            f"POST /v1/entries HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nContent-Length: "
+        ).encode("latin-1")
+        self._add_head_rest = f"\r\nContent-Type: {framing.MEDIA_TYPE}\r\n{fixed}".encode("latin-1")
+
     def __repr__(self) -> str:  # no secret here
         return f"BookieClient({self.address!r})"
 
     async def aclose(self) -> None:
+        await self._adds.aclose()
         await self._transport.aclose()
         if self._poll_transport is not self._transport:
             await self._poll_transport.aclose()
@@ -169,15 +199,7 @@ class BookieClient:
         call raises ``BookieUnavailable`` (the add may or may not have been stored)."""
         if not records:
             return AddResult(0, [])
-        if len(records) > BATCH_ENTRIES_MAX:
-            raise PayloadTooLarge(
-                f"{len(records)} entries in one add; the limit is {BATCH_ENTRIES_MAX}"
-            )
-        body = framing.encode(records)
-        if len(body) > BODY_SIZE_MAX_BYTES:
-            raise PayloadTooLarge(
-                f"add body of {len(body)} bytes; the limit is {BODY_SIZE_MAX_BYTES}"
-            )
+        body = _add_body(records)
         doc = await self._json(
             "POST",
             "/v1/entries",
@@ -186,14 +208,59 @@ class BookieClient:
             what="add",
             timeout_s=timeout_s,
         )
+        return self._parsed(parse_add, doc, "add")
+
+    def start_add(
+        self,
+        records: list[framing.Record],
+        timeout_s: float,
+        done: Callable[[AddResult | QuireError], None],
+        request_id: str | None = None,
+    ) -> None:
+        """``add`` driven by a callback (services/bookie_client/channel.py): the request
+        leaves now and ``done`` gets its ``AddResult`` or the ``QuireError`` ``add``
+        would raise, on a later loop turn, within ``timeout_s``. ``request_id`` is sent
+        as ``X-Request-Id``."""
         try:
-            rejected = [
-                (int(r["ledger_id"]), int(r["entry_id"]), str(r["error"]))
-                for r in doc.get("rejected", [])
-            ]
-            return AddResult(int(doc["stored"]), rejected)
+            body = _add_body(records)
+        except QuireError as exc:
+            asyncio.get_running_loop().call_soon(done, exc)
+            return
+        data = b"".join(
+            (
+                self._add_head_start,
+                b"%d" % len(body),
+                self._add_head_rest,
+                _request_id_line(request_id),
+                b"\r\n",
+                body,
+            )
+        )
+        self._adds.start(data, timeout_s, partial(self._add_done, timeout_s, done))
+
+    def _add_done(
+        self,
+        timeout_s: float,
+        done: Callable[[AddResult | QuireError], None],
+        answer: HttpResponse | Exception,
+    ) -> None:
+        result: AddResult | QuireError
+        if isinstance(answer, HttpResponse):
+            result = (
+                self._error(answer, "add") if answer.status >= 400 else self._add_result(answer)
+            )
+        else:
+            result = self._unavailable(answer, "add", timeout_s)
+        done(result)
+
+    def _add_result(self, response: HttpResponse) -> AddResult | QuireError:
+        try:
+            doc = json.loads(response.body)
+            if not isinstance(doc, dict):
+                raise TypeError("not a JSON object")
+            return parse_add(doc)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise self._malformed("add", exc) from exc
+            return self._malformed("add", exc)
 
     async def read_entry(self, ledger_id: int, entry_id: int) -> framing.Record:
         """One entry; ``LedgerNotFound`` / ``EntryNotFound`` when this bookie lacks it."""
@@ -398,15 +465,8 @@ class BookieClient:
         timeout_s = base_s + extra_s
         try:
             response = await transport.request(method, target, body, headers, timeout_s)
-        except TimeoutError as exc:
-            raise BookieUnavailable(
-                f"bookie {self.address}: {what}: no answer within {timeout_s:g}s"
-            ) from exc
-        except (OSError, ProtocolError, asyncio.IncompleteReadError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-            raise BookieUnavailable(
-                f"bookie {self.address}: {what}: {type(exc).__name__}: {reason}"
-            ) from exc
+        except (TimeoutError, OSError, ProtocolError, asyncio.IncompleteReadError) as exc:
+            raise self._unavailable(exc, what, timeout_s) from exc
         if response.status >= 400:
             raise self._error(response, what)
         return response
@@ -421,6 +481,18 @@ class BookieClient:
         if not isinstance(doc, dict):
             raise self._malformed(what, TypeError("not a JSON object"))
         return doc
+
+    def _unavailable(self, exc: Exception, what: str, timeout_s: float) -> BookieUnavailable:
+        """The ``BookieUnavailable`` of a transport failure (a time-out, a refused or
+        reset connection, an answer that is not HTTP/1.1 as we read it)."""
+        if isinstance(exc, TimeoutError):
+            message = f"no answer within {timeout_s:g}s"
+        else:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            message = f"{type(exc).__name__}: {reason}"
+        error = BookieUnavailable(f"bookie {self.address}: {what}: {message}")
+        error.__cause__ = exc
+        return error
 
     def _error(self, response: HttpResponse, what: str) -> QuireError:
         """The ``QuireError`` for an error answer (API.md: ``{"error", "message"}``), with

@@ -214,7 +214,7 @@ async def _exchange(
     except asyncio.LimitOverrunError as exc:
         raise ProtocolError(f"answer head over {RESPONSE_HEAD_MAX_BYTES} bytes") from exc
 
-    status, headers = _parse_head(raw_head)
+    status, headers = parse_head(raw_head)
     keep_alive = headers.get("connection", "").lower() != "close"
     try:
         if status in (204, 304) or 100 <= status < 200:
@@ -240,7 +240,7 @@ async def _exchange(
     return HttpResponse(status, headers, payload), keep_alive
 
 
-def _parse_head(raw: bytes) -> tuple[int, dict[str, str]]:
+def parse_head(raw: bytes) -> tuple[int, dict[str, str]]:
     lines = raw.decode("latin-1").split("\r\n")
     parts = lines[0].split(" ", 2)
     if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():

@@ -173,3 +173,54 @@ def test_dead_and_hung_bookies_are_unavailable_within_the_bound(cluster):
             assert time.monotonic() - started < 1.0
 
     asyncio.run(main())
+
+
+def test_start_add_answers_as_add_does_and_survives_restarts_and_hangs(cluster):
+    """The gateway's callback-driven add (``start_add``, services/bookie_client/channel.py)
+    against a real bookie: the same ``AddResult`` as ``add`` (a fenced ledger's refusal
+    included), the same errors (a wrong secret is ``Unauthorized``), one connection
+    reused, a bookie restart answered on a new connection, a paused bookie a
+    ``BookieUnavailable`` within the time-out, and ``done`` never called from inside
+    ``start_add``."""
+    cluster.secret = SECRET
+    bookie = cluster.start_bookie()
+
+    async def start_add(client: BookieClient, records, timeout_s: float = 5.0):
+        future = asyncio.get_running_loop().create_future()
+        client.start_add(records, timeout_s, future.set_result, "req-start-add")
+        assert not future.done()  # answered on a later loop turn, never from the call
+        return await future
+
+    async def main():
+        async with BookieClient(bookie.address, SECRET) as client:
+            records = [sealed(21, i, bytes([i]) * 300) for i in range(5)]
+            assert await start_add(client, records) == AddResult(5, [])
+            assert [await client.read_entry(21, i) for i in range(5)] == records
+            await client.fence(21)
+            late = [sealed(21, 5, b"late"), sealed(21, 6, b"r", recovery=True)]
+            assert await start_add(client, late) == AddResult(1, [(21, 5, "ledger_fenced")])
+            assert len(client._adds._idle) == 1  # one keep-alive connection, reused
+
+            await asyncio.to_thread(bookie.restart)
+            assert await start_add(client, [sealed(22, 0, b"after")]) == AddResult(1, [])
+
+            bookie.pause()
+            try:
+                started = time.monotonic()
+                error = await start_add(client, [sealed(22, 1, b"hung")], timeout_s=0.5)
+                assert isinstance(error, BookieUnavailable), error
+                assert "no answer within 0.5s" in error.message
+                assert time.monotonic() - started < 1.5
+            finally:
+                bookie.resume()
+            assert await start_add(client, [sealed(22, 1, b"hung")]) == AddResult(1, [])
+
+        async with BookieClient(bookie.address, "not-the-secret-42") as intruder:
+            error = await start_add(intruder, [sealed(23, 0, b"x")])
+            assert isinstance(error, Unauthorized) and "not-the-secret-42" not in error.message
+        bookie.kill()
+        async with BookieClient(bookie.address, SECRET) as client:
+            error = await start_add(client, [sealed(23, 0, b"x")])
+            assert isinstance(error, BookieUnavailable), error
+
+    asyncio.run(main())

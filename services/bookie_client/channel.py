@@ -1,0 +1,275 @@
+"""Add requests to one bookie driven by callbacks: ``AddChannel``, the gateway's path for
+the adds its senders batch (gateway/senders.py, ``BookieClient.start_add``).
+
+Through ``StreamTransport`` every add request to a bookie was a task: started on the
+loop turn after the sender decided to send, and woken on another turn when the answer
+arrived, each a trip through the end of the loop's ready queue, plus a stream reader
+and a time-out scope. With 256 REST clients the gateway's loop is never idle, that
+queue is long, and both trips delayed the next request to that bookie. Here the
+request is written at once from the sender's call, and the protocol's ``data_received``
+reads the answer and calls back in the same turn. Measured (benchmarks/README.md,
+2026-11-26 fourth session): 256 clients +14-15 % adds/s in three pairs, a stream +2-4 %,
+64 clients even.
+
+The rules are the transport's (services/bookie_client/transport.py):
+
+- a connection carries one request at a time, and is kept for the next only after a
+  complete answer that did not say ``Connection: close``; any error or time-out closes
+  it, so a half-read answer never reaches the next request. Idle connections are
+  reused newest first and dropped after ``IDLE_CONNECTION_MAX_S``;
+- a reused connection that the bookie closed before a byte of the answer came (keep-alive
+  expiry, restart) sends the request once more on a new connection: adds are
+  idempotent (bookie/API.md);
+- every request is bounded by its ``timeout_s``, from the call to the answer's last
+  byte (the connect included, itself bounded by ``connect_timeout_s``);
+- answers are ``Content-Length`` framed (the bookie's always are); anything else, a
+  head or body over the bounds, or bytes after the answer fail the request as a
+  ``ProtocolError``.
+
+The caller bounds the requests in flight (the sender's ``requests_in_flight_max``), and
+so the connections. ``done`` is never called from inside ``start``: a request that
+fails at once is answered on the next loop turn. Connections are made in a context of
+their own, so their callbacks carry no request's context variables (the request id is
+the caller's to pass).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import time
+from collections.abc import Callable
+
+from services.bookie_client.transport import (
+    IDLE_CONNECTION_MAX_S,
+    RESPONSE_BODY_MAX_BYTES,
+    RESPONSE_HEAD_MAX_BYTES,
+    HttpResponse,
+    ProtocolError,
+    parse_head,
+)
+
+# What a request ends with: the answer, or the error (OSError, TimeoutError,
+# ProtocolError) that ended it.
+Done = Callable[[HttpResponse | Exception], None]
+
+
+class _Request:
+    __slots__ = ("data", "done", "deadline", "timer")
+
+    def __init__(self, data: bytes, done: Done, deadline: float) -> None:
+        self.data = data
+        self.done = done
+        self.deadline = deadline  # loop time
+        self.timer: asyncio.TimerHandle | None = None
+
+
+class _AddConnection(asyncio.Protocol):
+    """One keep-alive connection of a channel, one request at a time."""
+
+    def __init__(self, channel: AddChannel) -> None:
+        self.channel = channel
+        self.transport: asyncio.Transport | None = None
+        self.request: _Request | None = None
+        self.reused = False
+        self.received = bytearray()
+        self.head: tuple[int, dict[str, str], int] | None = None  # status, headers, body at
+        self.length = 0
+        self.closed = False
+        self.idle_since = 0.0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def send(self, request: _Request, reused: bool) -> None:
+        self.request, self.reused = request, reused
+        self.transport.write(request.data)  # type: ignore[union-attr]
+
+    def data_received(self, data: bytes) -> None:
+        if self.request is None:
+            self.transport.abort()  # type: ignore[union-attr]  # bytes nobody asked for
+            return
+        received = self.received
+        received += data
+        if self.head is None:
+            end = received.find(b"\r\n\r\n")
+            if end < 0:
+                if len(received) > RESPONSE_HEAD_MAX_BYTES:
+                    self.fail(ProtocolError(f"answer head over {RESPONSE_HEAD_MAX_BYTES} bytes"))
+                return
+            try:
+                status, headers = parse_head(bytes(received[: end + 4]))
+                self.length = _content_length(headers)
+            except ProtocolError as exc:
+                self.fail(exc)
+                return
+            self.head = (status, headers, end + 4)
+        status, headers, body_at = self.head
+        answer_end = body_at + self.length
+        if len(received) < answer_end:
+            return
+        if len(received) > answer_end:
+            self.fail(ProtocolError("bytes after the answer, with one request in flight"))
+            return
+        response = HttpResponse(status, headers, bytes(received[body_at:]))
+        request = self.finish()
+        if headers.get("connection", "").lower() == "close":
+            self.close()
+        else:
+            self.channel.release(self)
+        request.done(response)
+
+    def detach(self) -> _Request:
+        """The request in flight, taken off this connection (its timer still running)."""
+        request = self.request
+        assert request is not None
+        self.request, self.head = None, None
+        self.received = bytearray()
+        return request
+
+    def finish(self) -> _Request:
+        """The request in flight, detached and its timer stopped: it is answered now."""
+        request = self.detach()
+        if request.timer is not None:
+            request.timer.cancel()
+            request.timer = None
+        return request
+
+    def fail(self, error: Exception) -> None:
+        request = self.finish() if self.request is not None else None
+        self.close(abort=True)
+        if request is not None:
+            request.done(error)
+
+    def close(self, abort: bool = False) -> None:
+        self.closed = True
+        if self.transport is not None and not self.transport.is_closing():
+            if abort:
+                self.transport.abort()
+            else:
+                self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.channel.forget(self)
+        if self.request is None:
+            return
+        if self.reused and not self.received:
+            # An idle connection the bookie had closed: the request was not served.
+            self.channel.connect(self.detach())
+            return
+        self.fail(ProtocolError("connection closed in the middle of an answer"))
+
+
+def _content_length(headers: dict[str, str]) -> int:
+    value = headers.get("content-length")
+    if value is None or not value.isdigit():
+        raise ProtocolError("an add answer without a Content-Length")
+    length = int(value)
+    if length > RESPONSE_BODY_MAX_BYTES:
+        raise ProtocolError(f"answer body of {length} bytes over the limit")
+    return length
+
+
+class AddChannel:
+    """Callback-driven requests to one bookie on keep-alive connections of its own (the
+    module docstring)."""
+
+    def __init__(self, host: str, port: int, connect_timeout_s: float) -> None:
+        self.host = host
+        self.port = port
+        self.connect_timeout_s = connect_timeout_s
+        self._idle: list[_AddConnection] = []
+        self._busy: set[_AddConnection] = set()
+        self._connecting: set[asyncio.Task[None]] = set()
+        self._context = contextvars.Context()
+        self._closed = False
+
+    def start(self, data: bytes, timeout_s: float, done: Done) -> None:
+        """Send ``data`` (a whole request) and call ``done`` with its answer or error,
+        within ``timeout_s``."""
+        loop = asyncio.get_running_loop()
+        request = _Request(data, done, loop.time() + timeout_s)
+        if self._closed:
+            loop.call_soon(done, ProtocolError("client is closed"))
+            return
+        request.timer = loop.call_at(request.deadline, self._timed_out, request)
+        now = time.monotonic()
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.closed and now - conn.idle_since < IDLE_CONNECTION_MAX_S:
+                self._busy.add(conn)
+                conn.send(request, reused=True)
+                return
+            conn.close()
+        self.connect(request)
+
+    def connect(self, request: _Request) -> None:
+        """Send ``request`` on a new connection (a task, in the channel's own context)."""
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(self._connect(request), context=self._context)
+        self._connecting.add(task)
+        task.add_done_callback(self._connecting.discard)
+
+    async def _connect(self, request: _Request) -> None:
+        loop = asyncio.get_running_loop()
+        wait_s = min(self.connect_timeout_s, request.deadline - loop.time())
+        try:
+            async with asyncio.timeout(max(wait_s, 0.0)):
+                _, conn = await loop.create_connection(
+                    lambda: _AddConnection(self), self.host, self.port
+                )
+        except TimeoutError:
+            self._end(request, ProtocolError(f"connect timed out after {wait_s:g}s"))
+            return
+        except OSError as exc:
+            self._end(request, exc)
+            return
+        if request.timer is None or self._closed:  # timed out (or closed) meanwhile
+            conn.close()
+            return
+        self._busy.add(conn)
+        conn.send(request, reused=False)
+
+    def _end(self, request: _Request, error: Exception) -> None:
+        if request.timer is not None:
+            request.timer.cancel()
+            request.timer = None
+            request.done(error)
+
+    def _timed_out(self, request: _Request) -> None:
+        request.timer = None
+        for conn in self._busy:
+            if conn.request is request:
+                conn.request = None  # answered here, not by the connection
+                conn.close(abort=True)
+                break
+        request.done(TimeoutError())
+
+    def release(self, conn: _AddConnection) -> None:
+        self._busy.discard(conn)
+        if self._closed:
+            conn.close()
+            return
+        conn.idle_since = time.monotonic()
+        self._idle.append(conn)
+
+    def forget(self, conn: _AddConnection) -> None:
+        """``conn`` closed: it is neither busy nor idle any more."""
+        self._busy.discard(conn)
+        if conn in self._idle:
+            self._idle.remove(conn)
+
+    async def aclose(self) -> None:
+        """Close every connection; requests in flight are dropped unanswered (their
+        sender is closing too)."""
+        self._closed = True
+        for task in list(self._connecting):
+            task.cancel()
+        for conn in [*self._idle, *self._busy]:
+            if conn.request is not None and conn.request.timer is not None:
+                conn.request.timer.cancel()
+            conn.request = None
+            conn.close(abort=True)
+        self._idle, self._busy = [], set()
+        await asyncio.gather(*self._connecting, return_exceptions=True)
