@@ -7,44 +7,22 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
 
 import pytest
 
 from services.bookie_client.channel import AddChannel
 from services.bookie_client.transport import HttpResponse, ProtocolError
+from tests.scripted_http import Script, ScriptedServer
 
 OK = b"HTTP/1.1 200 OK\r\ncontent-length: 14\r\n\r\n" + b'{"stored": 1,}'
-Script = Callable[[int, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[bool]]
 
 
-class Server:
-    """Reads requests (head and Content-Length body) and lets ``script`` answer the n-th
-    (from 1); ``script`` returns False to close the connection."""
-
-    def __init__(self, script: Script) -> None:
-        self.script = script
-        self.requests: list[bytes] = []
-        self.connections = 0
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
-                self.requests.append(head + await reader.readexactly(length))
-                if not await self.script(len(self.requests), reader, writer):
-                    break
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        writer.close()
-
-
-async def _exchange(script: Script, count: int, timeout_s: float = 2.0) -> tuple[list, Server]:
+async def _exchange(
+    script: Script, count: int, timeout_s: float = 2.0
+) -> tuple[list, ScriptedServer]:
     """``count`` requests one after the other through one channel: what each ended with."""
-    server = Server(script)
-    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    server = ScriptedServer(script)
+    listener = await server.start()
     port = listener.sockets[0].getsockname()[1]
     channel = AddChannel("127.0.0.1", port, connect_timeout_s=1.0)
     results = []
@@ -74,7 +52,7 @@ def test_answers_in_pieces_on_one_reused_connection() -> None:
     assert [(r.status, r.body) for r in results] == [(200, b'{"stored": 1,}')] * 3
     assert isinstance(results[0], HttpResponse) and results[0].headers["content-length"] == "14"
     assert server.connections == 1
-    assert [r[-3:] for r in server.requests] == [b"000", b"001", b"002"]
+    assert [body for _, body in server.requests] == [b"000", b"001", b"002"]
 
 
 async def close_after_each(n: int, reader, writer) -> bool:
@@ -103,7 +81,7 @@ def test_connection_close_and_a_stale_connection_go_on_new_connections() -> None
     results, server = asyncio.run(_exchange(close_idle_after_first, 2))
     assert all(r.status == 200 for r in results), results
     # The second request reached the server twice: the stale connection, then a new one.
-    assert [r[-3:] for r in server.requests] == [b"000", b"001", b"001"]
+    assert [body for _, body in server.requests] == [b"000", b"001", b"001"]
     assert server.connections == 2
 
 
@@ -165,8 +143,8 @@ def test_refused_connect_fails_the_request_and_a_closed_channel_answers_nothing(
         channel.start(b"POST / HTTP/1.1\r\n\r\n", 1.0, future.set_result)
         assert isinstance(await future, OSError)
 
-        server = Server(never_answer)
-        listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+        server = ScriptedServer(never_answer)
+        listener = await server.start()
         channel = AddChannel("127.0.0.1", listener.sockets[0].getsockname()[1], 1.0)
         answered: list = []
         channel.start(b"POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 5.0, answered.append)

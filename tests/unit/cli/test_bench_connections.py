@@ -13,41 +13,27 @@ import pytest
 from services.bench import connections
 from services.bench import load as load_module
 from services.bench.load import GatewayLoad
+from tests.scripted_http import Script, ScriptedServer
 
 
-class Server:
-    """Answers ``POST`` requests: 200 with a body written in two pieces, every 4th with
-    ``Connection: close`` (then closes), every 10th with 503; ``hang_after`` requests,
-    it stops answering."""
+def answers(hang_after: int | None = None) -> Script:
+    """200 with a body written in two pieces, every 4th with ``Connection: close`` (then
+    the connection closes), every 10th a 503; after ``hang_after`` requests, no answer."""
 
-    def __init__(self, hang_after: int | None = None) -> None:
-        self.requests: list[tuple[bytes, bytes]] = []
-        self.hang_after = hang_after
-        self.connections = 0
+    async def script(n: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        if hang_after is not None and n > hang_after:
+            await asyncio.sleep(3600)
+        status = b"503 Service Unavailable" if n % 10 == 0 else b"200 OK"
+        close = n % 4 == 0
+        body = b'{"entry_id": %d}' % n
+        writer.write(b"HTTP/1.1 " + status + b"\r\ncontent-length: %d\r\n" % len(body))
+        writer.write(b"connection: close\r\n\r\n" if close else b"\r\n")
+        await writer.drain()
+        writer.write(body)
+        await writer.drain()
+        return not close
 
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = int(head.split(b"Content-Length: ")[1].split(b"\r\n")[0])
-                self.requests.append((head, await reader.readexactly(length)))
-                n = len(self.requests)
-                if self.hang_after is not None and n > self.hang_after:
-                    await asyncio.sleep(3600)
-                status = b"503 Service Unavailable" if n % 10 == 0 else b"200 OK"
-                close = n % 4 == 0
-                body = b'{"entry_id": %d}' % n
-                writer.write(b"HTTP/1.1 " + status + b"\r\ncontent-length: %d\r\n" % len(body))
-                writer.write(b"connection: close\r\n\r\n" if close else b"\r\n")
-                await writer.drain()
-                writer.write(body)
-                await writer.drain()
-                if close:
-                    writer.close()
-                    return
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
+    return script
 
 
 def _spec(port: int, duration_s: float) -> dict:
@@ -64,8 +50,8 @@ def _spec(port: int, duration_s: float) -> dict:
     }
 
 
-async def _run(server: Server, duration_s: float) -> tuple[GatewayLoad, dict, float]:
-    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+async def _run(server: ScriptedServer, duration_s: float) -> tuple[GatewayLoad, dict, float]:
+    listener = await server.start()
     port = listener.sockets[0].getsockname()[1]
     load = GatewayLoad(_spec(port, duration_s))
     load.emit = lambda doc: None  # type: ignore[method-assign]
@@ -78,7 +64,7 @@ async def _run(server: Server, duration_s: float) -> tuple[GatewayLoad, dict, fl
 
 
 def test_every_answer_is_counted_once_and_refusals_are_errors() -> None:
-    server = Server()
+    server = ScriptedServer(answers())
     load, result, _ = asyncio.run(_run(server, 0.5))
     answered = len(server.requests)
     refused = answered // 10
@@ -100,7 +86,7 @@ def test_an_unanswered_request_times_out_as_an_error(monkeypatch: pytest.MonkeyP
     for module in (connections, load_module):
         monkeypatch.setattr(module, "REQUEST_TIMEOUT_S", 0.3)
     monkeypatch.setattr(load_module, "WATCH_INTERVAL_S", 0.05)
-    server = Server(hang_after=3)  # the 4th request and every one after it hang
+    server = ScriptedServer(answers(hang_after=3))  # the 4th request on hang
     _, result, elapsed = asyncio.run(_run(server, 1.0))
     assert result["requests"] == 3
     assert result["first_error"] == "TimeoutError: no answer within 0.3s"
