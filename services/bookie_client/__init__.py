@@ -1,5 +1,6 @@
 """The async client of the bookie HTTP API (bookie/API.md): ``transport`` (HTTP/1.1 on
-asyncio streams), ``client`` (one bookie's calls), ``results`` (what its answers become),
+asyncio streams), ``channel`` and ``adds`` (the gateway's callback-driven adds),
+``client`` (one bookie's calls), ``answers`` and ``results`` (what its answers become),
 ``pool`` (one client per bookie id)."""
 
 from services.bookie_client.client import BookieClient

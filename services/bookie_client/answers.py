@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from services.bookie_client.results import AddResult, LacInfo, StoredInfo
+from services.bookie_client.transport import HttpResponse
 from services.errors import (
     BookieUnavailable,
     Conflict,
@@ -94,3 +95,32 @@ def parse_stored(doc: Any) -> StoredInfo:
         tuple(int(e) for e in doc["corrupt"]),
         bool(doc.get("truncated", False)),
     )
+
+
+INSTANCE_HEADER = "x-quire-bookie-instance"
+
+
+def answer_error(address: str, response: HttpResponse, what: str) -> QuireError:
+    """The ``QuireError`` for an error answer (API.md: ``{"error", "message"}``), with
+    the answering bookie's instance id in ``bookie_instance_id`` (None if absent):
+    recovery must not count a "not found" from a reformatted bookie as missing."""
+    error = error_for(response.status, response.body, f"bookie {address}: {what}")
+    error.bookie_instance_id = response.headers.get(INSTANCE_HEADER)  # type: ignore[attr-defined]
+    return error
+
+
+def transport_error(address: str, exc: Exception, what: str, timeout_s: float) -> BookieUnavailable:
+    """The ``BookieUnavailable`` of a transport failure (a time-out, a refused or reset
+    connection, an answer that is not HTTP/1.1 as we read it), caused by ``exc``."""
+    if isinstance(exc, TimeoutError):
+        message = f"no answer within {timeout_s:g}s"
+    else:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        message = f"{type(exc).__name__}: {reason}"
+    error = BookieUnavailable(f"bookie {address}: {what}: {message}")
+    error.__cause__ = exc
+    return error
+
+
+def malformed(address: str, what: str, exc: Exception) -> BookieUnavailable:
+    return BookieUnavailable(f"bookie {address}: {what}: malformed answer ({exc})")

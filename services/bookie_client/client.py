@@ -13,7 +13,8 @@ path (benchmarks/README.md, benchmarks/client_compare.py): 1.2-2 ms of client
 CPU per request against 45-300 us here, and 3-10x fewer requests/s; one
 AsyncClient with a large pool is the worst case (encode/httpx#3215). Anything
 that speaks ``HttpTransport`` can be passed in instead (the comparison passes
-an httpx one).
+an httpx one). The gateway's batched adds take ``start_add`` instead: callbacks on
+connections of their own, no task per request (services/bookie_client/channel.py).
 
 Ordering and retry rules:
 
@@ -51,11 +52,18 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
 from typing import Any, TypeVar
 
-from services.bookie_client.answers import error_for, parse_add, parse_lac, parse_stored
-from services.bookie_client.channel import AddChannel
+from services.bookie_client.adds import CallbackAdds, add_body
+from services.bookie_client.answers import (
+    INSTANCE_HEADER,
+    answer_error,
+    malformed,
+    parse_add,
+    parse_lac,
+    parse_stored,
+    transport_error,
+)
 from services.bookie_client.results import (
     AddResult,
     EntryResult,
@@ -75,12 +83,9 @@ from services.bookie_client.transport import (
 from services.errors import (
     BookieUnavailable,
     InvalidArgument,
-    PayloadTooLarge,
     QuireError,
 )
 from services.limits import (
-    BATCH_ENTRIES_MAX,
-    BODY_SIZE_MAX_BYTES,
     LAC_WAIT_MAX_MS,
     LIST_LIMIT_MAX,
     PAGE_BYTES_MAX,
@@ -98,30 +103,11 @@ LONG_POLLS_MAX = 16
 
 SECRET_HEADER = "X-Cluster-Secret"
 LAST_ENTRY_HEADER = "x-quire-last-entry-id"
-INSTANCE_HEADER = "x-quire-bookie-instance"
 
 T = TypeVar("T")
 
 
 # --------------------------------------------------------------------------- client
-
-
-def _request_id_line(request_id: str | None) -> bytes:
-    if request_id is None:
-        return b""
-    return f"{REQUEST_ID_HEADER}: {request_id}\r\n".encode("latin-1")
-
-
-def _add_body(records: Sequence[framing.Record]) -> bytes:
-    """The framed body of an add of ``records``; ``PayloadTooLarge`` over the bounds."""
-    if len(records) > BATCH_ENTRIES_MAX:
-        raise PayloadTooLarge(
-            f"{len(records)} entries in one add; the limit is {BATCH_ENTRIES_MAX}"
-        )
-    body = framing.encode(records)
-    if len(body) > BODY_SIZE_MAX_BYTES:
-        raise PayloadTooLarge(f"add body of {len(body)} bytes; the limit is {BODY_SIZE_MAX_BYTES}")
-    return body
 
 
 class BookieClient:
@@ -164,14 +150,8 @@ class BookieClient:
             )
         )
 
-        # The gateway's batched adds (``start_add``): callbacks, no task per request. Their
-        # head is built once around the body's length and the request id line.
-        self._adds = AddChannel(self.host, self.port, connect_timeout_s)
-        fixed = "".join(f"{name}: {value}\r\n" for name, value in self._headers.items())
-        self._add_head_start = (
-            f"POST /v1/entries HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nContent-Length: "
-        ).encode("latin-1")
-        self._add_head_rest = f"\r\nContent-Type: {framing.MEDIA_TYPE}\r\n{fixed}".encode("latin-1")
+        # The gateway's batched adds (``start_add``): callbacks, no task per request.
+        self._adds = CallbackAdds(self.host, self.port, self._headers, connect_timeout_s)
 
     def __repr__(self) -> str:  # no secret here
         return f"BookieClient({self.address!r})"
@@ -199,7 +179,7 @@ class BookieClient:
         call raises ``BookieUnavailable`` (the add may or may not have been stored)."""
         if not records:
             return AddResult(0, [])
-        body = _add_body(records)
+        body = add_body(records)
         doc = await self._json(
             "POST",
             "/v1/entries",
@@ -221,46 +201,7 @@ class BookieClient:
         leaves now and ``done`` gets its ``AddResult`` or the ``QuireError`` ``add``
         would raise, on a later loop turn, within ``timeout_s``. ``request_id`` is sent
         as ``X-Request-Id``."""
-        try:
-            body = _add_body(records)
-        except QuireError as exc:
-            asyncio.get_running_loop().call_soon(done, exc)
-            return
-        data = b"".join(
-            (
-                self._add_head_start,
-                b"%d" % len(body),
-                self._add_head_rest,
-                _request_id_line(request_id),
-                b"\r\n",
-                body,
-            )
-        )
-        self._adds.start(data, timeout_s, partial(self._add_done, timeout_s, done))
-
-    def _add_done(
-        self,
-        timeout_s: float,
-        done: Callable[[AddResult | QuireError], None],
-        answer: HttpResponse | Exception,
-    ) -> None:
-        result: AddResult | QuireError
-        if isinstance(answer, HttpResponse):
-            result = (
-                self._error(answer, "add") if answer.status >= 400 else self._add_result(answer)
-            )
-        else:
-            result = self._unavailable(answer, "add", timeout_s)
-        done(result)
-
-    def _add_result(self, response: HttpResponse) -> AddResult | QuireError:
-        try:
-            doc = json.loads(response.body)
-            if not isinstance(doc, dict):
-                raise TypeError("not a JSON object")
-            return parse_add(doc)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            return self._malformed("add", exc)
+        self._adds.start(records, timeout_s, done, request_id)
 
     async def read_entry(self, ledger_id: int, entry_id: int) -> framing.Record:
         """One entry; ``LedgerNotFound`` / ``EntryNotFound`` when this bookie lacks it."""
@@ -483,24 +424,10 @@ class BookieClient:
         return doc
 
     def _unavailable(self, exc: Exception, what: str, timeout_s: float) -> BookieUnavailable:
-        """The ``BookieUnavailable`` of a transport failure (a time-out, a refused or
-        reset connection, an answer that is not HTTP/1.1 as we read it)."""
-        if isinstance(exc, TimeoutError):
-            message = f"no answer within {timeout_s:g}s"
-        else:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-            message = f"{type(exc).__name__}: {reason}"
-        error = BookieUnavailable(f"bookie {self.address}: {what}: {message}")
-        error.__cause__ = exc
-        return error
+        return transport_error(self.address, exc, what, timeout_s)
 
     def _error(self, response: HttpResponse, what: str) -> QuireError:
-        """The ``QuireError`` for an error answer (API.md: ``{"error", "message"}``), with
-        the answering bookie's instance id in ``bookie_instance_id`` (None if absent):
-        recovery must not count a "not found" from a reformatted bookie as missing."""
-        error = error_for(response.status, response.body, f"bookie {self.address}: {what}")
-        error.bookie_instance_id = response.headers.get(INSTANCE_HEADER)  # type: ignore[attr-defined]
-        return error
+        return answer_error(self.address, response, what)
 
     def _decode(
         self, body: bytes, what: str, max_records: int = 1, *, copy: bool = True
@@ -519,4 +446,4 @@ class BookieClient:
             raise self._malformed(what, exc) from exc
 
     def _malformed(self, what: str, exc: Exception) -> BookieUnavailable:
-        return BookieUnavailable(f"bookie {self.address}: {what}: malformed answer ({exc})")
+        return malformed(self.address, what, exc)

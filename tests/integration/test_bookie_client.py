@@ -199,7 +199,7 @@ def test_start_add_answers_as_add_does_and_survives_restarts_and_hangs(cluster):
             await client.fence(21)
             late = [sealed(21, 5, b"late"), sealed(21, 6, b"r", recovery=True)]
             assert await start_add(client, late) == AddResult(1, [(21, 5, "ledger_fenced")])
-            assert len(client._adds._idle) == 1  # one keep-alive connection, reused
+            assert len(client._adds.channel._idle) == 1  # one keep-alive connection, reused
 
             await asyncio.to_thread(bookie.restart)
             assert await start_add(client, [sealed(22, 0, b"after")]) == AddResult(1, [])
