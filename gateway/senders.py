@@ -17,12 +17,10 @@ bytes). Every request costs the gateway and the bookie a fixed share of CPU (an 
 exchange, a commit), so small adds are better carried one request at a time in larger
 batches, while a deep queue (a stream, JSON batches, large entries) still keeps four
 requests, and so four group commits, going. Measured with REST clients over 4 ledgers
-(benchmarks/README.md): four eager requests against two, the bookies' CPU fell from
-0.62 to 0.51-0.53 of a core for the same adds/s; then (2026-11-26, once the gateway's
-own cost per add had fallen) two against one, pairs run back to back: 64 clients
-2,310-3,069 → 2,621-3,111 adds/s (better in 6 of 7 pairs, the bookies' CPU 0.69-0.74 →
-0.58-0.61), 16 clients 1,178-1,206 → 1,561-1,664 (p50 13 → 9.5 ms), 4 and 256 clients
-and a stream unchanged within the noise.
+(benchmarks/README.md): four eager requests against two, the bookies' CPU 0.62 → 0.51-0.53
+of a core for the same adds/s; then two against one, pairs back to back: 64 clients
+better in 6 of 7 pairs and 16 clients 1,178-1,206 → 1,561-1,664 adds/s (2026-11-26),
+and again 4 of 4 pairs at 64 clients with the lighter load generator.
 
 The queue is bounded (``queued_batches_max`` requests' worth of entries and
 bytes). When it is full, the records are failed at once as UNAVAILABLE back to
@@ -36,15 +34,13 @@ by an ensemble change (acknowledged entries are never lost). Admission already
 waits, bounded, on each handle's own in-flight limits.
 
 Every add request has its own time-out (shorter than the bookie client's general
-request time-out): a bookie that hangs (SIGSTOP, a stuck disk) then fails its adds
-as UNAVAILABLE within that time and the handles replace it like a dead one,
-instead of holding every add of its write sets for the general time-out. The
-time-out is ``add_timeout_ms`` plus ``ADD_TIMEOUT_PER_MIB_MS`` for each MiB of
-payload in flight to that bookie when the request leaves (its own included): a
-bookie group-commits what it was sent, so a request waits behind the bytes sent
-before it. A flat 1 s time-out fired on healthy bookies under 64 KiB entries on
-this machine (4 requests of several MiB in flight to a bookie writing ~13 MB/s);
-a hung bookie with small requests in flight is still found within about
+one): a bookie that hangs (SIGSTOP, a stuck disk) fails its adds as UNAVAILABLE within
+it and the handles replace it like a dead one. It is ``add_timeout_ms`` plus
+``ADD_TIMEOUT_PER_MIB_MS`` for each MiB of payload in flight to that bookie when the
+request leaves (its own included): a bookie group-commits what it was sent, so a
+request waits behind the bytes sent before it. A flat 1 s time-out fired on healthy
+bookies under 64 KiB entries here (4 requests of several MiB in flight to a bookie
+writing ~13 MB/s); a hung bookie with small requests is still found within about
 ``add_timeout_ms``.
 
 ``answer_for`` is the one mapping of a bookie's answer (or error) to an add, per
@@ -250,6 +246,7 @@ class BookieSender:
         self._in_flight = 0
         self._bytes_in_flight = 0
         self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
 
     def send(self, records: tuple[Record, ...], callback: AddCallback) -> None:
         size = sum(len(r.payload) for r in records)
@@ -328,6 +325,8 @@ class BookieSender:
         self, batch: list[_Item], size: int, request_id: str | None, answer: AddResult | QuireError
     ) -> None:
         """A request's answer reaches its callbacks (with its id set); the next may leave."""
+        if self._closed:
+            return
         token = REQUEST_ID.set(request_id)
         try:
             if isinstance(answer, QuireError):
@@ -348,6 +347,7 @@ class BookieSender:
             self._pump()
 
     async def aclose(self) -> None:
+        self._closed = True  # answers still in flight reach no handle (they are closed)
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

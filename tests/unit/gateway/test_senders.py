@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -19,7 +20,7 @@ from gateway.senders import (
     answer_for,
 )
 from services.bookie_client import AddResult
-from services.errors import BookieReadOnly, BookieUnavailable, LedgerFenced
+from services.errors import BookieReadOnly, BookieUnavailable, LedgerFenced, QuireError
 from services.protocol.messages import BookieAddsDone, RejectReason
 from services.request_ids import REQUEST_ID
 from services.settings import GatewaySettings
@@ -477,3 +478,46 @@ def test_each_add_request_carries_the_id_of_its_first_item(
     carried = [r for r in caplog.records if r.getMessage().startswith("add request to bookie")]
     assert len(carried) == 1
     assert carried[0].fields["request_ids"] == ["req-b", "req-c"]  # type: ignore[attr-defined]
+
+
+class CallbackClient:
+    """A client with ``start_add`` (as ``BookieClient``): remembers each request's
+    records, request id and ``done``, which the test calls."""
+
+    def __init__(self) -> None:
+        self.started: list[tuple[list[Record], str | None, Callable]] = []
+
+    def start_add(
+        self,
+        records: list[Record],
+        timeout_s: float,
+        done: Callable[[AddResult | QuireError], None],
+        request_id: str | None = None,
+    ) -> None:
+        self.started.append((list(records), request_id, done))
+
+    async def add(self, records: list[Record], timeout_s: float | None = None) -> AddResult:
+        raise AssertionError("a client with start_add is not driven through add")
+
+
+def test_a_callback_client_is_sent_to_at_once_and_answers_after_close_reach_no_one() -> None:
+    """With ``start_add`` the request leaves from ``send`` itself (no task), carrying its
+    item's request id; its answer frees the slot for the next request; once the sender is
+    closed, an answer still in flight reaches no callback."""
+
+    async def main() -> None:
+        client, calls = CallbackClient(), Calls()
+        sender = BookieSender("b1", lambda: client, limits(requests_in_flight_max=1))
+        token = REQUEST_ID.set("req-1")
+        sender.send((rec(1, 0),), calls.callback("a"))
+        REQUEST_ID.reset(token)
+        sender.send((rec(1, 1),), calls.callback("a"))
+        assert [(len(r), rid) for r, rid, _ in client.started] == [(1, "req-1")]
+        client.started[0][2](AddResult(1))
+        assert calls.calls == [("a", (0,), (), None)]
+        assert len(client.started) == 2  # the queued record left once the slot was free
+        await sender.aclose()
+        client.started[1][2](AddResult(1))
+        assert len(calls.calls) == 1
+
+    asyncio.run(main())
