@@ -33,3 +33,15 @@ class ScriptedServer:
     async def start(self) -> asyncio.Server:
         """Listen on 127.0.0.1 (a free port: ``server.sockets[0].getsockname()[1]``)."""
         return await asyncio.start_server(self.handle, "127.0.0.1", 0)
+
+
+def reply(raw: bytes, keep_open: bool = True) -> Script:
+    """A script that answers every request with ``raw`` (closing after it unless
+    ``keep_open``)."""
+
+    async def script(n: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        writer.write(raw)
+        await writer.drain()
+        return keep_open
+
+    return script

@@ -22,7 +22,12 @@ import struct
 import time
 from typing import Any
 
-from services.bench.connections import REQUEST_TIMEOUT_S, LoadConnection, Pacing
+from services.bench.connections import (
+    REQUEST_TIMEOUT_S,
+    RESPONSE_HEAD_MAX_BYTES,
+    LoadConnection,
+    Pacing,
+)
 from services.bench.histogram import bucket_of
 from services.bench.load import GatewayLoad
 from services.bench.ws_frames import (
@@ -40,7 +45,6 @@ from services.bench.ws_frames import (
 )
 
 IN_FLIGHT_DEFAULT = 256
-HANDSHAKE_HEAD_MAX_BYTES = 64 * 1024
 _ACK_PREFIX = b'{"seq"'  # the gateway's acknowledgement (anything else is parsed)
 _END = json.dumps({"end": True}).encode()
 
@@ -75,7 +79,6 @@ class StreamConnection(LoadConnection):
         self.sent_at: collections.deque[float] = collections.deque()
         self.room = -1  # records that may be sent now; -1 until the credits arrive
         self.ended = False
-        self.frame = b""  # a record's frame head and mask vary; its payload does not
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -93,7 +96,7 @@ class StreamConnection(LoadConnection):
             buffer = self.buffer + data
             head_end = buffer.find(b"\r\n\r\n")
             if head_end < 0:
-                if len(buffer) > HANDSHAKE_HEAD_MAX_BYTES:
+                if len(buffer) > RESPONSE_HEAD_MAX_BYTES:
                     self.error("the handshake's answer head is too long")
                 self.buffer = buffer
                 return

@@ -12,9 +12,14 @@ import pytest
 
 from services.bookie_client.channel import AddChannel
 from services.bookie_client.transport import HttpResponse, ProtocolError
-from tests.scripted_http import Script, ScriptedServer
+from tests.scripted_http import Script, ScriptedServer, reply
 
 OK = b"HTTP/1.1 200 OK\r\ncontent-length: 14\r\n\r\n" + b'{"stored": 1,}'
+close_after_each = reply(OK.replace(b"\r\n\r\n", b"\r\nconnection: close\r\n\r\n", 1), False)
+half_head_then_close = reply(b"HTTP/1.1 200 OK\r\ncontent-le", keep_open=False)
+no_length = reply(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n")
+extra_bytes = reply(OK + b"HTTP/1.1 200 OK\r\n")
+not_http = reply(b"SSH-2.0-OpenSSH\r\n\r\n")
 
 
 async def _exchange(
@@ -55,12 +60,6 @@ def test_answers_in_pieces_on_one_reused_connection() -> None:
     assert [body for _, body in server.requests] == [b"000", b"001", b"002"]
 
 
-async def close_after_each(n: int, reader, writer) -> bool:
-    writer.write(OK.replace(b"\r\n\r\n", b"\r\nconnection: close\r\n\r\n", 1))
-    await writer.drain()
-    return False
-
-
 async def close_idle_after_first(n: int, reader, writer) -> bool:
     """The first answer is kept alive; the connection is then closed when the next
     request arrives, before a byte of its answer (a keep-alive expiry racing it)."""
@@ -87,30 +86,6 @@ def test_connection_close_and_a_stale_connection_go_on_new_connections() -> None
 
 async def never_answer(n: int, reader, writer) -> bool:
     await asyncio.sleep(30)
-    return True
-
-
-async def half_head_then_close(n: int, reader, writer) -> bool:
-    writer.write(b"HTTP/1.1 200 OK\r\ncontent-le")
-    await writer.drain()
-    return False
-
-
-async def no_length(n: int, reader, writer) -> bool:
-    writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n")
-    await writer.drain()
-    return True
-
-
-async def extra_bytes(n: int, reader, writer) -> bool:
-    writer.write(OK + b"HTTP/1.1 200 OK\r\n")
-    await writer.drain()
-    return True
-
-
-async def not_http(n: int, reader, writer) -> bool:
-    writer.write(b"SSH-2.0-OpenSSH\r\n\r\n")
-    await writer.drain()
     return True
 
 
