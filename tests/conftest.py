@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,6 +37,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--sim-seed-start", type=int, default=0, help="first seed of --sim-seeds (to split a run)"
     )
+
+
+# How long the interpreter may take to exit once the session is over.
+EXIT_GRACE_S = 60.0
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A thread a failed test left stuck (in a ZooKeeper call, say) must not hold the
+    interpreter's exit for ever, which a CI run reports as a time-out, with the summary
+    lost in stdout's buffer: past EXIT_GRACE_S every thread's stack is printed and the
+    process ends with status 1."""
+    sys.stdout.flush()
+    faulthandler.dump_traceback_later(EXIT_GRACE_S, exit=True, file=sys.__stderr__)
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)

@@ -7,14 +7,25 @@ failed, and prints the tail of each log when it did.
 
 from __future__ import annotations
 
+import socket
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from kazoo.client import KazooClient
+from kazoo.protocol.serialization import (
+    Close,
+    Connect,
+    int_int_long_struct,
+    int_int_struct,
+    int_struct,
+    reply_header_struct,
+)
 
 from services.cluster.processes import ServiceProcess, ZooKeeperProcess, free_port, tail
+
+EXPIRE_ATTEMPTS_MAX = 5
+_CLOSE_XID = 1
 
 
 def wait_for(
@@ -70,13 +81,61 @@ class ZooKeeperEnsemble:
             server.stop()
 
 
-def expire_session(connect_string: str, session_id: int, password: bytes) -> None:
-    """Force a ZooKeeper session to expire (kazoo's harness trick): open a second
-    connection with the same session id and password and close it."""
-    other = KazooClient(hosts=connect_string, client_id=(session_id, password), timeout=10.0)
-    other.start(10.0)
-    other.stop()
-    other.close()
+def expire_session(
+    connect_string: str, session_id: int, password: bytes, timeout_s: float = 10.0
+) -> None:
+    """End a ZooKeeper session on the server, as its expiry does: connect with the
+    session's id and password (the server drops the owner's connection) and close the
+    session, both requests in one write.
+
+    Not kazoo's harness trick (a second ``KazooClient`` on the session, started, then
+    stopped): between that client's start and its close the owner reconnects, takes the
+    session back (the server drops the other connection), the close is never sent and
+    the session lives on; on a loaded machine the two clients steal it back and forth.
+    Pipelined, the close reaches the server before the owner's first reconnect (its retry
+    waits >= 0.1 s). Should the owner still win, the attempt is repeated."""
+    host, port = connect_string.split("/", 1)[0].split(",")[0].rsplit(":", 1)
+    connect = Connect(0, 0, 30_000, session_id, password, False).serialize()
+    close = int_int_struct.pack(_CLOSE_XID, Close.type) + Close.serialize()
+    request = b"".join(int_struct.pack(len(part)) + part for part in (connect, close))
+    for _ in range(EXPIRE_ATTEMPTS_MAX):
+        with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
+            sock.sendall(request)
+            answer = _zk_frame(sock)
+            if answer is None:
+                continue
+            _, negotiated_ms, _ = int_int_long_struct.unpack_from(answer, 0)
+            if negotiated_ms <= 0:
+                return  # the session had already expired
+            reply = _zk_frame(sock)
+            if reply is None:
+                continue  # the owner reconnected between our two requests
+            xid, _, err = reply_header_struct.unpack_from(reply, 0)
+            assert xid == _CLOSE_XID and err == 0, f"closing session {session_id:#x}: {err}"
+            return
+    raise AssertionError(f"session {session_id:#x} survived {EXPIRE_ATTEMPTS_MAX} closes")
+
+
+def _zk_frame(sock: socket.socket) -> bytes | None:
+    """One length-prefixed ZooKeeper answer, or None when the server closed first."""
+    head = _read_exactly(sock, int_struct.size)
+    if head is None:
+        return None
+    (length,) = int_struct.unpack(head)
+    return _read_exactly(sock, length)
+
+
+def _read_exactly(sock: socket.socket, size: int) -> bytes | None:
+    data = bytearray()
+    while len(data) < size:
+        try:
+            chunk = sock.recv(size - len(data))
+        except ConnectionResetError:
+            return None
+        if not chunk:
+            return None
+        data += chunk
+    return bytes(data)
 
 
 class Cluster:
