@@ -41,6 +41,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 # How long the interpreter may take to exit once the session is over.
 EXIT_GRACE_S = 60.0
+STDERR_FD = 2  # the process's stderr, whatever capturing did to sys.stderr
 
 
 @pytest.hookimpl(trylast=True)
@@ -50,7 +51,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     lost in stdout's buffer: past EXIT_GRACE_S every thread's stack is printed and the
     process ends with status 1."""
     sys.stdout.flush()
-    faulthandler.dump_traceback_later(EXIT_GRACE_S, exit=True, file=sys.__stderr__)
+    faulthandler.dump_traceback_later(EXIT_GRACE_S, exit=True, file=STDERR_FD)
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)
