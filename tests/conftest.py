@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +39,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--sim-seed-start", type=int, default=0, help="first seed of --sim-seeds (to split a run)"
     )
 
+
+# Tests interrupt the CLI's processes with SIGINT, as Ctrl-C does. A shell starts its
+# background jobs with SIGINT ignored and exec passes that on, so a suite started that
+# way would hand it to every child (which then never sees the signal); a handler of our
+# own is reset to the default at exec instead.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # How long the interpreter may take to exit once the session is over.
 EXIT_GRACE_S = 60.0
