@@ -125,8 +125,8 @@ def test_a_hanging_source_and_target_cost_a_timeout_not_the_repair(
 def test_a_worker_survives_the_expiry_of_its_zookeeper_session(
     cluster: Cluster, zookeeper: ZooKeeperProcess, zk_client: KazooClient
 ) -> None:
-    """A worker (run in this process to reach its session) whose session is expired by
-    kazoo's harness trick while it copies a throttled ledger: the repair in flight is
+    """A worker (run in this process to reach its session) whose session is ended on the
+    server (``expire_session``) while it copies a throttled ledger: the repair in flight is
     abandoned (its lock is gone) and taken again after reconnecting, and a ledger marked
     after the expiry is repaired too: no silent stall."""
     procs = {p.address: p for p in start_bookies(cluster, 4)}
