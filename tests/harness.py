@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from kazoo.protocol.serialization import (
     Close,
@@ -101,13 +102,14 @@ def expire_session(
     for _ in range(EXPIRE_ATTEMPTS_MAX):
         with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
             sock.sendall(request)
-            answer = _zk_frame(sock)
+            answers = sock.makefile("rb")
+            answer = _zk_frame(answers)
             if answer is None:
                 continue
             _, negotiated_ms, _ = int_int_long_struct.unpack_from(answer, 0)
             if negotiated_ms <= 0:
                 return  # the session had already expired
-            reply = _zk_frame(sock)
+            reply = _zk_frame(answers)
             if reply is None:
                 continue  # the owner reconnected between our two requests
             xid, _, err = reply_header_struct.unpack_from(reply, 0)
@@ -116,26 +118,17 @@ def expire_session(
     raise AssertionError(f"session {session_id:#x} survived {EXPIRE_ATTEMPTS_MAX} closes")
 
 
-def _zk_frame(sock: socket.socket) -> bytes | None:
+def _zk_frame(answers: BinaryIO) -> bytes | None:
     """One length-prefixed ZooKeeper answer, or None when the server closed first."""
-    head = _read_exactly(sock, int_struct.size)
-    if head is None:
+    try:
+        head = answers.read(int_struct.size)
+        if len(head) < int_struct.size:
+            return None
+        (length,) = int_struct.unpack(head)
+        body = answers.read(length)
+    except ConnectionResetError:
         return None
-    (length,) = int_struct.unpack(head)
-    return _read_exactly(sock, length)
-
-
-def _read_exactly(sock: socket.socket, size: int) -> bytes | None:
-    data = bytearray()
-    while len(data) < size:
-        try:
-            chunk = sock.recv(size - len(data))
-        except ConnectionResetError:
-            return None
-        if not chunk:
-            return None
-        data += chunk
-    return bytes(data)
+    return body if len(body) == length else None
 
 
 class Cluster:
