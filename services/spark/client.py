@@ -164,8 +164,8 @@ class GatewayClient:
                 if response.status_code != 200:
                     response.read()
                     raise _error_of(response, what)
-                for chunk in response.iter_bytes(STREAM_CHUNK_BYTES):
-                    data, spans = decoder.feed_spans(chunk)
+                for chunks in _gathered(response):
+                    data, spans = decoder.feed_spans(*chunks)
                     if spans:
                         yield data, spans
         except httpx.HTTPError as exc:
@@ -180,6 +180,27 @@ class GatewayClient:
         return QuireSparkError(
             GATEWAY_UNREACHABLE, f"{what} on {self.url}: {type(exc).__name__}: {exc}"
         )
+
+
+def _gathered(response: httpx.Response) -> Iterator[list[bytes]]:
+    """The body as it arrives from the socket, in groups of about ``STREAM_CHUNK_BYTES``.
+    ``iter_bytes(n)`` would give the same bytes re-cut through a buffer (two copies of
+    every byte, ~1 µs a 1 KiB record here); the decoder joins a group in one copy. A
+    body with a content encoding (never the gateway's own) is decoded first."""
+    if response.headers.get("content-encoding", "identity") != "identity":
+        for chunk in response.iter_bytes(STREAM_CHUNK_BYTES):
+            yield [chunk]
+        return
+    group: list[bytes] = []
+    size = 0
+    for chunk in response.iter_raw():
+        group.append(chunk)
+        size += len(chunk)
+        if size >= STREAM_CHUNK_BYTES:
+            yield group
+            group, size = [], 0
+    if group:
+        yield group
 
 
 def password_header(password: str | None) -> Mapping[str, str]:

@@ -46,19 +46,33 @@ class FrameDecoder:
         data, spans = self.feed_spans(chunk)
         return [(entry_id, data[start:end]) for entry_id, start, end in spans]
 
-    def feed_spans(self, chunk: bytes) -> tuple[bytes, list[tuple[int, int, int]]]:
-        """``feed`` without cutting the payloads out: the bytes of the frames completed by
-        ``chunk`` and each one's ``(entry id, payload start, payload end)`` in them. A
-        reader that keeps only part of each payload (the Spark reader drops the log
-        envelope) then copies each payload once, and only what it keeps."""
-        buffer = self._buffer
-        buffer += chunk
+    def feed_spans(self, *chunks: bytes) -> tuple[bytes, list[tuple[int, int, int]]]:
+        """``feed`` without cutting the payloads out: bytes holding the frames completed
+        by ``chunks`` (received in that order) and each one's ``(entry id, payload
+        start, payload end)`` in them. A reader that keeps only part of each payload (the
+        Spark reader drops the log envelope) then copies each payload once, and only what
+        it keeps. The bytes may go on past the last span: that is the start of a frame
+        not yet complete, also kept for the next call. Each byte received is copied at
+        most twice (the frame held back, then joined to what completes it), none when
+        one chunk comes with nothing held back."""
+        held = self._buffer
+        if held and len(held) >= HEADER_BYTES:
+            _, length = _HEADER.unpack_from(held)  # checked when it was held back
+            if len(held) + sum(map(len, chunks)) < HEADER_BYTES + length:
+                for chunk in chunks:  # still unfinished: no copy of what is held
+                    held += chunk
+                return b"", []
+        if held or len(chunks) != 1:
+            data = b"".join((held, *chunks))
+            held.clear()
+        else:
+            data = bytes(chunks[0])  # no copy for bytes
         spans: list[tuple[int, int, int]] = []
         at = 0
-        end = len(buffer)
+        end = len(data)
         unpack, append = _HEADER.unpack_from, spans.append
         while end - at >= HEADER_BYTES:
-            entry_id, length = unpack(buffer, at)
+            entry_id, length = unpack(data, at)
             if length > STORED_ENTRY_SIZE_MAX_BYTES or entry_id > ID_MAX:
                 raise InvalidArgument(_bad_header(entry_id, length))
             start = at + HEADER_BYTES
@@ -66,13 +80,9 @@ class FrameDecoder:
                 break
             at = start + length
             append((entry_id, start, at))
-        if at == end:
-            data = bytes(buffer)
-            buffer.clear()
-        else:
-            with memoryview(buffer) as view:
-                data = bytes(view[:at])
-            del buffer[:at]
+        if at < end:
+            with memoryview(data) as view:
+                held += view[at:]
         return data, spans
 
     @property

@@ -50,3 +50,25 @@ def test_feed_spans_are_the_frames_feed_cuts() -> None:
             data, spans = decoder.feed_spans(body[at : at + size])
             got += [(entry_id, data[start:end]) for entry_id, start, end in spans]
         assert got == entries and decoder.pending == 0
+
+
+def test_feed_spans_takes_several_chunks_and_holds_an_unfinished_frame() -> None:
+    """Chunks given together decode as if given one by one; a frame still unfinished
+    gives no bytes and no spans until its last byte comes, then comes whole; the bytes
+    given back may run past the last span (the next frame's start, also held)."""
+    entries = [(0, b"a" * 10), (1, b"b" * 70_000), (2, b"c" * 3)]
+    body = encode_frames(entries)
+    pieces = [body[at : at + 1000] for at in range(0, len(body), 1000)]
+    together = FrameDecoder()
+    data, spans = together.feed_spans(*pieces)
+    assert [(i, data[s:e]) for i, s, e in spans] == entries and together.pending == 0
+
+    decoder = FrameDecoder()
+    data, spans = decoder.feed_spans(pieces[0])
+    assert [(i, data[s:e]) for i, s, e in spans] == entries[:1]
+    assert len(data) == 1000 and decoder.pending == 1000 - spans[0][2]
+    middle = pieces[1:-1]
+    for piece in middle:  # entry 1 is not complete before the last piece
+        assert decoder.feed_spans(piece) == (b"", [])
+    data, spans = decoder.feed_spans(pieces[-1])
+    assert [(i, data[s:e]) for i, s, e in spans] == entries[1:] and decoder.pending == 0

@@ -1,0 +1,67 @@
+"""The connector's binary range read (services/spark/client.py ``read_range_spans``)
+against a mock gateway: the body read as it arrives, in any cut, gives every frame once
+and in order; a compressed body (a proxy's doing, never the gateway's) is decoded
+first; a body ending inside a frame is a short read."""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from services.spark import client as client_module
+from services.spark.client import GatewayClient, QuireSparkError
+from services.wire.entries_stream import MEDIA_TYPE, encode_frames
+
+ENTRIES = [(i, bytes([i % 251]) * (i * 37 % 3000)) for i in range(400)]
+BODY = encode_frames(ENTRIES)
+
+
+class Pieces(httpx.SyncByteStream):
+    def __init__(self, body: bytes, size: int) -> None:
+        self.body = body
+        self.size = size
+
+    def __iter__(self) -> Iterator[bytes]:
+        for at in range(0, len(self.body), self.size):
+            yield self.body[at : at + self.size]
+
+
+def gateway(body: bytes, size: int, headers: dict[str, str] | None = None) -> GatewayClient:
+    def answer(request: httpx.Request) -> httpx.Response:
+        assert request.headers["accept"] == MEDIA_TYPE
+        return httpx.Response(
+            200, headers={"content-type": MEDIA_TYPE, **(headers or {})}, stream=Pieces(body, size)
+        )
+
+    return GatewayClient("http://gw", transport=httpx.MockTransport(answer))
+
+
+def spans_read(client: GatewayClient) -> list[tuple[int, bytes]]:
+    got: list[tuple[int, bytes]] = []
+    for data, spans in client.read_range_spans(1, 0, len(ENTRIES) - 1):
+        got += [(entry_id, data[start:end]) for entry_id, start, end in spans]
+    return got
+
+
+@pytest.mark.parametrize("size", [1, 7, 4096, 65_536, len(BODY)])
+def test_every_frame_comes_once_in_order_however_the_body_is_cut(
+    size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(client_module, "STREAM_CHUNK_BYTES", 100_000)
+    with gateway(BODY, size) as client:
+        assert spans_read(client) == ENTRIES
+
+
+def test_a_compressed_body_is_decoded_first() -> None:
+    with gateway(gzip.compress(BODY), 1000, {"content-encoding": "gzip"}) as client:
+        assert spans_read(client) == ENTRIES
+
+
+def test_a_body_ending_inside_a_frame_is_a_short_read() -> None:
+    with gateway(BODY[:-5], 4096) as client, pytest.raises(QuireSparkError) as caught:
+        spans_read(client)
+    assert caught.value.code == "short_read"
+    assert "ended inside a frame" in str(caught.value)
