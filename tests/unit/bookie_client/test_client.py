@@ -17,7 +17,7 @@ from fastapi import FastAPI, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from services import errors
-from services.bookie_client import AddResult, BookieClient, BookieClientPool, LacInfo
+from services.bookie_client import AddResult, BookieClient, BookieClientPool, LacInfo, transport
 from services.bookie_client.transport import split_address
 from services.cluster.processes import free_port
 from services.errors import (
@@ -618,6 +618,38 @@ def test_broken_http_is_bookie_unavailable(answer: bytes):
             async with BookieClient(addr, request_timeout_s=2) as client:
                 with pytest.raises(BookieUnavailable):
                     await client.info()
+
+    run(main())
+
+
+def test_a_large_body_is_read_whole_and_a_cut_one_is_refused():
+    """A body over the transport's piece size, arriving in small writes, is read whole;
+    one cut short after a few pieces is BookieUnavailable, and the next call works."""
+    pad = "p" * (3 * transport.BODY_PIECE_BYTES + 12_345)
+    whole = json_answer({"bookie_id": "big", "pad": pad})
+    cut = whole[: len(whole) - len(pad) // 2]
+
+    async def main():
+        answers = [whole, cut, whole]
+
+        async def handler(reader, writer):
+            while answers:
+                await read_request(reader)
+                answer = answers.pop(0)
+                for at in range(0, len(answer), 50_000):
+                    writer.write(answer[at : at + 50_000])
+                    await writer.drain()
+                if answer is cut:
+                    writer.close()
+                    return
+
+        async with raw_server(handler) as (addr, _):
+            async with BookieClient(addr, request_timeout_s=5) as client:
+                doc = await client.info()
+                assert doc["bookie_id"] == "big" and doc["pad"] == pad
+                with pytest.raises(BookieUnavailable):
+                    await client.info()
+                assert (await client.info())["pad"] == pad
 
     run(main())
 
