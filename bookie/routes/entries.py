@@ -27,7 +27,7 @@ from services.errors import (
     InvalidArgument,
     LedgerNotFound,
 )
-from services.limits import ENSEMBLE_SIZE_MAX, ID_MAX, PAGE_BYTES_MAX, PAGE_ENTRIES_MAX
+from services.limits import ENSEMBLE_SIZE_MAX, ID_MAX, PAGE_BYTES_MAX, RANGE_ENTRIES_MAX
 from services.wire.framing import DIGEST_NAMES, MEDIA_TYPE, Record, encode, encode_stored
 
 router = APIRouter(prefix="/v1", tags=["entries"])
@@ -130,7 +130,7 @@ async def read_entry(ledger_id: LedgerIdPath, entry_id: EntryIdPath, node: NodeD
     summary="Read a range of entries",
     description=(
         "Framed records present in [from, to], ascending; missing ids are skipped. At most "
-        f"max_entries (default and max {PAGE_ENTRIES_MAX}) records and max_bytes of payload "
+        f"max_entries (default and max {RANGE_ENTRIES_MAX}) records and max_bytes of payload "
         f"(default and max {PAGE_BYTES_MAX}; the first entry is always returned). Larger "
         "limits are clamped."
     ),
@@ -162,7 +162,7 @@ async def read_range(
     ] = ID_MAX,
     max_entries: Annotated[
         int, Query(ge=1, le=ID_MAX, description="Most records to return")
-    ] = PAGE_ENTRIES_MAX,
+    ] = RANGE_ENTRIES_MAX,
     max_bytes: Annotated[
         int, Query(ge=1, le=ID_MAX, description="Most payload bytes to return")
     ] = PAGE_BYTES_MAX,
@@ -197,7 +197,7 @@ async def read_range(
         ledger_id,
         from_,
         to,
-        min(max_entries, PAGE_ENTRIES_MAX),
+        min(max_entries, RANGE_ENTRIES_MAX),
         min(max_bytes, PAGE_BYTES_MAX),
         stride if wanted else 0,
         wanted,

@@ -48,6 +48,7 @@ from services.limits import (
     LAC_WAIT_MAX_MS,
     LIST_LIMIT_MAX,
     PAGE_ENTRIES_MAX,
+    RANGE_ENTRIES_MAX,
     READ_AHEAD_PAGES,
     SMALL_BODY_MAX_BYTES,
 )
@@ -347,17 +348,22 @@ async def _pages(
 
     The next ``READ_AHEAD_PAGES`` pages are read from the bookies while the one before is
     sent, so that the bookies' reads, the digest checks and the client's transfer overlap
-    instead of taking turns. Each page ahead is planned as a range of ``size`` entries:
-    ``PAGE_ENTRIES_MAX`` until a page comes back shorter than planned (cut by its byte
+    instead of taking turns. ``page`` was planned as ``PAGE_ENTRIES_MAX`` entries (the
+    first answer comes soon); each page ahead is planned as a range of ``size`` entries:
+    ``RANGE_ENTRIES_MAX`` until a page comes back shorter than planned (cut by its byte
     bound), then that page's length; the pages planned after a short one are dropped
     and planned again from where it ended."""
     ahead: collections.deque[tuple[int, asyncio.Task[reads.Page]]] = collections.deque()
-    size = PAGE_ENTRIES_MAX
-    planned_last = page_last(metadata, page.entries[0][0], stop, size) if page.entries else stop
+    planned_last = (
+        page_last(metadata, page.entries[0][0], stop, PAGE_ENTRIES_MAX) if page.entries else stop
+    )
+    size = RANGE_ENTRIES_MAX
 
     async def read(first: int, last: int) -> reads.Page:
         return await _timed_read(
-            ctx, metadata.ledger_id, reads.read_page(ctx, metadata, first, last, key)
+            ctx,
+            metadata.ledger_id,
+            reads.read_page(ctx, metadata, first, last, key, entries_max=last - first + 1),
         )
 
     def plan(first: int) -> None:

@@ -32,6 +32,7 @@ from typing import Protocol
 
 from gateway.context import GatewayContext
 from services.errors import InvariantViolation, QuireError, invariant
+from services.limits import PAGE_ENTRIES_MAX
 from services.protocol.messages import Tick
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.reads import ReadLimits, ReadOp
@@ -224,12 +225,20 @@ async def _read(ctx: GatewayContext, op: ReadOp) -> ReadDone:
 
 
 async def read_page(
-    ctx: GatewayContext, metadata: LedgerMetadata, first: int, last: int, key: bytes
+    ctx: GatewayContext,
+    metadata: LedgerMetadata,
+    first: int,
+    last: int,
+    key: bytes,
+    entries_max: int = PAGE_ENTRIES_MAX,
 ) -> Page:
-    """Entries ``first``..``last`` (already cut at the readable end), bounded by count and
-    bytes (the first entry is always returned); ``next_entry_id`` is where to go on."""
-    return await _read(ctx, ReadOp.page(metadata, first, last, digest_key=key,
-                                        limits=read_limits(ctx)))  # fmt: skip
+    """Entries ``first``..``last`` (already cut at the readable end), at most
+    ``entries_max`` and ``PAGE_BYTES_MAX`` of payload (the first entry is always
+    returned); ``next_entry_id`` is where to go on."""
+    limits = ReadLimits(
+        speculative_read_ms=ctx.settings.speculative_read_ms, page_entries_max=entries_max
+    )
+    return await _read(ctx, ReadOp.page(metadata, first, last, digest_key=key, limits=limits))
 
 
 async def read_single(

@@ -90,6 +90,7 @@ from services.limits import (
     LIST_LIMIT_MAX,
     PAGE_BYTES_MAX,
     PAGE_ENTRIES_MAX,
+    RANGE_ENTRIES_MAX,
     STORED_BATCH_MAX,
 )
 from services.request_ids import REQUEST_ID, REQUEST_ID_HEADER
@@ -235,7 +236,7 @@ class BookieClient:
         """Entries this bookie stores in [first, last], ascending (missing ids skipped),
         at most ``max_entries`` and about ``max_bytes`` of payload; with a ``stride``,
         only those whose ``entry_id mod stride`` is in ``residues``."""
-        max_entries = max(1, min(int(max_entries), PAGE_ENTRIES_MAX))
+        max_entries = max(1, min(int(max_entries), RANGE_ENTRIES_MAX))
         max_bytes = max(1, min(int(max_bytes), PAGE_BYTES_MAX))
         what = f"read {ledger_id}/[{first},{last}]"
         target = (

@@ -13,7 +13,7 @@ import pytest
 from gateway.metrics import GatewayMetrics
 from gateway.routes import ledgers
 from gateway.runners import read as reads
-from services.limits import READ_AHEAD_PAGES
+from services.limits import PAGE_ENTRIES_MAX, RANGE_ENTRIES_MAX, READ_AHEAD_PAGES
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.reads_messages import ReadDone
 
@@ -22,7 +22,8 @@ METADATA = LedgerMetadata.new(1, ["a:1", "b:2", "c:3"], 3, 2)
 
 class FakePages:
     """``read_page`` of a ledger whose pages are cut after ``cut(first)`` entries (as
-    the byte bound cuts them); records every read and the ones still running."""
+    the byte bound cuts them) or ``entries_max``; records every read and the ones still
+    running."""
 
     def __init__(self, cut: Any, delay: float = 0.0) -> None:
         self.cut = cut
@@ -31,13 +32,19 @@ class FakePages:
         self.running = 0
 
     async def read_page(
-        self, ctx: object, metadata: LedgerMetadata, first: int, last: int, key: bytes
+        self,
+        ctx: object,
+        metadata: LedgerMetadata,
+        first: int,
+        last: int,
+        key: bytes,
+        entries_max: int = PAGE_ENTRIES_MAX,
     ) -> ReadDone:
         self.asked.append((first, last))
         self.running += 1
         try:
             await asyncio.sleep(self.delay)
-            end = min(last, first + self.cut(first) - 1)
+            end = min(last, first + entries_max - 1, first + self.cut(first) - 1)
             return ReadDone(tuple((i, b"%d" % i) for i in range(first, end + 1)), end + 1)
         finally:
             self.running -= 1
@@ -71,12 +78,13 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Any:
 @pytest.mark.parametrize(
     "cut",
     [
-        lambda first: 1000,  # small entries: full pages
+        lambda first: 100_000,  # tiny entries: pages cut by their entry bound only
+        lambda first: 1000,  # 8 KiB entries: cut by the byte bound past the first page
         lambda first: 128,  # 64 KiB entries: 8 MiB pages
         lambda first: 1 + first % 7,  # sizes that vary: every page ahead is re-planned
         lambda first: 1,
     ],
-    ids=["full", "byte-bound", "varying", "single"],
+    ids=["full", "8k", "byte-bound", "varying", "single"],
 )
 def test_every_entry_comes_once_in_order(fake: Any, cut: Any) -> None:
     pages = fake(FakePages(cut))
@@ -94,6 +102,20 @@ def test_pages_are_read_ahead_and_planned_by_what_came(fake: Any) -> None:
     assert planned[0] == (128, 255)
     assert all(last - first + 1 == 128 for first, last in planned)
     assert len(pages.asked) == 2048 // 128  # no page was read twice
+
+
+def test_pages_after_the_first_hold_up_to_the_range_bound(fake: Any) -> None:
+    """The first page holds at most PAGE_ENTRIES_MAX entries (its answer comes soon), the
+    pages ahead RANGE_ENTRIES_MAX: fewer requests a range, each to the bookies too."""
+    pages = fake(FakePages(lambda first: 100_000))
+    stop = PAGE_ENTRIES_MAX + 2 * RANGE_ENTRIES_MAX + 9
+    assert _stream(pages, stop) == list(range(stop + 1))
+    assert pages.asked == [
+        (0, PAGE_ENTRIES_MAX - 1),
+        (PAGE_ENTRIES_MAX, PAGE_ENTRIES_MAX + RANGE_ENTRIES_MAX - 1),
+        (PAGE_ENTRIES_MAX + RANGE_ENTRIES_MAX, PAGE_ENTRIES_MAX + 2 * RANGE_ENTRIES_MAX - 1),
+        (PAGE_ENTRIES_MAX + 2 * RANGE_ENTRIES_MAX, stop),
+    ]
 
 
 def test_a_client_that_goes_away_leaves_no_read_running(fake: Any) -> None:
