@@ -148,8 +148,11 @@ def decode(body: bytes, max_records: int = BATCH_ENTRIES_MAX, *, copy: bool = Tr
     """
     records: list[Record] = []
     append = records.append
-    view = memoryview(body)
-    pos, end, size = 0, len(body), HEADER.size
+    # Digests (and payloads, with ``copy``) are sliced from the bytes themselves: one
+    # object each, where ``bytes(view[a:b])`` makes two (0.33 -> 0.13 us a digest here).
+    raw = body if type(body) is bytes else bytes(body)
+    view = memoryview(raw)
+    pos, end, size = 0, len(raw), HEADER.size
     unpack_header, unpack_checksum, crc = HEADER.unpack_from, CHECKSUM.unpack_from, crc32c.crc32c
     kinds = _FLAG_KINDS
     # A named tuple's ``__new__`` is a Python function; ``tuple.__new__`` builds the same
@@ -198,11 +201,9 @@ def decode(body: bytes, max_records: int = BATCH_ENTRIES_MAX, *, copy: bool = Tr
                 f"truncated record: ledger {ledger_id} entry {entry_id} declares "
                 f"{digest_len + payload_len} bytes, {end - pos} remain"
             )
-        digest = bytes(view[pos : pos + digest_len])
+        digest = raw[pos : pos + digest_len]
         pos += digest_len
-        payload: bytes | memoryview = view[pos : pos + payload_len]
-        if copy:
-            payload = bytes(payload)
+        payload = raw[pos : pos + payload_len] if copy else view[pos : pos + payload_len]
         pos += payload_len
         append(
             new_record(

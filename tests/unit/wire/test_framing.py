@@ -63,9 +63,12 @@ records_strategy = st.lists(
 def test_round_trip_is_exact(records):
     """decode(encode(records)) gives back the same records, field for field, each with its
     record checksum (if any) matching."""
-    decoded = decode(encode(records))
+    body = encode(records)
+    decoded = decode(body)
     assert decoded == records
     assert all(r.transit_ok for r in decoded)
+    assert all(type(r.payload) is bytes and type(r.digest) is bytes for r in decoded)
+    assert decode(bytearray(body)) == records  # any bytes-like body, not only bytes
 
 
 def test_round_trip_extremes():
