@@ -65,3 +65,25 @@ def test_a_body_ending_inside_a_frame_is_a_short_read() -> None:
         spans_read(client)
     assert caught.value.code == "short_read"
     assert "ended inside a frame" in str(caught.value)
+
+
+def test_clients_share_one_tls_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every client of a process uses one TLS context: building one loads the CA bundle
+    (tens of ms), which each Spark task would pay again."""
+    made: list[object] = []
+    real = httpx.create_ssl_context
+
+    def counting() -> object:
+        made.append(real())
+        return made[-1]
+
+    monkeypatch.setattr(httpx, "create_ssl_context", counting)
+    client_module.tls_context.cache_clear()
+    try:
+        clients = [GatewayClient(f"https://gw{i}") for i in range(3)]
+        for each in clients:
+            assert each.http is not None
+            each.close()
+        assert len(made) == 1
+    finally:
+        client_module.tls_context.cache_clear()
