@@ -65,8 +65,10 @@ class _Op(Protocol):
     def next_deadline(self) -> int | None: ...
 
 
-def read_limits(ctx: GatewayContext) -> ReadLimits:
-    return ReadLimits(speculative_read_ms=ctx.settings.speculative_read_ms)
+def read_limits(ctx: GatewayContext, page_entries_max: int = PAGE_ENTRIES_MAX) -> ReadLimits:
+    return ReadLimits(
+        speculative_read_ms=ctx.settings.speculative_read_ms, page_entries_max=page_entries_max
+    )
 
 
 def lac_limits(ctx: GatewayContext) -> LacLimits:
@@ -235,9 +237,7 @@ async def read_page(
     """Entries ``first``..``last`` (already cut at the readable end), at most
     ``entries_max`` and ``PAGE_BYTES_MAX`` of payload (the first entry is always
     returned); ``next_entry_id`` is where to go on."""
-    limits = ReadLimits(
-        speculative_read_ms=ctx.settings.speculative_read_ms, page_entries_max=entries_max
-    )
+    limits = read_limits(ctx, entries_max)
     return await _read(ctx, ReadOp.page(metadata, first, last, digest_key=key, limits=limits))
 
 
