@@ -24,6 +24,7 @@ from bookie.fastpath import (
     SECRET_HEADER,
     SECRET_HEADER_RAW,
     AddFastPath,
+    AddLane,
     with_headers,
 )
 from bookie.metrics import BookieMetrics
@@ -186,5 +187,11 @@ def create_app(settings: BookieSettings) -> FastAPI:
         app.add_middleware(ClusterSecretMiddleware, secret=settings.cluster_secret)
     # Adds before the stack, with the same secret check and instance header.
     app.front = AddFastPath(app.stack, lambda: app.state.node, settings.cluster_secret or None)
+    # And below ASGI, a plain add with a small body (bookie.fastpath.AddLane).
+    app.lane = AddLane(
+        lambda: app.state.node,
+        settings.cluster_secret or None,
+        settings.body_read_timeout_ms / 1000,
+    )
     install_openapi(app, "clusterSecret", SECRET_SCHEME, lambda path: bool(settings.cluster_secret))
     return app

@@ -18,6 +18,18 @@ the one place where that matters. Errors still go through the one mapping
 add, it does too: a call without the right cluster secret goes on to the stack (whose
 ``ClusterSecretMiddleware`` answers 401), and every answer carries the instance header
 (``InstanceHeaderMiddleware``).
+
+``AddLane`` serves the same adds one level lower, as the HTTP protocol's lane
+(services/web/lane.py, as the gateway's ``AddRoutes`` does): a plain request with a body
+of at most ``LANE_BODY_MAX_BYTES`` is answered by the protocol itself, without uvicorn's
+request/answer cycle, the ASGI middlewares and a task per body chunk. With one add in
+flight through a gateway, that cycle and the middlewares were about two fifths of the
+bookie's event-loop time (py-spy, benchmarks/README.md). The lane's body is whole when the
+add starts, so its budget is taken at once (``add_body``); its size is bounded by what
+uvicorn's protocol holds per connection on the ASGI path anyway before it stops reading
+(64 KiB), so the memory bound of bookie.budget is unchanged. A larger body, and every
+request that is not plain, goes to ``AddFastPath``, which takes budget chunk by chunk.
+The lane's body wait is the bookie's ``body_read_timeout_ms``, as the ASGI path's.
 """
 
 from __future__ import annotations
@@ -27,6 +39,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -37,7 +50,8 @@ from services.errors import BookieReadOnly, InvalidArgument, PayloadTooLarge, Qu
 from services.limits import BODY_SIZE_MAX_BYTES
 from services.web.auth import secret_matches
 from services.web.body import content_length
-from services.web.errors import error_json
+from services.web.errors import error_body, error_json
+from services.web.lane import Answer, LaneCall
 from services.wire import digest
 from services.wire.framing import Record, decode
 
@@ -45,6 +59,10 @@ log = logging.getLogger(__name__)
 
 ADD_PATH = "/v1/entries"
 _JSON_HEADERS = [(b"content-type", b"application/json")]
+# The largest body the lane takes: uvicorn's protocol buffers this much of a body per
+# connection before it pauses reading (its HIGH_WATER_LIMIT), so a lane's whole body
+# holds no more memory than the ASGI path's buffer (the module docstring).
+LANE_BODY_MAX_BYTES = 65_536
 SECRET_HEADER = "X-Cluster-Secret"
 SECRET_HEADER_RAW = SECRET_HEADER.lower().encode()
 INSTANCE_HEADER = "X-Quire-Bookie-Instance"
@@ -118,21 +136,39 @@ class BodyTimeout(Exception):
         return InvalidArgument(str(self))
 
 
-async def add_request(
-    node: BookieNode, declared: str | None, chunks: AsyncIterator[bytes]
-) -> bytes:
-    """A whole add: read the body (budget taken as bytes arrive), store it; the JSON answer."""
+def _admit(node: BookieNode, declared: str | None) -> None:
+    """Refuse an add before its body is read: the store not open, a declared body over
+    the limit (each refusal counted by its code)."""
     try:
         node.check_open()
         declared_length(declared)
     except QuireError as exc:
         node.metrics.rejected_adds.labels(exc.code).inc()
         raise
+
+
+async def add_request(
+    node: BookieNode, declared: str | None, chunks: AsyncIterator[bytes]
+) -> bytes:
+    """A whole add: read the body (budget taken as bytes arrive), store it; the JSON answer."""
+    _admit(node, declared)
     share = node.add_budget.open()
     try:
         body = await read_budgeted(
             chunks, share, BODY_SIZE_MAX_BYTES, node.settings.body_read_timeout_ms / 1000
         )
+        return await store_entries(node, body)
+    finally:
+        share.close()
+
+
+async def add_body(node: BookieNode, body: bytes) -> bytes:
+    """A whole add of a body already read (the lane's): its budget taken at once, then
+    stored as ``add_request`` stores it; the JSON answer."""
+    _admit(node, None)
+    share = node.add_budget.open()
+    try:
+        await share.take(len(body))
         return await store_entries(node, body)
     finally:
         share.close()
@@ -213,6 +249,62 @@ class AddFastPath:
             }
         )
         await send({"type": "http.response.body", "body": answer})
+
+
+class AddLane:
+    """``POST /v1/entries`` as the HTTP protocol's lane (services/web/lane.py; the module
+    docstring): the same checks, answers and errors as ``AddFastPath``."""
+
+    body_max_bytes = LANE_BODY_MAX_BYTES
+
+    def __init__(
+        self,
+        node: Callable[[], BookieNode | None],
+        secret: str | None,
+        body_read_timeout_s: float,
+    ) -> None:
+        self.node = node
+        self.secret = secret
+        self.body_read_timeout_s = body_read_timeout_s
+
+    def take(self, scope: Scope) -> LaneCall | None:
+        """The add's call, or None for the ASGI application: not an add, no store yet,
+        or not the right cluster secret (the stack's middleware answers 401)."""
+        if scope["path"] != ADD_PATH or scope["method"] != "POST":
+            return None
+        node = self.node()
+        if node is None:
+            return None
+        if self.secret is not None:
+            given = None
+            for name, value in scope["headers"]:  # the first, as the middleware reads
+                if name == SECRET_HEADER_RAW:
+                    given = value.decode("latin-1")
+                    break
+            if not secret_matches(given, self.secret):
+                return None
+        instance = node.instance_id
+        headers = (
+            _LANE_JSON + ((INSTANCE_HEADER_RAW, instance.encode("latin-1")),)
+            if instance
+            else _LANE_JSON
+        )
+        return partial(_lane_add, node, headers)
+
+
+_LANE_JSON: tuple[tuple[bytes, bytes], ...] = ((b"content-type", b"application/json"),)
+
+
+async def _lane_add(
+    node: BookieNode, headers: tuple[tuple[bytes, bytes], ...], body: bytes
+) -> Answer:
+    try:
+        return 200, await add_body(node, body), headers
+    except Exception as exc:  # noqa: BLE001 - every error is answered, never a 500 page
+        if not isinstance(exc, QuireError):
+            log.error("unexpected error on POST %s", ADD_PATH, exc_info=exc)
+            exc = QuireError("internal error")
+        return exc.http_status, error_body(exc), headers
 
 
 async def _refuse(exc: Exception, scope: Scope, receive: Receive, send: Send) -> None:

@@ -67,6 +67,7 @@ class AddRoutes:
     (ASGI, for what the lane is not offered) share it."""
 
     body_max_bytes = BODY_SIZE_MAX_BYTES
+    body_read_timeout_s = None  # the server's
 
     def __init__(
         self,

@@ -63,8 +63,11 @@ class Lane(Protocol):
     """The calls a service serves below ASGI (the module docstring)."""
 
     # Bodies up to this size may be taken (a larger one goes to the application, which
-    # refuses it with its own 413).
+    # refuses it with its own 413, or serves it).
     body_max_bytes: int
+    # The longest wait for a taken request's whole body, when shorter than the server's
+    # ``body_read_timeout_ms`` (None: the server's); the protocol then answers 408.
+    body_read_timeout_s: float | None
 
     def take(self, scope: dict[str, Any]) -> LaneCall | None:
         """The call that serves the request of ``scope`` (method, path, headers and

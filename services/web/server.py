@@ -143,6 +143,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self._in_head = True  # between requests or inside a head
         self._head_bytes = 0
         self._header_count = 0
+        self._body_wait_s = self.limits.body_read_timeout_s  # the current body's bound
 
     # ---------------------------------------------------------------- connection
 
@@ -239,11 +240,17 @@ class BoundedHttpProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._in_head = False
         self._disarm()
-        self._arm(self.limits.body_read_timeout_s, self._body_timeout)
+        self._body_wait_s = self.limits.body_read_timeout_s
+        self._arm(self._body_wait_s, self._body_timeout)
         if self.lane is not None:
             lane_cycle = offer(self, self.lane)
             if lane_cycle is not None:
                 self.cycle = lane_cycle  # type: ignore[assignment]
+                wait_s = self.lane.body_read_timeout_s
+                if wait_s is not None and wait_s < self._body_wait_s:
+                    # The lane's own, shorter bound on the body (the bookie's adds).
+                    self._body_wait_s = wait_s
+                    self._arm(wait_s, self._body_timeout)
                 return
         if len(self.tasks) >= self.limits.requests_in_flight_max:
             app, self.app = self.app, _BUSY_APP
@@ -361,7 +368,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
             # Answered already (without reading the whole body): just end it.
             self.transport.close()
             return
-        ms = round(self.limits.body_read_timeout_s * 1000)
+        ms = round(self._body_wait_s * 1000)
         self._answer(
             408,
             "invalid_argument",

@@ -342,6 +342,7 @@ class EchoLane:
     length; it records the request id it was served under."""
 
     body_max_bytes = 1000
+    body_read_timeout_s: float | None = None
 
     def __init__(self) -> None:
         self.seen: list[tuple[str, bytes, str | None]] = []
@@ -524,6 +525,34 @@ def test_a_lane_request_whose_body_stops_gets_the_body_timeout() -> None:
         assert lane.seen == []
 
     run_lane(lane, scenario, ServerLimits(body_read_timeout_s=0.05))
+
+
+def test_a_lane_with_a_shorter_body_bound_times_out_by_it() -> None:
+    """A lane's own body bound, shorter than the server's, is the one a taken request
+    waits for: the 408 comes after it and names it; a request the lane does not take
+    waits the server's bound."""
+    lane = EchoLane()
+    lane.body_read_timeout_s = 0.05
+
+    async def scenario(connect: Any) -> None:
+        proto, transport = connect("127.0.0.1")
+        other, other_t = connect("127.0.0.1")
+        started = asyncio.get_running_loop().time()
+        proto.data_received(post(b"/lane/a", b"0123456789")[:-5])
+        other.data_received(post(b"/lane/none", b"0123456789")[:-5])
+        await settle(lambda: transport.written != b"")
+        assert asyncio.get_running_loop().time() - started < 5.0
+        assert transport.answer() == (
+            408,
+            {
+                "error": "invalid_argument",
+                "message": "request body not complete within 50 ms (body_read_timeout_ms)",
+            },
+        )
+        assert other_t.written == b""  # still waiting, under the server's 30 s
+        assert lane.seen == []
+
+    run_lane(lane, scenario, ServerLimits(body_read_timeout_s=30.0))
 
 
 def test_a_lane_request_has_its_access_line(caplog: pytest.LogCaptureFixture) -> None:
