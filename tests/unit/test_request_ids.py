@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import re
 from collections.abc import Iterator
 
@@ -117,3 +118,26 @@ def test_log_lines_carry_the_current_request_id(
     assert lines[1]["request_id"] == "req-7"
     assert lines[1]["ledger_id"] == 3 and lines[1]["api_token"] == "***"
     assert "t0ps3cret" not in out.getvalue()
+
+
+def test_new_ids_are_32_hex_digits_unique_and_differ_in_a_forked_child() -> None:
+    """Fresh ids come from ``random``: never repeated in a process, and a forked child
+    (reseeded at fork) does not repeat its parent's next ids."""
+    ids = {new_request_id() for _ in range(50_000)}
+    assert len(ids) == 50_000
+    assert all(re.fullmatch(r"[0-9a-f]{32}", i) for i in ids)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next ids to the parent, then out at once
+        try:
+            os.write(write_end, "".join(new_request_id() for _ in range(4)).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    try:
+        child = os.read(read_end, 1024).decode()
+    finally:
+        os.close(read_end)
+        os.waitpid(pid, 0)
+    parent = "".join(new_request_id() for _ in range(4))
+    assert len(child) == len(parent) == 128 and child != parent
