@@ -50,8 +50,8 @@ from services.errors import BookieReadOnly, InvalidArgument, PayloadTooLarge, Qu
 from services.limits import BODY_SIZE_MAX_BYTES
 from services.web.auth import secret_matches
 from services.web.body import content_length
-from services.web.errors import error_body, error_json
-from services.web.lane import Answer, LaneCall
+from services.web.errors import error_json
+from services.web.lane import JSON_TYPE, Answer, LaneCall, error_answer
 from services.wire import digest
 from services.wire.framing import Record, decode
 
@@ -285,14 +285,11 @@ class AddLane:
                 return None
         instance = node.instance_id
         headers = (
-            _LANE_JSON + ((INSTANCE_HEADER_RAW, instance.encode("latin-1")),)
+            JSON_TYPE + ((INSTANCE_HEADER_RAW, instance.encode("latin-1")),)
             if instance
-            else _LANE_JSON
+            else JSON_TYPE
         )
         return partial(_lane_add, node, headers)
-
-
-_LANE_JSON: tuple[tuple[bytes, bytes], ...] = ((b"content-type", b"application/json"),)
 
 
 async def _lane_add(
@@ -301,10 +298,7 @@ async def _lane_add(
     try:
         return 200, await add_body(node, body), headers
     except Exception as exc:  # noqa: BLE001 - every error is answered, never a 500 page
-        if not isinstance(exc, QuireError):
-            log.error("unexpected error on POST %s", ADD_PATH, exc_info=exc)
-            exc = QuireError("internal error")
-        return exc.http_status, error_body(exc), headers
+        return error_answer(exc, ADD_PATH, headers)
 
 
 async def _refuse(exc: Exception, scope: Scope, receive: Receive, send: Send) -> None:

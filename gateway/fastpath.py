@@ -43,8 +43,7 @@ from services.errors import PayloadTooLarge, QuireError
 from services.limits import BODY_SIZE_MAX_BYTES, ID_MAX
 from services.protocol.log_records import KEY_MAX_CHARS
 from services.web.body import content_length, is_json_type
-from services.web.errors import error_body
-from services.web.lane import Answer, LaneCall
+from services.web.lane import JSON_TYPE, Answer, LaneCall, error_answer
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +51,6 @@ _LEDGER_ADD = re.compile(r"/v1/ledgers/(0|[1-9][0-9]{0,18})/entries")
 _LOG_APPEND = re.compile(r"/v1/logs/([A-Za-z0-9._-]{1,200})/records")
 _KEY = re.compile(f"[ -~]{{1,{KEY_MAX_CHARS}}}")
 _HEADERS_READ = {b"content-length", b"content-type", b"x-ledger-password", b"idempotency-key"}
-
-
-_JSON_TYPE = ((b"content-type", b"application/json"),)
 
 
 class _Disconnected(Exception):
@@ -136,8 +132,8 @@ async def _answer(call: Awaitable[dict[str, Any]], path: str) -> Answer:
     try:
         answer = await call
     except Exception as exc:  # noqa: BLE001 - every error mapped, never a bare 500 page
-        return _error(exc, path)
-    return 200, answer_json(answer), _JSON_TYPE
+        return error_answer(exc, path)
+    return 200, answer_json(answer), JSON_TYPE
 
 
 def answer_json(answer: dict[str, Any]) -> bytes:
@@ -160,14 +156,6 @@ _TEMPLATES: dict[tuple[str, ...], str] = {}
 _TEMPLATES_MAX = 16  # the adds' answers have two shapes
 
 
-def _error(exc: Exception, path: str) -> Answer:
-    """The answer for an error of a call (``error_json``'s)."""
-    if not isinstance(exc, QuireError):
-        log.exception("unexpected error on POST %s", path, exc_info=exc)
-        exc = QuireError("internal error")
-    return exc.http_status, error_body(exc), _JSON_TYPE
-
-
 class AddFastPath:
     """The fast path as an ASGI application in front of FastAPI's stack (the app's
     ``front``): it serves what the protocol's lane is not offered (a chunked body, a
@@ -185,7 +173,7 @@ class AddFastPath:
         try:
             raw = await _body((_headers(scope) or {}).get(b"content-length"), receive)
         except QuireError as exc:
-            await _send(send, *_error(exc, scope["path"]))
+            await _send(send, *error_answer(exc, scope["path"]))
             return
         except _Disconnected:
             await _send(send, 400, b"", ())

@@ -49,11 +49,8 @@ log = logging.getLogger(__name__)
 Answer = tuple[int, bytes, tuple[tuple[bytes, bytes], ...]]
 LaneCall = Callable[[bytes], Awaitable[Answer]]
 
-_INTERNAL_ERROR: Answer = (
-    500,
-    error_body(QuireError("internal error")),
-    ((b"content-type", b"application/json"),),
-)
+JSON_TYPE: tuple[tuple[bytes, bytes], ...] = ((b"content-type", b"application/json"),)
+_INTERNAL_ERROR: Answer = (500, error_body(QuireError("internal error")), JSON_TYPE)
 # Request headers that send a request to the ASGI application rather than a lane: the
 # proxy-header middleware's, and a body framing other than Content-Length.
 _NOT_FOR_LANES = frozenset({b"x-forwarded-for", b"x-forwarded-proto", b"transfer-encoding"})
@@ -115,6 +112,17 @@ class LaneCycle:
         self.disconnected = False
         self.response_started = False
         self.response_complete = False
+
+
+def error_answer(
+    exc: Exception, path: str, headers: tuple[tuple[bytes, bytes], ...] = JSON_TYPE
+) -> Answer:
+    """A lane call's answer for ``exc``: an API error's status and JSON body (the one
+    mapping's, ``error_json``); anything else is logged and answered as a JSON 500."""
+    if not isinstance(exc, QuireError):
+        log.error("unexpected error on POST %s", path, exc_info=exc)
+        exc = QuireError("internal error")
+    return exc.http_status, error_body(exc), headers
 
 
 def answer_bytes(

@@ -14,8 +14,10 @@ import pytest
 import uvicorn
 from uvicorn.server import ServerState
 
+from services.errors import LedgerFenced
 from services.request_ids import REQUEST_ID
 from services.web.bounds import ConnectionTable, ServerLimits
+from services.web.lane import JSON_TYPE, error_answer
 from services.web.server import BoundedHttpProtocol, protocol_class
 
 
@@ -571,3 +573,25 @@ def test_a_lane_request_has_its_access_line(caplog: pytest.LogCaptureFixture) ->
     assert len(lines) == 1
     fields = lines[0].fields  # type: ignore[attr-defined]
     assert (fields["method"], fields["path"], fields["status"]) == ("POST", "/lane/logged", 201)
+
+
+def test_a_lane_error_answer_maps_api_errors_and_hides_the_others(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An API error keeps its status and JSON body (and the call's headers); anything
+    else is a JSON 500 ``internal`` that says nothing of the exception, which is logged."""
+    headers = (*JSON_TYPE, (b"x-extra", b"1"))
+    status, body, given = error_answer(LedgerFenced("ledger 7 is fenced"), "/v1/x", headers)
+    assert (status, json.loads(body), given) == (
+        409,
+        {"error": "ledger_fenced", "message": "ledger 7 is fenced"},
+        headers,
+    )
+    with caplog.at_level("ERROR"):
+        status, body, given = error_answer(RuntimeError("db path /secret"), "/v1/x")
+    assert (status, json.loads(body), given) == (
+        500,
+        {"error": "internal", "message": "internal error"},
+        JSON_TYPE,
+    )
+    assert any(r.exc_info and "db path /secret" in str(r.exc_info[1]) for r in caplog.records)
