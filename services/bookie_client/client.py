@@ -246,9 +246,7 @@ class BookieClient:
         if stride:
             target += f"&stride={int(stride)}&residues={','.join(str(int(r)) for r in residues)}"
         response = await self._call("GET", target, what=what)
-        # Payloads copied as they are sliced from the body (framing.decode slices bytes):
-        # as cheap as views there, and the gateway's pages then hold bytes of their own
-        # instead of copying each view again (services/protocol/reads.py).
+        # Copied payloads: as cheap as views to slice, and pages need not copy them again.
         records = self._decode(response.body, what, max_records=max_entries)
         try:
             last_entry_id = int(response.headers.get(LAST_ENTRY_HEADER, "-1"))
