@@ -298,7 +298,7 @@ async def _lane_add(
     try:
         return 200, await add_body(node, body), headers
     except Exception as exc:  # noqa: BLE001 - every error is answered, never a 500 page
-        return error_answer(exc, ADD_PATH, headers)
+        return error_answer(exc, f"POST {ADD_PATH}", headers)
 
 
 async def _refuse(exc: Exception, scope: Scope, receive: Receive, send: Send) -> None:

@@ -132,7 +132,7 @@ async def _answer(call: Awaitable[dict[str, Any]], path: str) -> Answer:
     try:
         answer = await call
     except Exception as exc:  # noqa: BLE001 - every error mapped, never a bare 500 page
-        return error_answer(exc, path)
+        return error_answer(exc, f"POST {path}")
     return 200, answer_json(answer), JSON_TYPE
 
 
@@ -173,7 +173,7 @@ class AddFastPath:
         try:
             raw = await _body((_headers(scope) or {}).get(b"content-length"), receive)
         except QuireError as exc:
-            await _send(send, *error_answer(exc, scope["path"]))
+            await _send(send, *error_answer(exc, f"POST {scope['path']}"))
             return
         except _Disconnected:
             await _send(send, 400, b"", ())

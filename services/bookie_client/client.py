@@ -431,11 +431,9 @@ class BookieClient:
     def _error(self, response: HttpResponse, what: str) -> QuireError:
         return answer_error(self.address, response, what)
 
-    def _decode(
-        self, body: bytes, what: str, max_records: int = 1, *, copy: bool = True
-    ) -> list[framing.Record]:
+    def _decode(self, body: bytes, what: str, max_records: int = 1) -> list[framing.Record]:
         try:
-            return framing.decode(body, max_records=max_records, copy=copy)
+            return framing.decode(body, max_records=max_records)
         except QuireError as exc:
             raise self._malformed(what, exc) from exc
 

@@ -115,12 +115,13 @@ class LaneCycle:
 
 
 def error_answer(
-    exc: Exception, path: str, headers: tuple[tuple[bytes, bytes], ...] = JSON_TYPE
+    exc: Exception, route: str, headers: tuple[tuple[bytes, bytes], ...] = JSON_TYPE
 ) -> Answer:
     """A lane call's answer for ``exc``: an API error's status and JSON body (the one
-    mapping's, ``error_json``); anything else is logged and answered as a JSON 500."""
+    mapping's, ``error_json``); anything else is logged (with ``route``, e.g.
+    ``POST /v1/entries``) and answered as a JSON 500."""
     if not isinstance(exc, QuireError):
-        log.error("unexpected error on POST %s", path, exc_info=exc)
+        log.error("unexpected error on %s", route, exc_info=exc)
         exc = QuireError("internal error")
     return exc.http_status, error_body(exc), headers
 

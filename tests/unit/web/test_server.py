@@ -581,17 +581,20 @@ def test_a_lane_error_answer_maps_api_errors_and_hides_the_others(
     """An API error keeps its status and JSON body (and the call's headers); anything
     else is a JSON 500 ``internal`` that says nothing of the exception, which is logged."""
     headers = (*JSON_TYPE, (b"x-extra", b"1"))
-    status, body, given = error_answer(LedgerFenced("ledger 7 is fenced"), "/v1/x", headers)
+    status, body, given = error_answer(LedgerFenced("ledger 7 is fenced"), "POST /v1/x", headers)
     assert (status, json.loads(body), given) == (
         409,
         {"error": "ledger_fenced", "message": "ledger 7 is fenced"},
         headers,
     )
     with caplog.at_level("ERROR"):
-        status, body, given = error_answer(RuntimeError("db path /secret"), "/v1/x")
+        status, body, given = error_answer(RuntimeError("db path /secret"), "POST /v1/x")
     assert (status, json.loads(body), given) == (
         500,
         {"error": "internal", "message": "internal error"},
         JSON_TYPE,
     )
-    assert any(r.exc_info and "db path /secret" in str(r.exc_info[1]) for r in caplog.records)
+    assert any(
+        r.exc_info and "db path /secret" in str(r.exc_info[1]) and "POST /v1/x" in r.getMessage()
+        for r in caplog.records
+    )
