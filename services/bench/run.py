@@ -237,8 +237,10 @@ def run(config: BenchConfig) -> dict:
         result.update(fsync)
         return result
     finally:
-        # Cleaning up must finish: a second Ctrl-C would leave processes behind.
+        # Cleaning up must finish: a second Ctrl-C or SIGTERM would leave processes
+        # behind (ZooKeeper is stopped last). ``main`` restores both handlers.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if ledger_ids and cluster is None and not config.keep_ledgers:
             failed = delete_ledgers(config, url, ledger_ids)
             if failed:
