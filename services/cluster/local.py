@@ -44,9 +44,11 @@ import fcntl
 import os
 import secrets
 import shutil
+import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import IO
 
 from services.cli.ui import Ui
@@ -356,7 +358,12 @@ class LocalCluster:
         return children
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
-        """Stop every service at once, then ZooKeeper; SIGKILL whatever outlives the grace."""
+        """Stop every service at once, then ZooKeeper; SIGKILL whatever outlives the grace.
+        Ctrl-C and SIGTERM are ignored meanwhile (``_signals_held``)."""
+        with _signals_held():
+            self._stop(grace_s)
+
+    def _stop(self, grace_s: float) -> None:
         services = [p for p in reversed(self.services) if p.proc is not None]
         if any(p.alive() for p in services):
             with self.ui.progress(f"stopping {len(services)} service(s)"):
@@ -369,6 +376,25 @@ class LocalCluster:
         if self._lock_file is not None:
             self._lock_file.close()
             self._lock_file = None
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM ignored for the block, on the main thread (elsewhere signals
+    cannot be set, and are not delivered). A stop runs once the user has asked for it:
+    a second Ctrl-C or SIGTERM (an impatient user) raised in the middle of it would
+    leave the processes not yet signalled running, ZooKeeper last of all. The stop is
+    bounded by its grace and SIGKILL; the handlers are restored after it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in held}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _indent(text: str) -> str:
