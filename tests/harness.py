@@ -10,10 +10,11 @@ from __future__ import annotations
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import BinaryIO
 
+import psutil
 from kazoo.protocol.serialization import (
     Close,
     Connect,
@@ -80,6 +81,18 @@ class ZooKeeperEnsemble:
     def stop(self) -> None:
         for server in self.servers:
             server.stop()
+
+
+def killed_survivors(pids: Iterable[int]) -> list[int]:
+    """The ``pids`` still running, each killed (so a failing test leaks nothing into the
+    next ones); the caller asserts the list is empty."""
+    survivors = [pid for pid in pids if psutil.pid_exists(pid)]
+    for pid in survivors:
+        try:
+            psutil.Process(pid).kill()
+        except psutil.Error:
+            pass
+    return survivors
 
 
 def expire_session(

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.harness import wait_for
+from tests.harness import killed_survivors, wait_for
 
 QUIRE = Path(sys.executable).parent / "quire"
 REQUIRED = ("adds_per_s", "mb_per_s", "p50_ms", "p99_ms", "p999_ms")
@@ -148,12 +148,7 @@ def test_bench_local_interrupted_stops_everything(
     end = time.monotonic() + 10.0
     while time.monotonic() < end and any(psutil.pid_exists(pid) for pid in children):
         time.sleep(0.1)
-    survivors = [pid for pid in children if psutil.pid_exists(pid)]
-    for pid in survivors:  # do not leak them into other tests, but fail
-        try:
-            psutil.Process(pid).kill()
-        except psutil.Error:
-            pass
+    survivors = killed_survivors(children)
     assert survivors == [], survivors
     assert "interrupted" in "".join(stderr)
     assert list(tmp_path.iterdir()) == []

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.harness import wait_for
+from tests.harness import killed_survivors, wait_for
 
 SCRIPT = textwrap.dedent(
     """
@@ -73,12 +73,7 @@ def test_a_second_sigterm_while_stopping_leaves_nothing_behind(tmp_path: Path) -
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    survivors = [pid for pid in children if psutil.pid_exists(pid)]
-    for pid in survivors:  # do not leak them into other tests, but fail
-        try:
-            psutil.Process(pid).kill()
-        except psutil.Error:
-            pass
+    survivors = killed_survivors(children)
     assert survivors == [], (survivors, "".join(err)[-3000:])
     # 0 once the stop ran to its end; 1 only if the second signal came after it (the
     # script's own handler is back by then and interrupts the last print).
