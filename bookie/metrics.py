@@ -75,6 +75,11 @@ class BookieMetrics:
         self.commits = Counter(
             "quire_bookie_commits_total", "Group-commit transactions committed", registry=r
         )
+        self.loop_commits = Counter(
+            "quire_bookie_loop_commits_total",
+            "Group commits the event loop made itself, the writer thread being idle",
+            registry=r,
+        )
         self.fsyncs = Counter(
             "quire_bookie_fsyncs_total",
             "Commits made durable with fsync (one per group commit while journal sync is on)",

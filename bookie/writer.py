@@ -1,9 +1,10 @@
 """Group commit: one writer thread, one transaction and one fsync for many requests.
 
-Async handlers never write. They put an operation (an add of framed records,
-a fence, a LAC update, a ledger delete) with an asyncio future on a queue and
-await the future. The writer thread owns the only writing connection and
-loops:
+Async handlers never write. They submit an operation (an add of framed records,
+a fence, a LAC update, a ledger delete) with an asyncio future, which goes on a
+queue, and await the future. The writer thread owns the only writing connection
+(lent to the event loop while the thread is idle: "Commits on the event loop",
+below) and loops:
 
 1. block until one operation is queued;
 2. take everything else already queued, up to ``GROUP_COMMIT_ENTRIES_MAX``
@@ -50,6 +51,22 @@ for most of it, time the event loop then waits for. The range reads do the same
 If a commit fails (disk full, I/O error), the transaction is rolled back,
 every operation of the batch fails with ``BookieUnavailable``, and the
 writer reloads its copy of the ledger states from the database.
+
+Commits on the event loop. With one add in flight (a writer that waits for each
+acknowledgement) the hand-off to the thread and back is two wake-ups of a sleeping
+thread per add, on the path of every acknowledgement. So while the writer thread has
+nothing queued or in hand, adds are not queued: ``submit`` keeps them, and the event
+loop commits them itself once it has run everything ready (every request read in that
+loop iteration shares the transaction), with the same code and rules as the thread.
+The thread takes over as soon as anything must be queued for it: an operation other
+than an add, more than ``INLINE_ENTRIES_MAX`` entries or ``INLINE_BYTES_MAX`` bytes
+kept, any operation submitted while the thread still has work, and every add while
+commits take more than ``INLINE_COMMIT_S_MAX`` on average (a slow disk: reads and all
+other requests would wait that long at every commit). What the loop kept is queued
+first, so queue order holds across both. The thread holds ``_busy`` for each batch,
+its vacuum included, and the loop commits only if it takes ``_busy`` without waiting,
+so one of them at a time uses the connection and the ledger states. Measured with one
+add in flight through the gateway: benchmarks/README.md, 2026-11-27, ninth session.
 """
 
 from __future__ import annotations
@@ -87,6 +104,12 @@ log = logging.getLogger(__name__)
 
 GROUP_COMMIT_ENTRIES_MAX = 20_000
 GROUP_COMMIT_BYTES_MAX = 32 * 1024 * 1024
+# What the event loop commits itself at most, when the thread is idle (module docstring).
+INLINE_ENTRIES_MAX = 256
+INLINE_BYTES_MAX = 256 * 1024
+# ... and only while commits are short: a slow disk's fsync would stall every request.
+INLINE_COMMIT_S_MAX = 0.002
+_COMMIT_S_WEIGHT = 0.2  # of the newest commit in the moving average of commit times
 
 # A ledger's state: [lac, last_entry_id, fenced]. Lists, for cheap in-place updates.
 LedgerState = list
@@ -157,6 +180,17 @@ class GroupCommitWriter:
         self._conn: Any = None
         self._thread = threading.Thread(target=self._run, name="bookie-writer", daemon=True)
         self._digest_codes = DIGEST_CODES
+        # On the loop: operations queued for the thread and not yet delivered back, and
+        # the adds the loop keeps to commit itself (module docstring, "Commits on the
+        # event loop"). Kept adds exist only while nothing is outstanding.
+        self._outstanding = 0
+        self._kept: list[AddOp] = []
+        self._kept_entries = 0
+        self._kept_bytes = 0
+        self._inline_open = True
+        self._commit_s = 0.0  # moving average of commit times, both paths
+        self._on_loop = False
+        self._busy = threading.Lock()
 
     def start(self, states: dict[int, Snapshot]) -> None:
         """Connect (here, so a failure raises to the caller) and start the thread."""
@@ -165,12 +199,79 @@ class GroupCommitWriter:
         self._thread.start()
 
     def submit(self, op: Op) -> None:
+        """On the loop: commit ``op`` on the loop soon if the thread is idle, else queue it."""
+        if (
+            self._outstanding == 0
+            and self._inline_open
+            and isinstance(op, AddOp)
+            and self._commit_s <= INLINE_COMMIT_S_MAX
+        ):
+            entries = self._kept_entries + len(op.records)
+            size = self._kept_bytes + op.payload_bytes
+            if entries <= INLINE_ENTRIES_MAX and size <= INLINE_BYTES_MAX:
+                if not self._kept:
+                    self._loop.call_soon(self._commit_kept)
+                self._kept.append(op)
+                self._kept_entries = entries
+                self._kept_bytes = size
+                return
+        self._queue_kept()
+        self._outstanding += 1
         self._queue.put(op)
 
+    def _queue_kept(self) -> None:
+        """Hand the adds the loop kept to the thread, ahead of anything submitted later."""
+        kept = self._kept
+        if kept:
+            self._kept = []
+            self._kept_entries = self._kept_bytes = 0
+            self._outstanding += len(kept)
+            for op in kept:
+                self._queue.put(op)
+
+    def _commit_kept(self) -> None:
+        """On the loop: commit the kept adds here, or queue them if the thread is busy."""
+        batch = self._kept
+        if not batch:
+            return  # queued for the thread meanwhile
+        if not self._busy.acquire(blocking=False):
+            self._queue_kept()  # the thread is still vacuuming after its last batch
+            return
+        self._kept = []
+        self._kept_entries = self._kept_bytes = 0
+        self._on_loop = True
+        try:
+            self._commit_batch(self._conn, batch)
+        except Exception as exc:  # noqa: BLE001 - every waiter gets the failure
+            log.exception("group commit on the event loop failed")
+            self._fail(batch, exc)
+        finally:
+            self._on_loop = False
+            self._busy.release()
+
+    def _hand_back(self, changes: dict[int, Snapshot | None], results: list) -> None:
+        """Give a batch's results to the loop: directly on it, by a thread-safe call from
+        the thread (and count the thread's operations as delivered)."""
+        if self._on_loop:
+            self._deliver(changes, results)
+        else:
+            self._loop.call_soon_threadsafe(self._delivered, changes, results)
+
+    def _delivered(self, changes: dict[int, Snapshot | None], results: list) -> None:
+        self._outstanding -= len(results)
+        self._deliver(changes, results)
+
     def stop(self) -> None:
-        """Apply and commit everything queued so far, then end the thread (blocking)."""
+        """Apply and commit everything queued so far, then end the thread (blocking).
+
+        Call ``stop_inline`` on the loop first, so adds the loop kept are queued too."""
         self._queue.put(_STOP)
         self._thread.join()
+
+    def stop_inline(self) -> None:
+        """On the loop: commit nothing more here; queue what the loop kept."""
+        self._inline_open = False
+        self._queue_kept()
 
     # -- the thread ----------------------------------------------------------
 
@@ -179,17 +280,18 @@ class GroupCommitWriter:
             while True:
                 batch, stop = self._take_batch()
                 if batch:
-                    try:
-                        self._commit_batch(conn, batch)
-                    except Exception as exc:  # noqa: BLE001 - the thread must not die
-                        log.exception("group commit writer error")
-                        self._fail(batch, exc)
+                    with self._busy:
+                        try:
+                            self._commit_batch(conn, batch)
+                        except Exception as exc:  # noqa: BLE001 - the thread must not die
+                            log.exception("group commit writer error")
+                            self._fail(batch, exc)
                 if stop:
                     return
 
     def _fail(self, batch: list[Op], exc: Exception) -> None:
         err = BookieUnavailable(f"storage failure: {type(exc).__name__}: {exc}")
-        self._loop.call_soon_threadsafe(self._deliver, {}, [(op.future, err) for op in batch])
+        self._hand_back({}, [(op.future, err) for op in batch])
 
     def _take_batch(self) -> tuple[list[Op], bool]:
         """Block for the first operation, then drain what is queued, within the bounds."""
@@ -282,6 +384,7 @@ class GroupCommitWriter:
                     db.execute("ROLLBACK")
                 raise
             elapsed = time.perf_counter() - started
+            self._commit_s += (elapsed - self._commit_s) * _COMMIT_S_WEIGHT
         except Exception as exc:  # noqa: BLE001 - every waiter gets the failure
             log.exception("group commit of %d operations failed", len(batch))
             self._reload()
@@ -289,6 +392,8 @@ class GroupCommitWriter:
             return
         metrics = self._metrics
         metrics.commits.inc()
+        if self._on_loop:
+            metrics.loop_commits.inc()
         if synced:
             metrics.fsyncs.inc()
         metrics.fsync_latency.observe(elapsed)
@@ -301,7 +406,7 @@ class GroupCommitWriter:
             st = self._ledgers.get(lid)
             changes[lid] = None if st is None else (st[0], st[1], st[2])
         invariant(len(results) == len(batch), "one result per operation of the batch")
-        self._loop.call_soon_threadsafe(self._deliver, changes, results)
+        self._hand_back(changes, results)
         if deleted:
             self._vacuum(conn)
 

@@ -93,6 +93,35 @@ def test_group_commit_shares_fsyncs(cluster):
     bookie.close()
 
 
+def test_one_add_at_a_time_is_committed_by_the_event_loop(cluster):
+    """With one add in flight the writer thread is idle, so the bookie's event loop commits
+    each add itself (no hand-off to the thread and back): every commit of a run of single
+    adds is a loop commit, each fsynced; a fence after them goes to the thread."""
+    proc = cluster.start_bookie(extra_args=["--journal-sync"])
+    bookie = Bookie(proc)
+    names = ("commits", "loop_commits", "fsyncs")
+    before = {n: bookie.metric(f"quire_bookie_{n}_total") for n in names}
+
+    def counted() -> dict[str, float]:
+        return {n: bookie.metric(f"quire_bookie_{n}_total") - before[n] for n in names}
+
+    adds = 20
+
+    async def load():
+        conn = await RawConnection(proc.host, proc.port).open()
+        for eid in range(adds):
+            answer = await conn.post_entries([sealed(31, eid, b"one at a time")])
+            assert answer == {"stored": 1, "rejected": []}
+        await conn.close()
+
+    asyncio.run(load())
+    assert counted() == {"commits": adds, "loop_commits": adds, "fsyncs": adds}
+    fenced = bookie.fence(31)
+    assert fenced["fenced"] is True and fenced["last_entry_id"] == adds - 1
+    assert counted() == {"commits": adds + 1, "loop_commits": adds, "fsyncs": adds + 1}
+    bookie.close()
+
+
 def test_fencing_rejects_normal_adds_accepts_recovery_and_survives_restart(cluster):
     """After a fence a normal add is rejected (ledger_fenced), a recovery add is stored;
     after a restart the flag still rejects normal adds and the recovered entry is there."""

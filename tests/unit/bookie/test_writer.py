@@ -8,7 +8,16 @@ from pathlib import Path
 from bookie.ledgers import LedgerIndex
 from bookie.metrics import BookieMetrics
 from bookie.storage import Reader, create_writer_engine, load_ledgers
-from bookie.writer import AddOp, AddResult, DeleteOp, FenceOp, GroupCommitWriter, LacOp
+from bookie.writer import (
+    INLINE_BYTES_MAX,
+    INLINE_COMMIT_S_MAX,
+    AddOp,
+    AddResult,
+    DeleteOp,
+    FenceOp,
+    GroupCommitWriter,
+    LacOp,
+)
 from services.errors import LedgerNotFound
 from services.wire import digest
 from services.wire.framing import Record
@@ -274,3 +283,185 @@ def test_same_bytes_are_idempotent_different_bytes_are_refused(tmp_path):
     finally:
         reader.close()
     assert got == {0: b"a", 1: b"b", 2: b"c", 3: b"d"}
+
+
+# -- commits on the event loop (bookie/writer.py, "Commits on the event loop") ------------
+
+
+class Started:
+    """A started writer, its metrics and the ledger index its deliveries update."""
+
+    def __init__(self, data_dir: Path, journal_sync: bool = True) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.metrics = BookieMetrics()
+        self.engine = create_writer_engine(data_dir, journal_sync)
+        self.index = LedgerIndex(load_ledgers(self.engine))
+        self.writer = GroupCommitWriter(
+            self.engine, journal_sync, self.metrics, self.loop, self.deliver
+        )
+        self.writer.start(load_ledgers(self.engine))
+
+    def deliver(self, changes, results) -> None:
+        self.index.apply(changes)
+        for future, result in results:
+            future.set_result(result)
+
+    def add(self, lid: int, eid: int, payload: bytes = b"x") -> AddOp:
+        op = AddOp([sealed(lid, eid, payload)], self.loop.create_future(), len(payload))
+        self.writer.submit(op)
+        return op
+
+    def count(self, name: str) -> float:
+        return metric(self.metrics, name)
+
+    async def stop(self) -> None:
+        self.writer.stop_inline()
+        await asyncio.to_thread(self.writer.stop)
+        self.engine.dispose()
+
+
+async def answers(*ops) -> list:
+    return [await asyncio.wait_for(op.future, 10) for op in ops]
+
+
+def test_an_idle_writer_lets_the_loop_commit_the_adds_of_one_iteration_together(tmp_path):
+    """Adds submitted while the thread is idle commit on the event loop's thread: one add
+    alone in one commit, then five submitted in one loop iteration in one commit; the
+    loop's commits are counted in both counters, fsynced, and on disk."""
+
+    async def main():
+        w = Started(tmp_path)
+        try:
+            assert await answers(w.add(1, 0)) == [AddResult(1, [])]
+            five = [w.add(1, eid) for eid in range(1, 6)]
+            assert await answers(*five) == [AddResult(1, [])] * 5
+            return w
+        finally:
+            await w.stop()
+
+    w = asyncio.run(main())
+    assert w.count("quire_bookie_commits_total") == 2
+    assert w.count("quire_bookie_loop_commits_total") == 2
+    assert w.count("quire_bookie_fsyncs_total") == 2
+    assert w.count("quire_bookie_adds_total") == 6
+    assert w.index.get(1).last_entry_id == 5
+    engine = create_writer_engine(tmp_path, True)
+    assert load_ledgers(engine)[1] == (4, 5, False)
+    engine.dispose()
+
+
+def test_what_the_loop_kept_goes_to_the_thread_ahead_of_a_fence(tmp_path):
+    """An add kept for the loop, then a fence and an add of the same ledger in the same
+    iteration: the kept add is queued ahead of the fence, so it is stored and the later
+    add is refused with ledger_fenced; the thread commits all of it."""
+
+    async def main():
+        w = Started(tmp_path)
+        try:
+            before = w.add(1, 0)
+            fence = FenceOp(1, w.loop.create_future())
+            w.writer.submit(fence)
+            after = w.add(1, 1)
+            return w, await answers(before, fence, after)
+        finally:
+            await w.stop()
+
+    w, results = asyncio.run(main())
+    assert results == [AddResult(1, []), (-1, 0, True), AddResult(0, [(1, 1, "ledger_fenced")])]
+    assert w.count("quire_bookie_loop_commits_total") == 0
+    assert w.count("quire_bookie_commits_total") == 3
+
+
+def test_large_adds_and_slow_commits_go_to_the_thread(tmp_path):
+    """The loop commits at most INLINE_BYTES_MAX bytes itself: a larger add goes to the
+    thread (and so does what the loop kept before it); while commits are slow on average,
+    every add goes to the thread."""
+
+    async def main():
+        w = Started(tmp_path)
+        try:
+            small = w.add(1, 0)
+            large = w.add(1, 1, bytes(INLINE_BYTES_MAX))
+            assert await answers(small, large) == [AddResult(1, [])] * 2
+            commits_large = w.count("quire_bookie_commits_total")
+            w.writer._commit_s = INLINE_COMMIT_S_MAX * 10  # a slow disk
+            assert await answers(w.add(1, 2)) == [AddResult(1, [])]
+            return w, commits_large
+        finally:
+            await w.stop()
+
+    w, commits_large = asyncio.run(main())
+    assert commits_large == 1  # the small add kept before it went with it
+    assert w.count("quire_bookie_commits_total") == 2
+    assert w.count("quire_bookie_loop_commits_total") == 0
+
+
+def test_the_loop_queues_its_adds_while_the_thread_holds_the_connection(tmp_path):
+    """While the thread holds the connection (here: the test holds its lock, as the thread
+    does through a batch and its vacuum), the loop does not wait for it: the kept add is
+    queued, and the thread commits it once the connection is free."""
+
+    async def main():
+        w = Started(tmp_path)
+        try:
+            w.writer._busy.acquire()
+            try:
+                op = w.add(1, 0)
+                await asyncio.sleep(0)  # the loop's turn: it queues the add
+                assert w.writer._outstanding == 1
+                assert not op.future.done()
+            finally:
+                w.writer._busy.release()
+            return w, await answers(op)
+        finally:
+            await w.stop()
+
+    w, results = asyncio.run(main())
+    assert results == [AddResult(1, [])]
+    assert w.count("quire_bookie_commits_total") == 1
+    assert w.count("quire_bookie_loop_commits_total") == 0
+
+
+def test_a_failed_commit_on_the_loop_fails_its_adds_and_the_loop_goes_on(tmp_path):
+    """A commit that fails on the loop answers its adds with bookie_unavailable, stores
+    nothing of them, and the next add is committed on the loop as before."""
+    from services.errors import BookieUnavailable
+
+    async def main():
+        w = Started(tmp_path)
+        try:
+            good = w.add(1, 0)
+            poisoned = AddOp(
+                [Record(1, 1, 0, object(), b"", False, "none", 0)], w.loop.create_future(), 1
+            )  # sqlite cannot bind it
+            w.writer.submit(poisoned)
+            failed = await answers(good, poisoned)
+            later = await answers(w.add(1, 0))
+            return w, failed, later
+        finally:
+            await w.stop()
+
+    w, failed, later = asyncio.run(main())
+    assert all(isinstance(r, BookieUnavailable) for r in failed)
+    assert later == [AddResult(1, [])]
+    assert w.count("quire_bookie_commits_total") == 1
+    assert w.count("quire_bookie_loop_commits_total") == 1
+    assert w.index.get(1).last_entry_id == 0
+
+
+def test_stopping_commits_what_the_loop_kept(tmp_path):
+    """An add kept for the loop when the stop begins is committed by the thread before it
+    ends: nothing submitted is dropped."""
+
+    async def main():
+        w = Started(tmp_path)
+        op = w.add(7, 0)
+        await w.stop()  # before the loop's turn
+        return w, await answers(op)
+
+    w, results = asyncio.run(main())
+    assert results == [AddResult(1, [])]
+    assert w.count("quire_bookie_loop_commits_total") == 0
+    engine = create_writer_engine(tmp_path, True)
+    assert load_ledgers(engine)[7] == (-1, 0, False)
+    engine.dispose()
