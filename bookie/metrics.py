@@ -77,7 +77,7 @@ class BookieMetrics:
         )
         self.loop_commits = Counter(
             "quire_bookie_loop_commits_total",
-            "Group commits the event loop made itself, the writer thread being idle",
+            "Commits the event loop made itself (an add alone while the writer thread is idle)",
             registry=r,
         )
         self.fsyncs = Counter(

@@ -54,19 +54,21 @@ writer reloads its copy of the ledger states from the database.
 
 Commits on the event loop. With one add in flight (a writer that waits for each
 acknowledgement) the hand-off to the thread and back is two wake-ups of a sleeping
-thread per add, on the path of every acknowledgement. So while the writer thread has
-nothing queued or in hand, adds are not queued: ``submit`` keeps them, and the event
-loop commits them itself once it has run everything ready (every request read in that
-loop iteration shares the transaction), with the same code and rules as the thread.
-The thread takes over as soon as anything must be queued for it: an operation other
-than an add, more than ``INLINE_ENTRIES_MAX`` entries or ``INLINE_BYTES_MAX`` bytes
-kept, any operation submitted while the thread still has work, and every add while
-commits take more than ``INLINE_COMMIT_S_MAX`` on average (a slow disk: reads and all
-other requests would wait that long at every commit). What the loop kept is queued
-first, so queue order holds across both. The thread holds ``_busy`` for each batch,
-its vacuum included, and the loop commits only if it takes ``_busy`` without waiting,
-so one of them at a time uses the connection and the ledger states. Measured with one
-add in flight through the gateway: benchmarks/README.md, 2026-11-27, ninth session.
+thread per add, on the path of every acknowledgement. So an add that finds the writer
+thread idle (nothing queued or in hand) is not queued at once: ``submit`` keeps it, and
+once the event loop has run everything ready, the loop commits it itself if it is
+still alone, with the same code and rules as the thread. Everything else goes to the
+thread, which commits while the loop reads the next requests (a commit on the loop
+stops the reading): an operation other than an add; a second add submitted before the
+loop's turn; any operation while the thread has work; an add of more than
+``INLINE_ENTRIES_MAX`` entries or ``INLINE_BYTES_MAX`` bytes (batches: their commits
+are longer, and the hand-off matters less to them); and every add while commits take
+more than ``INLINE_COMMIT_S_MAX`` on average (a slow disk: reads and all other
+requests would wait that long). The kept add is queued first, so queue order holds
+across both. The thread holds ``_busy`` for each batch, its vacuum included, and the
+loop commits only if it takes ``_busy`` without waiting, so one of them at a time uses
+the connection and the ledger states. Measured with one add in flight through the
+gateway and under load: benchmarks/README.md, 2026-11-27, ninth session.
 """
 
 from __future__ import annotations
@@ -104,9 +106,10 @@ log = logging.getLogger(__name__)
 
 GROUP_COMMIT_ENTRIES_MAX = 20_000
 GROUP_COMMIT_BYTES_MAX = 32 * 1024 * 1024
-# What the event loop commits itself at most, when the thread is idle (module docstring).
-INLINE_ENTRIES_MAX = 256
-INLINE_BYTES_MAX = 256 * 1024
+# The largest add the event loop commits itself (module docstring): single records and
+# small batches.
+INLINE_ENTRIES_MAX = 16
+INLINE_BYTES_MAX = 64 * 1024
 # ... and only while commits are short: a slow disk's fsync would stall every request.
 INLINE_COMMIT_S_MAX = 0.002
 _COMMIT_S_WEIGHT = 0.2  # of the newest commit in the moving average of commit times
@@ -181,12 +184,10 @@ class GroupCommitWriter:
         self._thread = threading.Thread(target=self._run, name="bookie-writer", daemon=True)
         self._digest_codes = DIGEST_CODES
         # On the loop: operations queued for the thread and not yet delivered back, and
-        # the adds the loop keeps to commit itself (module docstring, "Commits on the
-        # event loop"). Kept adds exist only while nothing is outstanding.
+        # the add the loop keeps to commit itself (module docstring, "Commits on the event
+        # loop"), only ever while nothing is outstanding.
         self._outstanding = 0
-        self._kept: list[AddOp] = []
-        self._kept_entries = 0
-        self._kept_bytes = 0
+        self._kept: AddOp | None = None
         self._inline_open = True
         self._commit_s = 0.0  # moving average of commit times, both paths
         self._on_loop = False
@@ -199,52 +200,46 @@ class GroupCommitWriter:
         self._thread.start()
 
     def submit(self, op: Op) -> None:
-        """On the loop: commit ``op`` on the loop soon if the thread is idle, else queue it."""
+        """On the loop: keep ``op`` to commit it on the loop if the thread is idle and it
+        is a small add, alone so far; else queue it (after the kept add, if any)."""
         if (
-            self._outstanding == 0
+            self._kept is None
+            and self._outstanding == 0
             and self._inline_open
             and isinstance(op, AddOp)
+            and len(op.records) <= INLINE_ENTRIES_MAX
+            and op.payload_bytes <= INLINE_BYTES_MAX
             and self._commit_s <= INLINE_COMMIT_S_MAX
         ):
-            entries = self._kept_entries + len(op.records)
-            size = self._kept_bytes + op.payload_bytes
-            if entries <= INLINE_ENTRIES_MAX and size <= INLINE_BYTES_MAX:
-                if not self._kept:
-                    self._loop.call_soon(self._commit_kept)
-                self._kept.append(op)
-                self._kept_entries = entries
-                self._kept_bytes = size
-                return
+            self._kept = op
+            self._loop.call_soon(self._commit_kept)
+            return
         self._queue_kept()
         self._outstanding += 1
         self._queue.put(op)
 
     def _queue_kept(self) -> None:
-        """Hand the adds the loop kept to the thread, ahead of anything submitted later."""
-        kept = self._kept
-        if kept:
-            self._kept = []
-            self._kept_entries = self._kept_bytes = 0
-            self._outstanding += len(kept)
-            for op in kept:
-                self._queue.put(op)
+        """Hand the add the loop kept to the thread, ahead of anything submitted later."""
+        if self._kept is not None:
+            self._outstanding += 1
+            self._queue.put(self._kept)
+            self._kept = None
 
     def _commit_kept(self) -> None:
-        """On the loop: commit the kept adds here, or queue them if the thread is busy."""
-        batch = self._kept
-        if not batch:
-            return  # queued for the thread meanwhile
+        """On the loop: commit the kept add here, or queue it if the thread is busy."""
+        op = self._kept
+        if op is None:
+            return  # queued for the thread meanwhile, behind or with other operations
         if not self._busy.acquire(blocking=False):
             self._queue_kept()  # the thread is still vacuuming after its last batch
             return
-        self._kept = []
-        self._kept_entries = self._kept_bytes = 0
+        self._kept = None
         self._on_loop = True
         try:
-            self._commit_batch(self._conn, batch)
+            self._commit_batch(self._conn, [op])
         except Exception as exc:  # noqa: BLE001 - every waiter gets the failure
             log.exception("group commit on the event loop failed")
-            self._fail(batch, exc)
+            self._fail([op], exc)
         finally:
             self._on_loop = False
             self._busy.release()

@@ -11,6 +11,7 @@ from bookie.storage import Reader, create_writer_engine, load_ledgers
 from bookie.writer import (
     INLINE_BYTES_MAX,
     INLINE_COMMIT_S_MAX,
+    INLINE_ENTRIES_MAX,
     AddOp,
     AddResult,
     DeleteOp,
@@ -324,29 +325,40 @@ async def answers(*ops) -> list:
     return [await asyncio.wait_for(op.future, 10) for op in ops]
 
 
-def test_an_idle_writer_lets_the_loop_commit_the_adds_of_one_iteration_together(tmp_path):
-    """Adds submitted while the thread is idle commit on the event loop's thread: one add
-    alone in one commit, then five submitted in one loop iteration in one commit; the
-    loop's commits are counted in both counters, fsynced, and on disk."""
+def test_an_add_alone_on_an_idle_writer_is_committed_by_the_loop_others_by_the_thread(
+    tmp_path,
+):
+    """An add submitted alone while the thread is idle commits on the event loop, three
+    times in a row; five adds submitted in one loop iteration go to the thread, in one
+    commit, and so does an add of more than INLINE_ENTRIES_MAX entries. Loop commits
+    count in both counters, are fsynced and are on disk."""
 
     async def main():
         w = Started(tmp_path)
         try:
-            assert await answers(w.add(1, 0)) == [AddResult(1, [])]
-            five = [w.add(1, eid) for eid in range(1, 6)]
+            for eid in range(3):
+                assert await answers(w.add(1, eid)) == [AddResult(1, [])]
+            loop_commits = w.count("quire_bookie_loop_commits_total")
+            five = [w.add(1, eid) for eid in range(3, 8)]
             assert await answers(*five) == [AddResult(1, [])] * 5
-            return w
+            many = [sealed(1, eid) for eid in range(8, 9 + INLINE_ENTRIES_MAX)]
+            batch = AddOp(many, w.loop.create_future(), len(many))
+            w.writer.submit(batch)
+            assert await answers(batch) == [AddResult(len(many), [])]
+            return w, loop_commits
         finally:
             await w.stop()
 
-    w = asyncio.run(main())
-    assert w.count("quire_bookie_commits_total") == 2
-    assert w.count("quire_bookie_loop_commits_total") == 2
-    assert w.count("quire_bookie_fsyncs_total") == 2
-    assert w.count("quire_bookie_adds_total") == 6
-    assert w.index.get(1).last_entry_id == 5
+    w, loop_commits = asyncio.run(main())
+    assert loop_commits == 3
+    assert w.count("quire_bookie_loop_commits_total") == 3
+    assert w.count("quire_bookie_commits_total") == 5
+    assert w.count("quire_bookie_fsyncs_total") == 5
+    last = 8 + INLINE_ENTRIES_MAX
+    assert w.count("quire_bookie_adds_total") == last + 1
+    assert w.index.get(1).last_entry_id == last
     engine = create_writer_engine(tmp_path, True)
-    assert load_ledgers(engine)[1] == (4, 5, False)
+    assert load_ledgers(engine)[1] == (last - 1, last, False)
     engine.dispose()
 
 
@@ -373,25 +385,20 @@ def test_what_the_loop_kept_goes_to_the_thread_ahead_of_a_fence(tmp_path):
 
 
 def test_large_adds_and_slow_commits_go_to_the_thread(tmp_path):
-    """The loop commits at most INLINE_BYTES_MAX bytes itself: a larger add goes to the
-    thread (and so does what the loop kept before it); while commits are slow on average,
-    every add goes to the thread."""
+    """The loop commits an add of at most INLINE_BYTES_MAX bytes itself: a larger one goes
+    to the thread; while commits are slow on average, every add goes to the thread."""
 
     async def main():
         w = Started(tmp_path)
         try:
-            small = w.add(1, 0)
-            large = w.add(1, 1, bytes(INLINE_BYTES_MAX))
-            assert await answers(small, large) == [AddResult(1, [])] * 2
-            commits_large = w.count("quire_bookie_commits_total")
+            assert await answers(w.add(1, 0, bytes(INLINE_BYTES_MAX + 1))) == [AddResult(1)]
             w.writer._commit_s = INLINE_COMMIT_S_MAX * 10  # a slow disk
-            assert await answers(w.add(1, 2)) == [AddResult(1, [])]
-            return w, commits_large
+            assert await answers(w.add(1, 1)) == [AddResult(1, [])]
+            return w
         finally:
             await w.stop()
 
-    w, commits_large = asyncio.run(main())
-    assert commits_large == 1  # the small add kept before it went with it
+    w = asyncio.run(main())
     assert w.count("quire_bookie_commits_total") == 2
     assert w.count("quire_bookie_loop_commits_total") == 0
 
@@ -423,26 +430,27 @@ def test_the_loop_queues_its_adds_while_the_thread_holds_the_connection(tmp_path
 
 
 def test_a_failed_commit_on_the_loop_fails_its_adds_and_the_loop_goes_on(tmp_path):
-    """A commit that fails on the loop answers its adds with bookie_unavailable, stores
-    nothing of them, and the next add is committed on the loop as before."""
+    """A commit that fails on the loop answers its add with bookie_unavailable, stores
+    nothing of it, and the next add is committed on the loop as before."""
     from services.errors import BookieUnavailable
 
     async def main():
         w = Started(tmp_path)
         try:
-            good = w.add(1, 0)
             poisoned = AddOp(
-                [Record(1, 1, 0, object(), b"", False, "none", 0)], w.loop.create_future(), 1
-            )  # sqlite cannot bind it
+                [sealed(1, 0), Record(1, 1, 0, object(), b"", False, "none", 0)],
+                w.loop.create_future(),
+                2,
+            )  # sqlite cannot bind the second record
             w.writer.submit(poisoned)
-            failed = await answers(good, poisoned)
+            failed = await answers(poisoned)
             later = await answers(w.add(1, 0))
             return w, failed, later
         finally:
             await w.stop()
 
     w, failed, later = asyncio.run(main())
-    assert all(isinstance(r, BookieUnavailable) for r in failed)
+    assert isinstance(failed[0], BookieUnavailable)
     assert later == [AddResult(1, [])]
     assert w.count("quire_bookie_commits_total") == 1
     assert w.count("quire_bookie_loop_commits_total") == 1
