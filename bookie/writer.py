@@ -245,8 +245,8 @@ class GroupCommitWriter:
             self._busy.release()
 
     def _hand_back(self, changes: dict[int, Snapshot | None], results: list) -> None:
-        """Give a batch's results to the loop: directly on it, by a thread-safe call from
-        the thread (and count the thread's operations as delivered)."""
+        """Give a batch's results to the loop: directly when committed on it; from the
+        thread by a thread-safe call, which also counts the operations as delivered."""
         if self._on_loop:
             self._deliver(changes, results)
         else:
