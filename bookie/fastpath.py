@@ -45,7 +45,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from bookie.budget import BudgetShare
 from bookie.node import BookieNode
-from bookie.writer import AddResult
+from bookie.operations import AddResult
 from services.errors import BookieReadOnly, InvalidArgument, PayloadTooLarge, QuireError
 from services.limits import BODY_SIZE_MAX_BYTES
 from services.web.auth import secret_matches

@@ -23,6 +23,7 @@ from bookie.budget import ByteBudget
 from bookie.cookie import check_cookie
 from bookie.ledgers import LedgerIndex, LedgerView
 from bookie.metrics import BookieMetrics
+from bookie.operations import AddOp, AddResult, DeleteOp, FenceOp, LacOp
 from bookie.registration import Registration
 from bookie.storage import (
     Reader,
@@ -32,7 +33,7 @@ from bookie.storage import (
     store_size_bytes,
     unlock_data_dir,
 )
-from bookie.writer import AddOp, AddResult, DeleteOp, FenceOp, GroupCommitWriter, LacOp
+from bookie.writer import GroupCommitWriter
 from services.errors import (
     CookieMismatch,
     MetadataUnavailable,

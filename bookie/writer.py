@@ -10,7 +10,8 @@ below) and loops:
 2. take everything else already queued, up to ``GROUP_COMMIT_ENTRIES_MAX``
    entries and ``GROUP_COMMIT_BYTES_MAX`` bytes of payload (one operation may
    overshoot: a request is never split);
-3. apply the operations in queue order inside ONE transaction;
+3. apply the operations in queue order inside ONE transaction (what each one
+   does: bookie/apply.py);
 4. commit once (with journal sync on this is the one fsync of the batch);
 5. hand the results to the event loop with ONE ``call_soon_threadsafe``,
    which first publishes the new ledger states, then resolves the futures.
@@ -79,28 +80,15 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Engine
 
+from bookie.apply import LedgerState, apply_add, apply_other
 from bookie.metrics import BookieMetrics
-from bookie.storage import (
-    DELETE_ENTRIES_SQL,
-    DELETE_LEDGER_SQL,
-    INSERT_ENTRY_SQL,
-    SELECT_ENTRY_SQL,
-    UPSERT_LEDGER_SQL,
-    load_ledgers_on,
-)
-from services.errors import (
-    BookieUnavailable,
-    EntryExists,
-    LedgerFenced,
-    LedgerNotFound,
-    invariant,
-)
-from services.wire.framing import DIGEST_CODES, Record
+from bookie.operations import AddOp, AddResult, DeleteOp, Deliver, FenceOp, Op, Snapshot
+from bookie.storage import INSERT_ENTRY_SQL, UPSERT_LEDGER_SQL, load_ledgers_on
+from services.errors import BookieUnavailable, invariant
 
 log = logging.getLogger(__name__)
 
@@ -114,49 +102,7 @@ INLINE_BYTES_MAX = 64 * 1024
 INLINE_COMMIT_S_MAX = 0.002
 _COMMIT_S_WEIGHT = 0.2  # of the newest commit in the moving average of commit times
 
-# A ledger's state: [lac, last_entry_id, fenced]. Lists, for cheap in-place updates.
-LedgerState = list
-Snapshot = tuple[int, int, bool]  # (lac, last_entry_id, fenced)
-
-
-@dataclass(slots=True)
-class AddOp:
-    records: list[Record]
-    future: asyncio.Future
-    payload_bytes: int
-
-
-@dataclass(slots=True)
-class FenceOp:
-    ledger_id: int
-    future: asyncio.Future
-
-
-@dataclass(slots=True)
-class LacOp:
-    ledger_id: int
-    lac: int
-    future: asyncio.Future
-
-
-@dataclass(slots=True)
-class DeleteOp:
-    ledger_id: int
-    future: asyncio.Future
-
-
-@dataclass(slots=True)
-class AddResult:
-    stored: int
-    # (ledger_id, entry_id, error code): ledger_fenced, entry_exists
-    rejected: list[tuple[int, int, str]] = field(default_factory=list)
-
-
-Op = AddOp | FenceOp | LacOp | DeleteOp
 _STOP = object()
-
-# Delivered on the loop: (changed ledger states, None = deleted), (future, result or error).
-Deliver = Callable[[dict[int, Snapshot | None], list[tuple[asyncio.Future, Any]]], None]
 
 
 class GroupCommitWriter:
@@ -182,7 +128,6 @@ class GroupCommitWriter:
         self._held: Any = None
         self._conn: Any = None
         self._thread = threading.Thread(target=self._run, name="bookie-writer", daemon=True)
-        self._digest_codes = DIGEST_CODES
         # On the loop: operations queued for the thread and not yet delivered back, and
         # the add the loop keeps to commit itself (module docstring, "Commits on the event
         # loop"), only ever while nothing is outstanding.
@@ -353,7 +298,7 @@ class GroupCommitWriter:
             try:
                 for op in batch:
                     if isinstance(op, AddOp):
-                        result = self._apply_add(db, op, rows, written, touched)
+                        result = apply_add(db, self._ledgers, op, rows, written, touched)
                         results.append((op.future, result))
                     else:
                         if rows:  # keep queue order: earlier adds before this operation
@@ -361,7 +306,9 @@ class GroupCommitWriter:
                             rows = []
                         if isinstance(op, DeleteOp):
                             written.clear()  # everything written so far is flushed
-                        results.append((op.future, self._apply_other(db, op, touched, deleted)))
+                        results.append(
+                            (op.future, apply_other(db, self._ledgers, op, touched, deleted))
+                        )
                 if rows:
                     db.executemany(INSERT_ENTRY_SQL, rows)
                 stored = sum(r.stored for _, r in results if isinstance(r, AddResult))
@@ -404,72 +351,6 @@ class GroupCommitWriter:
         self._hand_back(changes, results)
         if deleted:
             self._vacuum(conn)
-
-    def _apply_add(
-        self,
-        db: Any,
-        op: AddOp,
-        rows: list[tuple],
-        written: dict[tuple[int, int], tuple],
-        touched: set[int],
-    ) -> AddResult:
-        ledgers = self._ledgers
-        codes = self._digest_codes
-        result = AddResult(0)
-        for r in op.records:
-            lid = r.ledger_id
-            st = ledgers.get(lid)
-            if st is None:
-                st = ledgers[lid] = [-1, -1, False]
-            elif st[2] and not r.recovery:
-                result.rejected.append((lid, r.entry_id, LedgerFenced.code))
-                continue
-            row = (lid, r.entry_id, r.lac, r.length, codes[r.digest_type], r.digest, r.payload)
-            if r.entry_id <= st[1]:
-                # It may exist already (module docstring): same bytes is a no-op.
-                key = (lid, r.entry_id)
-                stored = written.get(key)
-                if stored is None:
-                    found = db.execute(SELECT_ENTRY_SQL, key).fetchone()
-                    stored = None if found is None else (*key, *found)
-                if stored is not None:
-                    if stored[2:] == row[2:]:
-                        result.stored += 1
-                    else:
-                        result.rejected.append((lid, r.entry_id, EntryExists.code))
-                    continue
-            written[(lid, r.entry_id)] = row
-            rows.append(row)
-            if r.lac > st[0]:
-                st[0] = r.lac
-            if r.entry_id > st[1]:
-                st[1] = r.entry_id
-            touched.add(lid)
-            result.stored += 1
-        return result
-
-    def _apply_other(self, db: Any, op: Op, touched: set[int], deleted: set[int]) -> Any:
-        ledgers = self._ledgers
-        lid = op.ledger_id
-        if isinstance(op, DeleteOp):
-            if lid not in ledgers:
-                return LedgerNotFound(f"ledger {lid} is not stored on this bookie")
-            db.execute(DELETE_ENTRIES_SQL, (lid,))
-            db.execute(DELETE_LEDGER_SQL, (lid,))
-            del ledgers[lid]
-            touched.discard(lid)
-            deleted.add(lid)
-            return None
-        st = ledgers.get(lid)
-        if st is None:
-            st = ledgers[lid] = [-1, -1, False]
-        if isinstance(op, FenceOp):
-            st[2] = True
-        elif op.lac > st[0]:
-            st[0] = op.lac
-        touched.add(lid)
-        deleted.discard(lid)
-        return (st[0], st[1], st[2])
 
     def _vacuum(self, conn: Any) -> None:
         """Give the pages of deleted ledgers back to the file system."""

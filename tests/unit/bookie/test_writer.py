@@ -7,17 +7,13 @@ from pathlib import Path
 
 from bookie.ledgers import LedgerIndex
 from bookie.metrics import BookieMetrics
+from bookie.operations import AddOp, AddResult, DeleteOp, FenceOp, LacOp
 from bookie.storage import Reader, create_writer_engine, load_ledgers
 from bookie.writer import (
     INLINE_BYTES_MAX,
     INLINE_COMMIT_S_MAX,
     INLINE_ENTRIES_MAX,
-    AddOp,
-    AddResult,
-    DeleteOp,
-    FenceOp,
     GroupCommitWriter,
-    LacOp,
 )
 from services.errors import LedgerNotFound
 from services.wire import digest

@@ -1,0 +1,88 @@
+"""What each operation does inside a group commit's transaction (bookie/writer.py: its
+rules, "Entries are written once" and "Fences", are in that module's docstring): the
+rows it writes and the change to the writer's copy of the ledger states, which the
+writer publishes to the event loop after the commit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bookie.operations import AddOp, AddResult, DeleteOp, FenceOp, Op
+from bookie.storage import DELETE_ENTRIES_SQL, DELETE_LEDGER_SQL, SELECT_ENTRY_SQL
+from services.errors import EntryExists, LedgerFenced, LedgerNotFound
+from services.wire.framing import DIGEST_CODES
+
+# A ledger's state: [lac, last_entry_id, fenced]. Lists, for cheap in-place updates.
+LedgerState = list
+
+
+def apply_add(
+    db: Any,
+    ledgers: dict[int, LedgerState],
+    op: AddOp,
+    rows: list[tuple],
+    written: dict[tuple[int, int], tuple],
+    touched: set[int],
+) -> AddResult:
+    """Apply one add's records to the ledger states; the rows to insert go on ``rows``
+    (``written`` holds this transaction's rows by key, ``touched`` the ledgers changed)."""
+    codes = DIGEST_CODES
+    result = AddResult(0)
+    for r in op.records:
+        lid = r.ledger_id
+        st = ledgers.get(lid)
+        if st is None:
+            st = ledgers[lid] = [-1, -1, False]
+        elif st[2] and not r.recovery:
+            result.rejected.append((lid, r.entry_id, LedgerFenced.code))
+            continue
+        row = (lid, r.entry_id, r.lac, r.length, codes[r.digest_type], r.digest, r.payload)
+        if r.entry_id <= st[1]:
+            # It may exist already (bookie/writer.py, "Entries are written once"):
+            # same bytes is a no-op.
+            key = (lid, r.entry_id)
+            stored = written.get(key)
+            if stored is None:
+                found = db.execute(SELECT_ENTRY_SQL, key).fetchone()
+                stored = None if found is None else (*key, *found)
+            if stored is not None:
+                if stored[2:] == row[2:]:
+                    result.stored += 1
+                else:
+                    result.rejected.append((lid, r.entry_id, EntryExists.code))
+                continue
+        written[(lid, r.entry_id)] = row
+        rows.append(row)
+        if r.lac > st[0]:
+            st[0] = r.lac
+        if r.entry_id > st[1]:
+            st[1] = r.entry_id
+        touched.add(lid)
+        result.stored += 1
+    return result
+
+
+def apply_other(
+    db: Any, ledgers: dict[int, LedgerState], op: Op, touched: set[int], deleted: set[int]
+) -> Any:
+    """Apply a fence, LAC update or delete (its statements run at once, in order)."""
+    lid = op.ledger_id
+    if isinstance(op, DeleteOp):
+        if lid not in ledgers:
+            return LedgerNotFound(f"ledger {lid} is not stored on this bookie")
+        db.execute(DELETE_ENTRIES_SQL, (lid,))
+        db.execute(DELETE_LEDGER_SQL, (lid,))
+        del ledgers[lid]
+        touched.discard(lid)
+        deleted.add(lid)
+        return None
+    st = ledgers.get(lid)
+    if st is None:
+        st = ledgers[lid] = [-1, -1, False]
+    if isinstance(op, FenceOp):
+        st[2] = True
+    elif op.lac > st[0]:
+        st[0] = op.lac
+    touched.add(lid)
+    deleted.discard(lid)
+    return (st[0], st[1], st[2])

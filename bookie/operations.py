@@ -1,0 +1,52 @@
+"""What the event loop submits to the group-commit writer (bookie/writer.py), each
+operation with the future its result or error comes back on, and how it comes back."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.wire.framing import Record
+
+Snapshot = tuple[int, int, bool]  # a ledger's (lac, last_entry_id, fenced)
+
+
+@dataclass(slots=True)
+class AddOp:
+    records: list[Record]
+    future: asyncio.Future
+    payload_bytes: int
+
+
+@dataclass(slots=True)
+class FenceOp:
+    ledger_id: int
+    future: asyncio.Future
+
+
+@dataclass(slots=True)
+class LacOp:
+    ledger_id: int
+    lac: int
+    future: asyncio.Future
+
+
+@dataclass(slots=True)
+class DeleteOp:
+    ledger_id: int
+    future: asyncio.Future
+
+
+@dataclass(slots=True)
+class AddResult:
+    stored: int
+    # (ledger_id, entry_id, error code): ledger_fenced, entry_exists
+    rejected: list[tuple[int, int, str]] = field(default_factory=list)
+
+
+Op = AddOp | FenceOp | LacOp | DeleteOp
+
+# Delivered on the loop: (changed ledger states, None = deleted), (future, result or error).
+Deliver = Callable[[dict[int, Snapshot | None], list[tuple[asyncio.Future, Any]]], None]
