@@ -325,9 +325,10 @@ def test_an_add_alone_on_an_idle_writer_is_committed_by_the_loop_others_by_the_t
     tmp_path,
 ):
     """An add submitted alone while the thread is idle commits on the event loop, three
-    times in a row; five adds submitted in one loop iteration go to the thread, in one
-    commit, and so does an add of more than INLINE_ENTRIES_MAX entries. Loop commits
-    count in both counters, are fsynced and are on disk."""
+    times in a row; five adds submitted in one loop iteration go to the thread, and so
+    does an add of more than INLINE_ENTRIES_MAX entries. Loop commits count in both
+    counters, are fsynced and are on disk. (How many commits the thread makes of the five
+    depends on when it wakes: group commit takes what is queued.)"""
 
     async def main():
         w = Started(tmp_path)
@@ -348,8 +349,9 @@ def test_an_add_alone_on_an_idle_writer_is_committed_by_the_loop_others_by_the_t
     w, loop_commits = asyncio.run(main())
     assert loop_commits == 3
     assert w.count("quire_bookie_loop_commits_total") == 3
-    assert w.count("quire_bookie_commits_total") == 5
-    assert w.count("quire_bookie_fsyncs_total") == 5
+    thread_commits = w.count("quire_bookie_commits_total") - 3
+    assert 2 <= thread_commits <= 6
+    assert w.count("quire_bookie_fsyncs_total") == 3 + thread_commits
     last = 8 + INLINE_ENTRIES_MAX
     assert w.count("quire_bookie_adds_total") == last + 1
     assert w.index.get(1).last_entry_id == last
