@@ -253,8 +253,7 @@ class BookieNode:
         if self.registration is not None:
             await self.registration.stop()
         if self._writer is not None:
-            self._writer.stop_inline()
-            await asyncio.to_thread(self._writer.stop)
+            await self._writer.stop()
             self._writer = None
         if self.reader is not None:
             await asyncio.to_thread(self.reader.close)

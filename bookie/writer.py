@@ -201,17 +201,16 @@ class GroupCommitWriter:
         self._outstanding -= len(results)
         self._deliver(changes, results)
 
-    def stop(self) -> None:
-        """Apply and commit everything queued so far, then end the thread (blocking).
-
-        Call ``stop_inline`` on the loop first, so adds the loop kept are queued too."""
-        self._queue.put(_STOP)
-        self._thread.join()
-
-    def stop_inline(self) -> None:
-        """On the loop: commit nothing more here; queue what the loop kept."""
+    async def stop(self) -> None:
+        """On the loop: commit nothing more here and queue the add the loop kept; then
+        the thread applies and commits everything queued so far, and ends."""
         self._inline_open = False
         self._queue_kept()
+        await asyncio.to_thread(self._end_thread)
+
+    def _end_thread(self) -> None:
+        self._queue.put(_STOP)
+        self._thread.join()
 
     # -- the thread ----------------------------------------------------------
 

@@ -48,7 +48,7 @@ async def run_batch(data_dir: Path, make_ops, journal_sync: bool = True):
         writer.submit(op)
     writer.start(load_ledgers(engine))
     results = [await op.future for op in ops]
-    await asyncio.to_thread(writer.stop)
+    await writer.stop()
     engine.dispose()
     return results, metrics, index, published
 
@@ -312,8 +312,7 @@ class Started:
         return metric(self.metrics, name)
 
     async def stop(self) -> None:
-        self.writer.stop_inline()
-        await asyncio.to_thread(self.writer.stop)
+        await self.writer.stop()
         self.engine.dispose()
 
 
