@@ -16,16 +16,8 @@ from bookie.writer import (
     GroupCommitWriter,
 )
 from services.errors import LedgerNotFound
-from services.wire import digest
 from services.wire.framing import Record
-
-
-def sealed(lid: int, eid: int, payload: bytes = b"x", recovery: bool = False) -> Record:
-    return digest.seal(Record(lid, eid, eid - 1, payload, b"", recovery, "crc32c", eid + 1))
-
-
-def metric(metrics: BookieMetrics, name: str) -> float:
-    return metrics.registry.get_sample_value(name) or 0.0
+from tests.unit.bookie.writers import Started, metric, sealed
 
 
 async def run_batch(data_dir: Path, make_ops, journal_sync: bool = True):
@@ -283,37 +275,6 @@ def test_same_bytes_are_idempotent_different_bytes_are_refused(tmp_path):
 
 
 # -- commits on the event loop (bookie/writer.py, "Commits on the event loop") ------------
-
-
-class Started:
-    """A started writer, its metrics and the ledger index its deliveries update."""
-
-    def __init__(self, data_dir: Path, journal_sync: bool = True) -> None:
-        self.loop = asyncio.get_running_loop()
-        self.metrics = BookieMetrics()
-        self.engine = create_writer_engine(data_dir, journal_sync)
-        self.index = LedgerIndex(load_ledgers(self.engine))
-        self.writer = GroupCommitWriter(
-            self.engine, journal_sync, self.metrics, self.loop, self.deliver
-        )
-        self.writer.start(load_ledgers(self.engine))
-
-    def deliver(self, changes, results) -> None:
-        self.index.apply(changes)
-        for future, result in results:
-            future.set_result(result)
-
-    def add(self, lid: int, eid: int, payload: bytes = b"x") -> AddOp:
-        op = AddOp([sealed(lid, eid, payload)], self.loop.create_future(), len(payload))
-        self.writer.submit(op)
-        return op
-
-    def count(self, name: str) -> float:
-        return metric(self.metrics, name)
-
-    async def stop(self) -> None:
-        await self.writer.stop()
-        self.engine.dispose()
 
 
 async def answers(*ops) -> list:

@@ -27,7 +27,7 @@ import pytest
 import bookie.writer
 from bookie.operations import AddOp, DeleteOp, FenceOp, LacOp
 from bookie.storage import DB_FILE
-from tests.unit.bookie.test_writer import Started, metric, sealed
+from tests.unit.bookie.writers import Started, metric, sealed
 
 LEDGERS = (1, 2, 3)
 OPERATIONS = 80
