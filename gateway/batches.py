@@ -1,10 +1,20 @@
 """A JSON batch body, ``{"entries": ["<base64>", ...]}``, as the payloads it holds (ledger
-adds and log appends alike, API.md's 400 and 413)."""
+adds and log appends alike, API.md's 400 and 413).
+
+Base64 is decoded by pybase64 (SIMD): 0.6 µs for a 1 KiB entry against 4.1-4.3 µs with
+``binascii`` here, which was 19 % of the gateway's CPU under batches of 100 (py-spy,
+2026-11-27). What is accepted stays exactly what ``binascii``'s strict mode accepts:
+pybase64 refuses a few strings that mode lets through (a lone ``=`` after a whole quantum,
+``"mZsi="``), so a string pybase64 refuses is decoded again by ``binascii`` before it is
+called invalid. Where both accept, the bytes are the same
+(tests/unit/gateway/test_batches.py)."""
 
 from __future__ import annotations
 
 import binascii
 from typing import Any
+
+import pybase64
 
 from services.errors import InvalidArgument, PayloadTooLarge
 from services.limits import BATCH_ENTRIES_MAX, ENTRY_SIZE_MAX_BYTES
@@ -24,12 +34,20 @@ def decode_batch(doc: Any) -> tuple[bytes, ...]:
         if not isinstance(item, str):
             raise InvalidArgument(f"entries[{index}] is not a base64 string")
         try:
-            payload = binascii.a2b_base64(item, strict_mode=True)
-        except (binascii.Error, ValueError) as exc:
-            raise InvalidArgument(f"entries[{index}] is not valid base64") from exc
+            payload = pybase64.b64decode(item, validate=True)
+        except (binascii.Error, ValueError):
+            payload = _strict_binascii(item, index)
         if len(payload) > ENTRY_SIZE_MAX_BYTES:
             raise PayloadTooLarge(
                 f"entries[{index}] of {len(payload)} bytes over {ENTRY_SIZE_MAX_BYTES}"
             )
         payloads.append(payload)
     return tuple(payloads)
+
+
+def _strict_binascii(item: str, index: int) -> bytes:
+    """``item`` decoded by ``binascii``'s strict mode, or the 400 for ``entries[index]``."""
+    try:
+        return binascii.a2b_base64(item, strict_mode=True)
+    except (binascii.Error, ValueError) as exc:
+        raise InvalidArgument(f"entries[{index}] is not valid base64") from exc
