@@ -19,10 +19,11 @@ writer is seen) until a record is readable or the time is up.
 from __future__ import annotations
 
 import asyncio
-import base64
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+import pybase64
 
 from gateway.logs import operations as log_ops
 from gateway.logs.schemas import position_json
@@ -51,7 +52,7 @@ class RecordsPage:
             "records": [
                 {
                     "position": position_json(p.ledger_id, p.entry_id),
-                    "data": base64.b64encode(data).decode(),
+                    "data": pybase64.b64encode_as_string(data),
                 }
                 for p, data in self.records
             ],

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import collections
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable
 from typing import Annotated, Any, TypeVar
 
+import pybase64
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
@@ -334,7 +334,8 @@ async def read_entries(
         next_id = None
     return {
         "entries": [
-            {"entry_id": eid, "data": base64.b64encode(data).decode()} for eid, data in page.entries
+            {"entry_id": eid, "data": pybase64.b64encode_as_string(data)}
+            for eid, data in page.entries
         ],
         "last_add_confirmed": end,
         "next": next_id,
@@ -410,7 +411,8 @@ async def _ndjson(
     """The NDJSON lines of ``page`` (already read) and of the pages after it up to ``stop``."""
     async for each in _pages(ctx, metadata, page, stop, key):
         yield b"".join(
-            json.dumps({"entry_id": eid, "data": base64.b64encode(data).decode()}).encode() + b"\n"
+            json.dumps({"entry_id": eid, "data": pybase64.b64encode_as_string(data)}).encode()
+            + b"\n"
             for eid, data in each.entries
         )
 
