@@ -1,12 +1,13 @@
 """Streaming appends over one WebSocket with real processes (ZooKeeper, three bookies,
 gateways): every record acknowledged once and in order, errors mid-stream, a client
-that goes away, credits, auth, bad frames and per-record idempotency keys (README
-"Streaming appends"; gateway/stream.py)."""
+that goes away, credits, a client that never reads (bounded memory), auth, bad frames
+and per-record idempotency keys (README "Streaming appends"; gateway/stream.py)."""
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 from websockets.exceptions import InvalidStatus
 
+from services.bench import ws_frames
 from services.cluster.processes import ZooKeeperProcess
 from services.limits import ENTRY_SIZE_MAX_BYTES
 from tests.harness import Cluster
@@ -223,6 +226,75 @@ def test_credits_bound_the_records_in_flight(gateways: Gateways) -> None:
     assert over.acks == []
     # Whatever the gateway fed before the refusal, nothing past the credits was written.
     assert gw.lac(lid) <= 2 * SMALL_CREDITS - 1
+
+
+PUSHED_BYTES = 48 * 1024 * 1024  # what a client that never reads pushes at a gateway
+RSS_GROWTH_MAX_BYTES = 24 * 1024 * 1024
+
+
+def test_a_client_that_never_reads_cannot_grow_the_gateways_memory(gateways: Gateways) -> None:
+    """A client that pushes 48 MiB of 1 KiB records at full speed over a raw socket and
+    reads nothing until it is done: the gateway takes no more than its credits (the
+    stream ends with 4400 invalid_argument once a record comes past them), its resident
+    memory grows by less than 24 MiB meanwhile, what it acknowledged is in the ledger,
+    and it stays healthy."""
+    gw = gateways.a
+    lid = gw.create()["ledger_id"]
+    host, port = gw.url.removeprefix("http://").split(":")
+    gateway = psutil.Process(gw.proc.pid)
+    request, key = ws_frames.handshake(host, int(port), f"/v1/ledgers/{lid}/stream", {})
+    with socket.socket() as sock:
+        # A small receive buffer: the gateway's acknowledgements back up at once (on
+        # loopback the kernel would otherwise take megabytes of them).
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(30)
+        sock.connect((host, int(port)))
+        sock.sendall(request)
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = sock.recv(65536)
+            assert chunk, "the gateway closed during the handshake"
+            answer += chunk
+        head, _, early = answer.partition(b"\r\n\r\n")
+        ws_frames.check_handshake(head + b"\r\n\r\n", key)
+        rss_before = peak = gateway.memory_info().rss
+        chunk = b"".join(
+            ws_frames.encode_frame(ws_frames.OP_BINARY, payload_for(i, 1024)) for i in range(256)
+        )  # record N carries payload_for(N % 256)
+        pushed = 0
+        while pushed < PUSHED_BYTES:
+            try:
+                sock.sendall(chunk)
+            except OSError:  # the gateway gave up on us: also bounded
+                break
+            pushed += len(chunk)
+            if pushed % (4 * 1024 * 1024) < len(chunk):
+                peak = max(peak, gateway.memory_info().rss)
+        peak = max(peak, gateway.memory_info().rss)
+        assert peak - rss_before < RSS_GROWTH_MAX_BYTES, (rss_before, peak)
+
+        reader = ws_frames.FrameReader()
+        messages = reader.feed(early)
+        while not any(opcode == ws_frames.OP_CLOSE for opcode, _ in messages):
+            data = sock.recv(65536)
+            assert data, "closed without a close frame"
+            messages += reader.feed(data)
+        texts = [json.loads(p) for op, p in messages if op == ws_frames.OP_TEXT]
+        close = next(p for op, p in messages if op == ws_frames.OP_CLOSE)
+        sock.sendall(ws_frames.encode_frame(ws_frames.OP_CLOSE, close[:2]))
+    credits = texts[0]["credits"]
+    acks = [t for t in texts if "seq" in t]
+    error = texts[-1]
+    assert int.from_bytes(close[:2], "big") == 4400
+    assert error["error"] == "invalid_argument" and "credit" in error["message"]
+    assert [a["seq"] for a in acks] == list(range(len(acks)))
+    # Every record the gateway took was within its credits: far fewer than were pushed.
+    written = gw.metadata(lid)["length"] // 1024
+    assert len(acks) <= written <= len(acks) + credits < pushed // 1024
+    entries = gw.read_all(lid) if gw.lac(lid) >= 0 else []
+    for ack in acks:
+        assert entries[ack["entry_id"]] == (ack["entry_id"], payload_for(ack["seq"] % 256, 1024))
+    assert gw.request("GET", "/health").status_code == 200
 
 
 def test_auth_needs_the_token_in_the_header_or_the_first_message(gateways: Gateways) -> None:
