@@ -10,8 +10,10 @@ requests) around the app.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
+import os
 import resource
 import socket
 from typing import cast
@@ -35,6 +37,9 @@ WS_MAX_SIZE_UNUSED = 16 * 1024 * 1024
 # File descriptors kept for everything but client connections (bookie and ZooKeeper
 # connections, the store, logs).
 FD_RESERVE = 1024
+# Watchers of each listening socket (``FrozenHeapServer``): up to this many connections
+# accepted per turn of the event loop.
+ACCEPT_WATCHERS = 8
 
 
 def connections_allowed(wanted: int) -> int:
@@ -105,14 +110,54 @@ def server_config(
 
 class FrozenHeapServer(uvicorn.Server):
     """uvicorn's server that moves everything alive after start-up (modules, the app,
-    its clients) out of the garbage collector's reach. Measured with 5,000 slow sockets
-    open, full collections over the whole heap paused the event loop for 0.6-1.5 s on
-    this shared machine; frozen objects are never traversed again."""
+    its clients) out of the garbage collector's reach, and accepts new connections up to
+    ``ACCEPT_WATCHERS`` a turn of the event loop.
+
+    The heap: measured with 5,000 slow sockets open, full collections over the whole
+    heap paused the event loop for 0.6-1.5 s on this shared machine; frozen objects are
+    never traversed again.
+
+    The accepts: uvloop (its libuv) accepts one connection per listening socket per turn
+    of the loop, where asyncio's own loop takes the whole queue. Under load a turn of the
+    gateway's loop takes 5-15 ms, so of 256 clients connecting at once the last waited
+    about 1 s for their first answer, though every add took under 50 ms (strace: one
+    ``accept4`` per turn; benchmarks/README.md, 2026-11-27, eleventh session). Each
+    listening socket is therefore watched ``ACCEPT_WATCHERS`` times, through duplicates
+    of its descriptor: one socket and one accept queue, served by that many uvloop
+    servers with the same protocol factory (closed with the others by uvicorn's
+    shutdown). The price: every new connection also wakes the other watchers, whose
+    ``accept`` finds nothing, about 2 µs each (8 watchers: 35-42 µs of loop CPU per
+    connection against 22-27, measured alone; 16 watchers: 63-65)."""
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
+        if self.started:
+            await self._watch_accepts(ACCEPT_WATCHERS)
         gc.collect()
         gc.freeze()
+
+    async def _watch_accepts(self, watchers: int) -> None:
+        config = self.config
+
+        def create_protocol(_loop: asyncio.AbstractEventLoop | None = None) -> asyncio.Protocol:
+            # As uvicorn's own factory in ``Server.startup``.
+            return config.http_protocol_class(  # type: ignore[call-arg]
+                config=config,
+                server_state=self.server_state,
+                app_state=self.lifespan.state,
+                _loop=_loop,
+            )
+
+        loop = asyncio.get_running_loop()
+        for server in list(self.servers):
+            for listening in server.sockets:
+                for _ in range(watchers - 1):
+                    duplicate = socket.socket(fileno=os.dup(listening.fileno()))
+                    self.servers.append(
+                        await loop.create_server(
+                            create_protocol, sock=duplicate, backlog=config.backlog
+                        )
+                    )
 
 
 def serve(
