@@ -59,35 +59,38 @@ def test_a_burst_of_connections_is_accepted_in_a_few_turns_of_the_loop(
             assert loop.time() < deadline, "the server did not start"
             await asyncio.sleep(0.01)
         # The kernel completes each handshake into the accept queue by itself.
-        clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(BURST)]
+        clients: list[socket.socket] = []
+        try:
+            clients += [socket.create_connection(("127.0.0.1", port)) for _ in range(BURST)]
 
-        def tick() -> None:  # runs once per turn of the loop
-            nonlocal turn
-            turn += 1
-            if len(accepted_at) < BURST and loop.time() < deadline:
-                loop.call_soon(tick)
+            def tick() -> None:  # runs once per turn of the loop
+                nonlocal turn
+                turn += 1
+                if len(accepted_at) < BURST and loop.time() < deadline:
+                    loop.call_soon(tick)
 
-        loop.call_soon(tick)
-        while len(accepted_at) < BURST:
-            assert loop.time() < deadline, f"{len(accepted_at)} of {BURST} accepted"
-            await asyncio.sleep(0)
-        spread = accepted_at[-1] - accepted_at[0]
-        assert spread >= turns_min, accepted_at
-        if turns_max is not None:
-            assert spread <= turns_max, accepted_at
-        client = clients[-1]
-        await loop.sock_sendall(client, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-        client.setblocking(False)
-        answer = b""
-        while not answer.endswith(b"\r\n\r\nhello"):
-            chunk = await asyncio.wait_for(loop.sock_recv(client, 4096), DEADLINE_S)
-            assert chunk, answer
-            answer += chunk
-        assert answer.startswith(b"HTTP/1.1 200")
-        for each in clients:
-            each.close()
-        server.should_exit = True
-        await asyncio.wait_for(serving, DEADLINE_S)
+            loop.call_soon(tick)
+            while len(accepted_at) < BURST:
+                assert loop.time() < deadline, f"{len(accepted_at)} of {BURST} accepted"
+                await asyncio.sleep(0)
+            spread = accepted_at[-1] - accepted_at[0]
+            assert spread >= turns_min, accepted_at
+            if turns_max is not None:
+                assert spread <= turns_max, accepted_at
+            client = clients[-1]
+            client.setblocking(False)
+            await loop.sock_sendall(client, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            answer = b""
+            while not answer.endswith(b"\r\n\r\nhello"):
+                chunk = await asyncio.wait_for(loop.sock_recv(client, 4096), DEADLINE_S)
+                assert chunk, answer
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 200")
+        finally:  # the server stops, and the clients close, whatever failed
+            for each in clients:
+                each.close()
+            server.should_exit = True
+            await asyncio.wait_for(serving, DEADLINE_S)
 
     uvloop.run(main())
     assert len(server.servers) == watchers
