@@ -70,7 +70,10 @@ a first text message `{"token": "...", "password": "..."}`; never the URL.
 5. On any error the gateway sends `{"error": CODE, "message": TEXT}` (the codes above:
    `unauthorized`, `ledger_fenced`, `not_writer`, `payload_too_large`,
    `invalid_argument`...) and closes with 4000 + the HTTP status (4401, 4409, 4413,
-   4400...). Records not acknowledged by then have an unknown outcome."""
+   4400...). Records not acknowledged by then have an unknown outcome.
+6. When the gateway shuts down (SIGTERM) it takes no more records, acknowledges those it
+   took, and closes with 1012 (service restart); after 5 s it closes whatever is left
+   with 1012. Records after the last acknowledgement have an unknown outcome."""
 
 TOKEN_SCHEME = {
     "type": "http",

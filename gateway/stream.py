@@ -20,6 +20,10 @@ The message protocol (README "Streaming appends"; the routes are in
   closes with ``4000 + HTTP status`` (4400, 4401, 4404, 4409, 4413, 4503, 4504; 1011 for
   a bug). Records sent and not acknowledged by then have an unknown outcome, as an add
   whose answer was lost: a log append retried with its key is answered once.
+- The gateway shuts down (SIGTERM): it takes no more records, acknowledges those it
+  took, and closes with 1012 (service restart), as an HTTP request in progress is still
+  answered; after ``DRAIN_WAIT_S`` (services/web/websocket.py) the connection is closed
+  with 1012 whatever is left. Records after the last acknowledgement: unknown outcome.
 
 How one stream runs (``StreamSession``): three tasks share its state. The reader takes
 messages from the connection into ``pending`` (it refuses a record past the credits and
@@ -48,7 +52,7 @@ from gateway.json_input import parse_json
 from services.errors import InvalidArgument, PayloadTooLarge, QuireError, Unauthorized
 from services.limits import ENTRY_SIZE_MAX_BYTES
 from services.protocol.log_records import check_key
-from services.web.websocket import send_texts
+from services.web.websocket import DRAIN, send_texts
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +69,7 @@ STREAM_MESSAGE_MAX_BYTES = ENTRY_SIZE_MAX_BYTES + 1024 * 1024
 
 CLOSE_NORMAL = 1000
 CLOSE_INTERNAL = 1011
+CLOSE_SERVICE_RESTART = 1012  # the gateway shuts down (its records acknowledged first)
 
 
 def close_code(error: QuireError) -> int:
@@ -125,8 +130,12 @@ def take_group(pending: collections.deque[Record]) -> list[Record]:
 
 
 class _End(enum.Enum):
-    ENDED = "ended"  # the client sent {"end": true}
+    ENDED = "ended"  # the client sent {"end": true}, or the gateway shuts down
     GONE = "gone"  # the client went away
+
+
+class Draining(Exception):
+    """The gateway shuts down before the stream started (``quire.websocket.drain``)."""
 
 
 async def receive_auth(ws: WebSocket) -> dict[str, Any]:
@@ -138,6 +147,8 @@ async def receive_auth(ws: WebSocket) -> dict[str, Any]:
         raise _unauthorized(f"no auth message within {STREAM_AUTH_WAIT_MS} ms") from None
     if message["type"] == "websocket.disconnect":
         raise WebSocketDisconnect(message.get("code", CLOSE_NORMAL))
+    if message.get(DRAIN):
+        raise Draining
     doc = auth_doc(message.get("text"))
     if doc is None:
         raise _unauthorized("the first message must be the auth message")
@@ -187,6 +198,7 @@ class StreamSession:
         self.next_seq = 0
         self.next_key: str | None = None
         self.ended = False
+        self.draining = False  # the gateway shuts down: no more records are taken
         self.controls_seen = 0
         self._changed = asyncio.Event()  # any of the above changed
 
@@ -220,7 +232,10 @@ class StreamSession:
         if outcome is _End.GONE or isinstance(outcome, WebSocketDisconnect):
             return
         if outcome is _End.ENDED or outcome is None:
-            await self._close(CLOSE_NORMAL, "end")
+            if self.draining:
+                await self._close(CLOSE_SERVICE_RESTART, "service restart")
+            else:
+                await self._close(CLOSE_NORMAL, "end")
             return
         await send_error(self.ws, outcome)
 
@@ -228,11 +243,18 @@ class StreamSession:
 
     async def _read(self) -> _End:
         while True:
-            while self.bytes_in_flight >= self.bytes_in_flight_max:
+            while self.bytes_in_flight >= self.bytes_in_flight_max and not self.draining:
                 await self._wait_change()
             message = await self.ws.receive()
             if message["type"] == "websocket.disconnect":
                 return _End.GONE
+            if self.draining:
+                continue  # not taken, never acknowledged; read on to see the client go
+            if message.get(DRAIN):
+                # The acknowledger ends the stream once what was taken is acknowledged.
+                self.draining = self.ended = True
+                self._changed.set()
+                continue
             data = message.get("bytes")
             if data is not None:
                 self._take_record(data)

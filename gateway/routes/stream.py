@@ -10,6 +10,7 @@ failed handshake: the token (``gateway/auth.py``), then the target (400 bad id o
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 
 from fastapi import APIRouter, Request, WebSocket
@@ -22,7 +23,14 @@ from gateway.logs import operations as log_ops
 from gateway.passwords import client_address
 from gateway.routes.deps import _is_canonical
 from gateway.service import Gateway
-from gateway.stream import StreamSession, Target, receive_auth, send_error
+from gateway.stream import (
+    CLOSE_SERVICE_RESTART,
+    Draining,
+    StreamSession,
+    Target,
+    receive_auth,
+    send_error,
+)
 from gateway.stream_targets import LedgerTarget, LogTarget
 from services.errors import (
     InvalidArgument,
@@ -105,6 +113,9 @@ async def _serve(ws: WebSocket, open_target: OpenTarget) -> None:
         await session.run()
     except WebSocketDisconnect:
         return
+    except Draining:
+        with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):  # gone already
+            await ws.close(CLOSE_SERVICE_RESTART, "service restart")
     except QuireError as exc:
         await send_error(ws, exc)
 

@@ -15,10 +15,21 @@ an ``OSError``).
 
 ``send_texts`` gives a Starlette WebSocket's sender for it, or None when the server has
 no such extension (an in-process test client): then send one message at a time.
+
+``quire.websocket.drain`` (also listed in ``extensions``): when the server shuts down
+(SIGTERM), uvicorn's protocol sends close 1012 at once and drops the connection, so a
+stream's records already taken lost their acknowledgements even when their adds then
+succeeded (an HTTP request in progress, by contrast, is answered). Instead, an open
+connection gets the message ``{"type": "websocket.receive", "quire.websocket.drain":
+True}`` (a receive message, which Starlette passes on as it is), and the application
+finishes and closes by itself; only if the connection is still open ``DRAIN_WAIT_S``
+later does the protocol close it as uvicorn would (1012). The server's shutdown waits
+for its connections, so this bounds a shutdown with open streams too.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -31,6 +42,10 @@ from websockets.protocol import State
 from websockets.speedups import apply_mask
 
 SEND_TEXTS = "quire.websocket.send_texts"
+DRAIN = "quire.websocket.drain"
+# How long a connection is given to finish after the server's shutdown began (STYLE.md
+# §5): a stream's adds in flight normally take milliseconds.
+DRAIN_WAIT_S = 5.0
 
 
 # The first byte of a whole, unfragmented binary frame (FIN, no RSV bits, opcode 2).
@@ -46,6 +61,7 @@ class QuireWebSocketProtocol(WebSocketsSansIOProtocol):
         # Bytes after the upgrade request not yet handed on (at most one partial frame);
         # None before the request and once websockets failed the connection.
         self._framer: bytearray | None = None
+        self._drain_timer: asyncio.TimerHandle | None = None  # once the shutdown began
 
     def data_received(self, data: bytes) -> None:
         """Frames as they arrive, cut at frame boundaries here: a whole binary message
@@ -132,6 +148,26 @@ class QuireWebSocketProtocol(WebSocketsSansIOProtocol):
         scope = getattr(self, "scope", None)  # none when the handshake was refused
         if scope is not None:
             scope["extensions"][SEND_TEXTS] = {}
+            scope["extensions"][DRAIN] = {}
+
+    def shutdown(self) -> None:
+        """The server shuts down: ask an open connection's application to finish (the
+        module docstring, ``quire.websocket.drain``); close it as uvicorn does (1012)
+        when it has not closed within ``DRAIN_WAIT_S``, or at once when it is not open."""
+        if self._drain_timer is not None or not self.handshake_complete or self.close_sent:
+            super().shutdown()
+            return
+        self._drain_timer = self.loop.call_later(DRAIN_WAIT_S, self._drain_expired)
+        self.queue.put_nowait({"type": "websocket.receive", DRAIN: True})
+
+    def _drain_expired(self) -> None:
+        if not self.transport.is_closing():
+            super().shutdown()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._drain_timer is not None:
+            self._drain_timer.cancel()
+        super().connection_lost(exc)
 
     async def send(self, message: Any) -> None:
         if message["type"] != SEND_TEXTS:

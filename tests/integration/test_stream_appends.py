@@ -1,15 +1,18 @@
 """Streaming appends over one WebSocket with real processes (ZooKeeper, three bookies,
 gateways): every record acknowledged once and in order, errors mid-stream, a client
-that goes away, credits, a client that never reads (bounded memory), auth, bad frames
-and per-record idempotency keys (README "Streaming appends"; gateway/stream.py)."""
+that goes away, credits, a client that never reads (bounded memory), auth, bad frames,
+per-record idempotency keys, and a gateway that shuts down mid-stream (README "Streaming
+appends"; gateway/stream.py)."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +26,11 @@ from websockets.exceptions import InvalidStatus
 from services.bench import ws_frames
 from services.cluster.processes import ZooKeeperProcess
 from services.limits import ENTRY_SIZE_MAX_BYTES
-from tests.harness import Cluster
+from services.web.websocket import DRAIN_WAIT_S
+from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import (
     Gateway,
+    metric_value,
     module_cluster,
     payload_for,
     start_bookies,
@@ -202,6 +207,77 @@ def test_client_gone_mid_stream_loses_nothing_and_the_handle_stays_usable(
         assert entries[ack["entry_id"]] == (ack["entry_id"], sent[ack["seq"]])
     assert [data for _, data in entries[:-1]] == sent[: len(entries) - 1]
     assert entries[-1] == (added["entry_id"], b"rest-after-stream")
+
+
+@pytest.mark.parametrize("bookie_back", [True, False], ids=["bookie back", "bookie still paused"])
+def test_a_gateway_shutting_down_acknowledges_what_it_took_then_closes_with_1012(
+    zookeeper: ZooKeeperProcess, tmp_path: Path, bookie_back: bool
+) -> None:
+    """SIGTERM to a gateway while 200 records of a stream wait for a paused bookie (E=3
+    Qw=3 Qa=3, so every entry needs it), after 100 acknowledged. uvicorn's own shutdown
+    closed the stream at once with 1012, and the 200 acknowledgements were lost even
+    when their adds then succeeded.
+
+    - Bookie back once the shutdown began: every one of the 300 records is acknowledged,
+      in order, before the close with 1012 (service restart), with no error.
+    - Bookie still paused: the stream is closed with 1012 once the drain's bound
+      (``DRAIN_WAIT_S``) is over, with the 100 acknowledgements, and the shutdown goes on.
+
+    Either way the gateway exits by itself, and the ledger, recovered by another gateway,
+    holds every acknowledged record, and nothing but the records sent, in order."""
+    with module_cluster(zookeeper, tmp_path) as cluster:
+        bookies = start_bookies(cluster, 3)
+        # The paused bookie must not be replaced (ensemble change) while it is paused.
+        a = start_gateway(cluster, ["--bookie-add-timeout-ms", "60000"])
+        b = start_gateway(cluster)
+        try:
+            wait_writable(a, 3)
+            wait_writable(b, 3)
+            lid = a.create(ensemble_size=3, write_quorum=3, ack_quorum=3)["ledger_id"]
+            sent = records(300)
+            stream = Stream.open(a.url, f"/v1/ledgers/{lid}/stream")
+            assert stream.send_all(sent[:100])
+            bookies[0].pause()
+            try:
+                for payload in sent[100:]:
+                    assert stream.send(payload)
+                # Every record taken and sent on to the bookies (counted once per bookie
+                # until it answers; the paused one does not).
+                wait_for(
+                    lambda: metric_value(a.metrics(), "quire_gateway_adds_in_flight") >= 200,
+                    20.0,
+                    "the gateway to take the 200 records",
+                )
+                assert len(stream.acks) == 100
+                a.proc.signal(signal.SIGTERM)
+                wait_for(
+                    lambda: "Shutting down" in a.proc.log_path.read_text(),
+                    20.0,
+                    "the gateway to begin its shutdown",
+                )
+                if bookie_back:
+                    bookies[0].resume()
+                began = time.monotonic()
+                assert stream.wait_closed() == 1012
+                waited = time.monotonic() - began
+                assert stream.error is None, stream.error
+                stream.close()
+                acked = 300 if bookie_back else 100
+                assert [ack["entry_id"] for ack in stream.acks] == list(range(acked))
+                if not bookie_back:
+                    assert DRAIN_WAIT_S - 0.5 <= waited <= DRAIN_WAIT_S + 10, waited
+                # It exits by itself (uvicorn re-raises the SIGTERM it handled, once done).
+                assert a.proc.proc is not None
+                assert a.proc.proc.wait(timeout=30) in (0, -signal.SIGTERM)
+            finally:
+                bookies[0].resume()
+            b.recover(lid)
+            in_ledger = [data for _, data in b.read_all(lid)]
+            assert len(in_ledger) >= acked
+            assert in_ledger == sent[: len(in_ledger)]
+        finally:
+            a.close_client()
+            b.close_client()
 
 
 def test_credits_bound_the_records_in_flight(gateways: Gateways) -> None:

@@ -2,8 +2,9 @@
 the test says: the session stops reading once the records in flight hold its byte bound
 (a client that ignores acknowledgements cannot grow the gateway's memory), refuses a
 record past its credits, acknowledges in the order records came whatever order their
-adds complete in, groups records read together into one add, and ends on an error with
-the error message and 4000 + status."""
+adds complete in, groups records read together into one add, ends on an error with
+the error message and 4000 + status, and, when the gateway shuts down, acknowledges the
+records it took before closing with 1012."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from gateway.stream import (
     take_group,
 )
 from services.errors import LedgerFenced, PayloadTooLarge, Unauthorized
-from services.web.websocket import SEND_TEXTS
+from services.web.websocket import DRAIN, SEND_TEXTS
 
 LOOP_TURNS = 50
 
@@ -51,6 +52,10 @@ class FakeSocket:
 
     def record(self, payload: bytes) -> None:
         self.incoming.put_nowait({"type": "websocket.receive", "bytes": payload})
+
+    def drain(self) -> None:
+        """What the protocol queues when the server shuts down."""
+        self.incoming.put_nowait({"type": "websocket.receive", DRAIN: True})
 
     def text(self, doc: Any) -> None:
         text = doc if isinstance(doc, str) else json.dumps(doc)
@@ -183,6 +188,69 @@ def test_acknowledgements_go_in_record_order(batched: bool) -> None:
         assert socket.closed == (1000, "end")
         # The credits message, then the two groups' acknowledgements.
         assert socket.sends == (3 if batched else 4)
+
+    asyncio.run(main())
+
+
+def test_a_shutdown_acknowledges_the_records_taken_then_closes_with_1012() -> None:
+    """The server shuts down with two adds in flight (three records): the session takes
+    none of the records that come after, still acknowledges the three once their adds
+    complete, in order, and only then closes with 1012 (service restart)."""
+
+    async def main() -> None:
+        socket, target = FakeSocket(), FakeTarget()
+        task = start(socket, target)
+        socket.record(b"a")
+        await turns()
+        socket.record(b"b")
+        socket.record(b"c")
+        await turns()
+        socket.drain()
+        socket.record(b"after the drain")
+        await turns()
+        assert target.submitted() == 3
+        assert socket.incoming.qsize() == 0  # read on, not taken
+        assert not task.done() and socket.closed is None
+        target.complete(1)
+        await turns()
+        assert socket.acks() == [] and socket.closed is None
+        target.complete(0)
+        await asyncio.wait_for(task, timeout=10)
+        assert [a["seq"] for a in socket.acks()] == [0, 1, 2]
+        assert socket.closed == (1012, "service restart")
+        assert not any("error" in m for m in socket.sent)
+
+    asyncio.run(main())
+
+
+def test_a_shutdown_with_nothing_in_flight_closes_with_1012_at_once() -> None:
+    async def main() -> None:
+        socket, target = FakeSocket(), FakeTarget()
+        task = start(socket, target)
+        await turns()
+        socket.drain()
+        await asyncio.wait_for(task, timeout=10)
+        assert socket.closed == (1012, "service restart")
+        assert socket.sent == [{"credits": 100}]
+
+    asyncio.run(main())
+
+
+def test_a_client_gone_during_the_shutdown_ends_the_stream() -> None:
+    """The client goes away while the session waits for an add after the drain: the
+    session ends without waiting for the add (nobody is left to acknowledge)."""
+
+    async def main() -> None:
+        socket, target = FakeSocket(), FakeTarget()
+        task = start(socket, target)
+        socket.record(b"a")
+        await turns()
+        socket.drain()
+        await turns()
+        assert not task.done()
+        socket.incoming.put_nowait({"type": "websocket.disconnect", "code": 1006})
+        await asyncio.wait_for(task, timeout=10)
+        assert socket.closed is None and socket.acks() == []
 
     asyncio.run(main())
 
