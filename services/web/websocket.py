@@ -158,7 +158,8 @@ class QuireWebSocketProtocol(WebSocketsSansIOProtocol):
             super().shutdown()
             return
         self._drain_timer = self.loop.call_later(DRAIN_WAIT_S, self._drain_expired)
-        self.queue.put_nowait({"type": "websocket.receive", DRAIN: True})
+        drain: Any = {"type": "websocket.receive", DRAIN: True}  # a receive event plus our key
+        self.queue.put_nowait(drain)
 
     def _drain_expired(self) -> None:
         if not self.transport.is_closing():
