@@ -27,7 +27,7 @@ flight through a gateway, that cycle and the middlewares were about two fifths o
 bookie's event-loop time (py-spy, benchmarks/README.md). The lane's body is whole when the
 add starts, so its budget is taken at once (``add_body``); its size is bounded by what
 uvicorn's protocol holds per connection on the ASGI path anyway before it stops reading
-(64 KiB), so the memory bound of bookie.budget is unchanged. A larger body, and every
+(64 KiB), so the memory bound of services.budget is unchanged. A larger body, and every
 request that is not plain, goes to ``AddFastPath``, which takes budget chunk by chunk.
 The lane's body wait is the bookie's ``body_read_timeout_ms``, as the ASGI path's.
 """
@@ -43,9 +43,9 @@ from functools import partial
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from bookie.budget import BudgetShare
 from bookie.node import BookieNode
 from bookie.operations import AddResult
+from services.budget import BudgetShare
 from services.errors import BookieReadOnly, InvalidArgument, PayloadTooLarge, QuireError
 from services.limits import BODY_SIZE_MAX_BYTES
 from services.web.auth import secret_matches
@@ -97,7 +97,7 @@ def declared_length(declared: str | None, limit: int = BODY_SIZE_MAX_BYTES) -> i
 async def read_budgeted(
     chunks: AsyncIterator[bytes], share: BudgetShare, limit: int, timeout_s: float
 ) -> bytes:
-    """The whole body, taking budget for each chunk as it arrives (bookie.budget).
+    """The whole body, taking budget for each chunk as it arrives (services.budget).
 
     At most ``timeout_s`` may be spent waiting for the client's bytes (time spent
     waiting for budget does not count): a slow or stalled body is refused with 400."""

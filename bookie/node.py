@@ -19,7 +19,6 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from bookie.budget import ByteBudget
 from bookie.cookie import check_cookie
 from bookie.ledgers import LedgerIndex, LedgerView
 from bookie.metrics import BookieMetrics
@@ -34,6 +33,7 @@ from bookie.storage import (
     unlock_data_dir,
 )
 from bookie.writer import GroupCommitWriter
+from services.budget import ByteBudget
 from services.errors import (
     CookieMismatch,
     MetadataUnavailable,
@@ -48,7 +48,7 @@ from services.zk.store import MetadataStore
 log = logging.getLogger(__name__)
 
 # Body bytes of add requests in flight (read, queued or being committed); further
-# adds wait before reading their bodies (STYLE.md §5, bookie.budget).
+# adds wait before reading their bodies (STYLE.md §5, services.budget).
 ADD_BYTES_IN_FLIGHT_MAX = 64 * 1024 * 1024
 # Start-up while ZooKeeper cannot be reached: one connection attempt waits this
 # long, then the next one starts after a back-off doubling from first to max.

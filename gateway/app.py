@@ -27,6 +27,7 @@ from gateway.openapi_links import LINKS
 from gateway.routes import admin, admin_page, ledgers, logs, stream
 from gateway.service import Gateway
 from services.bookie_client import BookieClientPool
+from services.budget import ByteBudget
 from services.errors import MetadataUnavailable
 from services.settings import GatewaySettings
 from services.web.app import new_app
@@ -120,6 +121,9 @@ async def _connect(
 
 def create_app(settings: GatewaySettings) -> FastAPI:
     metrics = GatewayMetrics()
+    # The payload bytes in flight of all streams together (gateway/stream.py).
+    stream_budget = ByteBudget(settings.streams_bytes_in_flight_max)
+    metrics.watch_streams(stream_budget)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -185,6 +189,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.state.admin = None
     app.state.metadata_store = None
     app.state.token_required = bool(settings.api_token or settings.admin_token)
+    app.state.stream_budget = stream_budget
     install_error_handlers(app)
 
     def ready() -> bool:

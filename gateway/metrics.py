@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from services.budget import ByteBudget
 from services.zk.metrics import ZooKeeperMetrics
 
 _LATENCY_BUCKETS = (
@@ -139,3 +140,22 @@ class GatewayMetrics:
             registry=r,
         )
         self.zookeeper = ZooKeeperMetrics(r, "gateway")
+        self._streams = Gauge(
+            "quire_gateway_streams", "Streaming appends open (authorized)", registry=r
+        )
+        self._streams_waiting = Gauge(
+            "quire_gateway_streams_waiting",
+            "Streams waiting for the budget of all streams before they read on",
+            registry=r,
+        )
+        self._stream_bytes = Gauge(
+            "quire_gateway_stream_in_flight_bytes",
+            "Payload bytes of all streams read and not yet acknowledged",
+            registry=r,
+        )
+
+    def watch_streams(self, budget: ByteBudget) -> None:
+        """Report the streams' shares of ``budget`` (read when scraped)."""
+        self._streams.set_function(lambda: budget.shares)
+        self._streams_waiting.set_function(lambda: budget.waiting)
+        self._stream_bytes.set_function(lambda: budget.used_bytes)

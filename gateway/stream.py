@@ -29,11 +29,14 @@ How one stream runs (``StreamSession``): three tasks share its state. The reader
 messages from the connection into ``pending`` (it refuses a record past the credits and
 stops reading while the records in flight hold ``bytes_in_flight_max``: the server then
 reads no more from the socket, so memory stays bounded even for a client that ignores
-its credits); the submitter hands groups of pending records to the target in order and
-each group's future to ``flying`` (a group is one add: the records read while the last
-group was being submitted, so the write handle sees batches when records come fast);
-the acknowledger awaits ``flying`` in order and sends the acknowledgements. The first
-error ends all three.
+its credits; and it takes each record's bytes from the gateway's budget of all streams,
+``streams_bytes_in_flight_max`` (services/budget.py), waiting in turn while that is
+spent, so many streams together stay bounded too: by the budget, one stream's bound (the
+oldest stream never waits) and one message per connection); the submitter hands groups
+of pending records to the target in order and each group's future to ``flying`` (a group
+is one add: the records read while the last group was being submitted, so the write
+handle sees batches when records come fast); the acknowledger awaits ``flying`` in order
+and sends the acknowledgements. The first error ends all three.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from typing import Any, Protocol
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from gateway.json_input import parse_json
+from services.budget import ByteBudget
 from services.errors import InvalidArgument, PayloadTooLarge, QuireError, Unauthorized
 from services.limits import ENTRY_SIZE_MAX_BYTES
 from services.protocol.log_records import check_key
@@ -184,11 +188,14 @@ class StreamSession:
         target: Target,
         credits: int,
         bytes_in_flight_max: int,
+        budget: ByteBudget | None = None,
     ) -> None:
+        """``budget``: the gateway's, shared by all its streams (None: this one only)."""
         self.ws = ws
         self.target = target
         self.credits = credits
         self.bytes_in_flight_max = bytes_in_flight_max
+        self.share = (budget or ByteBudget(bytes_in_flight_max)).open()
         self.pending: collections.deque[Record] = collections.deque()
         self.flying: collections.deque[tuple[list[Record], asyncio.Future[list[str]]]] = (
             collections.deque()
@@ -226,6 +233,7 @@ class StreamSession:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            self.share.close()
         await self._finish(outcome)
 
     async def _finish(self, outcome: _End | BaseException | None) -> None:
@@ -257,6 +265,8 @@ class StreamSession:
                 continue
             data = message.get("bytes")
             if data is not None:
+                if not self.share.try_take(len(data)):
+                    await self.share.take(len(data))  # in turn, while all streams' is spent
                 self._take_record(data)
             elif await self._take_control(message.get("text")):
                 return _End.ENDED
@@ -330,7 +340,9 @@ class StreamSession:
             if len(acks) != len(group):
                 raise RuntimeError(f"{len(acks)} acknowledgements for {len(group)} records")
             self.unacked -= len(group)
-            self.bytes_in_flight -= sum(len(record.payload) for record in group)
+            size = sum(len(record.payload) for record in group)
+            self.bytes_in_flight -= size
+            self.share.give(size)
             if send_many is not None:
                 await send_many(acks)
             else:

@@ -223,6 +223,13 @@ class GatewaySettings(CommonSettings):
         description="payload bytes one stream may have in flight; past it the gateway "
         "stops reading the stream until acknowledgements free room",
     )
+    streams_bytes_in_flight_max: int = Field(
+        256 * 1024 * 1024,
+        ge=1,
+        le=1 << 40,
+        description="payload bytes all streams together may have in flight; past it a "
+        "stream waits (in turn; the oldest never does) before it reads its next record",
+    )
 
 
 class AuditorSettings(CommonSettings):

@@ -106,7 +106,11 @@ async def _serve(ws: WebSocket, open_target: OpenTarget) -> None:
         target = await open_target(gw, auth)
         settings = gw.ctx.settings
         session = StreamSession(
-            ws, target, settings.stream_credits, settings.stream_bytes_in_flight_max
+            ws,
+            target,
+            settings.stream_credits,
+            settings.stream_bytes_in_flight_max,
+            ws.app.state.stream_budget,
         )
         if auth.consumed:
             session.controls_seen = 1  # the auth message was the first

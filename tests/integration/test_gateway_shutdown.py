@@ -47,7 +47,7 @@ def test_adds_in_progress_when_the_gateway_shuts_down_are_answered(
             wait_writable(a, 3)
             wait_writable(b, 3)
             quorum = {"ensemble_size": 3, "write_quorum": 3, "ack_quorum": 3}
-            lid = a.create(**quorum)["ledger_id"]
+            lid = a.create(ensemble_size=3, write_quorum=3, ack_quorum=3)["ledger_id"]
             r = a.http.put("/v1/logs/shutdown-log", json=quorum)
             assert r.status_code == 201, r.text
             r = a.http.post("/v1/logs/shutdown-log/writer")

@@ -1,8 +1,8 @@
 """Streaming appends over one WebSocket with real processes (ZooKeeper, three bookies,
 gateways): every record acknowledged once and in order, errors mid-stream, a client
 that goes away, credits, a client that never reads (bounded memory), auth, bad frames,
-per-record idempotency keys, and a gateway that shuts down mid-stream (README "Streaming
-appends"; gateway/stream.py)."""
+per-record idempotency keys, a gateway that shuts down mid-stream, and the gateway's
+budget of all streams (README "Streaming appends"; gateway/stream.py)."""
 
 from __future__ import annotations
 
@@ -278,6 +278,73 @@ def test_a_gateway_shutting_down_acknowledges_what_it_took_then_closes_with_1012
         finally:
             a.close_client()
             b.close_client()
+
+
+def test_streams_together_wait_for_the_gateways_budget(
+    zookeeper: ZooKeeperProcess, tmp_path: Path
+) -> None:
+    """A gateway with 4 MiB for all its streams together (64 MiB per stream): while a
+    paused bookie holds every add (E=3 Qw=3 Qa=3), a first stream has 12.5 MiB of records
+    taken (the oldest stream never waits); a second stream's first record then waits for
+    the budget (``quire_gateway_streams_waiting``), and nothing of the second stream is
+    taken. Once the bookie is back, both streams are acknowledged in full, in order, and
+    the budget holds nothing after they end."""
+    size = 64 * 1024
+    with module_cluster(zookeeper, tmp_path) as cluster:
+        bookies = start_bookies(cluster, 3)
+        args = ["--bookie-add-timeout-ms", "60000", "--streams-bytes-in-flight-max", "4194304"]
+        gw = start_gateway(cluster, args)
+        try:
+            wait_writable(gw, 3)
+            first_ledger, second_ledger = (
+                gw.create(ensemble_size=3, write_quorum=3, ack_quorum=3)["ledger_id"]
+                for _ in range(2)
+            )
+            first_records = [payload_for(i, size) for i in range(200)]
+            second_records = [payload_for(1000 + i, size) for i in range(20)]
+            first = Stream.open(gw.url, f"/v1/ledgers/{first_ledger}/stream")
+            second = Stream.open(gw.url, f"/v1/ledgers/{second_ledger}/stream")
+
+            def gauge(name: str) -> float:
+                return metric_value(gw.metrics(), name)
+
+            bookies[0].pause()
+            try:
+                for payload in first_records:
+                    assert first.send(payload)
+                wait_for(
+                    lambda: gauge("quire_gateway_stream_in_flight_bytes") == 200 * size,
+                    30.0,
+                    "the first stream's records to be taken",
+                )
+                for payload in second_records:
+                    assert second.send(payload)
+                wait_for(
+                    lambda: gauge("quire_gateway_streams_waiting") == 1,
+                    30.0,
+                    "the second stream to wait for the budget",
+                )
+                assert gauge("quire_gateway_stream_in_flight_bytes") == 200 * size
+                assert gauge("quire_gateway_streams") == 2
+                assert first.acks == [] and second.acks == []
+            finally:
+                bookies[0].resume()
+            for stream, records_sent in ((first, first_records), (second, second_records)):
+                assert stream.drain(), stream.error
+                assert [ack["seq"] for ack in stream.acks] == list(range(len(records_sent)))
+                assert stream.end() == 1000
+                stream.close()
+            wait_for(
+                lambda: gauge("quire_gateway_streams") == 0,
+                10.0,
+                "both streams to end",
+            )
+            assert gauge("quire_gateway_stream_in_flight_bytes") == 0
+            assert gauge("quire_gateway_streams_waiting") == 0
+            assert [data for _, data in gw.read_all(first_ledger)] == first_records
+            assert [data for _, data in gw.read_all(second_ledger)] == second_records
+        finally:
+            gw.close_client()
 
 
 def test_credits_bound_the_records_in_flight(gateways: Gateways) -> None:

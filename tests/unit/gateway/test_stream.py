@@ -4,7 +4,8 @@ the test says: the session stops reading once the records in flight hold its byt
 record past its credits, acknowledges in the order records came whatever order their
 adds complete in, groups records read together into one add, ends on an error with
 the error message and 4000 + status, and, when the gateway shuts down, acknowledges the
-records it took before closing with 1012."""
+records it took before closing with 1012. Streams sharing the gateway's budget wait in
+turn while it is spent."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from gateway.stream import (
     log_ack_json,
     take_group,
 )
+from services.budget import ByteBudget
 from services.errors import LedgerFenced, PayloadTooLarge, Unauthorized
 from services.web.websocket import DRAIN, SEND_TEXTS
 
@@ -110,9 +112,13 @@ async def turns(count: int = LOOP_TURNS) -> None:
 
 
 def start(
-    socket: FakeSocket, target: FakeTarget, credits: int = 100, bytes_max: int = 10_000
+    socket: FakeSocket,
+    target: FakeTarget,
+    credits: int = 100,
+    bytes_max: int = 10_000,
+    budget: ByteBudget | None = None,
 ) -> asyncio.Task[None]:
-    session = StreamSession(socket, target, credits, bytes_max)  # type: ignore[arg-type]
+    session = StreamSession(socket, target, credits, bytes_max, budget)  # type: ignore[arg-type]
     return asyncio.ensure_future(session.run())
 
 
@@ -141,6 +147,43 @@ def test_reading_stops_at_the_byte_bound_and_resumes_on_acknowledgements() -> No
         assert [a["seq"] for a in socket.acks()] == list(range(len(target.groups[0])))
         assert target.submitted() > 3
         await stop(task)
+
+    asyncio.run(main())
+
+
+def test_streams_wait_in_turn_while_the_gateways_budget_is_spent() -> None:
+    """Two streams share a budget of 250 bytes. The first (the oldest, which never waits)
+    takes three records of 100 bytes; the second reads one record and waits with it,
+    submitting nothing, until the first's acknowledgements give the bytes back; when
+    both end, the budget holds nothing."""
+
+    async def main() -> None:
+        budget = ByteBudget(250)
+        first, second = (FakeSocket(), FakeTarget()), (FakeSocket(), FakeTarget())
+        tasks = [start(*first, budget=budget)]
+        await turns()
+        tasks.append(start(*second, budget=budget))
+        for i in range(3):
+            first[0].record(bytes([i]) * 100)
+        await turns()
+        assert first[1].submitted() == 3 and budget.used_bytes == 300
+        second[0].record(b"s" * 100)
+        second[0].record(b"t" * 100)
+        await turns()
+        assert second[0].receives == 1 and second[1].submitted() == 0
+        for index in range(len(first[1].groups)):
+            first[1].complete(index)
+        await turns()
+        assert second[1].submitted() >= 1
+        assert len(first[0].acks()) == 3
+        for socket, _ in (first, second):
+            socket.text({"end": True})
+        await turns()
+        for index in range(len(second[1].groups)):
+            second[1].complete(index)
+        await asyncio.wait_for(asyncio.gather(*tasks), timeout=10)
+        assert [a["seq"] for a in second[0].acks()] == [0, 1]
+        assert (budget.used_bytes, budget.shares) == (0, 0)
 
     asyncio.run(main())
 

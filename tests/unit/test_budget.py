@@ -1,11 +1,12 @@
-"""The bound on add bytes in flight: taken as bytes arrive, waits while spent, serves in
-order, never deadlocks."""
+"""The bound on bytes in flight (a bookie's adds, a gateway's streams): taken as bytes
+arrive, waits while spent, serves in order, never deadlocks; a stream gives back part of
+what it holds as its records are acknowledged."""
 
 from __future__ import annotations
 
 import asyncio
 
-from bookie.budget import ByteBudget
+from services.budget import ByteBudget
 
 
 def test_waits_while_spent_and_serves_in_arrival_order():
@@ -119,5 +120,35 @@ def test_cancellation_gives_back():
         third = budget.open()
         await asyncio.wait_for(third.take(10), 1.0)
         assert budget.used_bytes == 10
+
+    asyncio.run(main())
+
+
+def test_giving_back_part_of_a_share_admits_the_next_waiter():
+    """A stream's share gives back the bytes of acknowledged records while it stays open:
+    a waiting share is admitted as soon as enough came back, not when the stream ends;
+    ``try_take`` takes without waiting, or takes nothing."""
+
+    async def main():
+        budget = ByteBudget(100)
+        stream, other = budget.open(), budget.open()
+        assert stream.try_take(70)
+        assert not other.try_take(40) and other.held_bytes == 0
+        waiting = asyncio.create_task(other.take(40))
+        await asyncio.sleep(0)
+        assert not waiting.done() and budget.waiting == 1
+        stream.give(5)  # 65 + 40 > 100: still waiting
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        stream.give(10)
+        await asyncio.wait_for(waiting, 1.0)
+        assert (stream.held_bytes, other.held_bytes, budget.used_bytes) == (55, 40, 95)
+        assert budget.waiting == 0
+        stream.give(1000)  # never more than it holds
+        assert (stream.held_bytes, budget.used_bytes) == (0, 40)
+        assert budget.shares == 2
+        stream.close()
+        other.close()
+        assert (budget.used_bytes, budget.shares) == (0, 0)
 
     asyncio.run(main())

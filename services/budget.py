@@ -1,4 +1,5 @@
-"""A bound on the bytes of add requests in flight (STYLE.md §5).
+"""A bound on bytes in flight over many requests or streams (STYLE.md §5): a bookie's
+add requests, a gateway's streaming appends.
 
 Each add request opens a ``BudgetShare`` and takes budget for its body's
 bytes AS THEY ARRIVE, chunk by chunk, and gives all of it back after the
@@ -17,6 +18,11 @@ No deadlock: requests that each hold part of the budget could all wait for
 more. So the OLDEST open share may always take what it needs, even past the
 limit; it finishes (or times out) and gives its bytes back, and the next one
 becomes the oldest. Memory stays under the limit plus one body.
+
+A gateway's stream holds its share for as long as it runs, and takes budget for each
+record it reads and gives it back (``give``) once the record is acknowledged; its
+acknowledgements do not depend on the budget, so the bytes held always come back. The
+oldest stream is bounded by its own per-stream bound instead of one body.
 """
 
 from __future__ import annotations
@@ -35,12 +41,20 @@ class BudgetShare:
         self.held_bytes = 0
         self._waiting: _Waiter | None = None
 
-    async def take(self, size: int) -> None:
-        """Take ``size`` bytes of budget, waiting (in arrival order) while it is spent."""
+    def try_take(self, size: int) -> bool:
+        """Take ``size`` bytes of budget if that needs no wait (``take`` without a
+        coroutine, for the common case); False, holding nothing more, otherwise."""
         budget = self._budget
         if budget._oldest() is self or (not budget._waiters and budget._fits(size)):
             budget._grant(self, size)
+            return True
+        return False
+
+    async def take(self, size: int) -> None:
+        """Take ``size`` bytes of budget, waiting (in arrival order) while it is spent."""
+        if self.try_take(size):
             return
+        budget = self._budget
         waiter = _Waiter(size, asyncio.get_running_loop().create_future(), self)
         budget._waiters.append(waiter)
         self._waiting = waiter
@@ -57,6 +71,14 @@ class BudgetShare:
             raise
         finally:
             self._waiting = None
+
+    def give(self, size: int) -> None:
+        """Give back ``size`` of the bytes this share holds."""
+        size = min(size, self.held_bytes)
+        self.held_bytes -= size
+        budget = self._budget
+        budget.used_bytes -= size
+        budget._wake()
 
     def close(self) -> None:
         """Give back everything this share holds (idempotent)."""
@@ -88,6 +110,16 @@ class ByteBudget:
         share = BudgetShare(self)
         self._open[share] = None
         return share
+
+    @property
+    def shares(self) -> int:
+        """The shares open now."""
+        return len(self._open)
+
+    @property
+    def waiting(self) -> int:
+        """The shares waiting for budget now."""
+        return sum(1 for waiter in self._waiters if not waiter.future.done())
 
     def _oldest(self) -> BudgetShare | None:
         return next(iter(self._open), None)
