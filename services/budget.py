@@ -45,8 +45,11 @@ class BudgetShare:
         """Take ``size`` bytes of budget if that needs no wait (``take`` without a
         coroutine, for the common case); False, holding nothing more, otherwise."""
         budget = self._budget
-        if budget._oldest() is self or (not budget._waiters and budget._fits(size)):
-            budget._grant(self, size)
+        used = budget.used_bytes
+        fits = not budget._waiters and (used == 0 or used + size <= budget.limit_bytes)
+        if fits or budget._oldest() is self:
+            budget.used_bytes = used + size
+            self.held_bytes += size
             return True
         return False
 
@@ -78,7 +81,8 @@ class BudgetShare:
         self.held_bytes -= size
         budget = self._budget
         budget.used_bytes -= size
-        budget._wake()
+        if budget._waiters:
+            budget._wake()
 
     def close(self) -> None:
         """Give back everything this share holds (idempotent)."""
