@@ -195,7 +195,9 @@ class StreamSession:
         self.target = target
         self.credits = credits
         self.bytes_in_flight_max = bytes_in_flight_max
-        self.share = (budget or ByteBudget(bytes_in_flight_max)).open()
+        if budget is None:
+            budget = ByteBudget(bytes_in_flight_max)
+        self.share = budget.open()
         self.pending: collections.deque[Record] = collections.deque()
         self.flying: collections.deque[tuple[list[Record], asyncio.Future[list[str]]]] = (
             collections.deque()
@@ -210,7 +212,15 @@ class StreamSession:
         self._changed = asyncio.Event()  # any of the above changed
 
     async def run(self) -> None:
-        """Serve the stream until the client ends it, goes away, or an error; close it."""
+        """Serve the stream until the client ends it, goes away, or an error; close it.
+        Its share of the budget is given back however it ends."""
+        try:
+            outcome = await self._serve()
+        finally:
+            self.share.close()
+        await self._finish(outcome)
+
+    async def _serve(self) -> _End | BaseException | None:
         await self._send({"credits": self.credits})
         acknowledger = asyncio.create_task(self._acknowledge())
         reader = asyncio.create_task(self._read())
@@ -233,8 +243,7 @@ class StreamSession:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            self.share.close()
-        await self._finish(outcome)
+        return outcome
 
     async def _finish(self, outcome: _End | BaseException | None) -> None:
         if outcome is _End.GONE or isinstance(outcome, WebSocketDisconnect):

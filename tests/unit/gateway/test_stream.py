@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from starlette.websockets import WebSocketDisconnect
 
 from gateway.stream import (
     Record,
@@ -184,6 +185,24 @@ def test_streams_wait_in_turn_while_the_gateways_budget_is_spent() -> None:
         await asyncio.wait_for(asyncio.gather(*tasks), timeout=10)
         assert [a["seq"] for a in second[0].acks()] == [0, 1]
         assert (budget.used_bytes, budget.shares) == (0, 0)
+
+    asyncio.run(main())
+
+
+def test_a_client_gone_before_its_credits_leaves_no_share_behind() -> None:
+    """The client is gone before the credits message could go: the session ends with
+    the disconnect, and its share of the gateway's budget is closed (no stream is left
+    counted, none is left as the oldest)."""
+
+    class GoneSocket(FakeSocket):
+        async def send_text(self, text: str) -> None:
+            raise WebSocketDisconnect(1006)
+
+    async def main() -> None:
+        budget = ByteBudget(1000)
+        with pytest.raises(WebSocketDisconnect):
+            await asyncio.wait_for(start(GoneSocket(), FakeTarget(), budget=budget), 10)
+        assert (budget.shares, budget.used_bytes) == (0, 0)
 
     asyncio.run(main())
 
