@@ -243,14 +243,18 @@ def test_decommission_wait_shows_progress_until_decommissioned(fake: FakeGateway
 
 def test_wait_replicated_times_out_with_its_exit_code(fake: FakeGateway) -> None:
     """wait-replicated exits 11 with a clear line when the cluster is not whole by the
-    deadline, and warns once that replication is disabled."""
+    deadline, and warns once that replication is disabled, however many polls fit before
+    the deadline. (The polls up to the deadline, on a fake clock:
+    test_admin_wait.py's ``test_wait_until_gives_up_at_the_deadline``. Counting them
+    here depended on how fast this machine made the first: on a loaded CI machine it
+    took the whole 0.3 s.)"""
     fake.left = [4]
     fake.enabled = False
     result = run("wait-replicated", "--interval", "0.1", "--timeout", "0.3")
     assert result.exit_code == cli_admin.EXIT_WAIT_TIMEOUT, result.output
     assert "timeout" in result.stderr and "not done after 0.3 s" in result.stderr
     assert result.stderr.count("replication is disabled") == 1
-    assert fake.polls >= 2  # it did poll again before giving up
+    assert fake.polls >= 1
 
 
 def test_wait_replicated_returns_at_once_when_whole(fake: FakeGateway) -> None:
