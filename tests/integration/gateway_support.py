@@ -358,6 +358,27 @@ def two_gateways(zookeeper, base_dir: Path) -> Iterator[tuple[Cluster, Gateway, 
             b.close_client()
 
 
+@contextmanager
+def patient_writer(  # type: ignore[no-untyped-def]
+    zookeeper, base_dir: Path
+) -> Iterator[tuple[list[ServiceProcess], Gateway, Gateway]]:
+    """Three bookies and two gateways that see them writable: ``a`` writes with a 60 s
+    add time-out, so that a bookie a test pauses is waited for rather than replaced (no
+    ensemble change), and ``b`` recovers and reads afterwards. The gateways' clients are
+    closed at the end, the processes stopped by the cluster."""
+    with module_cluster(zookeeper, base_dir) as cluster:
+        bookies = start_bookies(cluster, 3)
+        a = start_gateway(cluster, ["--bookie-add-timeout-ms", "60000"])
+        b = start_gateway(cluster)
+        try:
+            wait_writable(a, 3)
+            wait_writable(b, 3)
+            yield bookies, a, b
+        finally:
+            a.close_client()
+            b.close_client()
+
+
 def ok(r: httpx.Response, status: int = 200) -> Any:
     """The JSON body of an answer that must have ``status`` (None for 204)."""
     assert r.status_code == status, (r.status_code, r.text)

@@ -15,13 +15,7 @@ import httpx
 
 from services.cluster.processes import ZooKeeperProcess
 from tests.harness import wait_for
-from tests.integration.gateway_support import (
-    metric_value,
-    module_cluster,
-    start_bookies,
-    start_gateway,
-    wait_writable,
-)
+from tests.integration.gateway_support import metric_value, patient_writer
 
 TIMEOUT_S = 60.0
 
@@ -38,94 +32,84 @@ def test_adds_in_progress_when_the_gateway_shuts_down_are_answered(
     the bookie comes back once the shutdown began: each add is answered 200 with its
     entry ids (none refused, none cut off), the gateway then exits by itself, and the
     entries are in the ledger and the log, recovered by another gateway."""
-    with module_cluster(zookeeper, tmp_path) as cluster:
-        bookies = start_bookies(cluster, 3)
-        # The paused bookie must not be replaced (ensemble change) while it is paused.
-        a = start_gateway(cluster, ["--bookie-add-timeout-ms", "60000"])
-        b = start_gateway(cluster)
-        try:
-            wait_writable(a, 3)
-            wait_writable(b, 3)
-            quorum = {"ensemble_size": 3, "write_quorum": 3, "ack_quorum": 3}
-            lid = a.create(ensemble_size=3, write_quorum=3, ack_quorum=3)["ledger_id"]
-            r = a.http.put("/v1/logs/shutdown-log", json=quorum)
-            assert r.status_code == 201, r.text
-            r = a.http.post("/v1/logs/shutdown-log/writer")
-            assert r.status_code == 200, r.text
-            path = f"/v1/ledgers/{lid}/entries"
-            batch_entries = [b"batch-%d" % i for i in range(3)]
-            calls = {
-                "raw": dict(url=path, content=b"raw-entry"),
-                "batch": dict(
-                    url=path,
-                    json={"entries": [base64.b64encode(e).decode() for e in batch_entries]},
-                ),
-                "chunked": dict(url=path, content=_chunked(b"chunked-entry")),
-                "append": dict(url="/v1/logs/shutdown-log/records", content=b"log-record"),
-            }
-            answers: dict[str, httpx.Response | BaseException] = {}
+    with patient_writer(zookeeper, tmp_path) as (bookies, a, b):
+        quorum = {"ensemble_size": 3, "write_quorum": 3, "ack_quorum": 3}
+        lid = a.create(ensemble_size=3, write_quorum=3, ack_quorum=3)["ledger_id"]
+        r = a.http.put("/v1/logs/shutdown-log", json=quorum)
+        assert r.status_code == 201, r.text
+        r = a.http.post("/v1/logs/shutdown-log/writer")
+        assert r.status_code == 200, r.text
+        path = f"/v1/ledgers/{lid}/entries"
+        batch_entries = [b"batch-%d" % i for i in range(3)]
+        calls = {
+            "raw": dict(url=path, content=b"raw-entry"),
+            "batch": dict(
+                url=path,
+                json={"entries": [base64.b64encode(e).decode() for e in batch_entries]},
+            ),
+            "chunked": dict(url=path, content=_chunked(b"chunked-entry")),
+            "append": dict(url="/v1/logs/shutdown-log/records", content=b"log-record"),
+        }
+        answers: dict[str, httpx.Response | BaseException] = {}
 
-            def call(name: str, kwargs: dict) -> None:  # type: ignore[type-arg]
-                try:
-                    with httpx.Client(base_url=a.url, timeout=TIMEOUT_S) as client:
-                        answers[name] = client.post(**kwargs)
-                except BaseException as exc:  # noqa: BLE001 - reported by the assertions
-                    answers[name] = exc
-
-            bookies[0].pause()
-            threads = [threading.Thread(target=call, args=item) for item in calls.items()]
+        def call(name: str, kwargs: dict) -> None:  # type: ignore[type-arg]
             try:
-                for thread in threads:
-                    thread.start()
-                # Every add taken and sent on to the bookies (6 entries; counted once per
-                # bookie until it answers, and the paused one does not).
-                wait_for(
-                    lambda: metric_value(a.metrics(), "quire_gateway_adds_in_flight") >= 6,
-                    20.0,
-                    "the gateway to send the four adds",
-                )
-                assert answers == {}
-                a.proc.signal(signal.SIGTERM)
-                wait_for(
-                    lambda: "Shutting down" in a.proc.log_path.read_text(),
-                    20.0,
-                    "the gateway to begin its shutdown",
-                )
-                assert answers == {}
-            finally:
-                bookies[0].resume()
-                for thread in threads:
-                    thread.join(TIMEOUT_S)
-            for name, answer in answers.items():
-                assert isinstance(answer, httpx.Response), (name, answer)
-                assert answer.status_code == 200, (name, answer.text)
-            assert set(answers) == set(calls)
-            assert a.proc.proc is not None
-            assert a.proc.proc.wait(timeout=30) in (0, -signal.SIGTERM)
+                with httpx.Client(base_url=a.url, timeout=TIMEOUT_S) as client:
+                    answers[name] = client.post(**kwargs)
+            except BaseException as exc:  # noqa: BLE001 - reported by the assertions
+                answers[name] = exc
 
-            b.recover(lid)
-            entries = dict(b.read_all(lid))
-            raw = answers["raw"]
-            assert isinstance(raw, httpx.Response)
-            assert entries[raw.json()["entry_id"]] == b"raw-entry"
-            chunked = answers["chunked"]
-            assert isinstance(chunked, httpx.Response)
-            assert entries[chunked.json()["entry_id"]] == b"chunked-entry"
-            batch = answers["batch"]
-            assert isinstance(batch, httpx.Response)
-            first, last = batch.json()["first_entry_id"], batch.json()["last_entry_id"]
-            assert [entries[e] for e in range(first, last + 1)] == batch_entries
-            appended = answers["append"]
-            assert isinstance(appended, httpx.Response)
-            position = appended.json()["position"]
-            r = b.http.post("/v1/logs/shutdown-log/writer")  # recovers a's last ledger
-            assert r.status_code == 200, r.text
-            r = b.http.get(
-                "/v1/logs/shutdown-log/records",
-                params={"from": f"{position['ledger_id']}:{position['entry_id']}"},
+        bookies[0].pause()
+        threads = [threading.Thread(target=call, args=item) for item in calls.items()]
+        try:
+            for thread in threads:
+                thread.start()
+            # Every add taken and sent on to the bookies (6 entries; counted once per
+            # bookie until it answers, and the paused one does not).
+            wait_for(
+                lambda: metric_value(a.metrics(), "quire_gateway_adds_in_flight") >= 6,
+                20.0,
+                "the gateway to send the four adds",
             )
-            assert r.status_code == 200, r.text
-            assert base64.b64decode(r.json()["records"][0]["data"]) == b"log-record"
+            assert answers == {}
+            a.proc.signal(signal.SIGTERM)
+            wait_for(
+                lambda: "Shutting down" in a.proc.log_path.read_text(),
+                20.0,
+                "the gateway to begin its shutdown",
+            )
+            assert answers == {}
         finally:
-            a.close_client()
-            b.close_client()
+            bookies[0].resume()
+            for thread in threads:
+                thread.join(TIMEOUT_S)
+        for name, answer in answers.items():
+            assert isinstance(answer, httpx.Response), (name, answer)
+            assert answer.status_code == 200, (name, answer.text)
+        assert set(answers) == set(calls)
+        assert a.proc.proc is not None
+        assert a.proc.proc.wait(timeout=30) in (0, -signal.SIGTERM)
+
+        b.recover(lid)
+        entries = dict(b.read_all(lid))
+        raw = answers["raw"]
+        assert isinstance(raw, httpx.Response)
+        assert entries[raw.json()["entry_id"]] == b"raw-entry"
+        chunked = answers["chunked"]
+        assert isinstance(chunked, httpx.Response)
+        assert entries[chunked.json()["entry_id"]] == b"chunked-entry"
+        batch = answers["batch"]
+        assert isinstance(batch, httpx.Response)
+        first, last = batch.json()["first_entry_id"], batch.json()["last_entry_id"]
+        assert [entries[e] for e in range(first, last + 1)] == batch_entries
+        appended = answers["append"]
+        assert isinstance(appended, httpx.Response)
+        position = appended.json()["position"]
+        r = b.http.post("/v1/logs/shutdown-log/writer")  # recovers a's last ledger
+        assert r.status_code == 200, r.text
+        r = b.http.get(
+            "/v1/logs/shutdown-log/records",
+            params={"from": f"{position['ledger_id']}:{position['entry_id']}"},
+        )
+        assert r.status_code == 200, r.text
+        assert base64.b64decode(r.json()["records"][0]["data"]) == b"log-record"

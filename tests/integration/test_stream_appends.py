@@ -32,6 +32,7 @@ from tests.integration.gateway_support import (
     Gateway,
     metric_value,
     module_cluster,
+    patient_writer,
     payload_for,
     start_bookies,
     start_gateway,
@@ -225,59 +226,49 @@ def test_a_gateway_shutting_down_acknowledges_what_it_took_then_closes_with_1012
 
     Either way the gateway exits by itself, and the ledger, recovered by another gateway,
     holds every acknowledged record, and nothing but the records sent, in order."""
-    with module_cluster(zookeeper, tmp_path) as cluster:
-        bookies = start_bookies(cluster, 3)
-        # The paused bookie must not be replaced (ensemble change) while it is paused.
-        a = start_gateway(cluster, ["--bookie-add-timeout-ms", "60000"])
-        b = start_gateway(cluster)
+    with patient_writer(zookeeper, tmp_path) as (bookies, a, b):
+        lid = a.create(ensemble_size=3, write_quorum=3, ack_quorum=3)["ledger_id"]
+        sent = records(300)
+        stream = Stream.open(a.url, f"/v1/ledgers/{lid}/stream")
+        assert stream.send_all(sent[:100])
+        bookies[0].pause()
         try:
-            wait_writable(a, 3)
-            wait_writable(b, 3)
-            lid = a.create(ensemble_size=3, write_quorum=3, ack_quorum=3)["ledger_id"]
-            sent = records(300)
-            stream = Stream.open(a.url, f"/v1/ledgers/{lid}/stream")
-            assert stream.send_all(sent[:100])
-            bookies[0].pause()
-            try:
-                for payload in sent[100:]:
-                    assert stream.send(payload)
-                # Every record taken and sent on to the bookies (counted once per bookie
-                # until it answers; the paused one does not).
-                wait_for(
-                    lambda: metric_value(a.metrics(), "quire_gateway_adds_in_flight") >= 200,
-                    20.0,
-                    "the gateway to take the 200 records",
-                )
-                assert len(stream.acks) == 100
-                a.proc.signal(signal.SIGTERM)
-                wait_for(
-                    lambda: "Shutting down" in a.proc.log_path.read_text(),
-                    20.0,
-                    "the gateway to begin its shutdown",
-                )
-                if bookie_back:
-                    bookies[0].resume()
-                began = time.monotonic()
-                assert stream.wait_closed() == 1012
-                waited = time.monotonic() - began
-                assert stream.error is None, stream.error
-                stream.close()
-                acked = 300 if bookie_back else 100
-                assert [ack["entry_id"] for ack in stream.acks] == list(range(acked))
-                if not bookie_back:
-                    assert DRAIN_WAIT_S - 0.5 <= waited <= DRAIN_WAIT_S + 10, waited
-                # It exits by itself (uvicorn re-raises the SIGTERM it handled, once done).
-                assert a.proc.proc is not None
-                assert a.proc.proc.wait(timeout=30) in (0, -signal.SIGTERM)
-            finally:
+            for payload in sent[100:]:
+                assert stream.send(payload)
+            # Every record taken and sent on to the bookies (counted once per bookie
+            # until it answers; the paused one does not).
+            wait_for(
+                lambda: metric_value(a.metrics(), "quire_gateway_adds_in_flight") >= 200,
+                20.0,
+                "the gateway to take the 200 records",
+            )
+            assert len(stream.acks) == 100
+            a.proc.signal(signal.SIGTERM)
+            wait_for(
+                lambda: "Shutting down" in a.proc.log_path.read_text(),
+                20.0,
+                "the gateway to begin its shutdown",
+            )
+            if bookie_back:
                 bookies[0].resume()
-            b.recover(lid)
-            in_ledger = [data for _, data in b.read_all(lid)]
-            assert len(in_ledger) >= acked
-            assert in_ledger == sent[: len(in_ledger)]
+            began = time.monotonic()
+            assert stream.wait_closed() == 1012
+            waited = time.monotonic() - began
+            assert stream.error is None, stream.error
+            stream.close()
+            acked = 300 if bookie_back else 100
+            assert [ack["entry_id"] for ack in stream.acks] == list(range(acked))
+            if not bookie_back:
+                assert DRAIN_WAIT_S - 0.5 <= waited <= DRAIN_WAIT_S + 10, waited
+            # It exits by itself (uvicorn re-raises the SIGTERM it handled, once done).
+            assert a.proc.proc is not None
+            assert a.proc.proc.wait(timeout=30) in (0, -signal.SIGTERM)
         finally:
-            a.close_client()
-            b.close_client()
+            bookies[0].resume()
+        b.recover(lid)
+        in_ledger = [data for _, data in b.read_all(lid)]
+        assert len(in_ledger) >= acked
+        assert in_ledger == sent[: len(in_ledger)]
 
 
 def test_streams_together_wait_for_the_gateways_budget(
