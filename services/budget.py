@@ -45,11 +45,8 @@ class BudgetShare:
         """Take ``size`` bytes of budget if that needs no wait (``take`` without a
         coroutine, for the common case); False, holding nothing more, otherwise."""
         budget = self._budget
-        used = budget.used_bytes
-        fits = not budget._waiters and (used == 0 or used + size <= budget.limit_bytes)
-        if fits or budget._oldest() is self:
-            budget.used_bytes = used + size
-            self.held_bytes += size
+        if (not budget._waiters and budget._fits(size)) or budget._oldest() is self:
+            budget._grant(self, size)
             return True
         return False
 

@@ -47,7 +47,8 @@ def gateway(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gat
 
 def example(gateway: Gateway, ledger_id: int) -> str:
     """The README's JavaScript streaming example with this gateway, ledger and token."""
-    section = README.read_text()[README.read_text().index("## Streaming appends") :]
+    readme = README.read_text()
+    section = readme[readme.index("## Streaming appends") :]
     code = section[section.index("```javascript\n") + len("```javascript\n") :]
     code = code[: code.index("```")]
     host = gateway.url.removeprefix("http://")
