@@ -256,6 +256,7 @@ class AddLane:
     docstring): the same checks, answers and errors as ``AddFastPath``."""
 
     body_max_bytes = LANE_BODY_MAX_BYTES
+    body_budget = None  # the add budget is taken at once, body whole (``add_body``)
 
     def __init__(
         self,

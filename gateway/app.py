@@ -124,6 +124,9 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     # The payload bytes in flight of all streams together (gateway/stream.py).
     stream_budget = ByteBudget(settings.streams_bytes_in_flight_max)
     metrics.watch_streams(stream_budget)
+    # The bytes of all REST add and append bodies held at once (services/web/lane.py).
+    body_budget = ByteBudget(settings.requests_bytes_in_flight_max)
+    metrics.watch_bodies(body_budget)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -190,6 +193,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     app.state.metadata_store = None
     app.state.token_required = bool(settings.api_token or settings.admin_token)
     app.state.stream_budget = stream_budget
+    app.state.body_budget = body_budget
     install_error_handlers(app)
 
     def ready() -> bool:
@@ -208,7 +212,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     tokens = TokenPolicy(settings.api_token, settings.admin_token)
     app.add_middleware(TokenMiddleware, policy=tokens)
     if settings.fast_path:  # below FastAPI's stack, with the same token check
-        routes = AddRoutes(lambda: app.state.gateway, tokens.allows)
+        routes = AddRoutes(lambda: app.state.gateway, tokens.allows, body_budget)
         app.lane = routes
         app.front = AddFastPath(app.stack, routes)
     return app

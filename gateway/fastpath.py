@@ -39,6 +39,7 @@ from gateway.passwords import client_address
 from gateway.routes.ledgers import add_answer
 from gateway.routes.logs import append_answer
 from gateway.service import Gateway
+from services.budget import BudgetShare, ByteBudget
 from services.errors import PayloadTooLarge, QuireError
 from services.limits import BODY_SIZE_MAX_BYTES, ID_MAX
 from services.protocol.log_records import KEY_MAX_CHARS
@@ -69,9 +70,12 @@ class AddRoutes:
         self,
         gateway: Callable[[], Gateway | None],
         allows: Callable[[Scope], bool] = lambda scope: True,
+        body_budget: ByteBudget | None = None,
     ) -> None:
         self.gateway = gateway
         self.allows = allows
+        # All REST bodies' bytes held at once (``--requests-bytes-in-flight-max``).
+        self.body_budget = body_budget
 
     def take(self, scope: Scope) -> LaneCall | None:
         """The call serving ``scope``'s request (its body to come), or None when FastAPI
@@ -170,15 +174,21 @@ class AddFastPath:
         if call is None:
             await self.app(scope, receive, send)
             return
+        budget = self.routes.body_budget
+        share = budget.open() if budget is not None else None
         try:
-            raw = await _body((_headers(scope) or {}).get(b"content-length"), receive)
-        except QuireError as exc:
-            await _send(send, *error_answer(exc, f"POST {scope['path']}"))
-            return
-        except _Disconnected:
-            await _send(send, 400, b"", ())
-            return
-        await _send(send, *await call(raw))
+            try:
+                raw = await _body((_headers(scope) or {}).get(b"content-length"), receive, share)
+            except QuireError as exc:
+                await _send(send, *error_answer(exc, f"POST {scope['path']}"))
+                return
+            except _Disconnected:
+                await _send(send, 400, b"", ())
+                return
+            await _send(send, *await call(raw))
+        finally:
+            if share is not None:
+                share.close()
 
 
 def _headers(scope: Scope) -> dict[bytes, str] | None:
@@ -193,8 +203,9 @@ def _headers(scope: Scope) -> dict[bytes, str] | None:
     return found
 
 
-async def _body(declared: str | None, receive: Receive) -> bytes:
-    """The whole body, with ``read_body``'s limits and messages."""
+async def _body(declared: str | None, receive: Receive, share: BudgetShare | None) -> bytes:
+    """The whole body, with ``read_body``'s limits and messages, taking budget for each
+    piece as it arrives (while it waits, uvicorn stops reading the socket)."""
     limit = BODY_SIZE_MAX_BYTES
     if declared is not None:
         content_length(declared, limit)
@@ -209,6 +220,8 @@ async def _body(declared: str | None, receive: Receive) -> bytes:
             total += len(chunk)
             if declared is None and total > limit:
                 raise PayloadTooLarge(f"body over the limit of {limit} bytes")
+            if share is not None:
+                await share.take(len(chunk))
             chunks.append(chunk)
         if not message.get("more_body", False):
             break

@@ -148,11 +148,26 @@ class GatewayMetrics:
             "Streams waiting for the budget of all streams before they read on",
             registry=r,
         )
+        self._bodies_waiting = Gauge(
+            "quire_gateway_requests_waiting",
+            "Add and append requests waiting for the budget of all REST bodies before they read on",
+            registry=r,
+        )
+        self._body_bytes = Gauge(
+            "quire_gateway_request_body_bytes",
+            "Bytes of add and append request bodies read and not yet answered",
+            registry=r,
+        )
         self._stream_bytes = Gauge(
             "quire_gateway_stream_in_flight_bytes",
             "Payload bytes of all streams read and not yet acknowledged",
             registry=r,
         )
+
+    def watch_bodies(self, budget: ByteBudget) -> None:
+        """Report the REST bodies' use of ``budget`` (read when scraped)."""
+        self._bodies_waiting.set_function(lambda: budget.waiting)
+        self._body_bytes.set_function(lambda: budget.used_bytes)
 
     def watch_streams(self, budget: ByteBudget) -> None:
         """Report the streams' shares of ``budget`` (read when scraped)."""

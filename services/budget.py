@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from functools import partial
 
 
 class BudgetShare:
@@ -50,27 +51,25 @@ class BudgetShare:
             return True
         return False
 
-    async def take(self, size: int) -> None:
-        """Take ``size`` bytes of budget, waiting (in arrival order) while it is spent."""
+    def request(self, size: int) -> asyncio.Future[None] | None:
+        """Take ``size`` bytes of budget now (None), or queue for them in arrival order:
+        the future is done once they are taken (for a caller that cannot await, such as
+        the HTTP protocol: services/web/lane.py). Cancelling it leaves the queue; one
+        request at a time per share."""
         if self.try_take(size):
-            return
+            return None
         budget = self._budget
         waiter = _Waiter(size, asyncio.get_running_loop().create_future(), self)
         budget._waiters.append(waiter)
         self._waiting = waiter
-        try:
-            await waiter.future
-        except asyncio.CancelledError:
-            if not waiter.future.done() or waiter.future.cancelled():
-                try:
-                    budget._waiters.remove(waiter)
-                except ValueError:
-                    pass
-                budget._wake()
-            # else: granted just as we were cancelled; ``close`` gives it back.
-            raise
-        finally:
-            self._waiting = None
+        waiter.future.add_done_callback(partial(_left_queue, budget, waiter))
+        return waiter.future
+
+    async def take(self, size: int) -> None:
+        """Take ``size`` bytes of budget, waiting (in arrival order) while it is spent."""
+        future = self.request(size)
+        if future is not None:
+            await future
 
     def give(self, size: int) -> None:
         """Give back ``size`` of the bytes this share holds."""
@@ -87,6 +86,20 @@ class BudgetShare:
         budget.used_bytes -= self.held_bytes
         self.held_bytes = 0
         budget._open.pop(self, None)
+        budget._wake()
+
+
+def _left_queue(budget: ByteBudget, waiter: _Waiter, future: asyncio.Future[None]) -> None:
+    """A request's future is done: granted (by ``_wake``), or cancelled (its waiter leaves
+    the queue, and the budget goes to the next)."""
+    share = waiter.share
+    if share._waiting is waiter:
+        share._waiting = None
+    if future.cancelled():
+        try:
+            budget._waiters.remove(waiter)
+        except ValueError:
+            pass
         budget._wake()
 
 

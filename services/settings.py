@@ -212,6 +212,16 @@ class GatewaySettings(CommonSettings):
         "to close and tell whether the append is in it",
     )
 
+    # REST bodies (services/budget.py): the bytes all add and append bodies may hold.
+    requests_bytes_in_flight_max: int = Field(
+        256 * 1024 * 1024,
+        ge=1,
+        le=1 << 40,
+        description="bytes of request bodies all REST calls together may hold, from "
+        "their first byte to their answer; past it a request waits (in turn; the oldest "
+        "never does) and the gateway stops reading its socket",
+    )
+
     # Streaming appends (gateway/stream.py): credits and bytes in flight per stream.
     stream_credits: int = Field(
         1_024, ge=1, le=BATCH_ENTRIES_MAX, description="records one stream may have in flight"

@@ -54,7 +54,7 @@ from services.limits import (
 )
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.reads import digest_key, page_last, readable_end
-from services.web.body import is_json, read_body
+from services.web.body import body_share, is_json, read_body
 from services.web.errors import error_response
 from services.wire import entries_stream
 
@@ -164,8 +164,9 @@ async def get_ledger(ledger_id: LedgerIdPath, gw: GatewayDep) -> dict[str, Any]:
 async def add_entries(
     ledger_id: LedgerIdPath, request: Request, gw: GatewayDep, password: PasswordHeader = None
 ) -> dict[str, int]:
-    raw = await read_body(request, BODY_SIZE_MAX_BYTES)
-    return await add_answer(gw, ledger_id, password, raw, is_json(request))
+    with body_share(request) as share:
+        raw = await read_body(request, BODY_SIZE_MAX_BYTES, share)
+        return await add_answer(gw, ledger_id, password, raw, is_json(request))
 
 
 async def add_answer(

@@ -49,7 +49,7 @@ from services.protocol.logs import (
     Position,
     check_log_name,
 )
-from services.web.body import is_json, read_body
+from services.web.body import body_share, is_json, read_body
 from services.web.errors import error_response
 from services.web.methods import fallback_route
 
@@ -222,8 +222,9 @@ async def append_records(
     _name(name)
     if key is not None:
         log_records.check_key(key)
-    raw = await read_body(request, BODY_SIZE_MAX_BYTES)
-    return await append_answer(gw, name, key, raw, is_json(request))
+    with body_share(request) as share:
+        raw = await read_body(request, BODY_SIZE_MAX_BYTES, share)
+        return await append_answer(gw, name, key, raw, is_json(request))
 
 
 async def append_answer(

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from fastapi import Request
 
+from services.budget import BudgetShare, ByteBudget
 from services.errors import InvalidArgument, PayloadTooLarge
 
 # More significant digits than any limit we set has: a longer Content-Length is over the
@@ -29,19 +33,39 @@ def content_length(declared: str, limit: int) -> int:
     return int(digits)
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The whole request body, refused with 413 as soon as it passes ``limit`` bytes."""
+async def read_body(request: Request, limit: int, share: BudgetShare | None = None) -> bytes:
+    """The whole request body, refused with 413 as soon as it passes ``limit`` bytes.
+    With a ``share`` of a byte budget (services/budget.py), budget is taken for each
+    piece as it arrives; while it waits, the server stops reading the socket."""
     declared = request.headers.get("content-length")
     if declared is not None:
         content_length(declared, limit)
-        return await request.body()
+        if share is None:
+            return await request.body()
     chunks, total = [], 0
     async for chunk in request.stream():
         total += len(chunk)
         if total > limit:
             raise PayloadTooLarge(f"body over the limit of {limit} bytes")
+        if share is not None and chunk:
+            await share.take(len(chunk))
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+@contextmanager
+def body_share(request: Request) -> Iterator[BudgetShare | None]:
+    """A share of the application's ``body_budget`` (``app.state``; None when it has
+    none) for one request, given back when the request is done with its body."""
+    budget: ByteBudget | None = getattr(request.app.state, "body_budget", None)
+    if budget is None:
+        yield None
+        return
+    share = budget.open()
+    try:
+        yield share
+    finally:
+        share.close()
 
 
 def is_json(request: Request) -> bool:

@@ -24,11 +24,19 @@ a single-entry add at 64 clients that was about a fifth of the gateway's event l
   ``connection: close`` when the request asked for it or the server is shutting down;
 - the request id and the access log are the access middleware's (``REQUEST_ID`` set
   while the call runs, services/web/access.py's ``AccessLog``); the head and body
-  timers, the connection table and pipelining are the protocol's, as for any request.
+  timers, the connection table and pipelining are the protocol's, as for any request;
+- a lane with a ``body_budget`` (services/budget.py; the gateway's, for all its REST
+  bodies) holds a share of it from the head to the answer: the protocol takes budget
+  for each piece of the body as it arrives and, while the budget is spent, stops
+  reading the socket until the request's turn comes (waiting for budget does not count
+  against the body's time-out). The piece that did not fit is already read, so a
+  waiting connection holds at most one read beyond the budget, as uvicorn's own buffer
+  does on the ASGI path.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -36,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 
+from services.budget import BudgetShare, ByteBudget
 from services.errors import QuireError
 from services.request_ids import REQUEST_ID, scope_request_id
 from services.web.errors import error_body
@@ -65,6 +74,8 @@ class Lane(Protocol):
     # The longest wait for a taken request's whole body, when shorter than the server's
     # ``body_read_timeout_ms`` (None: the server's); the protocol then answers 408.
     body_read_timeout_s: float | None
+    # The bytes of all the lane's bodies held at once (the module docstring), or None.
+    body_budget: ByteBudget | None
 
     def take(self, scope: dict[str, Any]) -> LaneCall | None:
         """The call that serves the request of ``scope`` (method, path, headers and
@@ -100,9 +111,20 @@ class LaneCycle:
         "disconnected",
         "response_started",
         "response_complete",
+        "share",
+        "owed",
+        "waiting",
+        "request",
+        "served",
     )
 
-    def __init__(self, scope: dict[str, Any], call: LaneCall, keep_alive: bool) -> None:
+    def __init__(
+        self,
+        scope: dict[str, Any],
+        call: LaneCall,
+        keep_alive: bool,
+        share: BudgetShare | None = None,
+    ) -> None:
         self.scope = scope
         self.call = call
         self.keep_alive = keep_alive
@@ -112,6 +134,23 @@ class LaneCycle:
         self.disconnected = False
         self.response_started = False
         self.response_complete = False
+        self.share = share  # the request's part of the lane's body budget, if it has one
+        self.owed = 0  # body bytes read and not yet covered by budget
+        self.waiting: asyncio.Future[None] | None = None  # done once ``owed`` has budget
+        self.request: asyncio.Future[None] | None = None  # the share's request for it
+        self.served = False  # ``serve`` runs (and gives the share back)
+
+    def release(self) -> None:
+        """Give the share back and stop waiting for budget: the request ends unserved
+        (``serve`` gives it back itself once it runs)."""
+        if self.request is not None:
+            self.request.cancel()  # leaves the budget's queue
+            self.request = None
+        if self.waiting is not None:
+            self.waiting.cancel()
+            self.waiting = None
+        if self.share is not None:
+            self.share.close()
 
 
 def error_answer(
@@ -189,7 +228,9 @@ def offer(protocol: BoundedHttpProtocol, lane: Lane) -> LaneCycle | None:
     call = lane.take(scope)
     if call is None:
         return None
-    return LaneCycle(scope, call, parser.should_keep_alive())
+    budget = lane.body_budget
+    share = budget.open() if budget is not None else None
+    return LaneCycle(scope, call, parser.should_keep_alive(), share)
 
 
 async def serve(protocol: BoundedHttpProtocol, cycle: LaneCycle) -> None:
@@ -200,6 +241,8 @@ async def serve(protocol: BoundedHttpProtocol, cycle: LaneCycle) -> None:
     started = time.perf_counter()
     status = 0
     try:
+        if cycle.waiting is not None:
+            await cycle.waiting  # budget for the body's last pieces
         try:
             answer = await cycle.call(bytes(cycle.body))
         except Exception:  # noqa: BLE001 - a JSON 500, as the application's own
@@ -227,4 +270,6 @@ async def serve(protocol: BoundedHttpProtocol, cycle: LaneCycle) -> None:
             protocol.transport.close()
         protocol.on_response_complete()
     finally:
+        if cycle.share is not None:
+            cycle.share.close()
         protocol.access.record(cycle.scope, status, (time.perf_counter() - started) * 1000)

@@ -159,6 +159,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timer()
+        self._release_lane_cycle()
         if self._admitted is not None:
             self.table.release(self._admitted)
             self._admitted = None
@@ -268,10 +269,62 @@ class BoundedHttpProtocol(HttpToolsProtocol):
     def on_body(self, body: bytes) -> None:
         cycle: Any = self.cycle
         if type(cycle) is LaneCycle:
-            # Bounded by its Content-Length, which the lane's body bound admitted.
+            # Bounded by its Content-Length, which the lane's body bound admitted, and
+            # all lane bodies together by the lane's budget, if it has one.
+            share = cycle.share
+            if share is not None:
+                if cycle.waiting is not None:
+                    cycle.owed += len(body)
+                else:
+                    request = share.request(len(body))
+                    if request is not None:
+                        cycle.owed = len(body)
+                        self._wait_for_budget(cycle, request)
             cycle.body += body
             return
         super().on_body(body)
+
+    def _wait_for_budget(self, cycle: LaneCycle, request: asyncio.Future[None]) -> None:
+        """Stop reading until ``cycle``'s share has budget for what it read past it (in
+        turn: services/budget.py); the body's time-out stops meanwhile. ``cycle.waiting``
+        is done once it has."""
+        self.flow.pause_reading()
+        body_left_s = self._due_at - self.loop.time() if self._due is not None else None
+        self._disarm()
+        asked = cycle.owed
+        cycle.waiting = self.loop.create_future()
+
+        def granted(future: asyncio.Future[None]) -> None:
+            nonlocal asked
+            if future.cancelled() or cycle.disconnected:
+                return
+            cycle.owed -= asked
+            if cycle.owed:  # more was read while it waited
+                again = cycle.share.request(cycle.owed)  # type: ignore[union-attr]
+                if again is not None:
+                    asked = cycle.owed
+                    cycle.request = again
+                    again.add_done_callback(granted)
+                    return
+            cycle.request = None
+            waiting, cycle.waiting = cycle.waiting, None
+            if waiting is not None:
+                waiting.set_result(None)
+            if self.cycle is not cycle or self.transport.is_closing():  # type: ignore[comparison-overlap]
+                return
+            self.flow.resume_reading()
+            if cycle.more_body and body_left_s is not None:
+                self._arm(max(body_left_s, 0.0), self._body_timeout)
+
+        cycle.request = request
+        request.add_done_callback(granted)
+
+    def _release_lane_cycle(self) -> None:
+        """A lane request that ends before it is served gives its budget back."""
+        cycle: Any = self.cycle
+        if type(cycle) is LaneCycle and not cycle.served:
+            cycle.disconnected = True
+            cycle.release()
 
     def on_message_complete(self) -> None:
         self._disarm()
@@ -280,6 +333,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         super().on_message_complete()
         cycle: Any = self.cycle
         if type(cycle) is LaneCycle and not cycle.response_started and not cycle.disconnected:
+            cycle.served = True
             task = self.loop.create_task(serve(self, cycle))
             task.add_done_callback(self.tasks.discard)
             self.tasks.add(task)
@@ -384,6 +438,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         before a request's head was read get a new request id."""
         self._answered = True
         self._disarm()
+        self._release_lane_cycle()
         cycle = self.cycle
         started = cycle is not None and cycle.response_started and not cycle.response_complete
         if cycle is not None and not cycle.response_complete:

@@ -14,6 +14,7 @@ import pytest
 import uvicorn
 from uvicorn.server import ServerState
 
+from services.budget import ByteBudget
 from services.errors import LedgerFenced
 from services.request_ids import REQUEST_ID
 from services.web.bounds import ConnectionTable, ServerLimits
@@ -48,11 +49,13 @@ class FakeTransport:
     def write_eof(self) -> None:
         self.eof = True
 
+    reading = True
+
     def pause_reading(self) -> None:
-        pass
+        self.reading = False
 
     def resume_reading(self) -> None:
-        pass
+        self.reading = True
 
     def answer(self) -> tuple[int, dict]:
         head, _, body = self.written.partition(b"\r\n\r\n")
@@ -345,6 +348,7 @@ class EchoLane:
 
     body_max_bytes = 1000
     body_read_timeout_s: float | None = None
+    body_budget: ByteBudget | None = None
 
     def __init__(self) -> None:
         self.seen: list[tuple[str, bytes, str | None]] = []
@@ -598,3 +602,93 @@ def test_a_lane_error_answer_maps_api_errors_and_hides_the_others(
         r.exc_info and "db path /secret" in str(r.exc_info[1]) and "POST /v1/x" in r.getMessage()
         for r in caplog.records
     )
+
+
+# ---------------------------------------------------------------- the lane's body budget
+
+
+def budget_lane(limit: int) -> tuple[EchoLane, ByteBudget]:
+    lane = EchoLane()
+    lane.body_budget = ByteBudget(limit)
+    lane.gate = asyncio.Event()
+    return lane, lane.body_budget
+
+
+def test_a_lane_body_waits_for_the_budget_unread_and_untimed_then_is_served() -> None:
+    """Bodies of lane requests share the lane's budget: a piece that does not fit stops
+    the reading of its socket until the request's turn (the body's time-out does not
+    run meanwhile); once the first request is answered, the second reads on and is
+    served whole, and all the budget comes back."""
+    lane, budget = budget_lane(100)
+
+    async def scenario(connect: Any) -> None:
+        first, first_t = connect("127.0.0.1")
+        second, second_t = connect("127.0.0.1")
+        first.data_received(post(b"/lane/a", b"a" * 80))
+        await settle(lambda: len(lane.seen) == 1)
+        assert budget.used_bytes == 80
+        request = post(b"/lane/b", b"b" * 60)
+        second.data_received(request[:-30])
+        assert not second_t.reading and budget.waiting == 1
+        await asyncio.sleep(0.2)  # four body time-outs: none may fire while it waits
+        assert second_t.written == b"" and not second_t.closed
+        lane.gate.set()  # type: ignore[union-attr]
+        await settle(lambda: second_t.reading)
+        assert first_t.answer() == (201, {"lane": 80})
+        assert budget.used_bytes == 30
+        second.data_received(request[-30:])
+        await settle(lambda: second_t.written != b"")
+        assert second_t.answer() == (201, {"lane": 60})
+        assert lane.seen[1][1] == b"b" * 60
+        await settle(lambda: not second.tasks)
+        assert (budget.used_bytes, budget.shares, budget.waiting) == (0, 0, 0)
+
+    run_lane(lane, scenario, ServerLimits(body_read_timeout_s=0.05))
+
+
+def test_the_oldest_lane_request_never_waits_for_the_budget() -> None:
+    """A body larger than the whole budget is still read and served: the oldest open
+    request may always take what it needs (services/budget.py), so nothing deadlocks."""
+    lane, budget = budget_lane(10)
+    lane.gate.set()  # type: ignore[union-attr]
+
+    async def scenario(connect: Any) -> None:
+        proto, transport = connect("127.0.0.1")
+        request = post(b"/lane/big", b"x" * 500)
+        proto.data_received(request[:-250])
+        assert transport.reading and budget.used_bytes == 250
+        proto.data_received(request[-250:])
+        await settle(lambda: transport.written != b"")
+        assert transport.answer() == (201, {"lane": 500})
+        await settle(lambda: not proto.tasks)
+        assert (budget.used_bytes, budget.shares) == (0, 0)
+
+    run_lane(lane, scenario)
+
+
+def test_a_lane_request_gone_or_timed_out_gives_its_budget_back() -> None:
+    """A client that leaves while its request waits for budget takes its share with it
+    (the next waiter gets the budget), and so does a request whose body stops after its
+    wait: its time-out runs again once it has budget, and its 408 frees the budget."""
+    lane, budget = budget_lane(100)
+
+    async def scenario(connect: Any) -> None:
+        holder, holder_t = connect("127.0.0.1")
+        gone, _ = connect("127.0.0.1")
+        slow, slow_t = connect("127.0.0.1")
+        holder.data_received(post(b"/lane/a", b"a" * 90))
+        await settle(lambda: len(lane.seen) == 1)
+        gone.data_received(post(b"/lane/b", b"b" * 50)[:-10])
+        slow.data_received(post(b"/lane/c", b"c" * 50)[:-10])
+        assert budget.waiting == 2 and budget.shares == 3
+        gone.connection_lost(None)
+        await settle(lambda: budget.waiting == 1 and budget.shares == 2)
+        lane.gate.set()  # type: ignore[union-attr]
+        await settle(lambda: slow_t.written != b"")
+        assert holder_t.answer() == (201, {"lane": 90})
+        assert slow_t.answer()[0] == 408  # the rest of its body never came
+        assert lane.seen[1:] == []
+        await settle(lambda: not holder.tasks)
+        assert (budget.used_bytes, budget.shares, budget.waiting) == (0, 0, 0)
+
+    run_lane(lane, scenario, ServerLimits(body_read_timeout_s=0.3))
