@@ -1,6 +1,6 @@
-"""The bound on bytes in flight (a bookie's adds, a gateway's streams): taken as bytes
-arrive, waits while spent, serves in order, never deadlocks; a stream gives back part of
-what it holds as its records are acknowledged."""
+"""The bound on bytes in flight (a bookie's adds, a gateway's streams and REST bodies):
+taken as bytes arrive, waits while spent, serves in order, never deadlocks; a stream
+gives back part of what it holds as its records are acknowledged."""
 
 from __future__ import annotations
 
@@ -150,5 +150,31 @@ def test_giving_back_part_of_a_share_admits_the_next_waiter():
         stream.close()
         other.close()
         assert (budget.used_bytes, budget.shares) == (0, 0)
+
+    asyncio.run(main())
+
+
+def test_a_request_without_a_coroutine_queues_in_turn_and_a_cancelled_one_leaves():
+    """``request`` (the HTTP protocol's, which cannot await): None when the bytes are
+    taken at once, else a future done once they are, in arrival order; cancelling it
+    leaves the queue and the next waiter gets the budget."""
+
+    async def main():
+        budget = ByteBudget(100)
+        holder, leaver, next_one = budget.open(), budget.open(), budget.open()
+        assert holder.request(90) is None and budget.used_bytes == 90
+        left = leaver.request(50)
+        waiting = next_one.request(20)
+        assert left is not None and waiting is not None
+        assert budget.waiting == 2
+        left.cancel()
+        await asyncio.sleep(0)  # the future's callbacks run
+        assert budget.waiting == 1 and not waiting.done() and leaver.held_bytes == 0
+        holder.close()
+        await asyncio.wait_for(waiting, 1)
+        assert next_one.held_bytes == 20 and budget.used_bytes == 20
+        leaver.close()
+        next_one.close()
+        assert (budget.used_bytes, budget.shares, budget.waiting) == (0, 0, 0)
 
     asyncio.run(main())
