@@ -88,7 +88,8 @@ class BudgetShare:
         budget.used_bytes -= self.held_bytes
         self.held_bytes = 0
         budget._open.pop(self, None)
-        budget._wake()
+        if budget._waiters:  # the oldest share's wait, if any, is among them
+            budget._wake()
 
 
 def _left_queue(budget: ByteBudget, waiter: _Waiter, future: asyncio.Future[None]) -> None:
