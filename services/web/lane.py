@@ -128,7 +128,7 @@ class LaneCycle:
         self.scope = scope
         self.call = call
         self.keep_alive = keep_alive
-        self.body = bytearray()
+        self.body: list[bytes] = []  # as it arrives: one piece for most (no copy)
         self.more_body = True
         self.message_event = _NO_EVENT
         self.disconnected = False
@@ -243,13 +243,16 @@ async def serve(protocol: BoundedHttpProtocol, cycle: LaneCycle) -> None:
     try:
         if cycle.waiting is not None:
             await cycle.waiting  # budget for the body's last pieces
+        pieces, cycle.body = cycle.body, []
+        body = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        del pieces  # the body alone is held while the call runs
         try:
-            answer = await cycle.call(bytes(cycle.body))
+            answer = await cycle.call(body)
         except Exception:  # noqa: BLE001 - a JSON 500, as the application's own
             scope = cycle.scope
             log.exception("unexpected error on %s %s", scope["method"], scope["path"])
             answer = _INTERNAL_ERROR
-        cycle.body = bytearray()
+        del body
         status = answer[0]
         flow = protocol.flow
         if flow.write_paused and not cycle.disconnected:

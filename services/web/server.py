@@ -280,7 +280,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
                     if request is not None:
                         cycle.owed = len(body)
                         self._wait_for_budget(cycle, request)
-            cycle.body += body
+            cycle.body.append(body)
             return
         super().on_body(body)
 
