@@ -151,6 +151,7 @@ class LaneCycle:
             self.waiting = None
         if self.share is not None:
             self.share.close()
+            self.share = None
 
 
 def error_answer(

@@ -296,11 +296,12 @@ class BoundedHttpProtocol(HttpToolsProtocol):
 
         def granted(future: asyncio.Future[None]) -> None:
             nonlocal asked
-            if future.cancelled() or cycle.disconnected:
-                return
+            share = cycle.share
+            if future.cancelled() or share is None:
+                return  # released (``LaneCycle.release``): the request ended unserved
             cycle.owed -= asked
             if cycle.owed:  # more was read while it waited
-                again = cycle.share.request(cycle.owed)  # type: ignore[union-attr]
+                again = share.request(cycle.owed)
                 if again is not None:
                     asked = cycle.owed
                     cycle.request = again
@@ -308,9 +309,13 @@ class BoundedHttpProtocol(HttpToolsProtocol):
                     return
             cycle.request = None
             waiting, cycle.waiting = cycle.waiting, None
-            if waiting is not None:
-                waiting.set_result(None)
-            if self.cycle is not cycle or self.transport.is_closing():  # type: ignore[comparison-overlap]
+            if waiting is not None and not waiting.done():
+                waiting.set_result(None)  # ``serve``, if it waits, goes on
+            if (
+                cycle.disconnected
+                or self.cycle is not cycle  # type: ignore[comparison-overlap]
+                or self.transport.is_closing()
+            ):
                 return
             self.flow.resume_reading()
             if cycle.more_body and body_left_s is not None:

@@ -692,3 +692,27 @@ def test_a_lane_request_gone_or_timed_out_gives_its_budget_back() -> None:
         assert (budget.used_bytes, budget.shares, budget.waiting) == (0, 0, 0)
 
     run_lane(lane, scenario, ServerLimits(body_read_timeout_s=0.3))
+
+
+def test_a_whole_body_waiting_for_budget_is_still_served_when_its_client_leaves() -> None:
+    """A request whose body is complete but not yet covered by budget waits to be served;
+    if its client leaves meanwhile, it is served all the same once its turn comes (as an
+    add whose body arrived whole is on the ASGI path), nothing is written, and the
+    budget comes back."""
+    lane, budget = budget_lane(100)
+
+    async def scenario(connect: Any) -> None:
+        holder, holder_t = connect("127.0.0.1")
+        leaver, leaver_t = connect("127.0.0.1")
+        holder.data_received(post(b"/lane/a", b"a" * 80))
+        await settle(lambda: len(lane.seen) == 1)
+        leaver.data_received(post(b"/lane/b", b"b" * 60))
+        assert budget.waiting == 1 and len(leaver.tasks) == 2  # both serves run (one set)
+        leaver.connection_lost(None)
+        lane.gate.set()  # type: ignore[union-attr]
+        await settle(lambda: len(lane.seen) == 2 and not leaver.tasks and not holder.tasks)
+        assert lane.seen[1][:2] == ("/lane/b", b"b" * 60)
+        assert holder_t.answer() == (201, {"lane": 80}) and leaver_t.written == b""
+        assert (budget.used_bytes, budget.shares, budget.waiting) == (0, 0, 0)
+
+    run_lane(lane, scenario)
