@@ -43,7 +43,7 @@ from services.budget import BudgetShare, ByteBudget
 from services.errors import PayloadTooLarge, QuireError
 from services.limits import BODY_SIZE_MAX_BYTES, ID_MAX
 from services.protocol.log_records import KEY_MAX_CHARS
-from services.web.body import content_length, is_json_type
+from services.web.body import content_length, is_json_type, take_untimed
 from services.web.lane import JSON_TYPE, Answer, LaneCall, error_answer
 
 log = logging.getLogger(__name__)
@@ -178,7 +178,8 @@ class AddFastPath:
         share = budget.open() if budget is not None else None
         try:
             try:
-                raw = await _body((_headers(scope) or {}).get(b"content-length"), receive, share)
+                declared = (_headers(scope) or {}).get(b"content-length")
+                raw = await _body(declared, receive, share, scope)
             except QuireError as exc:
                 await _send(send, *error_answer(exc, f"POST {scope['path']}"))
                 return
@@ -203,9 +204,12 @@ def _headers(scope: Scope) -> dict[bytes, str] | None:
     return found
 
 
-async def _body(declared: str | None, receive: Receive, share: BudgetShare | None) -> bytes:
+async def _body(
+    declared: str | None, receive: Receive, share: BudgetShare | None, scope: Scope
+) -> bytes:
     """The whole body, with ``read_body``'s limits and messages, taking budget for each
-    piece as it arrives (while it waits, uvicorn stops reading the socket)."""
+    piece as it arrives (while it waits, uvicorn stops reading the socket, and the body's
+    time-out stops: ``take_untimed``)."""
     limit = BODY_SIZE_MAX_BYTES
     if declared is not None:
         content_length(declared, limit)
@@ -221,7 +225,7 @@ async def _body(declared: str | None, receive: Receive, share: BudgetShare | Non
             if declared is None and total > limit:
                 raise PayloadTooLarge(f"body over the limit of {limit} bytes")
             if share is not None:
-                await share.take(len(chunk))
+                await take_untimed(share, len(chunk), scope)
             chunks.append(chunk)
         if not message.get("more_body", False):
             break

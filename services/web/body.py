@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 from fastapi import Request
 
 from services.budget import BudgetShare, ByteBudget
 from services.errors import InvalidArgument, PayloadTooLarge
+
+# The scope extension through which an application stops its request's body time-out
+# while it waits for something other than the client (services/web/server.py's
+# ``BodyTimer``).
+BODY_TIMER = "quire.body_timer"
 
 # More significant digits than any limit we set has: a longer Content-Length is over the
 # limit whatever it says (and never reaches int(), which refuses past 4,300 digits).
@@ -48,9 +54,24 @@ async def read_body(request: Request, limit: int, share: BudgetShare | None = No
         if total > limit:
             raise PayloadTooLarge(f"body over the limit of {limit} bytes")
         if share is not None and chunk:
-            await share.take(len(chunk))
+            await take_untimed(share, len(chunk), request.scope)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+async def take_untimed(share: BudgetShare, size: int, scope: Mapping[str, Any]) -> None:
+    """Take budget for ``size`` bytes of a request's body; while it waits, the request's
+    body time-out stops (services/web/server.py's ``BodyTimer``, when the server has
+    one): the wait is the server's, not the client's."""
+    if share.try_take(size):
+        return
+    timer = scope.get("extensions", {}).get(BODY_TIMER)
+    left = timer.pause() if timer is not None else None
+    try:
+        await share.take(size)
+    finally:
+        if timer is not None:
+            timer.resume(left)
 
 
 @contextmanager

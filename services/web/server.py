@@ -59,6 +59,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from services.request_ids import REQUEST_ID_HEADER_RAW, new_request_id, scope_request_id
 from services.web.access import AccessLog
+from services.web.body import BODY_TIMER
 from services.web.bounds import ConnectionTable, ServerLimits
 from services.web.coalesce import CoalescingTransport, HeadHoldingTransport
 from services.web.lane import Lane, LaneCycle, offer, serve
@@ -116,6 +117,42 @@ def unavailable_app(message: str) -> Any:
 
 
 _BUSY_APP = unavailable_app("too many requests in flight; retry later")
+
+
+class BodyTimer:
+    """The body time-out of one request on the ASGI path, as its application sees it
+    (``scope["extensions"][BODY_TIMER]``): ``pause`` it while the application waits for
+    something other than the client (the gateway's budget of all REST bodies: its
+    socket is not read meanwhile), ``resume`` it with the time that was left. Only
+    while that request's body is still being read; else both do nothing."""
+
+    __slots__ = ("_protocol", "_cycle")
+
+    def __init__(self, protocol: BoundedHttpProtocol, cycle: Any) -> None:
+        self._protocol = protocol
+        self._cycle = cycle
+
+    def pause(self) -> float | None:
+        """Stop the time-out; the seconds it had left (None: it was not running)."""
+        protocol = self._protocol
+        if protocol.cycle is not self._cycle or protocol._due != protocol._body_timeout:
+            return None
+        left = protocol._due_at - protocol.loop.time()
+        protocol._disarm()
+        return left
+
+    def resume(self, left: float | None) -> None:
+        """Start it again with ``left`` seconds (``pause``'s answer)."""
+        protocol = self._protocol
+        cycle = self._cycle
+        if (
+            left is None
+            or protocol.cycle is not cycle
+            or not cycle.more_body
+            or protocol.transport.is_closing()
+        ):
+            return
+        protocol._arm(max(left, 0.0), protocol._body_timeout)
 
 
 class BoundedHttpProtocol(HttpToolsProtocol):
@@ -262,6 +299,9 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         else:
             super().on_headers_complete()
         cycle = self.cycle
+        if cycle is not None and not cycle.response_complete and cycle.more_body:
+            scope: Any = cycle.scope
+            scope.setdefault("extensions", {})[BODY_TIMER] = BodyTimer(self, cycle)
         if cycle is not None and cycle.transport is self.transport:
             # The cycle's task has not run yet: its answer goes out head and body together.
             cycle.transport = HeadHoldingTransport(self.transport, self.loop)  # type: ignore[assignment]

@@ -3,11 +3,13 @@
 plain add), the ASGI fast path (a chunked add) and FastAPI's routes (``--no-fast-path``).
 Real processes: a request that finds the budget spent waits, unanswered, while another
 holds it, and is served once it comes back; the oldest request never waits, so a body
-larger than the whole budget is still served."""
+larger than the whole budget is still served, and the time a request waits for budget
+does not count against its body's time-out."""
 
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
+from services.cluster.processes import ServiceProcess
 from tests.harness import wait_for
 from tests.integration.gateway_support import (
     Gateway,
@@ -117,4 +120,72 @@ def test_a_body_larger_than_the_whole_budget_is_served(gateways: Gateways, path:
     r = _post(gateway.url, lid, body)
     assert r.status_code == 200, r.text
     assert gateway.entry(lid, r.json()["entry_id"]) == body
+    wait_for(lambda: _gauges(gateway) == (0.0, 0.0), 10, "the budget given back")
+
+
+@dataclass
+class Patient:
+    bookies: list[ServiceProcess]
+    fast: Gateway
+    routed: Gateway
+
+
+BODY_TIMEOUT_MS = 1000
+
+
+@pytest.fixture(scope="module")
+def patient(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Patient]:  # type: ignore[no-untyped-def]
+    """Gateways that wait 60 s for a bookie's add (a paused bookie is waited for, not
+    replaced) and read a body for at most 1 s."""
+    with module_cluster(zookeeper, tmp_path_factory.mktemp("body-budget-wait")) as cluster:
+        bookies = start_bookies(cluster, 3)
+        args = [
+            "--requests-bytes-in-flight-max",
+            str(BUDGET),
+            "--bookie-add-timeout-ms",
+            "60000",
+            "--body-read-timeout-ms",
+            str(BODY_TIMEOUT_MS),
+        ]
+        fast = start_gateway(cluster, args)
+        routed = start_gateway(cluster, [*args, "--no-fast-path"])
+        try:
+            wait_writable(fast, 3)
+            wait_writable(routed, 3)
+            yield Patient(bookies, fast, routed)
+        finally:
+            fast.close_client()
+            routed.close_client()
+
+
+@pytest.mark.parametrize("path", ["fast", "routed"])
+def test_waiting_for_the_budget_does_not_count_against_the_body_time_out(
+    patient: Patient, path: str
+) -> None:
+    """A's whole body (900 KB) holds the budget while its add waits for a paused bookie
+    (E=3 Qw=3 Qa=3); B (plain) and C (chunked) wait for budget two and a half body
+    time-outs, then, once the bookie is back, are served: no 408. (C's body, 1.2 MB, is
+    more than the whole budget: it is served once it is the oldest.)"""
+    gateway = getattr(patient, path)
+    lid = gateway.create(ensemble_size=3, write_quorum=3, ack_quorum=3)["ledger_id"]
+    # More than the server reads ahead of the application, so C's body is still being
+    # read while it waits.
+    c_pieces = [bytes([99 + i]) * 300_000 for i in range(4)]
+    bookie = patient.bookies[0]
+    bookie.pause()
+    try:
+        with ThreadPoolExecutor(3) as pool:
+            a = pool.submit(_post, gateway.url, lid, b"a" * 900_000)
+            wait_for(lambda: _gauges(gateway)[0] >= 900_000, 10, "A's body held")
+            b = pool.submit(_post, gateway.url, lid, b"b" * 500_000)
+            c = pool.submit(_post, gateway.url, lid, iter(c_pieces))
+            wait_for(lambda: _gauges(gateway)[1] == 2, 10, "B and C waiting for the budget")
+            time.sleep(2.5 * BODY_TIMEOUT_MS / 1000)  # no 408 may come meanwhile
+            assert not a.done() and not b.done() and not c.done()
+            bookie.resume()
+            answers = [f.result(timeout=60) for f in (a, b, c)]
+    finally:
+        bookie.resume()
+    assert [r.status_code for r in answers] == [200, 200, 200], [r.text for r in answers]
+    assert sorted(r.json()["entry_id"] for r in answers) == [0, 1, 2]
     wait_for(lambda: _gauges(gateway) == (0.0, 0.0), 10, "the budget given back")
