@@ -124,7 +124,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
     # The payload bytes in flight of all streams together (gateway/stream.py).
     stream_budget = ByteBudget(settings.streams_bytes_in_flight_max)
     metrics.watch_streams(stream_budget)
-    # The bytes of all REST add and append bodies held at once (services/web/lane.py).
+    # The bytes of all REST request bodies held at once (services/web/lane.py, body.py).
     body_budget = ByteBudget(settings.requests_bytes_in_flight_max)
     metrics.watch_bodies(body_budget)
 

@@ -155,7 +155,8 @@ class GatewayMetrics:
         )
         self._body_bytes = Gauge(
             "quire_gateway_request_body_bytes",
-            "Bytes of add and append request bodies read and not yet answered",
+            "Bytes of REST request bodies read and not yet answered (or, for small JSON "
+            "bodies, not yet parsed)",
             registry=r,
         )
         self._stream_bytes = Gauge(

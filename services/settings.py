@@ -212,7 +212,7 @@ class GatewaySettings(CommonSettings):
         "to close and tell whether the append is in it",
     )
 
-    # REST bodies (services/budget.py): the bytes all add and append bodies may hold.
+    # REST bodies (services/budget.py): the bytes all request bodies may hold.
     requests_bytes_in_flight_max: int = Field(
         256 * 1024 * 1024,
         ge=1,

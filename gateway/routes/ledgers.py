@@ -50,11 +50,10 @@ from services.limits import (
     PAGE_ENTRIES_MAX,
     RANGE_ENTRIES_MAX,
     READ_AHEAD_PAGES,
-    SMALL_BODY_MAX_BYTES,
 )
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.reads import digest_key, page_last, readable_end
-from services.web.body import body_share, is_json, read_body
+from services.web.body import body_share, is_json, read_body, read_small_body
 from services.web.errors import error_response
 from services.wire import entries_stream
 
@@ -88,7 +87,7 @@ def _json_body(raw: bytes) -> Any:
     },
 )
 async def create_ledger(request: Request, gw: GatewayDep) -> JSONResponse:
-    raw = await read_body(request, SMALL_BODY_MAX_BYTES)
+    raw = await read_small_body(request)
     doc = _json_body(raw) if raw.strip() else {}
     if not isinstance(doc, dict):
         raise InvalidArgument("body must be a JSON object")

@@ -39,7 +39,6 @@ from services.limits import (
     ID_MAX,
     LAC_WAIT_MAX_MS,
     LIST_LIMIT_MAX,
-    SMALL_BODY_MAX_BYTES,
 )
 from services.protocol import log_records
 from services.protocol.log_records import KEY_MAX_CHARS
@@ -49,7 +48,7 @@ from services.protocol.logs import (
     Position,
     check_log_name,
 )
-from services.web.body import body_share, is_json, read_body
+from services.web.body import body_share, is_json, read_body, read_small_body
 from services.web.errors import error_response
 from services.web.methods import fallback_route
 
@@ -141,7 +140,7 @@ async def _writer(gw: Gateway, name: str) -> LogWriter:
 )
 async def create_log(name: LogNamePath, request: Request, gw: GatewayDep) -> JSONResponse:
     _name(name)
-    raw = await read_body(request, SMALL_BODY_MAX_BYTES)
+    raw = await read_small_body(request)
     doc = parse_json(raw) if raw.strip() else {}
     if not isinstance(doc, dict):
         raise InvalidArgument("body must be a JSON object")
@@ -328,7 +327,7 @@ async def read_records(
 )
 async def attach_ledgers(name: LogNamePath, request: Request, gw: GatewayDep) -> dict[str, Any]:
     _name(name)
-    doc = parse_json(await read_body(request, SMALL_BODY_MAX_BYTES))
+    doc = parse_json(await read_small_body(request))
     if not isinstance(doc, dict):
         raise InvalidArgument("body must be a JSON object")
     try:

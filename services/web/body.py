@@ -10,6 +10,7 @@ from fastapi import Request
 
 from services.budget import BudgetShare, ByteBudget
 from services.errors import InvalidArgument, PayloadTooLarge
+from services.limits import SMALL_BODY_MAX_BYTES
 
 # The scope extension through which an application stops its request's body time-out
 # while it waits for something other than the client (services/web/server.py's
@@ -87,6 +88,13 @@ def body_share(request: Request) -> Iterator[BudgetShare | None]:
         yield share
     finally:
         share.close()
+
+
+async def read_small_body(request: Request, limit: int = SMALL_BODY_MAX_BYTES) -> bytes:
+    """``read_body`` of a small JSON body (a create's, an attach's), under the
+    application's ``body_budget`` as the large ones."""
+    with body_share(request) as share:
+        return await read_body(request, limit, share)
 
 
 def is_json(request: Request) -> bool:

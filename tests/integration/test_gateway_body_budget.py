@@ -110,6 +110,38 @@ def test_adds_wait_for_the_body_budget_while_another_holds_it(
     wait_for(lambda: _gauges(gateway) == (0.0, 0.0), 10, "the budget given back")
 
 
+def test_a_create_with_a_large_body_waits_for_the_budget_too(gateways: Gateways) -> None:
+    """The small JSON bodies of other calls (here a create of 400 KB, mostly white space)
+    take from the same budget while they are read: it waits behind a held add body."""
+    gateway = gateways.fast
+    lid = gateway.create()["ledger_id"]
+    host, port = gateway.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=60) as a:
+        a.sendall(
+            b"POST /v1/ledgers/%d/entries HTTP/1.1\r\nHost: x\r\nContent-Length: 900000\r\n"
+            b"Content-Type: application/octet-stream\r\n\r\n" % lid + b"a" * 800_000
+        )
+        wait_for(lambda: _gauges(gateway)[0] >= 700_000, 10, "A's bytes taken from the budget")
+        with ThreadPoolExecutor(1) as pool:
+            body = b" " * 400_000 + b'{"ensemble_size": 3, "write_quorum": 2, "ack_quorum": 2}'
+            create = pool.submit(
+                lambda: httpx.post(
+                    gateway.url + "/v1/ledgers",
+                    content=body,
+                    headers={"Content-Type": "application/json"},
+                    timeout=60,
+                )
+            )
+            wait_for(lambda: _gauges(gateway)[1] == 1, 10, "the create waiting for the budget")
+            assert not create.done()
+            a.sendall(b"a" * 100_000)
+            assert a.recv(65536).startswith(b"HTTP/1.1 200 ")
+            r = create.result(timeout=60)
+    assert r.status_code == 201, r.text
+    assert r.json()["ensemble_size"] == 3
+    wait_for(lambda: _gauges(gateway) == (0.0, 0.0), 10, "the budget given back")
+
+
 @pytest.mark.parametrize("path", ["fast", "routed"])
 def test_a_body_larger_than_the_whole_budget_is_served(gateways: Gateways, path: str) -> None:
     """The oldest request may always take what it needs: a 2 MiB add through a 1 MiB
