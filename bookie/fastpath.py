@@ -38,8 +38,9 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from functools import partial
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -49,7 +50,7 @@ from services.budget import BudgetShare
 from services.errors import BookieReadOnly, InvalidArgument, PayloadTooLarge, QuireError
 from services.limits import BODY_SIZE_MAX_BYTES
 from services.web.auth import secret_matches
-from services.web.body import content_length
+from services.web.body import content_length, take_untimed
 from services.web.errors import error_json
 from services.web.lane import JSON_TYPE, Answer, LaneCall, error_answer
 from services.wire import digest
@@ -95,12 +96,18 @@ def declared_length(declared: str | None, limit: int = BODY_SIZE_MAX_BYTES) -> i
 
 
 async def read_budgeted(
-    chunks: AsyncIterator[bytes], share: BudgetShare, limit: int, timeout_s: float
+    chunks: AsyncIterator[bytes],
+    share: BudgetShare,
+    limit: int,
+    timeout_s: float,
+    scope: Mapping[str, Any] | None = None,
 ) -> bytes:
     """The whole body, taking budget for each chunk as it arrives (services.budget).
 
     At most ``timeout_s`` may be spent waiting for the client's bytes (time spent
-    waiting for budget does not count): a slow or stalled body is refused with 400."""
+    waiting for budget does not count): a slow or stalled body is refused with 400.
+    With the request's ``scope``, the server's own body time-out stops too while it
+    waits for budget (``take_untimed``)."""
     parts: list[bytes] = []
     total = 0
     remaining = timeout_s
@@ -122,7 +129,10 @@ async def read_budgeted(
             total += len(chunk)
             if total > limit:
                 raise PayloadTooLarge(f"body over the limit of {limit} bytes")
-            await share.take(len(chunk))
+            if scope is None:
+                await share.take(len(chunk))
+            else:
+                await take_untimed(share, len(chunk), scope)
             parts.append(chunk)
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
@@ -148,14 +158,17 @@ def _admit(node: BookieNode, declared: str | None) -> None:
 
 
 async def add_request(
-    node: BookieNode, declared: str | None, chunks: AsyncIterator[bytes]
+    node: BookieNode,
+    declared: str | None,
+    chunks: AsyncIterator[bytes],
+    scope: Mapping[str, Any] | None = None,
 ) -> bytes:
     """A whole add: read the body (budget taken as bytes arrive), store it; the JSON answer."""
     _admit(node, declared)
     share = node.add_budget.open()
     try:
         body = await read_budgeted(
-            chunks, share, BODY_SIZE_MAX_BYTES, node.settings.body_read_timeout_ms / 1000
+            chunks, share, BODY_SIZE_MAX_BYTES, node.settings.body_read_timeout_ms / 1000, scope
         )
         return await store_entries(node, body)
     finally:
@@ -237,7 +250,7 @@ class AddFastPath:
         instance = node.instance_id
         headers = [(INSTANCE_HEADER_RAW, instance.encode("latin-1"))] if instance else []
         try:
-            answer = await add_request(node, declared, _receive_chunks(receive))
+            answer = await add_request(node, declared, _receive_chunks(receive), scope)
         except Exception as exc:  # noqa: BLE001 - every error is answered, never a 500 page
             await _refuse(exc, scope, receive, with_headers(send, headers) if headers else send)
             return

@@ -62,7 +62,7 @@ async def add_entries(request: Request) -> Response:
     node: BookieNode = await get_node(request)
     declared = request.headers.get("content-length")
     try:
-        answer = await add_request(node, declared, request.stream())
+        answer = await add_request(node, declared, request.stream(), request.scope)
     except BodyTimeout as exc:
         raise exc.as_error() from None
     return Response(answer, media_type="application/json")

@@ -17,6 +17,7 @@ from uvicorn.server import ServerState
 from services.budget import ByteBudget
 from services.errors import LedgerFenced
 from services.request_ids import REQUEST_ID
+from services.web.body import BODY_TIMER
 from services.web.bounds import ConnectionTable, ServerLimits
 from services.web.lane import JSON_TYPE, error_answer
 from services.web.server import BoundedHttpProtocol, protocol_class
@@ -82,6 +83,7 @@ def run(
     scenario: Callable[[Callable[[str], tuple[BoundedHttpProtocol, FakeTransport]]], Awaitable],
     lane: Any = None,
     keep_alive_s: float = 5,
+    app: Any = echo_length,
 ) -> None:
     """Run ``scenario`` with a factory of connections (client address in, protocol and
     transport out) of one server with ``limits`` (and ``lane``, and uvicorn's keep-alive
@@ -91,7 +93,7 @@ def run(
     async def main() -> None:
         cls = protocol_class(limits, lane)
         config = uvicorn.Config(
-            echo_length,
+            app,
             http=cls,
             log_config=None,
             proxy_headers=False,
@@ -716,3 +718,40 @@ def test_a_whole_body_waiting_for_budget_is_still_served_when_its_client_leaves(
         assert (budget.used_bytes, budget.shares, budget.waiting) == (0, 0, 0)
 
     run_lane(lane, scenario)
+
+
+def test_an_application_may_stop_its_body_time_out_while_it_waits() -> None:
+    """The ``quire.body_timer`` scope extension: an application that pauses it (waiting
+    for the gateway's body budget) is not cut off by the body time-out meanwhile; once
+    resumed, the time that was left runs again, and a body that then stops gets its 408."""
+    paused = asyncio.Event()
+    resumed = asyncio.Event()
+
+    async def waits_then_echoes(scope: Any, receive: Any, send: Any) -> None:
+        timer = scope["extensions"][BODY_TIMER]
+        left = timer.pause()
+        assert left is not None and 0 < left <= 0.1
+        paused.set()
+        await asyncio.sleep(0.4)  # four body time-outs
+        timer.resume(left)
+        resumed.set()
+        await echo_length(scope, receive, send)
+
+    async def scenario(connect: Any) -> None:
+        proto, transport = connect("127.0.0.1")
+        request = post(b"/x", b"0123456789")
+        proto.data_received(request[:-5])
+        await asyncio.wait_for(resumed.wait(), 5)
+        assert transport.written == b""  # no 408 while it waited
+        proto.data_received(request[-5:])
+        await settle(lambda: transport.written != b"")
+        assert transport.answer() == (200, {"length": 10})
+        stalled, stalled_t = connect("127.0.0.1")
+        paused.clear()
+        resumed.clear()
+        stalled.data_received(request[:-5])
+        await asyncio.wait_for(resumed.wait(), 5)
+        await settle(lambda: stalled_t.written != b"")  # the rest never comes
+        assert stalled_t.answer()[0] == 408
+
+    run(ServerLimits(body_read_timeout_s=0.1), scenario, app=waits_then_echoes)
