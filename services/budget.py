@@ -1,7 +1,6 @@
 """A bound on bytes in flight over many requests or streams (STYLE.md §5): a bookie's
-add requests, a gateway's streaming appends, a gateway's REST add and append bodies (the
-HTTP protocol takes budget with ``request``, which needs no coroutine:
-services/web/lane.py).
+add requests, a gateway's streaming appends, a gateway's REST request bodies (the HTTP
+protocol takes budget with ``request``, which needs no coroutine: services/web/lane.py).
 
 Each add request opens a ``BudgetShare`` and takes budget for its body's
 bytes AS THEY ARRIVE, chunk by chunk, and gives all of it back after the

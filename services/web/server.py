@@ -11,7 +11,11 @@ they closed. ``BoundedHttpProtocol`` adds, per connection:
   do not all time out together) of the connection opening or of the request's first byte
   (an idle keep-alive connection is closed after ``idle_timeout_s`` by uvicorn's own
   keep-alive timer); a partial head then gets a JSON 408 and the connection closes;
-- a body timer: the whole body must arrive within ``body_read_timeout_s`` of the head;
+- a body timer: the whole body must arrive within ``body_read_timeout_s`` of the head,
+  time spent waiting for the server's own memory not counted: a lane request waiting for
+  its lane's body budget (services/web/lane.py), or an application that pauses the timer
+  through the ``quire.body_timer`` scope extension (``BodyTimer``) while it waits for
+  budget (services/web/body.py's ``take_untimed``);
 - bounds on the head: at most ``head_size_max_bytes`` bytes and ``headers_max`` header
   fields, else a JSON 431 ``invalid_argument`` (the parser is fed at most the remaining
   head budget, so an endless header is never buffered whole);
