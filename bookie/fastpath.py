@@ -270,6 +270,7 @@ class AddLane:
 
     body_max_bytes = LANE_BODY_MAX_BYTES
     body_budget = None  # the add budget is taken at once, body whole (``add_body``)
+    body_budget_over_bytes = 0
 
     def __init__(
         self,

@@ -34,6 +34,7 @@ from functools import partial
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 
 from gateway.passwords import client_address
 from gateway.routes.ledgers import add_answer
@@ -65,6 +66,9 @@ class AddRoutes:
 
     body_max_bytes = BODY_SIZE_MAX_BYTES
     body_read_timeout_s = None  # the server's
+    # A lane body up to what uvicorn reads ahead of an application anyway is not counted
+    # in the budget (services/web/lane.py).
+    body_budget_over_bytes = HIGH_WATER_LIMIT
 
     def __init__(
         self,

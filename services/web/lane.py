@@ -31,7 +31,10 @@ a single-entry add at 64 clients that was about a fifth of the gateway's event l
   reading the socket until the request's turn comes (waiting for budget does not count
   against the body's time-out). The piece that did not fit is already read, so a
   waiting connection holds at most one read beyond the budget, as uvicorn's own buffer
-  does on the ASGI path.
+  does on the ASGI path. A body of at most ``body_budget_over_bytes`` (the gateway: 64
+  KiB, what uvicorn reads ahead of an application on the ASGI path) is not counted: any
+  connection may make the server hold that much, budget or not, and the common small add
+  pays nothing for the budget.
 """
 
 from __future__ import annotations
@@ -74,8 +77,10 @@ class Lane(Protocol):
     # The longest wait for a taken request's whole body, when shorter than the server's
     # ``body_read_timeout_ms`` (None: the server's); the protocol then answers 408.
     body_read_timeout_s: float | None
-    # The bytes of all the lane's bodies held at once (the module docstring), or None.
+    # The bytes of all the lane's bodies held at once (the module docstring), or None;
+    # bodies of at most ``body_budget_over_bytes`` are not counted.
     body_budget: ByteBudget | None
+    body_budget_over_bytes: int
 
     def take(self, scope: dict[str, Any]) -> LaneCall | None:
         """The call that serves the request of ``scope`` (method, path, headers and
@@ -230,7 +235,7 @@ def offer(protocol: BoundedHttpProtocol, lane: Lane) -> LaneCycle | None:
     if call is None:
         return None
     budget = lane.body_budget
-    share = budget.open() if budget is not None else None
+    share = budget.open() if budget is not None and length > lane.body_budget_over_bytes else None
     return LaneCycle(scope, call, parser.should_keep_alive(), share)
 
 

@@ -351,6 +351,7 @@ class EchoLane:
     body_max_bytes = 1000
     body_read_timeout_s: float | None = None
     body_budget: ByteBudget | None = None
+    body_budget_over_bytes = 0
 
     def __init__(self) -> None:
         self.seen: list[tuple[str, bytes, str | None]] = []
@@ -755,3 +756,26 @@ def test_an_application_may_stop_its_body_time_out_while_it_waits() -> None:
         assert stalled_t.answer()[0] == 408
 
     run(ServerLimits(body_read_timeout_s=0.1), scenario, app=waits_then_echoes)
+
+
+def test_small_lane_bodies_are_not_counted_in_the_budget() -> None:
+    """A body of at most the lane's ``body_budget_over_bytes`` (the gateway: 64 KiB, what
+    the server reads ahead of any application anyway) takes no share of the budget; a
+    longer one does."""
+    lane, budget = budget_lane(1000)
+    lane.body_budget_over_bytes = 100  # type: ignore[misc]
+
+    async def scenario(connect: Any) -> None:
+        small, _ = connect("127.0.0.1")
+        large, _ = connect("127.0.0.1")
+        small.data_received(post(b"/lane/a", b"s" * 100))
+        await settle(lambda: len(lane.seen) == 1)
+        assert (budget.shares, budget.used_bytes) == (0, 0)
+        large.data_received(post(b"/lane/b", b"l" * 101))
+        await settle(lambda: len(lane.seen) == 2)
+        assert (budget.shares, budget.used_bytes) == (1, 101)
+        lane.gate.set()  # type: ignore[union-attr]
+        await settle(lambda: not small.tasks)
+        assert (budget.shares, budget.used_bytes) == (0, 0)
+
+    run_lane(lane, scenario)
