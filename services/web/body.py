@@ -13,8 +13,7 @@ from services.errors import InvalidArgument, PayloadTooLarge
 from services.limits import SMALL_BODY_MAX_BYTES
 
 # The scope extension through which an application stops its request's body time-out
-# while it waits for something other than the client (services/web/server.py's
-# ``BodyTimer``).
+# while it waits for something other than the client (``BodyTimer``).
 BODY_TIMER = "quire.body_timer"
 
 # More significant digits than any limit we set has: a longer Content-Length is over the
@@ -60,10 +59,33 @@ async def read_body(request: Request, limit: int, share: BudgetShare | None = No
     return b"".join(chunks)
 
 
+class BodyTimer:
+    """The body time-out of one request on the ASGI path, as its application sees it
+    (``scope["extensions"][BODY_TIMER]``, set by services/web/server.py's protocol):
+    ``pause`` it while the application waits for something other than the client (a
+    body budget: its socket is not read meanwhile), ``resume`` it with the time that was
+    left. Only while that request's body is still being read; else both do nothing."""
+
+    __slots__ = ("_protocol", "_cycle")
+
+    def __init__(self, protocol: Any, cycle: Any) -> None:
+        self._protocol = protocol
+        self._cycle = cycle
+
+    def pause(self) -> float | None:
+        """Stop the time-out; the seconds it had left (None: it was not running)."""
+        left: float | None = self._protocol.pause_body_timer(self._cycle)
+        return left
+
+    def resume(self, left: float | None) -> None:
+        """Start it again with ``left`` seconds (``pause``'s answer)."""
+        self._protocol.resume_body_timer(self._cycle, left)
+
+
 async def take_untimed(share: BudgetShare, size: int, scope: Mapping[str, Any]) -> None:
     """Take budget for ``size`` bytes of a request's body; while it waits, the request's
-    body time-out stops (services/web/server.py's ``BodyTimer``, when the server has
-    one): the wait is the server's, not the client's."""
+    body time-out stops (``BodyTimer``, when the server set one): the wait is the
+    server's, not the client's."""
     if share.try_take(size):
         return
     timer = scope.get("extensions", {}).get(BODY_TIMER)

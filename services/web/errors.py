@@ -4,6 +4,9 @@
 response, which raw ASGI middlewares (the token and secret checks, the bookie's
 add fast path) send themselves: ``await error_json(exc)(scope, receive, send)``.
 ``install_error_handlers`` maps every exception a FastAPI route raises through it.
+``error_bytes`` and ``unavailable_app`` are the HTTP protocol's own answers
+(services/web/server.py: a whole answer it writes itself, and the 503 it serves instead
+of the application when too many requests are in flight), in the same shape.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 
 from services.errors import (
     ERRORS_BY_CODE,
@@ -28,6 +32,7 @@ from services.errors import (
     QuireError,
     Unauthorized,
 )
+from services.request_ids import REQUEST_ID_HEADER_RAW, new_request_id, scope_request_id
 
 log = logging.getLogger(__name__)
 
@@ -139,3 +144,39 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _unexpected(request: Request, exc: Exception) -> Response:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
         return error_json(QuireError("internal error"))
+
+
+def error_bytes(status: int, code: str, message: str, request_id: str | None = None) -> bytes:
+    """A whole HTTP/1.1 answer with an API.md error body that closes the connection;
+    its ``X-Request-Id`` is ``request_id`` (a sane id) or a new one."""
+    body = json.dumps({"error": code, "message": message}, separators=(",", ":")).encode()
+    return b"".join(
+        [
+            STATUS_LINE[status],
+            b"content-type: application/json\r\n",
+            b"content-length: %d\r\n" % len(body),
+            b"x-request-id: %s\r\n" % (request_id or new_request_id()).encode("ascii"),
+            b"connection: close\r\n\r\n",
+            body,
+        ]
+    )
+
+
+def unavailable_app(message: str) -> Any:
+    """An ASGI app answering every request with the JSON 503 ``unavailable`` (and the
+    request's id: it runs instead of the whole application, access middleware included)."""
+    body = json.dumps({"error": "unavailable", "message": message}, separators=(",", ":")).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ]
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        request_id = (REQUEST_ID_HEADER_RAW, scope_request_id(scope).encode("ascii"))
+        await send(
+            {"type": "http.response.start", "status": 503, "headers": [*headers, request_id]}
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    return app

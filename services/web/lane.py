@@ -239,6 +239,59 @@ def offer(protocol: BoundedHttpProtocol, lane: Lane) -> LaneCycle | None:
     return LaneCycle(scope, call, parser.should_keep_alive(), share)
 
 
+def receive_piece(protocol: BoundedHttpProtocol, cycle: LaneCycle, body: bytes) -> None:
+    """A piece of a lane request's body, as the protocol reads it: kept, and covered by
+    the lane's budget, if it has one (``wait_for_budget`` when it does not fit)."""
+    share = cycle.share
+    if share is not None:
+        if cycle.waiting is not None:
+            cycle.owed += len(body)
+        else:
+            request = share.request(len(body))
+            if request is not None:
+                cycle.owed = len(body)
+                wait_for_budget(protocol, cycle, request)
+    cycle.body.append(body)
+
+
+def wait_for_budget(
+    protocol: BoundedHttpProtocol, cycle: LaneCycle, request: asyncio.Future[None]
+) -> None:
+    """Stop reading until ``cycle``'s share has budget for what it read past it (in
+    turn: services/budget.py); the body's time-out stops meanwhile. ``cycle.waiting``
+    is done once it has (``serve`` waits for it)."""
+    protocol.flow.pause_reading()
+    left = protocol.pause_body_timer(cycle)
+    asked = cycle.owed
+    cycle.waiting = protocol.loop.create_future()
+
+    def granted(future: asyncio.Future[None]) -> None:
+        nonlocal asked
+        share = cycle.share
+        if future.cancelled() or share is None:
+            return  # released (``LaneCycle.release``): the request ended unserved
+        cycle.owed -= asked
+        if cycle.owed:  # more was read while it waited
+            again = share.request(cycle.owed)
+            if again is not None:
+                asked = cycle.owed
+                cycle.request = again
+                again.add_done_callback(granted)
+                return
+        cycle.request = None
+        waiting, cycle.waiting = cycle.waiting, None
+        if waiting is not None and not waiting.done():
+            waiting.set_result(None)  # ``serve``, if it waits, goes on
+        current: Any = protocol.cycle
+        if cycle.disconnected or current is not cycle or protocol.transport.is_closing():
+            return
+        protocol.flow.resume_reading()
+        protocol.resume_body_timer(cycle, left)
+
+    cycle.request = request
+    request.add_done_callback(granted)
+
+
 async def serve(protocol: BoundedHttpProtocol, cycle: LaneCycle) -> None:
     """Serve a lane's request on ``protocol`` (its body complete) and write the answer
     in one write; its access line follows."""

@@ -14,8 +14,8 @@ they closed. ``BoundedHttpProtocol`` adds, per connection:
 - a body timer: the whole body must arrive within ``body_read_timeout_s`` of the head,
   time spent waiting for the server's own memory not counted: a lane request waiting for
   its lane's body budget (services/web/lane.py), or an application that pauses the timer
-  through the ``quire.body_timer`` scope extension (``BodyTimer``) while it waits for
-  budget (services/web/body.py's ``take_untimed``);
+  through the ``quire.body_timer`` scope extension while it waits for budget
+  (services/web/body.py's ``BodyTimer`` and ``take_untimed``);
 - bounds on the head: at most ``head_size_max_bytes`` bytes and ``headers_max`` header
   fields, else a JSON 431 ``invalid_argument`` (the parser is fed at most the remaining
   head budget, so an endless header is never buffered whole);
@@ -52,21 +52,21 @@ together (services/web/coalesce.py).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 from collections.abc import Callable
 from typing import Any
 
 import httptools
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from services.request_ids import REQUEST_ID_HEADER_RAW, new_request_id, scope_request_id
+from services.request_ids import scope_request_id
 from services.web.access import AccessLog
-from services.web.body import BODY_TIMER
+from services.web.body import BODY_TIMER, BodyTimer
 from services.web.bounds import ConnectionTable, ServerLimits
 from services.web.coalesce import CoalescingTransport, HeadHoldingTransport
-from services.web.lane import Lane, LaneCycle, offer, serve
+from services.web.errors import error_bytes, unavailable_app
+from services.web.lane import Lane, LaneCycle, offer, receive_piece, serve
 
 log = logging.getLogger(__name__)
 
@@ -84,79 +84,7 @@ class HeadTooLarge(Exception):
     """The request head passed a bound (size or header count)."""
 
 
-def error_bytes(status: int, code: str, message: str, request_id: str | None = None) -> bytes:
-    """A whole HTTP/1.1 answer with an API.md error body that closes the connection;
-    its ``X-Request-Id`` is ``request_id`` (a sane id) or a new one."""
-    body = json.dumps({"error": code, "message": message}, separators=(",", ":")).encode()
-    return b"".join(
-        [
-            STATUS_LINE[status],
-            b"content-type: application/json\r\n",
-            b"content-length: %d\r\n" % len(body),
-            b"x-request-id: %s\r\n" % (request_id or new_request_id()).encode("ascii"),
-            b"connection: close\r\n\r\n",
-            body,
-        ]
-    )
-
-
-def unavailable_app(message: str) -> Any:
-    """An ASGI app answering every request with the JSON 503 ``unavailable`` (and the
-    request's id: it runs instead of the whole application, access middleware included)."""
-    body = json.dumps({"error": "unavailable", "message": message}, separators=(",", ":")).encode()
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        (b"connection", b"close"),
-    ]
-
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        request_id = (REQUEST_ID_HEADER_RAW, scope_request_id(scope).encode("ascii"))
-        await send(
-            {"type": "http.response.start", "status": 503, "headers": [*headers, request_id]}
-        )
-        await send({"type": "http.response.body", "body": body})
-
-    return app
-
-
 _BUSY_APP = unavailable_app("too many requests in flight; retry later")
-
-
-class BodyTimer:
-    """The body time-out of one request on the ASGI path, as its application sees it
-    (``scope["extensions"][BODY_TIMER]``): ``pause`` it while the application waits for
-    something other than the client (the gateway's budget of all REST bodies: its
-    socket is not read meanwhile), ``resume`` it with the time that was left. Only
-    while that request's body is still being read; else both do nothing."""
-
-    __slots__ = ("_protocol", "_cycle")
-
-    def __init__(self, protocol: BoundedHttpProtocol, cycle: Any) -> None:
-        self._protocol = protocol
-        self._cycle = cycle
-
-    def pause(self) -> float | None:
-        """Stop the time-out; the seconds it had left (None: it was not running)."""
-        protocol = self._protocol
-        if protocol.cycle is not self._cycle or protocol._due != protocol._body_timeout:
-            return None
-        left = protocol._due_at - protocol.loop.time()
-        protocol._disarm()
-        return left
-
-    def resume(self, left: float | None) -> None:
-        """Start it again with ``left`` seconds (``pause``'s answer)."""
-        protocol = self._protocol
-        cycle = self._cycle
-        if (
-            left is None
-            or protocol.cycle is not cycle
-            or not cycle.more_body
-            or protocol.transport.is_closing()
-        ):
-            return
-        protocol._arm(max(left, 0.0), protocol._body_timeout)
 
 
 class BoundedHttpProtocol(HttpToolsProtocol):
@@ -313,60 +241,31 @@ class BoundedHttpProtocol(HttpToolsProtocol):
     def on_body(self, body: bytes) -> None:
         cycle: Any = self.cycle
         if type(cycle) is LaneCycle:
-            # Bounded by its Content-Length, which the lane's body bound admitted, and
-            # all lane bodies together by the lane's budget, if it has one.
-            share = cycle.share
-            if share is not None:
-                if cycle.waiting is not None:
-                    cycle.owed += len(body)
-                else:
-                    request = share.request(len(body))
-                    if request is not None:
-                        cycle.owed = len(body)
-                        self._wait_for_budget(cycle, request)
-            cycle.body.append(body)
+            receive_piece(self, cycle, body)
             return
         super().on_body(body)
 
-    def _wait_for_budget(self, cycle: LaneCycle, request: asyncio.Future[None]) -> None:
-        """Stop reading until ``cycle``'s share has budget for what it read past it (in
-        turn: services/budget.py); the body's time-out stops meanwhile. ``cycle.waiting``
-        is done once it has."""
-        self.flow.pause_reading()
-        body_left_s = self._due_at - self.loop.time() if self._due is not None else None
+    def pause_body_timer(self, cycle: Any) -> float | None:
+        """Stop ``cycle``'s body time-out while the server waits for its own memory (a
+        body budget: services/web/lane.py, body.py); the seconds it had left, or None
+        when it was not running."""
+        if self.cycle is not cycle or self._due != self._body_timeout:
+            return None
+        left = self._due_at - self.loop.time()
         self._disarm()
-        asked = cycle.owed
-        cycle.waiting = self.loop.create_future()
+        return left
 
-        def granted(future: asyncio.Future[None]) -> None:
-            nonlocal asked
-            share = cycle.share
-            if future.cancelled() or share is None:
-                return  # released (``LaneCycle.release``): the request ended unserved
-            cycle.owed -= asked
-            if cycle.owed:  # more was read while it waited
-                again = share.request(cycle.owed)
-                if again is not None:
-                    asked = cycle.owed
-                    cycle.request = again
-                    again.add_done_callback(granted)
-                    return
-            cycle.request = None
-            waiting, cycle.waiting = cycle.waiting, None
-            if waiting is not None and not waiting.done():
-                waiting.set_result(None)  # ``serve``, if it waits, goes on
-            if (
-                cycle.disconnected
-                or self.cycle is not cycle  # type: ignore[comparison-overlap]
-                or self.transport.is_closing()
-            ):
-                return
-            self.flow.resume_reading()
-            if cycle.more_body and body_left_s is not None:
-                self._arm(max(body_left_s, 0.0), self._body_timeout)
-
-        cycle.request = request
-        request.add_done_callback(granted)
+    def resume_body_timer(self, cycle: Any, left: float | None) -> None:
+        """Start ``cycle``'s body time-out again with ``left`` seconds (``pause_body_timer``'s
+        answer), if its body is still being read."""
+        if (
+            left is None
+            or self.cycle is not cycle
+            or not cycle.more_body
+            or self.transport.is_closing()
+        ):
+            return
+        self._arm(max(left, 0.0), self._body_timeout)
 
     def _release_lane_cycle(self) -> None:
         """A lane request that ends before it is served gives its budget back."""

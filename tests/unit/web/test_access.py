@@ -24,9 +24,8 @@ from services.logs import JsonFormatter, RequestIdFilter
 from services.request_ids import current_request_id
 from services.web.access import AccessMiddleware, wait_allowance_ms
 from services.web.app import new_app
-from services.web.errors import install_error_handlers
+from services.web.errors import install_error_handlers, unavailable_app
 from services.web.methods import MethodsMiddleware
-from services.web.server import unavailable_app
 
 NEW_ID = re.compile(r"[0-9a-f]{32}")
 TOKEN = "tok-123"
