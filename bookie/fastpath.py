@@ -107,7 +107,7 @@ async def read_budgeted(
     At most ``timeout_s`` may be spent waiting for the client's bytes (time spent
     waiting for budget does not count): a slow or stalled body is refused with 400.
     With the request's ``scope``, the server's own body time-out stops too while it
-    waits for budget (``take_untimed``)."""
+    waits for budget (``take_untimed``; without one it just waits)."""
     parts: list[bytes] = []
     total = 0
     remaining = timeout_s
@@ -129,10 +129,7 @@ async def read_budgeted(
             total += len(chunk)
             if total > limit:
                 raise PayloadTooLarge(f"body over the limit of {limit} bytes")
-            if scope is None:
-                await share.take(len(chunk))
-            else:
-                await take_untimed(share, len(chunk), scope)
+            await take_untimed(share, len(chunk), scope or {})
             parts.append(chunk)
     return parts[0] if len(parts) == 1 else b"".join(parts)
 

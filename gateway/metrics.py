@@ -150,7 +150,7 @@ class GatewayMetrics:
         )
         self._bodies_waiting = Gauge(
             "quire_gateway_requests_waiting",
-            "Add and append requests waiting for the budget of all REST bodies before they read on",
+            "REST requests waiting for the budget of all request bodies before they read on",
             registry=r,
         )
         self._body_bytes = Gauge(
