@@ -12,22 +12,31 @@ GEN_VENV := .venv-openapi
 GEN_STAMP := $(GEN_VENV)/.installed
 TS_DIR := openapi/clients/typescript
 TS_STAMP := $(TS_DIR)/node_modules/.installed
+# The add path's modules compiled with mypyc (services/native.py): rebuilt when any source
+# of the packages changes, as the services only use a build that matches them all.
+NATIVE_STAMP := .native/manifest.json
+NATIVE_SOURCES := $(shell find services gateway bookie -name '*.py')
 PYTEST_ARGS ?=
 SEEDS ?= 100000
 
-.PHONY: run test lint format bench compare-peers sim sim-logs fuzz fuzz-decoders openapi setup java zookeeper browser node clients spark-cluster clean
+.PHONY: native run test lint format bench compare-peers sim sim-logs fuzz fuzz-decoders openapi setup java zookeeper browser node clients spark-cluster clean
 
 # ZooKeeper and Spark (pyspark, a pinned dependency) both run on Java: a JRE 17+.
 # The admin page's browser tests need Debian's chromium (Playwright's download cannot work).
 # The generated clients (openapi/clients/): the Python one installed in the venv, the
 # TypeScript one's npm packages and the generators themselves.
-setup: $(STAMP) java zookeeper browser clients
+setup: $(STAMP) native java zookeeper browser clients
 
 $(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev]'
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e openapi/clients/python
 	touch $(STAMP)
+
+native: $(NATIVE_STAMP)
+
+$(NATIVE_STAMP): $(STAMP) $(NATIVE_SOURCES)
+	$(PY) -c 'from services import native; native.build()'
 
 clients: $(GEN_STAMP) $(TS_STAMP)
 
@@ -130,4 +139,4 @@ spark-cluster: setup
 	$(PY) -m tests.spark.cluster --port 7077 --webui-port 8180
 
 clean:
-	rm -rf $(VENV) $(GEN_VENV) $(TS_DIR)/node_modules $(TS_DIR)/dist .pytest_cache .ruff_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) $(GEN_VENV) .native build $(TS_DIR)/node_modules $(TS_DIR)/dist .pytest_cache .ruff_cache .mypy_cache .hypothesis

@@ -33,6 +33,7 @@ from bookie.storage import (
     unlock_data_dir,
 )
 from bookie.writer import GroupCommitWriter
+from services import native
 from services.budget import ByteBudget
 from services.errors import (
     CookieMismatch,
@@ -224,6 +225,7 @@ class BookieNode:
                     "instance_id": self.instance_id,
                     "ledgers": len(states),
                     "journal_sync": s.journal_sync,
+                    "native": native.STATUS,
                 }
             },
         )

@@ -26,6 +26,7 @@ from gateway.openapi_examples import add_examples
 from gateway.openapi_links import LINKS
 from gateway.routes import admin, admin_page, ledgers, logs, stream
 from gateway.service import Gateway
+from services import native
 from services.bookie_client import BookieClientPool
 from services.budget import ByteBudget
 from services.errors import MetadataUnavailable
@@ -116,7 +117,7 @@ async def _connect(
     app.state.metadata_store = store
     app.state.admin = admin_service
     app.state.gateway = gateway
-    log.info("gateway ready")
+    log.info("gateway ready", extra={"fields": {"native": native.STATUS}})
 
 
 def create_app(settings: GatewaySettings) -> FastAPI:

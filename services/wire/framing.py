@@ -37,7 +37,7 @@ see bookie/API.md for the measured cost.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 import crc32c
@@ -92,7 +92,7 @@ def checksummed(digest_type: str) -> bool:
     return digest_type != "crc32c"
 
 
-def encode(records: list[Record]) -> bytes:
+def encode(records: Sequence[Record]) -> bytes:
     """The body of ``records``; a record checksum on each one whose digest type is not
     crc32c (module docstring)."""
     parts: list[bytes | memoryview] = []
@@ -139,7 +139,9 @@ def encode_stored(
     return b"".join(parts)
 
 
-def decode(body: bytes, max_records: int = BATCH_ENTRIES_MAX, *, copy: bool = True) -> list[Record]:
+def decode(
+    body: bytes | bytearray | memoryview, max_records: int = BATCH_ENTRIES_MAX, *, copy: bool = True
+) -> list[Record]:
     """Parse a whole body, or raise ``InvalidArgument`` / ``PayloadTooLarge``.
 
     With ``copy=False`` each payload is a read-only ``memoryview`` into ``body``

@@ -132,7 +132,7 @@ def test_items_with_one_callback_are_answered_in_one_call() -> None:
         await settle()
         client.release(0)
         await settle()
-        client.release(1, AddResult(4, rejected=((1, 3, "ledger_fenced"),)))
+        client.release(1, AddResult(4, rejected=[(1, 3, "ledger_fenced")]))
         await settle()
         assert calls.calls == [
             ("l1", (0,), (), None),
