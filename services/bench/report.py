@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, SpinnerColumn, TaskID, TextColumn
 from rich.progress import Progress as RichProgress
 
+from services import native
 from services.bench.histogram import merge_histograms, percentile_s
 from services.bench.measure import Sampler
 
@@ -135,6 +136,8 @@ def summarize(
         "bookie_rss_mb_max": (
             round(max(b.rss_max for b in bookies) / 2**20, 1) if bookies else None
         ),
+        # A --local cluster runs this tree, as built (services/native.py).
+        "native": native.STATUS if config.local else None,
     }
     if errors:
         summary["first_error"] = next((o["first_error"] for o in outputs if o["first_error"]), None)
@@ -177,6 +180,8 @@ def report(summary: dict) -> str:
         memory.append(f"largest bookie {s['bookie_rss_mb_max']:.0f}")
     if memory:
         lines.append(f"  peak RSS MB  {'  '.join(memory)}")
+    if s.get("native"):
+        lines.append(f"  native       {s['native']}")
     if s.get("mode") == "log":
         from services.bench.log_bench import report_lines
 

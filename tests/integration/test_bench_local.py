@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from services import native
 from tests.harness import killed_survivors, wait_for
 
 QUIRE = Path(sys.executable).parent / "quire"
@@ -68,6 +69,7 @@ def test_bench_local_single_entry_adds(tmp_path: Path) -> None:
     summary = _run(tmp_path, "--concurrency", "4", "--ledgers", "2")
     assert summary["batch"] == 1 and summary["requests_per_s"] == summary["adds_per_s"]
     assert summary["p50_ms"] <= summary["p99_ms"] <= summary["p999_ms"]
+    assert summary["native"] == native.STATUS  # the cluster runs this tree, as built
 
 
 def test_bench_local_batched_adds(tmp_path: Path) -> None:

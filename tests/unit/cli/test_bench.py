@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from services import native
 from services.bench.config import BenchConfig, BenchError
 from services.bench.histogram import bucket_of, merge_histograms, percentile_s
 from services.bench.procs import client_ledgers, load_specs
@@ -97,6 +98,12 @@ def test_summary_has_the_required_keys_and_sums_the_processes() -> None:
         assert key in summary
     text = report(summary)
     assert "800" in text and "p99.9" in text and "first: HTTP 503" in text
+    assert summary["native"] is None and "native" not in text  # a gateway of its own build
+
+    local = summarize(BenchConfig(local=True), "http://g:1", [_output(10, 10)], None, [], None,
+                      None, 1.0)  # fmt: skip
+    assert local["native"] == native.STATUS  # the cluster runs this tree, as built
+    assert f"native       {native.STATUS}" in report(local)
 
 
 def test_progress_line_plain_when_not_a_terminal() -> None:
