@@ -12,10 +12,6 @@ GEN_VENV := .venv-openapi
 GEN_STAMP := $(GEN_VENV)/.installed
 TS_DIR := openapi/clients/typescript
 TS_STAMP := $(TS_DIR)/node_modules/.installed
-# The add path's modules compiled with mypyc (services/native.py): rebuilt when any source
-# of the packages changes, as the services only use a build that matches them all.
-NATIVE_STAMP := .native/manifest.json
-NATIVE_SOURCES := $(shell find services gateway bookie -name '*.py')
 PYTEST_ARGS ?=
 SEEDS ?= 100000
 
@@ -33,10 +29,10 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e openapi/clients/python
 	touch $(STAMP)
 
-native: $(NATIVE_STAMP)
-
-$(NATIVE_STAMP): $(STAMP) $(NATIVE_SOURCES)
-	$(PY) -c 'from services import native; native.build()'
+# The add path's modules compiled with mypyc (services/native.py): rebuilt unless the build
+# in place matches every source of the packages (the services use no other build).
+native: $(STAMP)
+	$(PY) -c 'from services import native; native.ensure()'
 
 clients: $(GEN_STAMP) $(TS_STAMP)
 

@@ -1,11 +1,11 @@
 """The add path's hot modules, compiled to C with mypyc, used when built and current.
 
 ``make native`` (part of ``make setup``, so of ``make run`` and ``make test``) runs
-``build()``: mypyc compiles ``MODULES`` into ``.native/`` beside
-the packages, with a manifest of the build's Python and of every source file of the
-packages (``PACKAGES``), compiled or not: compiled code keeps what it saw of the modules
-it imports (their constants and their classes' layouts), so any change makes the build
-stale.
+``ensure()``, which builds unless the build in place is current: mypyc compiles
+``MODULES`` into ``.native/`` beside the packages, with a manifest of the build's Python
+and of every source file of the packages (``PACKAGES``), compiled or not: compiled code
+keeps what it saw of the modules it imports (their constants and their classes'
+layouts), so any change makes the build stale.
 
 At import, ``services/__init__.py`` calls ``install()``. When the manifest matches this
 Python and the sources, a finder on ``sys.meta_path`` loads ``MODULES`` from ``.native/``
@@ -122,17 +122,26 @@ class NativeFinder(importlib.abc.MetaPathFinder):
         return importlib.util.spec_from_file_location(fullname, file)
 
 
-def check(build_dir: Path = BUILD_DIR, root: Path = ROOT) -> tuple[dict[str, Path], str]:
+def check(
+    build_dir: Path = BUILD_DIR, root: Path = ROOT, *, switch: bool = True
+) -> tuple[dict[str, Path], str]:
     """The compiled modules' files by module name, and a status line; no files when
-    the build is missing, stale or switched off."""
-    if os.environ.get(ENV_SWITCH, "1") == "0":
+    the build is missing, stale, damaged or (``switch``) switched off. Never raises:
+    every process runs it as it starts, and running as written is always safe."""
+    if switch and os.environ.get(ENV_SWITCH, "1") == "0":
         return {}, f"off: {ENV_SWITCH}=0"
     try:
-        manifest = json.loads((build_dir / MANIFEST).read_text())
+        return _check(build_dir, root)
     except FileNotFoundError:
         return {}, "off: not built (make native)"
-    except (OSError, ValueError) as exc:
-        return {}, f"off: unreadable manifest ({exc})"
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        return {}, f"off: damaged build ({exc!r}; make native)"
+
+
+def _check(build_dir: Path, root: Path) -> tuple[dict[str, Path], str]:
+    manifest = json.loads((build_dir / MANIFEST).read_text())
+    if not isinstance(manifest, dict):
+        raise ValueError("the manifest is not an object")
     reason = stale_reason(manifest, root)
     if reason is not None:
         return {}, f"off: {reason} (make native)"
@@ -160,6 +169,12 @@ def install() -> str:
     elif files:
         sys.meta_path.insert(0, NativeFinder(files))
     return STATUS
+
+
+def ensure() -> None:
+    """Build unless the build in place is current (``make native``)."""
+    if not check(switch=False)[0]:
+        build()
 
 
 def _module_name(rel: Path) -> str:

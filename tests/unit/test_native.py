@@ -115,9 +115,12 @@ def test_check_uses_a_build_only_when_complete_and_current(
     build.mkdir()
     assert native.check(build, root) == ({}, "off: not built (make native)")
 
-    (build / native.MANIFEST).write_text("{not json")
-    files, status = native.check(build, root)
-    assert files == {} and status.startswith("off: unreadable manifest")
+    # A damaged build is never used, and never stops a process from starting.
+    for damaged in ("{not json", "[]", '{"python": "%s", "sources": {"bookie/__init__.py": 1}}'):
+        (build / native.MANIFEST).write_text(damaged.replace("%s", native.python_tag()))
+        files, status = native.check(build, root)
+        assert files == {} and status.startswith("off: "), status
+    assert status.startswith("off: damaged build (AttributeError")
 
     so = build / "gateway" / "sub" / "mod.so"
     manifest = {**manifest_of(root), "modules": {"gateway.sub.mod": "gateway/sub/mod.so"}}
@@ -139,6 +142,8 @@ def test_check_uses_a_build_only_when_complete_and_current(
 
     monkeypatch.setenv(native.ENV_SWITCH, "0")
     assert native.check(build, root) == ({}, "off: QUIRE_NATIVE=0")
+    (root / "services" / "sub" / "mod.py").write_text("X = 1\n")
+    assert native.check(build, root, switch=False)[1] == "on: 1 modules compiled with mypyc"
 
 
 def test_the_finder_answers_only_for_its_modules(tmp_path: Path) -> None:
