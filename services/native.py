@@ -61,6 +61,11 @@ ENV_SWITCH = "QUIRE_NATIVE"  # "0": run every module as written
 STATUS = "off: not installed"
 
 
+def module_names() -> list[str]:
+    """The dotted names of ``MODULES``."""
+    return [source.removesuffix(".py").replace("/", ".") for source in MODULES]
+
+
 def python_tag() -> str:
     """What a build is only good for: this interpreter and its extension suffix."""
     return f"{sys.implementation.cache_tag} {importlib.machinery.EXTENSION_SUFFIXES[0]}"
@@ -217,7 +222,7 @@ def build(root: Path = ROOT, build_dir: Path = BUILD_DIR) -> None:
         _module_name(path.relative_to(fresh)): path.relative_to(fresh).as_posix()
         for path in sorted(fresh.rglob(f"*{suffix}"))
     }
-    expected = {m.removesuffix(".py").replace("/", ".") for m in MODULES}
+    expected = set(module_names())
     if not expected <= set(modules):
         raise SystemExit(f"mypyc built {sorted(modules)}, not all of {sorted(expected)}")
     manifest = {"python": python_tag(), "modules": modules, "sources": prints}

@@ -16,21 +16,18 @@ from services import native
 SWITCHED_OFF = os.environ.get(native.ENV_SWITCH) == "0"
 
 
-def module_name(source: str) -> str:
-    return source.removesuffix(".py").replace("/", ".")
-
-
 @pytest.mark.skipif(SWITCHED_OFF, reason="QUIRE_NATIVE=0: the tests run every module as written")
 def test_the_add_path_modules_are_loaded_compiled() -> None:
     """``make test`` builds them first; a stale or missing build fails here, not silently."""
     assert native.STATUS == f"on: {len(native.MODULES)} modules compiled with mypyc", (
         f"{native.STATUS}: run 'make native'"
     )
-    for source in native.MODULES:
-        module = importlib.import_module(module_name(source))
+    assert len(native.module_names()) == len(native.MODULES)
+    for name in native.module_names():
+        module = importlib.import_module(name)
         assert module.__file__ is not None
-        assert Path(module.__file__).is_relative_to(native.BUILD_DIR), source
-        assert not module.__file__.endswith(".py"), source
+        assert Path(module.__file__).is_relative_to(native.BUILD_DIR), name
+        assert not module.__file__.endswith(".py"), name
     # The rest is as written.
     assert importlib.import_module("gateway.handles").__file__.endswith("gateway/handles.py")
 
