@@ -7,21 +7,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from bookie.operations import AddOp, AddResult, DeleteOp, FenceOp, Op
+from bookie.operations import AddOp, AddResult, DeleteOp, FenceOp, LacOp
 from bookie.storage import DELETE_ENTRIES_SQL, DELETE_LEDGER_SQL, SELECT_ENTRY_SQL
 from services.errors import EntryExists, LedgerFenced, LedgerNotFound
 from services.wire.framing import DIGEST_CODES
 
 # A ledger's state: [lac, last_entry_id, fenced]. Lists, for cheap in-place updates.
-LedgerState = list
+LedgerState = list[int]
+# A row of the entries table: (ledger_id, entry_id, lac, length, digest_type, digest, payload).
+Row = tuple[Any, ...]
 
 
 def apply_add(
     db: Any,
     ledgers: dict[int, LedgerState],
     op: AddOp,
-    rows: list[tuple],
-    written: dict[tuple[int, int], tuple],
+    rows: list[Row],
+    written: dict[tuple[int, int], Row],
     touched: set[int],
 ) -> AddResult:
     """Apply one add's records to the ledger states; the rows to insert go on ``rows``
@@ -63,7 +65,11 @@ def apply_add(
 
 
 def apply_other(
-    db: Any, ledgers: dict[int, LedgerState], op: Op, touched: set[int], deleted: set[int]
+    db: Any,
+    ledgers: dict[int, LedgerState],
+    op: FenceOp | LacOp | DeleteOp,
+    touched: set[int],
+    deleted: set[int],
 ) -> Any:
     """Apply a fence, LAC update or delete (its statements run at once, in order)."""
     lid = op.ledger_id

@@ -27,11 +27,12 @@ import shutil
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from bookie.storage import data_dir_locked_elsewhere, has_store
-from services.errors import BookieRunning, CookieMismatch, invariant
+from services.errors import BookieRunning, CookieMismatch, NodeExists, NodeNotFound, present
 from services.zk import paths as zkpaths
-from services.zk.store import MetadataStore, NodeExists, NodeNotFound
+from services.zk.store import MetadataStore
 
 COOKIE_FILE = "cookie.json"
 PENDING_FILE = "cookie.json.new"
@@ -44,7 +45,7 @@ def _format_hint(bookie_id: str, data_dir: Path, zk: str, zk_root: str) -> str:
     )
 
 
-def _read_json(path: Path) -> dict | None:
+def _read_json(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
@@ -56,7 +57,7 @@ def _read_json(path: Path) -> dict | None:
     return data
 
 
-def _write_durably(path: Path, data: dict) -> None:
+def _write_durably(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     with open(tmp, "w") as f:
         json.dump(data, f)
@@ -74,7 +75,7 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-async def _zk_cookie(store: MetadataStore, bookie_id: str) -> dict | None:
+async def _zk_cookie(store: MetadataStore, bookie_id: str) -> dict[str, Any] | None:
     found = await store.get_or_none(zkpaths.cookie(bookie_id))
     if found is None:
         return None
@@ -110,7 +111,7 @@ async def check_cookie(
         if zk_cookie["instance_id"] == pending["instance_id"]:
             os.replace(data_dir / PENDING_FILE, data_dir / COOKIE_FILE)
             _fsync_dir(data_dir)
-            return pending["instance_id"]
+            return str(pending["instance_id"])
 
     if local is None and zk_cookie is None:
         if has_store(data_dir):
@@ -128,13 +129,13 @@ async def check_cookie(
         await _create_zk_cookie(store, bookie_id, cookie)
         os.replace(data_dir / PENDING_FILE, data_dir / COOKIE_FILE)
         _fsync_dir(data_dir)
-        return cookie["instance_id"]
+        return str(cookie["instance_id"])
 
     if local is None:
-        invariant(zk_cookie is not None, "no local cookie and none in ZooKeeper: handled above")
+        found = present(zk_cookie, "no local cookie and none in ZooKeeper: handled above")
         raise CookieMismatch(
             f"bookie {bookie_id}: data dir {data_dir} has no cookie but ZooKeeper holds "
-            f"cookie {zk_cookie['instance_id']} for this bookie: the data dir was wiped or "
+            f"cookie {found['instance_id']} for this bookie: the data dir was wiped or "
             f"replaced; to start it empty, run: {hint} (its data is lost and will be "
             f"re-replicated)"
         )
@@ -156,10 +157,10 @@ async def check_cookie(
             f"put the right one back, or run: {hint} (its data is lost and will be "
             f"re-replicated)"
         )
-    return local["instance_id"]
+    return str(local["instance_id"])
 
 
-async def _create_zk_cookie(store: MetadataStore, bookie_id: str, cookie: dict) -> None:
+async def _create_zk_cookie(store: MetadataStore, bookie_id: str, cookie: dict[str, Any]) -> None:
     try:
         await store.create(zkpaths.cookie(bookie_id), json.dumps(cookie).encode())
     except NodeExists as exc:

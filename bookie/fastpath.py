@@ -46,7 +46,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from bookie.node import BookieNode
 from bookie.operations import AddResult
-from services.budget import BudgetShare
+from services.budget import BudgetShare, ByteBudget
 from services.errors import BookieReadOnly, InvalidArgument, PayloadTooLarge, QuireError
 from services.limits import BODY_SIZE_MAX_BYTES
 from services.web.auth import secret_matches
@@ -266,7 +266,8 @@ class AddLane:
     docstring): the same checks, answers and errors as ``AddFastPath``."""
 
     body_max_bytes = LANE_BODY_MAX_BYTES
-    body_budget = None  # the add budget is taken at once, body whole (``add_body``)
+    # The add budget is taken at once, for the whole body (``add_body``).
+    body_budget: ByteBudget | None = None
     body_budget_over_bytes = 0
 
     def __init__(
@@ -277,7 +278,7 @@ class AddLane:
     ) -> None:
         self.node = node
         self.secret = secret
-        self.body_read_timeout_s = body_read_timeout_s
+        self.body_read_timeout_s: float | None = body_read_timeout_s
 
     def take(self, scope: Scope) -> LaneCall | None:
         """The add's call, or None for the ASGI application: not an add, no store yet,

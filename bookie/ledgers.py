@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any
 
 from services.limits import LAC_WAIT_MAX_MS
 
@@ -23,7 +24,7 @@ class LedgerView:
     last_entry_id: int
     fenced: bool
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "ledger_id": self.ledger_id,
             "lac": self.lac,

@@ -6,7 +6,7 @@ documents or framed bytes directly; the models describe them.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import Path
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, WithJsonSchema
@@ -210,8 +210,10 @@ ADD_REQUEST_BODY = {
 }
 
 
-def framed_response(description: str, headers: dict | None = None) -> dict:
-    out: dict = {
+def framed_response(
+    description: str, headers: dict[str, Any] | None = None
+) -> dict[int | str, Any]:
+    out: dict[Any, Any] = {
         "description": description,
         "content": {MEDIA_TYPE: {"schema": BINARY_SCHEMA}},
     }
@@ -220,9 +222,9 @@ def framed_response(description: str, headers: dict | None = None) -> dict:
     return {200: out}
 
 
-def errors(*pairs: tuple[int, str]) -> dict:
+def errors(*pairs: tuple[int, str]) -> dict[int | str, Any]:
     """OpenAPI error responses; every /v1 route can also answer 401."""
-    out: dict = {}
+    out: dict[int | str, Any] = {}
     for status, description in (
         *pairs,
         (401, "unauthorized: missing or wrong X-Cluster-Secret"),

@@ -22,7 +22,7 @@ from sqlalchemy import Engine
 from bookie.cookie import check_cookie
 from bookie.ledgers import LedgerIndex, LedgerView
 from bookie.metrics import BookieMetrics
-from bookie.operations import AddOp, AddResult, DeleteOp, FenceOp, LacOp
+from bookie.operations import AddOp, AddResult, DeleteOp, FenceOp, LacOp, Snapshot
 from bookie.registration import Registration
 from bookie.storage import (
     Reader,
@@ -40,7 +40,7 @@ from services.errors import (
     MetadataUnavailable,
     QuireError,
     Unavailable,
-    invariant,
+    present,
 )
 from services.settings import BookieSettings
 from services.wire.framing import Record
@@ -103,7 +103,7 @@ class BookieNode:
         self.reader: Reader | None = None
         self._engine: Engine | None = None
         self._writer: GroupCommitWriter | None = None
-        self._disk_task: asyncio.Task | None = None
+        self._disk_task: asyncio.Task[None] | None = None
         self.add_budget = ByteBudget(ADD_BYTES_IN_FLIGHT_MAX)
         self._locked = False
         self.not_open_reason = (
@@ -111,7 +111,7 @@ class BookieNode:
             "cookie, opening its store): not serving data yet"
         )
         self._is_open = False
-        self._open_task: asyncio.Task | None = None
+        self._open_task: asyncio.Task[None] | None = None
         self.refusal: str | None = None
         self.on_refused: Callable[[], None] | None = None
 
@@ -193,8 +193,7 @@ class BookieNode:
 
     async def _open(self) -> None:
         s = self.settings
-        store = self.store
-        invariant(store is not None, "the store is connected before opening")
+        store = present(self.store, "the store is connected before opening")
         self._engine = await asyncio.to_thread(create_writer_engine, self.data_dir, s.journal_sync)
         states = await asyncio.to_thread(load_ledgers, self._engine)
         self.index.apply(dict(states))
@@ -270,6 +269,14 @@ class BookieNode:
             unlock_data_dir(self.data_dir)
             self._locked = False
 
+    def open_reader(self) -> Reader:
+        """The store's readers; 503 ``unavailable`` once they are closed (a request that
+        passed ``check_open`` just before the stop began)."""
+        reader = self.reader
+        if reader is None:
+            raise Unavailable(self.not_open_reason)
+        return reader
+
     def check_open(self) -> None:
         """Raise 503 ``unavailable`` while the store is not open (before the cookie was
         verified with ZooKeeper, or after the stop began)."""
@@ -282,7 +289,11 @@ class BookieNode:
 
     # -- the write path ------------------------------------------------------
 
-    def _deliver(self, changes: dict, results: list[tuple[asyncio.Future, Any]]) -> None:
+    def _deliver(
+        self,
+        changes: dict[int, Snapshot | None],
+        results: list[tuple[asyncio.Future[Any], Any]],
+    ) -> None:
         """On the loop, after a commit: publish ledger states, then answer the waiters."""
         if changes:
             self.index.apply(changes)
@@ -305,7 +316,8 @@ class BookieNode:
         """Store framed records; answers once they are committed (and fsynced).
 
         The caller holds ``add_budget`` for the request's body (bookie.fastpath)."""
-        return await self._submit(lambda f: AddOp(records, f, payload_bytes))
+        result: AddResult = await self._submit(lambda f: AddOp(records, f, payload_bytes))
+        return result
 
     async def fence(self, ledger_id: int) -> LedgerView:
         """Fence a ledger: the flag is on disk before this returns."""
@@ -313,12 +325,11 @@ class BookieNode:
         self.metrics.fence_requests.inc()
         return LedgerView(ledger_id, *state)
 
-    async def ledger_answer(self, view: LedgerView) -> dict:
+    async def ledger_answer(self, view: LedgerView) -> dict[str, Any]:
         """The JSON answer about a ledger (LAC reads, fence, LAC updates): its state, its
         lengths (at the LAC and at the last entry stored here, for recovery) and this
         bookie's instance id (a reformatted bookie is a new instance)."""
-        reader = self.reader
-        invariant(reader is not None, "answers are built only while the store is open")
+        reader = self.open_reader()
         lac_length, length = await asyncio.get_running_loop().run_in_executor(
             reader.executor, reader.lengths, view.ledger_id, view.lac, view.last_entry_id
         )
@@ -382,7 +393,7 @@ class BookieNode:
     def state(self) -> str:
         return "readonly" if self.readonly else "writable"
 
-    def info(self) -> dict:
+    def info(self) -> dict[str, Any]:
         return {
             "bookie_id": self.bookie_id,
             "address": self.address,

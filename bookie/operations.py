@@ -16,27 +16,27 @@ Snapshot = tuple[int, int, bool]  # a ledger's (lac, last_entry_id, fenced)
 @dataclass(slots=True)
 class AddOp:
     records: list[Record]
-    future: asyncio.Future
+    future: asyncio.Future[Any]
     payload_bytes: int
 
 
 @dataclass(slots=True)
 class FenceOp:
     ledger_id: int
-    future: asyncio.Future
+    future: asyncio.Future[Any]
 
 
 @dataclass(slots=True)
 class LacOp:
     ledger_id: int
     lac: int
-    future: asyncio.Future
+    future: asyncio.Future[Any]
 
 
 @dataclass(slots=True)
 class DeleteOp:
     ledger_id: int
-    future: asyncio.Future
+    future: asyncio.Future[Any]
 
 
 @dataclass(slots=True)
@@ -49,4 +49,4 @@ class AddResult:
 Op = AddOp | FenceOp | LacOp | DeleteOp
 
 # Delivered on the loop: (changed ledger states, None = deleted), (future, result or error).
-Deliver = Callable[[dict[int, Snapshot | None], list[tuple[asyncio.Future, Any]]], None]
+Deliver = Callable[[dict[int, Snapshot | None], list[tuple[asyncio.Future[Any], Any]]], None]

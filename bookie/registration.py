@@ -21,8 +21,9 @@ import json
 import logging
 from typing import Any
 
+from services.errors import NodeExists, NodeNotFound
 from services.zk import paths as zkpaths
-from services.zk.store import MetadataStore, NodeExists, NodeNotFound
+from services.zk.store import MetadataStore
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ class Registration:
         self.state = "writable"
         self.registered = False
         self._wake = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._warned_owner: str | None = None
 
     def data(self) -> bytes:

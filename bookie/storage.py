@@ -42,7 +42,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.pool import QueuePool
 
-from services.errors import DataDirInUse, invariant
+from services.errors import DataDirInUse, present
 
 DB_FILE = "bookie.db"
 LOCK_FILE = "bookie.lock"
@@ -340,8 +340,10 @@ class Reader:
         append, new = out.append, tuple.__new__
         total = 0
         with self._engine.connect() as conn:
-            driver = conn.connection.driver_connection
-            invariant(driver is not None, "a pooled connection has its sqlite3 connection")
+            driver = present(
+                conn.connection.driver_connection,
+                "a pooled connection has its sqlite3 connection",
+            )
             if stride:
                 sql = striped_range_sql(len(residues))
                 params: tuple[int, ...] = (ledger_id, first, last, stride, *residues)

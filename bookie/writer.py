@@ -84,7 +84,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from bookie.apply import LedgerState, apply_add, apply_other
+from bookie.apply import LedgerState, Row, apply_add, apply_other
 from bookie.metrics import BookieMetrics
 from bookie.operations import AddOp, AddResult, DeleteOp, Deliver, FenceOp, Op, Snapshot
 from bookie.storage import INSERT_ENTRY_SQL, UPSERT_LEDGER_SQL, load_ledgers_on
@@ -189,7 +189,9 @@ class GroupCommitWriter:
             self._on_loop = False
             self._busy.release()
 
-    def _hand_back(self, changes: dict[int, Snapshot | None], results: list) -> None:
+    def _hand_back(
+        self, changes: dict[int, Snapshot | None], results: list[tuple[asyncio.Future[Any], Any]]
+    ) -> None:
         """Give a batch's results to the loop: directly when committed on it; from the
         thread by a thread-safe call, which also counts the operations as delivered."""
         if self._on_loop:
@@ -197,7 +199,9 @@ class GroupCommitWriter:
         else:
             self._loop.call_soon_threadsafe(self._delivered, changes, results)
 
-    def _delivered(self, changes: dict[int, Snapshot | None], results: list) -> None:
+    def _delivered(
+        self, changes: dict[int, Snapshot | None], results: list[tuple[asyncio.Future[Any], Any]]
+    ) -> None:
         self._outstanding -= len(results)
         self._deliver(changes, results)
 
@@ -283,11 +287,11 @@ class GroupCommitWriter:
         conn.connection.driver_connection.execute(f"PRAGMA synchronous={level}")
 
     def _commit_batch_on(self, conn: Any, batch: list[Op], synced: bool) -> None:
-        results: list[tuple[asyncio.Future, Any]] = []
+        results: list[tuple[asyncio.Future[Any], Any]] = []
         touched: set[int] = set()
         deleted: set[int] = set()
-        rows: list[tuple] = []
-        written: dict[tuple[int, int], tuple] = {}  # rows of this transaction, by key
+        rows: list[Row] = []
+        written: dict[tuple[int, int], Row] = {}  # rows of this transaction, by key
         # The transaction goes straight to the pooled sqlite3 connection (module
         # docstring, "The driver connection"): SQLAlchemy's begin/execute/commit layers
         # cost about 70 us a commit here, most of it holding the GIL.
@@ -345,7 +349,7 @@ class GroupCommitWriter:
         changes: dict[int, Snapshot | None] = {}
         for lid in touched | deleted:
             st = self._ledgers.get(lid)
-            changes[lid] = None if st is None else (st[0], st[1], st[2])
+            changes[lid] = None if st is None else (st[0], st[1], bool(st[2]))
         invariant(len(results) == len(batch), "one result per operation of the batch")
         self._hand_back(changes, results)
         if deleted:

@@ -112,7 +112,7 @@ def _to_record(ledger_id: int, entry: StoredEntry) -> Record:
 async def read_entry(ledger_id: LedgerIdPath, entry_id: EntryIdPath, node: NodeDep) -> Response:
     if ledger_id not in node.index:
         raise LedgerNotFound(f"ledger {ledger_id} is not stored on this bookie")
-    reader = node.reader
+    reader = node.open_reader()
     started = time.perf_counter()
     entry = await asyncio.get_running_loop().run_in_executor(
         reader.executor, reader.read_entry, ledger_id, entry_id
@@ -189,7 +189,7 @@ async def read_range(
     wanted = parse_residues(stride, residues)
     if ledger_id not in node.index:
         raise LedgerNotFound(f"ledger {ledger_id} is not stored on this bookie")
-    reader = node.reader
+    reader = node.open_reader()
     started = time.perf_counter()
     entries = await asyncio.get_running_loop().run_in_executor(
         reader.executor,

@@ -144,7 +144,7 @@ async def list_ledgers(
     ),
 ) -> JSONResponse:
     limit = min(limit, LIST_LIMIT_MAX)
-    reader = node.reader
+    reader = node.open_reader()
     ids = await asyncio.get_running_loop().run_in_executor(
         reader.executor, reader.list_ledgers, after, limit
     )
