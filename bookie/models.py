@@ -213,7 +213,7 @@ ADD_REQUEST_BODY = {
 def framed_response(
     description: str, headers: dict[str, Any] | None = None
 ) -> dict[int | str, Any]:
-    out: dict[Any, Any] = {
+    out: dict[str, Any] = {
         "description": description,
         "content": {MEDIA_TYPE: {"schema": BINARY_SCHEMA}},
     }
