@@ -4,7 +4,6 @@ figures (synthetic here; the script's runs themselves are benchmarks, not tests)
 from __future__ import annotations
 
 import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -19,7 +18,6 @@ def compare() -> ModuleType:
     spec = importlib.util.spec_from_file_location("compare_peers", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules["compare_peers"] = module
     spec.loader.exec_module(module)
     return module
 
