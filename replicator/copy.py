@@ -9,14 +9,17 @@ them), one add request per batch: at most ``copy_batch_entries_max`` entries and
 Reads are range reads over the batch's window from one source at a time: the first
 entry the batch still lacks is asked of a replica that holds it, and every wanted
 entry of the answer is kept, so a fully replicated fragment costs one read per
-batch. A source that fails or times out (``--bookie-request-timeout-ms``, the
-client's bound) is not asked again during this copy; a source that answers without
-an entry, or with a record whose digest or checksum does not verify, is not asked
-for that entry again. An entry no surviving replica yields fails the copy
-(``BookieUnavailable``): nothing is swapped, the lock is released and the ledger
-retried later. A target that fails or refuses a record ends this copy with
-``target_failed`` set: the caller picks another target and starts over (the
-entries already sent to the failed one are harmless: no fragment names it).
+batch. Bookies in ``last_resort`` (a live bookie being decommissioned: its share is
+being replaced, yet until that is done it may hold the only copy, as with Qw=1) are
+asked only when no other replica of the entry is left to ask. A source that fails or
+times out (``--bookie-request-timeout-ms``, the client's bound) is not asked again
+during this copy; a source that answers without an entry, or with a record whose
+digest or checksum does not verify, is not asked for that entry again. An entry no
+surviving replica yields fails the copy (``BookieUnavailable``): nothing is swapped,
+the lock is released and the ledger retried later. A target that fails or refuses a
+record ends this copy with ``target_failed`` set: the caller picks another target
+and starts over (the entries already sent to the failed one are harmless: no
+fragment names it).
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ class CopyJob:
     key: bytes | None
     wanted: Sequence[int]
     unusable: frozenset[str]  # bookies never read from (missing ones)
+    last_resort: frozenset[str] = frozenset()  # read from only when no other replica is left
 
 
 @dataclass(slots=True)
@@ -163,6 +167,7 @@ class FragmentCopier:
         return batch, size, True
 
     def _holders(self, job: CopyJob, entry_id: int, sources: _Sources) -> list[str]:
+        """The replicas of ``entry_id`` still worth asking, ``last_resort`` ones last."""
         lacking = sources.lacking.get(entry_id, set())
         out = []
         for index in write_set(entry_id, job.ensemble_size, job.write_quorum):
@@ -170,7 +175,7 @@ class FragmentCopier:
             if bookie in job.unusable or bookie in sources.failed or bookie in lacking:
                 continue
             out.append(bookie)
-        return out
+        return sorted(out, key=lambda b: b in job.last_resort)
 
     async def _fetch(
         self,

@@ -1,12 +1,13 @@
 """Repairing one locked ledger: plan from the mark and fresh metadata, copy, swap, clear.
 
-The worker holds the ledger's lock while this runs. Each round re-reads the mark
-and the metadata and plans again (``replication.repairs``): the missing bookies are
-the mark's plus every fragment bookie that is not registered or is being
-decommissioned. Every repair of a CLOSED ledger, and of a fragment of an OPEN
-ledger that is not its last, is done at once, in fragment order: choose a target
-(writable, registered, not decommissioning, not missing, not in the fragment),
-copy the missing bookie's share to it (``replicator.copy``; a failed target is
+The worker holds the ledger's lock while this runs. Each round re-reads the mark and
+the metadata and plans again (``replication.repairs``): the missing bookies are the
+mark's plus every fragment bookie that is not registered or is being decommissioned.
+Every repair of a CLOSED ledger, and of a fragment of an OPEN ledger that is not its
+last, is done at once, in fragment order: choose a target (writable, registered, not
+decommissioning, not missing, not in the fragment), copy the missing bookie's share
+to it (``replicator.copy``, from the fragment's other bookies and, last, from a live
+bookie being decommissioned, which may hold the only copy; a failed target is
 replaced by another, up to ``TARGETS_TRIED_MAX``), then swap the bookie in that
 fragment by compare-and-set on freshly read metadata, only while the repair still
 applies (same fragment, same span, same bookie): a concurrent ensemble change or
@@ -186,6 +187,12 @@ class LedgerRepair:
         registry = self.ctx.registry
         return bookie in registry.bookies and bookie not in registry.decommissioned
 
+    def _leaving(self, bookie: str) -> bool:
+        """Registered and being decommissioned: replaced everywhere, yet read from (last)
+        while its share is copied, for it may hold the only copy (Qw=1)."""
+        registry = self.ctx.registry
+        return bookie in registry.bookies and bookie in registry.decommissioned
+
     def _client(self, bookie: str) -> BookieClient:
         return self.ctx.bookies.get(bookie, self.ctx.registry.address_of(bookie))
 
@@ -263,6 +270,7 @@ class LedgerRepair:
         ctx = self.ctx
         span = next(s for s in spans(metadata) if s.first == repair.first)
         last = repair.last if repair.last is not None else repair.first - 1
+        leaving = {b for b in missing if self._leaving(b)}
         wanted = list(
             entries_on(
                 repair.first,
@@ -280,7 +288,8 @@ class LedgerRepair:
             digest_type=metadata.digest_type,
             key=digest_key(metadata, ctx.settings.cluster_secret),
             wanted=wanted,
-            unusable=frozenset(missing),
+            unusable=frozenset(missing - leaving),
+            last_resort=frozenset(leaving),
         )
         if self._usable(repair.bookie):
             if await self._fill_in_place(metadata, repair, job):

@@ -119,3 +119,41 @@ def test_decommission_a_bookie_up_and_one_down_moves_everything_off_them(
     up.kill()
     for lid, payloads in written.items():
         assert gateway.read_all(lid) == list(enumerate(payloads)), f"ledger {lid}"
+
+
+def test_decommissioning_a_live_bookie_holding_the_only_copies_moves_them_off(
+    cluster: Cluster,
+) -> None:
+    """A live bookie being decommissioned is a copy source: ledgers with Qw=1 (each
+    entry's only copy on one bookie) reach "decommissioned" for their bookie, no fragment
+    names it, and with it killed every entry still reads back exactly from elsewhere."""
+    bookies = start_bookies(cluster, 3)
+    gateway = start_gateway(cluster)
+    wait_writable(gateway, 3)
+    cluster.start("auditor", ["--lost-bookie-delay", "3600", "--audit-interval", "3600"])
+    cluster.start("replicator", ["--marks-poll-interval", "1"])
+    written: dict[int, list[bytes]] = {}
+    for n in range(6):
+        lid = gateway.create(ensemble_size=2, write_quorum=1, ack_quorum=1)["ledger_id"]
+        payloads = [payload_for(n * 100 + i, 150) for i in range(10)]
+        gateway.add_batch(lid, payloads)
+        gateway.close(lid)
+        written[lid] = payloads
+    counts = {b.address: sum(b.address in _bookies_of(gateway, lid) for lid in written)
+              for b in bookies}  # fmt: skip
+    leaving = max(bookies, key=lambda b: counts[b.address])
+    assert counts[leaving.address] > 0
+    r = gateway.http.post(f"/v1/admin/bookies/{leaving.address}/decommission")
+    assert r.status_code == 202 and r.json()["state"] == "decommissioning", r.text
+
+    def state() -> str:
+        doc = _admin(gateway, "/v1/admin/bookies")
+        return str(next(b["state"] for b in doc["bookies"] if b["id"] == leaving.address))
+
+    wait_for(lambda: state() == "decommissioned", 60.0, "the live bookie decommissioned")
+    for lid in written:
+        assert leaving.address not in _bookies_of(gateway, lid), lid
+    assert _admin(gateway, "/v1/admin/under-replicated")["ledgers"] == []
+    leaving.kill()
+    for lid, payloads in written.items():
+        assert gateway.read_all(lid) == list(enumerate(payloads)), f"ledger {lid}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 
@@ -153,3 +154,23 @@ def test_the_throttle_reserves_bytes_at_the_rate() -> None:
     now[0] += 1.0
     assert throttle.reserve(100) == 0.0
     assert ByteThrottle(0).reserve(10**9) == 0.0
+
+
+def test_a_last_resort_source_is_read_only_for_entries_no_other_replica_yields() -> None:
+    """A live bookie being decommissioned (``last_resort``) is read for the entries no
+    other replica yields (Qw=1 there: its copy is the only one) and never before them."""
+    wanted = list(range(6))
+    leaving = {i: _record(i) for i in wanted}
+    other = {i: _record(i) for i in wanted if i % 2 == 0}  # b lacks the odd entries
+    bookies = {"b": FakeBookie(other), "c": FakeBookie(dict(leaving)), "t": FakeBookie({})}
+    job = replace(_job(wanted), last_resort=frozenset({"c"}))
+    out = _run(_copier(bookies, entries_max=100), job, "t")
+    assert out.entries == 6 and sorted(bookies["t"].records) == wanted
+    assert bookies["b"].reads >= 1
+    assert bookies["c"].reads <= 3  # one per entry b lacked, at most
+    only = {"a": FakeBookie({}), "c": FakeBookie(dict(leaving)), "t": FakeBookie({})}
+    qw1 = CopyJob(LEDGER, ("a", "c"), 2, 1, "hmac-sha256", KEY, [1, 3, 5], frozenset({"a"}))
+    with pytest.raises(BookieUnavailable):  # c unusable too: nothing to read from
+        _run(_copier(only), replace(qw1, unusable=frozenset({"a", "c"})), "t")
+    assert _run(_copier(only), replace(qw1, last_resort=frozenset({"c"})), "t").entries == 3
+    assert sorted(only["t"].records) == [1, 3, 5]
