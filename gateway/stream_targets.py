@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gateway.logs import operations as log_ops
-from gateway.logs.writer import LogWriter
+from gateway.logs.writer import AppendOrder, AppendTurn, LogWriter
 from gateway.passwords import check_password
 from gateway.runners.write import AddOutcome, HandleRunner
 from gateway.service import Gateway
@@ -90,6 +90,9 @@ class LogTarget(_Authorized):
         self.gw = gw
         self.name = name
         self.writer = writer
+        # The stream's groups land in the order sent, also when a fence or a roll makes
+        # them settle and append again each on its own (gateway/logs/writer.py).
+        self.order = AppendOrder()
 
     async def late_auth(self, doc: dict[str, Any]) -> None:
         if "password" in doc:
@@ -105,18 +108,25 @@ class LogTarget(_Authorized):
             if not fed.done():
                 fed.set_result(None)
 
-        task = asyncio.create_task(self._append(records, key, on_fed))
+        turn = self.order.turn()  # now, in the order the groups are submitted
+        task = asyncio.create_task(self._append(records, key, on_fed, turn))
         _RUNNING.add(task)
         task.add_done_callback(_RUNNING.discard)
         task.add_done_callback(retrieve)
+
+        def ended(_: asyncio.Task[Acks]) -> None:  # also when cancelled before it ran
+            turn.end()
+            on_fed()
+
+        task.add_done_callback(ended)
         await fed
         return task
 
     async def _append(
-        self, records: list[Record], key: str | None, fed: Callable[[], None]
+        self, records: list[Record], key: str | None, fed: Callable[[], None], turn: AppendTurn
     ) -> Acks:
         try:
-            result = await self.writer.append([r.payload for r in records], key, fed)
+            result = await self.writer.append([r.payload for r in records], key, fed, turn)
         except NotWriter:
             await log_ops.get(self.gw, self.name)  # 404 log_not_found when it is gone
             raise

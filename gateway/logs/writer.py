@@ -23,6 +23,14 @@ SETTLED before it is answered (``_settle``):
 Rolls (``roll``): on demand, and automatically once the current ledger holds
 ``log_roll_bytes`` or ``log_roll_entries`` or is ``log_roll_age_s`` old. New appends
 go to the new ledger as soon as its CAS landed; the old ledger is closed after.
+
+Order: appends that share an ``AppendOrder`` (a log stream's groups,
+``gateway/stream_targets.py``) land in the order they were started. Each settles on its
+own, so after a fence or a roll a later one could reach the new ledger first (found by
+a protocol review: a stream's acknowledgements then went out with descending
+positions). The rule: an append hands its entries to a write handle only once the
+append before it has ended or was last handed to that same handle; a write handle
+gives entries ids in the order they were handed to it.
 """
 
 from __future__ import annotations
@@ -92,6 +100,68 @@ def _once(callback: Callable[[], None]) -> Callable[[], None]:
     return once
 
 
+class AppendTurn:
+    """One append's place in an ``AppendOrder``: where its entries were last handed
+    (``runner``), whether it ended, and the append before it while that one matters."""
+
+    __slots__ = ("before", "runner", "ended", "_moved")
+
+    def __init__(self, before: AppendTurn | None) -> None:
+        self.ended: bool = False
+        self.runner: HandleRunner | None = None
+        self._moved: asyncio.Future[None] | None = None  # awaited by the next append
+        self.before = before if before is not None and not before.ended else None
+
+    def may_feed(self, runner: HandleRunner) -> bool:
+        """Whether this append may hand its entries to ``runner`` now: the one before it
+        ended, or its entries went to ``runner`` last (so they get the lower ids)."""
+        before = self.before
+        if before is None:
+            return True
+        if before.ended:
+            self.before = None  # an ended append holds nothing back: let it go
+            return True
+        return before.runner is runner
+
+    async def wait_before(self) -> None:
+        """Until the append before this one was handed to a write handle again, or
+        ended (bounded as that append is: by its settle time-out and its attempts)."""
+        before = present(self.before, "an append waits only behind another")
+        moved = before._moved
+        if moved is None or moved.done():
+            moved = before._moved = asyncio.get_running_loop().create_future()
+        await moved
+
+    def fed(self, runner: HandleRunner) -> None:
+        self.runner = runner
+        self._wake()
+
+    def end(self) -> None:
+        self.ended = True
+        self.before = self.runner = None
+        self._wake()
+
+    def _wake(self) -> None:
+        moved, self._moved = self._moved, None
+        if moved is not None and not moved.done():
+            moved.set_result(None)
+
+
+class AppendOrder:
+    """The appends of one caller that must land in the order they were started (a log
+    stream's groups): ``turn()`` places the next one, synchronously, in call order. Only
+    the appends in flight are held (each turn lets go of the one before once it ended)."""
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: AppendTurn | None = None
+
+    def turn(self) -> AppendTurn:
+        turn = self._last = AppendTurn(self._last)
+        return turn
+
+
 @dataclass(frozen=True, slots=True)
 class AppendResult:
     first: Position
@@ -149,20 +219,29 @@ class LogWriter:
         payloads: Sequence[bytes],
         key: str | None,
         fed: Callable[[], None] | None = None,
+        turn: AppendTurn | None = None,
     ) -> AppendResult:
         """Append ``payloads`` (with Idempotency-Key ``key``) as the log's writer. ``fed``
         is called once, as soon as the append's entries were handed to the write handle
-        or the append ended without doing so: a caller that starts its next append only
-        then gets its appends into the log in order (``gateway/stream.py``)."""
+        or the append ended without doing so. ``turn`` (from the caller's
+        ``AppendOrder``) keeps its appends in order across fences and rolls; a caller
+        that starts its next append only once ``fed`` was called gets them into the log
+        in order (``gateway/stream.py``)."""
         once = _once(fed) if fed is not None else None
         try:
-            return await self._append(payloads, key, once)
+            return await self._append(payloads, key, once, turn)
         finally:
+            if turn is not None:
+                turn.end()
             if once is not None:
                 once()
 
     async def _append(
-        self, payloads: Sequence[bytes], key: str | None, fed: Callable[[], None] | None
+        self,
+        payloads: Sequence[bytes],
+        key: str | None,
+        fed: Callable[[], None] | None,
+        turn: AppendTurn | None = None,
     ) -> AppendResult:
         self._check_role()
         started = time.monotonic()
@@ -183,7 +262,7 @@ class LogWriter:
         try:
             now = wall_ms()
             entries = log_records.encode(payloads, now, key, digest)
-            first, last = await self._append_entries(entries, fed)
+            first, last = await self._append_entries(entries, fed, turn)
             appended = Appended(first, last, digest or b"", now)
         except _UnknownOutcome as outcome:
             lid, (first_id, last_id) = outcome.ledger_id, outcome.entries
@@ -223,13 +302,24 @@ class LogWriter:
         return appended
 
     async def _append_entries(
-        self, entries: tuple[bytes, ...], fed: Callable[[], None] | None = None
+        self,
+        entries: tuple[bytes, ...],
+        fed: Callable[[], None] | None = None,
+        turn: AppendTurn | None = None,
     ) -> tuple[Position, Position]:
         for _ in range(APPEND_ATTEMPTS_MAX):
             self._check_role()
             runner = self.runner
+            if turn is not None:
+                # Behind the caller's earlier append (see the module docstring).
+                while not turn.may_feed(runner):
+                    await turn.wait_before()
+                    self._check_role()
+                    runner = self.runner
             try:
                 submitted = await runner.submit(entries)
+                if turn is not None:
+                    turn.fed(runner)
                 if fed is not None:
                     fed()
                 outcome = await submitted

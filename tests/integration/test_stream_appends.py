@@ -185,6 +185,51 @@ def test_log_writer_taken_mid_stream_reports_not_writer_and_loses_nothing(
         b.close()
 
 
+FENCES = 3  # recoveries of the log's ledger under one stream
+FENCE_EVERY_ACKS = 400
+FENCED_STREAM_IN_FLIGHT = 512
+
+
+def test_log_ledger_fenced_mid_stream_keeps_the_records_in_the_order_sent(
+    gateways: Gateways,
+) -> None:
+    """Another gateway recovers (fences and closes) the log's current ledger under a
+    stream with hundreds of records in flight, three times: the writer keeps its role,
+    rolls and appends the cut-off groups again, and the stream goes on. Every record is
+    acknowledged once, the acknowledgements' positions ascend in send order, and the
+    log reads back exactly the records sent, in the order sent, at those positions."""
+    client = LogClient(gateways.a.url)
+    try:
+        client.create("stream-fenced")
+        client.take_writer("stream-fenced")
+        sent = records(FENCES * FENCE_EVERY_ACKS + 1200)
+        stream = Stream.open(gateways.a.url, "/v1/logs/stream-fenced/stream")
+        fenced: list[int] = []
+        for payload in sent:
+            while stream.in_flight >= FENCED_STREAM_IN_FLIGHT and stream.error is None:
+                assert stream.next_message() is not None, "closed without an error"
+            assert stream.error is None, stream.error
+            due = (len(fenced) + 1) * FENCE_EVERY_ACKS
+            if len(fenced) < FENCES and len(stream.acks) >= due:
+                ledger_id = client.show("stream-fenced")["ledgers"][-1]
+                if ledger_id not in fenced:
+                    gateways.b.recover(ledger_id)
+                    fenced.append(ledger_id)
+            assert stream.send(payload)
+        assert stream.drain(), stream.error
+        assert stream.end() == 1000
+        assert len(fenced) == FENCES
+        acked = [(a["position"]["ledger_id"], a["position"]["entry_id"]) for a in stream.acks]
+        descents = [
+            (i, acked[i - 1], acked[i]) for i in range(1, len(acked)) if acked[i] <= acked[i - 1]
+        ]
+        assert not descents, f"{len(descents)} acknowledgements descend, first: {descents[:3]}"
+        assert client.read_all("stream-fenced") == list(zip(acked, sent, strict=True))
+        assert len(client.show("stream-fenced")["ledgers"]) > FENCES
+    finally:
+        client.close()
+
+
 def test_client_gone_mid_stream_loses_nothing_and_the_handle_stays_usable(
     gateways: Gateways,
 ) -> None:
