@@ -67,6 +67,12 @@ own (issue 7 item 8), and each refusal maps to its own reason:
 Only the records (and so the ledgers) refused are affected: the others of the
 same cross-ledger request are reported stored as usual.
 
+Every answer names the bookie instance that gave it (``AddResult.instance_id``, the
+instance header), and ``answer_for`` passes it on: each handle compares it with the
+instance its own fragment recorded for that bookie, and a bookie reformatted since is a
+failed bookie for that handle's adds (services/protocol/writer.py, "Replaced
+instance"). The comparison is per ledger, so it lives in the handle, not here.
+
 Requests leave at once from ``_pump`` (``BookieClient.start_add``: a callback-driven
 channel, no task per request) and their answers come back in the same loop turn.
 
@@ -124,11 +130,14 @@ CODE_REASONS: dict[str, RejectReason] = {
 @dataclass(frozen=True, slots=True)
 class AddAnswer:
     """What became of one handle's records (a part of one add request): ``stored`` are
-    durable on the bookie; ``rejected`` were not stored, each for its ``reasons`` entry."""
+    durable on the bookie; ``rejected`` were not stored, each for its ``reasons`` entry;
+    ``instance_id`` is the instance of the bookie that answered (None: it did not say),
+    which the handle compares with the one its fragment recorded."""
 
     stored: tuple[int, ...] = ()
     rejected: tuple[int, ...] = ()
     reasons: tuple[RejectReason, ...] = ()
+    instance_id: str | None = None
 
     @property
     def reason(self) -> RejectReason | None:
@@ -141,7 +150,9 @@ class AddAnswer:
         return self.reasons[0]
 
     def event(self, bookie: str) -> BookieAddsDone:
-        return BookieAddsDone(bookie, self.stored, self.rejected, self.reason, reasons=self.reasons)
+        return BookieAddsDone(
+            bookie, self.stored, self.rejected, self.reason, self.reasons, self.instance_id
+        )
 
 
 AddCallback = Callable[[AddAnswer], None]
@@ -166,7 +177,7 @@ def answer_for(records: Sequence[Record], answer: AddResult | QuireError) -> Add
     if isinstance(answer, QuireError):
         return AddAnswer((), ids, (reject_reason(answer),) * len(ids))
     if not answer.rejected:
-        return AddAnswer(ids)
+        return AddAnswer(ids, instance_id=answer.instance_id)
     refused = {(lid, eid): code for lid, eid, code in answer.rejected}
     stored: list[int] = []
     rejected: list[int] = []
@@ -178,7 +189,7 @@ def answer_for(records: Sequence[Record], answer: AddResult | QuireError) -> Add
         else:
             rejected.append(r.entry_id)
             reasons.append(CODE_REASONS.get(code, RejectReason.UNAVAILABLE))
-    return AddAnswer(tuple(stored), tuple(rejected), tuple(reasons))
+    return AddAnswer(tuple(stored), tuple(rejected), tuple(reasons), answer.instance_id)
 
 
 def add_outcome(records: Sequence[Record], answer: AddResult | QuireError) -> AddOutcome:

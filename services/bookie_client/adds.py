@@ -8,7 +8,13 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
-from services.bookie_client.answers import answer_error, malformed, parse_add, transport_error
+from services.bookie_client.answers import (
+    INSTANCE_HEADER,
+    answer_error,
+    malformed,
+    parse_add,
+    transport_error,
+)
 from services.bookie_client.channel import AddChannel
 from services.bookie_client.results import AddResult
 from services.bookie_client.transport import HttpResponse
@@ -79,7 +85,7 @@ class CallbackAdds:
             doc = json.loads(response.body)
             if not isinstance(doc, dict):
                 raise TypeError("not a JSON object")
-            return parse_add(doc)
+            return parse_add(doc, response.headers.get(INSTANCE_HEADER))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             return malformed(self.address, "add", exc)
 

@@ -53,13 +53,14 @@ def error_for(status: int, body: bytes, prefix: str) -> QuireError:
     return _BY_STATUS.get(status, QuireError)(f"{prefix}: HTTP {status}")
 
 
-def parse_add(doc: dict[str, Any]) -> AddResult:
-    """An add answer (``stored`` and the ``rejected`` records with their codes); raises
+def parse_add(doc: dict[str, Any], instance_id: str | None = None) -> AddResult:
+    """An add answer (``stored`` and the ``rejected`` records with their codes) from the
+    bookie instance ``instance_id`` (its answer's instance header); raises
     KeyError/TypeError/ValueError/AttributeError."""
     rejected = [
         (int(r["ledger_id"]), int(r["entry_id"]), str(r["error"])) for r in doc.get("rejected", [])
     ]
-    return AddResult(int(doc["stored"]), rejected)
+    return AddResult(int(doc["stored"]), rejected, instance_id)
 
 
 def parse_lac(doc: dict[str, Any]) -> LacInfo:

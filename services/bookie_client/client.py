@@ -181,7 +181,7 @@ class BookieClient:
         if not records:
             return AddResult(0, [])
         body = add_body(records)
-        doc = await self._json(
+        response = await self._call(
             "POST",
             "/v1/entries",
             body,
@@ -189,7 +189,9 @@ class BookieClient:
             what="add",
             timeout_s=timeout_s,
         )
-        return self._parsed(parse_add, doc, "add")
+        doc = self._document(response, "add")
+        instance = response.headers.get(INSTANCE_HEADER)
+        return self._parsed(lambda d: parse_add(d, instance), doc, "add")
 
     def start_add(
         self,
@@ -414,9 +416,11 @@ class BookieClient:
             raise self._error(response, what)
         return response
 
-    async def _json(self, method: str, target: str, body: bytes = b"", **kw: Any) -> dict:
-        what = kw["what"]
-        response = await self._call(method, target, body, **kw)
+    async def _json(self, method: str, target: str, body: bytes = b"", **kw: Any) -> dict[str, Any]:
+        return self._document(await self._call(method, target, body, **kw), kw["what"])
+
+    def _document(self, response: HttpResponse, what: str) -> dict[str, Any]:
+        """The answer's body as a JSON object (else a malformed answer)."""
         try:
             doc = json.loads(response.body)
         except ValueError as exc:

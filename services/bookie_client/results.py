@@ -13,10 +13,13 @@ from services.wire import framing
 class AddResult:
     """What a bookie did with one add request: entries stored, and the ones it refused
     as ``(ledger_id, entry_id, error_code)``: ``ledger_fenced``, ``entry_exists`` or
-    ``invalid_argument`` (a bad digest)."""
+    ``invalid_argument`` (a bad digest); and the instance of the bookie that answered
+    (None if it did not say): a writer counts an add only from the instance its
+    fragment recorded (services/protocol/writer.py)."""
 
     stored: int
     rejected: list[tuple[int, int, str]] = field(default_factory=list)
+    instance_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,11 +10,13 @@ effect                 what the runner does, and the event(s) it feeds back
 =====================  =====================================================
 SendAdds               ``POST /v1/entries`` with ``records`` to ``bookie``.
                        200 -> ``BookieAddsDone(bookie, stored, rejected,
-                       reason, reasons)``: rejected = the per-record
-                       refusals, each with its reason (``ledger_fenced``
-                       -> FENCED, ``invalid_argument`` -> CORRUPT,
-                       ``entry_exists`` -> ENTRY_EXISTS); ``reason`` sums
-                       them up (FENCED if any). 503 bookie_read_only ->
+                       reason, reasons, instance_id)``: rejected = the
+                       per-record refusals, each with its reason
+                       (``ledger_fenced`` -> FENCED, ``invalid_argument``
+                       -> CORRUPT, ``entry_exists`` -> ENTRY_EXISTS);
+                       ``reason`` sums them up (FENCED if any);
+                       ``instance_id`` = the answer's instance header.
+                       503 bookie_read_only ->
                        ``BookieAddsDone(bookie, (), all ids, READONLY)``.
                        Any other failure or time-out -> ``BookieAddsDone(
                        bookie, (), all ids, UNAVAILABLE)`` (or
@@ -113,13 +115,16 @@ class BookieAddsDone:
     """A bookie's answer to ``SendAdds``: ``stored`` are durable there; ``rejected``
     were not stored, for ``reason``. ``reasons`` (when given) is the reason of each
     rejected entry, aligned with ``rejected``; ``reason`` then sums them up (FENCED
-    if any entry was refused as fenced)."""
+    if any entry was refused as fenced). ``instance_id`` is the instance of the bookie
+    that answered (None when it did not say): the write handle counts nothing from
+    another instance than the one its fragment recorded (a reformatted bookie)."""
 
     bookie: str
     stored: tuple[int, ...] = ()
     rejected: tuple[int, ...] = ()
     reason: RejectReason | None = None
     reasons: tuple[RejectReason, ...] = ()
+    instance_id: str | None = None
 
     def rejection_reasons(self) -> tuple[RejectReason, ...]:
         """The reason of each rejected entry (``reason`` for all when ``reasons`` is

@@ -31,6 +31,17 @@ fence fails that bookie for this ledger only. An entry the bookie stores with
 other bytes (ENTRY_EXISTS) is never counted as stored there, even if an earlier
 answer said so.
 
+Replaced instance. The last fragment records the instance each of its bookies had
+when it was chosen (``metadata.Fragment.instances``). An add answered by another
+instance (a bookie reformatted since: ``quire bookie format``), or by one that names
+none, is a failed bookie for that add, whatever it says it stored: that instance lost
+the entries the fragment put on it, and it is not fenced even if a recovery fenced the
+instance before it, so counting its acks would let this writer gather an ack quorum on
+a ledger a recovery closed. Its answer counts for nothing and the bookie is replaced by
+an ensemble change, like any failed bookie; the change's CAS then finds a closed
+ledger if a recovery ran (the handle is fenced). A refusal as fenced by the new
+instance still means fenced (a recovery fenced it).
+
 Fenced. A bookie refusing an add because the ledger is fenced means a
 recovery has started: every pending add and every later add fails with
 ledger_fenced (the outcome is unknown: they may or may not have been written).
@@ -262,6 +273,8 @@ class WriteHandle(HandleMetadata):
         fenced = event.reason is RejectReason.FENCED or RejectReason.FENCED in reasons
         if event.rejected and fenced:
             return self._become_fenced(LedgerFenced)
+        if self._replaced_instance(event):
+            return self._bookie_failed(event.bookie)
         for entry_id, reason in zip(event.rejected, reasons, strict=True):
             if reason is RejectReason.ENTRY_EXISTS:
                 self._pending.discard_ack(event.bookie, entry_id)
@@ -271,6 +284,14 @@ class WriteHandle(HandleMetadata):
         if event.rejected:
             effects += self._bookie_failed(event.bookie)
         return effects
+
+    def _replaced_instance(self, event: BookieAddsDone) -> bool:
+        """Whether another instance of the bookie answered than the one the last fragment
+        recorded (module docstring, "Replaced instance"). Every pending entry lies in
+        the last fragment (it starts at or below ``lac + 1``); an unknown recorded
+        instance (metadata older than instances) is not compared."""
+        recorded = self.metadata.last_fragment.instance_of(event.bookie)
+        return recorded is not None and event.instance_id != recorded
 
     def _on_bookie_failed(self, event: BookieFailed) -> list[Effect]:
         if self._state in (HandleState.CLOSED, HandleState.FENCED):

@@ -772,3 +772,27 @@ def test_lengths_and_the_bookie_instance_reach_the_results_and_errors():
             assert page.instance_id == "abc" and page.last_entry_id == 2
 
     run(main())
+
+
+def test_the_bookie_instance_of_an_add_answer_reaches_the_add_result():
+    """Issue 35 item 3: the X-Quire-Bookie-Instance header of an add answer lands in
+    AddResult.instance_id, for ``add`` and for the callback-driven ``start_add`` (the
+    gateway's senders), and is None when the answer names no instance."""
+    named = json_answer({"stored": 1, "rejected": []}, 200, "x-quire-bookie-instance: abc\r\n")
+    answers = [named, json_answer({"stored": 1, "rejected": []}), named]
+
+    async def handler(reader, writer):
+        while answers:
+            await read_request(reader)
+            writer.write(answers.pop(0))
+            await writer.drain()
+
+    async def main():
+        async with raw_server(handler) as (addr, _), BookieClient(addr) as client:
+            assert await client.add([record(3, 0)]) == AddResult(1, [], "abc")
+            assert await client.add([record(3, 1)]) == AddResult(1, [], None)
+            done: asyncio.Future = asyncio.get_running_loop().create_future()
+            client.start_add([record(3, 2)], 5.0, done.set_result)
+            assert await asyncio.wait_for(done, 10) == AddResult(1, [], "abc")
+
+    run(main())

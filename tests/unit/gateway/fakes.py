@@ -104,7 +104,7 @@ class FakeBookie:
                 continue
             self.entries[(r.ledger_id, r.entry_id)] = r
             self.lacs[r.ledger_id] = max(self.lacs.get(r.ledger_id, -1), r.lac)
-        return AddResult(len(records) - len(rejected), rejected)
+        return AddResult(len(records) - len(rejected), rejected, self.instance_id)
 
     def last_entry(self, ledger_id: int) -> int:
         return max((e for lid, e in self.entries if lid == ledger_id), default=-1)
