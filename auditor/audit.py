@@ -238,10 +238,16 @@ class Audit:
         """Delete a stale mark under the ledger's lock, as a worker would: never while a
         worker repairs it (a worker's version-guarded delete could otherwise remove a
         mark created again after ours, the version restarting at 0), and only while the
-        metadata is still what this audit judged whole."""
+        metadata is still what this audit judged whole.
+
+        The lock is this session's (``owner``): if the session ends meanwhile the lock
+        goes with it and a worker may take the ledger, so the mark is deleted only while
+        ``owner`` still holds the lock, and the release deletes only ``owner``'s lock, at
+        the version read, never the worker's."""
         ledger_id = judged.ledger_id
         async with self._slots:
-            if not await self.underreplication.try_lock(ledger_id, LOCK_HOLDER, now_ms()):
+            owner = await self.underreplication.try_lock(ledger_id, LOCK_HOLDER, now_ms())
+            if owner is None:
                 return False  # a worker is on it
             try:
                 mark = await self.underreplication.get_mark(ledger_id)
@@ -257,9 +263,11 @@ class Audit:
                     current = None
                 if current is not None and current.metadata != judged:
                     return False  # changed since it was judged: the next check decides
+                if not await self.underreplication.holds(ledger_id, owner):
+                    return False  # our session ended: the ledger may be a worker's now
                 cleared = await self.underreplication.clear_mark(ledger_id, mark.version)
             finally:
-                await self.underreplication.unlock(ledger_id)
+                await self.underreplication.unlock(ledger_id, owner)
             if cleared:
                 log.info("cleared the stale mark of ledger %d (whole)", ledger_id)
             return cleared

@@ -5,11 +5,16 @@ after marking) and by a walk of the marks every ``--marks-poll-interval``; every
 wake walks the marks and starts a repair for each marked ledger that is not in
 flight and not backing off, up to ``--ledgers-in-flight-max`` at once. A repair
 takes the ledger's lock (a lock another worker holds: skipped, counted as
-contention), runs ``replicator.repair.LedgerRepair`` and always releases the lock.
+contention), runs ``replicator.repair.LedgerRepair`` and always releases the lock
+before the ledger can be taken again.
 A failure backs off exponentially with jitter; a postponed open ledger comes back
 when its grace period ends.
 
-Session states (STYLE.md §8). SUSPENDED: no new lock is taken until CONNECTED.
+Session states (STYLE.md §8). SUSPENDED: no new lock is taken until CONNECTED; a
+repair that ends meanwhile (its ZooKeeper call failed with the connection) still
+holds its lock, since the session and its ephemeral lock may survive the drop: the
+release waits the drop out (``UnderReplicationStore.unlock``), and a lock this
+session still holds for this worker is found ours by the next ``try_lock``.
 LOST: the session's locks are gone, so every repair in flight is cancelled (its
 swap would still be safe, by CAS, but another worker may now hold the lock) and
 the worker carries on once CONNECTED with a new session. While replication is
@@ -46,7 +51,7 @@ CONTENTION_RETRY_S = 1.0  # a ledger locked by another worker is looked at again
 @dataclass
 class Job:
     ledger_id: int
-    session: int | None
+    session: int  # the ZooKeeper session that holds the ledger's lock
     lock: LockInfo
     started: float = field(default_factory=time.monotonic)
     task: asyncio.Task[None] | None = None
@@ -154,15 +159,14 @@ class Worker:
     async def _take(self, ledger_id: int) -> None:
         """Lock the ledger and repair it in a task of its own (cancelled on LOST)."""
         try:
-            session = self.store.session_id
             since = self.ctx.now_ms()
             try:
-                locked = await self.ctx.marks.try_lock(ledger_id, self.worker_id, since)
+                session = await self.ctx.marks.try_lock(ledger_id, self.worker_id, since)
             except QuireError as exc:
                 log.warning("locking ledger %d failed: %s", ledger_id, exc)
                 self._back_off(ledger_id)
                 return
-            if not locked:
+            if session is None:
                 self.ctx.metrics.lock_contention.inc()
                 self._not_before[ledger_id] = time.monotonic() + CONTENTION_RETRY_S
                 return
@@ -175,10 +179,14 @@ class Worker:
         try:
             await self._repair(job)
         finally:
-            self.jobs.pop(ledger_id, None)
-            self.ctx.metrics.ledgers_in_flight.set(len(self.jobs))
-            await asyncio.shield(self._unlock(job))
-            self.wake()
+            # The job stays in flight until its lock is released, so that no new take of
+            # the ledger by this worker races the release (both under one session).
+            try:
+                await asyncio.shield(self._unlock(job))
+            finally:
+                self.jobs.pop(ledger_id, None)
+                self.ctx.metrics.ledgers_in_flight.set(len(self.jobs))
+                self.wake()
 
     async def _repair(self, job: Job) -> None:
         ctx, ledger_id = self.ctx, job.ledger_id
@@ -187,7 +195,7 @@ class Worker:
             job.progress = progress.as_dict()
             if self._owns(job):
                 lock = LockInfo(ledger_id, self.worker_id, job.lock.since, job.progress)
-                await ctx.marks.update_lock(lock)
+                await ctx.marks.update_lock(lock, job.session)
 
         try:
             result = await LedgerRepair(ctx, ledger_id, report).run()
@@ -218,16 +226,21 @@ class Worker:
             self._forget(ledger_id)
 
     def _owns(self, job: Job) -> bool:
-        """The job's lock is still this session's (a lost session's locks are gone)."""
-        return self.store.connected and self.store.session_id == job.session
+        """The job's session lives (SUSPENDED included): a lost session's locks are gone."""
+        return self.store.session == job.session
 
     async def _unlock(self, job: Job) -> None:
-        if not self._owns(job):
-            return
         try:
-            await self.ctx.marks.unlock(job.ledger_id)
+            released = await self.ctx.marks.unlock(job.ledger_id, job.session)
         except QuireError as exc:
+            released = False
             log.warning("unlocking ledger %d failed: %s", job.ledger_id, exc)
+        if not released:
+            log.warning(
+                "ledger %d: its lock could not be released (ZooKeeper unreachable); it is "
+                "this worker's again at its next attempt",
+                job.ledger_id,
+            )
 
     def _back_off(self, ledger_id: int, first: bool = False) -> None:
         failures = 0 if first else self._failures.get(ledger_id, 0) + 1

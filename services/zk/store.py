@@ -10,7 +10,10 @@ Session states (kazoo ``KazooState``): CONNECTED; SUSPENDED (connection lost,
 the session may survive: do not assume ephemeral nodes, locks or leadership);
 LOST (the session expired: ephemeral nodes are gone; kazoo reconnects with a
 new session and reports CONNECTED again, and owners of ephemeral nodes must
-re-create them).
+re-create them). ``session`` is the session's id through SUSPENDED (None once
+LOST): an ephemeral node whose owner is that session is still ours, so a caller
+whose call failed with the connection waits it out (``wait_connected``) and reads
+the node back rather than guessing (a create may have landed, a delete may not).
 
 kazoo exceptions are mapped at this boundary into ``services.errors``: NoNode ->
 ``NodeNotFound``, NodeExists -> ``NodeExists``, NotEmpty -> ``NodeNotEmpty``,
@@ -27,6 +30,7 @@ import asyncio
 import itertools
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +67,7 @@ OPERATION_TIMEOUT_S = 15.0
 CONNECT_ATTEMPT_TIMEOUT_S = 3.0
 CONNECT_DELAY_FIRST_S = 0.5
 CONNECT_DELAY_MAX_S = 10.0
+STATE_POLL_S = 0.05  # how often ``wait_connected`` looks at the connection
 _SEQ_ROLLOVER = (1 << 31) - 2
 
 
@@ -75,6 +80,7 @@ class _DropAll(logging.Filter):
 class Versioned:
     data: bytes
     version: int
+    owner: int = 0  # the session holding an ephemeral znode (0: not ephemeral)
 
 
 def _translate(exc: BaseException, path: str) -> BaseException:
@@ -110,6 +116,7 @@ class MetadataStore:
         operation_timeout_s: float = OPERATION_TIMEOUT_S,
     ) -> None:
         self.hosts = hosts
+        self.session_timeout_s = session_timeout_s
         self.operation_timeout_s = operation_timeout_s
         self._client = KazooClient(
             hosts=hosts,
@@ -120,6 +127,7 @@ class MetadataStore:
         self._starting: asyncio.Future[None] | None = None
         self._listeners: list[Callable[[str], None]] = []
         self.state = KazooState.LOST
+        self._session: int | None = None
         self._client.add_listener(self._on_state)
 
     @property
@@ -133,8 +141,25 @@ class MetadataStore:
 
     @property
     def session_id(self) -> int | None:
+        """The session's id while connected (None while SUSPENDED or LOST)."""
         sid = self._client.client_id
         return sid[0] if sid else None
+
+    @property
+    def session(self) -> int | None:
+        """The session's id, kept while SUSPENDED (the session, and its ephemeral nodes,
+        may survive a dropped connection) and None from LOST until CONNECTED again."""
+        return self._session
+
+    async def wait_connected(self, timeout_s: float) -> bool:
+        """Wait out SUSPENDED: True once connected (with this session or a new one: see
+        ``session``), False when ``timeout_s`` passed first."""
+        deadline = time.monotonic() + timeout_s
+        while not self.connected:
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(STATE_POLL_S)
+        return True
 
     async def start(self, timeout_s: float = 30.0) -> None:
         """Connect (creating the chroot if missing); raise ``MetadataUnavailable`` on time-out."""
@@ -219,6 +244,11 @@ class MetadataStore:
 
     def _on_state(self, state: str) -> None:
         self.state = state
+        if state == KazooState.CONNECTED:
+            sid = self._client.client_id  # set before kazoo reports CONNECTED
+            self._session = sid[0] if sid else None
+        elif state == KazooState.LOST:
+            self._session = None
         log.info("ZooKeeper session state: %s", state)
         loop = self._loop
         if loop is None or loop.is_closed():
@@ -252,7 +282,7 @@ class MetadataStore:
 
     async def get(self, path: str) -> Versioned:
         data, stat = await self._call(path, self._client.get_async, path)
-        return Versioned(data or b"", stat.version)
+        return Versioned(data or b"", stat.version, stat.ephemeralOwner)
 
     async def get_many(self, paths: Sequence[str]) -> list[Versioned | None]:
         """Read many znodes at once, None for those that do not exist: every read is
@@ -271,7 +301,7 @@ class MetadataStore:
             def done(result: Any) -> None:
                 try:
                     data, stat = result.get_nowait()
-                    value: Any = Versioned(data or b"", stat.version)
+                    value: Any = Versioned(data or b"", stat.version, stat.ephemeralOwner)
                 except NoNodeError:
                     value = None
                 except BaseException as exc:  # noqa: BLE001 - delivered to the awaiting task
@@ -333,6 +363,21 @@ class MetadataStore:
         )
         return str(created)
 
+    async def create_ephemeral(self, path: str, data: bytes = b"") -> int:
+        """Create an ephemeral znode (and its parents); return its owner, the session that
+        holds it, as ZooKeeper answered it (not ``session`` read afterwards, which a
+        session lost meanwhile would have changed)."""
+        _, stat = await self._call(
+            path,
+            self._client.create_async,
+            path,
+            data,
+            ephemeral=True,
+            makepath=True,
+            include_data=True,
+        )
+        return int(stat.ephemeralOwner)
+
     async def set(self, path: str, data: bytes, version: int = -1) -> int:
         """Compare-and-set: write only if the znode is at ``version``; return the new version."""
         stat = await self._call(path, self._client.set_async, path, data, version)
@@ -392,7 +437,9 @@ class MetadataStore:
         loop = asyncio.get_running_loop()
 
         def on_change(data: bytes | None, stat: Any) -> None:
-            value = None if stat is None else Versioned(data or b"", stat.version)
+            value = (
+                None if stat is None else Versioned(data or b"", stat.version, stat.ephemeralOwner)
+            )
             if not loop.is_closed():
                 loop.call_soon_threadsafe(callback, value)
 

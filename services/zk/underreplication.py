@@ -24,11 +24,12 @@ through these znodes (paths in ``services.zk.paths``):
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from services.errors import MetadataConflict, NodeExists, NodeNotFound
+from services.errors import MetadataConflict, MetadataUnavailable, NodeExists, NodeNotFound
 from services.zk import paths as zkpaths
 from services.zk.store import MetadataStore, Versioned
 from services.zk.walk import walk_ids
@@ -37,6 +38,8 @@ ELECTION_PREFIX = "n_"
 DECOMMISSIONING = "decommissioning"
 DECOMMISSIONED = "decommissioned"
 MARK_CAS_ATTEMPTS_MAX = 20
+LOCK_ATTEMPTS_MAX = 3  # creates of one try_lock (one lost with the connection is retried)
+LOCK_RELEASE_ATTEMPTS_MAX = 20  # reads and deletes of one unlock
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,26 +152,88 @@ class UnderReplicationStore:
 
     # ------------------------------------------------------------------ locks
 
-    async def try_lock(self, ledger_id: int, worker: str, now_ms: int) -> bool:
-        doc = {"worker": worker, "since": now_ms, "progress": {}}
-        try:
-            await self.store.create(zkpaths.replication_lock(ledger_id), _dump(doc), ephemeral=True)
-        except NodeExists:
-            return False
-        return True
+    # A lock is held by a ZooKeeper session (its ephemeral owner), not by a name: a
+    # holder releases, updates or trusts its lock only while the znode's owner is the
+    # session that took it (``try_lock``'s answer), and deletes it at the version read.
+    # A session that ended took its lock with it, and the lock there now (at version 0
+    # again) is somebody else's. A call that failed with the connection is decided by
+    # reading the lock back once connected again (SUSPENDED: the session, and its lock,
+    # may well survive), never by guessing: a create may have landed, a delete not.
 
-    async def update_lock(self, lock: LockInfo) -> None:
+    async def try_lock(self, ledger_id: int, worker: str, now_ms: int) -> int | None:
+        """Take the ledger's lock for ``worker``: the id of the session that holds it now
+        (this store's), to pass to ``unlock``; None when another holds it.
+
+        A lock this session holds for ``worker`` already is ours: a create that landed
+        but answered ConnectionLoss, or a release that gave up waiting for ZooKeeper.
+        (Two holders sharing a session must use distinct ``worker`` names.)"""
+        path = zkpaths.replication_lock(ledger_id)
+        data = _dump({"worker": worker, "since": now_ms, "progress": {}})
+        for _ in range(LOCK_ATTEMPTS_MAX):
+            try:
+                return await self.store.create_ephemeral(path, data)
+            except NodeExists:
+                pass
+            except MetadataUnavailable:
+                if not await self.store.wait_connected(self.store.session_timeout_s):
+                    raise
+            node = await self.store.get_or_none(path)
+            if node is None:
+                continue  # released meanwhile, or our create never landed: again
+            mine = node.owner == self.store.session and _json(node.data).get("worker") == worker
+            return node.owner if mine else None
+        raise MetadataUnavailable(
+            f"locking ledger {ledger_id}: no answer in {LOCK_ATTEMPTS_MAX} attempts"
+        )
+
+    async def holds(self, ledger_id: int, owner: int) -> bool:
+        """Whether the session ``owner`` holds the ledger's lock now."""
+        node = await self.store.get_or_none(zkpaths.replication_lock(ledger_id))
+        return node is not None and node.owner == owner
+
+    async def update_lock(self, lock: LockInfo, owner: int) -> None:
+        """Write the lock's progress while the session ``owner`` holds it."""
+        path = zkpaths.replication_lock(lock.ledger_id)
+        node = await self.store.get_or_none(path)
+        if node is None or node.owner != owner:
+            return
         doc = {"worker": lock.worker, "since": lock.since, "progress": lock.progress}
         try:
-            await self.store.set(zkpaths.replication_lock(lock.ledger_id), _dump(doc))
-        except NodeNotFound:
+            await self.store.set(path, _dump(doc), node.version)
+        except (NodeNotFound, MetadataConflict):
             pass
 
-    async def unlock(self, ledger_id: int) -> None:
-        try:
-            await self.store.delete(zkpaths.replication_lock(ledger_id))
-        except NodeNotFound:
-            pass
+    async def unlock(self, ledger_id: int, owner: int, wait_s: float | None = None) -> bool:
+        """Release the lock the session ``owner`` took: True once that session holds it no
+        more (deleted now, or gone with the session); a lock taken since by anybody else
+        is left alone.
+
+        A dropped connection is waited out for ``wait_s`` (default: the session
+        time-out; a connection down longer has most likely lost the session, and the
+        lock with it), since while the session lives so does its lock, and every other
+        worker would find the ledger locked. False when ZooKeeper stayed unreachable
+        that long: the holder's next ``try_lock`` of the ledger finds the lock its own."""
+        path = zkpaths.replication_lock(ledger_id)
+        wait_s = self.store.session_timeout_s if wait_s is None else wait_s
+        deadline = time.monotonic() + wait_s
+        for _ in range(LOCK_RELEASE_ATTEMPTS_MAX):
+            if self.store.session != owner:
+                return True  # the session ended: its ephemeral lock went with it
+            try:
+                node = await self.store.get_or_none(path)
+                if node is None or node.owner != owner:
+                    return True
+                await self.store.delete(path, node.version)
+                return True
+            except NodeNotFound:
+                return True
+            except MetadataConflict:
+                continue  # a progress write of ours landed meanwhile: read again
+            except MetadataUnavailable:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not await self.store.wait_connected(remaining):
+                    return False
+        return False
 
     async def locks(self) -> dict[int, LockInfo]:
         out: dict[int, LockInfo] = {}

@@ -1,12 +1,15 @@
 """The replication worker under faults: killed mid-copy, a hanging bookie among the
-sources and targets, and a ZooKeeper session expiry of the worker."""
+sources and targets, a ZooKeeper session expiry of the worker, and a ZooKeeper
+connection drop (the session survives) while it copies."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
+import pytest
 from kazoo.client import KazooClient
 
 from replicator.app import create_app
@@ -14,7 +17,7 @@ from services.cluster.processes import ZooKeeperProcess, free_port
 from services.protocol.metadata import LedgerMetadata
 from services.settings import ReplicatorSettings
 from services.zk import paths as zkpaths
-from tests.harness import Cluster, expire_session, wait_for
+from tests.harness import Cluster, expire_session, fresh_chroot, wait_for
 from tests.integration.auto_support import (
     fragment_complete,
     ledger_metadata,
@@ -27,6 +30,10 @@ from tests.integration.gateway_support import Gateway, payload_for, start_bookie
 
 ENTRIES = 60
 ENTRY_BYTES = 1_000
+# The worker's session in the connection-drop test: kazoo drops a silent connection
+# within 2/3 of it, and the server ends the session after all of it, so resuming
+# ZooKeeper once the drop is seen leaves a third of it (4 s) to spare.
+DROPPED_SESSION_TIMEOUT_S = 12
 
 
 def _closed_ledger(
@@ -183,3 +190,89 @@ async def _until(predicate: Callable[[], object], what: str, deadline_s: float =
     while not await asyncio.to_thread(predicate):
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+def own_zookeeper(tmp_path: Path) -> Iterator[ZooKeeperProcess]:
+    """A ZooKeeper of this test's own, so that pausing it stalls no other test."""
+    server = ZooKeeperProcess(tmp_path / "zookeeper", free_port())
+    server.start()
+    try:
+        server.wait_ready(60.0)
+        yield server
+    finally:
+        server.stop()
+
+
+def test_a_repair_ending_during_a_zookeeper_connection_drop_releases_its_lock(
+    own_zookeeper: ZooKeeperProcess, tmp_path: Path
+) -> None:
+    """ZooKeeper is paused (SIGSTOP) while a worker copies a throttled ledger, until the
+    worker's connection drops, then resumed, well within the worker's session time-out:
+    the progress write in flight fails, so the repair ends while the session is
+    SUSPENDED. The session survives and so would its ephemeral lock: the worker releases
+    it once reconnected, takes it again, and the ledger ends fully replicated."""
+    zookeeper = own_zookeeper
+    cluster = Cluster(zookeeper.connect_string, fresh_chroot(), tmp_path)
+    long_session = ["--zk-session-timeout", "60"]  # only the worker's session is at stake
+    zk_client = KazooClient(hosts=zookeeper.connect_string, timeout=60.0)
+    try:
+        procs = {p.address: p for p in start_bookies(cluster, 4, long_session)}
+        gateway = start_gateway(cluster, long_session)
+        zk_client.start(30.0)
+        zk_client.chroot = cluster.zk_root
+        wait_for(lambda: len(zk_client.get_children("/bookies")) == 4, 20, "4 bookies")
+        lid, payloads = _closed_ledger(gateway, 3, 3, 2)
+        dead = ledger_metadata(zk_client, lid).fragments[0].bookies[1]
+        procs[dead].kill()
+        settings = ReplicatorSettings(
+            zk=zookeeper.connect_string,
+            zk_root=cluster.zk_root,
+            port=free_port(),
+            zk_session_timeout=DROPPED_SESSION_TIMEOUT_S,
+            rereplication_bytes_per_s_max=10_000,
+            copy_batch_entries_max=5,
+            marks_poll_interval=0.5,
+        )
+
+        async def main() -> None:
+            app = create_app(settings)
+            async with app.router.lifespan_context(app):
+                await _until(lambda: app.state.worker is not None, "the worker to start")
+                store = app.state.store
+                session = store.session_id
+                await asyncio.to_thread(mark_ledger, zk_client, lid, [dead])
+                lock = f"/underreplication/locks/{lid}"
+
+                def copying() -> bool:
+                    found = zk_client.exists(lock)
+                    return found is not None and b'"entries_copied":0' not in zk_client.get(lock)[0]
+
+                await _until(copying, "the worker copying")
+                zookeeper.pause()
+                try:
+                    await _until(lambda: not store.connected, "the worker's connection to drop")
+                finally:
+                    zookeeper.resume()
+                deadline = time.monotonic() + 60
+                while await asyncio.to_thread(marked_ledgers, zk_client):
+                    assert time.monotonic() < deadline, (
+                        "the ledger stayed marked (its lock: "
+                        f"{await asyncio.to_thread(zk_client.exists, lock)})"
+                    )
+                    await asyncio.sleep(0.1)
+                assert store.session_id == session  # the session survived the drop
+                metrics = app.state.worker.ctx.metrics  # the repair ended during the drop
+                assert metrics.failures.labels("metadata_unavailable")._value.get() >= 1
+                assert not await asyncio.to_thread(zk_client.exists, lock)
+
+        asyncio.run(main())
+        metadata = ledger_metadata(zk_client, lid)
+        assert not names(metadata, dead)
+        assert fragment_complete(metadata) == []
+        assert [x for _, x in gateway.read_all(lid)] == payloads
+    finally:
+        zookeeper.resume()
+        zk_client.stop()
+        zk_client.close()
+        cluster.stop_all()

@@ -4,11 +4,19 @@ the version read, marks walked in id order, ephemeral locks, election order."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 
+from services.errors import MetadataUnavailable
 from services.zk import paths as zkpaths
 from services.zk.store import MetadataStore
-from services.zk.underreplication import DECOMMISSIONED, DECOMMISSIONING, UnderReplicationStore
+from services.zk.underreplication import (
+    DECOMMISSIONED,
+    DECOMMISSIONING,
+    LockInfo,
+    UnderReplicationStore,
+)
+from tests.harness import expire_session
 
 
 def _run(zookeeper, zk_root, body: Callable[[UnderReplicationStore], Awaitable[None]]) -> None:  # type: ignore[no-untyped-def]
@@ -91,11 +99,11 @@ def test_locks_are_ephemeral(zookeeper, zk_root) -> None:  # type: ignore[no-unt
         try:
             a, b = UnderReplicationStore(one), UnderReplicationStore(two)
             await a.ensure_paths()
-            assert await a.try_lock(42, "w1", 1) is True
-            assert await b.try_lock(42, "w2", 2) is False
+            assert await a.try_lock(42, "w1", 1) == one.session_id
+            assert await b.try_lock(42, "w2", 2) is None
             assert (await b.locks())[42].worker == "w1"
             await one.stop()
-            assert await b.try_lock(42, "w2", 3) is True
+            assert await b.try_lock(42, "w2", 3) == two.session_id
             assert (await b.locks())[42].worker == "w2"
         finally:
             await one.stop()
@@ -138,3 +146,80 @@ def test_decommission_states(zookeeper, zk_root) -> None:  # type: ignore[no-unt
         assert await urs.decommissions() == {"b:1": DECOMMISSIONED}
 
     _run(zookeeper, zk_root, body)
+
+
+async def _new_session(store: MetadataStore, connect_string: str) -> None:
+    """End ``store``'s session on the server and wait until it has a new one."""
+    old = store.session_id
+    assert old is not None
+    sid, password = store.client.client_id
+    await asyncio.to_thread(expire_session, connect_string, sid, password)
+    deadline = time.monotonic() + 30
+    while not (store.connected and store.session_id not in (None, old)):
+        assert time.monotonic() < deadline, "no new session"
+        await asyncio.sleep(0.05)
+
+
+def test_a_lock_whose_create_answered_connection_loss_is_ours(zookeeper, zk_root) -> None:  # type: ignore[no-untyped-def]
+    """A try_lock whose create landed but answered ConnectionLoss holds the lock (its owner
+    is this session): it neither fails nor leaks a lock that every later try_lock, this
+    worker's included, would see as another's; the release frees it for others."""
+
+    async def main() -> None:
+        one = MetadataStore(zookeeper.connect_string + zk_root, session_timeout_s=4)
+        two = MetadataStore(zookeeper.connect_string + zk_root, session_timeout_s=4)
+        await one.start(10)
+        await two.start(10)
+        try:
+            a, b = UnderReplicationStore(one), UnderReplicationStore(two)
+            await a.ensure_paths()
+            create = one.create
+
+            async def landed_then_lost(path: str, data: bytes = b"", **kw: bool) -> str:
+                await create(path, data, **kw)
+                raise MetadataUnavailable(f"ZooKeeper unavailable (ConnectionLoss) at {path}")
+
+            one.create = landed_then_lost  # type: ignore[method-assign]
+            holder = await a.try_lock(42, "w1", 1)
+            one.create = create  # type: ignore[method-assign]
+            assert holder == one.session_id
+            assert await a.try_lock(42, "w1", 2) == holder  # asked again: still ours
+            assert await b.try_lock(42, "w2", 3) is None
+            assert (await b.locks())[42].worker == "w1"
+            assert await a.unlock(42, holder) is True
+            assert await b.try_lock(42, "w2", 4) == two.session_id
+        finally:
+            await one.stop()
+            await two.stop()
+
+    asyncio.run(main())
+
+
+def test_a_release_never_deletes_a_lock_taken_since_the_session_ended(zookeeper, zk_root) -> None:  # type: ignore[no-untyped-def]
+    """Releasing deletes a lock only while the session that took it owns it: once that
+    session has ended (its lock went with it) and another worker has taken the ledger's
+    lock, the late release leaves that worker's lock alone, as does an update."""
+
+    async def main() -> None:
+        one = MetadataStore(zookeeper.connect_string + zk_root, session_timeout_s=4)
+        two = MetadataStore(zookeeper.connect_string + zk_root, session_timeout_s=4)
+        await one.start(10)
+        await two.start(10)
+        try:
+            a, b = UnderReplicationStore(one), UnderReplicationStore(two)
+            await a.ensure_paths()
+            holder = await a.try_lock(7, "auditor", 1)
+            assert holder is not None
+            await _new_session(one, zookeeper.connect_string)
+            taken = await b.try_lock(7, "w2", 2)
+            assert taken is not None
+            assert await a.unlock(7, holder) is True  # gone with its session: nothing to do
+            await a.update_lock(LockInfo(7, "auditor", 1, {"entries_copied": 1}), holder)
+            lock = (await b.locks())[7]
+            assert (lock.worker, lock.progress) == ("w2", {})
+            assert await b.holds(7, taken) and not await a.holds(7, holder)
+        finally:
+            await one.stop()
+            await two.stop()
+
+    asyncio.run(main())

@@ -1,0 +1,95 @@
+"""The auditor's stale-mark clean-up against a real ZooKeeper: it holds the ledger's lock
+while it deletes a mark, and never deletes a lock it does not hold (issue 35 item 10)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from auditor.audit import FULL, LOCK_HOLDER, Audit, AuditView
+from services.protocol.metadata import LedgerMetadata
+from services.zk.ledger_store import LedgerStore, VersionedLedger
+from services.zk.store import MetadataStore
+from services.zk.underreplication import UnderReplicationStore
+from tests.harness import expire_session
+
+BOOKIES = ("127.0.0.1:3181", "127.0.0.1:3182", "127.0.0.1:3183")
+
+
+class SessionEndsDuringRead(LedgerStore):
+    """The auditor's ledger reads; the first ``get`` ends the auditor's session on the
+    server (its lock goes with it) and lets ``meanwhile`` run before answering."""
+
+    def __init__(self, store: MetadataStore, connect_string: str, meanwhile: object) -> None:
+        super().__init__(store)
+        self.connect_string = connect_string
+        self.meanwhile = meanwhile
+        self.fired = False
+
+    async def get(self, ledger_id: int) -> VersionedLedger:
+        if not self.fired:
+            self.fired = True
+            old = self.store.session_id
+            sid, password = self.store.client.client_id
+            await asyncio.to_thread(expire_session, self.connect_string, sid, password)
+            deadline = time.monotonic() + 30
+            while not (self.store.connected and self.store.session_id not in (None, old)):
+                assert time.monotonic() < deadline, "the auditor got no new session"
+                await asyncio.sleep(0.05)
+            await self.meanwhile()  # type: ignore[operator]
+        return await super().get(ledger_id)
+
+
+def test_the_stale_mark_clean_up_never_deletes_a_workers_lock(zookeeper, zk_root) -> None:  # type: ignore[no-untyped-def]
+    """The auditor takes a whole ledger's lock to clear its stale mark; its session ends
+    before it deletes the mark and a worker takes the lock meanwhile. The auditor's
+    release leaves the worker's lock in place (so no second worker can take the ledger)
+    and, no longer holding the lock, it leaves the mark to the worker."""
+    hosts = zookeeper.connect_string + zk_root
+
+    async def main() -> None:
+        auditor_store = MetadataStore(hosts, session_timeout_s=4)
+        worker_store = MetadataStore(hosts, session_timeout_s=4)
+        await auditor_store.start(10)
+        await worker_store.start(10)
+        try:
+            auditor_marks = UnderReplicationStore(auditor_store)
+            worker_marks = UnderReplicationStore(worker_store)
+            await auditor_marks.ensure_paths()
+            metadata = LedgerMetadata.new(9, BOOKIES, 2, 2, created_at=1)
+            await LedgerStore(auditor_store).create(metadata)
+            await auditor_marks.mark(9, [BOOKIES[0]], 1)
+            taken: list[object] = []
+
+            async def worker_takes_the_lock() -> None:
+                taken.append(await worker_marks.try_lock(9, "worker-1", 2))
+
+            ledgers = SessionEndsDuringRead(
+                auditor_store, zookeeper.connect_string, worker_takes_the_lock
+            )
+
+            async def confirm() -> bool:
+                return True
+
+            audit = Audit(
+                FULL,
+                ledgers,
+                auditor_marks,
+                AuditView(frozenset(BOOKIES), frozenset(), frozenset()),
+                confirm,
+                None,
+                4,
+            )
+            cleared = await audit._clear_one(metadata)
+            assert ledgers.fired and taken and taken[0]
+            locks = await worker_marks.locks()
+            assert 9 in locks, "the auditor deleted the worker's lock"
+            assert locks[9].worker == "worker-1" != LOCK_HOLDER
+            assert not await worker_marks.try_lock(9, "worker-2", 3)  # still held
+            assert cleared is False
+            assert await worker_marks.get_mark(9) is not None  # the worker's to clear
+        finally:
+            await auditor_store.stop()
+            await worker_store.stop()
+
+    asyncio.run(main())
