@@ -2,12 +2,17 @@
 
 Only the writer, or a recovery that fences it, may settle an open-ended fragment: a
 copy swapped in under a live writer could miss the entries it adds next. So the
-worker postpones such a ledger until ``--open-ledger-grace`` after the mark's
-``marked_at``; then, if the last fragment still names a missing bookie (a writer
-that keeps writing replaces the bookie itself by an ensemble change), it recovers
-the ledger (fences and closes it) with the gateway's own recovery
-(``gateway.handles.Recoveries`` over a ``GatewayContext`` built here), and the
-ledger is copied as a CLOSED one.
+worker postpones such a ledger until ``--open-ledger-grace`` after the last
+fragment's missing bookie was first seen missing (``MissingSince``); then, if the
+last fragment still names a missing bookie (a writer that keeps writing replaces the
+bookie itself by an ensemble change), it recovers the ledger (fences and closes it)
+with the gateway's own recovery (``gateway.handles.Recoveries`` over a
+``GatewayContext`` built here), and the ledger is copied as a CLOSED one.
+
+The grace never runs from the mark's ``marked_at``: a mark keeps its first time when
+bookies are merged into it, and a fragment bookie that is merely unregistered this
+instant (restarting) is missing to the worker without being in the mark at all, so
+an hour-old mark for an earlier fragment would leave a healthy writer no grace.
 
 The digest key. A crc32c or none ledger needs none. An hmac ledger's metadata keeps
 its MAC key sealed with the cluster secret (``services.wire.digest.seal_mac_key``);
@@ -21,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from gateway.context import GatewayContext
 from gateway.handles import Recoveries
@@ -40,6 +45,8 @@ log = logging.getLogger(__name__)
 KEY_CHECK_ENTRIES_MAX = 8
 # Ledgers whose missing sealed key was logged (each once), at most this many remembered.
 LEGACY_LOGGED_MAX = 10_000
+# Bookies whose first absence is remembered, at most this many (the oldest go first).
+MISSING_TRACKED_MAX = 10_000
 _legacy_logged: set[int] = set()
 
 
@@ -66,9 +73,55 @@ def digest_key(metadata: LedgerMetadata, cluster_secret: str | None) -> bytes | 
         return None
 
 
-def grace_due_ms(marked_at_ms: int, grace_s: float) -> int:
-    """When an open ledger's last fragment may be recovered (wall-clock ms)."""
-    return marked_at_ms + int(grace_s * 1000)
+def grace_due_ms(missing_since_ms: int, grace_s: float) -> int:
+    """When an open ledger's last fragment may be recovered (wall-clock ms), its
+    bookie first seen missing at ``missing_since_ms``."""
+    return missing_since_ms + int(grace_s * 1000)
+
+
+class MissingSince:
+    """When this worker first saw each bookie missing (wall-clock ms), since it last saw
+    it available.
+
+    Two sources feed it: the bookie registry (``observe``, on every change: a bookie
+    that stops being registered and not decommissioning is missing from then on, one
+    that becomes so again is not), and the repair rounds (``missing`` for a bookie a
+    round finds unavailable, which records now unless known earlier; ``back`` for one
+    that answers), for a killed bookie stays registered until its session expires and
+    one gone before the worker started was never seen leaving. A worker that starts,
+    or forgets, only ever waits longer: the grace is a least wait, never a deadline.
+    """
+
+    def __init__(self, now_ms: Callable[[], int]) -> None:
+        self.now_ms = now_ms
+        self._since: dict[str, int] = {}
+        self._available: set[str] = set()
+
+    def observe(self, available: Collection[str]) -> None:
+        """The registry changed; ``available``: registered and not decommissioning."""
+        current = set(available)
+        now = self.now_ms()
+        for bookie in self._available - current:
+            self._since.setdefault(bookie, now)
+        for bookie in current - self._available:
+            self._since.pop(bookie, None)
+        self._available = current
+        self._bound()
+
+    def missing(self, bookie: str) -> int:
+        """``bookie`` is unavailable now: since when it has been (recorded now if new)."""
+        since = self._since.setdefault(bookie, self.now_ms())
+        self._bound()
+        return since
+
+    def back(self, bookie: str) -> None:
+        """``bookie`` answers: a later absence starts a new grace."""
+        self._since.pop(bookie, None)
+
+    def _bound(self) -> None:
+        """Forget the oldest beyond ``MISSING_TRACKED_MAX`` (forgetting only delays)."""
+        while len(self._since) > MISSING_TRACKED_MAX:
+            del self._since[min(self._since, key=self._since.__getitem__)]
 
 
 def last_fragment_affected(metadata: LedgerMetadata, missing: Collection[str]) -> bool:

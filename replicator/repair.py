@@ -12,8 +12,9 @@ replaced by another, up to ``TARGETS_TRIED_MAX``), then swap the bookie in that
 fragment by compare-and-set on freshly read metadata, only while the repair still
 applies (same fragment, same span, same bookie): a concurrent ensemble change or
 close is never overwritten; when the span changed the round ends and the next one
-re-plans. A repair of the open-ended last fragment waits for the grace period and
-then recovers the ledger (``replicator.openledger``).
+re-plans. A repair of the open-ended last fragment waits for the grace period,
+counted from when its bookie was first seen missing, and then recovers the ledger
+(``replicator.openledger``).
 
 A bookie the mark names that is registered again (back after the lost-bookie delay,
 or alive and found lacking entries by the auditor's replica check), not being
@@ -42,7 +43,13 @@ from typing import Any
 
 from replicator.copy import CopyJob, FragmentCopier
 from replicator.metrics import ReplicatorMetrics
-from replicator.openledger import OpenLedgers, digest_key, grace_due_ms, last_fragment_affected
+from replicator.openledger import (
+    MissingSince,
+    OpenLedgers,
+    digest_key,
+    grace_due_ms,
+    last_fragment_affected,
+)
 from services.bookie_client import BookieClient, BookieClientPool
 from services.errors import LedgerNotFound, MetadataConflict, NotEnoughBookies, QuireError
 from services.protocol.metadata import LedgerMetadata
@@ -123,6 +130,19 @@ class RepairContext:
     enabled: Callable[[], bool]
     rng: random.Random = field(default_factory=random.Random)
     now_ms: Callable[[], int] = wall_ms
+    missing_since: MissingSince = field(init=False)
+
+    def __post_init__(self) -> None:
+        """Follow the registry from now on: the open-ledger grace runs from a bookie's
+        first absence (``replicator.openledger.MissingSince``)."""
+        self.missing_since = MissingSince(self.now_ms)
+        self.registry.add_listener(self._observe_registry)
+
+    def _observe_registry(self) -> None:
+        registry = self.registry
+        self.missing_since.observe(
+            [b for b in registry.bookies if b not in registry.decommissioned]
+        )
 
 
 class LedgerRepair:
@@ -160,6 +180,15 @@ class LedgerRepair:
             ]
             back = await self._back({r.bookie for r in planned if r.is_open_last})
             plan = [r for r in planned if not (r.is_open_last and r.bookie in back)]
+            for bookie in back:
+                ctx.missing_since.back(bookie)
+            # The grace runs from the first absence of the last fragment's missing
+            # bookie, never from the mark's time: an old mark (another fragment's
+            # bookie) must not let a bookie that is restarting now fence its writer.
+            open_missing_since = min(
+                (ctx.missing_since.missing(r.bookie) for r in plan if r.is_open_last),
+                default=None,
+            )
             if not plan:
                 if await ctx.marks.clear_mark(ledger_id, mark.version):
                     return RepairResult(Outcome.DONE)
@@ -175,8 +204,8 @@ class LedgerRepair:
                 return RepairResult(Outcome.STOPPED)
             if step is _Step.REPLAN:
                 continue
-            if any(r.is_open_last for r in plan):
-                due = grace_due_ms(mark.marked_at, ctx.settings.open_ledger_grace)
+            if open_missing_since is not None:
+                due = grace_due_ms(open_missing_since, ctx.settings.open_ledger_grace)
                 if ctx.now_ms() < due:
                     return RepairResult(Outcome.POSTPONED, due)
                 await self._recover(missing)

@@ -4,9 +4,12 @@ writer that keeps writing replaces the bookie itself and is never fenced."""
 
 from __future__ import annotations
 
+import time
+
 from kazoo.client import KazooClient
 
 from services.protocol.metadata import LedgerState
+from services.zk import paths as zkpaths
 from tests.harness import Cluster, wait_for
 from tests.integration.auto_support import (
     fragment_complete,
@@ -100,3 +103,60 @@ def test_a_writer_that_keeps_writing_replaces_the_bookie_itself_and_is_not_fence
     metadata = ledger_metadata(zk_client, lid)
     assert fragment_complete(metadata) == []
     check_read_back(gateway.read_all(lid), closed["last_entry_id"], appender.acked, appender.sent)
+
+
+def test_an_old_mark_does_not_shorten_the_grace_of_a_restarting_bookie(
+    cluster: Cluster, zk_client: KazooClient
+) -> None:
+    """The grace of an open ledger's last fragment runs from when its bookie was first
+    seen missing, not from an hour-old mark: a ledger marked long ago for a bookie of an
+    earlier fragment, whose last fragment's bookie restarts while its writer is idle, is
+    repaired (the earlier fragment) but never fenced; once the bookie is back the mark
+    clears and the writer's adds succeed."""
+    grace_s = 20.0
+    procs = {p.address: p for p in start_bookies(cluster, 5)}
+    gateway = start_gateway(cluster, ["--bookie-add-timeout-ms", "1000"])
+    wait_writable(gateway, 5)
+    lid = gateway.create(ensemble_size=3, write_quorum=3, ack_quorum=2)["ledger_id"]
+    for i in range(5):
+        gateway.add(lid, payload_for(i))
+    old = ledger_metadata(zk_client, lid).fragments[0].bookies[0]
+    procs[old].kill()
+
+    def changed() -> bool:
+        gateway.add(lid, payload_for(99))
+        return len(ledger_metadata(zk_client, lid).fragments) >= 2
+
+    wait_for(changed, 30, "the writer to replace the killed bookie by an ensemble change")
+    metadata = ledger_metadata(zk_client, lid)
+    restarting = next(
+        b for b in metadata.last_fragment.bookies if b not in metadata.fragments[0].bookies
+    )
+    start_replicator(
+        cluster,
+        ["--open-ledger-grace", str(grace_s), "--marks-poll-interval", "0.5",
+         "--bookie-request-timeout-ms", "2000"],
+    )  # fmt: skip
+    procs[restarting].stop()
+    wait_for(lambda: not zk_client.exists(zkpaths.bookie(restarting)), 20, "the bookie to leave")
+    an_hour_ago = int(time.time() * 1000) - 3_600_000
+    mark_ledger(zk_client, lid, [old], marked_at_ms=an_hour_ago)
+    wait_for(
+        lambda: old not in ledger_metadata(zk_client, lid).fragments[0].bookies,
+        40,
+        "the earlier fragment repaired",
+    )
+    holds_for(
+        lambda: ledger_metadata(zk_client, lid).state is LedgerState.OPEN,
+        3.0,
+        "the open ledger waits for the grace period of the restarting bookie",
+    )
+    procs[restarting].start()
+    procs[restarting].wait_healthy(30)
+    wait_for(lambda: not marked_ledgers(zk_client), 40, "the mark to clear with the bookie back")
+    metadata = ledger_metadata(zk_client, lid)
+    assert metadata.state is LedgerState.OPEN
+    assert restarting in metadata.last_fragment.bookies
+    for i in range(5):
+        gateway.add(lid, payload_for(200 + i))
+    assert not names(ledger_metadata(zk_client, lid), old)
