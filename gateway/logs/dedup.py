@@ -10,16 +10,21 @@ Bounds: keys older than ``window_ms`` or beyond ``keys_max`` (oldest first) are
 forgotten. The window is rebuilt from the log's tail when this gateway takes the
 writer role (``rebuild``), because the keys live in the entries themselves: a
 hand-over or a crash of the previous writer loses nothing that was appended.
+
+An unknown outcome stays unknown while the key is in the window: a retry whose earlier
+attempt's ledger has not closed yet, or is gone (truncated away before the outcome was
+settled: it may have held the append), is 409 ``ledger_fenced`` (``unknown_outcome``)
+and appends nothing, since appending again could put the records in the log twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass
 
-from services.errors import IdempotencyKeyReused
+from services.errors import IdempotencyKeyReused, LedgerFenced
 from services.protocol import log_records
 from services.protocol.logs import Position
 
@@ -141,6 +146,25 @@ def _expire_table(table: OrderedDict[str, Appended] | OrderedDict[str, Unsettled
         del table[key]
 
 
+def unknown_outcome(key: str, ledger_id: int, gone: bool) -> LedgerFenced:
+    """The answer to a retry whose earlier attempt's outcome cannot be told: its ledger
+    is not CLOSED yet (``gone`` False: a later retry may tell), or no longer exists
+    (``gone``: truncated away, or deleted with the log, before the outcome was settled;
+    it may have held the records, so they are not appended again while the key is in
+    the window)."""
+    if gone:
+        return LedgerFenced(
+            f"the earlier append with Idempotency-Key {key!r} has an unknown outcome that "
+            f"can no longer be settled: ledger {ledger_id}, which may hold it, was truncated "
+            "from the log (or deleted with it) before it was; it is not appended again "
+            "while the key is in the idempotency window"
+        )
+    return LedgerFenced(
+        f"the earlier append with Idempotency-Key {key!r} has an unknown outcome "
+        f"still (ledger {ledger_id} is not closed yet); retry later"
+    )
+
+
 def _reused(key: str) -> IdempotencyKeyReused:
     return IdempotencyKeyReused(
         f"Idempotency-Key {key!r} was used within the last window with other records"
@@ -158,12 +182,18 @@ async def scan_tail(
     window_ms: int,
     keys_max: int,
     page_entries: int = 1_000,
+    unordered: Collection[int] = frozenset(),
 ) -> list[tuple[str, Appended]]:
     """The keyed appends in the log's tail, oldest first: ``ledgers`` are (ledger id,
     last entry id) of CLOSED ledgers in log order. Reads backwards page by page and
     stops at an append older than the window (with clock skew allowance), after
     ``keys_max`` keys or ``REBUILD_ENTRIES_MAX`` entries. Only whole appends count (a
-    batch cut short by a crash is not in the log: ``log_records.visible``)."""
+    batch cut short by a crash is not in the log: ``log_records.visible``).
+
+    The stop on time holds only where time stamps follow log order: in a log writer's
+    ledgers. The ledgers in ``unordered`` (attached: stamped when their writer ran, maybe
+    long before they joined the log) are read for keys, but an old stamp in one never
+    ends the scan; the ledgers before them may hold appends newer than it."""
     cutoff = now_ms - window_ms - CLOCK_SKEW_MS
     found: list[tuple[str, Appended]] = []
     scanned = 0
@@ -179,7 +209,7 @@ async def scan_tail(
                 head = record.head
                 if head is None:
                     continue
-                if head.time_ms < cutoff:
+                if head.time_ms < cutoff and ledger_id not in unordered:
                     too_old = True
                     break
                 if head.key is None or head.digest is None:

@@ -1,6 +1,15 @@
 """Rebuilding a new writer's idempotency window from the log's tail: the keys live in
 the entries (``log_records``), so what the previous writer appended is found again
-after a hand-over or a crash (``dedup.scan_tail`` does the scan)."""
+after a hand-over or a crash (``dedup.scan_tail`` does the scan).
+
+The walk goes back along the log's ledger list (log order), never by time alone: time
+stamps follow log order only in the ledgers log writers made for themselves (marked
+``steps.WRITER_METADATA_KEY``): such a ledger joins the log when it is made, and its
+appends are stamped by the gateway as they are made. A ledger attached to the log
+(``POST /v1/logs/{name}/ledgers``, e.g. a Spark task's) was created and stamped when
+its task ran, possibly minutes before it joined the log, behind appends newer than
+its stamps: its times must not end the walk (``tail_kind``).
+"""
 
 from __future__ import annotations
 
@@ -8,8 +17,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from enum import Enum
 
 from gateway.logs.dedup import CLOCK_SKEW_MS, DedupWindow, scan_tail
+from gateway.logs.steps import LOG_METADATA_KEY, WRITER_METADATA_KEY
 from gateway.runners import read as reads
 from gateway.service import Gateway
 from services.errors import QuireError, present
@@ -27,6 +38,30 @@ REBUILD_RETRY_FIRST_S = 0.2
 
 def wall_ms() -> int:
     return int(time.time() * 1000)
+
+
+class TailKind(Enum):
+    """How the window rebuild treats one ledger of the log (``tail_kind``)."""
+
+    WRITER = "writer"  # read for keys; its creation or an old record ends the walk
+    UNMARKED = "unmarked"  # read for keys; its times never end the walk
+    ATTACHED = "attached"  # passed over unread; its times never end the walk
+
+
+def tail_kind(metadata: LedgerMetadata) -> TailKind:
+    """A ledger a log writer made (``WRITER_METADATA_KEY``) holds the log's appends in
+    time order. A ledger with nothing but ``quire.log`` in its custom metadata may be a
+    writer's ledger from a gateway older than that mark (or a ledger attached with only
+    that key): its keyed appends are read, but its times are not trusted. Any other
+    ledger was attached (a Spark task's carries ``quire.job`` and ``quire.task``): it
+    holds no append made through the log API, so no key of the window, and its times
+    are its task's."""
+    custom = metadata.custom
+    if WRITER_METADATA_KEY in custom:
+        return TailKind.WRITER
+    if set(custom) <= {LOG_METADATA_KEY}:
+        return TailKind.UNMARKED
+    return TailKind.ATTACHED
 
 
 async def rebuild_window(
@@ -57,8 +92,10 @@ async def _rebuild_once(
     gw: Gateway, window: DedupWindow, previous: Sequence[int]
 ) -> QuireError | None:
     try:
-        metas = await _tail_ledgers(gw, previous, wall_ms() - window.window_ms)
+        tail = await _tail_ledgers(gw, previous, wall_ms() - window.window_ms)
+        metas = {lid: metadata for lid, metadata, _ in tail}
         ledgers = [(lid, present(m.last_entry_id, "closed")) for lid, m in metas.items()]
+        unordered = {lid for lid, _, kind in tail if kind is not TailKind.WRITER}
 
         async def read_page(lid: int, first: int, last: int) -> list[tuple[int, bytes]]:
             metadata = metas[lid]
@@ -73,7 +110,9 @@ async def _rebuild_once(
                 start = page.entries[-1][0] + 1
             return out
 
-        found = await scan_tail(ledgers, read_page, wall_ms(), window.window_ms, window.keys_max)
+        found = await scan_tail(
+            ledgers, read_page, wall_ms(), window.window_ms, window.keys_max, unordered=unordered
+        )
         window.load(found, wall_ms())
     except QuireError as exc:
         return exc
@@ -82,23 +121,31 @@ async def _rebuild_once(
 
 async def _tail_ledgers(
     gw: Gateway, previous: Sequence[int], cutoff_ms: int
-) -> dict[int, LedgerMetadata]:
-    """The CLOSED ledgers at the end of ``previous`` that may hold appends newer than
-    ``cutoff_ms`` (in log order): read backwards a few at a time, down to the first
-    ledger created before the cutoff (it was the current one then)."""
-    found: list[tuple[int, LedgerMetadata]] = []
+) -> list[tuple[int, LedgerMetadata, TailKind]]:
+    """The CLOSED ledgers at the end of ``previous`` that may hold keyed appends newer
+    than ``cutoff_ms``, in log order: read backwards along the list a few at a time,
+    passing over attached ledgers, down to the first writer's ledger created before the
+    cutoff (it was the current one then, and everything before it is older). A ledger
+    whose metadata cannot be read fails the attempt (retried): skipping it could lose
+    its keys."""
+    found: list[tuple[int, LedgerMetadata, TailKind]] = []
     stop = len(previous)
     while stop > 0:
         start = max(0, stop - TAIL_METADATA_BATCH)
         chunk = list(previous[start:stop])
         answers = await gw.ctx.ledgers.get_many(chunk)
         for lid, answer in reversed(list(zip(chunk, answers, strict=True))):
-            if answer is None or isinstance(answer, QuireError):
-                continue
+            if isinstance(answer, QuireError):
+                raise answer
+            if answer is None:
+                continue  # deleted (a truncation racing the rebuild): nothing to read
             metadata = answer.metadata
+            kind = tail_kind(metadata)
+            if kind is TailKind.ATTACHED:
+                continue
             if metadata.state is LedgerState.CLOSED and metadata.last_entry_id is not None:
-                found.append((lid, metadata))
-            if metadata.created_at < cutoff_ms - CLOCK_SKEW_MS:
-                return dict(reversed(found))
+                found.append((lid, metadata, kind))
+            if kind is TailKind.WRITER and metadata.created_at < cutoff_ms - CLOCK_SKEW_MS:
+                return found[::-1]
         stop = start
-    return dict(reversed(found))
+    return found[::-1]

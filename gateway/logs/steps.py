@@ -31,6 +31,15 @@ log = logging.getLogger(__name__)
 
 # Ledgers of a log carry its name in their custom metadata (operators see whose it is).
 LOG_METADATA_KEY = "quire.log"
+# The ledgers a log writer makes for itself (taking the role, rolling) also carry this
+# key (the gateway that made it): their entries are appends stamped by the gateway and
+# they join the log as soon as they are made, which the idempotency window's rebuild
+# relies on (``rebuild.tail_kind``). A ledger attached to a log (written elsewhere, e.g.
+# by a Spark task) does not carry it.
+WRITER_METADATA_KEY = "quire.log.writer"
+# ``closed_end`` of a ledger that no longer exists (truncated away or deleted with its
+# log): whatever it held can no longer be told.
+LEDGER_GONE = -2
 # Waiting for a ledger to close (``closed_end``): the first and the longest poll pause.
 SETTLE_POLL_FIRST_S = 0.01
 SETTLE_POLL_MAX_S = 0.2
@@ -76,7 +85,7 @@ async def _carry_out(gw: Gateway, logs: LogStore, op: Operation, effect: lw.Effe
                 effect.ack_quorum,
                 "crc32c",
                 None,
-                {LOG_METADATA_KEY: op.name},
+                {LOG_METADATA_KEY: op.name, WRITER_METADATA_KEY: gw.ctx.settings.address},
             )
             return lw.LedgerCreated(runner.ledger_id)
         if isinstance(effect, lw.WriteLog):
@@ -123,15 +132,18 @@ async def close_for_good(gw: Gateway, ledger_id: int) -> None:
 
 
 async def closed_end(gw: Gateway, ledger_id: int) -> int | None:
-    """The last entry of the ledger once CLOSED, waiting up to ``log_settle_timeout_ms``
-    (polling with back-off); None when it is not closed by then, -1 when it is gone."""
+    """The last entry of the ledger once CLOSED (-1: closed empty), waiting up to
+    ``log_settle_timeout_ms`` (polling with back-off); None when it is not closed by
+    then, ``LEDGER_GONE`` when the ledger no longer exists. Gone is not "empty": a ledger
+    truncated away may have held the entries asked about, so an append whose outcome
+    hangs on it stays unknown for good (never "not in the log", never appended again)."""
     deadline = time.monotonic() + gw.ctx.settings.log_settle_timeout_ms / 1000
     delay = SETTLE_POLL_FIRST_S
     while True:
         try:
             metadata = (await gw.ctx.ledgers.get(ledger_id)).metadata
         except LedgerNotFound:
-            return -1  # deleted with the log: nothing of it is readable
+            return LEDGER_GONE
         except QuireError:
             metadata = None
         if metadata is not None and metadata.state is LedgerState.CLOSED:

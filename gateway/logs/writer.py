@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.logs import rebuild, steps
-from gateway.logs.dedup import Appended, DedupWindow, Unsettled
+from gateway.logs.dedup import Appended, DedupWindow, Unsettled, unknown_outcome
 from gateway.logs.rebuild import wall_ms
 from gateway.runners.write import HandleRunner
 from gateway.service import Gateway
@@ -282,14 +282,11 @@ class LogWriter:
         """A retry of an append whose outcome was left unknown (the key is claimed): the
         earlier attempt's positions when it is in the log (and remembered), None when it
         is not (the retry appends), else the outcome is still unknown (409
-        ``ledger_fenced``, the key kept)."""
+        ``ledger_fenced``, the key kept), also for good when the ledger is gone."""
         end = await steps.closed_end(self.gw, earlier.ledger_id)
-        if end is None:
+        if end is None or end == steps.LEDGER_GONE:
             self.dedup.settle(key, None, wall_ms(), earlier)
-            raise LedgerFenced(
-                f"the earlier append with Idempotency-Key {key!r} has an unknown outcome "
-                f"still (ledger {earlier.ledger_id} is not closed yet); retry later"
-            )
+            raise unknown_outcome(key, earlier.ledger_id, gone=end is not None)
         if earlier.last_entry_id > end:
             return None
         appended = Appended(
@@ -344,8 +341,8 @@ class LogWriter:
         lid = runner.ledger_id
         if exc.entries is not None:
             end = await steps.closed_end(self.gw, lid)
-            if end is None:  # not closed in time: the outcome stays unknown
-                raise _UnknownOutcome(exc, lid, exc.entries)
+            if end is None or end == steps.LEDGER_GONE:  # not closed in time, or gone:
+                raise _UnknownOutcome(exc, lid, exc.entries)  # the outcome stays unknown
             first, last = exc.entries
             if last <= end:
                 return Position(lid, first), Position(lid, last)

@@ -1,18 +1,27 @@
 """The idempotency window (gateway/logs/dedup.py): claim, settle, in-flight waiters,
-expiry by time and count, reused keys, and the tail scan's stopping rules."""
+expiry by time and count, reused keys, the tail scan's stopping rules, and which of a
+log's ledgers the rebuild reads and lets end its walk (gateway/logs/rebuild.py)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 import pytest
 
-from gateway.logs import dedup
-from gateway.logs.dedup import Appended, DedupWindow, Unsettled, scan_tail
-from services.errors import IdempotencyKeyReused
+from gateway.logs import dedup, rebuild
+from gateway.logs.dedup import Appended, DedupWindow, Unsettled, scan_tail, unknown_outcome
+from gateway.logs.rebuild import TailKind, tail_kind
+from gateway.logs.steps import LOG_METADATA_KEY, WRITER_METADATA_KEY
+from services.errors import IdempotencyKeyReused, LedgerFenced, MetadataUnavailable
 from services.protocol import log_records as lr
 from services.protocol.logs import Position
+from services.protocol.metadata import LedgerMetadata
+from services.zk.ledger_store import VersionedLedger
+from tests.unit.gateway.fakes import FakeLedgerStore
 
+T = TypeVar("T")
 D1, D2 = lr.records_digest([b"1"]), lr.records_digest([b"2"])
 
 
@@ -20,7 +29,7 @@ def appended(lid: int, eid: int, digest: bytes = D1, at_ms: int = 1000) -> Appen
     return Appended(Position(lid, eid), Position(lid, eid), digest, at_ms)
 
 
-def run(coro):  # type: ignore[no-untyped-def]
+def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
@@ -165,3 +174,91 @@ def test_an_unsettled_key_is_kept_and_given_to_its_retry() -> None:
         assert await window.claim("other", b"x" * 16, 1_008) is None
 
     asyncio.run(run())
+
+
+def test_scan_tail_reads_past_old_stamps_in_unordered_ledgers() -> None:
+    """An attached ledger at the tail whose records were stamped long before it joined
+    the log does not end the scan: the keyed append before it, within the window, is
+    found; an old stamp in a writer's ledger still ends it."""
+    writer = keyed("old", [b"o"], 0) + keyed("recent", [b"r"], 95_000)
+    attached = list(lr.encode([b"t0", b"t1"], 1_000))
+    pages = Pages({1: writer, 2: attached})
+    ledgers = [(1, 1), (2, 1)]
+    assert run(scan_tail(ledgers, pages, 100_000, 10_000, 100)) == []  # the bug: stops at 2
+    found = run(scan_tail(ledgers, Pages({1: writer, 2: attached}), 100_000, 10_000, 100,
+                          unordered={2}))  # fmt: skip
+    assert [k for k, _ in found] == ["recent"]
+
+
+def ledger(lid: int, custom: dict[str, str], created_at: int, last: int = 0) -> LedgerMetadata:
+    meta = LedgerMetadata.new(lid, ["b1", "b2", "b3"], 2, 2, custom=custom, created_at=created_at)
+    return meta.closed(last, 10 * (last + 1))
+
+
+def test_tail_kind_trusts_time_only_in_a_writers_ledger() -> None:
+    """A ledger a log writer made (marked) is WRITER; one with only quire.log (a writer's
+    from before the mark) is read without trusting its times; a Spark task's (quire.job,
+    quire.task) is passed over."""
+    assert tail_kind(ledger(1, {LOG_METADATA_KEY: "l", WRITER_METADATA_KEY: "g:1"}, 0)) is (
+        TailKind.WRITER
+    )
+    assert tail_kind(ledger(2, {LOG_METADATA_KEY: "l"}, 0)) is TailKind.UNMARKED
+    task = {LOG_METADATA_KEY: "l", "quire.job": "j", "quire.task": "0.0"}
+    assert tail_kind(ledger(3, task, 0)) is TailKind.ATTACHED
+
+
+class Gw:
+    """What ``rebuild._tail_ledgers`` uses of a gateway: its ledger store."""
+
+    def __init__(self, store: FakeLedgerStore) -> None:
+        self.ctx = self
+        self.ledgers = store
+
+
+def test_tail_walk_passes_over_attached_ledgers_older_than_the_cutoff() -> None:
+    """Walking back along the list, attached ledgers created before the cut-off neither
+    end the walk nor are read; the writer's ledger before them (holding a recent append)
+    is reached, and the walk ends at the first writer's ledger created before the
+    cut-off, which is included."""
+    store = FakeLedgerStore()
+    writer = {LOG_METADATA_KEY: "l", WRITER_METADATA_KEY: "g:1"}
+    task = {LOG_METADATA_KEY: "l", "quire.job": "j", "quire.task": "0.0"}
+    metas = [
+        ledger(1, writer, 1_000),  # before the stop: never read
+        ledger(2, writer, 2_000),  # created before the cut-off: the last one walked
+        ledger(3, {LOG_METADATA_KEY: "l"}, 3_000),  # a writer's from before the mark
+        ledger(4, writer, 90_000),
+        ledger(5, task, 1_500),
+        ledger(6, task, 1_600),
+    ]
+    for meta in metas:
+        store.nodes[meta.ledger_id] = VersionedLedger(meta, 0)
+    tail = run(rebuild._tail_ledgers(Gw(store), [1, 2, 3, 4, 5, 6], 50_000))  # type: ignore[arg-type]
+    assert [(lid, kind) for lid, _, kind in tail] == [
+        (2, TailKind.WRITER),
+        (3, TailKind.UNMARKED),
+        (4, TailKind.WRITER),
+    ]
+
+
+def test_tail_walk_fails_when_a_ledgers_metadata_cannot_be_read() -> None:
+    """A ledger whose metadata could not be read fails the rebuild attempt (it is
+    retried) rather than being skipped with its keys."""
+
+    class Failing(FakeLedgerStore):
+        async def get_many(self, ledger_ids: list[int]) -> list[VersionedLedger | None]:
+            return [MetadataUnavailable("zk")]  # type: ignore[list-item]
+
+    store = Failing()
+    with pytest.raises(MetadataUnavailable):
+        run(rebuild._tail_ledgers(Gw(store), [1], 50_000))  # type: ignore[arg-type]
+
+
+def test_unknown_outcome_is_ledger_fenced_and_says_why() -> None:
+    """A retry whose earlier outcome cannot be told is 409 ledger_fenced: "retry later"
+    while its ledger is open, "can no longer be settled" once the ledger is gone."""
+    open_ = unknown_outcome("k", 7, gone=False)
+    gone = unknown_outcome("k", 7, gone=True)
+    assert isinstance(open_, LedgerFenced) and isinstance(gone, LedgerFenced)
+    assert "retry later" in open_.message
+    assert "truncated" in gone.message and "no longer be settled" in gone.message
