@@ -135,13 +135,20 @@ async def recover(gw: Gateway, ledger_id: int, password: str | None) -> dict[str
     return metadata.to_api()
 
 
-async def delete(gw: Gateway, ledger_id: int, password: str | None) -> None:
+async def delete(
+    gw: Gateway,
+    ledger_id: int,
+    password: str | None,
+    unless_changed: tuple[str, int] | None = None,
+) -> None:
     """Delete the metadata first (no new reader finds the ledger), then the entries on
     every bookie that stores a fragment. A bookie that is down keeps its copy until
-    it is formatted; that is logged, not an error."""
+    it is formatted; that is logged, not an error. With ``unless_changed`` (a znode and
+    its version: the ledger's log, checked not to list it) the metadata is deleted only
+    while that znode is unchanged (``MetadataConflict`` otherwise, nothing deleted)."""
     metadata = (await gw.ctx.ledgers.get(ledger_id)).metadata
     await check_password(password, metadata.password_hash)
-    await gw.ctx.ledgers.delete(ledger_id)
+    await gw.ctx.ledgers.delete(ledger_id, unless_changed)
     runner = gw.handles.get(ledger_id)
     gw.handles.forget(ledger_id)
     if runner is not None:

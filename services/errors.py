@@ -24,13 +24,14 @@ at its creation with ``InvariantViolation``.
     +-- MethodNotAllowed (405)
     +-- Conflict (409)
     |   +-- LedgerClosed, LedgerFenced, EntryExists, NotWriter, MetadataConflict,
-    |   |   IdempotencyKeyReused, CookieMismatch
+    |   |   IdempotencyKeyReused, CookieMismatch, LedgerInLog
     |   +-- NodeExists, NodeNotEmpty           (metadata store)
     |   +-- BookieRunning, DataDirInUse        (bookie start-up and format)
     +-- PayloadTooLarge (413)
     +-- Unavailable (503, retriable)
     |   +-- NotEnoughBookies, BookieReadOnly, MetadataUnavailable, BookieUnavailable
     +-- QuorumTimeout (504, retriable)
+    +-- LogLedgerMissing (500)                 (a log lists a ledger that is gone)
     +-- GatewayUnreachable, StreamBroken       (the CLI's view of a gateway: 500)
 
 The metadata-store errors (``node_*``) are the vocabulary of
@@ -222,6 +223,12 @@ class IdempotencyKeyReused(Conflict):
     code = "idempotency_key_reused"
 
 
+class LedgerInLog(Conflict):
+    """A log lists the ledger: it cannot be deleted (truncate the log, or delete the log)."""
+
+    code = "ledger_in_log"
+
+
 class CookieMismatch(Conflict):
     """The bookie's data directory does not match its cookie."""
 
@@ -292,6 +299,13 @@ class QuorumTimeout(QuireError):
     """No ack quorum in time; the outcome is unknown."""
 
     code, http_status, retriable = "quorum_timeout", 504, True
+
+
+class LogLedgerMissing(QuireError):
+    """A log lists a ledger whose metadata is gone: a read stops there with this error
+    rather than skip it (the records after it are not lost, but not readable in order)."""
+
+    code = "log_ledger_missing"
 
 
 class GatewayUnreachable(QuireError):

@@ -14,7 +14,9 @@ from gateway.service import Gateway
 from services.errors import (
     InvalidArgument,
     InvariantViolation,
+    LedgerInLog,
     LedgerNotFound,
+    LogNotFound,
     MetadataConflict,
     QuireError,
 )
@@ -27,7 +29,9 @@ from services.protocol.logs import (
     truncation,
 )
 from services.protocol.metadata import LedgerState
-from services.zk.log_store import VersionedLog
+from services.zk import paths as zkpaths
+from services.zk.log_store import LogStore, VersionedLog
+from services.zk.store import MetadataStore
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +151,14 @@ async def attach(
     writer does and leaving it free (``log_writer.AttachLedgers``): the log after, and
     whether it changed (False: ``commit`` was recorded already). Every ledger must be
     CLOSED, without a password, not in the log yet, and made for this log (custom
-    metadata ``quire.log``); else 400 and nothing changes."""
+    metadata ``quire.log``); else 400 and nothing changes.
+
+    The same attach again (the log lists exactly these ledgers, in this order, one after
+    the other: an earlier attempt landed and its answer was lost) answers True with the
+    log as it is, before the commit is looked at: the caller must never take its own
+    ledgers for a batch committed by someone else and delete them. The CAS lists the
+    ledgers only while they all exist (``_Listing``): checked once up front is not
+    enough, a delete may land while the last ledgers are fenced."""
     current = await get(gw, name)
     if not ledger_ids or len(ledger_ids) > ATTACH_LEDGERS_MAX:
         raise InvalidArgument(f"ledgers: 1 to {ATTACH_LEDGERS_MAX} ledger ids")
@@ -155,6 +166,8 @@ async def attach(
         raise InvalidArgument("ledgers: an id is listed twice")
     if commit is not None and (COMMIT_ID.fullmatch(commit[0]) is None or commit[1] < 0):
         raise InvalidArgument("commit: id of 1-200 characters of A-Za-z0-9._:- and a sequence >= 0")
+    if _listed_together(current.log, ledger_ids):
+        return current.log, True  # this attach landed before (a retry; its answer was lost)
     if commit is not None:
         done = current.log.committed(commit[0])
         if done is not None and done >= commit[1]:
@@ -180,7 +193,67 @@ async def attach(
     if held is not None:
         held._lose("the log's ledgers were attached by a commit (POST /ledgers)")
     op = lw.AttachLedgers(name, gw.ctx.settings.address, ledger_ids, commit, gw.ctx.rng)
-    result = await run(gw, gw.logs.logs, op, op.start())
+    result = await run(gw, _Listing(gw.logs.logs.store, ledger_ids), op, op.start())
     if not isinstance(result, lw.Attached):
         raise InvariantViolation(f"attaching ledgers answered {result!r}")
     return result.log, result.committed
+
+
+def _listed_together(log: LogMetadata, ledger_ids: list[int]) -> bool:
+    """Whether ``log`` lists ``ledger_ids`` in this order, one after the other."""
+    start = log.index_of(ledger_ids[0]) if ledger_ids else None
+    if start is None:
+        return False
+    return log.ledgers[start : start + len(ledger_ids)] == tuple(ledger_ids)
+
+
+class _Listing(LogStore):
+    """The log store of one attach: its CAS writes the log only while every attached
+    ledger exists (one ZooKeeper transaction, ``LogStore.compare_and_set_listing``), so
+    a ledger deleted after the attach's checks is never listed. A ledger deleted
+    meanwhile is 400, like one that did not exist at the start."""
+
+    def __init__(self, store: MetadataStore, ledger_ids: list[int]) -> None:
+        super().__init__(store)
+        self.ledger_ids = tuple(ledger_ids)
+
+    async def compare_and_set(self, log: LogMetadata, version: int) -> VersionedLog:
+        try:
+            return await self.compare_and_set_listing(log, version, self.ledger_ids)
+        except LedgerNotFound as exc:
+            raise InvalidArgument(f"{exc.message} before the attach could list it") from exc
+
+
+async def delete_ledger(gw: Gateway, ledger_id: int, password: str | None) -> None:
+    """DELETE /v1/ledgers/{id}: delete the ledger unless a log lists it (409
+    ``ledger_in_log``: truncate the log or delete it instead).
+
+    A ledger made for a log names it (custom metadata ``quire.log``); that log is read,
+    and the ledger's znode is deleted in one transaction with a check that the log's
+    znode is still at the version read, so an attach listing the ledger meanwhile makes
+    the delete read again (and refuse) rather than land after it (the attach, in turn,
+    lists only ledgers that exist: ``_Listing``)."""
+    for _ in range(CAS_ATTEMPTS_MAX):
+        metadata = (await gw.ctx.ledgers.get(ledger_id)).metadata
+        # A ledger with a password is in no log (neither a writer's nor an attached one
+        # has one); ``ledger_ops.delete`` checks the password before anything is said.
+        name = metadata.custom.get(LOG_METADATA_KEY) if metadata.password_hash is None else None
+        guard: tuple[str, int] | None = None
+        if name is not None:
+            try:
+                current = await gw.logs.logs.get(name)
+            except (LogNotFound, InvalidArgument):
+                current = None  # no such log (or a name no log can have): nothing lists it
+            if current is not None:
+                if ledger_id in current.log.ledgers:
+                    raise LedgerInLog(
+                        f"ledger {ledger_id} is in log {name}: truncate the log past it "
+                        "(or delete the log) to delete it"
+                    )
+                guard = (zkpaths.log(name), current.version)
+        try:
+            await ledger_ops.delete(gw, ledger_id, password, unless_changed=guard)
+        except MetadataConflict:
+            continue  # the log changed since it was read: read it again
+        return
+    raise MetadataConflict(f"ledger {ledger_id}: its log kept changing; delete again")

@@ -14,6 +14,10 @@ entries are readable, and a batch cut short by a writer crash never shows. Reads
 never fence. ``caught_up`` says the read reached what is readable now; with
 ``wait_ms`` an empty read waits (in slices, re-reading the list, so a roll or a new
 writer is seen) until a record is readable or the time is up.
+
+A listed ledger that is gone is never skipped: truncated while the read went through
+the list, the records read so far are answered (or the read is 400 like any truncated
+position); still listed, the read fails with ``log_ledger_missing``.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import pybase64
 
@@ -29,7 +33,7 @@ from gateway.logs import operations as log_ops
 from gateway.logs.schemas import position_json
 from gateway.runners import read as reads
 from gateway.service import Gateway
-from services.errors import InvalidArgument, LedgerNotFound
+from services.errors import InvalidArgument, LedgerNotFound, LogLedgerMissing
 from services.limits import PAGE_BYTES_MAX
 from services.protocol import log_records
 from services.protocol.logs import LogMetadata, Position
@@ -38,6 +42,9 @@ from services.protocol.reads import digest_key
 
 # A waiting read re-reads the log's list and the ledger's state at least this often.
 WAIT_SLICE_MS = 500
+# A read from the log's first record that finds it truncated away meanwhile reads the
+# list again, at most this many times.
+TRUNCATED_RETRIES_MAX = 8
 
 
 @dataclass(slots=True)
@@ -72,9 +79,20 @@ async def read(
     gw: Gateway, name: str, start: Position | None, limit: int, wait_ms: int
 ) -> RecordsPage:
     deadline = time.monotonic() + wait_ms / 1000
+    truncated = 0
     while True:
         current = (await log_ops.get(gw, name)).log
-        page, waiting_on = await _read_once(gw, current, start, limit)
+        try:
+            page, waiting_on = await _read_once(gw, current, start, limit)
+        except _Truncated as exc:
+            if exc.page.records:
+                return exc.page  # the next read, from in the truncated part, is 400
+            truncated += 1
+            if start is not None or truncated >= TRUNCATED_RETRIES_MAX:
+                raise InvalidArgument(
+                    f"position {exc.position} is not in log {name} (truncated meanwhile)"
+                ) from None
+            continue  # from the log's first record: read the list again
         remaining_ms = int((deadline - time.monotonic()) * 1000)
         if page.records or remaining_ms <= 0:
             return page
@@ -123,8 +141,7 @@ async def _read_once(
     while True:
         ledger = await _ledger(gw, position.ledger_id, index == len(log.ledgers) - 1)
         if ledger is None:
-            page.caught_up = True
-            return page, None
+            await _missing(gw, log.name, position, page)
         if ledger.closed and position.entry_id > ledger.end + 1:
             raise InvalidArgument(
                 f"position {position} is past the end of ledger {position.ledger_id} "
@@ -142,6 +159,28 @@ async def _read_once(
             return page, None
         position = Position(log.ledgers[index], 0)
         page.next = position
+
+
+class _Truncated(Exception):
+    """A listed ledger was truncated away while this read went through the list."""
+
+    def __init__(self, position: Position, page: RecordsPage) -> None:
+        super().__init__(str(position))
+        self.position = position
+        self.page = page
+
+
+async def _missing(gw: Gateway, name: str, position: Position, page: RecordsPage) -> NoReturn:
+    """A ledger of the list is gone. Truncated meanwhile (the log no longer lists it):
+    ``_Truncated``. Still listed: ``LogLedgerMissing``, never a page that ends there as
+    if the log did (the records after it would be skipped without a word)."""
+    current = (await log_ops.get(gw, name)).log
+    if position.ledger_id in current.ledgers:
+        raise LogLedgerMissing(
+            f"log {name} lists ledger {position.ledger_id}, which does not exist: "
+            f"the log cannot be read in order past {position}"
+        )
+    raise _Truncated(position, page)
 
 
 async def _read_ledger(

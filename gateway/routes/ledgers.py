@@ -17,6 +17,7 @@ from gateway import operations as ops
 from gateway.batches import decode_batch
 from gateway.context import GatewayContext
 from gateway.json_input import parse_json
+from gateway.logs import operations as log_ops
 from gateway.routes.deps import (
     EntryIdPath,
     FirstEntryQuery,
@@ -214,12 +215,17 @@ async def recover_ledger(
     "/{ledger_id}",
     status_code=204,
     summary="Delete a ledger and its entries",
-    responses=errors(400, 401, 404),
+    description="A ledger that a log lists is not deleted (409 ledger_in_log): truncate "
+    "the log past it, or delete the log.",
+    responses={
+        **errors(400, 401, 404),
+        **error_response(409, "ledger_in_log (a log lists it) / metadata_conflict"),
+    },
 )
 async def delete_ledger(
     ledger_id: LedgerIdPath, gw: GatewayDep, password: PasswordHeader = None
 ) -> Response:
-    await ops.delete(gw, ledger_id, password)
+    await log_ops.delete_ledger(gw, ledger_id, password)
     reads.forget_lac(gw.ctx, ledger_id)
     return Response(status_code=204)
 

@@ -310,7 +310,9 @@ async def read_records(
     "epoch grows). Each ledger must exist, be CLOSED, have no password, not be in the log "
     "and carry custom metadata quire.log = the log's name. With commit {id, sequence} the "
     "log records the sequence under the id; a sequence at or below the one recorded "
-    "changes nothing and answers committed: false (exactly-once commits).",
+    "changes nothing and answers committed: false (exactly-once commits). The same "
+    "attach again (the log lists these ledgers, in this order: an earlier attempt landed) "
+    "answers committed: true and changes nothing, so a retry after a lost answer is safe.",
     responses={
         200: {
             "description": "the log after the commit",

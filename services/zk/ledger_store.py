@@ -9,11 +9,11 @@ from __future__ import annotations
 import builtins
 from dataclasses import dataclass
 
-from services.errors import InvalidArgument, LedgerNotFound, NodeNotFound
+from services.errors import InvalidArgument, LedgerNotFound, MetadataConflict, NodeNotFound
 from services.limits import LIST_LIMIT_MAX
 from services.protocol.metadata import LedgerMetadata
 from services.zk import paths as zkpaths
-from services.zk.store import MetadataStore
+from services.zk.store import Check, Delete, MetadataStore
 from services.zk.walk import walk_ids
 
 
@@ -70,11 +70,29 @@ class LedgerStore:
             raise LedgerNotFound(f"ledger {metadata.ledger_id} was deleted") from exc
         return VersionedLedger(metadata, new_version)
 
-    async def delete(self, ledger_id: int) -> None:
-        try:
-            await self.store.delete(zkpaths.ledger(ledger_id))
-        except NodeNotFound as exc:
-            raise LedgerNotFound(f"no ledger {ledger_id}") from exc
+    async def delete(self, ledger_id: int, unless_changed: tuple[str, int] | None = None) -> None:
+        """Delete the ledger's znode; with ``unless_changed`` (a znode's path and version:
+        a log's, read to check that the log does not list the ledger) only while that
+        znode is still at that version, in one transaction (``MetadataConflict`` when it
+        changed or is gone)."""
+        path = zkpaths.ledger(ledger_id)
+        if unless_changed is None:
+            try:
+                await self.store.delete(path)
+            except NodeNotFound as exc:
+                raise LedgerNotFound(f"no ledger {ledger_id}") from exc
+            return
+        failed = await self.store.transaction(
+            [Check(unless_changed[0], unless_changed[1]), Delete(path)]
+        )
+        if failed is None:
+            return
+        index, error = failed
+        if index == 0:
+            raise MetadataConflict(f"{unless_changed[0]} changed") from error
+        if isinstance(error, NodeNotFound):
+            raise LedgerNotFound(f"no ledger {ledger_id}") from error
+        raise error
 
     async def list(self, after: int | None, limit: int) -> tuple[list[int], int | None]:
         """Ledger ids in ascending order after ``after``; the next ``after`` or None.

@@ -7,13 +7,14 @@ One znode per log at ``services.zk.paths.log(name)``; its version is the CAS tok
 from __future__ import annotations
 
 import builtins
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from services.errors import LogNotFound, MetadataConflict, NodeExists, NodeNotFound
+from services.errors import LedgerNotFound, LogNotFound, MetadataConflict, NodeExists, NodeNotFound
 from services.limits import LIST_LIMIT_MAX
 from services.protocol.logs import LogMetadata
 from services.zk import paths as zkpaths
-from services.zk.store import MetadataStore
+from services.zk.store import Check, MetadataStore, SetData, Step
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +50,26 @@ class LogStore:
         except NodeNotFound as exc:
             raise LogNotFound(f"log {log.name!r} was deleted") from exc
         return VersionedLog(log, new_version)
+
+    async def compare_and_set_listing(
+        self, log: LogMetadata, version: int, ledger_ids: Sequence[int]
+    ) -> VersionedLog:
+        """``compare_and_set`` only while every ledger of ``ledger_ids`` exists, in one
+        transaction: ``LedgerNotFound`` naming the first that is gone (nothing written).
+        A ledger deleted at any time before the write is never listed by it (the
+        ledger's delete checks the log's version the same way)."""
+        path = zkpaths.log(log.name)
+        steps: list[Step] = [Check(zkpaths.ledger(lid)) for lid in ledger_ids]
+        steps.append(SetData(path, log.to_json(), version))
+        failed = await self.store.transaction(steps)
+        if failed is None:  # a set at ``version`` makes the znode's version + 1
+            return VersionedLog(log, version + 1)
+        index, error = failed
+        if index < len(ledger_ids):
+            raise LedgerNotFound(f"ledger {ledger_ids[index]} was deleted") from error
+        if isinstance(error, NodeNotFound):
+            raise LogNotFound(f"log {log.name!r} was deleted") from error
+        raise error
 
     async def delete(self, name: str, version: int = -1) -> None:
         """Delete the log's znode (at ``version`` unless -1): ``LogNotFound`` when gone,

@@ -45,6 +45,8 @@ from kazoo.exceptions import (
     NoNodeError,
     NotEmptyError,
     OperationTimeoutError,
+    RolledBackError,
+    RuntimeInconsistency,
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
@@ -56,6 +58,7 @@ from services.errors import (
     NodeExists,
     NodeNotEmpty,
     NodeNotFound,
+    QuireError,
 )
 from services.zk import paths as zkpaths
 
@@ -81,6 +84,34 @@ class Versioned:
     data: bytes
     version: int
     owner: int = 0  # the session holding an ephemeral znode (0: not ephemeral)
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """A transaction step: the znode exists (at ``version`` unless -1)."""
+
+    path: str
+    version: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class SetData:
+    """A transaction step: compare-and-set (at ``version`` unless -1)."""
+
+    path: str
+    data: bytes
+    version: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    """A transaction step: delete the znode (at ``version`` unless -1)."""
+
+    path: str
+    version: int = -1
+
+
+Step = Check | SetData | Delete
 
 
 def _translate(exc: BaseException, path: str) -> BaseException:
@@ -385,6 +416,33 @@ class MetadataStore:
 
     async def delete(self, path: str, version: int = -1) -> None:
         await self._call(path, self._client.delete_async, path, version)
+
+    async def transaction(self, steps: Sequence[Step]) -> tuple[int, QuireError] | None:
+        """Apply ``steps`` all or none (one ZooKeeper multi): None when applied, else the
+        index of the first step that failed and its error (``NodeNotFound``,
+        ``MetadataConflict`` ...), nothing applied. ``MetadataUnavailable`` is raised:
+        the outcome is then unknown, as for any write."""
+        transaction = self._client.transaction()
+        for step in steps:
+            if isinstance(step, Check):
+                transaction.check(step.path, step.version)
+            elif isinstance(step, SetData):
+                transaction.set_data(step.path, step.data, step.version)
+            else:
+                transaction.delete(step.path, step.version)
+        where = steps[0].path if steps else "/"
+        results = await self._call(where, transaction.commit_async)
+        for index, (step, result) in enumerate(zip(steps, results, strict=True)):
+            if isinstance(result, RolledBackError | RuntimeInconsistency):
+                continue
+            if isinstance(result, BaseException):
+                error = _translate(result, step.path)
+                if isinstance(error, MetadataUnavailable):
+                    raise error from result
+                if isinstance(error, QuireError):
+                    return index, error
+                raise error from result
+        return None
 
     async def delete_recursive(self, path: str) -> None:
         """Delete a subtree (children first); a missing node is not an error."""

@@ -5,14 +5,18 @@ CAS with an exactly-once commit id (``POST /v1/logs/{name}/ledgers``)."""
 from __future__ import annotations
 
 import base64
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import httpx
 import pytest
+from kazoo.client import KazooClient
 
 from services.protocol import log_records
 from services.wire.entries_stream import MEDIA_TYPE, FrameDecoder
+from services.zk import paths as zkpaths
 from tests.harness import Cluster
 from tests.integration.gateway_support import (
     Gateway,
@@ -48,7 +52,7 @@ def task_ledger(g: Gateway, log: str, records: list[bytes], close: bool = True) 
         ok(g.request("POST", f"/v1/ledgers/{lid}/entries", json=body))
     if close:
         ok(g.request("POST", f"/v1/ledgers/{lid}/close"))
-    return lid
+    return int(lid)
 
 
 def log_records_of(g: Gateway, name: str) -> list[bytes]:
@@ -144,7 +148,7 @@ def test_attach_refuses_ledgers_it_must_not_take(env: Env) -> None:
         )
     )
     fresh = task_ledger(g, "attach-2", [b"w"])
-    for ledgers in ([999_999], [open_one], [other_log], [pw["ledger_id"]], [good], [],
+    for ledgers in ([999_999], [open_one], [other_log], [pw["ledger_id"]], [fresh, good], [],
                     [fresh, fresh]):  # fmt: skip
         r = g.request("POST", "/v1/logs/attach-2/ledgers", json={"ledgers": ledgers})
         assert_error(r, 400, "invalid_argument")
@@ -157,3 +161,116 @@ def test_attach_refuses_ledgers_it_must_not_take(env: Env) -> None:
         404,
         "log_not_found",
     )
+
+
+def test_attach_retry_is_the_same_attach(env: Env) -> None:
+    """An attach sent again after it landed (its answer lost) is recognised as the same
+    attach: committed true with the log as it is, with or without a commit, and nothing
+    changes; ledgers that are only partly in the log are still refused."""
+    g = env.a
+    ok(g.request("PUT", "/v1/logs/attach-3"), 201)
+    first, second = task_ledger(g, "attach-3", [b"p"]), task_ledger(g, "attach-3", [b"q"])
+    body = {"ledgers": [first, second], "commit": {"id": "query-3", "sequence": 9}}
+    out = ok(g.request("POST", "/v1/logs/attach-3/ledgers", json=body))
+    assert out["committed"] is True
+    again = ok(env.b.request("POST", "/v1/logs/attach-3/ledgers", json=body))
+    assert again == out
+    plain = task_ledger(g, "attach-3", [b"r"])
+    out = ok(g.request("POST", "/v1/logs/attach-3/ledgers", json={"ledgers": [plain]}))
+    again = ok(g.request("POST", "/v1/logs/attach-3/ledgers", json={"ledgers": [plain]}))
+    assert again == out and again["committed"] is True
+    assert log_records_of(g, "attach-3") == [b"p", b"q", b"r"]
+    fresh = task_ledger(g, "attach-3", [b"s"])
+    for ledgers in ([second, fresh], [second, first]):
+        r = g.request("POST", "/v1/logs/attach-3/ledgers", json={"ledgers": ledgers})
+        assert_error(r, 400, "invalid_argument")
+    assert ok(g.request("GET", "/v1/logs/attach-3"))["ledgers"] == [first, second, plain]
+
+
+def test_a_ledger_a_log_lists_cannot_be_deleted(env: Env) -> None:
+    """DELETE of a ledger that a log lists (attached, or made by the log's writer) is
+    409 ledger_in_log and the ledger stays; once truncated away it is gone; a ledger
+    made for the log but never attached is deleted as usual."""
+    g = env.a
+    ok(g.request("PUT", "/v1/logs/attach-4"), 201)
+    attached = task_ledger(g, "attach-4", [b"kept"])
+    ok(g.request("POST", "/v1/logs/attach-4/ledgers", json={"ledgers": [attached]}))
+    written = ok(g.request("POST", "/v1/logs/attach-4/writer"))["ledger_id"]
+    ok(g.request("POST", "/v1/logs/attach-4/records", content=b"more", headers=RAW))
+    for lid in (attached, written):
+        assert_error(env.b.request("DELETE", f"/v1/ledgers/{lid}"), 409, "ledger_in_log")
+        assert g.request("GET", f"/v1/ledgers/{lid}").status_code == 200
+    assert log_records_of(g, "attach-4") == [b"kept", b"more"]
+    ok(g.request("POST", "/v1/logs/attach-4/truncate", params={"before": f"{written}:0"}))
+    assert g.request("GET", f"/v1/ledgers/{attached}").status_code == 404
+    spare = task_ledger(g, "attach-4", [b"spare"])
+    assert env.b.request("DELETE", f"/v1/ledgers/{spare}").status_code == 204
+
+
+def test_read_of_a_log_listing_a_missing_ledger_fails_loudly(env: Env) -> None:
+    """A log read that meets a listed ledger whose metadata is gone (lost outside the
+    API) fails with 500 log_ledger_missing naming it, rather than ending the read there
+    as if the log ended: nothing after it is skipped silently."""
+    g = env.a
+    ok(g.request("PUT", "/v1/logs/attach-5"), 201)
+    ledgers = [task_ledger(g, "attach-5", [b"one"]), task_ledger(g, "attach-5", [b"two"]),
+               task_ledger(g, "attach-5", [b"three"])]  # fmt: skip
+    ok(g.request("POST", "/v1/logs/attach-5/ledgers", json={"ledgers": ledgers}))
+    zk = KazooClient(hosts=env.cluster.zk_connect + env.cluster.zk_root, timeout=10.0)
+    zk.start(10.0)
+    try:
+        zk.delete(zkpaths.ledger(ledgers[1]))
+    finally:
+        zk.stop()
+        zk.close()
+    r = g.request("GET", "/v1/logs/attach-5/records")
+    assert_error(r, 500, "log_ledger_missing")
+    assert str(ledgers[1]) in r.json()["message"]
+    first = ok(g.request("GET", "/v1/logs/attach-5/records", params={"limit": 1}))
+    assert [base64.b64decode(x["data"]) for x in first["records"]] == [b"one"]
+
+
+def test_attach_racing_a_delete_never_lists_a_deleted_ledger(env: Env) -> None:
+    """An attach and a DELETE of one of its ledgers racing (an abort's clean-up against
+    a late commit), at many relative timings: either the attach lists the ledger and the
+    delete is refused, or the delete wins and the attach fails; the log never lists a
+    ledger that does not exist."""
+    log = "attach-6"
+    ok(env.a.request("PUT", f"/v1/logs/{log}"), 201)
+    outcomes: set[tuple[int, int]] = set()
+    for round_ in range(40):
+        # The log's last ledger OPEN on gateway a: the attach on b recovers it first,
+        # which widens the window between its checks and its CAS.
+        ok(env.a.request("POST", f"/v1/logs/{log}/writer"))
+        ok(env.a.request("POST", f"/v1/logs/{log}/records", content=b"w", headers=RAW))
+        lid = task_ledger(env.a, log, [f"t{round_}".encode()])
+        start = threading.Barrier(2)
+        answers: dict[str, httpx.Response] = {}
+
+        def attach(lid: int, start: threading.Barrier, answers: dict[str, httpx.Response]) -> None:
+            start.wait()
+            answers["attach"] = env.b.request(
+                "POST", f"/v1/logs/{log}/ledgers", json={"ledgers": [lid]}
+            )
+
+        def delete(
+            lid: int, start: threading.Barrier, answers: dict[str, httpx.Response], delay_s: float
+        ) -> None:
+            start.wait()
+            time.sleep(delay_s)
+            answers["delete"] = env.a.request("DELETE", f"/v1/ledgers/{lid}")
+
+        delay_s = (round_ % 20) * 0.002
+        threads = [
+            threading.Thread(target=attach, args=(lid, start, answers)),
+            threading.Thread(target=delete, args=(lid, start, answers, delay_s)),
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        outcomes.add((answers["attach"].status_code, answers["delete"].status_code))
+        listed = ok(env.a.request("GET", f"/v1/logs/{log}"))["ledgers"]
+        missing = [x for x in listed if env.a.request("GET", f"/v1/ledgers/{x}").status_code != 200]
+        assert missing == [], (round_, answers["attach"].text, answers["delete"].status_code)
+    assert outcomes <= {(200, 409), (400, 204)}, outcomes

@@ -48,6 +48,8 @@ OTHER_CODES = {
     "node_not_empty": 409,
     "gateway_unreachable": 500,
     "stream_broken": 500,
+    "ledger_in_log": 409,
+    "log_ledger_missing": 500,
 }
 
 # Run in a fresh interpreter that imports nothing of Quire but services.errors.

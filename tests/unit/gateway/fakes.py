@@ -55,7 +55,7 @@ class FakeLedgerStore:
         self.nodes[metadata.ledger_id] = VersionedLedger(metadata, version + 1)
         return self.nodes[metadata.ledger_id]
 
-    async def delete(self, ledger_id: int) -> None:
+    async def delete(self, ledger_id: int, unless_changed: tuple[str, int] | None = None) -> None:
         self.nodes.pop(ledger_id, None)
 
     async def list(self, after: int | None, limit: int) -> tuple[list[int], int | None]:
