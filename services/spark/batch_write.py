@@ -102,13 +102,19 @@ class QuireWriter(DataSourceWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Attach the task ledgers in partition order, then delete the job's other
         ledgers: a task attempt that lost to a speculative copy (or to its retry, its
-        worker gone) made a ledger no message names."""
+        worker gone) made a ledger no message names. Once the attach answered the job
+        has succeeded: finding and deleting those is best effort (a failure is logged; a
+        ledger left over is in no log)."""
         ledgers = ingest.ledger_order(task_messages(messages))
         with ingest.IngestClient(self.options) as client:
             if ledgers:
                 client.attach(ledgers)
-            stray = client.job_ledgers(self.job, after=self.mark)
-            client.delete_ledgers(lid for lid in stray if lid not in ledgers)
+            try:
+                stray = client.job_ledgers(self.job, after=self.mark)
+            except QuireSparkError as exc:
+                ingest.log.warning("could not look up the job's stray ledgers: %s", exc)
+                return
+            client.delete_left_over([lid for lid in stray if lid not in ledgers])
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         abort_job(self.options, self.job, messages, after=self.mark)
@@ -120,15 +126,17 @@ def abort_job(
     messages: list[WriterCommitMessage | None],
     after: int | None = None,
 ) -> None:
-    """Delete the ledgers of an aborted job (never one the log holds). A task that
-    failed sent no message: it deletes its own ledger, but one whose worker died first
-    could not, and an attempt that lost to a speculative copy sends none; with a mark
-    (``after``: ``IngestClient.ledger_mark``) every ledger of the job above it is looked
-    up (quire.job) and deleted, else all ledgers are scanned when a message is missing."""
+    """Delete the ledgers of an aborted job (never one a log lists: the gateway refuses).
+    A task that failed sent no message: it deletes its own ledger, but one whose worker
+    died first could not, and an attempt that lost to a speculative copy sends none; with
+    a mark (``after``: ``IngestClient.ledger_mark`` or ``query_mark``) every ledger of the
+    job above it is looked up (quire.job) and deleted too. Without one only the messages'
+    ledgers are deleted: scanning every ledger of the cluster is no clean-up to run on a
+    failure path (a ledger left is in no log)."""
     ours = task_messages(messages)
     ledgers = ingest.all_ledgers(ours)
     with ingest.IngestClient(options) as client:
-        if after is not None or any(message is None for message in ours):
+        if after is not None:
             ledgers += [lid for lid in client.job_ledgers(job, after) if lid not in ledgers]
         client.discard(ledgers)
 

@@ -10,8 +10,10 @@ every task's ledger, in partition order, to the log in ONE call (``POST
 
 Requests hold at most ``REQUEST_RECORDS_MAX`` records and ``REQUEST_PAYLOAD_MAX_BYTES``
 of stored entries (``split_requests``). An attach whose outcome is unknown (the gateway
-unreachable, a 5xx) is settled by reading the log back: the ledgers are either all in
-it (the CAS landed) or none is.
+unreachable, a 5xx) is settled by sending it again: the gateway recognises an attach
+whose ledgers the log lists already and answers it as committed. Nothing here deletes
+a ledger a log lists: the gateway refuses (409 ``ledger_in_log``) and that ledger is
+left.
 
 Every failure raises ``QuireSparkError`` (the connector's one error, ``client.py``), whose
 text says what the gateway said, so a failed
@@ -21,6 +23,7 @@ Spark job explains itself.
 from __future__ import annotations
 
 import base64
+import logging
 import re
 import time
 import uuid
@@ -47,7 +50,13 @@ DEFAULT_TIMEOUT_S = 120.0
 LIST_PAGE = 1_000
 # Custom metadata keys of a task ledger.
 LOG_KEY, JOB_KEY, TASK_KEY = "quire.log", "quire.job", "quire.task"
+# How many ledgers back from a log's end a streaming abort looks for one of its query.
+QUERY_MARK_LOOK_BACK_MAX = 64
+# The gateway's refusal to delete a ledger that a log lists.
+IN_LOG = "ledger_in_log"
 _COMMIT_ID = re.compile(r"[A-Za-z0-9._:-]{1,200}")
+
+log = logging.getLogger(__name__)
 
 
 def _option_error(message: str) -> QuireSparkError:
@@ -228,13 +237,16 @@ class IngestClient:
         self.call("POST", f"/v1/ledgers/{ledger_id}/close")
 
     def delete_ledgers(self, ledger_ids: Iterable[int]) -> None:
-        """Delete each ledger (one already gone is fine); the first failure is raised
-        after trying them all."""
+        """Delete each ledger (one already gone is fine; one a log lists is left: the
+        gateway refuses with 409 ``ledger_in_log``, e.g. an attach that landed after
+        all); the first failure is raised after trying them all."""
         failure: QuireSparkError | None = None
         for ledger_id in ledger_ids:
             try:
                 self.call("DELETE", f"/v1/ledgers/{ledger_id}", ok=(204, 404))
             except QuireSparkError as exc:
+                if exc.code == IN_LOG:
+                    continue
                 failure = failure or exc
         if failure is not None:
             raise failure
@@ -246,24 +258,13 @@ class IngestClient:
         doc: dict[str, Any] = self.call("PUT", self.log_path, ok=(200, 201))
         return doc
 
-    def log_ledgers(self) -> list[int]:
-        return [int(lid) for lid in self.call("GET", self.log_path)["ledgers"]]
-
-    def committed(self, commit_id: str) -> int | None:
-        """The last sequence the log recorded under ``commit_id`` (None: none yet)."""
-        try:
-            doc = self.call("GET", f"{self.log_path}/commits/{commit_id}")
-        except QuireSparkError as exc:
-            if exc.status == 404 and exc.code == "not_found":
-                return None
-            raise
-        return int(doc["sequence"])
-
     def attach(self, ledger_ids: Sequence[int], commit: tuple[str, int] | None = None) -> bool:
         """Attach ``ledger_ids`` (in order) to the log in one CAS; with ``commit`` (id,
         sequence) exactly once. True: they are in the log now; False: the commit was
-        recorded before (the caller deletes its ledgers). An unknown outcome is settled
-        by reading the log back, then the call is tried again."""
+        recorded before with other ledgers (the caller deletes its own). An unknown
+        outcome (no answer, a 5xx) is settled by sending the same attach again: the
+        gateway answers True when these ledgers are in the log already (an attempt whose
+        answer was lost landed), so no separate read of the log can race a late write."""
         body: dict[str, Any] = {"ledgers": list(ledger_ids)}
         if commit is not None:
             body["commit"] = {"id": commit[0], "sequence": commit[1]}
@@ -271,51 +272,39 @@ class IngestClient:
         for attempt in range(ATTACH_ATTEMPTS_MAX):
             if attempt:
                 time.sleep(ATTACH_RETRY_DELAY_S)
-                settled = self._settle(ledger_ids, commit)
-                if settled is not None:
-                    return settled
             try:
                 doc = self.call("POST", f"{self.log_path}/ledgers", json=body)
             except QuireSparkError as exc:
                 if not _unknown_outcome(exc):
-                    if attempt and exc.status == 400 and "in the log already" in exc.message:
-                        continue  # an earlier attempt landed: settled on the next turn
                     raise
                 last = exc
                 continue
             return bool(doc["committed"])
-        settled = self._settle(ledger_ids, commit)
-        if settled is not None:
-            return settled
         raise last or QuireSparkError("attach_failed", "attaching the task ledgers never answered")
 
-    def _settle(self, ledger_ids: Sequence[int], commit: tuple[str, int] | None) -> bool | None:
-        """After an unknown outcome: True if the ledgers are in the log, False if the
-        commit was recorded by another attempt, None if neither (try again)."""
+    def commit(
+        self, ledger_ids: Sequence[int], others: Sequence[int], commit: tuple[str, int] | None
+    ) -> bool:
+        """Attach ``ledger_ids`` (with ``commit``), then delete ``others`` (ledgers of the
+        job no message named) and, when the commit was recorded before, ``ledger_ids``
+        too. Once the attach answered the deletes are best effort (``delete_left_over``):
+        failing a job whose records are in the log would make its user run it again and
+        write them twice, while a ledger left over is in no log."""
+        attached = self.attach(ledger_ids, commit) if ledger_ids else True
+        self.delete_left_over(list(others) if attached else [*others, *ledger_ids])
+        return attached
+
+    def delete_left_over(self, ledger_ids: Sequence[int]) -> None:
+        """``delete_ledgers`` after a commit answered: a failure is logged, not raised."""
         try:
-            if ledger_ids[0] in self.log_ledgers():
-                return True
-            if commit is not None:
-                done = self.committed(commit[0])
-                if done is not None and done >= commit[1]:
-                    return False
+            self.delete_ledgers(ledger_ids)
         except QuireSparkError as exc:
-            if not _unknown_outcome(exc):
-                raise
-        return None
+            log.warning("could not delete %d ledgers after a commit: %s", len(ledger_ids), exc)
 
     def discard(self, ledger_ids: Sequence[int]) -> None:
-        """Delete the ledgers of an aborted commit, except any that is in the log (an
-        attach that landed after all: deleting those would break the log)."""
-        if not ledger_ids:
-            return
-        try:
-            in_log = set(self.log_ledgers())
-        except QuireSparkError as exc:
-            if exc.code not in ("log_not_found",):
-                raise
-            in_log = set()
-        self.delete_ledgers([lid for lid in ledger_ids if lid not in in_log])
+        """Delete the ledgers of an aborted commit, except any that a log lists (an
+        attach that landed after all: the gateway refuses to delete it)."""
+        self.delete_ledgers(ledger_ids)
 
     def ledger_mark(self) -> int:
         """An id below every ledger made from now on (ids only grow): a ledger made and
@@ -324,6 +313,24 @@ class IngestClient:
         ledger_id = self.create_ledger({JOB_KEY: "mark"})
         self.delete_ledgers([ledger_id])
         return ledger_id
+
+    def query_mark(self, job: str) -> int | None:
+        """For a micro-batch of streaming query ``job``: an id below every ledger its
+        tasks made, the last ledger the log lists of an earlier batch of the query
+        (micro-batches run one after another, so a batch's tasks make their ledgers
+        after the previous batch's commit, and ids only grow). None when none is among
+        the log's last ``QUERY_MARK_LOOK_BACK_MAX`` ledgers (the query's first batch)."""
+        doc = self.call("GET", self.log_path)
+        for ledger_id in reversed(doc["ledgers"][-QUERY_MARK_LOOK_BACK_MAX:]):
+            try:
+                meta = self.call("GET", f"/v1/ledgers/{ledger_id}")
+            except QuireSparkError as exc:
+                if exc.status == 404:
+                    continue
+                raise
+            if (meta.get("metadata") or {}).get(JOB_KEY) == job:
+                return int(ledger_id)
+        return None
 
     def job_ledgers(self, job: str, after: int | None = None) -> list[int]:
         """Every ledger a task of ``job`` made (custom metadata ``quire.job``) above id

@@ -89,9 +89,14 @@ class QuireStreamWriter(DataSourceStreamWriter):
         ledgers = ingest.ledger_order(ours)
         extra = [lid for lid in ingest.all_ledgers(ours) if lid not in ledgers]
         with ingest.IngestClient(self.options) as client:
-            if ledgers and not client.attach(ledgers, (self.commit_id, batchId)):
-                extra += ledgers
-            client.delete_ledgers(extra)
+            client.commit(ledgers, extra, (self.commit_id, batchId))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        abort_job(self.options, self.commit_id, messages)
+        """Delete the batch's ledgers. A task without a message may have left its ledger
+        (its worker died): the ledgers made since the query's last committed batch are
+        looked up (``IngestClient.query_mark``), not every ledger of the cluster."""
+        after: int | None = None
+        if any(message is None for message in task_messages(messages)):
+            with ingest.IngestClient(self.options) as client:
+                after = client.query_mark(self.commit_id)
+        abort_job(self.options, self.commit_id, messages, after=after)

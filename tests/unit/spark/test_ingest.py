@@ -135,8 +135,9 @@ def test_options() -> None:
 
 
 class FakeGateway:
-    """Answers the calls of one log; ``lose_next_attach`` applies an attach but answers
-    a 503 (the outcome unknown to the caller)."""
+    """Answers the calls of one log as the gateway does (the same attach again answers
+    committed; a listed ledger is not deleted: 409 ledger_in_log); ``lose_next_attach``
+    applies an attach but answers a 503 (the outcome unknown to the caller)."""
 
     def __init__(self) -> None:
         self.ledgers: list[int] = [1]
@@ -158,6 +159,11 @@ class FakeGateway:
             self.attach_calls += 1
             body: dict[str, Any] = json.loads(request.content)
             commit = body.get("commit")
+            ids = body["ledgers"]
+            if ids[0] in self.ledgers:
+                at = self.ledgers.index(ids[0])
+                if self.ledgers[at : at + len(ids)] == ids:  # the same attach again
+                    return httpx.Response(200, json={"committed": True})
             if commit and self.commits.get(commit["id"], -1) >= commit["sequence"]:
                 return httpx.Response(200, json={"committed": False})
             if any(lid in self.ledgers for lid in body["ledgers"]):
@@ -172,7 +178,10 @@ class FakeGateway:
                 return httpx.Response(503, json={"error": "unavailable", "message": "lost"})
             return httpx.Response(200, json={"committed": True})
         if method == "DELETE" and path.startswith("/v1/ledgers/"):
-            self.deleted.append(int(path.rsplit("/", 1)[1]))
+            ledger_id = int(path.rsplit("/", 1)[1])
+            if ledger_id in self.ledgers:
+                return httpx.Response(409, json={"error": "ledger_in_log", "message": "listed"})
+            self.deleted.append(ledger_id)
             return httpx.Response(204)
         return httpx.Response(404, json={"error": "not_found", "message": path})
 
@@ -196,26 +205,32 @@ def test_attach_commit_exactly_once(fake: FakeGateway) -> None:
     assert fake.ledgers == [1, 5, 6]
 
 
-def test_attach_unknown_outcome_settled_by_reading_the_log(fake: FakeGateway) -> None:
-    """An attach that landed but answered 503 is not sent again: the log read back
-    shows its ledgers, so it counts as done (no duplicate, no error)."""
+def test_attach_unknown_outcome_settled_by_sending_it_again(fake: FakeGateway) -> None:
+    """An attach that landed but answered 503 is settled by sending the same attach
+    again, which the gateway answers as committed: no duplicate, no error, also with a
+    commit (the commit recorded by the lost attempt is ours, not someone else's)."""
     fake.lose_next_attach = True
     with client_of(fake) as client:
         assert client.attach([5, 6]) is True
-    assert fake.ledgers == [1, 5, 6] and fake.attach_calls == 1
+    assert fake.ledgers == [1, 5, 6] and fake.attach_calls == 2
+    fake.lose_next_attach = True
+    with client_of(fake) as client:
+        assert client.commit([7], [8], ("q", 3)) is True
+    assert fake.ledgers == [1, 5, 6, 7] and fake.deleted == [8]
 
 
 def test_attach_error_is_clear(fake: FakeGateway) -> None:
     """A refusal of the gateway is raised with its status, code and message."""
     fake.ledgers = [1, 5]
     with client_of(fake) as client, pytest.raises(QuireSparkError) as info:
-        client.attach([5])
+        client.attach([6, 5])
     assert info.value.status == 400 and info.value.code == "invalid_argument"
     assert "gateway said 400 invalid_argument" in str(info.value)
 
 
 def test_discard_spares_ledgers_in_the_log(fake: FakeGateway) -> None:
-    """An abort deletes its ledgers, except one the log holds (an attach that landed)."""
+    """An abort deletes its ledgers, except one the log holds (an attach that landed:
+    the gateway's 409 ledger_in_log leaves it, and is no failure)."""
     fake.ledgers = [1, 5]
     with client_of(fake) as client:
         client.discard([5, 6, 7])
