@@ -29,8 +29,11 @@ from services.protocol.reads import digest_key
 
 log = logging.getLogger(__name__)
 
-# The window rebuild reads the metadata of the log's last ledgers this many at a time.
+# The window rebuild reads the metadata of the log's last ledgers this many at a time at
+# first, doubling up to the most (one pipelined read each): a log whose tail is mostly
+# attached ledgers, which never end the walk, is walked in few round trips.
 TAIL_METADATA_BATCH = 16
+TAIL_METADATA_BATCH_MAX = 512
 # A failed window rebuild is tried again, backing off from the first delay.
 REBUILD_ATTEMPTS_MAX = 6
 REBUILD_RETRY_FIRST_S = 0.2
@@ -125,20 +128,27 @@ async def _tail_ledgers(
     """The CLOSED ledgers at the end of ``previous`` that may hold keyed appends newer
     than ``cutoff_ms``, in log order: read backwards along the list a few at a time,
     passing over attached ledgers, down to the first writer's ledger created before the
-    cutoff (it was the current one then, and everything before it is older). A ledger
-    whose metadata cannot be read fails the attempt (retried): skipping it could lose
-    its keys."""
+    cutoff (it was the current one then, and everything before it is older). A failed
+    read fails the attempt (retried); a ledger deleted meanwhile (a truncation) or whose
+    metadata is not valid has no entries to read and is passed over."""
     found: list[tuple[int, LedgerMetadata, TailKind]] = []
     stop = len(previous)
+    batch = TAIL_METADATA_BATCH
     while stop > 0:
-        start = max(0, stop - TAIL_METADATA_BATCH)
+        start = max(0, stop - batch)
+        batch = min(batch * 2, TAIL_METADATA_BATCH_MAX)
         chunk = list(previous[start:stop])
         answers = await gw.ctx.ledgers.get_many(chunk)
         for lid, answer in reversed(list(zip(chunk, answers, strict=True))):
             if isinstance(answer, QuireError):
-                raise answer
+                log.warning(
+                    "a log ledger's metadata is not valid; the idempotency window's "
+                    "rebuild passes over it",
+                    extra={"fields": {"ledger_id": lid, "error": answer.code}},
+                )
+                continue
             if answer is None:
-                continue  # deleted (a truncation racing the rebuild): nothing to read
+                continue
             metadata = answer.metadata
             kind = tail_kind(metadata)
             if kind is TailKind.ATTACHED:

@@ -14,7 +14,12 @@ from gateway.logs import dedup, rebuild
 from gateway.logs.dedup import Appended, DedupWindow, Unsettled, scan_tail, unknown_outcome
 from gateway.logs.rebuild import TailKind, tail_kind
 from gateway.logs.steps import LOG_METADATA_KEY, WRITER_METADATA_KEY
-from services.errors import IdempotencyKeyReused, LedgerFenced, MetadataUnavailable
+from services.errors import (
+    IdempotencyKeyReused,
+    InvalidArgument,
+    LedgerFenced,
+    MetadataUnavailable,
+)
 from services.protocol import log_records as lr
 from services.protocol.logs import Position
 from services.protocol.metadata import LedgerMetadata
@@ -241,17 +246,55 @@ def test_tail_walk_passes_over_attached_ledgers_older_than_the_cutoff() -> None:
     ]
 
 
-def test_tail_walk_fails_when_a_ledgers_metadata_cannot_be_read() -> None:
-    """A ledger whose metadata could not be read fails the rebuild attempt (it is
-    retried) rather than being skipped with its keys."""
+def test_tail_walk_over_many_attached_ledgers_takes_few_reads() -> None:
+    """A tail of many attached ledgers (which never end the walk) is read in growing
+    batches: 100 ledgers behind the writer's in 3 pipelined reads, not 7."""
+
+    class Counting(FakeLedgerStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.reads: list[int] = []
+
+        async def get_many(self, ledger_ids: list[int]) -> list[VersionedLedger | None]:
+            self.reads.append(len(ledger_ids))
+            return await super().get_many(ledger_ids)
+
+    store = Counting()
+    task = {LOG_METADATA_KEY: "l", "quire.job": "j", "quire.task": "0.0"}
+    metas = [ledger(1, {LOG_METADATA_KEY: "l", WRITER_METADATA_KEY: "g:1"}, 1_000)]
+    metas += [ledger(lid, task, 1_000) for lid in range(2, 102)]
+    for meta in metas:
+        store.nodes[meta.ledger_id] = VersionedLedger(meta, 0)
+    tail = run(rebuild._tail_ledgers(Gw(store), list(range(1, 102)), 50_000))  # type: ignore[arg-type]
+    assert [lid for lid, _, _ in tail] == [1]
+    assert store.reads == [16, 32, 53]
+
+
+def test_tail_walk_fails_on_a_failed_read_and_passes_over_invalid_metadata() -> None:
+    """A metadata read that fails (ZooKeeper) fails the rebuild attempt, which is retried;
+    a ledger whose metadata is not valid (no entry of it can be read) is passed over."""
 
     class Failing(FakeLedgerStore):
         async def get_many(self, ledger_ids: list[int]) -> list[VersionedLedger | None]:
-            return [MetadataUnavailable("zk")]  # type: ignore[list-item]
+            raise MetadataUnavailable("zk")
 
-    store = Failing()
     with pytest.raises(MetadataUnavailable):
-        run(rebuild._tail_ledgers(Gw(store), [1], 50_000))  # type: ignore[arg-type]
+        run(rebuild._tail_ledgers(Gw(Failing()), [1], 50_000))  # type: ignore[arg-type]
+
+    class Invalid(FakeLedgerStore):
+        async def get_many(  # type: ignore[override]
+            self, ledger_ids: list[int]
+        ) -> list[VersionedLedger | InvalidArgument | None]:
+            found = await super().get_many(ledger_ids)
+            bad = InvalidArgument("not valid metadata")
+            return [bad if lid == 2 else f for lid, f in zip(ledger_ids, found, strict=True)]
+
+    store = Invalid()
+    writer = {LOG_METADATA_KEY: "l", WRITER_METADATA_KEY: "g:1"}
+    for meta in (ledger(1, writer, 1_000), ledger(3, writer, 90_000)):
+        store.nodes[meta.ledger_id] = VersionedLedger(meta, 0)
+    tail = run(rebuild._tail_ledgers(Gw(store), [1, 2, 3], 50_000))  # type: ignore[arg-type]
+    assert [lid for lid, _, _ in tail] == [1, 3]
 
 
 def test_unknown_outcome_is_ledger_fenced_and_says_why() -> None:
