@@ -237,7 +237,10 @@ export interface paths {
         get: operations["get_ledger"];
         put?: never;
         post?: never;
-        /** Delete a ledger and its entries */
+        /**
+         * Delete a ledger and its entries
+         * @description A ledger that a log lists is not deleted (409 ledger_in_log): truncate the log past it, or delete the log.
+         */
         delete: operations["delete_ledger"];
         options?: never;
         head?: never;
@@ -397,7 +400,7 @@ export interface paths {
         put?: never;
         /**
          * Attach CLOSED ledgers to the log in one CAS (a batch or streaming commit)
-         * @description Takes the writer role as POST /writer does (the last two ledgers fenced), appends the ledgers in the given order and leaves the role free (writer null, the epoch grows). Each ledger must exist, be CLOSED, have no password, not be in the log and carry custom metadata quire.log = the log's name. With commit {id, sequence} the log records the sequence under the id; a sequence at or below the one recorded changes nothing and answers committed: false (exactly-once commits).
+         * @description Takes the writer role as POST /writer does (the last two ledgers fenced), appends the ledgers in the given order and leaves the role free (writer null, the epoch grows). Each ledger must exist, be CLOSED, have no password, not be in the log and carry custom metadata quire.log = the log's name. With commit {id, sequence} the log records the sequence under the id; a sequence at or below the one recorded changes nothing and answers committed: false (exactly-once commits). The same attach again (the log lists these ledgers, in this order: an earlier attempt landed) answers committed: true and changes nothing, so a retry after a lost answer is safe.
          */
         post: operations["attach_ledgers"];
         delete?: never;
@@ -723,7 +726,7 @@ export interface components {
              * @description The error code (API.md); the HTTP status follows from it
              * @enum {string}
              */
-            error: "internal" | "invalid_argument" | "unauthorized" | "not_found" | "ledger_not_found" | "entry_not_found" | "log_not_found" | "bookie_not_found" | "method_not_allowed" | "conflict" | "ledger_closed" | "ledger_fenced" | "entry_exists" | "not_writer" | "metadata_conflict" | "idempotency_key_reused" | "payload_too_large" | "unavailable" | "not_enough_bookies" | "bookie_read_only" | "bookie_unavailable" | "metadata_unavailable" | "quorum_timeout";
+            error: "internal" | "invalid_argument" | "unauthorized" | "not_found" | "ledger_not_found" | "entry_not_found" | "log_not_found" | "bookie_not_found" | "method_not_allowed" | "conflict" | "ledger_closed" | "ledger_fenced" | "entry_exists" | "not_writer" | "metadata_conflict" | "idempotency_key_reused" | "ledger_in_log" | "payload_too_large" | "unavailable" | "not_enough_bookies" | "bookie_read_only" | "bookie_unavailable" | "metadata_unavailable" | "quorum_timeout" | "log_ledger_missing";
             /** @description What went wrong, for people */
             message: string;
         };
@@ -1641,6 +1644,15 @@ export interface operations {
             };
             /** @description ledger_not_found / entry_not_found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description ledger_in_log (a log lists it) / metadata_conflict */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -50,6 +50,11 @@ def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Res
 
         return response_404
 
+    if response.status_code == 409:
+        response_409 = Error.from_dict(response.json())
+
+        return response_409
+
     if client.raise_on_unexpected_status:
         raise errors.UnexpectedStatus(response.status_code, response.content)
     else:
@@ -72,6 +77,9 @@ def sync_detailed(
     x_ledger_password: None | str | Unset = UNSET,
 ) -> Response[Any | Error]:
     """Delete a ledger and its entries
+
+     A ledger that a log lists is not deleted (409 ledger_in_log): truncate the log past it, or delete
+    the log.
 
     Args:
         ledger_id (int): ledger id
@@ -106,6 +114,9 @@ def sync(
 ) -> Any | Error | None:
     """Delete a ledger and its entries
 
+     A ledger that a log lists is not deleted (409 ledger_in_log): truncate the log past it, or delete
+    the log.
+
     Args:
         ledger_id (int): ledger id
         x_ledger_password (None | str | Unset): the ledger's password, when it was created with
@@ -133,6 +144,9 @@ async def asyncio_detailed(
     x_ledger_password: None | str | Unset = UNSET,
 ) -> Response[Any | Error]:
     """Delete a ledger and its entries
+
+     A ledger that a log lists is not deleted (409 ledger_in_log): truncate the log past it, or delete
+    the log.
 
     Args:
         ledger_id (int): ledger id
@@ -164,6 +178,9 @@ async def asyncio(
     x_ledger_password: None | str | Unset = UNSET,
 ) -> Any | Error | None:
     """Delete a ledger and its entries
+
+     A ledger that a log lists is not deleted (409 ledger_in_log): truncate the log past it, or delete
+    the log.
 
     Args:
         ledger_id (int): ledger id

@@ -94,7 +94,9 @@ def sync_detailed(
     given order and leaves the role free (writer null, the epoch grows). Each ledger must exist, be
     CLOSED, have no password, not be in the log and carry custom metadata quire.log = the log's name.
     With commit {id, sequence} the log records the sequence under the id; a sequence at or below the one
-    recorded changes nothing and answers committed: false (exactly-once commits).
+    recorded changes nothing and answers committed: false (exactly-once commits). The same attach again
+    (the log lists these ledgers, in this order: an earlier attempt landed) answers committed: true and
+    changes nothing, so a retry after a lost answer is safe.
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
@@ -132,7 +134,9 @@ def sync(
     given order and leaves the role free (writer null, the epoch grows). Each ledger must exist, be
     CLOSED, have no password, not be in the log and carry custom metadata quire.log = the log's name.
     With commit {id, sequence} the log records the sequence under the id; a sequence at or below the one
-    recorded changes nothing and answers committed: false (exactly-once commits).
+    recorded changes nothing and answers committed: false (exactly-once commits). The same attach again
+    (the log lists these ledgers, in this order: an earlier attempt landed) answers committed: true and
+    changes nothing, so a retry after a lost answer is safe.
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
@@ -165,7 +169,9 @@ async def asyncio_detailed(
     given order and leaves the role free (writer null, the epoch grows). Each ledger must exist, be
     CLOSED, have no password, not be in the log and carry custom metadata quire.log = the log's name.
     With commit {id, sequence} the log records the sequence under the id; a sequence at or below the one
-    recorded changes nothing and answers committed: false (exactly-once commits).
+    recorded changes nothing and answers committed: false (exactly-once commits). The same attach again
+    (the log lists these ledgers, in this order: an earlier attempt landed) answers committed: true and
+    changes nothing, so a retry after a lost answer is safe.
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
@@ -201,7 +207,9 @@ async def asyncio(
     given order and leaves the role free (writer null, the epoch grows). Each ledger must exist, be
     CLOSED, have no password, not be in the log and carry custom metadata quire.log = the log's name.
     With commit {id, sequence} the log records the sequence under the id; a sequence at or below the one
-    recorded changes nothing and answers committed: false (exactly-once commits).
+    recorded changes nothing and answers committed: false (exactly-once commits). The same attach again
+    (the log lists these ledgers, in this order: an earlier attempt landed) answers committed: true and
+    changes nothing, so a retry after a lost answer is safe.
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
