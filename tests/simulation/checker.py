@@ -369,6 +369,9 @@ class Checker:
         world = self.sim.world
         if world.marks.get(self.sim.ledger_id) is not None:
             self.fail(f"liveness: still marked {world.marks.get(self.sim.ledger_id)}")
+        lock = world.marks.lock(self.sim.ledger_id)
+        if lock is not None:  # every repair lock is released in the end
+            self.fail(f"liveness: its repair lock is still held {lock}")
         for bookie, share in settled_shares(self.sim.cell.metadata).items():
             lacking = self._lacking(bookie, share)
             if lacking:

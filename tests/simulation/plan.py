@@ -89,6 +89,11 @@ class AutoRecoveryPlan:
     session_timeout_ms: int = 200
     # (worker index, at ms, back after ms): the worker's session is lost
     worker_crashes: list[tuple[int, int, int]] = field(default_factory=list)
+    # Until healed: a lock's create or delete (a worker's or the auditor's) answers
+    # ConnectionLoss, landed or not, and the session stays SUSPENDED (but alive) a while
+    lock_connection_loss_p: float = 0.0
+    # Until healed: the auditor's session ends while it holds a lock to clear a mark
+    auditor_session_end_p: float = 0.0
 
     def describe(self) -> str:
         if not self.enabled:
@@ -97,7 +102,9 @@ class AutoRecoveryPlan:
             f"auto-recovery: delay {self.lost_bookie_delay_ms} ms, audit every "
             f"{self.audit_interval_ms} ms, grace {self.open_ledger_grace_ms} ms, "
             f"{self.workers} workers, session time-out {self.session_timeout_ms} ms, "
-            f"worker crashes {self.worker_crashes}"
+            f"worker crashes {self.worker_crashes}, lock connection losses "
+            f"{self.lock_connection_loss_p:.2f}, auditor session ends "
+            f"{self.auditor_session_end_p:.2f}"
         )
 
 
@@ -291,6 +298,10 @@ def _draw_autorecovery(cfg: Config, calm: bool) -> None:
         plan.worker_crashes.append(
             (rng.randrange(plan.workers), rng.randint(100, PHASE1_MS), rng.randint(0, 1_500))
         )
+    if not calm:  # the repair lock's faults, from a stream of their own (issue 35)
+        locks = random.Random(cfg.seed * 7919 + 4)
+        plan.lock_connection_loss_p = locks.choice([0.0, 0.1, 0.3])
+        plan.auditor_session_end_p = locks.choice([0.0, 0.2, 0.5, 0.8])
     qa_min = min(p.ack_quorum for p in cfg.ledgers)
     e_max = max(p.ensemble_size for p in cfg.ledgers)
     if not cfg.lost and qa_min >= 2 and len(cfg.bookies) > e_max and rng.random() < 0.5:
