@@ -259,10 +259,14 @@ class Auditor:
         decommissioning = frozenset(
             b for b, s in self.decommissions.items() if s == DECOMMISSIONING
         )
+        # Placement treats a decommissioned bookie as one being decommissioned: a gateway
+        # that chose it before it saw the request, and wrote its metadata after the walk
+        # that completed the decommission, gets its fragment moved off (see
+        # ``_finish_decommissions``).
         view = AuditView(
             registered=frozenset(self.registry.bookies),
             lost=frozenset(self.watch.lost(now)),
-            decommissioning=decommissioning,
+            decommissioning=frozenset(self.decommissions),
         )
         checker = None
         if kind == FULL:
@@ -312,12 +316,35 @@ class Auditor:
         await self._finish_decommissions(decommissioning, report)
         return True
 
-    async def _finish_decommissions(self, decommissioning: frozenset[str], report: AuditReport):  # type: ignore[no-untyped-def]
+    async def _finish_decommissions(
+        self, decommissioning: frozenset[str], report: AuditReport
+    ) -> None:
+        """Decommissioning bookies no fragment names are decommissioned; decommissioned
+        ones a fragment names again are decommissioning again.
+
+        Ordering. The walk that completes a decommission reads the ledgers after it read
+        the request, so it sees every fragment written before the request; but a gateway
+        whose registry had not yet seen the request may have chosen the bookie and write
+        its metadata after that walk. A later check sees such a fragment (placement
+        treats decommissioned bookies as decommissioning ones): the bookie is
+        decommissioning again, and its ledgers are marked and moved off it (read from it
+        while it runs) before it is decommissioned again."""
         done = decommission_done(decommissioning, report.named)
-        if not done:
+        again = {
+            b for b, s in self.decommissions.items() if s == DECOMMISSIONED and b in report.named
+        }
+        if not (done or again):
             return
         if not await self.election.confirm():
             return
         for bookie in sorted(done):
             await self.underreplication.set_decommissioned(bookie)
             log.info("bookie %s decommissioned: no fragment names it", bookie)
+        for bookie in sorted(again):
+            await self.underreplication.set_decommission_state(bookie, DECOMMISSIONING)
+            self.decommissions[bookie] = DECOMMISSIONING  # re-checked until moved off
+            log.warning(
+                "bookie %s is decommissioning again: a fragment written after it was "
+                "decommissioned names it (a gateway had not seen the request)",
+                bookie,
+            )

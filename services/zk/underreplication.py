@@ -300,14 +300,19 @@ class UnderReplicationStore:
             pass
 
     async def set_decommissioned(self, bookie_id: str) -> None:
+        await self.set_decommission_state(bookie_id, DECOMMISSIONED)
+
+    async def set_decommission_state(self, bookie_id: str, state: str) -> None:
+        """``decommissioned`` once no fragment names the bookie; ``decommissioning`` again
+        when one names it after that (a gateway that had not seen the request chose it)."""
         path = zkpaths.decommission(bookie_id)
         node = await self.store.get_or_none(path)
         if node is None:
             return
         doc = _json(node.data)
-        if doc.get("state") == DECOMMISSIONED:
+        if doc.get("state") == state:
             return
-        doc["state"] = DECOMMISSIONED
+        doc["state"] = state
         try:
             await self.store.set(path, _dump(doc), node.version)
         except (MetadataConflict, NodeNotFound):

@@ -8,7 +8,15 @@ entry is still readable with its exact bytes (the copies are real)."""
 
 from __future__ import annotations
 
+import asyncio
+
+import httpx
+from kazoo.client import KazooClient
+
+from services.bookie_client import BookieClientPool
+from services.zk import paths as zkpaths
 from tests.harness import Cluster, wait_for
+from tests.integration.auto_support import ledger_metadata, names, start_auditor
 from tests.integration.gateway_support import (
     payload_for,
     start_bookies,
@@ -157,3 +165,64 @@ def test_decommissioning_a_live_bookie_holding_the_only_copies_moves_them_off(
     leaving.kill()
     for lid, payloads in written.items():
         assert gateway.read_all(lid) == list(enumerate(payloads)), f"ledger {lid}"
+
+
+def _copy_share(secret: str | None, lid: int, source: str, target: str, last: int) -> None:
+    """Store on ``target`` (recovery adds) every entry of ``lid`` that ``source`` holds."""
+
+    async def copy() -> None:
+        pool = BookieClientPool(secret)
+        try:
+            got = await pool.get(source).read_range(lid, 0, last)
+            records = [r._replace(recovery=True) for r in got.records]
+            assert records and (await pool.get(target).add(records)).stored == len(records)
+        finally:
+            await pool.aclose()
+
+    asyncio.run(copy())
+
+
+def test_a_decommissioned_bookie_a_fragment_names_again_is_moved_off_again(
+    cluster: Cluster, zk_client: KazooClient
+) -> None:
+    """Completion can race a gateway that had not seen the request yet (it chose the
+    bookie, then wrote its metadata after the auditor's walk): a decommissioned bookie
+    that a fragment names again is decommissioning again until the ledger is moved off
+    it (its only copies read from it) and then decommissioned again, every entry
+    readable with it killed."""
+    bookies = start_bookies(cluster, 3)
+    gateway = start_gateway(cluster)
+    wait_writable(gateway, 3)
+    auditor = start_auditor(cluster, ["--lost-bookie-delay", "3600", "--audit-interval", "3600"])
+    cluster.start("replicator", ["--marks-poll-interval", "1"])
+    leaving = bookies[0].address
+
+    def state() -> str:
+        doc = _admin(gateway, "/v1/admin/bookies")
+        return str(next(b["state"] for b in doc["bookies"] if b["id"] == leaving))
+
+    r = gateway.http.post(f"/v1/admin/bookies/{leaving}/decommission")
+    assert r.status_code == 202, r.text
+    wait_for(lambda: state() == "decommissioned", 30.0, "nothing on it: decommissioned")
+    lid = gateway.create(ensemble_size=2, write_quorum=1, ack_quorum=1)["ledger_id"]
+    payloads = [payload_for(i, 100) for i in range(10)]
+    gateway.add_batch(lid, payloads)
+    gateway.close(lid)
+    # What the late gateway would have written: the leaving bookie in the ensemble,
+    # holding the only copy of its share.
+    data, stat = zk_client.get(zkpaths.ledger(lid))
+    metadata = ledger_metadata(zk_client, lid)
+    assert not names(metadata, leaving)
+    replaced = metadata.fragments[0].bookies[0]
+    _copy_share(cluster.secret, lid, replaced, leaving, len(payloads) - 1)
+    late = metadata.replace_bookie(0, replaced, leaving)
+    zk_client.set(zkpaths.ledger(lid), late.to_json(), stat.version)
+    assert httpx.delete(f"http://{replaced}/v1/ledgers/{lid}", timeout=10.0).status_code == 204
+    auditor.audit_and_wait()
+
+    def moved_off() -> bool:
+        return state() == "decommissioned" and not names(ledger_metadata(zk_client, lid), leaving)
+
+    wait_for(moved_off, 60.0, "the ledger moved off the bookie and it decommissioned again")
+    bookies[0].kill()
+    assert gateway.read_all(lid) == list(enumerate(payloads))
