@@ -113,7 +113,7 @@ def test_an_old_mark_does_not_shorten_the_grace_of_a_restarting_bookie(
     earlier fragment, whose last fragment's bookie restarts while its writer is idle, is
     repaired (the earlier fragment) but never fenced; once the bookie is back the mark
     clears and the writer's adds succeed."""
-    grace_s = 20.0
+    grace_s = 30.0  # room for the bookie to restart on a loaded machine
     procs = {p.address: p for p in start_bookies(cluster, 5)}
     gateway = start_gateway(cluster, ["--bookie-add-timeout-ms", "1000"])
     wait_writable(gateway, 5)
