@@ -175,6 +175,66 @@ def _reused(key: str) -> IdempotencyKeyReused:
 PageReader = Callable[[int, int, int], Awaitable[list[tuple[int, bytes]]]]
 
 
+class TailScan:
+    """The scan of ``scan_tail``, fed the log's ledgers newest first a few at a time (the
+    window rebuild walks the ledger list backwards: ``rebuild.walk_tail``): each ``scan``
+    takes ledgers that come before every ledger scanned so far. ``done`` once it
+    stopped; ``found`` gives the keyed appends oldest first."""
+
+    def __init__(self, now_ms: int, window_ms: int, keys_max: int, page_entries: int = 1_000):
+        self.cutoff_ms = now_ms - window_ms - CLOCK_SKEW_MS
+        self.keys_max = keys_max
+        self.page_entries = page_entries
+        self.scanned = 0
+        self.done = False
+        self._found: list[tuple[str, Appended]] = []  # newest first
+
+    def found(self) -> list[tuple[str, Appended]]:
+        return self._found[::-1]
+
+    async def scan(
+        self,
+        ledgers: list[tuple[int, int]],
+        read_page: PageReader,
+        unordered: Collection[int] = frozenset(),
+    ) -> None:
+        """Scan ``ledgers`` ((ledger id, last entry id) of CLOSED ledgers, in log order)
+        backwards, page by page, until a stop (``scan_tail``)."""
+        for ledger_id, end in reversed(ledgers):
+            stop = end
+            while stop >= 0 and not self.done:
+                start = max(0, stop - self.page_entries + 1)
+                page = await read_page(ledger_id, start, stop)
+                self.scanned += len(page)
+                too_old = self._take(ledger_id, end, page, ledger_id not in unordered)
+                if too_old or len(self._found) >= self.keys_max:
+                    self.done = True
+                if self.scanned >= REBUILD_ENTRIES_MAX:
+                    self.done = True
+                stop = start - 1
+            if self.done:
+                return
+
+    def _take(self, ledger_id: int, end: int, page: list[tuple[int, bytes]], ordered: bool) -> bool:
+        """Keep the page's whole keyed appends (newest first); True at a head older than
+        the cutoff in an ``ordered`` ledger (nothing older is taken)."""
+        for entry_id, data in reversed(page):
+            record = log_records.decode(data)
+            head = record.head
+            if head is None:
+                continue
+            if ordered and head.time_ms < self.cutoff_ms:
+                return True
+            if head.key is None or head.digest is None:
+                continue
+            if not log_records.visible(entry_id, record, end):
+                continue
+            first = Position(ledger_id, entry_id)
+            last = Position(ledger_id, entry_id + record.remaining)
+            self._found.append((head.key, Appended(first, last, head.digest, head.time_ms)))
+        return False
+
+
 async def scan_tail(
     ledgers: list[tuple[int, int]],
     read_page: PageReader,
@@ -191,35 +251,11 @@ async def scan_tail(
     batch cut short by a crash is not in the log: ``log_records.visible``).
 
     The stop on time holds only where time stamps follow log order: in a log writer's
-    ledgers. The ledgers in ``unordered`` (attached: stamped when their writer ran, maybe
-    long before they joined the log) are read for keys, but an old stamp in one never
-    ends the scan; the ledgers before them may hold appends newer than it."""
-    cutoff = now_ms - window_ms - CLOCK_SKEW_MS
-    found: list[tuple[str, Appended]] = []
-    scanned = 0
-    for ledger_id, end in reversed(ledgers):
-        stop = end
-        while stop >= 0:
-            start = max(0, stop - page_entries + 1)
-            page = await read_page(ledger_id, start, stop)
-            scanned += len(page)
-            too_old = False
-            for entry_id, data in reversed(page):
-                record = log_records.decode(data)
-                head = record.head
-                if head is None:
-                    continue
-                if head.time_ms < cutoff and ledger_id not in unordered:
-                    too_old = True
-                    break
-                if head.key is None or head.digest is None:
-                    continue
-                if not log_records.visible(entry_id, record, end):
-                    continue
-                first = Position(ledger_id, entry_id)
-                last = Position(ledger_id, entry_id + record.remaining)
-                found.append((head.key, Appended(first, last, head.digest, head.time_ms)))
-            if too_old or len(found) >= keys_max or scanned >= REBUILD_ENTRIES_MAX:
-                return found[::-1]
-            stop = start - 1
-    return found[::-1]
+    ledgers, whose appends are stamped by the gateway as they are made, after the ledger
+    joined the log and after every append in the ledgers before it (up to clock skew
+    between gateways). The ledgers in ``unordered`` (attached: stamped when their writer
+    ran, maybe long before they joined the log) are read for keys, but an old stamp in
+    one never ends the scan; the ledgers before them may hold appends newer than it."""
+    scan = TailScan(now_ms, window_ms, keys_max, page_entries)
+    await scan.scan(ledgers, read_page, unordered)
+    return scan.found()

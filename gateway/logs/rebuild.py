@@ -2,13 +2,16 @@
 the entries (``log_records``), so what the previous writer appended is found again
 after a hand-over or a crash (``dedup.scan_tail`` does the scan).
 
-The walk goes back along the log's ledger list (log order), never by time alone: time
-stamps follow log order only in the ledgers log writers made for themselves (marked
-``steps.WRITER_METADATA_KEY``): such a ledger joins the log when it is made, and its
-appends are stamped by the gateway as they are made. A ledger attached to the log
-(``POST /v1/logs/{name}/ledgers``, e.g. a Spark task's) was created and stamped when
-its task ran, possibly minutes before it joined the log, behind appends newer than
-its stamps: its times must not end the walk (``tail_kind``).
+The walk goes back along the log's ledger list (log order) and ends at the first
+record older than the window in a ledger a log writer made for itself (marked
+``steps.WRITER_METADATA_KEY``): the gateway stamps such a ledger's appends as it makes
+them, after the ledger joined the log, so every append before that record in the log
+is older still (up to clock skew between gateways). No other time ends it: a ledger's
+creation time is not when it joined the log (a writer's ledger may be listed long
+after it was made, when taking the role took several attempts), and a ledger attached
+to the log (``POST /v1/logs/{name}/ledgers``, e.g. a Spark task's) was made and its
+records stamped when its task ran, possibly minutes before it was attached behind
+newer appends (``tail_kind``).
 """
 
 from __future__ import annotations
@@ -16,16 +19,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from enum import Enum
 
-from gateway.logs.dedup import CLOCK_SKEW_MS, DedupWindow, scan_tail
+from gateway.logs.dedup import Appended, DedupWindow, TailScan
 from gateway.logs.steps import LOG_METADATA_KEY, WRITER_METADATA_KEY
 from gateway.runners import read as reads
 from gateway.service import Gateway
-from services.errors import QuireError, present
+from services.errors import QuireError
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.reads import digest_key
+from services.zk.ledger_store import VersionedLedger
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +50,7 @@ def wall_ms() -> int:
 class TailKind(Enum):
     """How the window rebuild treats one ledger of the log (``tail_kind``)."""
 
-    WRITER = "writer"  # read for keys; its creation or an old record ends the walk
+    WRITER = "writer"  # read for keys; a record older than the window ends the walk
     UNMARKED = "unmarked"  # read for keys; its times never end the walk
     ATTACHED = "attached"  # passed over unread; its times never end the walk
 
@@ -91,30 +95,38 @@ async def rebuild_window(
     window.ready.set()
 
 
+# Reads the metadata of ledgers (``LedgerStore.get_many``): None for one that does not
+# exist, an error for one whose metadata is not valid.
+MetadataReader = Callable[[list[int]], Awaitable[Sequence[VersionedLedger | QuireError | None]]]
+# Reads the entries ``first``..``last`` of a CLOSED ledger, in order.
+EntryReader = Callable[[LedgerMetadata, int, int], Awaitable[list[tuple[int, bytes]]]]
+
+
 async def _rebuild_once(
     gw: Gateway, window: DedupWindow, previous: Sequence[int]
 ) -> QuireError | None:
+    async def read_entries(
+        metadata: LedgerMetadata, first: int, last: int
+    ) -> list[tuple[int, bytes]]:
+        key = digest_key(metadata, None)
+        out: list[tuple[int, bytes]] = []
+        start = first
+        while start <= last:
+            page = await reads.read_page(gw.ctx, metadata, start, last, key)
+            if not page.entries:
+                break
+            out.extend(page.entries)
+            start = page.entries[-1][0] + 1
+        return out
+
     try:
-        tail = await _tail_ledgers(gw, previous, wall_ms() - window.window_ms)
-        metas = {lid: metadata for lid, metadata, _ in tail}
-        ledgers = [(lid, present(m.last_entry_id, "closed")) for lid, m in metas.items()]
-        unordered = {lid for lid, _, kind in tail if kind is not TailKind.WRITER}
-
-        async def read_page(lid: int, first: int, last: int) -> list[tuple[int, bytes]]:
-            metadata = metas[lid]
-            key = digest_key(metadata, None)
-            out: list[tuple[int, bytes]] = []
-            start = first
-            while start <= last:
-                page = await reads.read_page(gw.ctx, metadata, start, last, key)
-                if not page.entries:
-                    break
-                out.extend(page.entries)
-                start = page.entries[-1][0] + 1
-            return out
-
-        found = await scan_tail(
-            ledgers, read_page, wall_ms(), window.window_ms, window.keys_max, unordered=unordered
+        found = await walk_tail(
+            gw.ctx.ledgers.get_many,
+            read_entries,
+            previous,
+            wall_ms(),
+            window.window_ms,
+            window.keys_max,
         )
         window.load(found, wall_ms())
     except QuireError as exc:
@@ -122,24 +134,39 @@ async def _rebuild_once(
     return None
 
 
-async def _tail_ledgers(
-    gw: Gateway, previous: Sequence[int], cutoff_ms: int
-) -> list[tuple[int, LedgerMetadata, TailKind]]:
-    """The CLOSED ledgers at the end of ``previous`` that may hold keyed appends newer
-    than ``cutoff_ms``, in log order: read backwards along the list a few at a time,
-    passing over attached ledgers, down to the first writer's ledger created before the
-    cutoff (it was the current one then, and everything before it is older). A failed
-    read fails the attempt (retried); a ledger deleted meanwhile (a truncation) or whose
-    metadata is not valid has no entries to read and is passed over."""
-    found: list[tuple[int, LedgerMetadata, TailKind]] = []
+async def walk_tail(
+    read_metadata: MetadataReader,
+    read_entries: EntryReader,
+    previous: Sequence[int],
+    now_ms: int,
+    window_ms: int,
+    keys_max: int,
+) -> list[tuple[str, Appended]]:
+    """The keyed appends at the end of ``previous`` (a log's ledgers, in log order),
+    oldest first: the ledger list is walked backwards, its metadata read a batch at a
+    time (doubling), and each batch's CLOSED ledgers scanned backwards for keys
+    (``dedup.TailScan``) before the batch before it is read, until the scan stops (see
+    the module docstring; also after ``keys_max`` keys or ``REBUILD_ENTRIES_MAX``
+    entries) or the list ends. Attached ledgers are passed over unread. A failed read
+    fails the walk (the rebuild tries again); a ledger deleted meanwhile (a
+    truncation) or whose metadata is not valid has no entries to read and is passed
+    over."""
+    scan = TailScan(now_ms, window_ms, keys_max)
+    metas: dict[int, LedgerMetadata] = {}
+
+    async def read_page(ledger_id: int, first: int, last: int) -> list[tuple[int, bytes]]:
+        return await read_entries(metas[ledger_id], first, last)
+
     stop = len(previous)
     batch = TAIL_METADATA_BATCH
-    while stop > 0:
+    while stop > 0 and not scan.done:
         start = max(0, stop - batch)
         batch = min(batch * 2, TAIL_METADATA_BATCH_MAX)
         chunk = list(previous[start:stop])
-        answers = await gw.ctx.ledgers.get_many(chunk)
-        for lid, answer in reversed(list(zip(chunk, answers, strict=True))):
+        answers = await read_metadata(chunk)
+        ledgers: list[tuple[int, int]] = []
+        unordered: set[int] = set()
+        for lid, answer in zip(chunk, answers, strict=True):
             if isinstance(answer, QuireError):
                 log.warning(
                     "a log ledger's metadata is not valid; the idempotency window's "
@@ -151,11 +178,13 @@ async def _tail_ledgers(
                 continue
             metadata = answer.metadata
             kind = tail_kind(metadata)
-            if kind is TailKind.ATTACHED:
+            end = metadata.last_entry_id
+            if kind is TailKind.ATTACHED or metadata.state is not LedgerState.CLOSED or end is None:
                 continue
-            if metadata.state is LedgerState.CLOSED and metadata.last_entry_id is not None:
-                found.append((lid, metadata, kind))
-            if kind is TailKind.WRITER and metadata.created_at < cutoff_ms - CLOCK_SKEW_MS:
-                return found[::-1]
+            metas[lid] = metadata
+            ledgers.append((lid, end))
+            if kind is TailKind.UNMARKED:
+                unordered.add(lid)
+        await scan.scan(ledgers, read_page, unordered)
         stop = start
-    return found[::-1]
+    return scan.found()

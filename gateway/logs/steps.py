@@ -32,10 +32,10 @@ log = logging.getLogger(__name__)
 # Ledgers of a log carry its name in their custom metadata (operators see whose it is).
 LOG_METADATA_KEY = "quire.log"
 # The ledgers a log writer makes for itself (taking the role, rolling) also carry this
-# key (the gateway that made it): their entries are appends stamped by the gateway and
-# they join the log as soon as they are made, which the idempotency window's rebuild
-# relies on (``rebuild.tail_kind``). A ledger attached to a log (written elsewhere, e.g.
-# by a Spark task) does not carry it.
+# key (the gateway that made it): their entries are appends the gateway stamped as it
+# made them, after the ledger joined the log, so the idempotency window's rebuild trusts
+# their time stamps (``rebuild.tail_kind``). A ledger attached to a log (written
+# elsewhere, e.g. by a Spark task) does not carry it.
 WRITER_METADATA_KEY = "quire.log.writer"
 # ``closed_end`` of a ledger that no longer exists (truncated away or deleted with its
 # log): whatever it held can no longer be told.

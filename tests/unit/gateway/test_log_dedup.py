@@ -24,7 +24,6 @@ from services.protocol import log_records as lr
 from services.protocol.logs import Position
 from services.protocol.metadata import LedgerMetadata
 from services.zk.ledger_store import VersionedLedger
-from tests.unit.gateway.fakes import FakeLedgerStore
 
 T = TypeVar("T")
 D1, D2 = lr.records_digest([b"1"]), lr.records_digest([b"2"])
@@ -195,6 +194,10 @@ def test_scan_tail_reads_past_old_stamps_in_unordered_ledgers() -> None:
     assert [k for k, _ in found] == ["recent"]
 
 
+WRITER = {LOG_METADATA_KEY: "l", WRITER_METADATA_KEY: "g:1"}
+TASK = {LOG_METADATA_KEY: "l", "quire.job": "j", "quire.task": "0.0"}
+
+
 def ledger(lid: int, custom: dict[str, str], created_at: int, last: int = 0) -> LedgerMetadata:
     meta = LedgerMetadata.new(lid, ["b1", "b2", "b3"], 2, 2, custom=custom, created_at=created_at)
     return meta.closed(last, 10 * (last + 1))
@@ -204,97 +207,94 @@ def test_tail_kind_trusts_time_only_in_a_writers_ledger() -> None:
     """A ledger a log writer made (marked) is WRITER; one with only quire.log (a writer's
     from before the mark) is read without trusting its times; a Spark task's (quire.job,
     quire.task) is passed over."""
-    assert tail_kind(ledger(1, {LOG_METADATA_KEY: "l", WRITER_METADATA_KEY: "g:1"}, 0)) is (
-        TailKind.WRITER
-    )
+    assert tail_kind(ledger(1, WRITER, 0)) is TailKind.WRITER
     assert tail_kind(ledger(2, {LOG_METADATA_KEY: "l"}, 0)) is TailKind.UNMARKED
-    task = {LOG_METADATA_KEY: "l", "quire.job": "j", "quire.task": "0.0"}
-    assert tail_kind(ledger(3, task, 0)) is TailKind.ATTACHED
+    assert tail_kind(ledger(3, TASK, 0)) is TailKind.ATTACHED
 
 
-class Gw:
-    """What ``rebuild._tail_ledgers`` uses of a gateway: its ledger store."""
+class Log:
+    """A log's ledgers for ``rebuild.walk_tail``: metadata and enveloped entries; counts
+    the metadata reads (their sizes) and the ledgers whose entries were read."""
 
-    def __init__(self, store: FakeLedgerStore) -> None:
-        self.ctx = self
-        self.ledgers = store
+    def __init__(self, ledgers: list[tuple[int, dict[str, str], int, list[bytes]]]) -> None:
+        self.metadata = {
+            lid: ledger(lid, custom, created_at, len(entries) - 1)
+            for lid, custom, created_at, entries in ledgers
+        }
+        self.entries = {lid: entries for lid, _, _, entries in ledgers}
+        self.ids = [lid for lid, _, _, _ in ledgers]
+        self.metadata_reads: list[int] = []
+        self.entries_read: set[int] = set()
+
+    async def get_many(self, ledger_ids: list[int]) -> list[VersionedLedger | None]:
+        self.metadata_reads.append(len(ledger_ids))
+        return [
+            VersionedLedger(self.metadata[lid], 0) if lid in self.metadata else None
+            for lid in ledger_ids
+        ]
+
+    async def read(
+        self, metadata: LedgerMetadata, first: int, last: int
+    ) -> list[tuple[int, bytes]]:
+        self.entries_read.add(metadata.ledger_id)
+        stored = self.entries[metadata.ledger_id]
+        return [(i, stored[i]) for i in range(first, last + 1)]
+
+    def walk(self, now_ms: int = 100_000, window_ms: int = 10_000) -> list[str]:
+        found = run(rebuild.walk_tail(self.get_many, self.read, self.ids, now_ms, window_ms, 100))
+        return [key for key, _ in found]
 
 
-def test_tail_walk_passes_over_attached_ledgers_older_than_the_cutoff() -> None:
-    """Walking back along the list, attached ledgers created before the cut-off neither
-    end the walk nor are read; the writer's ledger before them (holding a recent append)
-    is reached, and the walk ends at the first writer's ledger created before the
-    cut-off, which is included."""
-    store = FakeLedgerStore()
-    writer = {LOG_METADATA_KEY: "l", WRITER_METADATA_KEY: "g:1"}
-    task = {LOG_METADATA_KEY: "l", "quire.job": "j", "quire.task": "0.0"}
-    metas = [
-        ledger(1, writer, 1_000),  # before the stop: never read
-        ledger(2, writer, 2_000),  # created before the cut-off: the last one walked
-        ledger(3, {LOG_METADATA_KEY: "l"}, 3_000),  # a writer's from before the mark
-        ledger(4, writer, 90_000),
-        ledger(5, task, 1_500),
-        ledger(6, task, 1_600),
-    ]
-    for meta in metas:
-        store.nodes[meta.ledger_id] = VersionedLedger(meta, 0)
-    tail = run(rebuild._tail_ledgers(Gw(store), [1, 2, 3, 4, 5, 6], 50_000))  # type: ignore[arg-type]
-    assert [(lid, kind) for lid, _, kind in tail] == [
-        (2, TailKind.WRITER),
-        (3, TailKind.UNMARKED),
-        (4, TailKind.WRITER),
-    ]
+def test_tail_walk_ends_only_at_an_old_record_of_a_writers_ledger() -> None:
+    """Walking back along the list (cut-off: 100 s - 10 s window - 5 s skew = 85 s):
+    attached ledgers are neither read nor end the walk, however old; creation times end
+    nothing (a writer's ledger made long before it joined the log, empty, and one made
+    long ago holding recent appends); an old stamp in an unmarked ledger ends nothing;
+    the first record older than the cut-off in a writer's ledger ends the walk."""
+    log = Log(
+        [
+            (1, WRITER, 0, keyed("ancient", [b"a"], 0)),
+            (2, WRITER, 1_000, keyed("old", [b"o"], 80_000) + keyed("k2", [b"2"], 95_000)),
+            (3, {LOG_METADATA_KEY: "l"}, 3_000, keyed("k3", [b"3"], 2_000)),
+            (4, WRITER, 90_000, keyed("k4", [b"4"], 96_000)),
+            (5, WRITER, 1_000, []),
+            (6, TASK, 1_500, keyed("task", [b"t"], 1_500)),
+            (7, TASK, 1_600, list(lr.encode([b"t0", b"t1"], 1_600))),
+        ]
+    )
+    assert log.walk() == ["k2", "k3", "k4"]
+    assert log.entries_read == {2, 3, 4}
 
 
 def test_tail_walk_over_many_attached_ledgers_takes_few_reads() -> None:
     """A tail of many attached ledgers (which never end the walk) is read in growing
     batches: 100 ledgers behind the writer's in 3 pipelined reads, not 7."""
-
-    class Counting(FakeLedgerStore):
-        def __init__(self) -> None:
-            super().__init__()
-            self.reads: list[int] = []
-
-        async def get_many(self, ledger_ids: list[int]) -> list[VersionedLedger | None]:
-            self.reads.append(len(ledger_ids))
-            return await super().get_many(ledger_ids)
-
-    store = Counting()
-    task = {LOG_METADATA_KEY: "l", "quire.job": "j", "quire.task": "0.0"}
-    metas = [ledger(1, {LOG_METADATA_KEY: "l", WRITER_METADATA_KEY: "g:1"}, 1_000)]
-    metas += [ledger(lid, task, 1_000) for lid in range(2, 102)]
-    for meta in metas:
-        store.nodes[meta.ledger_id] = VersionedLedger(meta, 0)
-    tail = run(rebuild._tail_ledgers(Gw(store), list(range(1, 102)), 50_000))  # type: ignore[arg-type]
-    assert [lid for lid, _, _ in tail] == [1]
-    assert store.reads == [16, 32, 53]
+    ledgers = [(1, WRITER, 0, keyed("old", [b"o"], 0))]
+    ledgers += [(lid, TASK, 99_000, list(lr.encode([b"t"], 99_000))) for lid in range(2, 102)]
+    log = Log(ledgers)
+    assert log.walk() == []
+    assert log.metadata_reads == [16, 32, 53] and log.entries_read == {1}
 
 
 def test_tail_walk_fails_on_a_failed_read_and_passes_over_invalid_metadata() -> None:
-    """A metadata read that fails (ZooKeeper) fails the rebuild attempt, which is retried;
-    a ledger whose metadata is not valid (no entry of it can be read) is passed over."""
+    """A metadata read that fails (ZooKeeper) fails the walk, and the rebuild tries
+    again; a ledger whose metadata is not valid (no entry of it can be read) or that was
+    deleted meanwhile is passed over."""
+    log = Log([(1, WRITER, 0, keyed("k1", [b"1"], 99_000)), (3, WRITER, 0, [])])
 
-    class Failing(FakeLedgerStore):
-        async def get_many(self, ledger_ids: list[int]) -> list[VersionedLedger | None]:
-            raise MetadataUnavailable("zk")
+    async def failing(ledger_ids: list[int]) -> list[VersionedLedger | None]:
+        raise MetadataUnavailable("zk")
 
     with pytest.raises(MetadataUnavailable):
-        run(rebuild._tail_ledgers(Gw(Failing()), [1], 50_000))  # type: ignore[arg-type]
+        run(rebuild.walk_tail(failing, log.read, [1, 2, 3], 100_000, 10_000, 100))
 
-    class Invalid(FakeLedgerStore):
-        async def get_many(  # type: ignore[override]
-            self, ledger_ids: list[int]
-        ) -> list[VersionedLedger | InvalidArgument | None]:
-            found = await super().get_many(ledger_ids)
-            bad = InvalidArgument("not valid metadata")
-            return [bad if lid == 2 else f for lid, f in zip(ledger_ids, found, strict=True)]
+    async def invalid(ledger_ids: list[int]) -> list[VersionedLedger | InvalidArgument | None]:
+        found = await log.get_many(ledger_ids)
+        bad = InvalidArgument("not valid metadata")
+        return [bad if lid == 3 else f for lid, f in zip(ledger_ids, found, strict=True)]
 
-    store = Invalid()
-    writer = {LOG_METADATA_KEY: "l", WRITER_METADATA_KEY: "g:1"}
-    for meta in (ledger(1, writer, 1_000), ledger(3, writer, 90_000)):
-        store.nodes[meta.ledger_id] = VersionedLedger(meta, 0)
-    tail = run(rebuild._tail_ledgers(Gw(store), [1, 2, 3], 50_000))  # type: ignore[arg-type]
-    assert [lid for lid, _, _ in tail] == [1, 3]
+    found = run(rebuild.walk_tail(invalid, log.read, [1, 2, 3], 100_000, 10_000, 100))
+    assert [key for key, _ in found] == ["k1"]
 
 
 def test_unknown_outcome_is_ledger_fenced_and_says_why() -> None:
