@@ -54,6 +54,8 @@ def test_an_old_writer_gets_no_ack_from_a_reformatted_bookie_above_the_closed_en
     down.stop()
     closed = other.recover(lid)  # fences ensemble[0] and ensemble[1]
     assert (closed["state"], closed["last_entry_id"]) == ("CLOSED", ENTRIES - 1)
+    # The answers of the recorded instances counted: no bookie was replaced meanwhile.
+    assert [f["bookies"] for f in closed["fragments"]] == [ensemble]
 
     wiped.stop()
     registered = f"/bookies/{wiped.address}"
