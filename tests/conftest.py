@@ -142,3 +142,16 @@ def zk_ensemble(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperE
         yield ensemble
     finally:
         ensemble.stop()
+
+
+@pytest.fixture
+def zookeeper_of_its_own(tmp_path: Path) -> Iterator[ZooKeeperProcess]:
+    """A ZooKeeper for one test alone, which it may pause (SIGSTOP) without stalling the
+    other tests; resumed and stopped at teardown."""
+    server = ZooKeeperProcess(tmp_path / "zookeeper", free_port())
+    server.start()
+    try:
+        server.wait_ready(60.0)
+        yield server
+    finally:
+        server.stop()

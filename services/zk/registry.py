@@ -41,6 +41,8 @@ class BookieRegistry:
         self._watched: set[str] = set()
         self._listeners: list[Callable[[], None]] = []
         self._ready = asyncio.Event()
+        self._listed = False  # the children watch has answered
+        self._setting: set[asyncio.Future[None]] = set()  # bookie watches being set
         # Bookie ids with a /decommission node, and those this process requested that
         # the watch has not reported yet.
         self.decommissioned: set[str] = set()
@@ -93,9 +95,21 @@ class BookieRegistry:
             # A DataWatch lives on after its node is deleted and fires again when the
             # bookie re-registers, so each bookie is watched once.
             self._watched.add(child)
-            self.store.watch_data(zkpaths.bookie(child), self._data_callback(child))
-        self._ready.set()
+            setting = self.store.watch_data(zkpaths.bookie(child), self._data_callback(child))
+            self._setting.add(setting)
+            setting.add_done_callback(self._watch_set)
+        self._listed = True
+        self._check_ready()
         self._notify()
+
+    def _watch_set(self, setting: asyncio.Future[None]) -> None:
+        self._setting.discard(setting)
+        self._check_ready()
+
+    def _check_ready(self) -> None:
+        """Ready (``start`` returns) once the bookies listed first have been read too."""
+        if self._listed and not self._setting:
+            self._ready.set()
 
     def _data_callback(self, bookie_id: str) -> Callable[[Versioned | None], None]:
         def on_data(node: Versioned | None) -> None:

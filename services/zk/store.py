@@ -32,6 +32,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +72,7 @@ CONNECT_ATTEMPT_TIMEOUT_S = 3.0
 CONNECT_DELAY_FIRST_S = 0.5
 CONNECT_DELAY_MAX_S = 10.0
 STATE_POLL_S = 0.05  # how often ``wait_connected`` looks at the connection
+WATCH_SETUP_THREADS_MAX = 4  # threads making kazoo watches (each reads its znode)
 _SEQ_ROLLOVER = (1 << 31) - 2
 
 
@@ -159,6 +161,7 @@ class MetadataStore:
         self._listeners: list[Callable[[str], None]] = []
         self.state = KazooState.LOST
         self._session: int | None = None
+        self._watch_setup = ThreadPoolExecutor(WATCH_SETUP_THREADS_MAX, "zk-watch")
         self._client.add_listener(self._on_state)
 
     @property
@@ -261,6 +264,7 @@ class MetadataStore:
         await asyncio.to_thread(self._stop_sync)
 
     def _stop_sync(self) -> None:
+        self._watch_setup.shutdown(wait=False, cancel_futures=True)
         try:
             self._client.stop()
             self._client.close()
@@ -465,8 +469,16 @@ class MetadataStore:
 
     # -- watches ----------------------------------------------------------
 
-    def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> None:
-        """Call ``callback(children)`` on the loop now and on every change, until ``stop``.
+    # kazoo's DataWatch and ChildrenWatch read the znode when they are made, in their
+    # caller's thread, retrying for as long as ZooKeeper does not answer: they are made
+    # in threads of their own (``_watch_setup``), never on the event loop. A watch call
+    # returns at once; the future it returns completes once the watch is set and its
+    # first call is queued on the loop (it runs before whoever awaits the future).
+
+    def watch_children(
+        self, path: str, callback: Callable[[list[str]], None]
+    ) -> asyncio.Future[None]:
+        """Call ``callback(children)`` on the loop soon and on every change, until ``stop``.
 
         The znode must exist (``ensure_path`` it first)."""
         loop = asyncio.get_running_loop()
@@ -475,7 +487,7 @@ class MetadataStore:
             if not loop.is_closed():
                 loop.call_soon_threadsafe(callback, sorted(children or []))
 
-        self._client.ChildrenWatch(path, on_change)
+        return self._set_watch(loop, path, lambda: self._client.ChildrenWatch(path, on_change))
 
     async def exists_once(self, path: str, on_change: Callable[[], None]) -> bool:
         """Whether the znode exists, and ``on_change()`` on the loop once, at its next
@@ -490,8 +502,10 @@ class MetadataStore:
         stat = await self._call(path, self._client.exists_async, path, watch=fired)
         return stat is not None
 
-    def watch_data(self, path: str, callback: Callable[[Versioned | None], None]) -> None:
-        """Call ``callback(Versioned | None)`` on the loop now and on every change."""
+    def watch_data(
+        self, path: str, callback: Callable[[Versioned | None], None]
+    ) -> asyncio.Future[None]:
+        """Call ``callback(Versioned | None)`` on the loop soon and on every change."""
         loop = asyncio.get_running_loop()
 
         def on_change(data: bytes | None, stat: Any) -> None:
@@ -501,7 +515,17 @@ class MetadataStore:
             if not loop.is_closed():
                 loop.call_soon_threadsafe(callback, value)
 
-        self._client.DataWatch(path, on_change)
+        return self._set_watch(loop, path, lambda: self._client.DataWatch(path, on_change))
+
+    def _set_watch(
+        self, loop: asyncio.AbstractEventLoop, path: str, make: Callable[[], object]
+    ) -> asyncio.Future[None]:
+        def setting() -> None:
+            make()
+
+        future = loop.run_in_executor(self._watch_setup, setting)
+        future.add_done_callback(lambda done: _log_watch_failure(done, path))
+        return future
 
     # -- ledger ids ---------------------------------------------------------
 
@@ -532,6 +556,12 @@ class MetadataStore:
                 await self.create(f"{zkpaths.IDGEN}/{hob + 1:010d}")
             except NodeExists:
                 pass
+
+
+def _log_watch_failure(done: asyncio.Future[None], path: str) -> None:
+    """Retrieve a watch's failure (so that an unawaited one is not lost) and log it."""
+    if not done.cancelled() and done.exception() is not None:
+        log.warning("watching %s failed: %r", path, done.exception())
 
 
 def _set_result(future: asyncio.Future[Any], value: Any) -> None:

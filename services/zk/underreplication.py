@@ -23,6 +23,7 @@ through these znodes (paths in ``services.zk.paths``):
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Iterable
@@ -147,8 +148,8 @@ class UnderReplicationStore:
         """Wake the workers (they watch ``/underreplication/changed``)."""
         await self._bump(zkpaths.MARKS_CHANGED)
 
-    def watch_marked(self, callback: Callable[[], None]) -> None:
-        self.store.watch_data(zkpaths.MARKS_CHANGED, lambda _node: callback())
+    def watch_marked(self, callback: Callable[[], None]) -> asyncio.Future[None]:
+        return self.store.watch_data(zkpaths.MARKS_CHANGED, lambda _node: callback())
 
     # ------------------------------------------------------------------ locks
 
@@ -273,8 +274,10 @@ class UnderReplicationStore:
             except NodeExists:
                 pass
 
-    def watch_enabled(self, callback: Callable[[bool], None]) -> None:
-        self.store.watch_data(zkpaths.REPLICATION_DISABLED, lambda node: callback(node is None))
+    def watch_enabled(self, callback: Callable[[bool], None]) -> asyncio.Future[None]:
+        return self.store.watch_data(
+            zkpaths.REPLICATION_DISABLED, lambda node: callback(node is None)
+        )
 
     # ------------------------------------------------------------------ decommission
 
@@ -318,16 +321,16 @@ class UnderReplicationStore:
         except (MetadataConflict, NodeNotFound):
             pass
 
-    def watch_decommissions(self, callback: Callable[[list[str]], None]) -> None:
+    def watch_decommissions(self, callback: Callable[[list[str]], None]) -> asyncio.Future[None]:
         """``callback(bookie ids)`` whenever a decommission node appears or goes."""
-        self.store.watch_children(zkpaths.DECOMMISSION, callback)
+        return self.store.watch_children(zkpaths.DECOMMISSION, callback)
 
     # ------------------------------------------------------------------ auditor
 
     async def request_audit(self) -> None:
         await self._bump(zkpaths.AUDIT_REQUEST)
 
-    def watch_audit_requests(self, callback: Callable[[], None]) -> None:
+    def watch_audit_requests(self, callback: Callable[[], None]) -> asyncio.Future[None]:
         """``callback()`` on every request after the first call (which only arms it)."""
         seen: list[int] = []
 
@@ -337,7 +340,7 @@ class UnderReplicationStore:
                 callback()
             seen[:] = [version]
 
-        self.store.watch_data(zkpaths.AUDIT_REQUEST, on_data)
+        return self.store.watch_data(zkpaths.AUDIT_REQUEST, on_data)
 
     async def candidates(self) -> list[tuple[str, str]]:
         """Election candidates ``(node name, id)``, the elected one (lowest) first."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 
 import pytest
 
@@ -10,6 +12,8 @@ from services.errors import MetadataConflict, MetadataUnavailable
 from services.zk import paths as zkpaths
 from services.zk.store import MetadataStore, NodeExists, NodeNotFound
 from tests.harness import expire_session
+
+PAUSE_S = 2.0  # ZooKeeper paused while the watches are set (sessions last 30 s)
 
 
 async def _store(zookeeper, zk_root) -> MetadataStore:
@@ -168,6 +172,46 @@ def test_get_many_reads_in_order_with_none_for_missing(zookeeper, zk_root):
             assert many[0].metadata == created.metadata
             assert isinstance(many[1], InvalidArgument) and many[2] is None
         finally:
+            await store.stop()
+
+    asyncio.run(main())
+
+
+def test_setting_a_watch_never_blocks_the_event_loop(zookeeper_of_its_own):
+    """Setting a data or children watch reads the znode (kazoo's recipes read it when made,
+    blocking their caller): with ZooKeeper paused for 2 s, well within the session, both
+    calls return at once and the loop keeps running; the first calls come once it is back,
+    and awaiting what the calls return waits for them."""
+    zookeeper = zookeeper_of_its_own
+
+    async def main():
+        store = MetadataStore(zookeeper.connect_string, session_timeout_s=30)
+        await store.start(10)
+        try:
+            await store.create("/watched/node", b"one")
+            data: list[object] = []
+            children: list[list[str]] = []
+            zookeeper.pause()
+            resume = threading.Timer(PAUSE_S, zookeeper.resume)
+            resume.start()
+            try:
+                started = time.monotonic()
+                installing = [
+                    store.watch_data("/watched/node", data.append),
+                    store.watch_children("/watched", children.append),
+                ]
+                returned_s = time.monotonic() - started
+                await asyncio.sleep(0.05)
+                ticked_s = time.monotonic() - started
+            finally:
+                resume.join()
+            assert returned_s < 0.5, f"setting the watches blocked the loop {returned_s:.1f} s"
+            assert ticked_s < 1.0, f"the loop stalled {ticked_s:.1f} s"
+            await asyncio.wait_for(asyncio.gather(*installing), 20)
+            assert [getattr(v, "data", None) for v in data] == [b"one"]
+            assert children == [["node"]]
+        finally:
+            zookeeper.resume()
             await store.stop()
 
     asyncio.run(main())

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from kazoo.client import KazooClient
 
 from replicator.app import create_app
@@ -192,27 +191,15 @@ async def _until(predicate: Callable[[], object], what: str, deadline_s: float =
         await asyncio.sleep(0.05)
 
 
-@pytest.fixture
-def own_zookeeper(tmp_path: Path) -> Iterator[ZooKeeperProcess]:
-    """A ZooKeeper of this test's own, so that pausing it stalls no other test."""
-    server = ZooKeeperProcess(tmp_path / "zookeeper", free_port())
-    server.start()
-    try:
-        server.wait_ready(60.0)
-        yield server
-    finally:
-        server.stop()
-
-
 def test_a_repair_ending_during_a_zookeeper_connection_drop_releases_its_lock(
-    own_zookeeper: ZooKeeperProcess, tmp_path: Path
+    zookeeper_of_its_own: ZooKeeperProcess, tmp_path: Path
 ) -> None:
     """ZooKeeper is paused (SIGSTOP) while a worker copies a throttled ledger, until the
     worker's connection drops, then resumed, well within the worker's session time-out:
     the progress write in flight fails, so the repair ends while the session is
     SUSPENDED. The session survives and so would its ephemeral lock: the worker releases
     it once reconnected, takes it again, and the ledger ends fully replicated."""
-    zookeeper = own_zookeeper
+    zookeeper = zookeeper_of_its_own
     cluster = Cluster(zookeeper.connect_string, fresh_chroot(), tmp_path)
     long_session = ["--zk-session-timeout", "60"]  # only the worker's session is at stake
     zk_client = KazooClient(hosts=zookeeper.connect_string, timeout=60.0)

@@ -21,6 +21,13 @@ from services.zk.store import Versioned
 from services.zk.underreplication import UnderReplicationStore
 
 
+def _set() -> asyncio.Future[None]:
+    """What a watch call answers: here the watch is set at once."""
+    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    future.set_result(None)
+    return future
+
+
 class MemoryStore:
     """The part of ``MetadataStore`` the registry and the admin API use; watches fire
     when the test calls ``fire``."""
@@ -65,12 +72,18 @@ class MemoryStore:
         prefix = path.rstrip("/") + "/"
         return sorted({p[len(prefix) :].split("/")[0] for p in self.nodes if p.startswith(prefix)})
 
-    def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> None:
+    def watch_children(
+        self, path: str, callback: Callable[[list[str]], None]
+    ) -> asyncio.Future[None]:
         self.child_watches.setdefault(path, []).append(callback)
+        return _set()
 
-    def watch_data(self, path: str, callback: Callable[[Versioned | None], None]) -> None:
+    def watch_data(
+        self, path: str, callback: Callable[[Versioned | None], None]
+    ) -> asyncio.Future[None]:
         self.data_watches.setdefault(path, []).append(callback)
         callback(self.nodes.get(path))
+        return _set()
 
     async def fire(self, path: str) -> None:
         names = await self.children(path)
