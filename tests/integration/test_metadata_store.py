@@ -215,3 +215,51 @@ def test_setting_a_watch_never_blocks_the_event_loop(zookeeper_of_its_own):
             await store.stop()
 
     asyncio.run(main())
+
+
+def test_transactions_apply_all_or_nothing(zookeeper, zk_root):
+    """A transaction applies every step or none and names the step that failed; the two
+    guarded writes built on it (an attach's CAS listing only existing ledgers, a ledger's
+    delete only while its log is unchanged) refuse without writing anything."""
+    from services.errors import LedgerNotFound
+    from services.protocol.logs import LogMetadata
+    from services.protocol.metadata import LedgerMetadata
+    from services.zk.ledger_store import LedgerStore
+    from services.zk.log_store import LogStore
+    from services.zk.store import Check, Delete, SetData
+
+    async def main():
+        store = await _store(zookeeper, zk_root)
+        try:
+            await store.create("/t/a", b"a")
+            await store.create("/t/b", b"b")
+            failed = await store.transaction(
+                [SetData("/t/a", b"a2"), Check("/t/missing"), Delete("/t/b")]
+            )
+            assert failed is not None and failed[0] == 1
+            assert isinstance(failed[1], NodeNotFound)
+            assert (await store.get("/t/a")).data == b"a" and await store.exists("/t/b")
+            assert await store.transaction([SetData("/t/a", b"a2", 0), Delete("/t/b")]) is None
+            assert (await store.get("/t/a")).data == b"a2" and not await store.exists("/t/b")
+
+            ledgers, logs = LedgerStore(store), LogStore(store)
+            lid = await ledgers.new_ledger_id()
+            meta = LedgerMetadata.new(lid, ["127.0.0.1:1"], 1, 1).closed(-1, 0)
+            await ledgers.create(meta)
+            log, _ = await logs.create(LogMetadata("txn-log", ensemble_size=1, write_quorum=1,
+                                                   ack_quorum=1))  # fmt: skip
+            with pytest.raises(LedgerNotFound):
+                await logs.compare_and_set_listing(log.log.with_attached([lid + 1]), 0, [lid + 1])
+            assert (await logs.get("txn-log")).log.ledgers == ()
+            with pytest.raises(MetadataConflict):
+                await ledgers.delete(lid, (zkpaths.log("txn-log"), 7))
+            assert (await ledgers.get(lid)).metadata.ledger_id == lid
+            attached = await logs.compare_and_set_listing(log.log.with_attached([lid]), 0, [lid])
+            assert attached.version == (await logs.get("txn-log")).version == 1
+            await ledgers.delete(lid, (zkpaths.log("txn-log"), 1))
+            with pytest.raises(LedgerNotFound):
+                await ledgers.get(lid)
+        finally:
+            await store.stop()
+
+    asyncio.run(main())
