@@ -239,11 +239,14 @@ async def delete_ledger(gw: Gateway, ledger_id: int, password: str | None) -> No
         # has one); ``ledger_ops.delete`` checks the password before anything is said.
         name = metadata.custom.get(LOG_METADATA_KEY) if metadata.password_hash is None else None
         guard: tuple[str, int] | None = None
-        if name is not None:
+        if isinstance(name, str):
             try:
                 current = await gw.logs.logs.get(name)
             except (LogNotFound, InvalidArgument):
-                current = None  # no such log (or a name no log can have): nothing lists it
+                # No such log (or a name no log can have): nothing lists the ledger. (A
+                # log made under that name meanwhile and given this ledger before the
+                # delete lands is the one case the version check cannot cover.)
+                current = None
             if current is not None:
                 if ledger_id in current.log.ledgers:
                     raise LedgerInLog(
