@@ -143,7 +143,7 @@ def test_stream_abort_with_a_lost_task_looks_only_at_the_query_s_new_ledgers(
     kept = sink.write(iter([Row(data="two")]))
     lost = ingest.write_task(sink.options, "faults-q3", 1, 0, iter([b"lost"]))
     lossy.seen.clear()
-    sink.abort([kept, None], 2)  # type: ignore[list-item]
+    sink.abort([kept, None], 2)
     looked_at = {p for m, p, _ in lossy.seen if m == "GET" and p.startswith("/v1/ledgers/")}
     assert looked_at.isdisjoint({f"/v1/ledgers/{lid}" for lid in others}), looked_at
     for lid in (kept.ledger_id, lost):
