@@ -9,7 +9,7 @@ import logging
 import time
 
 from gateway import operations as ledger_ops
-from gateway.logs.steps import LOG_METADATA_KEY, close_for_good, run
+from gateway.logs.steps import LOG_METADATA_KEY, WRITER_METADATA_KEY, close_for_good, run
 from gateway.service import Gateway
 from services.errors import (
     InvalidArgument,
@@ -150,8 +150,10 @@ async def attach(
     """Append ``ledger_ids`` to the log in one CAS, taking the writer role the way a new
     writer does and leaving it free (``log_writer.AttachLedgers``): the log after, and
     whether it changed (False: ``commit`` was recorded already). Every ledger must be
-    CLOSED, without a password, not in the log yet, and made for this log (custom
-    metadata ``quire.log``); else 400 and nothing changes.
+    CLOSED, without a password, not in the log yet, made for this log (custom metadata
+    ``quire.log``) and not by a log writer (``quire.log.writer``: the window's rebuild
+    trusts the record times of those ledgers alone, ``gateway/logs/rebuild.py``); else
+    400 and nothing changes.
 
     The same attach again (the log lists exactly these ledgers, in this order, one after
     the other: an earlier attempt landed and its answer was lost) answers True with the
@@ -185,6 +187,8 @@ async def attach(
             else "is in the log already" if ledger_id in current.log.ledgers
             else f"was not made for log {name} (custom metadata {LOG_METADATA_KEY})"
             if metadata.custom.get(LOG_METADATA_KEY) != name
+            else f"carries {WRITER_METADATA_KEY}: only a log writer's own ledgers do"
+            if WRITER_METADATA_KEY in metadata.custom
             else None
         )  # fmt: skip
         if problem is not None:

@@ -130,8 +130,9 @@ def test_attach_appends_task_ledgers_in_one_cas_exactly_once(env: Env) -> None:
 
 
 def test_attach_refuses_ledgers_it_must_not_take(env: Env) -> None:
-    """Unknown, OPEN, password-protected, made for another log, already listed ledgers,
-    an empty list, a bad commit id and an unknown log: 400 / 404, and the log is
+    """Unknown, OPEN, password-protected, made for another log, marked as a log writer's
+    own (quire.log.writer, whose record times the window's rebuild trusts), already listed
+    ledgers, an empty list, a bad commit id and an unknown log: 400 / 404, and the log is
     unchanged."""
     g = env.a
     ok(g.request("PUT", "/v1/logs/attach-2"), 201)
@@ -147,9 +148,12 @@ def test_attach_refuses_ledgers_it_must_not_take(env: Env) -> None:
             "POST", f"/v1/ledgers/{pw['ledger_id']}/close", headers={"X-Ledger-Password": "pw-1"}
         )
     )
+    forged = {"quire.log": "attach-2", "quire.log.writer": "127.0.0.1:1"}
+    marked = ok(g.request("POST", "/v1/ledgers", json={"metadata": forged}), 201)["ledger_id"]
+    ok(g.request("POST", f"/v1/ledgers/{marked}/close"))
     fresh = task_ledger(g, "attach-2", [b"w"])
-    for ledgers in ([999_999], [open_one], [other_log], [pw["ledger_id"]], [fresh, good], [],
-                    [fresh, fresh]):  # fmt: skip
+    for ledgers in ([999_999], [open_one], [other_log], [pw["ledger_id"]], [marked],
+                    [fresh, good], [], [fresh, fresh]):  # fmt: skip
         r = g.request("POST", "/v1/logs/attach-2/ledgers", json={"ledgers": ledgers})
         assert_error(r, 400, "invalid_argument")
     bad_commit = {"ledgers": [fresh], "commit": {"id": "no spaces", "sequence": 1}}
