@@ -12,7 +12,9 @@ pipelined. For each ledger:
    holding a corrupt one is missing too;
 3. the ledger is marked (one mark naming the missing bookies, merged by CAS) — or,
    when it was marked before the audit started and is whole now, its mark is deleted
-   at the version read (a worker adding a bookie meanwhile makes that fail).
+   at the version the audit read when it began: a mark changed since (a bookie merged
+   into it by another auditor, which keeps the first ``marked_at``) names what this
+   audit did not judge, and stays.
 
 Ordering rule: before each batch of writes (the marks or the deletions of one page),
 ``confirm()`` reads the election again; when this auditor is no longer elected the
@@ -49,6 +51,7 @@ from services.zk.underreplication import UnderReplicationStore
 log = logging.getLogger(__name__)
 
 PAGE_LEDGERS = LIST_LIMIT_MAX
+MARKS_READ_BATCH_MAX = LIST_LIMIT_MAX  # marks read in one pipelined read at the start
 PAGES_AHEAD_MAX = 4
 LOCK_HOLDER = "auditor"  # the lock's holder while the auditor clears a stale mark
 
@@ -125,12 +128,12 @@ class Audit:
         self._slots = asyncio.Semaphore(concurrency)
         self.on_marked = on_marked
         self.report = AuditReport(kind, now_ms())
-        self._marked_before: set[int] = set()
+        self._marked_before: dict[int, int] = {}  # ledger id -> its mark's version then
         self._seen: set[int] = set()
 
     async def run(self) -> AuditReport:
         start = time.monotonic()
-        self._marked_before = set(await self.underreplication.marked())
+        self._marked_before = await self._read_marks()
         pages: asyncio.Queue[list[LedgerMetadata] | None] = asyncio.Queue(PAGES_AHEAD_MAX)
         producer = asyncio.create_task(self._produce(pages), name="audit-walk")
         try:
@@ -147,6 +150,18 @@ class Audit:
         self.report.duration_s = time.monotonic() - start
         self.report.finished_at_ms = now_ms()
         return self.report
+
+    async def _read_marks(self) -> dict[int, int]:
+        """The marks as this audit begins: ledger id -> version. Only a mark still at
+        that version may be cleared as stale."""
+        ids = await self.underreplication.marked()
+        versions: dict[int, int] = {}
+        for i in range(0, len(ids), MARKS_READ_BATCH_MAX):
+            batch = ids[i : i + MARKS_READ_BATCH_MAX]
+            for lid, mark in zip(batch, await self.underreplication.get_marks(batch), strict=True):
+                if mark is not None:  # None: cleared since it was listed
+                    versions[lid] = mark.version
+        return versions
 
     # ------------------------------------------------------------------ the walk
 
@@ -253,9 +268,14 @@ class Audit:
                 mark = await self.underreplication.get_mark(ledger_id)
                 if mark is None:
                     return False
-                # Re-read since the audit began: a mark written meanwhile (by a newer
-                # marking) may name a bookie this audit did not judge; keep it.
-                if mark.marked_at > self.report.started_at_ms:
+                # Changed since the audit began: a mark merged meanwhile (another
+                # auditor's marking keeps the first marked_at, bumps the version) or
+                # made again (version 0 again, a newer marked_at) may name a bookie this
+                # audit did not judge; keep it.
+                if (
+                    mark.version != self._marked_before.get(ledger_id)
+                    or mark.marked_at > self.report.started_at_ms
+                ):
                     return False
                 try:
                     current = await self.ledgers.get(ledger_id)
@@ -275,7 +295,7 @@ class Audit:
     async def _check_unseen_marks(self) -> None:
         """Marks of ledgers the walk did not see: a deleted ledger's mark goes."""
         gone: list[int] = []
-        for lid in sorted(self._marked_before - self._seen):
+        for lid in sorted(self._marked_before.keys() - self._seen):
             try:
                 await self.ledgers.get(lid)
             except LedgerNotFound:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,6 +125,15 @@ class UnderReplicationStore:
     async def get_mark(self, ledger_id: int) -> Mark | None:
         node = await self.store.get_or_none(zkpaths.under_replicated(ledger_id))
         return None if node is None else _mark_from(ledger_id, node)
+
+    async def get_marks(self, ledger_ids: Sequence[int]) -> list[Mark | None]:
+        """Many marks in one pipelined read (``MetadataStore.get_many``), None for a
+        ledger that has none."""
+        nodes = await self.store.get_many([zkpaths.under_replicated(lid) for lid in ledger_ids])
+        return [
+            None if node is None else _mark_from(lid, node)
+            for lid, node in zip(ledger_ids, nodes, strict=True)
+        ]
 
     async def clear_mark(self, ledger_id: int, version: int = -1) -> bool:
         """Delete the mark (only at ``version`` when given). False when the mark changed

@@ -1,12 +1,16 @@
 """The auditor's stale-mark clean-up against a real ZooKeeper: it holds the ledger's lock
-while it deletes a mark, and never deletes a lock it does not hold (issue 35 item 10)."""
+while it deletes a mark, never deletes a lock it does not hold (issue 35 item 10), and
+never deletes a mark changed since its audit began."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable, Collection, Sequence
 
 from auditor.audit import FULL, LOCK_HOLDER, Audit, AuditView
+from auditor.decisions import StoredView
+from auditor.replicas import ReplicaChecker
 from services.protocol.metadata import LedgerMetadata
 from services.zk.ledger_store import LedgerStore, VersionedLedger
 from services.zk.store import MetadataStore
@@ -80,6 +84,7 @@ def test_the_stale_mark_clean_up_never_deletes_a_workers_lock(zookeeper, zk_root
                 None,
                 4,
             )
+            audit._marked_before = await audit._read_marks()  # as run() begins
             cleared = await audit._clear_one(metadata)
             assert ledgers.fired and taken and taken[0]
             locks = await worker_marks.locks()
@@ -91,5 +96,70 @@ def test_the_stale_mark_clean_up_never_deletes_a_workers_lock(zookeeper, zk_root
         finally:
             await auditor_store.stop()
             await worker_store.stop()
+
+    asyncio.run(main())
+
+
+class MergeDuringCheck(ReplicaChecker):
+    """A replica check that finds every ledger whole (the ledgers here have no settled
+    span) while another auditor merges a newly lost bookie into the ledger's mark."""
+
+    def __init__(self, meanwhile: Callable[[], Awaitable[None]]) -> None:
+        self.skipped: set[str] = set()
+        self.meanwhile = meanwhile
+
+    async def check(
+        self, ledgers: Sequence[LedgerMetadata], live: Collection[str]
+    ) -> dict[int, dict[str, StoredView]]:
+        await self.meanwhile()
+        return {}
+
+
+def test_the_stale_mark_clean_up_keeps_a_mark_merged_during_the_audit(zookeeper, zk_root) -> None:  # type: ignore[no-untyped-def]
+    """The auditor deletes a stale mark only at the version it read when the audit began:
+    a bookie merged into the mark meanwhile (another auditor marking a newly lost bookie;
+    the merge keeps the first marked_at) keeps the mark, with both bookies, while a mark
+    nobody touched during the audit is cleared."""
+    hosts = zookeeper.connect_string + zk_root
+
+    async def main() -> None:
+        auditor_store = MetadataStore(hosts, session_timeout_s=4)
+        other_store = MetadataStore(hosts, session_timeout_s=4)
+        await auditor_store.start(10)
+        await other_store.start(10)
+        try:
+            auditor_marks = UnderReplicationStore(auditor_store)
+            other_marks = UnderReplicationStore(other_store)
+            await auditor_marks.ensure_paths()
+            ledgers = LedgerStore(auditor_store)
+            for ledger_id in (9, 10):
+                await ledgers.create(LedgerMetadata.new(ledger_id, BOOKIES, 2, 2, created_at=1))
+                await auditor_marks.mark(ledger_id, [BOOKIES[0]], 1)  # long before the audit
+
+            async def another_auditor_marks_a_lost_bookie() -> None:
+                await other_marks.mark(9, [BOOKIES[1]], int(time.time() * 1000))
+
+            async def confirm() -> bool:
+                return True
+
+            audit = Audit(
+                FULL,
+                ledgers,
+                auditor_marks,
+                AuditView(frozenset(BOOKIES), frozenset(), frozenset()),
+                confirm,
+                MergeDuringCheck(another_auditor_marks_a_lost_bookie),
+                4,
+            )
+            report = await audit.run()
+            merged = await other_marks.get_mark(9)
+            assert merged is not None, "the auditor cleared a mark merged during its audit"
+            assert merged.missing_bookies == tuple(sorted(BOOKIES[:2]))
+            assert await other_marks.get_mark(10) is None  # untouched, whole: cleared
+            assert report.cleared == 1
+            assert await other_marks.locks() == {}  # every clean-up lock released
+        finally:
+            await auditor_store.stop()
+            await other_store.stop()
 
     asyncio.run(main())
