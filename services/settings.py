@@ -184,8 +184,9 @@ class GatewaySettings(CommonSettings):
         800,
         ge=1,
         le=600_000,
-        description="time-out of one add request to a bookie; a bookie that does not answer "
-        "in time is replaced like a failed one",
+        description="time-out of one add request to a bookie; a bookie that answers nothing "
+        "in time, not even whether it is alive (asked at half of it), is replaced like a "
+        "failed one; a busy bookie is waited for, up to 8 time-outs",
     )
     # Logs (gateway/logs/): automatic rolls, the idempotency window, settling an append
     # whose ledger was fenced or closed under it.

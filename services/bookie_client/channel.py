@@ -20,8 +20,19 @@ The rules are the transport's (services/bookie_client/transport.py):
 - a reused connection that the bookie closed before a byte of the answer came (keep-alive
   expiry, restart) sends the request once more on a new connection: adds are
   idempotent (bookie/API.md);
-- every request is bounded by its ``timeout_s``, from the call to the answer's last
-  byte (the connect included, itself bounded by ``connect_timeout_s``);
+- every request has its time-out ``timeout_s``, from the call to the answer's last byte
+  (the connect included, itself bounded by ``connect_timeout_s``), which tells a hung
+  bookie from a busy one (``_timed_out``): a bookie silent for half the time-out is asked
+  whether it is alive (``GET /health``); at the time-out, after one more poll of the
+  sockets, a bookie that answered anything (a request, the question) within it is alive
+  and the request gets another time-out, up to ``BUSY_TIMEOUTS_MAX`` in all; one that
+  answered nothing, not even the question within its own time-out, is hung: found within
+  one and a half time-outs (one before). Before, a loaded gateway failed healthy
+  bookies: uvloop runs due timers before it polls the sockets, so after a loop turn
+  longer than the time-out (a burst of 256 streams' records) the time-outs of requests
+  whose answers were already in their sockets fired first, and a bookie slowed by the
+  load (not hung) missed a 0.8 s time-out; every bookie of the cluster was failed and,
+  with no spare, every ledger closed (issue 35, item 11);
 - answers are ``Content-Length`` framed (the bookie's always are); anything else, a
   head or body over the bounds, or bytes after the answer fail the request as a
   ``ProtocolError``.
@@ -53,15 +64,40 @@ from services.bookie_client.transport import (
 # ProtocolError) that ended it.
 Done = Callable[[HttpResponse | Exception], None]
 
+# A request's time-out ran out: the verdict waits this long, for the loop to poll the
+# sockets once (an answer read meanwhile is no time-out).
+POLL_GRACE_S = 0.001
+# Time-outs a request may wait in all while its bookie is alive (module docstring): a
+# busy bookie is waited for, within this bound.
+BUSY_TIMEOUTS_MAX = 8
+# What asks a bookie whether it is alive (any complete answer says it is).
+PROBE_TARGET = "/health"
+
+
+# The stages of a request's timer in one window of its time-out (``_timed_out``).
+_HALF = 0  # at half the time-out: ask a silent bookie whether it is alive
+_END = 1  # at the time-out: the verdict
+_LAST = 2  # the question still out at the time-out: its answer is awaited this long
+
 
 class _Request:
-    __slots__ = ("data", "done", "deadline", "timer")
+    __slots__ = (
+        "data", "done", "started_at", "timeout_s", "timer", "window_at", "stage", "polled",
+        "probe",
+    )  # fmt: skip
 
-    def __init__(self, data: bytes, done: Done, deadline: float) -> None:
+    def __init__(
+        self, data: bytes, done: Done, started_at: float, timeout_s: float, probe: bool = False
+    ) -> None:
         self.data = data
         self.done = done
-        self.deadline = deadline  # loop time
+        self.started_at = started_at  # loop time
+        self.timeout_s = timeout_s
         self.timer: asyncio.TimerHandle | None = None
+        self.window_at = started_at  # the start of its current time-out
+        self.stage = _END if probe else _HALF  # what its timer decides next
+        self.polled = False  # the sockets were polled once since the time-out ran out
+        self.probe = probe  # this request asks whether the bookie is alive (never extended)
 
 
 class _AddConnection(asyncio.Protocol):
@@ -113,6 +149,7 @@ class _AddConnection(asyncio.Protocol):
             return
         response = HttpResponse(status, headers, bytes(received[body_at:]))
         request = self.finish()
+        self.channel.answered_at = asyncio.get_running_loop().time()
         if headers.get("connection", "").lower() == "close":
             self.close()
         else:
@@ -184,16 +221,26 @@ class AddChannel:
         self._connecting: set[asyncio.Task[None]] = set()
         self._context = contextvars.Context()
         self._closed = False
+        self.answered_at = -1.0  # loop time of the last complete answer (``_timed_out``)
+        self._probe_data = (
+            f"GET {PROBE_TARGET} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Length: 0\r\n\r\n"
+        ).encode("latin-1")
+        self._probing = False  # a probe is in flight
 
     def start(self, data: bytes, timeout_s: float, done: Done) -> None:
         """Send ``data`` (a whole request) and call ``done`` with its answer or error,
         within ``timeout_s``."""
         loop = asyncio.get_running_loop()
-        request = _Request(data, done, loop.time() + timeout_s)
+        request = _Request(data, done, loop.time(), timeout_s)
         if self._closed:
             loop.call_soon(done, ProtocolError("client is closed"))
             return
-        request.timer = loop.call_at(request.deadline, self._timed_out, request)
+        self._send(request)
+
+    def _send(self, request: _Request) -> None:
+        loop = asyncio.get_running_loop()
+        wait_s = request.timeout_s if request.probe else request.timeout_s / 2
+        request.timer = loop.call_at(request.started_at + wait_s, self._timed_out, request)
         now = time.monotonic()
         while self._idle:
             conn = self._idle.pop()
@@ -212,10 +259,14 @@ class AddChannel:
         task.add_done_callback(self._connecting.discard)
 
     async def _connect(self, request: _Request) -> None:
+        """Connect (bounded by ``connect_timeout_s``) and send ``request``. The request's
+        own time-out runs meanwhile (``_timed_out``, which tells a busy loop from a hung
+        bookie): bounding the connect by what was left of it failed requests whose
+        connect a busy loop had merely not seen complete yet."""
         loop = asyncio.get_running_loop()
-        wait_s = min(self.connect_timeout_s, request.deadline - loop.time())
+        wait_s = self.connect_timeout_s
         try:
-            async with asyncio.timeout(max(wait_s, 0.0)):
+            async with asyncio.timeout(wait_s):
                 _, conn = await loop.create_connection(
                     lambda: _AddConnection(self), self.host, self.port
                 )
@@ -238,6 +289,40 @@ class AddChannel:
             request.done(error)
 
     def _timed_out(self, request: _Request) -> None:
+        """The request's timer, in windows of its time-out: tell a busy bookie from a hung
+        one (module docstring).
+
+        At half the time-out, a bookie that answered nothing since the window began is
+        asked whether it is alive (``_probe``). At the time-out, after one more poll of
+        the sockets (an answer may be in one, unread while the loop was busy): a bookie
+        that answered anything in the window (a request, the question) is alive, and the
+        request gets another window; if only the question is still out, its answer is
+        awaited to the end of its own time-out. Otherwise, or after ``BUSY_TIMEOUTS_MAX``
+        time-outs in all (a bookie alive but stuck on this request), the request fails
+        with ``TimeoutError``: a hung bookie within one and a half time-outs."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        timeout_s = request.timeout_s
+        if request.stage == _HALF:
+            if self.answered_at < request.window_at:
+                self._probe(timeout_s)
+            request.stage = _END
+            request.timer = loop.call_at(request.window_at + timeout_s, self._timed_out, request)
+            return
+        if not request.polled:
+            request.polled = True
+            request.timer = loop.call_at(now + POLL_GRACE_S, self._timed_out, request)
+            return
+        request.polled = False
+        if not request.probe and now < request.started_at + BUSY_TIMEOUTS_MAX * timeout_s:
+            if self.answered_at >= request.window_at:
+                request.window_at, request.stage = now, _HALF
+                request.timer = loop.call_at(now + timeout_s / 2, self._timed_out, request)
+                return
+            if request.stage == _END and self._probing:
+                request.stage = _LAST
+                request.timer = loop.call_at(now + timeout_s / 2, self._timed_out, request)
+                return
         request.timer = None
         for conn in self._busy:
             if conn.request is request:
@@ -245,6 +330,18 @@ class AddChannel:
                 conn.close(abort=True)
                 break
         request.done(TimeoutError())
+
+    def _probe(self, timeout_s: float) -> None:
+        """Ask the bookie whether it is alive, unless a question is in flight: any complete
+        answer sets ``answered_at`` (``_AddConnection.data_received``)."""
+        if self._probing or self._closed:
+            return
+        self._probing = True
+        loop = asyncio.get_running_loop()
+        self._send(_Request(self._probe_data, self._probed, loop.time(), timeout_s, probe=True))
+
+    def _probed(self, answer: HttpResponse | Exception) -> None:
+        self._probing = False
 
     def release(self, conn: _AddConnection) -> None:
         self._busy.discard(conn)

@@ -6,11 +6,16 @@ request with its error, within its time-out, and the connection with it."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
+from collections.abc import Callable, Coroutine
+from functools import partial
+from typing import Any
 
 import pytest
+import uvloop
 
-from services.bookie_client.channel import AddChannel
+from services.bookie_client.channel import BUSY_TIMEOUTS_MAX, AddChannel
 from services.bookie_client.transport import HttpResponse, ProtocolError
 from tests.scripted_http import Script, ScriptedServer, reply
 
@@ -103,8 +108,12 @@ def test_a_bad_or_missing_answer_fails_its_request(script: Script, error: type, 
     started = time.monotonic()
     results, server = asyncio.run(_exchange(script, 2, timeout_s=0.3))
     assert all(isinstance(r, error) and text in str(r) for r in results), results
-    assert server.connections == 2  # the failed connection was not used again
-    assert time.monotonic() - started < 2.0
+    # A bookie that does not answer in time is asked whether it is alive (once per
+    # request here: the question goes unanswered too), on a connection of its own.
+    probes = [head for head, _ in server.requests if head.startswith(b"GET /health ")]
+    assert len(probes) == (2 if error is TimeoutError else 0), server.requests
+    assert server.connections == 2 + len(probes)  # a failed connection is not used again
+    assert time.monotonic() - started < 2.0  # a hung bookie: within 1.5 time-outs each
 
 
 def test_refused_connect_fails_the_request_and_a_closed_channel_answers_nothing() -> None:
@@ -137,3 +146,117 @@ def test_refused_connect_fails_the_request_and_a_closed_channel_answers_nothing(
         listener.close()
 
     asyncio.run(main())
+
+
+def _run_on_uvloop(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run ``main`` on uvloop, the gateway's loop (it runs due timers before it polls
+    the sockets, unlike asyncio's own loop)."""
+    loop = uvloop.new_event_loop()
+    try:
+        loop.run_until_complete(main())
+    finally:
+        left = asyncio.all_tasks(loop)  # the scripted server's handlers still waiting
+        for task in left:
+            task.cancel()
+        if left:
+            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+        loop.close()
+
+
+async def _channel_to(script: Script) -> tuple[AddChannel, asyncio.Server, ScriptedServer]:
+    server = ScriptedServer(script)
+    listener = await server.start()
+    port = listener.sockets[0].getsockname()[1]
+    return AddChannel("127.0.0.1", port, connect_timeout_s=1.0), listener, server
+
+
+def _request(n: int) -> bytes:
+    return b"POST /v1/entries HTTP/1.1\r\nContent-Length: 3\r\n\r\n%03d" % n
+
+
+def test_an_answer_unread_while_the_loop_was_busy_is_not_a_time_out() -> None:
+    """An answer that reaches the socket while the loop is busy past the time-out (a
+    long I/O callback: a burst of 256 streams' records) does not fail its request (issue
+    35 item 11): uvloop runs due timers before it polls the sockets again, so the
+    verdict waits for one more poll, and the answer read then is the request's."""
+    writers: list[asyncio.StreamWriter] = []
+
+    async def hold_the_answer(n: int, reader, writer) -> bool:
+        writers.append(writer)
+        return True
+
+    class BusyCallback(asyncio.Protocol):
+        """A socket whose data makes the loop busy: the bookie's answer arrives (written
+        here, so after this poll's events were taken), then 0.5 s of work."""
+
+        def data_received(self, data: bytes) -> None:
+            writers[0].write(OK)
+            time.sleep(0.5)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        channel, listener, _ = await _channel_to(hold_the_answer)
+        ours, theirs = socket.socketpair()
+        transport, _ = await loop.create_connection(BusyCallback, sock=ours)
+        future: asyncio.Future = loop.create_future()
+        try:
+            channel.start(_request(0), 0.3, future.set_result)
+            while not writers:
+                assert not future.done(), future.result()
+                await asyncio.sleep(0.005)
+            theirs.send(b"x")
+            result = await asyncio.wait_for(future, 5)
+            assert isinstance(result, HttpResponse) and result.status == 200, result
+        finally:
+            transport.close()
+            theirs.close()
+            await channel.aclose()
+            listener.close()
+
+    _run_on_uvloop(main)
+
+
+def test_a_busy_bookie_is_waited_for_and_a_stuck_request_fails_within_a_bound() -> None:
+    """A request whose time-out runs out while its bookie is alive (it answers other
+    requests, or the question ``GET /health``) gets another time-out: the bookie is
+    busy, not hung (issue 35 item 11). A request the bookie never answers fails after
+    BUSY_TIMEOUTS_MAX time-outs in all, though the bookie is alive."""
+    server: ScriptedServer
+
+    async def busy_bookie(n: int, reader, writer) -> bool:
+        head, body = server.requests[n - 1]
+        if body == b"000":  # the request the bookie is stuck on
+            await asyncio.sleep(30)
+        elif not head.startswith(b"GET "):  # adds: answers spread over several time-outs
+            await asyncio.sleep({b"001": 0.3, b"002": 0.45, b"003": 1.0}[body])
+        writer.write(OK)
+        await writer.drain()
+        return True
+
+    async def main() -> None:
+        nonlocal server
+        loop = asyncio.get_running_loop()
+        channel, listener, server = await _channel_to(busy_bookie)
+        results: dict[int, tuple[float, object]] = {}
+        started = loop.time()
+
+        def answered(n: int, result: object) -> None:
+            results[n] = (loop.time(), result)
+
+        try:
+            for n in range(4):
+                channel.start(_request(n), 0.2, partial(answered, n))
+            while len(results) < 4:
+                assert loop.time() - started < 10, results
+                await asyncio.sleep(0.02)
+        finally:
+            await channel.aclose()
+            listener.close()
+        # Answers 0.3 s to 1.0 s after the requests left, past their 0.2 s time-out.
+        assert all(isinstance(results[n][1], HttpResponse) for n in (1, 2, 3)), results
+        stuck_at, stuck = results[0]
+        assert isinstance(stuck, TimeoutError), stuck
+        assert 0.2 * BUSY_TIMEOUTS_MAX - 0.05 < stuck_at - started < 0.2 * BUSY_TIMEOUTS_MAX + 1
+        assert any(head.startswith(b"GET /health ") for head, _ in server.requests)
+
+    _run_on_uvloop(main)
