@@ -22,20 +22,26 @@ of a core for the same adds/s; then two against one, pairs back to back: 64 clie
 better in 6 of 7 pairs and 16 clients 1,178-1,206 → 1,561-1,664 adds/s (2026-11-26),
 and again 4 of 4 pairs at 64 clients with the lighter load generator.
 
-The queue is bounded (``queued_batches_max`` requests' worth of entries and
-bytes). When it is full, the records are failed at once as UNAVAILABLE back to
-their handle (on the next loop turn: the handle's runner is feeding an event
-when it sends). We fail rather than make admission wait: the queue is shared by
-every ledger on that bookie, and the effect that enqueues is applied
-synchronously inside the handle's runner, so waiting there would stall every
-ledger of the handle; a bookie that cannot drain its queue is a slow bookie,
-and the handle's answer to an UNAVAILABLE bookie is the protocol's: replace it
-by an ensemble change (acknowledged entries are never lost). Admission already
-waits, bounded, on each handle's own in-flight limits.
+The queue is bounded (``QUEUED_BATCHES_MAX`` requests' worth of entries and
+bytes), and the bound is kept where a client can be made to wait: at admission.
+A handle admits an add only when every bookie of its ensemble has room for it
+(``has_room``; gateway/runners/write.py ``_admits``), and an add that must wait
+is woken when requests leave that bookie's queue (``when_room``); past
+``admission_wait_ms`` it fails as unavailable (503, retry later), and a stream
+waiting there reads no more records (gateway/stream.py). ``send`` itself refuses
+nothing: the effect that enqueues is applied synchronously inside the handle's
+runner, and a record it sends was admitted already (or is re-sent after an
+ensemble change, which only moves records the handle holds, bounded by its own
+limits). A full queue is a busy bookie, never a failed one: failing its records
+as UNAVAILABLE made every handle replace it by an ensemble change, and with no
+spare bookie close its ledger; 256 streams with 256 records in flight each did
+that to all three bookies of a cluster at once (issue 35, item 11).
 
 Every add request has its own time-out (shorter than the bookie client's general
 one): a bookie that hangs (SIGSTOP, a stuck disk) fails its adds as UNAVAILABLE within
-it and the handles replace it like a dead one. It is ``add_timeout_ms`` plus
+one and a half of it and the handles replace it like a dead one, while a bookie that
+is alive but busy (it answers other requests, or ``GET /health`` when asked) is waited
+for (services/bookie_client/channel.py). It is ``add_timeout_ms`` plus
 ``ADD_TIMEOUT_PER_MIB_MS`` for each MiB of payload in flight to that bookie when the
 request leaves (its own included): a bookie group-commits what it was sent, so a
 request waits behind the bytes sent before it. A flat 1 s time-out fired on healthy
@@ -95,7 +101,6 @@ from gateway.lac_sender import LacSender
 from services.bookie_client import AddResult
 from services.errors import (
     BookieReadOnly,
-    BookieUnavailable,
     EntryExists,
     InvalidArgument,
     LedgerFenced,
@@ -256,24 +261,15 @@ class BookieSender:
         self._queued_bytes = 0
         self._in_flight = 0
         self._bytes_in_flight = 0
+        # Adds waiting for room in the queue (``when_room``), an ordered set.
+        self._room_listeners: dict[Callable[[], None], None] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
 
     def send(self, records: tuple[Record, ...], callback: AddCallback) -> None:
+        """Queue ``records`` (admitted already: the queue's bound is kept at admission,
+        module docstring) and send what may leave now."""
         size = sum(len(r.payload) for r in records)
-        limits = self.limits
-        full = self._queue and (
-            self._queued_entries + len(records) > limits.queued_entries_max
-            or self._queued_bytes + size > limits.queued_bytes_max
-        )
-        if full:
-            log.warning(
-                "add queue to bookie full",
-                extra={"fields": {"bookie": self.bookie_id, "entries": self._queued_entries}},
-            )
-            failed = answer_for(records, BookieUnavailable(f"bookie {self.bookie_id}: queue full"))
-            asyncio.get_running_loop().call_soon(_call, callback, failed)
-            return
         self._queue.append(_Item(records, size, callback, REQUEST_ID.get()))
         self._queued_entries += len(records)
         self._queued_bytes += size
@@ -282,6 +278,24 @@ class BookieSender:
     @property
     def queued_entries(self) -> int:
         return self._queued_entries
+
+    @property
+    def queued_bytes(self) -> int:
+        return self._queued_bytes
+
+    def has_room(self, entries: int, size: int) -> bool:
+        """Whether ``entries`` more records of ``size`` payload bytes fit in the queue
+        now. An empty queue takes any add (one larger than the bound still goes)."""
+        limits = self.limits
+        return not self._queue or (
+            self._queued_entries + entries <= limits.queued_entries_max
+            and self._queued_bytes + size <= limits.queued_bytes_max
+        )
+
+    def when_room(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` once, the next time requests leave the queue (room may have
+        been made); registering it again before then changes nothing."""
+        self._room_listeners[listener] = None
 
     def _may_send(self) -> bool:
         """Whether another request may leave now (module docstring, "Pipelining")."""
@@ -297,7 +311,9 @@ class BookieSender:
 
     def _pump(self) -> None:
         limits = self.limits
+        left = False
         while self._queue and self._may_send():
+            left = True
             batch: list[_Item] = []
             entries = size = 0
             while self._queue:
@@ -314,6 +330,10 @@ class BookieSender:
             self._bytes_in_flight += size
             timeout_s = limits.add_timeout_s(self._bytes_in_flight)
             self._start(batch, size, timeout_s)
+        if left and self._room_listeners:
+            listeners, self._room_listeners = self._room_listeners, {}
+            for listener in listeners:
+                listener()
 
     def _start(self, batch: list[_Item], size: int, timeout_s: float) -> None:
         """Send one add request now (``start_add``), or in a task for a client without it."""

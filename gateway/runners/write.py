@@ -11,7 +11,10 @@ time on the event loop; an effect that answers synchronously is fed back with
 arms a timer for ``next_deadline()`` and feeds ``Tick`` then.
 
 Back-pressure: an add waits (bounded by ``admission_wait_ms``) until the handle
-has room for it, so a slow bookie slows clients instead of growing memory.
+has room for it and so has the add queue of every bookie of its ensemble
+(gateway/senders.py), so a slow or busy bookie slows clients instead of growing
+memory or being taken for a failed one; past the wait the add fails as
+unavailable (503, retriable).
 The table of handles is ``gateway.handles.HandleTable``.
 """
 
@@ -25,7 +28,7 @@ from functools import partial
 
 from gateway.context import GatewayContext
 from gateway.runners.base import EffectRunner
-from gateway.senders import AddAnswer, SenderTable
+from gateway.senders import AddAnswer, BookieSender, SenderTable
 from services.errors import Unavailable
 from services.protocol import messages as m
 from services.protocol.metadata import LedgerMetadata
@@ -52,6 +55,9 @@ class HandleRunner(EffectRunner):
         self._adds_done: dict[str, Callable[[AddAnswer], None]] = {}
         self.closed_metadata: LedgerMetadata | None = None
         self._ensemble_changes_seen = 0
+        # The senders of the ensemble's bookies (``_admits``), for the ensemble they are of.
+        self._ensemble: tuple[str, ...] = ()
+        self._ensemble_senders: list[BookieSender] = []
         # Called once the handle is no longer live and nobody awaits it (HandleTable).
         self.on_retired: Callable[[HandleRunner], None] | None = None
 
@@ -144,18 +150,37 @@ class HandleRunner(EffectRunner):
                     raise TimeoutError
                 await asyncio.wait_for(self._wait_until(fits), remaining)
             except TimeoutError as exc:
-                raise Unavailable(
-                    f"ledger {self.ledger_id}: too many adds in flight; retry later"
-                ) from exc
+                raise Unavailable(self._refusal(entries, size)) from exc
+
+    def _refusal(self, entries: int, size: int) -> str:
+        """Why an add of ``entries`` and ``size`` bytes was not admitted in time."""
+        busy = [s.bookie_id for s in self._ensemble_senders if not s.has_room(entries, size)]
+        if busy:
+            return (f"ledger {self.ledger_id}: the add queue of bookie(s) {', '.join(busy)} "
+                    "is full (busy, not failed); retry later")  # fmt: skip
+        return f"ledger {self.ledger_id}: too many adds in flight; retry later"
 
     def _admits(self, entries: int, size: int) -> bool:
         """Whether an add of ``entries`` and ``size`` bytes is admitted now: the handle
-        has room for it or nothing pending, or is no longer live (it then answers the
-        add with its own error)."""
-        room_entries, room_bytes = self.handle.room()
-        if (entries <= room_entries and size <= room_bytes) or self.handle.pending_entries == 0:
+        is no longer live (it then answers the add with its own error), or it has room
+        for it (or nothing pending) and every bookie of its ensemble has room in its add
+        queue. When a queue is full, this handle is woken when requests leave it."""
+        if not self.live:
             return True
-        return not self.live
+        room_entries, room_bytes = self.handle.room()
+        if not (
+            (entries <= room_entries and size <= room_bytes) or self.handle.pending_entries == 0
+        ):
+            return False
+        ensemble = self.handle.metadata.ensemble
+        if ensemble is not self._ensemble:
+            self._ensemble = ensemble
+            self._ensemble_senders = [self.senders.get(bookie) for bookie in ensemble]
+        for sender in self._ensemble_senders:
+            if not sender.has_room(entries, size):
+                sender.when_room(self._notify)
+                return False
+        return True
 
     # ------------------------------------------------------------ the loop
 

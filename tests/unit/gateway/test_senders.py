@@ -8,6 +8,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
 import pytest
 
@@ -288,29 +289,87 @@ def test_a_failing_callback_does_not_break_the_sender() -> None:
     asyncio.run(run())
 
 
-def test_a_full_queue_fails_the_add_as_unavailable_on_the_next_loop_turn() -> None:
-    """The queue per bookie is bounded: past queued_entries_max the records are failed
-    back as UNAVAILABLE (so the handle replaces the slow bookie), never synchronously
-    (the handle's runner is inside its feed when it sends); the queue drains after."""
+def test_a_full_queue_refuses_no_record_and_has_no_room_until_requests_leave() -> None:
+    """A full queue is a busy bookie, not a failed one (issue 35 item 11): the bound
+    (queued_entries_max, queued_bytes_max) is reported by ``has_room`` for admission to
+    wait on, ``send`` refuses nothing past it, and every record is answered as stored."""
 
     async def run() -> None:
         client, calls = FakeClient(), Calls()
-        bounds = limits(requests_in_flight_max=1, queued_entries_max=2)
+        bounds = limits(requests_in_flight_max=1, queued_entries_max=2, queued_bytes_max=10)
         sender = BookieSender("b1", lambda: client, bounds)
+        assert sender.has_room(50, 50)  # an empty queue takes any add
         sender.send((rec(1, 0),), calls.callback("in flight"))
         await settle()
-        sender.send((rec(1, 1), rec(1, 2)), calls.callback("queued"))
-        sender.send((rec(2, 0),), calls.callback("over"))
-        assert calls.calls == []  # not answered inside send()
-        assert sender.queued_entries == 2
+        queued = calls.callback("queued")
+        sender.send((rec(1, 1),), queued)
+        assert sender.has_room(1, 1) and not sender.has_room(2, 1)  # the entries' bound
+        sender.send((rec(1, 2),), queued)
+        assert not sender.has_room(1, 1)
+        sender.send((rec(2, 0),), calls.callback("past the bound"))
         await settle()
-        assert calls.calls == [("over", (), (0,), RejectReason.UNAVAILABLE)]
+        assert calls.calls == [] and sender.queued_entries == 3  # nothing refused
+        client.release(0)
+        await settle()
+        assert sender.queued_entries == 0 and sender.has_room(2, 10)
+        client.release(1)
+        await settle()
+        assert calls.calls == [
+            ("in flight", (0,), (), None),
+            ("queued", (1, 2), (), None),
+            ("past the bound", (0,), (), None),
+        ]
+        await sender.aclose()
+
+    asyncio.run(run())
+
+
+def test_the_bytes_bound_of_the_queue() -> None:
+    """``has_room`` counts the queued payload bytes against queued_bytes_max too."""
+
+    async def run() -> None:
+        client, calls = FakeClient(), Calls()
+        bounds = limits(requests_in_flight_max=1, queued_entries_max=100, queued_bytes_max=10)
+        sender = BookieSender("b1", lambda: client, bounds)
+        sender.send((rec(1, 0, size=4),), calls.callback("in flight"))
+        await settle()
+        sender.send((rec(1, 1, size=6),), calls.callback("queued"))
+        assert sender.queued_bytes == 6
+        assert sender.has_room(1, 4) and not sender.has_room(1, 5)
         client.release(0)
         await settle()
         client.release(1)
         await settle()
-        assert [c[0] for c in calls.calls] == ["over", "in flight", "queued"]
-        assert sender.queued_entries == 0
+        assert [c[0] for c in calls.calls] == ["in flight", "queued"]
+        await sender.aclose()
+
+    asyncio.run(run())
+
+
+def test_room_listeners_are_called_once_when_requests_leave_the_queue() -> None:
+    """An add waiting for room registers a listener (``when_room``): it is called once
+    when queued requests leave, not while nothing left, and registering it twice
+    before then calls it once."""
+
+    async def run() -> None:
+        client, calls = FakeClient(), Calls()
+        sender = BookieSender("b1", lambda: client, limits(requests_in_flight_max=1))
+        woken: list[str] = []
+        sender.send((rec(1, 0),), calls.callback("in flight"))
+        await settle()
+        sender.send((rec(1, 1),), calls.callback("queued"))
+        listener = partial(woken.append, "a")
+        sender.when_room(listener)
+        sender.when_room(listener)
+        sender.when_room(partial(woken.append, "b"))
+        await settle()
+        assert woken == []  # nothing left the queue yet
+        client.release(0)
+        await settle()
+        assert woken == ["a", "b"]  # the queued request left: each listener once
+        client.release(1)
+        await settle()
+        assert woken == ["a", "b"]  # called once only
         await sender.aclose()
 
     asyncio.run(run())

@@ -244,3 +244,37 @@ def test_adds_waiting_for_room_are_admitted_one_by_one_and_never_refused() -> No
         await table.aclose()
 
     run(body)
+
+
+def test_adds_wait_for_room_in_a_busy_bookies_queue_instead_of_replacing_it() -> None:
+    """A bookie whose add queue is full is busy, not failed (issue 35 item 11): adds past
+    the queue's bound wait at admission (none sent, none refused), are woken when
+    requests leave the queue, and all are acknowledged with no ensemble change."""
+
+    async def body() -> None:
+        bookies, store = FakeBookies(POOL), FakeLedgerStore()
+        ctx = make_context(bookies, store)
+        limits = replace(
+            SenderLimits.from_settings(ctx.settings),
+            requests_in_flight_max=1, queued_entries_max=2, queued_bytes_max=1 << 20,
+        )  # fmt: skip
+        table = HandleTable(ctx, SenderTable(ctx.bookie, limits))
+        created = await store.create(LedgerMetadata.new(5, POOL[:3], 3, 3))
+        runner = table.open(created.metadata, created.version, b"")
+        bookies.bookies["b0:1"].gate = gate = asyncio.Event()
+        adds = [asyncio.ensure_future(runner.add((b"%d" % i,))) for i in range(6)]
+        # Qw = Qa = 3: one request in flight to the gated bookie and two entries queued
+        # behind it (its bound) hold the acknowledgements; the other adds wait.
+        await settle(lambda: runner.handle.pending_entries == 3)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert runner.handle.pending_entries == 3 and not any(a.done() for a in adds)
+        assert table.senders.get("b0:1").queued_entries <= limits.queued_entries_max
+        gate.set()
+        outcomes = [await a for a in adds]
+        assert [o.first_entry_id for o in outcomes] == list(range(6))
+        assert runner.handle.ensemble_changes == 0
+        assert runner.handle.metadata.ensemble == tuple(POOL[:3])
+        await table.aclose()
+
+    run(body)
