@@ -8,7 +8,11 @@ takes the ledger's lock (a lock another worker holds: skipped, counted as
 contention), runs ``replicator.repair.LedgerRepair`` and always releases the lock
 before the ledger can be taken again.
 A failure backs off exponentially with jitter; a postponed open ledger comes back
-when its grace period ends.
+when its grace period ends, or at once when a bookie becomes available again (the
+registry lists it, not decommissioning): if it is the one the ledger's last fragment
+waits for, the repair finds it answering and clears the mark instead of leaving the
+ledger marked for the rest of the grace; if not, the ledger is postponed again to the
+same time (the grace runs from when its bookie was first seen missing).
 
 Session states (STYLE.md §8). SUSPENDED: no new lock is taken until CONNECTED; a
 repair that ends meanwhile (its ZooKeeper call failed with the connection) still
@@ -56,6 +60,7 @@ class Job:
     started: float = field(default_factory=time.monotonic)
     task: asyncio.Task[None] | None = None
     progress: dict[str, Any] = field(default_factory=dict)
+    returns: int = 0  # the worker's count of bookies available again when it started
 
 
 class Worker:
@@ -69,6 +74,9 @@ class Worker:
         self.jobs: dict[int, Job] = {}
         self._starting: set[int] = set()
         self._not_before: dict[int, float] = {}
+        self._postponed: set[int] = set()  # open ledgers waiting for their grace
+        self._available: set[str] = set()  # registered and not decommissioning
+        self._returns = 0  # registry changes that made a bookie available again
         self._failures: dict[int, int] = {}
         self._wake = asyncio.Event()
         self._rng = random.Random()
@@ -82,9 +90,33 @@ class Worker:
         self.store.add_state_listener(self._on_state)
         self.ctx.marks.watch_marked(self.wake)
         self.ctx.marks.watch_enabled(self._on_enabled)
+        self._available = self._usable_bookies()
+        self.ctx.registry.add_listener(self._on_registry)
 
     def wake(self) -> None:
         self._wake.set()
+
+    def _usable_bookies(self) -> set[str]:
+        registry = self.ctx.registry
+        return {b for b in registry.bookies if b not in registry.decommissioned}
+
+    def _on_registry(self) -> None:
+        """A bookie available again may be one a postponed open ledger waits for: look at
+        those ledgers now rather than at the end of their grace."""
+        available = self._usable_bookies()
+        back = available - self._available
+        self._available = available
+        if not back:
+            return
+        self._returns += 1  # a repair in flight that postpones now looks again at once
+        if not self._postponed:
+            return
+        log.info("bookies available again (%s): %d postponed open ledgers looked at now",
+                 ", ".join(sorted(back)), len(self._postponed))  # fmt: skip
+        for ledger_id in self._postponed:
+            self._not_before.pop(ledger_id, None)
+        self._postponed.clear()
+        self.wake()
 
     def _on_enabled(self, enabled: bool) -> None:
         if enabled != self.enabled:
@@ -155,6 +187,7 @@ class Worker:
     def _forget(self, ledger_id: int) -> None:
         self._not_before.pop(ledger_id, None)
         self._failures.pop(ledger_id, None)
+        self._postponed.discard(ledger_id)
 
     async def _take(self, ledger_id: int) -> None:
         """Lock the ledger and repair it in a task of its own (cancelled on LOST)."""
@@ -168,9 +201,11 @@ class Worker:
                 return
             if session is None:
                 self.ctx.metrics.lock_contention.inc()
+                self._postponed.discard(ledger_id)
                 self._not_before[ledger_id] = time.monotonic() + CONTENTION_RETRY_S
                 return
             job = Job(ledger_id, session, LockInfo(ledger_id, self.worker_id, since, {}))
+            job.returns = self._returns
             self.jobs[ledger_id] = job
             self.ctx.metrics.ledgers_in_flight.set(len(self.jobs))
             job.task = asyncio.current_task()
@@ -220,8 +255,11 @@ class Worker:
             self._forget(ledger_id)
         elif result.outcome is Outcome.POSTPONED and result.due_ms is not None:
             wait_s = max(0.0, (result.due_ms - ctx.now_ms()) / 1000)
+            if job.returns != self._returns:
+                wait_s = 0.0  # a bookie came back during the repair: maybe the awaited one
             log.info("ledger %d is open: its last fragment waits %.1f s", ledger_id, wait_s)
             self._not_before[ledger_id] = time.monotonic() + wait_s
+            self._postponed.add(ledger_id)
         else:
             self._forget(ledger_id)
 
@@ -243,6 +281,7 @@ class Worker:
             )
 
     def _back_off(self, ledger_id: int, first: bool = False) -> None:
+        self._postponed.discard(ledger_id)  # a failure's back-off is not cut short
         failures = 0 if first else self._failures.get(ledger_id, 0) + 1
         self._failures[ledger_id] = failures
         delay = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** max(0, failures - 1))
