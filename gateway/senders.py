@@ -28,7 +28,7 @@ A handle admits an add only when every bookie of its ensemble has room for it
 (``has_room``; gateway/runners/write.py ``_admits``), and an add that must wait
 is woken when requests leave that bookie's queue (``when_room``); past
 ``admission_wait_ms`` it fails as unavailable (503, retry later), and a stream
-waiting there reads no more records (gateway/stream.py). ``send`` itself refuses
+waiting there stops reading once its credits are spent (gateway/stream.py). ``send`` itself refuses
 nothing: the effect that enqueues is applied synchronously inside the handle's
 runner, and a record it sends was admitted already (or is re-sent after an
 ensemble change, which only moves records the handle holds, bounded by its own

@@ -278,3 +278,35 @@ def test_adds_wait_for_room_in_a_busy_bookies_queue_instead_of_replacing_it() ->
         await table.aclose()
 
     run(body)
+
+
+def test_adds_waiting_for_room_are_admitted_in_turn() -> None:
+    """Adds that wait for room in a full bookie queue stand in the handle's admission
+    queue and are admitted in the order they came: their entry ids ascend in that
+    order, none is refused, no bookie is replaced."""
+
+    async def body() -> None:
+        bookies, store = FakeBookies(POOL), FakeLedgerStore()
+        ctx = make_context(bookies, store)
+        limits = replace(
+            SenderLimits.from_settings(ctx.settings),
+            requests_in_flight_max=1, queued_entries_max=1, queued_bytes_max=1 << 20,
+        )  # fmt: skip
+        table = HandleTable(ctx, SenderTable(ctx.bookie, limits))
+        created = await store.create(LedgerMetadata.new(5, POOL[:3], 3, 3))
+        runner = table.open(created.metadata, created.version, b"")
+        bookies.bookies["b0:1"].gate = gate = asyncio.Event()
+        first = [asyncio.ensure_future(runner.add((b"f%d" % i,))) for i in range(2)]
+        await settle(lambda: runner.handle.pending_entries == 2)
+        waiting = []
+        for i in range(10):
+            waiting.append(asyncio.ensure_future(runner.add((b"w%d" % i,))))
+            await asyncio.sleep(0)
+        await settle(lambda: len(runner._admission) == 10)
+        gate.set()
+        outcomes = [await a for a in [*first, *waiting]]
+        assert [o.first_entry_id for o in outcomes] == list(range(12))
+        assert not runner._admission and runner.handle.ensemble_changes == 0
+        await table.aclose()
+
+    run(body)
