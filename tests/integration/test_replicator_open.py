@@ -5,6 +5,7 @@ writer that keeps writing replaces the bookie itself and is never fenced."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from kazoo.client import KazooClient
 
@@ -160,3 +161,41 @@ def test_an_old_mark_does_not_shorten_the_grace_of_a_restarting_bookie(
     for i in range(5):
         gateway.add(lid, payload_for(200 + i))
     assert not names(ledger_metadata(zk_client, lid), old)
+
+
+def test_a_postponed_open_ledger_is_cleared_once_its_bookie_is_back(
+    cluster: Cluster, zk_client: KazooClient
+) -> None:
+    """A worker that postponed an open ledger (its last fragment's bookie missing) looks
+    at it again as soon as that bookie registers again: the mark clears within seconds,
+    long before the grace ends, and the writer is never fenced."""
+    grace_s = 120.0
+    procs = {p.address: p for p in start_bookies(cluster, 3)}
+    gateway = start_gateway(cluster, ["--bookie-add-timeout-ms", "1000"])
+    wait_writable(gateway, 3)
+    lid = gateway.create(ensemble_size=3, write_quorum=3, ack_quorum=2)["ledger_id"]
+    for i in range(3):
+        gateway.add(lid, payload_for(i))
+    replicator = start_replicator(
+        cluster,
+        ["--open-ledger-grace", str(grace_s), "--marks-poll-interval", "0.5",
+         "--bookie-request-timeout-ms", "2000"],
+    )  # fmt: skip
+    restarting = ledger_metadata(zk_client, lid).last_fragment.bookies[0]
+    procs[restarting].stop()
+    wait_for(lambda: not zk_client.exists(zkpaths.bookie(restarting)), 20, "the bookie to leave")
+    mark_ledger(zk_client, lid, [restarting])
+    wait_for(
+        lambda: f"ledger {lid} is open" in Path(replicator.log_path).read_text(errors="replace"),
+        30,
+        "the worker to postpone the open ledger",
+    )
+    procs[restarting].start()
+    procs[restarting].wait_healthy(30)
+    back_at = time.monotonic()
+    wait_for(lambda: not marked_ledgers(zk_client), 30, "the mark to clear with the bookie back")
+    assert time.monotonic() - back_at < grace_s / 2
+    metadata = ledger_metadata(zk_client, lid)
+    assert metadata.state is LedgerState.OPEN
+    assert restarting in metadata.last_fragment.bookies
+    gateway.add(lid, payload_for(3))
