@@ -26,6 +26,12 @@ every earlier commit durable too (one write-ahead log). A crash loses a suffix o
 the unsynced commits (their entries and their LAC changes), never a fence. A crash
 also drops the queue (those requests are never answered) and the commit in
 progress, which landed or not (drawn; either way it is not answered).
+
+Instances. A bookie answers adds, fences and reads under its instance id (the real
+bookie's cookie, sent in every answer's instance header). ``wipe`` is ``quire bookie
+format`` on a crashed bookie: everything stored is gone, fences included, and it comes
+back (``restart``) as a new instance, which the protocol must treat as a new, unfenced
+bookie that knows nothing of what the old one stored.
 """
 
 from __future__ import annotations
@@ -124,6 +130,8 @@ class SimBookie:
         self.unsynced: list[_Commit] = []
         self.volatile_fences: set[int] = set()  # fenced in memory only (a failed commit)
         self.epoch = 0  # a crash starts a new one: work of an older epoch is dropped
+        self.generation = 1  # a wipe starts a new instance
+        self.instance_id = f"{bookie_id}#1"
         self.stats: Counter[str] = Counter()  # what happened, for the reach test
         # LAC long polls waiting here: each is called after every commit
         self.watchers: list[Callable[[], None]] = []
@@ -226,7 +234,7 @@ class SimBookie:
                     commit.fenced.append(op.ledger_id)
                 self.volatile_fences.discard(op.ledger_id)
                 st.fenced = True
-                results.append((st.lac, st.last_entry_id))
+                results.append((st.lac, st.last_entry_id, self.instance_id))
             else:
                 st.lac = max(st.lac, op.lac)
                 results.append(None)
@@ -259,7 +267,7 @@ class SimBookie:
             commit.stored.append((r.ledger_id, r.entry_id))
             stored_count += 1
             self.on_store(self.bookie_id, r)
-        return AddResult(stored_count, rejected)
+        return AddResult(stored_count, rejected, self.instance_id)
 
     # ------------------------------------------------------------------ crash, restart
 
@@ -293,6 +301,16 @@ class SimBookie:
             self.ledgers[ledger_id].fenced = False
         for ledger_id, lac in commit.lacs_before.items():
             self.ledgers[ledger_id].lac = lac
+
+    def wipe(self) -> None:
+        """``quire bookie format`` on the crashed bookie: nothing stored is left (entries,
+        LACs, fences), and it will answer as a new instance once restarted."""
+        invariant(not self.up, f"bookie {self.bookie_id} wiped while up")
+        self.ledgers = {}
+        self.unsynced = []
+        self.volatile_fences.clear()
+        self.generation += 1
+        self.instance_id = f"{self.bookie_id}#{self.generation}"
 
     def restart(self) -> None:
         self.up = True

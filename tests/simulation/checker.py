@@ -33,6 +33,18 @@
   never gone for the delay; after healing every mark is cleared and every settled
   fragment whole (shares computed from the metadata's write sets, not by the core).
 
+A wiped bookie (``quire bookie format``, back as a new instance) loses every copy it
+held, as a disk lost for good does: the persistence counts at acknowledgement and at
+close still count those copies (they were durable when the bookie acknowledged them;
+the plan wipes at most one bookie and only where Qa >= 2, so a copy survives, and the
+final read-back checks it). The fencing check skips the entries that lost a copy in a
+wipe (``wiped_copies``): it relies on a fenced bookie of the write set holding every
+entry that reached its ack quorum, and a fence of the new instance keeps nothing the
+old one stored; for those entries the recovery must wait for a bookie that holds them
+(the new instance's "missing" proves nothing), which the checks of the closed end
+cover. A worker's swap may put in a bookie wiped since its copy (as one lost since):
+the auditor then finds the replicas missing.
+
 A bookie started without journal sync may lose its last unsynced adds in a crash
 (the operator's choice, PROTOCOL.md): from the first entry such a loss touched
 on, persistence is not promised (``lossy_from``), and the fencing check skips the
@@ -91,6 +103,8 @@ class Checker:
         self.ack_quorum = ack_quorum
         self.written: dict[int, bytes] = {}  # the one payload of each entry id
         self.copies: dict[int, set[str]] = {}  # bookies holding a good copy
+        self.wiped: dict[str, set[int]] = {}  # bookie -> the entries a wipe took from it
+        self.wiped_copies: set[int] = set()  # the entries a wipe took a copy of
         self.acked: dict[int, bytes] = {}
         self.last_acked = -1
         self.writer_fenced = False
@@ -136,6 +150,14 @@ class Checker:
         if self.lossy_from is None or entry_id < self.lossy_from:
             self.lossy_from = entry_id
 
+    def on_wipe(self, bookie: str, entry_ids: list[int]) -> None:
+        """``bookie`` was wiped: it holds none of ``entry_ids`` any more (see the module
+        docstring for what still counts them)."""
+        self.wiped.setdefault(bookie, set()).update(entry_ids)
+        self.wiped_copies.update(entry_ids)
+        for entry_id in entry_ids:
+            self._stored.pop((bookie, entry_id), None)
+
     def divergent_replicas(self) -> list[int]:
         """Entries whose replicas on two bookies differ in their bytes (LAC field, digest)."""
         seen: dict[int, tuple[int, bytes]] = {}
@@ -178,8 +200,9 @@ class Checker:
                         f"single writer: entry {entry_id} acknowledged after the ledger was "
                         f"closed by a recovery at {self.closed.last_entry_id}"
                     )
+            lost_a_copy = entry_id in self.lost_copies or entry_id in self.wiped_copies
             for recovery, visible in self._fence_snapshots:
-                if entry_id not in visible and entry_id not in self.lost_copies:
+                if entry_id not in visible and not lost_a_copy:
                     self.fail(
                         f"fencing: entry {entry_id} acknowledged after a recovery fenced "
                         f"{sorted(recovery.fenced_at_completion)}, none of which held it then"
@@ -352,7 +375,10 @@ class Checker:
             self.fail(f"re-replication: {who} swapped a bookie of an open fragment: {repair}")
         share = settled_shares(before).get(repair.bookie, set())
         share = {e for e in share if before.fragment_for(e).first_entry_id == repair.first}
-        if self._lacking(new, share, lost_empty=False):  # it may be lost since the copy
+        # It may be lost, or wiped, since the copy (a disk lost after the copy: the auditor
+        # finds the replicas missing and has them copied again).
+        lacking = self._lacking(new, share, lost_empty=False)
+        if set(lacking) - self.wiped.get(new, set()):
             self.fail(f"re-replication: {who} swapped in {new} without the share of {repair}")
         old, delay = repair.bookie, world.config.autorecovery.lost_bookie_delay_ms
         st = world.bookies[old].ledgers.get(self.sim.ledger_id)

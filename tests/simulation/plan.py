@@ -5,8 +5,9 @@ path (journal sync or not, commit failures, commit time, batch bound); a fault p
 (message delays and drops, duplicated adds and fences, read corruption, metadata
 store failures, CAS writes that land after their caller gave up, stale metadata
 reads, partitions between a gateway and a bookie, clogged and slow bookies, bookie
-crashes and restarts, a bookie gone for good, bookies turning read-only); and
-whether the writer gateway batches each bookie's adds across its ledgers.
+crashes and restarts, a bookie gone for good, a bookie wiped (``quire bookie format``)
+that comes back as a new instance, bookies turning read-only); and whether the writer
+gateway batches each bookie's adds across its ledgers.
 
 Per ledger (1-3 of them): E >= Qw >= Qa >= 1, CRC32C or HMAC-SHA256 with a real key,
 a workload, and one of: the writer closes the ledger; 1-3 recoveries start
@@ -35,6 +36,7 @@ from tests.simulation.world import Faults
 FIRST_LEDGER_ID = 42
 PHASE1_MS = 4_000
 AUTORECOVERY_OFF_P = 0.2  # seeds without an auditor and workers
+WIPE_P = 0.3  # seeds (that can afford one) with a bookie wiped and back as a new instance
 END_MS = 20_000
 
 
@@ -121,6 +123,9 @@ class Config:
     shared_batches: tuple[int, int] | None = None
     crashes: list[tuple[str, int, int]] = field(default_factory=list)  # bookie, down, up
     lost: list[tuple[str, int]] = field(default_factory=list)  # bookie, down for good
+    # bookie, down, up: crashed, formatted (everything stored is gone) and restarted as a
+    # new instance
+    wipes: list[tuple[str, int, int]] = field(default_factory=list)
     readonly: list[tuple[str, int, int]] = field(default_factory=list)
     autorecovery: AutoRecoveryPlan = field(default_factory=AutoRecoveryPlan)
     phase1_ms: int = PHASE1_MS
@@ -134,7 +139,8 @@ class Config:
             f"drop {f.drop_p:.3f}, duplicate {f.duplicate_p:.3f}, corrupt {f.corrupt_read_p:.3f}, "
             f"metadata failures {f.metadata_fail_p:.3f}, late CAS {f.late_cas_p:.3f}, stale "
             f"reads <= {f.stale_read_ms} ms, partitions {f.partitions}, clogs {f.clogs}, slow "
-            f"{f.slow}, crashes {self.crashes}, lost {self.lost}, read-only {self.readonly}, "
+            f"{f.slow}, crashes {self.crashes}, lost {self.lost}, wiped {self.wipes}, read-only "
+            f"{self.readonly}, "
             f"bookies {models}, shared batches {self.shared_batches}, request time-out "
             f"{self.request_timeout_ms} ms"
         ]
@@ -276,7 +282,28 @@ def draw_config(seed: int) -> Config:
         start = rng.randint(0, horizon)
         cfg.readonly.append((rng.choice(bookies), start, start + rng.randint(50, 2_000)))
     _draw_autorecovery(cfg, calm)
+    _draw_wipes(cfg)
     return cfg
+
+
+def _draw_wipes(cfg: Config) -> None:
+    """A bookie wiped and back as a new instance, from its own random stream (so the rest
+    of a seed's scenario is what it was before wipes existed). A wipe loses that bookie's
+    copies, as a lost bookie does: at most one of them per run and Qa >= 2 everywhere, so
+    every acknowledged entry keeps a copy. It lands while the writers write, or around a
+    recovery's fence, and the bookie is soon back, so that a writer (maybe an old one)
+    adds to the new instance (issue 35 item 3)."""
+    rng = random.Random(cfg.seed * 7919 + 3)
+    qa_min = min(p.ack_quorum for p in cfg.ledgers)
+    if cfg.lost or qa_min < 2 or rng.random() >= WIPE_P:
+        return
+    busy_until = max(p.requests * p.interarrival_max_ms // 2 for p in cfg.ledgers)
+    starts = [t for p in cfg.ledgers for t in p.recoveries_at]
+    if starts and rng.random() < 0.5:
+        down = max(0, rng.choice(starts) + rng.randint(-50, 300))
+    else:
+        down = rng.randint(0, max(100, busy_until))
+    cfg.wipes.append((rng.choice(cfg.bookies), down, down + rng.randint(1, 300)))
 
 
 def _draw_autorecovery(cfg: Config, calm: bool) -> None:

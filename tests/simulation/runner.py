@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from gateway.senders import answer_for
 from services.errors import BookieUnavailable
 from services.protocol.messages import (
+    BookieAddsDone,
     BookieFailed,
     Effect,
     EntryRead,
@@ -112,7 +113,7 @@ class Runner:
         sender = self.sim.world.sender(self.gateway, effect.bookie)
         if sender is not None:
             bookie = effect.bookie
-            sender.send(effect.records, lambda answer: self.feed(answer.event(bookie)))
+            sender.send(effect.records, lambda answer: self._feed_adds(answer.event(bookie)))
         else:
             self._call(
                 effect.bookie,
@@ -138,7 +139,8 @@ class Runner:
 
     def _read_entries(self, effect: ReadEntries) -> None:
         lid, ids = self.sim.ledger_id, effect.entry_ids
-        self._call(effect.bookie, lambda b, reply: reply([b.read(lid, e) for e in ids]),
+        self._call(effect.bookie,
+                   lambda b, reply: reply((b.instance_id, [b.read(lid, e) for e in ids])),
                    self._read_answer(effect))  # fmt: skip
 
     def _write_metadata(self, effect: WriteMetadata) -> None:
@@ -149,8 +151,9 @@ class Runner:
 
     def _writable(self, effect: ReadWritableBookies) -> None:
         sim = self.sim
-        writable = tuple(b.bookie_id for b in sim.bookie_list if b.up and not b.readonly)
-        sim.scheduler.after(sim.network.delay(), lambda: self.feed(WritableBookies(writable)))
+        up = [b for b in sim.bookie_list if b.up and not b.readonly]
+        event = WritableBookies(tuple(b.bookie_id for b in up), tuple(b.instance_id for b in up))
+        sim.scheduler.after(sim.network.delay(), lambda: self.feed(event))
 
     def _read_range(self, effect: ReadRange) -> None:
         lid = self.sim.ledger_id
@@ -271,14 +274,23 @@ class Runner:
             if unreachable and self.sim.rng.random() < 0.3:
                 self.feed(BookieFailed(bookie))
             else:
-                self.feed(answer_for(effect.records, answer).event(bookie))
+                self._feed_adds(answer_for(effect.records, answer).event(bookie))
 
         return done
+
+    def _feed_adds(self, event: BookieAddsDone) -> None:
+        """Feed an add answer; count the writer's answers from another instance than its
+        last fragment recorded (a wiped bookie), for the reach test."""
+        if self.gateway == "writer" and not self.dead and event.instance_id is not None:
+            recorded = self.machine.metadata.last_fragment.instance_of(event.bookie)
+            if recorded is not None and recorded != event.instance_id:
+                self.sim.world.stats["add answered by a wiped bookie's new instance"] += 1
+        self.feed(event)
 
     def _fence_answer(self, bookie: str) -> Done:
         def done(result: Any) -> None:
             if isinstance(result, tuple):
-                self.feed(FenceDone(bookie, result[0], result[1]))
+                self.feed(FenceDone(bookie, result[0], result[1], result[2]))
             else:
                 self.feed(FenceFailed(bookie))
 
@@ -286,16 +298,19 @@ class Runner:
 
     def _read_answer(self, effect: ReadEntries) -> Done:
         def done(result: Any) -> None:
+            instance, found = result if isinstance(result, tuple) else (None, None)
             for index, entry_id in enumerate(effect.entry_ids):
-                if not isinstance(result, list):
+                if found is None:
                     event = EntryRead(effect.bookie, entry_id, ReadOutcome.ERROR)
-                elif result[index] is None:
-                    event = EntryRead(effect.bookie, entry_id, ReadOutcome.MISSING)
+                elif found[index] is None:
+                    event = EntryRead(
+                        effect.bookie, entry_id, ReadOutcome.MISSING, instance_id=instance
+                    )
                 else:
-                    record = result[index]
+                    record = found[index]
                     if self.sim.network.corrupt():
                         record = corrupted(record)
-                    event = EntryRead(effect.bookie, entry_id, ReadOutcome.FOUND, record)
+                    event = EntryRead(effect.bookie, entry_id, ReadOutcome.FOUND, record, instance)
                 self.feed(event)
 
         return done

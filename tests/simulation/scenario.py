@@ -74,6 +74,7 @@ class LedgerSim:
             plan.ack_quorum,
             digest_type=plan.digest_type,
             created_at=1,
+            instances={b.bookie_id: b.instance_id for b in world.bookie_list},
         )
         self.cell = MetadataCell(metadata, world.scheduler)
         self.checker = Checker(self, plan.ack_quorum)
@@ -240,6 +241,9 @@ class Simulation:
             at(when, lambda w=worker, b=back_after: w.crash(auto.session_timeout_ms, b))
         for bookie, down in cfg.lost:
             at(down, lambda b=bookie: self._lose(b))
+        for bookie, down, up in cfg.wipes:
+            at(down, lambda b=bookie: self._wipe(b))
+            at(up, lambda b=bookie: self._restart(b))
         for bookie, start, end in cfg.readonly:
             at(start, lambda b=bookie: setattr(self.bookies[b], "readonly", True))
             at(end, lambda b=bookie: setattr(self.bookies[b], "readonly", False))
@@ -276,6 +280,18 @@ class Simulation:
         self.lost.add(bookie)
         self.lost_at[bookie] = self.scheduler.now
         self._crash(bookie)
+
+    def _wipe(self, bookie: str) -> None:
+        """``quire bookie format`` and a restart later: crashed now, everything it stored
+        gone (each ledger's checker hears which copies), back as a new instance."""
+        sim_bookie = self.bookies[bookie]
+        self._crash(bookie)
+        for ledger_id, st in sorted(sim_bookie.ledgers.items()):
+            ledger = self._by_id.get(ledger_id)
+            if ledger is not None:
+                ledger.checker.on_wipe(bookie, sorted(st.entries))
+        sim_bookie.wipe()
+        self.stats["bookie wiped and back as a new instance"] += 1
 
     def _heal(self) -> None:
         self.faults = self.network.faults = self.config.faults.healed()

@@ -22,6 +22,12 @@ seeds    failures  what failed                                                 w
                    repairs every gone fragment bookie, as the real one does.
                    Seeds 0-49,999 passed; the other half stopped at 56,134
 60,000   0         seeds 0-59,999 after that fix                               529 s
+20,000   1         with a bookie wiped and back as a new instance (issue 35    444 s
+                   item 3; 2,085 of the seeds wipe one) and the repair lock's
+                   faults: 11682, which wipes nothing and fails the same
+                   at 30061cd, before the wipe fault (a worker's swap puts
+                   in the bookie lost for good, lacking part of the share;
+                   not investigated with this change)
 =======  ========  ==========================================================  ======
 """
 
@@ -234,6 +240,9 @@ REACH = (
     "lock release answered connection loss",
     "auditor's session ended while it held a lock",
     "auditor's clean-up found its lock gone",
+    # a bookie wiped and back as a new instance (issue 35 item 3)
+    "bookie wiped and back as a new instance",
+    "add answered by a wiped bookie's new instance",
 )
 REACH_SEEDS = 300
 
@@ -248,7 +257,9 @@ def test_the_scenarios_reach_every_added_behaviour() -> None:
     stale mark, workers swap bookies (a CAS of theirs losing to a concurrent change),
     find a named bookie back and whole,
     copy missing replicas back in place, recover an open ledger after the grace, and
-    crash holding a lock that another worker then finishes (so CI covers all of them)."""
+    crash holding a lock that another worker then finishes; and a bookie is wiped and
+    comes back as a new instance that a writer's add reaches (so CI covers all of
+    them)."""
     seen: dict[str, int] = dict.fromkeys(REACH, 0)
     hmac = 0
     for seed in range(REACH_SEEDS):
@@ -306,6 +317,67 @@ def test_the_checker_catches_a_broken_bookie(case: str, monkeypatch: pytest.Monk
             run_config(config_of(seed))  # the real bookie passes the same scenario
             return
     pytest.fail(f"no seed of {BROKEN_BOOKIE_SEEDS} caught {case}")
+
+
+def _wiped_after_fence_config(seed: int) -> Config:
+    """The scenario of ``seed``, steered towards issue 35 item 3: E=3 Qw=2 Qa=2, the writer
+    alive through one recovery and idle at times; one bookie of the ensemble is down when
+    the recovery starts (its fence fails) and back soon after, and another is wiped just
+    after the fence and back at once as a new instance. An add of the old writer whose
+    write set is those two may reach both, neither of them fenced."""
+    cfg = draw_config(seed)
+    rng = random.Random(seed)
+    cfg.lost = []
+    for plan in cfg.ledgers:
+        plan.ensemble_size, plan.write_quorum, plan.ack_quorum = 3, 2, 2
+        plan.mode = "recover-live-writer"
+        plan.writer_crash_at = plan.writer_close_at = None
+        plan.requests = max(plan.requests, 20)
+        plan.interarrival_max_ms = 300
+        plan.recoveries_at = [rng.randint(100, 600)]
+    start = cfg.ledgers[0].recoveries_at[0]
+    ensemble = Simulation(cfg).ledgers[0].cell.metadata.ensemble  # drawn before any event
+    down, wiped = rng.sample(ensemble, 2)
+    cfg.crashes.append((down, start - rng.randint(1, 10), start + rng.randint(20, 80)))
+    at = start + rng.randint(10, 80)
+    cfg.wipes = [(wiped, at, at + rng.randint(1, 20))]
+    return cfg
+
+
+WIPE_SEEDS = 200
+
+
+def test_the_checker_catches_adds_counted_from_a_wiped_bookie(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 35 item 3: with the write handle counting adds from any instance of a bookie
+    (as before the fix), an old writer gets acknowledgements above the end a recovery
+    closed at from a wiped bookie (a new, unfenced instance) and one that missed the
+    fence, on some steered seed; the real core passes the same scenario."""
+    if writer.__file__ is not None and not writer.__file__.endswith(".py"):
+        # Compiled: a patched method is never called (see the test above); run this test
+        # in a fresh process on the source as written.
+        case = f"{__file__}::test_the_checker_catches_adds_counted_from_a_wiped_bookie"
+        out = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", case],
+            env={**os.environ, "QUIRE_NATIVE": "0"},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert out.returncode == 0 and "1 passed" in out.stdout, out.stdout[-2000:]
+        return
+    monkeypatch.setattr(writer.WriteHandle, "_replaced_instance", lambda self, event: False)
+    for seed in range(WIPE_SEEDS):
+        try:
+            run_config(_wiped_after_fence_config(seed))
+        except Violation as exc:
+            assert f"--sim-seed={seed}" in str(exc)
+            assert "closed" in str(exc), str(exc)
+            monkeypatch.undo()
+            run_config(_wiped_after_fence_config(seed))  # the fixed core passes
+            return
+    pytest.fail(f"no seed of {WIPE_SEEDS} caught adds counted from a wiped bookie")
 
 
 def _holds_shifted(entry_id: int, bookie_index: int, ensemble_size: int, write_quorum: int) -> bool:
