@@ -15,7 +15,7 @@ from gateway.handles import HandleTable
 from gateway.runners.write import HandleRunner
 from gateway.senders import SenderLimits, SenderTable
 from services.bookie_client import AddResult
-from services.errors import LedgerClosed, LedgerFenced
+from services.errors import LedgerClosed, LedgerFenced, Unavailable
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.wire.framing import Record
 from tests.unit.gateway.fakes import FakeBookie, FakeBookies, FakeLedgerStore, make_context
@@ -307,6 +307,36 @@ def test_adds_waiting_for_room_are_admitted_in_turn() -> None:
         outcomes = [await a for a in [*first, *waiting]]
         assert [o.first_entry_id for o in outcomes] == list(range(12))
         assert not runner._admission and runner.handle.ensemble_changes == 0
+        await table.aclose()
+
+    run(body)
+
+
+def test_an_add_that_finds_no_room_in_time_is_503_naming_the_busy_bookie() -> None:
+    """At the edge, an add that waited admission_wait_ms for room in a full bookie queue
+    fails as unavailable (503, retriable) naming the busy bookie, not as a failed
+    bookie: the ledger stays open on its ensemble and the adds before it succeed."""
+
+    async def body() -> None:
+        bookies, store = FakeBookies(POOL), FakeLedgerStore()
+        ctx = make_context(bookies, store, admission_wait_ms=50)
+        limits = replace(
+            SenderLimits.from_settings(ctx.settings),
+            requests_in_flight_max=1, queued_entries_max=1, queued_bytes_max=1 << 20,
+        )  # fmt: skip
+        table = HandleTable(ctx, SenderTable(ctx.bookie, limits))
+        created = await store.create(LedgerMetadata.new(5, POOL[:3], 3, 3))
+        runner = table.open(created.metadata, created.version, b"")
+        bookies.bookies["b0:1"].gate = gate = asyncio.Event()
+        first = [asyncio.ensure_future(runner.add((b"f%d" % i,))) for i in range(2)]
+        await settle(lambda: runner.handle.pending_entries == 2)
+        with pytest.raises(Unavailable) as refused:
+            await runner.add((b"late",))
+        assert refused.value.http_status == 503 and refused.value.retriable
+        assert "b0:1" in refused.value.message and "busy, not failed" in refused.value.message
+        gate.set()
+        assert [(await a).first_entry_id for a in first] == [0, 1]
+        assert runner.handle.ensemble_changes == 0 and runner.live
         await table.aclose()
 
     run(body)
