@@ -9,9 +9,13 @@ missing bookies ``M`` and version). Then, on fresh metadata, for each repair of
 ``repairs(metadata, M)`` in fragment order:
 
 - the open last fragment of a ledger that is not CLOSED is postponed, unless its
-  bookie is up again (the writer uses it); once the mark is older than the grace
-  period the worker recovers the ledger (the simulator's ``Recoverer``: fence and
-  close) and plans again on the CLOSED ledger;
+  bookie is up again (the writer uses it); once that bookie has been missing for the
+  grace period, counted as the real worker counts it (``replicator.openledger``'s
+  ``MissingSince``: from when the worker saw it leave the registry, here
+  ``down_since``, or from the worker's start if it was gone before; never from the
+  mark's ``marked_at``, which an older mark for another fragment keeps), the worker
+  recovers the ledger (the simulator's ``Recoverer``: fence and close) and plans
+  again on the CLOSED ledger;
 - a bookie that is up is asked which entries it stores: holding its whole share it
   needs no repair (it came back before the repair);
 - otherwise a target is chosen (``choose_target``: writable, not in the fragment),
@@ -75,6 +79,9 @@ LOCK_ATTEMPTS_MAX = 3  # creates of one lock taking (one lost with the connectio
 # this session for this worker is its own); a release waits a dropped connection out.
 LOCK_READ_BACK = True
 RELEASE_WAITS_OUT_SUSPENDED = True
+# The fix of issue 35 item 7: an open ledger's grace runs from when its last fragment's
+# bookie was first seen missing, not from the mark's marked_at (kept through merges).
+GRACE_FROM_MISSING_SINCE = True
 
 
 @dataclass
@@ -100,6 +107,7 @@ class ReplicationWorker:
         self.stopped = False
         self._backoff: dict[int, int] = {}  # ledger id -> not before (ms)
         self._recoveries = 0
+        self._started_at = world.scheduler.now  # it saw nobody leave before this
 
     # ------------------------------------------------------------------ life cycle
 
@@ -131,6 +139,7 @@ class ReplicationWorker:
     def _restart(self) -> None:
         self.dead = False
         self.session = self.world.marks.new_session()
+        self._started_at = self.world.scheduler.now  # what it saw before is forgotten
         self._poll()
 
     def _alive(self, job: Job) -> bool:
@@ -311,7 +320,7 @@ class ReplicationWorker:
         world, mark = self.world, job.mark
         if mark is None:
             raise InvariantViolation("planning without a mark")
-        postponed = False
+        postponed: list[str] = []  # the open last fragment's missing bookies
         # As the real worker (replicator/repair.py): the mark's bookies, and any bookie a
         # fragment names that is gone (here: for the lost-bookie delay). The auditor may
         # have missed it (a stale read of metadata a swap had just changed: seed 56134)
@@ -325,7 +334,7 @@ class ReplicationWorker:
             if repair.is_open_last:
                 if repair.bookie not in world.down_since:
                     continue  # back: the writer writes to it (or replaces it itself)
-                postponed = True
+                postponed.append(repair.bookie)
                 continue
             if repair.bookie in world.down_since:
                 self._copy(job, md, repair)
@@ -333,7 +342,7 @@ class ReplicationWorker:
                 self._check_back(job, md, version, repair)
             return
         if postponed:
-            self._postponed(job, mark)
+            self._postponed(job, postponed)
             return
         if not job.synced:
             # Nothing left on metadata that may be stale (the ledger may have closed
@@ -348,12 +357,36 @@ class ReplicationWorker:
         else:
             self._next(job)  # a bookie was merged into the mark meanwhile
 
-    def _postponed(self, job: Job, mark: SimMark) -> None:
+    def missing_since(self, bookie: str) -> int:
+        """Since when this worker has seen ``bookie`` missing (it is down): from its
+        leaving the registry, or from this worker's start if that was before (the real
+        ``MissingSince`` starts empty and only ever makes a worker wait longer)."""
+        return max(self.world.down_since[bookie], self._started_at)
+
+    def _postponed(self, job: Job, bookies: list[str]) -> None:
+        """The open last fragment names ``bookies``, down: wait out the grace, counted
+        from the first of them seen missing, then recover the ledger."""
         world = self.world
-        grace_end = mark.marked_at + world.config.autorecovery.open_ledger_grace_ms
+        since = min(self.missing_since(b) for b in bookies) if GRACE_FROM_MISSING_SINCE else None
+        if since is None:  # the old rule (issue 35 item 7): the mark's first marked_at
+            mark = job.mark
+            if mark is None:
+                raise InvariantViolation("postponing without a mark")
+            since = mark.marked_at
+        grace_end = since + world.config.autorecovery.open_ledger_grace_ms
         if world.scheduler.now < grace_end or job.recovered:
             self._finish(job, "postponed (open ledger)", grace_end)
             return
+        # The grace's promise, checked from the registry itself rather than from this
+        # worker's view of it: a writer is fenced only once a bookie of its open
+        # fragment has been missing for the whole grace (issue 35 item 7).
+        now, grace_ms = world.scheduler.now, world.config.autorecovery.open_ledger_grace_ms
+        if max(now - world.down_since[b] for b in bookies) < grace_ms:
+            job.ledger.checker.fail(
+                f"{self.name} recovers the open ledger before its grace of {grace_ms} ms: "
+                f"its last fragment's {sorted(bookies)} missing only since "
+                f"{min(world.down_since[b] for b in bookies)} ms"
+            )
         job.recovered = True
         self._recoveries += 1
         world.stats["open ledger recovered by a worker"] += 1
