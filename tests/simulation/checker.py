@@ -376,10 +376,15 @@ class Checker:
         share = settled_shares(before).get(repair.bookie, set())
         share = {e for e in share if before.fragment_for(e).first_entry_id == repair.first}
         # It may be lost, or wiped, since the copy (a disk lost after the copy: the auditor
-        # finds the replicas missing and has them copied again).
-        lacking = self._lacking(new, share, lost_empty=False)
-        if set(lacking) - self.wiped.get(new, set()):
-            self.fail(f"re-replication: {who} swapped in {new} without the share of {repair}")
+        # finds the replicas missing and has them copied again). One lost for good is judged
+        # by what it held when it was lost: without journal sync its loss takes the copies
+        # it had acknowledged but not yet synced, as a loss just after the swap would.
+        lacking = set(self._lacking(new, share, lost_empty=False)) - self.wiped.get(new, set())
+        if new in world.lost:
+            lacking = {e for e in lacking if (new, e) not in self._stored}
+        if lacking:
+            gone = " (lost since)" if new in world.lost else ""
+            self.fail(f"re-replication: {who} swapped in {new}{gone} without the share of {repair}")
         old, delay = repair.bookie, world.config.autorecovery.lost_bookie_delay_ms
         st = world.bookies[old].ledgers.get(self.sim.ledger_id)
         whole = old not in world.lost and st is not None and share <= set(st.entries)
