@@ -580,3 +580,18 @@ def test_a_callback_client_is_sent_to_at_once_and_answers_after_close_reach_no_o
         assert len(calls.calls) == 1
 
     asyncio.run(main())
+
+
+def test_the_answering_instance_reaches_the_handles_event() -> None:
+    """Issue 35 item 3: the instance a bookie answered an add under (AddResult.instance_id)
+    goes with each handle's part of the answer into BookieAddsDone, so the handle can
+    compare it with the instance its fragment recorded; a failed request names none."""
+    records = [rec(1, 0), rec(2, 0), rec(2, 1)]
+    answer = AddResult(2, [(2, 1, "ledger_fenced")], "b1#2")
+    assert answer_for(records[:1], answer).event("b1") == BookieAddsDone(
+        "b1", (0,), instance_id="b1#2"
+    )
+    event = answer_for(records[1:], answer).event("b1")
+    assert (event.stored, event.rejected, event.instance_id) == ((0,), (1,), "b1#2")
+    failed = answer_for(records, BookieUnavailable("down")).event("b1")
+    assert failed.instance_id is None and failed.rejected == (0, 0, 1)
