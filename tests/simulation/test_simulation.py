@@ -24,10 +24,9 @@ seeds    failures  what failed                                                 w
 60,000   0         seeds 0-59,999 after that fix                               529 s
 20,000   1         with a bookie wiped and back as a new instance (issue 35    444 s
                    item 3; 2,085 of the seeds wipe one) and the repair lock's
-                   faults: 11682, which wipes nothing and fails the same
-                   at 30061cd, before the wipe fault (a worker's swap puts
-                   in the bookie lost for good, lacking part of the share;
-                   not investigated with this change)
+                   faults: 11682, which wipes nothing and failed the same
+                   before the wipe fault (fixed in b632160)
+20,000   0         seeds 0-19,999 after that fix                               338 s
 =======  ========  ==========================================================  ======
 """
 
