@@ -24,7 +24,9 @@ stays as it is. That is the only repair possible when every bookie of the cluste
 in the fragment, and it costs nothing when the bookie came back whole. A bookie that
 refuses the copy (an entry stored with other bytes: corrupt) is replaced as above.
 In an OPEN ledger's last fragment such a bookie is left to the writer: fencing a
-healthy ledger would gain nothing.
+healthy ledger would gain nothing. Later rounds skip a bookie filled in place only while
+it is registered as the instance filled: one that left meanwhile is replaced (the
+auditor's mark already names it, so its marking changes nothing).
 
 When a round finds nothing to repair the mark is deleted at the version read at the
 round's start; if the mark changed meanwhile (the auditor added a bookie), the next round re-plans.
@@ -157,7 +159,8 @@ class LedgerRepair:
         self.progress = Progress()
         self._report = report
         self._reported_at = 0.0
-        self._filled: set[tuple[int, str]] = set()  # (fragment first id, bookie) in place
+        # (fragment first id, bookie) filled in place -> the instance it was filled as
+        self._filled: dict[tuple[int, str], str | None] = {}
 
     async def run(self) -> RepairResult:
         ctx, ledger_id = self.ctx, self.ledger_id
@@ -175,9 +178,7 @@ class LedgerRepair:
                 continue
             metadata = current.metadata
             missing = self._missing(mark, metadata)
-            planned = [
-                r for r in repairs(metadata, missing) if (r.first, r.bookie) not in self._filled
-            ]
+            planned = [r for r in repairs(metadata, missing) if not self._still_filled(r)]
             back = await self._back({r.bookie for r in planned if r.is_open_last})
             plan = [r for r in planned if not (r.is_open_last and r.bookie in back)]
             for bookie in back:
@@ -216,6 +217,18 @@ class LedgerRepair:
         registry = self.ctx.registry
         return bookie in registry.bookies and bookie not in registry.decommissioned
 
+    def _still_filled(self, repair: Repair) -> bool:
+        """Filled in place earlier in this run and still registered as that instance. One
+        gone since (or formatted) is repaired again: the auditor's mark already names it,
+        so its marking changes nothing, and a mark cleared with it named would leave the
+        fragment short until the periodic audit."""
+        key = (repair.first, repair.bookie)
+        return (
+            key in self._filled
+            and self._usable(repair.bookie)
+            and self.ctx.registry.instance_of(repair.bookie) == self._filled[key]
+        )
+
     def _leaving(self, bookie: str) -> bool:
         """Registered and being decommissioned: replaced everywhere, yet read from (last)
         while its share is copied, for it may hold the only copy (Qw=1)."""
@@ -252,7 +265,8 @@ class LedgerRepair:
         ctx = self.ctx
         fragment = next(f for f in metadata.fragments if f.first_entry_id == repair.first)
         recorded = fragment.instances[repair.bookie_index] if fragment.instances else None
-        if recorded is not None and recorded != ctx.registry.instance_of(repair.bookie):
+        instance = ctx.registry.instance_of(repair.bookie)
+        if recorded is not None and recorded != instance:
             return False  # formatted since: its share is gone, replace it
         try:
             stored = await self._client(repair.bookie).stored(
@@ -272,7 +286,7 @@ class LedgerRepair:
             outcome = await ctx.copier.copy(fill, repair.bookie, self._on_batch)
             if outcome.aborted or outcome.target_failed is not None:
                 return False
-        self._filled.add((repair.first, repair.bookie))
+        self._filled[(repair.first, repair.bookie)] = instance
         self.progress.fragments_done += 1
         await self._publish(force=True)
         log.info("ledger %d: fragment at %d: %s filled in place (%d entries copied)",

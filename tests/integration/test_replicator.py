@@ -196,3 +196,46 @@ def test_a_live_bookie_lacking_its_share_is_filled_in_place(
     assert after.fragments == before.fragments
     assert fragment_complete(after) == []
     assert set(procs) == set(before.fragments[0].bookies)
+
+
+def test_a_bookie_filled_in_place_and_then_lost_is_replaced(
+    cluster: Cluster, zk_client: KazooClient
+) -> None:
+    """A bookie the worker filled in place and that leaves the registry while the worker
+    still repairs another bookie of the ledger is repaired again (replaced), never left
+    named when the mark is cleared: the auditor's mark already names it, so its marking
+    changes nothing, and nothing else would mark the ledger before the periodic audit.
+    Five bookies, E=3 Qw=3: the first bookie lost its replica (filled in place), the
+    second is stopped (replaced); copies throttled so that the first is stopped, once
+    filled, while the second's share is still being copied."""
+    procs = {p.address: p for p in start_bookies(cluster, 5)}
+    gateway = start_gateway(cluster)
+    wait_writable(gateway, 5)
+    lid = gateway.create(ensemble_size=3, write_quorum=3, ack_quorum=2)["ledger_id"]
+    payloads = [payload_for(i, 2500) for i in range(60)]
+    gateway.add_batch(lid, payloads)
+    gateway.close(lid)
+    filled, dead = ledger_metadata(zk_client, lid).fragments[0].bookies[:2]
+    r = httpx.delete(f"http://{filled}/v1/ledgers/{lid}", timeout=10.0)
+    assert r.status_code == 204, r.text
+    procs[dead].stop()
+    replicator = start_replicator(
+        cluster, ["--marks-poll-interval", "1", "--rereplication-bytes-per-s-max", "25000"]
+    )
+    mark_ledger(zk_client, lid, [filled, dead])
+
+    def filled_in_place() -> bool:
+        jobs = replicator_status(replicator)["in_flight"]
+        return any(j["progress"]["fragments_done"] >= 1 for j in jobs)
+
+    wait_for(filled_in_place, REPAIR_DEADLINE_S, f"{filled} filled in place")
+    after_fill = ledger_metadata(zk_client, lid)
+    assert names(after_fill, dead), "the stopped bookie is still being replaced"
+    assert fragment_complete(after_fill, skip=[dead]) == [], "the first one was filled"
+    procs[filled].stop()
+    wait_for(lambda: not marked_ledgers(zk_client), REPAIR_DEADLINE_S, "the mark to clear")
+    after = ledger_metadata(zk_client, lid)
+    assert not names(after, dead)
+    assert not names(after, filled), f"the mark cleared while {filled}, stopped, is named"
+    assert fragment_complete(after) == []
+    assert [d for _, d in gateway.read_all(lid)] == payloads
