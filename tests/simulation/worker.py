@@ -17,7 +17,8 @@ missing bookies ``M`` and version). Then, on fresh metadata, for each repair of
   recovers the ledger (the simulator's ``Recoverer``: fence and close) and plans
   again on the CLOSED ledger;
 - a bookie that is up is asked which entries it stores: holding its whole share it
-  needs no repair (it came back before the repair);
+  needs no repair (it came back before the repair), lacking some they are copied to
+  it; later plans of the job skip it only while it stays up as that instance;
 - otherwise a target is chosen (``choose_target``: writable, not in the fragment),
   the missing bookie's share (``entries_on``) is read in bounded batches from the
   other replicas (digest checked, the next replica on a failure), written to the
@@ -91,7 +92,8 @@ class Job:
     ledger: LedgerSim
     epoch: int
     mark: SimMark | None = None
-    whole: set[tuple[int, str]] = field(default_factory=set)  # repairs found not needed
+    # (fragment first id, bookie) found whole or filled in place -> the bookie's instance
+    whole: dict[tuple[int, str], str] = field(default_factory=dict)
     recovered: bool = False
     synced: bool = False  # the metadata being planned on is known fresh
 
@@ -329,7 +331,7 @@ class ReplicationWorker:
         gone = {b for b in md.bookies() if auditor is not None and auditor.gone(b)}
         missing = mark.missing | gone
         for repair in repairs(md, missing):
-            if (repair.first, repair.bookie) in job.whole:
+            if self._still_whole(job, repair):
                 continue
             if repair.is_open_last:
                 if repair.bookie not in world.down_since:
@@ -356,6 +358,18 @@ class ReplicationWorker:
             self._finish(job, "repaired")
         else:
             self._next(job)  # a bookie was merged into the mark meanwhile
+
+    def _still_whole(self, job: Job, repair: Repair) -> bool:
+        """Found whole (or filled) earlier in this job, and still registered as the same
+        instance, as the real worker has it: one gone since is repaired again (seed 22938:
+        a bookie filled in place, then lost for good; the auditor's mark already named it,
+        so marking it again changed nothing, and the worker cleared the mark with it still
+        named)."""
+        instance = job.whole.get((repair.first, repair.bookie))
+        if instance is None:
+            return False
+        bookie = self.world.bookies[repair.bookie]
+        return repair.bookie not in self.world.down_since and bookie.instance_id == instance
 
     def missing_since(self, bookie: str) -> int:
         """Since when this worker has seen ``bookie`` missing (it is down): from its
@@ -408,6 +422,7 @@ class ReplicationWorker:
         """``repair.bookie`` is up: ask what it stores; holding its share it stays."""
         lid = job.ledger.ledger_id
         share = set(_share(md, repair))
+        instance = self.world.bookies[repair.bookie].instance_id  # the one asked
 
         def answer(result: Any) -> None:
             if not self._alive(job):
@@ -415,7 +430,7 @@ class ReplicationWorker:
             if not isinstance(result, list):
                 self._abort(job, "a named bookie did not answer")
             elif share <= set(result):
-                job.whole.add((repair.first, repair.bookie))
+                job.whole[(repair.first, repair.bookie)] = instance
                 self.world.stats["named bookie found whole"] += 1
                 self._plan(job, md, version)
             else:
@@ -425,7 +440,7 @@ class ReplicationWorker:
                 self.world.stats["missing replicas copied back in place"] += 1
 
                 def copied() -> None:
-                    job.whole.add((repair.first, repair.bookie))
+                    job.whole[(repair.first, repair.bookie)] = instance
                     self._plan(job, md, version)
 
                 self._copy_batch(job, md, repair, repair.bookie, lacking, 0, copied)
