@@ -17,6 +17,7 @@ LONG_RUN_SEEDS = {
     31983: "the auditor cleared a mark judged on OPEN metadata after the ledger closed",
     37291: "the same",
     66824: "the same",
+    81703: "a worker cleared the mark planning on metadata read before it checked a bookie",
 }
 
 

@@ -427,6 +427,10 @@ class ReplicationWorker:
         def answer(result: Any) -> None:
             if not self._alive(job):
                 return
+            # Time passed: ``md`` is no longer known fresh, and clearing needs a fresh
+            # read (seed 81703: the writer's ensemble change meanwhile settled the open
+            # fragment, naming this bookie, which lacks entries of it).
+            job.synced = False
             if not isinstance(result, list):
                 self._abort(job, "a named bookie did not answer")
             elif share <= set(result):
