@@ -37,8 +37,9 @@ def test_every_call_against_a_real_bookie(cluster):
 
     async def main():
         async with BookieClient(bookie.url, SECRET) as client:
+            instance = (await client.info())["instance_id"]  # every answer names it
             records = [sealed(11, i, bytes([i]) * (100 * i + 1)) for i in range(10)]
-            assert await client.add(records) == AddResult(10, [])
+            assert await client.add(records) == AddResult(10, [], instance)
             assert await client.read_entry(11, 4) == records[4]
             assert digest.record_ok(await client.read_entry(11, 9))
 
@@ -54,7 +55,7 @@ def test_every_call_against_a_real_bookie(cluster):
             fenced = await client.fence(11)
             assert fenced.fenced and fenced.last_entry_id == 9
             result = await client.add([sealed(11, 10, b"late"), sealed(11, 11, b"r", True)])
-            assert result == AddResult(1, [(11, 10, "ledger_fenced")])
+            assert result == AddResult(1, [(11, 10, "ledger_fenced")], instance)
 
             await client.add([sealed(12, 0, b"other")])
             ids, nxt = await client.list_ledgers()
@@ -92,7 +93,8 @@ def test_real_error_answers_map_to_their_classes(cluster):
             with pytest.raises(EntryNotFound):
                 await client.read_entry(1, 5)
             bad = sealed(1, 1, b"payload")._replace(digest=b"\0\0\0\0")
-            assert await client.add([bad]) == AddResult(0, [(1, 1, "invalid_argument")])
+            instance = (await client.info())["instance_id"]
+            assert await client.add([bad]) == AddResult(0, [(1, 1, "invalid_argument")], instance)
             with pytest.raises(InvalidArgument):
                 await client.read_range(1, 5, 4)  # from > to
 
@@ -193,16 +195,19 @@ def test_start_add_answers_as_add_does_and_survives_restarts_and_hangs(cluster):
 
     async def main():
         async with BookieClient(bookie.address, SECRET) as client:
+            instance = (await client.info())["instance_id"]  # a restart keeps it
             records = [sealed(21, i, bytes([i]) * 300) for i in range(5)]
-            assert await start_add(client, records) == AddResult(5, [])
+            assert await start_add(client, records) == AddResult(5, [], instance)
             assert [await client.read_entry(21, i) for i in range(5)] == records
             await client.fence(21)
             late = [sealed(21, 5, b"late"), sealed(21, 6, b"r", recovery=True)]
-            assert await start_add(client, late) == AddResult(1, [(21, 5, "ledger_fenced")])
+            assert await start_add(client, late) == AddResult(
+                1, [(21, 5, "ledger_fenced")], instance
+            )
             assert len(client._adds.channel._idle) == 1  # one keep-alive connection, reused
 
             await asyncio.to_thread(bookie.restart)
-            assert await start_add(client, [sealed(22, 0, b"after")]) == AddResult(1, [])
+            assert await start_add(client, [sealed(22, 0, b"after")]) == AddResult(1, [], instance)
 
             bookie.pause()
             try:
@@ -213,7 +218,7 @@ def test_start_add_answers_as_add_does_and_survives_restarts_and_hangs(cluster):
                 assert time.monotonic() - started < 1.5
             finally:
                 bookie.resume()
-            assert await start_add(client, [sealed(22, 1, b"hung")]) == AddResult(1, [])
+            assert await start_add(client, [sealed(22, 1, b"hung")]) == AddResult(1, [], instance)
 
         async with BookieClient(bookie.address, "not-the-secret-42") as intruder:
             error = await start_add(intruder, [sealed(23, 0, b"x")])
