@@ -27,6 +27,18 @@ seeds    failures  what failed                                                 w
                    faults: 11682, which wipes nothing and failed the same
                    before the wipe fault (fixed in b632160)
 20,000   0         seeds 0-19,999 after that fix                               338 s
+80,000   6         seeds 20,000-99,999 (four runs of 20,000, one at a time):   830 s
+                   29368 as 11682; 22938: a bookie filled in place and then
+                   lost while the worker repaired the others, the mark
+                   cleared with it named (the real worker too: 87bb9cc);
+                   31983, 37291, 66824: the simulated auditor cleared a mark
+                   judged on metadata that changed before the delete (the
+                   real one re-reads it); 81703: the simulated worker
+                   cleared on metadata read before it asked a bookie. 41380
+                   and 48638 failed with plan.py changing under the run and
+                   pass as drawn now
+80,000   0         seeds 20,000-99,999 after those fixes (20,000-39,999        766 s
+                   before e041d46, the last of them)
 =======  ========  ==========================================================  ======
 """
 
