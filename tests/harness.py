@@ -7,12 +7,13 @@ failed, and prints the tail of each log when it did.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import psutil
 from kazoo.protocol.serialization import (
@@ -25,6 +26,9 @@ from kazoo.protocol.serialization import (
 )
 
 from services.cluster.processes import ServiceProcess, ZooKeeperProcess, free_port, tail
+
+if TYPE_CHECKING:
+    from services.zk.store import MetadataStore
 
 EXPIRE_ATTEMPTS_MAX = 5
 _CLOSE_XID = 1
@@ -129,6 +133,19 @@ def expire_session(
             assert xid == _CLOSE_XID and err == 0, f"closing session {session_id:#x}: {err}"
             return
     raise AssertionError(f"session {session_id:#x} survived {EXPIRE_ATTEMPTS_MAX} closes")
+
+
+async def renew_session(store: MetadataStore, connect_string: str, timeout_s: float = 30.0) -> None:
+    """End ``store``'s session on the server (``expire_session``) and poll, up to
+    ``timeout_s``, until the store is connected again under a new session."""
+    old = store.session_id
+    assert old is not None
+    session_id, password = store.client.client_id
+    await asyncio.to_thread(expire_session, connect_string, session_id, password)
+    deadline = time.monotonic() + timeout_s
+    while not (store.connected and store.session_id not in (None, old)):
+        assert time.monotonic() < deadline, "no new session"
+        await asyncio.sleep(0.05)
 
 
 def _zk_frame(answers: BinaryIO) -> bytes | None:

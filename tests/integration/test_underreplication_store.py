@@ -4,7 +4,6 @@ the version read, marks walked in id order, ephemeral locks, election order."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 
 from services.errors import MetadataUnavailable
@@ -16,7 +15,7 @@ from services.zk.underreplication import (
     LockInfo,
     UnderReplicationStore,
 )
-from tests.harness import expire_session
+from tests.harness import renew_session
 
 
 def _run(zookeeper, zk_root, body: Callable[[UnderReplicationStore], Awaitable[None]]) -> None:  # type: ignore[no-untyped-def]
@@ -148,18 +147,6 @@ def test_decommission_states(zookeeper, zk_root) -> None:  # type: ignore[no-unt
     _run(zookeeper, zk_root, body)
 
 
-async def _new_session(store: MetadataStore, connect_string: str) -> None:
-    """End ``store``'s session on the server and wait until it has a new one."""
-    old = store.session_id
-    assert old is not None
-    sid, password = store.client.client_id
-    await asyncio.to_thread(expire_session, connect_string, sid, password)
-    deadline = time.monotonic() + 30
-    while not (store.connected and store.session_id not in (None, old)):
-        assert time.monotonic() < deadline, "no new session"
-        await asyncio.sleep(0.05)
-
-
 def test_a_lock_whose_create_answered_connection_loss_is_ours(zookeeper, zk_root) -> None:  # type: ignore[no-untyped-def]
     """A try_lock whose create landed but answered ConnectionLoss holds the lock (its owner
     is this session): it neither fails nor leaks a lock that every later try_lock, this
@@ -210,7 +197,7 @@ def test_a_release_never_deletes_a_lock_taken_since_the_session_ended(zookeeper,
             await a.ensure_paths()
             holder = await a.try_lock(7, "auditor", 1)
             assert holder is not None
-            await _new_session(one, zookeeper.connect_string)
+            await renew_session(one, zookeeper.connect_string)
             taken = await b.try_lock(7, "w2", 2)
             assert taken is not None
             assert await a.unlock(7, holder) is True  # gone with its session: nothing to do
