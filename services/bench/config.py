@@ -10,7 +10,6 @@ WRITABLE_WAIT_S = 30.0
 START_DELAY_S = 1.0  # the load processes import and connect before the clock starts
 LOAD_SLACK_S = 90.0  # a load process that outlives its window by this much is killed
 FSYNC_PROBE_S = 2.0
-PORT_BLOCK_TRIES = 200
 CLIENTS_MAX = 10_000
 LEDGERS_MAX = 100_000
 HANDOVER_BUSY_CLIENTS_MAX = 8  # threads that keep the first writer busy during a hand-over

@@ -37,7 +37,6 @@ line, one JSON object (``adds_per_s`` counts entries, also in batches).
 from __future__ import annotations
 
 import json
-import random
 import shutil
 import signal
 import subprocess
@@ -54,7 +53,6 @@ from services.bench.config import (
     FSYNC_PROBE_S,
     LEDGER_CREATE_THREADS,
     LOAD_SLACK_S,
-    PORT_BLOCK_TRIES,
     START_DELAY_S,
     WRITABLE_WAIT_S,
     BenchConfig,
@@ -77,18 +75,6 @@ if TYPE_CHECKING:  # imported when a local cluster starts: most runs use a remot
     from services.cluster.processes import ServiceProcess
 
 
-def free_port_block(count: int, host: str = "127.0.0.1") -> int:
-    """A port P such that P..P+count-1 are free now (below the ephemeral range)."""
-    from services.cluster.config import port_free
-
-    rng = random.Random()
-    for _ in range(PORT_BLOCK_TRIES):
-        base = rng.randrange(20000, 32000 - count)
-        if all(port_free(host, base + i) for i in range(count)):
-            return base
-    raise BenchError(f"no block of {count} free ports on {host}")
-
-
 def start_local_cluster(config: BenchConfig, data_dir: Path) -> LocalCluster:
     """ZooKeeper, ``config.bookies`` bookies and a gateway under ``data_dir`` (fsync on).
 
@@ -97,7 +83,7 @@ def start_local_cluster(config: BenchConfig, data_dir: Path) -> LocalCluster:
     from services.cli.ui import Ui
     from services.cluster.config import ClusterError, UpConfig
     from services.cluster.local import LocalCluster
-    from services.cluster.processes import free_port
+    from services.cluster.processes import free_port, free_port_block
 
     cluster = LocalCluster(
         UpConfig(

@@ -8,11 +8,14 @@ not start.
 
 from __future__ import annotations
 
+import fcntl
 import os
+import random
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -31,10 +34,83 @@ class ProcessError(RuntimeError):
     """A local process could not be started or did not become ready."""
 
 
+# Processes that start many servers side by side (the test suite's parallel workers)
+# each set this to a range of their own, "LOW-HIGH", below the kernel's ephemeral range:
+# free_port and free_port_block then hand out its ports in turn, through a cursor file
+# shared by the process and its children, instead of asking the kernel for any free one
+# (which two processes can both be given before either binds it).
+PORT_RANGE_ENV = "QUIRE_PORT_RANGE"
+BLOCK_LOW, BLOCK_HIGH = 20000, 32000  # blocks outside a range: below the ephemeral ports
+BLOCK_TRIES = 200
+
+
 def free_port(host: str = "127.0.0.1") -> int:
+    """A port nobody listens on: the next free one of ``$QUIRE_PORT_RANGE`` when it is
+    set, otherwise one the kernel picks."""
+    if os.environ.get(PORT_RANGE_ENV):
+        return free_port_block(1, host)
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
+
+
+def free_port_block(count: int, host: str = "127.0.0.1") -> int:
+    """A port P such that P..P+count-1 are free now: the next such block of
+    ``$QUIRE_PORT_RANGE`` when it is set, otherwise a random one below the ephemeral
+    range."""
+    span = os.environ.get(PORT_RANGE_ENV)
+    if span:
+        return _next_block_in(_port_range(span), count, host)
+    rng = random.Random()
+    for _ in range(BLOCK_TRIES):
+        base = rng.randrange(BLOCK_LOW, BLOCK_HIGH - count)
+        if all(_bindable(host, base + i) for i in range(count)):
+            return base
+    raise ProcessError(f"no block of {count} free ports on {host}")
+
+
+def _port_range(span: str) -> tuple[int, int]:
+    try:
+        low, high = (int(part) for part in span.split("-", 1))
+    except ValueError:
+        raise ProcessError(
+            f"{PORT_RANGE_ENV}={span!r}: expected LOW-HIGH, e.g. 10000-11999"
+        ) from None
+    if not 0 < low <= high < 65536:
+        raise ProcessError(f"{PORT_RANGE_ENV}={span!r}: not a range of ports")
+    return low, high
+
+
+def _next_block_in(span: tuple[int, int], count: int, host: str) -> int:
+    low, high = span
+    size = high - low + 1
+    if not 0 < count <= size:
+        raise ProcessError(f"{PORT_RANGE_ENV}={low}-{high}: no block of {count} ports in it")
+    cursor = Path(tempfile.gettempdir()) / f"quire-ports-{low}-{high}"
+    with open(cursor, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # released when the file closes
+        f.seek(0)
+        text = f.read().strip()
+        base = int(text) if text.isdigit() and low <= int(text) <= high else low
+        for _ in range(size):
+            if base + count - 1 > high:
+                base = low
+            if all(_bindable(host, base + i) for i in range(count)):
+                f.seek(0)
+                f.truncate()
+                f.write(str(base + count))
+                return base
+            base += 1
+    raise ProcessError(f"{PORT_RANGE_ENV}={low}-{high}: no block of {count} free ports")
+
+
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def port_is_open(host: str, port: int, timeout_s: float = 0.5) -> bool:

@@ -16,8 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from services.bench.run import free_port_block
-from services.cluster.processes import ZooKeeperProcess
+from services.cluster.processes import ZooKeeperProcess, free_port_block
 from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import Gateway, start_bookies, start_gateway, wait_writable
 

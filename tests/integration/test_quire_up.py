@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import signal
 import subprocess
@@ -26,7 +25,7 @@ from typer.testing import CliRunner
 
 from services.cluster import processes
 from services.cluster.config import port_free
-from services.cluster.processes import ZooKeeperProcess, free_port
+from services.cluster.processes import ZooKeeperProcess, free_port, free_port_block
 from tests.harness import wait_for
 
 START_DEADLINE_S = 150.0
@@ -37,16 +36,6 @@ LINE = re.compile(r"^(?P<name>\S+)\s+(?P<where>\S+)\s+pid (?P<pid>\d+)\s+log (?P
 def _quire() -> list[str]:
     script = Path(sys.executable).parent / "quire"
     return [str(script)] if script.exists() else [sys.executable, "-m", "services.cli"]
-
-
-def free_port_block(count: int) -> int:
-    """A port P such that P..P+count-1 are all free (below the kernel's ephemeral range)."""
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(20000, 32000 - count)
-        if all(port_free("127.0.0.1", base + i) for i in range(count)):
-            return base
-    raise AssertionError(f"no block of {count} free ports")
 
 
 class QuireUp:
