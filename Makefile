@@ -13,9 +13,11 @@ GEN_STAMP := $(GEN_VENV)/.installed
 TS_DIR := openapi/clients/typescript
 TS_STAMP := $(TS_DIR)/node_modules/.installed
 PYTEST_ARGS ?=
+TEST_WORKERS ?= 4
+FAST_WORKERS ?= 2
 SEEDS ?= 100000
 
-.PHONY: native run test lint format bench compare-peers sim sim-logs fuzz fuzz-decoders openapi setup java zookeeper browser node clients spark-cluster clean
+.PHONY: native run test test-fast lint format bench compare-peers sim sim-logs fuzz fuzz-decoders openapi setup java zookeeper browser node clients spark-cluster clean
 
 # ZooKeeper and Spark (pyspark, a pinned dependency) both run on Java: a JRE 17+.
 # The admin page's browser tests need Debian's chromium (Playwright's download cannot work).
@@ -71,8 +73,14 @@ browser:
 run: setup
 	$(VENV)/bin/quire up
 
+# The whole suite, spread over TEST_WORKERS pytest-xdist workers (tests/README.md: what
+# runs where, and the measurements behind the count).
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+
+# The inner loop after a change: unit and simulation tests only, no process started.
+test-fast: setup
+	$(PY) -m pytest -n $(FAST_WORKERS) tests/unit tests/simulation $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

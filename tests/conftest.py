@@ -8,13 +8,25 @@ import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 from kazoo.client import KazooClient
 
-from services.cluster.processes import ZooKeeperProcess, free_port
+from services.cluster.processes import PORT_RANGE_ENV, ZooKeeperProcess, free_port
+from tests import scheduling
 from tests.harness import Cluster, ZooKeeperEnsemble, fresh_chroot
+from tests.shared import StandardCluster, standard_cluster
+
+# Each process of a run (the only one, or each pytest-xdist worker gwN) hands out ports
+# from a range of its own below the ephemeral ports (free_port), so parallel workers never
+# pick the same port; QUIRE_PORT_RANGE set by hand wins.
+PORT_RANGE_LOW, PORT_RANGE_SIZE = 10000, 1500
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+_slot = int(_worker[2:]) + 1 if _worker.startswith("gw") else 0
+_low = PORT_RANGE_LOW + _slot * PORT_RANGE_SIZE
+os.environ.setdefault(PORT_RANGE_ENV, f"{_low}-{_low + PORT_RANGE_SIZE - 1}")
 
 # Hypothesis profiles, chosen with HYPOTHESIS_PROFILE. "ci" (the default) is deterministic
 # and bounded: the same examples on every run and machine (derandomize, no example
@@ -60,6 +72,22 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     process ends with status 1."""
     sys.stdout.flush()
     faulthandler.dump_traceback_later(EXIT_GRACE_S, exit=True, file=STDERR_FD)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On a pytest-xdist worker: the longest scopes first (tests/scheduling.py)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        scheduling.check_spread(items)
+        scheduling.longest_first(items)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Workers take whole scopes (a module, or a group of modules: tests/scheduling.py),
+    unless another --dist was asked for."""
+    if config.getoption("dist") in ("load", "loadscope"):
+        return scheduling.ScopeScheduling(config, log)
+    return None
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)
@@ -131,6 +159,23 @@ def cluster(
         c.stop_all()
         if _failed(request):
             print(c.log_tails())
+
+
+@pytest.fixture(scope="session")
+def shared_cluster(
+    zookeeper: ZooKeeperProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[StandardCluster]:
+    """The standard cluster of this test process (tests/shared.py), started on first use."""
+    with standard_cluster(zookeeper.connect_string, tmp_path_factory.mktemp("shared")) as s:
+        yield s
+
+
+@pytest.fixture
+def shared(shared_cluster: StandardCluster) -> StandardCluster:
+    """The standard cluster, checked alive before the test: for tests that break nothing
+    and name what they make with ``tests.shared.unique_name``."""
+    shared_cluster.check_alive()
+    return shared_cluster
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,14 @@ from kazoo.protocol.serialization import (
     reply_header_struct,
 )
 
-from services.cluster.processes import ServiceProcess, ZooKeeperProcess, free_port, tail
+from services.cluster.processes import (
+    STOP_GRACE_S,
+    ServiceProcess,
+    ZooKeeperProcess,
+    free_port,
+    stop_processes,
+    tail,
+)
 
 if TYPE_CHECKING:
     from services.zk.store import MetadataStore
@@ -52,6 +59,13 @@ def wait_for(
     raise AssertionError(
         f"timed out after {deadline_s}s waiting for {what} (last error: {last_exc!r})"
     )
+
+
+def wait_healthy(procs: Iterable[ServiceProcess], deadline_s: float = 30.0) -> None:
+    """Wait for processes started together (``wait=False``) until each answers /health."""
+    end = time.monotonic() + deadline_s
+    for proc in procs:
+        proc.wait_healthy(max(0.1, end - time.monotonic()))
 
 
 class ZooKeeperEnsemble:
@@ -220,9 +234,17 @@ class Cluster:
             name=f"bookie-{port}",
         )
 
+    def start_bookies(
+        self, count: int, extra_args: list[str] | None = None
+    ) -> list[ServiceProcess]:
+        """``count`` bookies started together, then waited for together."""
+        bookies = [self.start_bookie(extra_args=extra_args, wait=False) for _ in range(count)]
+        wait_healthy(bookies)
+        return bookies
+
     def stop_all(self) -> None:
-        for proc in reversed(self.processes):
-            proc.stop()
+        """Every process at once (SIGTERM, SIGKILL after the grace), not one by one."""
+        stop_processes(list(reversed(self.processes)), STOP_GRACE_S)
 
     def log_tails(self) -> str:
         return "\n".join(

@@ -170,7 +170,7 @@ def assert_error(r: httpx.Response, status: int, code: str) -> None:
 
 
 def start_bookies(cluster: Cluster, count: int, extra_args: list[str] | None = None):  # type: ignore[no-untyped-def]
-    return [cluster.start_bookie(extra_args=extra_args) for _ in range(count)]
+    return cluster.start_bookies(count, extra_args)
 
 
 def start_gateway(

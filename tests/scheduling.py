@@ -1,0 +1,81 @@
+"""How `make test` spreads the suite over pytest-xdist workers (tests/README.md).
+
+A worker runs one *scope* at a time, every test of it in order, so a module's
+module-scoped cluster is started once. A scope is, by default, a test module; the
+modules that start their own JVMs (Spark, ZooKeepers of their own) share a scope per
+kind, so no two of them compete for the cores at once; in the modules listed in
+``SPREAD`` every test is a scope of its own (they start nothing shared), so their long
+tests run side by side. Scopes are handed out longest first (``FIRST``), so the run
+does not end waiting on one long scope started last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from xdist.scheduler import LoadScopeScheduling
+
+# Path prefix -> the scope every test under it belongs to.
+GROUPS: dict[str, str] = {
+    "tests/spark/": "spark",
+}
+
+# Modules whose tests are each a scope of their own: no fixture of theirs is wider than
+# a test (checked at collection: ``check_spread``).
+SPREAD: frozenset[str] = frozenset()
+
+# Scopes started first, in this order (the longest, as measured: tests/README.md); the
+# rest follow in collection order.
+FIRST: Sequence[str] = ("spark",)
+
+WIDE_SCOPES = frozenset({"module", "package", "class"})
+
+
+def scope_of(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    for prefix, group in GROUPS.items():
+        if path.startswith(prefix):
+            return group
+    if path in SPREAD:
+        return nodeid
+    return path
+
+
+def check_spread(items: Sequence[pytest.Item]) -> None:
+    """A test of a ``SPREAD`` module must not use a module-wide fixture: spread over
+    workers, every worker would build it again."""
+    for item in items:
+        if scope_of(item.nodeid) != item.nodeid:
+            continue
+        info = getattr(item, "_fixtureinfo", None)
+        for name, defs in info.name2fixturedefs.items() if info else ():
+            if defs and defs[-1].scope in WIDE_SCOPES:
+                raise pytest.UsageError(
+                    f"{item.nodeid} is spread over workers (tests/scheduling.py SPREAD) "
+                    f"but uses the {defs[-1].scope}-scoped fixture {name!r}"
+                )
+
+
+def longest_first(items: list[pytest.Item]) -> None:
+    """Reorder ``items`` in place: the scopes of ``FIRST`` first, each scope's tests
+    together and in their order, the rest as collected. Every worker computes the same
+    order (the controller checks the workers collected alike)."""
+    rank = {scope: i for i, scope in enumerate(FIRST)}
+    first_seen: dict[str, int] = {}
+    for index, item in enumerate(items):
+        first_seen.setdefault(scope_of(item.nodeid), index)
+
+    def key(pair: tuple[int, pytest.Item]) -> tuple[int, int, int]:
+        index, item = pair
+        scope = scope_of(item.nodeid)
+        return (rank.get(scope, len(rank)), first_seen[scope], index)
+
+    items[:] = [item for _, item in sorted(enumerate(items), key=key)]
+
+
+class ScopeScheduling(LoadScopeScheduling):
+    """xdist's load-by-scope scheduler, with ``scope_of`` as the scope."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return scope_of(nodeid)
