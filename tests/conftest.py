@@ -6,6 +6,7 @@ import faulthandler
 import os
 import signal
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,19 +15,26 @@ import pytest
 from hypothesis import HealthCheck, settings
 from kazoo.client import KazooClient
 
-from services.cluster.processes import PORT_RANGE_ENV, ZooKeeperProcess, free_port
+from services.cluster.processes import (
+    PORT_CURSOR_DIR_ENV,
+    PORT_RANGE_ENV,
+    ZooKeeperProcess,
+    free_port,
+)
 from tests import scheduling
 from tests.harness import Cluster, ZooKeeperEnsemble, fresh_chroot
 from tests.shared import StandardCluster, standard_cluster
 
 # Each process of a run (the only one, or each pytest-xdist worker gwN) hands out ports
 # from a range of its own below the ephemeral ports (free_port), so parallel workers never
-# pick the same port; QUIRE_PORT_RANGE set by hand wins.
+# pick the same port; the processes a test starts inherit the range and its cursor file
+# (in the temp dir of the run, whatever TMPDIR a test gives them).
 PORT_RANGE_LOW, PORT_RANGE_SIZE = 10000, 1500
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "")
 _slot = int(_worker[2:]) + 1 if _worker.startswith("gw") else 0
 _low = PORT_RANGE_LOW + _slot * PORT_RANGE_SIZE
-os.environ.setdefault(PORT_RANGE_ENV, f"{_low}-{_low + PORT_RANGE_SIZE - 1}")
+os.environ[PORT_RANGE_ENV] = f"{_low}-{_low + PORT_RANGE_SIZE - 1}"
+os.environ[PORT_CURSOR_DIR_ENV] = tempfile.gettempdir()
 
 # Hypothesis profiles, chosen with HYPOTHESIS_PROFILE. "ci" (the default) is deterministic
 # and bounded: the same examples on every run and machine (derandomize, no example

@@ -40,6 +40,9 @@ class ProcessError(RuntimeError):
 # shared by the process and its children, instead of asking the kernel for any free one
 # (which two processes can both be given before either binds it).
 PORT_RANGE_ENV = "QUIRE_PORT_RANGE"
+# Where the cursor file lives (default: the temp dir), so that children started with
+# another TMPDIR still share their parent's cursor.
+PORT_CURSOR_DIR_ENV = "QUIRE_PORT_CURSOR_DIR"
 BLOCK_LOW, BLOCK_HIGH = 20000, 32000  # blocks outside a range: below the ephemeral ports
 BLOCK_TRIES = 200
 
@@ -86,7 +89,8 @@ def _next_block_in(span: tuple[int, int], count: int, host: str) -> int:
     size = high - low + 1
     if not 0 < count <= size:
         raise ProcessError(f"{PORT_RANGE_ENV}={low}-{high}: no block of {count} ports in it")
-    cursor = Path(tempfile.gettempdir()) / f"quire-ports-{low}-{high}"
+    cursor_dir = os.environ.get(PORT_CURSOR_DIR_ENV) or tempfile.gettempdir()
+    cursor = Path(cursor_dir) / f"quire-ports-{low}-{high}"
     with open(cursor, "a+") as f:
         fcntl.flock(f, fcntl.LOCK_EX)  # released when the file closes
         f.seek(0)
