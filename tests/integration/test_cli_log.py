@@ -1,4 +1,4 @@
-"""`quire log ...` against a real cluster (3 bookies and two gateways), run as the
+"""`quire log ...` against a real cluster (the standard cluster's two gateways), run as the
 installed `quire` console script in a subprocess, the way people run it."""
 
 from __future__ import annotations
@@ -8,20 +8,13 @@ import json
 import signal
 import subprocess
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO
 
 import pytest
 
-from tests.harness import Cluster, wait_for
-from tests.integration.gateway_support import (
-    Gateway,
-    module_cluster,
-    start_bookies,
-    start_gateway,
-    wait_writable,
-)
+from tests.harness import wait_for
+from tests.integration.gateway_support import Gateway
 from tests.integration.test_cli_ledger import (
     CONFLICT,
     NOT_FOUND,
@@ -31,26 +24,20 @@ from tests.integration.test_cli_ledger import (
     ok,
     quire,
 )
+from tests.shared import StandardCluster, unique_name
 
 
 @dataclass
 class Env:
-    cluster: Cluster
     first: Gateway
     second: Gateway
 
 
 @pytest.fixture(scope="module")
-def env(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:  # type: ignore[no-untyped-def]
-    with module_cluster(zookeeper, tmp_path_factory.mktemp("cli-log")) as cluster:
-        start_bookies(cluster, 3)
-        first = start_gateway(cluster)
-        second = start_gateway(cluster)
-        wait_writable(first, 3)
-        wait_writable(second, 3)
-        yield Env(cluster, first, second)
-        first.close_client()
-        second.close_client()
+def env(shared_cluster: StandardCluster) -> Env:
+    """The standard cluster's two plain gateways (tests/shared.py); every log name comes
+    from ``unique_name``."""
+    return Env(shared_cluster.writer, shared_cluster.reader)
 
 
 def log(env: Env, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
@@ -66,52 +53,53 @@ def test_round_trip(env: Env) -> None:
     appends once and prints the same position) → read (text, positions, --json,
     --from, --limit) → tail → roll → truncate → show → list → delete, each through the
     console script, every record back byte-exact and in order."""
-    created = doc(log(env, "create", "cli-round", "-e", "3", "-w", "2", "-a", "2"))
-    assert created == {"name": "cli-round", "ledgers": [], "writer": None}
-    assert doc(log(env, "create", "cli-round"))["name"] == "cli-round"  # exists: same log
-    taken = doc(log(env, "writer", "cli-round"))
+    name = unique_name("cli-round")
+    created = doc(log(env, "create", name, "-e", "3", "-w", "2", "-a", "2"))
+    assert created == {"name": name, "ledgers": [], "writer": None}
+    assert doc(log(env, "create", name))["name"] == name  # exists: same log
+    taken = doc(log(env, "writer", name))
     assert taken["epoch"] >= 1 and isinstance(taken["ledger_id"], int)
     lid = taken["ledger_id"]
 
-    one = doc(log(env, "append", "cli-round", "r0"))
+    one = doc(log(env, "append", name, "r0"))
     assert one["records"] == 1 and one["position"] == f"{lid}:0"
-    two = doc(log(env, "append", "cli-round", "r1", "r2"))
+    two = doc(log(env, "append", name, "r1", "r2"))
     assert (two["first_position"], two["last_position"]) == (f"{lid}:1", f"{lid}:2")
     lines = b"".join(f"s{i}\n".encode() for i in range(5))
-    piped = doc(log(env, "append", "cli-round", "--batch", "2", stdin=lines))
+    piped = doc(log(env, "append", name, "--batch", "2", stdin=lines))
     assert piped["records"] == 5 and piped["bytes"] == 10
     assert (piped["first_position"], piped["last_position"]) == (f"{lid}:3", f"{lid}:7")
-    keyed = doc(log(env, "append", "cli-round", "--key", "k-1", "once"))
-    again = doc(log(env, "append", "cli-round", "--key", "k-1", "once"))
+    keyed = doc(log(env, "append", name, "--key", "k-1", "once"))
+    again = doc(log(env, "append", name, "--key", "k-1", "once"))
     assert keyed["position"] == again["position"] == f"{lid}:8"
 
     expected = ["r0", "r1", "r2", *(f"s{i}" for i in range(5)), "once"]
-    read = log(env, "read", "cli-round")
+    read = log(env, "read", name)
     assert ok(read).splitlines() == expected
     assert f"next {lid}:9 (caught up)" in read.stderr.decode()
-    with_positions = ok(log(env, "read", "cli-round", "-p", "--from", f"{lid}:7"))
+    with_positions = ok(log(env, "read", name, "-p", "--from", f"{lid}:7"))
     assert with_positions == f"{lid}:7\ts4\n{lid}:8\tonce\n"
-    page = doc(log(env, "read", "cli-round", "--json", "--limit", "2"))
+    page = doc(log(env, "read", name, "--json", "--limit", "2"))
     assert [base64.b64decode(r["data"]) for r in page["records"]] == [b"r0", b"r1"]
     assert [r["position"] for r in page["records"]] == [f"{lid}:0", f"{lid}:1"]
     assert page["next"] == f"{lid}:2"
-    assert ok(log(env, "tail", "cli-round")).splitlines() == expected
+    assert ok(log(env, "tail", name)).splitlines() == expected
 
-    rolled = doc(log(env, "roll", "cli-round"))["ledger_id"]
+    rolled = doc(log(env, "roll", name))["ledger_id"]
     assert rolled != lid
-    assert doc(log(env, "append", "cli-round", "after-roll"))["position"] == f"{rolled}:0"
-    assert ok(log(env, "read", "cli-round")).splitlines() == [*expected, "after-roll"]
-    shown = doc(log(env, "show", "cli-round"))
+    assert doc(log(env, "append", name, "after-roll"))["position"] == f"{rolled}:0"
+    assert ok(log(env, "read", name)).splitlines() == [*expected, "after-roll"]
+    shown = doc(log(env, "show", name))
     assert shown["ledgers"][-2:] == [lid, rolled] and shown["writer"]["epoch"] == taken["epoch"]
-    truncated = doc(log(env, "truncate", "cli-round", "--before", f"{rolled}:0"))
+    truncated = doc(log(env, "truncate", name, "--before", f"{rolled}:0"))
     assert truncated["ledgers"] == [rolled]
-    assert ok(log(env, "read", "cli-round")) == "after-roll\n"
+    assert ok(log(env, "read", name)) == "after-roll\n"
 
-    assert "cli-round" in ok(log(env, "list")).splitlines()
+    assert name in ok(log(env, "list")).splitlines()
     listed = doc(log(env, "list", "--json", "--limit", "1", "--all"))
-    assert "cli-round" in listed["logs"] and listed["next"] is None
-    assert ok(log(env, "delete", "--yes", "cli-round")) == "deleted log cli-round\n"
-    error(log(env, "show", "cli-round"), NOT_FOUND, "log_not_found")
+    assert name in listed["logs"] and listed["next"] is None
+    assert ok(log(env, "delete", "--yes", name)) == f"deleted log {name}\n"
+    error(log(env, "show", name), NOT_FOUND, "log_not_found")
 
 
 def _collect(stream: IO[bytes], lines: list[str]) -> None:
@@ -122,10 +110,11 @@ def _collect(stream: IO[bytes], lines: list[str]) -> None:
 def test_tail_follow_picks_up_new_records_and_stops_cleanly_on_sigint(env: Env) -> None:
     """`tail --follow` prints what is there, then a record appended after it started
     (long-polling on `next`), and exits 0 on SIGINT."""
-    ok(log(env, "create", "cli-follow"))
-    ok(log(env, "writer", "cli-follow"))
-    ok(log(env, "append", "cli-follow", "before"))
-    argv = [str(QUIRE), "--gateway", env.first.url, "log", "tail", "cli-follow", "-f",
+    name = unique_name("cli-follow")
+    ok(log(env, "create", name))
+    ok(log(env, "writer", name))
+    ok(log(env, "append", name, "before"))
+    argv = [str(QUIRE), "--gateway", env.first.url, "log", "tail", name, "-f",
             "--wait-ms", "2000"]  # fmt: skip
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     lines: list[str] = []
@@ -133,7 +122,7 @@ def test_tail_follow_picks_up_new_records_and_stops_cleanly_on_sigint(env: Env) 
     reader.start()
     try:
         wait_for(lambda: lines == ["before"], 30.0, "tail to print the existing record")
-        ok(log(env, "append", "cli-follow", "after"))
+        ok(log(env, "append", name, "after"))
         wait_for(lambda: lines == ["before", "after"], 30.0, "tail to print the new record")
         assert proc.poll() is None  # still following
         proc.send_signal(signal.SIGINT)
@@ -144,31 +133,32 @@ def test_tail_follow_picks_up_new_records_and_stops_cleanly_on_sigint(env: Env) 
             proc.wait()
     reader.join(10.0)
     assert lines == ["before", "after"]
-    ok(log(env, "delete", "-y", "cli-follow"))
+    ok(log(env, "delete", "-y", name))
 
 
 def test_errors(env: Env) -> None:
     """A gateway that lost the writer role shows not_writer (exit 7, one line); a key
     reused with another body is idempotency_key_reused; an unknown log is
     log_not_found (6); bad names and positions are refused before any call (2)."""
-    ok(log(env, "create", "cli-errors"))
-    ok(log(env, "writer", "cli-errors"))
-    ok(log(env, "append", "cli-errors", "--key", "same", "body-1"))
-    error(log(env, "append", "cli-errors", "--key", "same", "other"), CONFLICT,
+    name = unique_name("cli-errors")
+    ok(log(env, "create", name))
+    ok(log(env, "writer", name))
+    ok(log(env, "append", name, "--key", "same", "body-1"))
+    error(log(env, "append", name, "--key", "same", "other"), CONFLICT,
           "idempotency_key_reused")  # fmt: skip
-    ok(quire("log", "writer", "cli-errors", gateway=env.second.url))
-    appended = doc(quire("log", "append", "cli-errors", "new", gateway=env.second.url))
+    ok(quire("log", "writer", name, gateway=env.second.url))
+    appended = doc(quire("log", "append", name, "new", gateway=env.second.url))
     assert appended["records"] == 1
     # Both gateways read the old writer's one record, then the new writer's.
-    assert ok(log(env, "read", "cli-errors")) == "body-1\nnew\n"
-    error(log(env, "append", "cli-errors", "late"), CONFLICT, "not_writer")
-    assert ok(quire("log", "read", "cli-errors", gateway=env.second.url)) == "body-1\nnew\n"
+    assert ok(log(env, "read", name)) == "body-1\nnew\n"
+    error(log(env, "append", name, "late"), CONFLICT, "not_writer")
+    assert ok(quire("log", "read", name, gateway=env.second.url)) == "body-1\nnew\n"
 
-    error(log(env, "read", "no-such-log"), NOT_FOUND, "log_not_found")
-    bad_position = log(env, "read", "cli-errors", "--from", "3:x")
+    error(log(env, "read", unique_name("no-such-log")), NOT_FOUND, "log_not_found")
+    bad_position = log(env, "read", name, "--from", "3:x")
     assert bad_position.returncode == USAGE and b"LID:EID" in bad_position.stderr
-    bad_before = log(env, "truncate", "cli-errors", "--before", "-1:0")
+    bad_before = log(env, "truncate", name, "--before", "-1:0")
     assert bad_before.returncode == USAGE and b"LID:EID" in bad_before.stderr
     bad_name = log(env, "show", "bad/name")
     assert bad_name.returncode == USAGE and b"A-Za-z0-9._-" in bad_name.stderr
-    ok(log(env, "delete", "-y", "cli-errors"))
+    ok(log(env, "delete", "-y", name))
