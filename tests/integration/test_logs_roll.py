@@ -11,14 +11,7 @@ from functools import partial
 
 import pytest
 
-from services.cluster.processes import ZooKeeperProcess
 from tests.harness import Cluster, wait_for
-from tests.integration.gateway_support import (
-    Gateway,
-    module_cluster,
-    start_bookies,
-    wait_writable,
-)
 from tests.integration.log_support import (
     ACKED,
     Appenders,
@@ -31,6 +24,7 @@ from tests.integration.log_support import (
     metric,
     records_of,
 )
+from tests.shared import StandardCluster, unique_name
 
 ROLL_ENTRIES = 30
 ROLL_BYTES = 20_000
@@ -39,30 +33,26 @@ ROLL_AGE_S = 2.0
 
 @pytest.fixture(scope="module")
 def roll_cluster(
-    zookeeper: ZooKeeperProcess, tmp_path_factory: pytest.TempPathFactory
+    shared_cluster: StandardCluster,
 ) -> Iterator[tuple[Cluster, dict[str, LogClient]]]:
-    """Three bookies, two gateways with the default roll settings (A, B) and one with
-    small ones (S), shared by this module's tests."""
-    with module_cluster(zookeeper, tmp_path_factory.mktemp("logs-roll")) as c:
-        start_bookies(c, 3)
-        a = c.start("gateway", [])
-        b = c.start("gateway", [])
-        small = [
-            "--log-roll-entries", str(ROLL_ENTRIES),
-            "--log-roll-bytes", str(ROLL_BYTES),
-            "--log-roll-age-s", str(ROLL_AGE_S),
-        ]  # fmt: skip
-        s = c.start("gateway", small)
-        for proc in (a, b, s):
-            probe = Gateway(proc)
-            wait_writable(probe, 3)  # a log's ledgers take all three bookies
-            probe.close_client()
-        clients = {"a": LogClient(a.url), "b": LogClient(b.url), "s": LogClient(s.url)}
-        try:
-            yield c, clients
-        finally:
-            for client in clients.values():
-                client.close()
+    """The standard cluster's two plain gateways (A, B) and one with small roll settings
+    (S) (tests/shared.py); every log name comes from ``unique_name``."""
+    small = [
+        "--log-roll-entries", str(ROLL_ENTRIES),
+        "--log-roll-bytes", str(ROLL_BYTES),
+        "--log-roll-age-s", str(ROLL_AGE_S),
+    ]  # fmt: skip
+    gateways = {
+        "a": shared_cluster.writer,
+        "b": shared_cluster.reader,
+        "s": shared_cluster.gateway(small),
+    }
+    clients = {key: LogClient(g.url) for key, g in gateways.items()}
+    try:
+        yield shared_cluster.cluster, clients
+    finally:
+        for client in clients.values():
+            client.close()
 
 
 @pytest.fixture
@@ -148,7 +138,7 @@ def test_rolls_and_truncate_under_concurrent_and_tailing_readers(gws: dict[str, 
     left in a truncated ledger gets 400 invalid_argument and restarts from the log's
     start); whole-log readers never see a record twice."""
     a, b = gws["a"], gws["b"]
-    name = "roll-truncate"
+    name = unique_name("roll-truncate")
     a.create(name)
     a.take_writer(name)
     tailers = [Tailer(a.url, name).start(), Tailer(b.url, name).start()]
@@ -255,7 +245,7 @@ def test_auto_roll_by_size_entries_and_age(gws: dict[str, LogClient]) -> None:
     rolls under their reason."""
     s = gws["s"]
     # By entry count: many small records (far below the size limit).
-    name = "auto-entries"
+    name = unique_name("auto-entries")
     s.create(name)
     s.take_writer(name)
     payloads = _append_until(s, name, "entries", [f"e-{i}".encode() for i in range(200)])
@@ -264,7 +254,7 @@ def test_auto_roll_by_size_entries_and_age(gws: dict[str, LogClient]) -> None:
     assert _rolls(s, name, "size") == 0
 
     # By size: a few big records (far below the entry count limit).
-    name = "auto-size"
+    name = unique_name("auto-size")
     s.create(name)
     s.take_writer(name)
     payloads = _append_until(s, name, "size", [bytes([i]) * 4_000 for i in range(40)])
@@ -273,7 +263,7 @@ def test_auto_roll_by_size_entries_and_age(gws: dict[str, LogClient]) -> None:
     assert _rolls(s, name, "entries") == 0
 
     # By age: a couple of records, then the ledger grows old.
-    name = "auto-age"
+    name = unique_name("auto-age")
     s.create(name)
     first = s.take_writer(name)["ledger_id"]
     payloads = [b"age-0", b"age-1"]
@@ -295,7 +285,7 @@ def test_a_closed_ledger_holding_one_record_is_read(gws: dict[str, LogClient]) -
     record to readers on any gateway once it is CLOSED (a regression: entry id 0 was
     taken for "no entries")."""
     a, b = gws["a"], gws["b"]
-    name = "one-record-ledger"
+    name = unique_name("one-record-ledger")
     a.create(name)
     first = a.take_writer(name)["ledger_id"]
     position = a.append(name, [b"only"])
