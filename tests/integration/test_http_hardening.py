@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -17,14 +16,8 @@ import pytest
 
 from services.cluster.processes import ServiceProcess
 from tests.harness import wait_for
-from tests.integration.gateway_support import (
-    Gateway,
-    assert_error,
-    module_cluster,
-    start_bookies,
-    start_gateway,
-    wait_writable,
-)
+from tests.integration.gateway_support import Gateway, assert_error
+from tests.shared import StandardCluster
 
 SLOW_HEAD = b"GET /health HTTP/1.1\r\nHost: slow\r\n"  # and never the blank line
 FLOOD_SOCKETS = 4500  # more than uvicorn's old concurrency limit (4,096)
@@ -43,27 +36,23 @@ class Env:
 
 
 @pytest.fixture(scope="module")
-def env(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:  # type: ignore[no-untyped-def]
-    with module_cluster(zookeeper, tmp_path_factory.mktemp("http-hardening")) as cluster:
-        bookies = start_bookies(cluster, 3)
-        flood = start_gateway(cluster, ["--connections-per-client-max", str(FLOOD_CAP)])
-        strict = start_gateway(
-            cluster,
-            [
-                "--connections-per-client-max",
-                str(STRICT_CAP),
-                "--header-read-timeout-ms",
-                str(STRICT_TIMEOUT_MS),
-                "--body-read-timeout-ms",
-                str(STRICT_TIMEOUT_MS),
-            ],
-        )
-        wait_writable(flood, 3)
-        ledger_id = flood.create()["ledger_id"]
-        flood.add(ledger_id, b"first")
-        yield Env(flood, strict, bookies[0], ledger_id)
-        flood.close_client()
-        strict.close_client()
+def env(shared_cluster: StandardCluster) -> Env:
+    """Two gateways of the standard cluster (tests/shared.py) started for this module's
+    flags (no other test asks for them), and one of its bookies."""
+    flood = shared_cluster.gateway(["--connections-per-client-max", str(FLOOD_CAP)])
+    strict = shared_cluster.gateway(
+        [
+            "--connections-per-client-max",
+            str(STRICT_CAP),
+            "--header-read-timeout-ms",
+            str(STRICT_TIMEOUT_MS),
+            "--body-read-timeout-ms",
+            str(STRICT_TIMEOUT_MS),
+        ]
+    )
+    ledger_id = flood.create()["ledger_id"]
+    flood.add(ledger_id, b"first")
+    return Env(flood, strict, shared_cluster.bookies[0], ledger_id)
 
 
 # ------------------------------------------------------------------ raw HTTP
