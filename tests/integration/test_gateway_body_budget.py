@@ -27,6 +27,7 @@ from tests.integration.gateway_support import (
     start_gateway,
     wait_writable,
 )
+from tests.shared import StandardCluster
 
 BUDGET = 1024 * 1024
 BYTES = "quire_gateway_request_body_bytes"
@@ -40,19 +41,14 @@ class Gateways:
 
 
 @pytest.fixture(scope="module")
-def gateways(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateways]:  # type: ignore[no-untyped-def]
-    with module_cluster(zookeeper, tmp_path_factory.mktemp("body-budget")) as cluster:
-        start_bookies(cluster, 3)
-        budget = ["--requests-bytes-in-flight-max", str(BUDGET)]
-        fast = start_gateway(cluster, budget)
-        routed = start_gateway(cluster, [*budget, "--no-fast-path"])
-        try:
-            wait_writable(fast, 3)
-            wait_writable(routed, 3)
-            yield Gateways(fast, routed)
-        finally:
-            fast.close_client()
-            routed.close_client()
+def gateways(shared_cluster: StandardCluster) -> Gateways:
+    """Two gateways of the standard cluster (tests/shared.py) with a 1 MiB body budget:
+    started for these flags, which no other test asks for, so the budget gauges move
+    only with this module's requests."""
+    budget = ["--requests-bytes-in-flight-max", str(BUDGET)]
+    return Gateways(
+        shared_cluster.gateway(budget), shared_cluster.gateway([*budget, "--no-fast-path"])
+    )
 
 
 def _gauges(gateway: Gateway) -> tuple[float, float]:
