@@ -1,30 +1,24 @@
 """The README's JavaScript streaming example (section "Streaming appends"), run as written
-against a real cluster (ZooKeeper, three bookies, a gateway with an API token): in a real
-headless Chromium, the example's own target ("browsers: the token here"), and with Node's
-standard ``WebSocket``. Only the gateway's address, the ledger id and the token are
-swapped in. Each run must end with the example's "closed 1000" (its ``end`` message
-answered by a normal close), no error thrown, and the ledger holding the example's 1,000
-records in order, each once."""
+against a real cluster (the standard cluster of tests/shared.py, a gateway of it with
+an API token): in a real headless Chromium, the example's own target ("browsers: the
+token here"), and with Node's standard ``WebSocket``. Only the gateway's address, the
+ledger id and the token are swapped in. Each run must end with the example's "closed
+1000" (its ``end`` message answered by a normal close), no error thrown, and the ledger
+holding the example's 1,000 records in order, each once."""
 
 from __future__ import annotations
 
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.browser.conftest import Page
-from tests.integration.gateway_support import (
-    Gateway,
-    module_cluster,
-    start_bookies,
-    start_gateway,
-    wait_writable,
-)
+from tests.integration.gateway_support import Gateway
+from tests.shared import StandardCluster
 
 API_TOKEN = "api-token-readme-js-5e81"
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -33,16 +27,9 @@ RUN_TIMEOUT_S = 60.0
 
 
 @pytest.fixture(scope="module")
-def gateway(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:  # type: ignore[no-untyped-def]
-    base = tmp_path_factory.mktemp("readme-js")
-    with module_cluster(zookeeper, base) as cluster:
-        start_bookies(cluster, 3)
-        gw = start_gateway(cluster, ["--api-token", API_TOKEN], token=API_TOKEN)
-        wait_writable(gw, 3)
-        try:
-            yield gw
-        finally:
-            gw.close_client()
+def gateway(shared_cluster: StandardCluster) -> Gateway:
+    """A gateway of the standard cluster (tests/shared.py) with an API token."""
+    return shared_cluster.gateway(["--api-token", API_TOKEN], token=API_TOKEN)
 
 
 def example(gateway: Gateway, ledger_id: int) -> str:
