@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ from tests.integration.gateway_support import (
 )
 from tests.integration.log_support import LogClient
 from tests.integration.stream_support import Stream
+from tests.shared import StandardCluster, unique_name
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "stream-test-token"
@@ -55,25 +55,13 @@ class Gateways:
 
 
 @pytest.fixture(scope="module")
-def gateways(
-    zookeeper: ZooKeeperProcess, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Gateways]:
-    with module_cluster(zookeeper, tmp_path_factory.mktemp("stream")) as cluster:
-        start_bookies(cluster, 3)
-        a = start_gateway(cluster)
-        b = start_gateway(cluster)
-        guarded = start_gateway(
-            cluster,
-            ["--api-token", TOKEN, "--stream-credits", str(SMALL_CREDITS)],
-            token=TOKEN,
-        )
-        try:
-            for gateway in (a, b, guarded):
-                wait_writable(gateway, 3)
-            yield Gateways(cluster, a, b, guarded)
-        finally:
-            for gateway in (a, b, guarded):
-                gateway.close_client()
+def gateways(shared_cluster: StandardCluster) -> Gateways:
+    """The standard cluster's two plain gateways and one with an API token and few
+    credits (tests/shared.py); every log name comes from ``unique_name``."""
+    guarded = shared_cluster.gateway(
+        ["--api-token", TOKEN, "--stream-credits", str(SMALL_CREDITS)], token=TOKEN
+    )
+    return Gateways(shared_cluster.cluster, shared_cluster.writer, shared_cluster.reader, guarded)
 
 
 def records(count: int, start: int = 0) -> list[bytes]:
@@ -101,17 +89,18 @@ def test_ledger_stream_acknowledges_every_record_once_in_order(gateways: Gateway
 def test_log_stream_acknowledges_positions_in_log_order(gateways: Gateways) -> None:
     """A log stream's acknowledgements carry ascending positions; reading the log gives
     exactly the acknowledged records at those positions, in order."""
+    name = unique_name("stream-order")
     client = LogClient(gateways.a.url)
     try:
-        client.create("stream-order")
-        client.take_writer("stream-order")
+        client.create(name)
+        client.take_writer(name)
         sent = records(300)
-        stream = Stream.open(gateways.a.url, "/v1/logs/stream-order/stream")
+        stream = Stream.open(gateways.a.url, f"/v1/logs/{name}/stream")
         assert stream.send_all(sent), stream.error
         assert stream.end() == 1000
         acked = [(a["position"]["ledger_id"], a["position"]["entry_id"]) for a in stream.acks]
         assert acked == sorted(acked) and len(set(acked)) == len(sent)
-        assert client.read_all("stream-order") == list(zip(acked, sent, strict=True))
+        assert client.read_all(name) == list(zip(acked, sent, strict=True))
     finally:
         client.close()
 
@@ -156,12 +145,13 @@ def test_log_writer_taken_mid_stream_reports_not_writer_and_loses_nothing(
 ) -> None:
     """Another gateway takes the log's writer role mid-stream: the stream answers
     not_writer (4409); every acknowledged record is in the log at its position."""
+    name = unique_name("stream-handover")
     a, b = LogClient(gateways.a.url), LogClient(gateways.b.url)
     try:
-        a.create("stream-handover")
-        a.take_writer("stream-handover")
+        a.create(name)
+        a.take_writer(name)
         sent = records(2000)
-        stream = Stream.open(gateways.a.url, "/v1/logs/stream-handover/stream")
+        stream = Stream.open(gateways.a.url, f"/v1/logs/{name}/stream")
         taken = False
         for payload in sent:
             while stream.in_flight >= 32 and stream.error is None:
@@ -169,14 +159,14 @@ def test_log_writer_taken_mid_stream_reports_not_writer_and_loses_nothing(
             if stream.error is not None:
                 break
             if not taken and len(stream.acks) >= 100:
-                b.take_writer("stream-handover")
+                b.take_writer(name)
                 taken = True
             if not stream.send(payload):
                 break
         assert taken
         assert stream.wait_closed() == 4409
         assert stream.error is not None and stream.error["error"] == "not_writer", stream.error
-        in_log = dict(b.read_all("stream-handover"))
+        in_log = dict(b.read_all(name))
         for ack in stream.acks:
             position = (ack["position"]["ledger_id"], ack["position"]["entry_id"])
             assert in_log.get(position) == sent[ack["seq"]], ack
@@ -198,12 +188,13 @@ def test_log_ledger_fenced_mid_stream_keeps_the_records_in_the_order_sent(
     rolls and appends the cut-off groups again, and the stream goes on. Every record is
     acknowledged once, the acknowledgements' positions ascend in send order, and the
     log reads back exactly the records sent, in the order sent, at those positions."""
+    name = unique_name("stream-fenced")
     client = LogClient(gateways.a.url)
     try:
-        client.create("stream-fenced")
-        client.take_writer("stream-fenced")
+        client.create(name)
+        client.take_writer(name)
         sent = records(FENCES * FENCE_EVERY_ACKS + 2000)
-        stream = Stream.open(gateways.a.url, "/v1/logs/stream-fenced/stream")
+        stream = Stream.open(gateways.a.url, f"/v1/logs/{name}/stream")
         fenced: list[int] = []
         for payload in sent:
             while stream.in_flight >= FENCED_STREAM_IN_FLIGHT and stream.error is None:
@@ -211,7 +202,7 @@ def test_log_ledger_fenced_mid_stream_keeps_the_records_in_the_order_sent(
             assert stream.error is None, stream.error
             due = (len(fenced) + 1) * FENCE_EVERY_ACKS
             if len(fenced) < FENCES and len(stream.acks) >= due:
-                ledger_id = client.show("stream-fenced")["ledgers"][-1]
+                ledger_id = client.show(name)["ledgers"][-1]
                 # Only once the stream acknowledges in the newest ledger (so every group
                 # cut off by the last fence landed again): a group fenced on three
                 # ledgers in a row fails for good (not_writer), by design.
@@ -230,8 +221,8 @@ def test_log_ledger_fenced_mid_stream_keeps_the_records_in_the_order_sent(
             (i, acked[i - 1], acked[i]) for i in range(1, len(acked)) if acked[i] <= acked[i - 1]
         ]
         assert not descents, f"{len(descents)} acknowledgements descend, first: {descents[:3]}"
-        assert client.read_all("stream-fenced") == list(zip(acked, sent, strict=True))
-        assert len(client.show("stream-fenced")["ledgers"]) > FENCES
+        assert client.read_all(name) == list(zip(acked, sent, strict=True))
+        assert len(client.show(name)["ledgers"]) > FENCES
     finally:
         client.close()
 
@@ -556,14 +547,15 @@ def test_bad_targets_are_refused_with_their_codes(gateways: Gateways) -> None:
     """A bad ledger id is 4400, an unknown ledger 4404, a ledger another gateway writes
     4409 not_writer, a log this gateway does not write 4409, an unknown log 4404; a
     plain GET of a stream path (no upgrade) is 400."""
+    elsewhere = unique_name("written-elsewhere")
     cases = [
         ("/v1/ledgers/abc/stream", 4400, "invalid_argument"),
         ("/v1/ledgers/999999999/stream", 4404, "ledger_not_found"),
         (f"/v1/ledgers/{gateways.b.create()['ledger_id']}/stream", 4409, "not_writer"),
-        ("/v1/logs/no-such-log/stream", 4404, "log_not_found"),
+        (f"/v1/logs/{unique_name('no-such-log')}/stream", 4404, "log_not_found"),
     ]
-    LogClient(gateways.b.url).create("written-elsewhere")
-    cases.append(("/v1/logs/written-elsewhere/stream", 4409, "not_writer"))
+    LogClient(gateways.b.url).create(elsewhere)
+    cases.append((f"/v1/logs/{elsewhere}/stream", 4409, "not_writer"))
     for path, close_code, code in cases:
         stream = Stream.open(gateways.a.url, path, expect_credits=False)
         assert stream.wait_closed() == close_code, path
@@ -576,19 +568,20 @@ def test_log_stream_idempotency_key_answers_the_first_position(gateways: Gateway
     """A record sent with a key, then again with the same key on a new connection (a
     retry after a reconnect), is answered the same position and is in the log once;
     the same key with other bytes is idempotency_key_reused (4409)."""
+    name = unique_name("stream-keys")
     client = LogClient(gateways.a.url)
     try:
-        client.create("stream-keys")
-        client.take_writer("stream-keys")
-        first = Stream.open(gateways.a.url, "/v1/logs/stream-keys/stream")
+        client.create(name)
+        client.take_writer(name)
+        first = Stream.open(gateways.a.url, f"/v1/logs/{name}/stream")
         assert first.send_all([b"r0", b"r1", b"r2"], keys=["k0", None, "k2"])
         first.close()
-        again = Stream.open(gateways.a.url, "/v1/logs/stream-keys/stream")
+        again = Stream.open(gateways.a.url, f"/v1/logs/{name}/stream")
         assert again.send_all([b"r2", b"r3"], keys=["k2", "k3"])
         assert again.acks[0]["position"] == first.acks[2]["position"]
         assert again.end() == 1000
-        assert [data for _, data in client.read_all("stream-keys")] == [b"r0", b"r1", b"r2", b"r3"]
-        reused = Stream.open(gateways.a.url, "/v1/logs/stream-keys/stream")
+        assert [data for _, data in client.read_all(name)] == [b"r0", b"r1", b"r2", b"r3"]
+        reused = Stream.open(gateways.a.url, f"/v1/logs/{name}/stream")
         reused.send(b"other bytes", key="k0")
         assert reused.wait_closed() == 4409
         assert reused.error is not None and reused.error["error"] == "idempotency_key_reused"
@@ -637,18 +630,19 @@ def quire(gateway: str, *args: str, stdin: bytes = b"") -> dict[str, Any]:
 def test_cli_log_append_stream_appends_once_with_keys(gateways: Gateways) -> None:
     """`quire log append --stream --key K` sends stdin's lines over one stream; the
     same command run again appends nothing more and prints the same positions."""
+    name = unique_name("stream-cli")
     client = LogClient(gateways.a.url)
     try:
-        client.create("stream-cli")
-        client.take_writer("stream-cli")
+        client.create(name)
+        client.take_writer(name)
         lines = b"".join(b"line-%d\n" % i for i in range(50))
-        args = ("log", "append", "stream-cli", "--stream", "--key", "cli-run", "-q")
+        args = ("log", "append", name, "--stream", "--key", "cli-run", "-q")
         first = quire(gateways.a.url, *args, stdin=lines)
         assert first["records"] == 50 and first["bytes"] == len(lines) - 50
         again = quire(gateways.a.url, *args, stdin=lines)
         assert again["first_position"] == first["first_position"]
         assert again["last_position"] == first["last_position"]
-        data = [d for _, d in client.read_all("stream-cli")]
+        data = [d for _, d in client.read_all(name)]
         assert data == [b"line-%d" % i for i in range(50)]
     finally:
         client.close()
