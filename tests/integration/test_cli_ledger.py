@@ -1,5 +1,6 @@
 """`quire ledger ...` against a real cluster (3 bookies and a gateway), run as the
-installed `quire` console script in a subprocess, the way people run it."""
+installed `quire` console script in a subprocess, the way people run it (usage errors and
+--help run in-process through typer's CliRunner)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from pathlib import Path
 
 import psutil
 import pytest
+from typer.testing import CliRunner, Result
 
+from services.cli.app import app
 from services.cluster.processes import ZooKeeperProcess, free_port_block
 from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import Gateway, start_bookies, start_gateway, wait_writable
@@ -43,6 +46,15 @@ def quire(
         env={**base, **(env or {})},
         timeout=TIMEOUT_S,
     )
+
+
+def invoke(*args: str, gateway: str | None = None) -> Result:
+    """Run the command in this process through typer's CliRunner, for usage errors and
+    --help, where the process boundary shows nothing more (click 8.2+: stdout and stderr
+    kept apart); no QUIRE_* variable of the test run leaks in."""
+    unset: dict[str, str | None] = {k: None for k in os.environ if k.startswith("QUIRE_")}
+    argv = [*(["--gateway", gateway] if gateway else []), *args]
+    return CliRunner().invoke(app, argv, prog_name="quire", env=unset)
 
 
 def ok(proc: subprocess.CompletedProcess) -> str:
@@ -221,8 +233,8 @@ def test_errors(gateway: Gateway) -> None:
     error(quire("ledger", "create", "-e", "2", "-w", "3", gateway=url), INVALID, "invalid_argument")
 
     lid = int(ok(quire("ledger", "create", "-q", gateway=url)))
-    backwards = quire("ledger", "read", str(lid), "--from", "5", "--to", "1", gateway=url)
-    assert backwards.returncode == USAGE and b"--from" in backwards.stderr
+    backwards = invoke("ledger", "read", str(lid), "--from", "5", "--to", "1", gateway=url)
+    assert backwards.exit_code == USAGE and "--from" in backwards.stderr
     assert ok(quire("ledger", "read", str(lid), gateway=url)) == ""  # empty, open
 
     dead = "http://127.0.0.1:9"  # discard port: nothing listens
@@ -231,10 +243,12 @@ def test_errors(gateway: Gateway) -> None:
     env_url = quire("ledger", "show", "1", env={"QUIRE_GATEWAY": dead})
     assert env_url.returncode == UNREACHABLE and dead.encode() in env_url.stderr
 
-    bad_meta = quire("ledger", "create", "--meta", "novalue", gateway=url)
-    assert bad_meta.returncode == USAGE and b"KEY=VALUE" in bad_meta.stderr
+    bad_meta = invoke("ledger", "create", "--meta", "novalue", gateway=url)
+    assert bad_meta.exit_code == USAGE and "KEY=VALUE" in bad_meta.stderr
     for command in ("create", "append", "read", "close", "recover", "show", "list", "delete"):
-        assert b"Usage" in ok(quire("ledger", command, "--help")).encode()
+        helped = invoke("ledger", command, "--help")
+        assert helped.exit_code == 0, (helped.exit_code, helped.stderr)
+        assert "Usage" in helped.stdout
 
 
 def test_token(cluster: Cluster) -> None:
