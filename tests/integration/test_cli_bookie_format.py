@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 
 from kazoo.client import KazooClient
+from typer.testing import CliRunner, Result
 
+from services.cli.app import app
 from services.cluster.processes import ServiceProcess
 from tests.harness import Cluster
 
@@ -28,8 +30,11 @@ def _env() -> dict[str, str]:
 
 
 def format_cmd(cluster: Cluster, bookie_id: str, data_dir: Path, *extra: str) -> list[str]:
+    return [*_quire(), *format_args(cluster, bookie_id, data_dir, *extra)]
+
+
+def format_args(cluster: Cluster, bookie_id: str, data_dir: Path, *extra: str) -> list[str]:
     return [
-        *_quire(),
         "bookie", "format",
         "--data-dir", str(data_dir),
         "--bookie-id", bookie_id,
@@ -44,6 +49,13 @@ def run_format(argv: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, env=_env()
     )
+
+
+def invoke_format(args: list[str]) -> Result:
+    """Run in this process through typer's CliRunner (stdin is not a terminal; click 8.2+:
+    stdout and stderr kept apart), where the process boundary shows nothing more."""
+    unset: dict[str, str | None] = {k: None for k in os.environ if k.startswith("QUIRE_")}
+    return CliRunner().invoke(app, args, prog_name="quire", env=unset)
 
 
 def run_format_on_a_terminal(argv: list[str], answer: str) -> subprocess.CompletedProcess[str]:
@@ -137,8 +149,8 @@ def test_format_refuses_a_running_bookie(
     """A running (registered) bookie is never formatted, even with --force."""
     data_dir = tmp_path / "bookie"
     proc = cluster.start_bookie(data_dir=data_dir)
-    result = run_format(format_cmd(cluster, proc.address, data_dir, "--force"))
-    assert result.returncode == 1, result
+    result = invoke_format(format_args(cluster, proc.address, data_dir, "--force"))
+    assert result.exit_code == 1, (result.exit_code, result.stdout, result.stderr)
     assert "registered" in result.stderr or "running" in result.stderr
     assert (data_dir / "cookie.json").exists()
     assert zk_client.exists(f"/cookies/{proc.address}")
@@ -146,6 +158,6 @@ def test_format_refuses_a_running_bookie(
 
 def test_format_checks_its_arguments(cluster: Cluster, tmp_path: Path) -> None:
     """A bookie id that is not HOST:PORT is a usage error (exit 2), before any prompt."""
-    result = run_format(format_cmd(cluster, "no-port", tmp_path / "bookie", "--force"))
-    assert result.returncode == 2, result
+    result = invoke_format(format_args(cluster, "no-port", tmp_path / "bookie", "--force"))
+    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
     assert "HOST:PORT" in result.stderr
