@@ -15,14 +15,9 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from tests.harness import Cluster, wait_for
-from tests.integration.gateway_support import (
-    Gateway,
-    module_cluster,
-    start_bookies,
-    start_gateway,
-    wait_writable,
-)
+from tests.integration.gateway_support import Gateway
 from tests.integration.log_support import LogClient, Pos
+from tests.shared import StandardCluster, unique_name
 
 TOKEN = "spark-read-token"
 PASSWORD = "s3cret"
@@ -37,16 +32,13 @@ class Env:
 
 
 @pytest.fixture(scope="module")
-def env(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:  # type: ignore[no-untyped-def]
-    with module_cluster(zookeeper, tmp_path_factory.mktemp("spark-read")) as cluster:
-        start_bookies(cluster, 3)
-        gw = start_gateway(cluster, ["--api-token", TOKEN], token=TOKEN)
-        wait_writable(gw, 3)
-        logs = LogClient(gw.url)
-        logs.http.headers["Authorization"] = f"Bearer {TOKEN}"
-        yield Env(cluster, gw, logs)
-        logs.close()
-        gw.close_client()
+def env(shared_cluster: StandardCluster) -> Iterator[Env]:
+    """The standard cluster's gateway with an API token (tests/shared.py)."""
+    gw = shared_cluster.gateway(["--api-token", TOKEN], TOKEN)
+    logs = LogClient(gw.url)
+    logs.http.headers["Authorization"] = f"Bearer {TOKEN}"
+    yield Env(shared_cluster.cluster, gw, logs)
+    logs.close()
 
 
 def quire(spark: SparkSession, env: Env, **options: Any) -> DataFrame:
@@ -98,29 +90,31 @@ def test_a_log_reads_exactly_as_the_gateway_serves_it(spark: SparkSession, env: 
     """Closed and open ledgers, single records and batches: the same (ledger, entry,
     bytes) as the gateway's log read, in log order; the envelopes are stripped; the
     writer can still append afterwards (nothing was fenced)."""
-    fill_log(env, "read-log", rolls=2)
-    want = gateway_log(env, "read-log")
+    name = unique_name("read-log")
+    fill_log(env, name, rolls=2)
+    want = gateway_log(env, name)
     assert len({lid for lid, _, _ in want}) == 3
-    df = quire(spark, env, log="read-log")
+    df = quire(spark, env, log=name)
     assert df.schema.simpleString() == "struct<ledger_id:bigint,entry_id:bigint,data:binary>"
     got = rows(df)
     assert got == want
-    assert log_order(env, "read-log", got) == want
-    env.logs.append("read-log", [b"after the read"])
-    assert gateway_log(env, "read-log")[-1][2] == b"after the read"
+    assert log_order(env, name, got) == want
+    env.logs.append(name, [b"after the read"])
+    assert gateway_log(env, name)[-1][2] == b"after the read"
 
 
 def test_any_partitioning_gives_the_same_rows(spark: SparkSession, env: Env) -> None:
     """Partitions of 2 entries (boundaries inside batches) or of a few bytes: many
     partitions, the same rows as the gateway's read."""
-    fill_log(env, "read-parts", rolls=1)
-    want = gateway_log(env, "read-parts")
-    small = quire(spark, env, log="read-parts", partition_entries=2)
+    name = unique_name("read-parts")
+    fill_log(env, name, rolls=1)
+    want = gateway_log(env, name)
+    small = quire(spark, env, log=name, partition_entries=2)
     assert small.rdd.getNumPartitions() >= len(want) // 2
     assert rows(small) == want
-    by_bytes = quire(spark, env, log="read-parts", partition_bytes=1024)
+    by_bytes = quire(spark, env, log=name, partition_bytes=1024)
     assert by_bytes.rdd.getNumPartitions() > 1
-    assert log_order(env, "read-parts", rows(by_bytes)) == want
+    assert log_order(env, name, rows(by_bytes)) == want
 
 
 def test_ledgers_read_exactly_as_the_gateway_serves_them(spark: SparkSession, env: Env) -> None:
@@ -147,13 +141,14 @@ def test_ledgers_read_exactly_as_the_gateway_serves_them(spark: SparkSession, en
 def test_start_and_end_positions_cut_the_read(spark: SparkSession, env: Env) -> None:
     """start is included, end excluded, across a ledger boundary; the same rows as the
     gateway's log read between them."""
-    fill_log(env, "read-cut", rolls=1)
-    want = gateway_log(env, "read-cut")
+    name = unique_name("read-cut")
+    fill_log(env, name, rolls=1)
+    want = gateway_log(env, name)
     i, j = 5, len(want) - 4
     start, end = want[i][:2], want[j][:2]
     assert start[0] != end[0]
     got = rows(
-        quire(spark, env, log="read-cut", start=f"{start[0]}:{start[1]}", end=f"{end[0]}:{end[1]}")
+        quire(spark, env, log=name, start=f"{start[0]}:{start[1]}", end=f"{end[0]}:{end[1]}")
     )
     assert got == want[i:j]
 
@@ -162,7 +157,7 @@ def test_a_snapshot_while_a_writer_keeps_appending(spark: SparkSession, env: Env
     """A writer appends batches all along: the job reads exactly a prefix of the log
     (every record up to the end it planned, whole batches, no gap), at least what was
     acknowledged before the job started; the writer is never fenced and goes on."""
-    name = "read-live"
+    name = unique_name("read-live")
     env.logs.create(name)
     env.logs.take_writer(name)
     acked: list[Pos] = []

@@ -15,8 +15,8 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 
 from services.spark.batch_write import QuireWriter
 from tests.harness import Cluster
-from tests.integration.gateway_support import Gateway, assert_error, ok, two_gateways
-from tests.spark.session import spark_session
+from tests.integration.gateway_support import Gateway, assert_error, ok
+from tests.shared import StandardCluster, unique_name
 from tests.spark.write_support import get_log, ledgers_of_log, read_log
 
 
@@ -29,10 +29,10 @@ class Env:
 
 
 @pytest.fixture(scope="module")
-def env(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:  # type: ignore[no-untyped-def]
-    base = tmp_path_factory.mktemp("spark-write")
-    with two_gateways(zookeeper, base) as (cluster, a, b), spark_session("quire-write") as s:
-        yield Env(cluster, a, b, s)
+def env(shared_cluster: StandardCluster, spark: SparkSession) -> Iterator[Env]:
+    """The standard cluster's two gateways (tests/shared.py); the process's
+    SparkSession."""
+    yield Env(shared_cluster.cluster, shared_cluster.writer, shared_cluster.reader, spark)
 
 
 def binary_frame(spark: SparkSession, payloads: list[bytes], partitions: int):  # type: ignore[no-untyped-def]
@@ -46,7 +46,7 @@ def test_batch_write_lands_rows_in_partition_order_in_one_change(env: Env) -> No
     list grew by exactly the 3 task ledgers, contiguous at its end, in partition order
     (quire.task 0.0, 1.0, 2.0 of one job); its records are B's then the rows in order;
     B's next append is 409 not_writer."""
-    name = "batch-order"
+    name = unique_name("batch-order")
     ok(env.b.request("PUT", f"/v1/logs/{name}"), 201)
     ok(env.b.request("POST", f"/v1/logs/{name}/writer"))
     ok(env.b.request("POST", f"/v1/logs/{name}/records", content=b"before"))
@@ -73,7 +73,7 @@ def test_batch_write_lands_rows_in_partition_order_in_one_change(env: Env) -> No
 
 def test_string_column_and_log_created(env: Env) -> None:
     """A string data column is written as UTF-8, into a log the job creates."""
-    name = "batch-strings"
+    name = unique_name("batch-strings")
     assert env.a.request("GET", f"/v1/logs/{name}").status_code == 404
     rows = [(f"héllo {i}",) for i in range(50)]
     frame = env.spark.createDataFrame(rows, "data string").coalesce(2)
@@ -87,7 +87,7 @@ def test_job_failing_midway_adds_nothing_and_leaves_no_ledger(env: Env) -> None:
     """A UDF raising in one partition after that task has written some records (2 per
     request): the job fails with the UDF's message, the log is unchanged and no ledger
     made for it is left."""
-    name = "batch-fail"
+    name = unique_name("batch-fail")
     ok(env.a.request("PUT", f"/v1/logs/{name}"), 201)
     ok(env.a.request("POST", f"/v1/logs/{name}/writer"))
     ok(env.a.request("POST", f"/v1/logs/{name}/records", content=b"kept"))
@@ -117,7 +117,7 @@ def test_a_losing_attempt_ledger_is_deleted_by_the_commit(env: Env) -> None:
     first worker died) each write a ledger; the commit gets one message for the
     partition: the log holds that attempt's rows once, and no ledger of the job is left
     outside the log (not the other attempt's, not the id mark the writer made)."""
-    name = "batch-speculative"
+    name = unique_name("batch-speculative")
     schema = StructType([StructField("data", BinaryType())])
     writer = QuireWriter({"gateway": env.a.url, "log": name}, schema, False)
     rows = [Row(data=bytearray(b"only-once-1")), Row(data=bytearray(b"only-once-2"))]

@@ -24,14 +24,9 @@ import pytest
 from services.cluster.processes import ProcessError
 from services.spark import register
 from tests.harness import Cluster, wait_for
-from tests.integration.gateway_support import (
-    Gateway,
-    module_cluster,
-    start_bookies,
-    start_gateway,
-    wait_writable,
-)
+from tests.integration.gateway_support import Gateway
 from tests.integration.log_support import LogClient
+from tests.shared import StandardCluster, unique_name
 from tests.spark.cluster import PYTHON, StandaloneCluster, cluster_session, standalone_cluster
 
 WORKERS = 2
@@ -55,26 +50,28 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalo
 
 
 @pytest.fixture(scope="module")
-def quire(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Quire]:  # type: ignore[no-untyped-def]
-    """Three bookies and a gateway with an API token."""
-    with module_cluster(zookeeper, tmp_path_factory.mktemp("quire")) as cluster:
-        start_bookies(cluster, 3)
-        gw = start_gateway(cluster, ["--api-token", TOKEN], token=TOKEN)
-        wait_writable(gw, 3)
-        logs = LogClient(gw.url)
-        logs.http.headers["Authorization"] = f"Bearer {TOKEN}"
-        try:
-            yield Quire(cluster, gw, logs)
-        finally:
-            logs.close()
-            gw.close_client()
+def quire(shared_cluster: StandardCluster) -> Iterator[Quire]:
+    """The standard cluster's gateway with an API token (tests/shared.py)."""
+    gw = shared_cluster.gateway(["--api-token", TOKEN], TOKEN)
+    logs = LogClient(gw.url)
+    logs.http.headers["Authorization"] = f"Bearer {TOKEN}"
+    try:
+        yield Quire(shared_cluster.cluster, gw, logs)
+    finally:
+        logs.close()
 
 
 @pytest.fixture(scope="module")
 def spark(spark_cluster: StandaloneCluster, quire: Quire) -> Iterator[Any]:
     """A session on the cluster with one executor per worker, both registered, and the
     connector registered. (It takes ``quire`` so that the Quire cluster starts while
-    the Spark workers register.)"""
+    the Spark workers register.) A JVM holds one SparkContext: the process's local
+    session (conftest.py), if started, is stopped first; these tests run last."""
+    from pyspark.sql import SparkSession
+
+    local = SparkSession.getActiveSession()
+    if local is not None:
+        local.stop()
     with cluster_session(spark_cluster, "quire-cluster-test") as session:
         register(session)
         yield session
@@ -207,7 +204,7 @@ def test_a_log_read_on_the_cluster_is_the_gateways_log(spark: Any, quire: Quire)
     """A log of a closed and an open ledger, single records and batches, read in many
     partitions by the executors: exactly the gateway's log read (bytes and order), and
     the writer appends afterwards (nothing fenced)."""
-    name = "cluster-read"
+    name = unique_name("cluster-read")
     quire.logs.create(name)
     quire.logs.take_writer(name)
     n = 0
@@ -233,7 +230,7 @@ def test_a_batch_write_on_the_cluster_lands_in_task_order(spark: Any, quire: Qui
     """Four partitions written by the executors: the log gains four task ledgers, in
     partition order, holding exactly the rows; the gateway that was the writer gets
     not_writer afterwards."""
-    name = "cluster-write"
+    name = unique_name("cluster-write")
     quire.logs.create(name)
     quire.logs.take_writer(name)
     quire.logs.append(name, [b"before"])
@@ -255,7 +252,7 @@ def test_a_batch_write_on_the_cluster_lands_in_task_order(spark: Any, quire: Qui
 def test_a_failed_write_on_the_cluster_adds_nothing(spark: Any, quire: Quire) -> None:
     """A task raising on an executor (every attempt): the job fails, the log is as it
     was, and no task ledger is left behind (the executors' ledgers were deleted)."""
-    name = "cluster-write-fails"
+    name = unique_name("cluster-write-fails")
     quire.logs.create(name)
     quire.logs.take_writer(name)
     quire.logs.append(name, [b"kept"])
@@ -282,7 +279,7 @@ def test_a_stream_from_log_to_log_on_the_cluster_exactly_once(
     """A query tails one log and writes a transform of each record to another: records
     appended before and while it runs arrive once, in order; stopped and restarted from
     its checkpoint, it adds exactly the records appended meanwhile, once."""
-    source, sink = "cluster-stream-in", "cluster-stream-out"
+    source, sink = unique_name("cluster-stream-in"), unique_name("cluster-stream-out")
     checkpoint = tmp_path / "checkpoint"
     quire.logs.create(source)
     quire.logs.take_writer(source)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import httpx
 import pytest
@@ -22,7 +21,8 @@ from services.spark import ingest
 from services.spark.batch_write import QuireCommitMessage, QuireWriter
 from services.spark.stream_write import QuireStreamWriter
 from tests.harness import Cluster
-from tests.integration.gateway_support import Gateway, ok, two_gateways
+from tests.integration.gateway_support import Gateway, ok
+from tests.shared import StandardCluster, unique_name
 from tests.spark.write_support import get_log, read_log
 
 SCHEMA = StructType([StructField("data", StringType())])
@@ -36,10 +36,10 @@ class Env:
 
 
 @pytest.fixture(scope="module")
-def env(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:  # type: ignore[no-untyped-def]
-    base: Path = tmp_path_factory.mktemp("spark-commit-faults")
-    with two_gateways(zookeeper, base) as (cluster, a, b):
-        yield Env(cluster, a, b)
+def env(shared_cluster: StandardCluster) -> Iterator[Env]:
+    """The standard cluster's two gateways (tests/shared.py): the faults are in the
+    connector's transport, no process is harmed."""
+    yield Env(shared_cluster.cluster, shared_cluster.writer, shared_cluster.reader)
 
 
 # A rule: (method, path predicate) -> what to do with the next matching request.
@@ -91,7 +91,7 @@ def test_stream_commit_whose_attach_answer_was_lost_keeps_the_batch(env: Env, lo
     """A micro-batch commit whose attach landed but whose answer was lost, the read
     that would settle it failing too, retried: the retry is the same attach (committed),
     nothing is deleted, the log lists only existing ledgers and holds the batch once."""
-    log = "faults-stream-1"
+    log = unique_name("faults-stream-1")
     options = {"gateway": env.a.url, "log": log, "commit_id": "faults-q1"}
     sink = QuireStreamWriter(options, SCHEMA, False)
     messages = [
@@ -118,7 +118,7 @@ def test_batch_job_succeeds_when_clean_up_after_its_attach_fails(env: Env, lossy
     """A batch job whose attach landed succeeds even when its clean-up of stray ledgers
     fails (the data is in the log: failing would make the user run it again and write it
     twice); the log holds the job's records once."""
-    log = "faults-batch-1"
+    log = unique_name("faults-batch-1")
     writer = QuireWriter({"gateway": env.a.url, "log": log}, SCHEMA, False)
     messages = [writer.write(iter([Row(data="x"), Row(data="y")]))]
     lossy.rules = [("GET", lambda p: p == "/v1/ledgers", "fail")] * 5
@@ -133,7 +133,7 @@ def test_stream_abort_with_a_lost_task_looks_only_at_the_query_s_new_ledgers(
     """A micro-batch abort missing a task's message (its worker died: its ledger was not
     deleted) deletes that ledger, looking only at ledgers made since the query's last
     committed batch, never at every ledger of the cluster; a ledger the log lists stays."""
-    log = "faults-abort-1"
+    log = unique_name("faults-abort-1")
     sink = QuireStreamWriter(
         {"gateway": env.a.url, "log": log, "commit_id": "faults-q3"}, SCHEMA, False
     )

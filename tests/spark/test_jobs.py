@@ -1,7 +1,7 @@
 """The example jobs (services/spark/jobs) end to end on local[2] against a real cluster:
 ingest JSON lines and Parquet into a log, export the log to Parquet, and the streaming
 transform from one log to another, exactly once across a restart. The jobs' ``run``
-share the module's SparkSession; one job also runs as ``python -m`` in its own
+share the test process's SparkSession; one job also runs as ``python -m`` in its own
 process, as the README shows it."""
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from services.spark.jobs import export_parquet, ingest, transform_stream
 from tests.harness import wait_for
 from tests.integration.gateway_support import Gateway
 from tests.integration.log_support import LogClient
+from tests.shared import unique_name
 from tests.spark.stream_support import ROOT, gateway  # noqa: F401 - fixtures
 
 
@@ -50,7 +51,7 @@ def test_ingest_json_lines_and_parquet_then_export_to_parquet(
     lines = [json.dumps({"n": i, "name": f"item-{i}"}) for i in range(120)]
     jsonl = tmp_path / "in.jsonl"
     jsonl.write_text("\n".join(lines) + "\n")
-    name = "jobs-ingest"
+    name = unique_name("jobs-ingest")
     args = ingest.arguments().parse_args(
         ["--gateway", gateway.url, "--log", name, "--input", str(jsonl), "--format", "json"]
     )
@@ -84,7 +85,7 @@ def test_export_parquet_runs_with_python_m(
 ) -> None:
     """``python -m services.spark.jobs.export_parquet`` (its own SparkSession, default
     master local[2]) exports a log's records as text."""
-    name = "jobs-cli"
+    name = unique_name("jobs-cli")
     logs.create(name)
     logs.take_writer(name)
     logs.append(name, [b"one", b"two", b"three"])
@@ -115,7 +116,7 @@ def test_transform_stream_writes_each_record_once_across_restarts(
     sink log; run again from the same checkpoint after more appends (and a roll), the
     sink gains exactly the new ones, also when the run before stopped with a batch
     planned and not committed; json-field:NAME projects a field."""
-    source, sink = "jobs-source", "jobs-sink"
+    source, sink = unique_name("jobs-source"), unique_name("jobs-sink")
     logs.create(source)
     logs.take_writer(source)
     logs.append(source, [b"alpha", b"beta"])
@@ -144,7 +145,7 @@ def test_transform_stream_writes_each_record_once_across_restarts(
     transform_stream.run(spark, transform_stream.arguments().parse_args(argv))
     assert data_of(logs, sink) == [b"ALPHA", b"BETA", b"GAMMA", b"DELTA", b"EPSILON", b"ZETA"]
 
-    events, names = "jobs-events", "jobs-names"
+    events, names = unique_name("jobs-events"), unique_name("jobs-names")
     logs.create(events)
     logs.take_writer(events)
     docs = [{"name": "ada", "n": 1}, {"n": 2}, {"name": "bob"}]

@@ -25,6 +25,7 @@ from services.spark.stream_read import LedgerRange, QuireStreamReader
 from tests.harness import wait_for
 from tests.integration.gateway_support import Gateway
 from tests.integration.log_support import LogClient, Pos
+from tests.shared import unique_name
 from tests.spark.stream_support import gateway  # noqa: F401 - fixtures
 
 Row = tuple[Pos, bytes]
@@ -122,7 +123,7 @@ def test_records_appended_while_the_query_runs_arrive_exactly_once(
 ) -> None:
     """Records already in the log and records appended (single, in batches, across a
     roll) while the query runs all arrive, once each, exactly as the log serves them."""
-    name = "tail-once"
+    name = unique_name("tail-once")
     logs.create(name)
     logs.take_writer(name)
     logs.append(name, payloads("before", 3))
@@ -154,7 +155,7 @@ def test_a_query_stopped_or_failed_and_restarted_neither_loses_nor_duplicates(
     """Stopped, then records appended (and a roll) while it is down: the restarted query
     (same checkpoint) reads exactly the new ones. Then a micro-batch fails after the
     source planned it: the query restarted replays that batch with the same range."""
-    name = "restart-once"
+    name = unique_name("restart-once")
     logs.create(name)
     logs.take_writer(name)
     logs.append(name, payloads("first", 10))
@@ -196,7 +197,7 @@ def test_starting_positions(
 ) -> None:
     """startingPosition "latest" reads only what is appended after the query started;
     "LID:EID" starts at that record; a position not in the log fails the query."""
-    name = "positions"
+    name = unique_name("positions")
     logs.create(name)
     logs.take_writer(name)
     logs.append(name, payloads("old", 4))
@@ -236,7 +237,7 @@ def test_a_checkpoint_whose_position_was_truncated_fails_clearly(
 ) -> None:
     """A query restarted from a checkpoint whose position lies in a ledger truncated
     meanwhile fails with a message naming the position and the truncation."""
-    name = "truncated"
+    name = unique_name("truncated")
     logs.create(name)
     first = logs.take_writer(name)["ledger_id"]
     logs.append(name, payloads("a", 3))
@@ -252,7 +253,7 @@ def test_a_checkpoint_whose_position_was_truncated_fails_clearly(
     logs.wait_closed(first)
     logs.truncate(name, (second, 0))
     query = start(spark, gateway.url, name, sink, checkpoint)
-    with pytest.raises(Exception, match=f"position {first}:3 is no longer in log truncated"):
+    with pytest.raises(Exception, match=f"position {first}:3 is no longer in log {name}"):
         query.awaitTermination(60)
 
 

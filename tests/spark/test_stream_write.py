@@ -17,8 +17,8 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from services.spark.stream_write import QuireStreamWriter, checkpoint_commit_id
 from tests.harness import Cluster
-from tests.integration.gateway_support import Gateway, ok, two_gateways
-from tests.spark.session import spark_session
+from tests.integration.gateway_support import Gateway, ok
+from tests.shared import StandardCluster, unique_name
 from tests.spark.write_support import get_log, ledgers_of_log, read_log
 
 
@@ -32,10 +32,13 @@ class Env:
 
 
 @pytest.fixture(scope="module")
-def env(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:  # type: ignore[no-untyped-def]
+def env(
+    shared_cluster: StandardCluster, spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Env]:
+    """The standard cluster's two gateways (tests/shared.py); the process's
+    SparkSession."""
     base = tmp_path_factory.mktemp("spark-stream-write")
-    with two_gateways(zookeeper, base) as (cluster, a, b), spark_session("quire-sink") as s:
-        yield Env(cluster, a, b, s, base)
+    yield Env(shared_cluster.cluster, shared_cluster.writer, shared_cluster.reader, spark, base)
 
 
 def drop_file(directory: Path, name: str, lines: list[str]) -> None:
@@ -70,7 +73,7 @@ def test_stream_exactly_once_across_restarts_and_a_lost_batch_record(env: Env) -
     record of the last batch is removed (a crash after the log's commit, before
     Spark's): the restarted query runs that batch again and the log skips it, deleting
     the batch's new ledgers."""
-    log = "stream-once"
+    log = unique_name("stream-once")
     source, checkpoint = env.base / "src", env.base / "ckpt"
     source.mkdir()
     lines = {f"f{i}.txt": [f"file{i}-line{j}" for j in range(20 + i)] for i in range(5)}
@@ -111,7 +114,7 @@ def test_sink_commit_twice_for_one_batch_commits_once(env: Env) -> None:
     """The sink's commit called again with a batch id the log recorded (what a restart
     after a crash does) attaches nothing and deletes that attempt's ledger; the next
     batch id commits; a batch id below the recorded one is skipped too."""
-    log = "stream-twice"
+    log = unique_name("stream-twice")
     schema = StructType([StructField("data", StringType())])
     options = {"gateway": env.a.url, "log": log, "commit_id": "query-1"}
     sink = QuireStreamWriter(options, schema, False)

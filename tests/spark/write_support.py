@@ -1,5 +1,5 @@
 """Helpers of the Spark write tests: reads of a log and its task ledgers through the
-gateway (the SparkSession comes from ``session.spark_session``)."""
+gateway (the SparkSession is conftest.py's ``spark``)."""
 
 from __future__ import annotations
 
