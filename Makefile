@@ -105,12 +105,10 @@ bench: setup
 compare-peers: setup
 	$(PY) benchmarks/compare_peers.py --rounds 3
 
-# A long simulator run (not a CI step): SEEDS seeds in two processes, one per core.
+# A long simulator run (not a CI step): SEEDS seeds in blocks over two workers, one per core.
 sim: setup
-	@half=$$(( $(SEEDS) / 2 )); test=tests/simulation/test_simulation.py::test_protocol_invariants_hold_for_every_seed; \
-	$(PY) -m pytest -q -s -p no:cacheprovider $$test --sim-seeds=$$half & first=$$!; \
-	$(PY) -m pytest -q -s -p no:cacheprovider $$test --sim-seed-start=$$half --sim-seeds=$$(( $(SEEDS) - half )); second=$$?; \
-	wait $$first && exit $$second
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --sim-seeds=$(SEEDS) \
+		tests/simulation/test_simulation.py::test_protocol_invariants_hold_for_every_seed
 
 # A long run of the log simulator (not a CI step): SEEDS seeds of each kind in two processes.
 sim-logs: setup

@@ -16,18 +16,65 @@ from collections.abc import Sequence
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
-# Path prefix -> the scope every test under it belongs to.
+# Path prefix -> the scope every test under it belongs to: the modules that start JVMs of
+# their own (Spark; `quire up` and `quire bench --local` with their own ZooKeeper; a
+# three-server ensemble), so that no two of a kind compete for the cores at once.
 GROUPS: dict[str, str] = {
     "tests/spark/": "spark",
+    "tests/integration/test_quire_up.py": "quire-up",
+    "tests/integration/test_readme_walkthrough.py": "quire-up",
+    "tests/integration/test_cli_ledger.py": "quire-up",
+    "tests/integration/test_local_cluster_stop.py": "quire-up",
+    "tests/integration/test_bench_local.py": "bench",
+    "tests/integration/test_bench_log.py": "bench",
+    "tests/integration/test_bench_smoke.py": "bench",
+    "tests/integration/test_zk_ensemble.py": "bench",
 }
 
-# Modules whose tests are each a scope of their own: no fixture of theirs is wider than
-# a test (checked at collection: ``check_spread``).
-SPREAD: frozenset[str] = frozenset()
+# Modules whose tests are each a scope of their own: each test starts the processes it
+# breaks, no fixture of theirs is wider than a test (checked at collection:
+# ``check_spread``), so their long tests run on different workers side by side.
+SPREAD: frozenset[str] = frozenset(
+    f"tests/{path}.py"
+    for path in (
+        "integration/test_audit_locks",
+        "integration/test_auditor",
+        "integration/test_autorecovery",
+        "integration/test_bookie_api",
+        "integration/test_bookie_client",
+        "integration/test_bookie_cookie",
+        "integration/test_bookie_hardening",
+        "integration/test_bookie_lacs",
+        "integration/test_bookie_node",
+        "integration/test_bookie_storage",
+        "integration/test_bookie_stored",
+        "integration/test_cli_bookie_format",
+        "integration/test_gateway_ensemble",
+        "integration/test_gateway_recovery",
+        "integration/test_gateway_recovery_reformat",
+        "integration/test_gateway_recovery_timing",
+        "integration/test_gateway_reformat_old_writer",
+        "integration/test_gateway_shutdown",
+        "integration/test_gateway_start",
+        "integration/test_harness_zk",
+        "integration/test_metadata_store",
+        "integration/test_metrics_live",
+        "integration/test_replicator",
+        "integration/test_replicator_faults",
+        "integration/test_replicator_open",
+        "integration/test_stream_overload",
+        "integration/test_underreplication_store",
+        "simulation/test_simulation",
+        "simulation/test_log_simulation",
+        "simulation/test_long_run_seeds",
+        "simulation/test_lost_swap_target",
+        "simulation/test_open_ledger_grace",
+    )
+)
 
 # Scopes started first, in this order (the longest, as measured: tests/README.md); the
 # rest follow in collection order.
-FIRST: Sequence[str] = ("spark",)
+FIRST: Sequence[str] = ("spark", "quire-up", "bench", "tests/integration/test_schemathesis.py")
 
 WIDE_SCOPES = frozenset({"module", "package", "class"})
 

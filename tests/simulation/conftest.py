@@ -1,7 +1,7 @@
 """Seeds for the simulator: ``--sim-seed=N`` replays one seed, ``--sim-seeds=N`` runs
 seeds S..S+N-1 with S = ``--sim-seed-start`` (0 by default; the options are declared in
-tests/conftest.py), so a long run can be split across processes; by default CI runs
-``DEFAULT_SEEDS`` seeds."""
+tests/conftest.py); by default CI runs ``DEFAULT_SEEDS`` seeds. The seeds go in blocks of
+``SEED_BLOCK``, each a test item, so `make test`'s workers (and `make sim`'s) share them."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 DEFAULT_SEEDS = 2000
+SEED_BLOCK = 250
 HERE = Path(__file__).parent
 
 
@@ -23,13 +24,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.timeout(0))
 
 
-@pytest.fixture
-def sim_seeds(request: pytest.FixtureRequest) -> list[int]:
-    seed = request.config.getoption("--sim-seed")
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``sim_seeds`` is parametrized in blocks of ``SEED_BLOCK`` seeds, each block a test
+    item of its own, so parallel workers share a run's seeds (every seed still runs)."""
+    if "sim_seeds" not in metafunc.fixturenames:
+        return
+    seeds = selected_seeds(metafunc.config)
+    blocks = [seeds[i : i + SEED_BLOCK] for i in range(0, len(seeds), SEED_BLOCK)]
+    metafunc.parametrize(
+        "sim_seeds", blocks, ids=[f"seeds{b[0]}-{b[-1]}" if b else "none" for b in blocks]
+    )
+
+
+def selected_seeds(config: pytest.Config) -> list[int]:
+    seed = config.getoption("--sim-seed")
     if seed is not None:
         return [seed]
-    count = request.config.getoption("--sim-seeds")
+    count = config.getoption("--sim-seeds")
     if count is None:
         return list(range(DEFAULT_SEEDS))
-    start = request.config.getoption("--sim-seed-start")
+    start = config.getoption("--sim-seed-start")
     return list(range(start, start + count))
