@@ -73,10 +73,14 @@ browser:
 run: setup
 	$(VENV)/bin/quire up
 
-# The whole suite, spread over TEST_WORKERS pytest-xdist workers (tests/README.md: what
-# runs where, and the measurements behind the count).
+# The whole suite: spread over TEST_WORKERS pytest-xdist workers, then the few tests
+# marked `alone` one at a time (tests/README.md: what runs where, and the measurements
+# behind the count). Both parts always run; exit 5 is "no alone test was selected".
 test: setup
-	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+	@status=0; \
+	$(PY) -m pytest -n $(TEST_WORKERS) -m "not alone" $(PYTEST_ARGS) || status=$$?; \
+	$(PY) -m pytest -m alone $(PYTEST_ARGS) || { code=$$?; [ $$code -eq 5 ] || status=$$code; }; \
+	exit $$status
 
 # The inner loop after a change: unit and simulation tests only, no process started.
 test-fast: setup

@@ -77,14 +77,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """A thread a failed test left stuck (in a ZooKeeper call, say) must not hold the
     interpreter's exit for ever, which a CI run reports as a time-out, with the summary
     lost in stdout's buffer: past EXIT_GRACE_S every thread's stack is printed and the
-    process ends with status 1."""
+    process ends with status 1. Not on a pytest-xdist worker: it waits, idle, for the
+    controller to end it, and the controller has the grace of its own."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
     sys.stdout.flush()
     faulthandler.dump_traceback_later(EXIT_GRACE_S, exit=True, file=STDERR_FD)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On a pytest-xdist worker: the longest scopes first (tests/scheduling.py)."""
+    """The ``alone`` tests marked; on a pytest-xdist worker, the longest scopes first
+    (tests/scheduling.py)."""
+    scheduling.mark_alone(items)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         scheduling.check_spread(items)
         scheduling.longest_first(items)

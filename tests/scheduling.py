@@ -76,6 +76,21 @@ SPREAD: frozenset[str] = frozenset(
 # rest follow in collection order.
 FIRST: Sequence[str] = ("spark", "quire-up", "bench", "tests/integration/test_schemathesis.py")
 
+# Tests whose outcome depends on having the cores to themselves (a commit measured under
+# 2 ms, a session expiry seen in time, ZooKeeper paused within a session time-out): marked
+# ``alone``, so make test runs them after the parallel workers, one at a time.
+ALONE: frozenset[str] = frozenset(
+    {
+        "tests/unit/bookie/test_writer.py::"
+        "test_an_add_alone_on_an_idle_writer_is_committed_by_the_loop_others_by_the_thread",
+        "tests/integration/test_bookie_storage.py::"
+        "test_one_add_at_a_time_is_committed_by_the_event_loop",
+        "tests/integration/test_auditor.py::test_failover_by_session_expiry_of_the_leader",
+        "tests/integration/test_replicator_faults.py::"
+        "test_a_repair_ending_during_a_zookeeper_connection_drop_releases_its_lock",
+    }
+)
+
 WIDE_SCOPES = frozenset({"module", "package", "class"})
 
 
@@ -87,6 +102,12 @@ def scope_of(nodeid: str) -> str:
     if path in SPREAD:
         return nodeid
     return path
+
+
+def mark_alone(items: Sequence[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.split("[", 1)[0] in ALONE:
+            item.add_marker(pytest.mark.alone)
 
 
 def check_spread(items: Sequence[pytest.Item]) -> None:
