@@ -13,7 +13,7 @@ GEN_STAMP := $(GEN_VENV)/.installed
 TS_DIR := openapi/clients/typescript
 TS_STAMP := $(TS_DIR)/node_modules/.installed
 PYTEST_ARGS ?=
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 FAST_WORKERS ?= 2
 SEEDS ?= 100000
 
