@@ -80,6 +80,7 @@ class StandardCluster:
 @contextmanager
 def standard_cluster(zk_connect: str, base_dir: Path) -> Iterator[StandardCluster]:
     cluster = Cluster(zk_connect, fresh_chroot(), base_dir)
+    shared: StandardCluster | None = None
     try:
         bookies = [cluster.start_bookie(wait=False) for _ in range(BOOKIES)]
         gateways = [cluster.start("gateway", wait=False) for _ in range(GATEWAYS)]
@@ -92,7 +93,8 @@ def standard_cluster(zk_connect: str, base_dir: Path) -> Iterator[StandardCluste
         for gw in shared.gateways:
             wait_writable(gw, BOOKIES)
         yield shared
-        for gw in [*shared.gateways, *shared._variants.values()]:
-            gw.close_client()
     finally:
+        if shared is not None:
+            for gw in [*shared.gateways, *shared._variants.values()]:
+                gw.close_client()
         cluster.stop_all()

@@ -23,6 +23,8 @@ from pathlib import Path
 import httpx
 import psutil
 
+from services.cluster.config import port_free
+
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
 SLF4J_SIMPLE_JAR = Path("/usr/share/java/slf4j-simple.jar")
@@ -67,7 +69,7 @@ def free_port_block(count: int, host: str = "127.0.0.1") -> int:
     rng = random.Random()
     for _ in range(BLOCK_TRIES):
         base = rng.randrange(BLOCK_LOW, BLOCK_HIGH - count)
-        if all(_bindable(host, base + i) for i in range(count)):
+        if all(port_free(host, base + i) for i in range(count)):
             return base
     raise ProcessError(f"no block of {count} free ports on {host}")
 
@@ -99,22 +101,13 @@ def _next_block_in(span: tuple[int, int], count: int, host: str) -> int:
         for _ in range(size):
             if base + count - 1 > high:
                 base = low
-            if all(_bindable(host, base + i) for i in range(count)):
+            if all(port_free(host, base + i) for i in range(count)):
                 f.seek(0)
                 f.truncate()
                 f.write(str(base + count))
                 return base
             base += 1
     raise ProcessError(f"{PORT_RANGE_ENV}={low}-{high}: no block of {count} free ports")
-
-
-def _bindable(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
 
 
 def port_is_open(host: str, port: int, timeout_s: float = 0.5) -> bool:
