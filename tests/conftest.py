@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import faulthandler
 import os
 import signal
@@ -20,10 +21,12 @@ from services.cluster.processes import (
     PORT_RANGE_ENV,
     ZooKeeperProcess,
     free_port,
+    set_spawner,
 )
 from tests import scheduling
 from tests.harness import Cluster, ZooKeeperEnsemble, fresh_chroot
 from tests.shared import StandardCluster, standard_cluster
+from tests.warm_start import EXEC_ENV, WarmStarter
 
 # Each process of a run (the only one, or each pytest-xdist worker gwN) hands out ports
 # from a range of its own below the ephemeral ports (free_port), so parallel workers never
@@ -35,6 +38,13 @@ _slot = int(_worker[2:]) + 1 if _worker.startswith("gw") else 0
 _low = PORT_RANGE_LOW + _slot * PORT_RANGE_SIZE
 os.environ[PORT_RANGE_ENV] = f"{_low}-{_low + PORT_RANGE_SIZE - 1}"
 os.environ[PORT_CURSOR_DIR_ENV] = tempfile.gettempdir()
+
+# The services each test process starts are forked from an interpreter that has them
+# imported (tests/warm_start.py), unless QUIRE_TEST_EXEC=1: a new interpreter each.
+if os.environ.get(EXEC_ENV) != "1":
+    _warm_starter = WarmStarter()
+    set_spawner(_warm_starter)
+    atexit.register(_warm_starter.stop)
 
 # Hypothesis profiles, chosen with HYPOTHESIS_PROFILE. "ci" (the default) is deterministic
 # and bounded: the same examples on every run and machine (derandomize, no example

@@ -19,6 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import httpx
 import psutil
@@ -56,7 +57,8 @@ def free_port(host: str = "127.0.0.1") -> int:
         return free_port_block(1, host)
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def free_port_block(count: int, host: str = "127.0.0.1") -> int:
@@ -125,15 +127,71 @@ def tail(path: Path, lines: int = 40) -> str:
         return ""
 
 
+class Child(Protocol):
+    """A started process as its starter sees it: ``subprocess.Popen``, or a handle that
+    behaves the same (pid, exit code, signals, wait with ``subprocess.TimeoutExpired``)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+    def terminate(self) -> None: ...
+
+    def kill(self) -> None: ...
+
+
+# Starts ``argv`` in a session of its own, stdin from /dev/null, stdout and stderr
+# appended to the log file, in the environment given.
+Spawner = Callable[[Sequence[str], Path, dict[str, str]], Child]
+
+
+def exec_child(argv: Sequence[str], log_path: Path, env: dict[str, str]) -> Child:
+    """The default: a new interpreter (fork and exec) for every process."""
+    log_file = open(log_path, "ab")  # noqa: SIM115 - owned by the child
+    try:
+        return subprocess.Popen(
+            list(argv),
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+    finally:
+        log_file.close()
+
+
+_spawner: Spawner = exec_child
+
+
+def set_spawner(spawner: Spawner) -> Spawner:
+    """How every ManagedProcess starts from now on; returns the previous way. The test
+    suite forks its services from an interpreter that has them imported already
+    (tests/warm_start.py), which saves each start most of its CPU time."""
+    global _spawner
+    previous, _spawner = _spawner, spawner
+    return previous
+
+
 class ManagedProcess:
     """A child process with its log file; stopped by pid, never by name."""
 
-    def __init__(self, name: str, argv: Sequence[str], log_path: Path, env: dict | None = None):
+    def __init__(
+        self, name: str, argv: Sequence[str], log_path: Path, env: dict[str, str] | None = None
+    ):
         self.name = name
         self.argv = list(argv)
         self.log_path = log_path
         self.env = env
-        self.proc: subprocess.Popen | None = None
+        self.proc: Child | None = None
 
     @property
     def pid(self) -> int | None:
@@ -141,20 +199,9 @@ class ManagedProcess:
 
     def start(self) -> ManagedProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_file = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
         env = dict(os.environ if self.env is None else self.env)
         env.setdefault("PYTHONUNBUFFERED", "1")
-        try:
-            self.proc = subprocess.Popen(
-                self.argv,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-            )
-        finally:
-            log_file.close()
+        self.proc = _spawner(self.argv, self.log_path, env)
         return self
 
     def alive(self) -> bool:
@@ -320,7 +367,7 @@ class ServiceProcess(ManagedProcess):
         host: str,
         port: int,
         log_path: Path,
-        env: dict | None = None,
+        env: dict[str, str] | None = None,
         name: str | None = None,
     ):
         self.module = module

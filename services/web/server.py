@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 from collections.abc import Callable
 from typing import Any
@@ -78,6 +79,7 @@ LINGER_S = 1.0
 # 100-200 ms; spread out, the same work barely shows (benchmarks/README.md).
 HEAD_TIMEOUT_SHARE_MIN = 0.5
 _jitter = random.Random()
+os.register_at_fork(after_in_child=_jitter.seed)  # a forked server draws its own
 
 
 class HeadTooLarge(Exception):
