@@ -89,7 +89,8 @@ class Election:
                         await asyncio.sleep(RETRY_DELAY_S)
                         continue
                 try:
-                    await asyncio.wait_for(self._wake.wait(), RECHECK_INTERVAL_S)
+                    async with asyncio.timeout(RECHECK_INTERVAL_S):
+                        await self._wake.wait()
                 except TimeoutError:
                     pass
         finally:

@@ -131,7 +131,8 @@ class Auditor:
             self.metrics.bookies.labels(state).set(count)
         if self.store.state == KazooState.CONNECTED:
             try:
-                count = await asyncio.wait_for(self.underreplication.count(), COUNT_TIMEOUT_S)
+                async with asyncio.timeout(COUNT_TIMEOUT_S):
+                    count = await self.underreplication.count()
             except (QuireError, TimeoutError) as exc:
                 log.debug("cannot count the marks: %r", exc)
             else:
@@ -204,7 +205,8 @@ class Auditor:
             deadline = self.watch.next_deadline_ms(now)
             wait_s = None if deadline is None else max(0.0, (deadline - now) / 1000) + 0.01
             try:
-                await asyncio.wait_for(self._bookies_changed.wait(), wait_s)
+                async with asyncio.timeout(wait_s):
+                    await self._bookies_changed.wait()
             except TimeoutError:
                 pass
 
@@ -230,7 +232,8 @@ class Auditor:
                     if self._decommissioning():
                         wake = min(wake, next_recheck)
                     try:
-                        await asyncio.wait_for(self._kick.wait(), max(0.0, wake - now))
+                        async with asyncio.timeout(max(0.0, wake - now)):
+                            await self._kick.wait()
                     except TimeoutError:
                         pass
                     continue

@@ -96,7 +96,8 @@ class LedgerIndex:
             self._waiters += 1
             self._waiting[ledger_id] = self._waiting.get(ledger_id, 0) + 1
             try:
-                await asyncio.wait_for(ev.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await ev.wait()
             except TimeoutError:
                 pass
             finally:

@@ -88,7 +88,8 @@ class Registration:
     async def _run(self) -> None:
         while True:
             try:
-                await asyncio.wait_for(self._wake.wait(), RECHECK_INTERVAL_S)
+                async with asyncio.timeout(RECHECK_INTERVAL_S):
+                    await self._wake.wait()
             except TimeoutError:
                 pass
             self._wake.clear()

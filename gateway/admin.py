@@ -172,7 +172,8 @@ class AdminService:
         if not bookie.registered:
             return None
         try:
-            return await asyncio.wait_for(self.bookie(bookie.bookie_id).info(), self.info_timeout_s)
+            async with asyncio.timeout(self.info_timeout_s):
+                return await self.bookie(bookie.bookie_id).info()
         except (QuireError, TimeoutError, OSError) as exc:
             log.debug("no /v1/info from bookie %s: %r", bookie.bookie_id, exc)
             return None

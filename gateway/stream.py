@@ -146,7 +146,8 @@ async def receive_auth(ws: WebSocket) -> dict[str, Any]:
     """The client's auth message ``{"token"?: str, "password"?: str}``, awaited for
     ``STREAM_AUTH_WAIT_MS``: 401 when it does not come in time or is not one."""
     try:
-        message = await asyncio.wait_for(ws.receive(), STREAM_AUTH_WAIT_MS / 1000)
+        async with asyncio.timeout(STREAM_AUTH_WAIT_MS / 1000):
+            message = await ws.receive()
     except TimeoutError:
         raise _unauthorized(f"no auth message within {STREAM_AUTH_WAIT_MS} ms") from None
     if message["type"] == "websocket.disconnect":

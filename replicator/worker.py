@@ -156,7 +156,8 @@ class Worker:
                 soonest = min(self._not_before.values()) - time.monotonic()
                 timeout = max(0.05, min(timeout, soonest))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
             self._wake.clear()
 
     async def _scan(self) -> None:

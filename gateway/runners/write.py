@@ -115,9 +115,8 @@ class HandleRunner(EffectRunner):
         """Wait up to ``timeout_s`` for the LAC to pass ``after``; return the LAC."""
 
         try:
-            await asyncio.wait_for(
-                self._wait_until(lambda: self.lac > after or not self.live), timeout_s
-            )
+            async with asyncio.timeout(timeout_s):
+                await self._wait_until(lambda: self.lac > after or not self.live)
         except TimeoutError:
             pass
         return self.lac
@@ -155,7 +154,8 @@ class HandleRunner(EffectRunner):
                 if remaining <= 0:
                     raise Unavailable(self._refusal(entries, size))
                 try:
-                    await asyncio.wait_for(waiter, remaining)
+                    async with asyncio.timeout(remaining):
+                        await waiter
                 except TimeoutError as exc:
                     raise Unavailable(self._refusal(entries, size)) from exc
                 fresh: asyncio.Future[None] = loop.create_future()

@@ -57,7 +57,8 @@ class BookieRegistry:
         await self.store.ensure_path(zkpaths.DECOMMISSION)
         UnderReplicationStore(self.store).watch_decommissions(self._on_decommissions)
         self.store.watch_children(zkpaths.BOOKIES, self._on_children)
-        await asyncio.wait_for(self._ready.wait(), 30)
+        async with asyncio.timeout(30):
+            await self._ready.wait()
 
     @property
     def writable(self) -> list[str]:

@@ -311,7 +311,8 @@ class MetadataStore:
         except BaseException as exc:  # noqa: BLE001
             raise _translate(exc, path) from exc
         try:
-            return await asyncio.wait_for(future, self.operation_timeout_s)
+            async with asyncio.timeout(self.operation_timeout_s):
+                return await future
         except TimeoutError as exc:
             raise MetadataUnavailable(f"ZooKeeper did not answer in time at {path}") from exc
 
@@ -357,7 +358,8 @@ class MetadataStore:
                 future.cancel()
                 raise _translate(exc, path) from exc
         try:
-            await asyncio.wait_for(future, self.operation_timeout_s)
+            async with asyncio.timeout(self.operation_timeout_s):
+                await future
         except TimeoutError as exc:
             raise MetadataUnavailable(
                 f"ZooKeeper did not answer {len(paths)} reads in time"

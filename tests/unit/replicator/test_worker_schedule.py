@@ -183,3 +183,31 @@ def test_a_bookie_back_while_the_repair_postpones_is_not_missed(
             await worker.aclose()
 
     asyncio.run(main())
+
+
+def test_a_stop_that_comes_as_the_worker_is_woken_stops_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The app stops the worker by cancelling its task; a watch may wake the worker in
+    the same turn of the loop (a mark deleted as the replicator stops). The cancel must
+    end the task: with asyncio.wait_for around the wake-up wait it was lost (wait_for
+    returned the event's result instead), the loop ran on, and the replicator's
+    shutdown waited for it for ever."""
+    calls: list[float] = []
+
+    async def main() -> None:
+        worker, _ = _worker(monkeypatch, [], calls)
+        task = asyncio.create_task(worker.run())
+        try:
+            await _until(lambda: len(calls) == 1 and not worker.jobs, "the repair")
+            for _ in range(3):
+                await asyncio.sleep(0)  # the worker waits to be woken
+            worker._wake.set()
+            task.cancel()
+            done, _ = await asyncio.wait({task}, timeout=DEADLINE_S)
+            assert task in done, "the worker went on after it was cancelled"
+            assert task.cancelled()
+        finally:
+            task.cancel()
+
+    asyncio.run(main())
