@@ -73,6 +73,12 @@ browser:
 run: setup
 	$(VENV)/bin/quire up
 
+# Test runs keep bytecode, pytest's rewritten test modules included, even where the
+# environment asks Python not to write it: every test process (each worker, the `alone`
+# part, each CLI a test runs) would otherwise compile and rewrite every module again,
+# about 10 s of CPU for a worker's collection alone (tests/README.md).
+test test-fast sim sim-logs fuzz-decoders: export PYTHONDONTWRITEBYTECODE =
+
 # The whole suite: spread over TEST_WORKERS pytest-xdist workers, then the few tests
 # marked `alone` one at a time (tests/README.md: what runs where, and the measurements
 # behind the count). Both parts always run; exit 5 is "no alone test was selected".
