@@ -120,13 +120,11 @@ sim: setup
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --sim-seeds=$(SEEDS) \
 		tests/simulation/test_simulation.py::test_protocol_invariants_hold_for_every_seed
 
-# A long run of the log simulator (not a CI step): SEEDS seeds of each kind in two processes.
+# A long run of the log simulator (not a CI step): SEEDS seeds of each kind, their blocks
+# spread over two processes.
 sim-logs: setup
-	@half=$$(( $(SEEDS) / 2 )); test=tests/simulation/test_log_simulation.py; \
-	sel='real_acquire or duelling or idempotent'; \
-	$(PY) -m pytest -q -s -p no:cacheprovider $$test -k "$$sel" --sim-seeds=$$half & first=$$!; \
-	$(PY) -m pytest -q -s -p no:cacheprovider $$test -k "$$sel" --sim-seed-start=$$half --sim-seeds=$$(( $(SEEDS) - half )); second=$$?; \
-	wait $$first && exit $$second
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --sim-seeds=$(SEEDS) \
+		tests/simulation/test_log_simulation.py -k 'real_acquire or duelling or idempotent'
 
 # The decoders' property tests (bookie framing, bulk read format, add bodies) with the
 # "fuzz" Hypothesis profile (tests/conftest.py: 20,000 random examples each instead of

@@ -8,7 +8,9 @@ order, every idempotency key once).
 
 A failing seed is printed with its plan; ``pytest tests/simulation/test_log_simulation.py
 --sim-seed=N`` replays it (every test runs that one seed), ``--sim-seeds=N`` (and
-``--sim-seed-start``) runs more (``make sim-logs SEEDS=N``).
+``--sim-seed-start``) runs more (``make sim-logs SEEDS=N``). The seeds run in blocks,
+each a test item, so parallel workers share them; every block checks that its seeds
+reached the situations the test is about (rolls, lost ledgers, retries).
 
 Found by it (both fixed; the tests below show the simulator still sees each bug):
 - race seed 38, 76: a roll listed a third ledger while the one the previous roll
@@ -49,16 +51,13 @@ from tests.simulation.logs import LogWorld
 
 FAILURES_SHOWN_MAX = 3
 BROKEN_SEEDS_MAX = 200  # the broken variant must be caught within this many seeds
-
-
-def seeds(request: pytest.FixtureRequest, default: int) -> list[int]:
-    config = request.config
-    seed = config.getoption("--sim-seed")
-    if seed is not None:
-        return [seed]
-    count = config.getoption("--sim-seeds")
-    start = config.getoption("--sim-seed-start") if count is not None else 0
-    return list(range(start, start + (count if count is not None else default)))
+# CI's seeds of each kind, in blocks that parallel workers share (tests/simulation/conftest.py)
+RACE_SEEDS, DUEL_SEEDS, KEYED_SEEDS = 300, 300, 150
+SEED_BLOCK = 75
+# A block of at least this many seeds must reach what its test is about (measured on seeds
+# 0-299: a dedup hit in 13 % of keyed seeds, a lost ledger's roll in 29 % of duels); one
+# seed replayed with --sim-seed need not.
+STATS_SEEDS_MIN = 50
 
 
 def run_all(seed_list: list[int], one: Callable[[int], LogWorld]) -> Counter[str]:
@@ -89,25 +88,27 @@ def test_second_to_last_race_is_real_when_only_the_last_ledger_is_fenced() -> No
     pytest.fail(f"no violation in {BROKEN_SEEDS_MAX} seeds with the last ledger fenced only")
 
 
-def test_second_to_last_race_loses_nothing_with_the_real_acquire(
-    request: pytest.FixtureRequest,
-) -> None:
+@pytest.mark.seeds(RACE_SEEDS, SEED_BLOCK)
+def test_second_to_last_race_loses_nothing_with_the_real_acquire(sim_seeds: list[int]) -> None:
     """The same race with the real AcquireWriter (fences the last two): every
     acknowledged record is in the log exactly once, in order, for every seed."""
-    stats = run_all(seeds(request, 300), lambda s: run_seed(s, "race"))
-    assert stats["roll (request)"] > 0 and stats["appends acknowledged"] > 0
+    stats = run_all(sim_seeds, lambda s: run_seed(s, "race"))
+    if len(sim_seeds) >= STATS_SEEDS_MIN:
+        assert stats["roll (request)"] > 0 and stats["appends acknowledged"] > 0
 
 
+@pytest.mark.seeds(DUEL_SEEDS, SEED_BLOCK)
 def test_duelling_writers_keep_one_writer_per_epoch_and_every_record_once(
-    request: pytest.FixtureRequest,
+    sim_seeds: list[int],
 ) -> None:
     """Two or three gateways keep taking the role, appending and rolling, with gateway
     and bookie crashes: never two writers acknowledged in one epoch, every acknowledged
     record once at its positions, nothing answered not_writer in the log, appends
     linearizable, epochs in list order."""
-    stats = run_all(seeds(request, 300), lambda s: run_seed(s, "duel"))
-    assert stats["roll (entries)"] > 0 and stats["roll (ledger_lost)"] > 0
-    assert stats["failed add found in the log"] > 0  # settling saw both outcomes
+    stats = run_all(sim_seeds, lambda s: run_seed(s, "duel"))
+    if len(sim_seeds) >= STATS_SEEDS_MIN:
+        assert stats["roll (entries)"] > 0 and stats["roll (ledger_lost)"] > 0
+        assert stats["failed add found in the log"] > 0  # settling saw both outcomes
 
 
 def _keyed(seed: int) -> LogWorld:
@@ -116,12 +117,14 @@ def _keyed(seed: int) -> LogWorld:
     return run(config, plan)
 
 
-def test_idempotent_retries_land_each_key_exactly_once(request: pytest.FixtureRequest) -> None:
+@pytest.mark.seeds(KEYED_SEEDS, SEED_BLOCK)
+def test_idempotent_retries_land_each_key_exactly_once(sim_seeds: list[int]) -> None:
     """Every append carries an Idempotency-Key; a client whose append had an unknown
     outcome (or was refused) retries it with the same key at the current writer, across
     hand-overs and gateway crashes: each key is in the log exactly once."""
-    stats = run_all(seeds(request, 150), _keyed)
-    assert stats["keyed retry"] > 0 and stats["dedup hit"] > 0
+    stats = run_all(sim_seeds, _keyed)
+    if len(sim_seeds) >= STATS_SEEDS_MIN:
+        assert stats["keyed retry"] > 0 and stats["dedup hit"] > 0
 
 
 def test_the_simulator_sees_a_roll_that_leaves_an_open_ledger_behind(
