@@ -56,6 +56,7 @@ ZYGOTE_READY_S = 60.0
 REQUEST_TIMEOUT_S = 30.0
 REQUEST_BYTES_MAX = 1 << 20
 _PR_SET_PDEATHSIG = 1
+_PR_SET_NAME = 15
 
 
 def _send(sock: socket.socket, message: dict[str, Any]) -> None:
@@ -78,9 +79,12 @@ def _receive(sock: socket.socket) -> dict[str, Any]:
 # ---------------------------------------------------------------- the zygote
 
 
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
 def _die_with_parent() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def _serve(socket_path: str, modules: Sequence[str]) -> dict[str, Any] | None:
@@ -127,6 +131,8 @@ def _become(request: dict[str, Any]) -> None:
     """In the forked child: what Popen(start_new_session=True) and exec would have set
     up, then ``python -m MODULE ARGS``."""
     os.setsid()
+    # ``ps -o comm`` and top name the service (the command line stays the zygote's)
+    _libc().prctl(_PR_SET_NAME, request["argv"][2].encode()[:15], 0, 0, 0)
     log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(log, 1)
     os.dup2(log, 2)
