@@ -80,10 +80,10 @@ def start_local_cluster(config: BenchConfig, data_dir: Path) -> LocalCluster:
 
     Returns the started ``LocalCluster``; the caller stops it (it is a context
     manager). What started before a failure keeps running until then."""
-    from services.cli.ui import Ui
     from services.cluster.config import ClusterError, UpConfig
     from services.cluster.local import LocalCluster
     from services.cluster.processes import free_port, free_port_block
+    from services.console import Ui
 
     cluster = LocalCluster(
         UpConfig(

@@ -51,7 +51,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO
 
-from services.cli.ui import Ui
 from services.cluster.config import (
     BOOKIES_MAX,
     CLUSTER_SECRET_BYTES,
@@ -80,6 +79,7 @@ from services.cluster.processes import (
     tail,
     zookeeper_ready,
 )
+from services.console import Ui
 
 
 class LocalCluster:

@@ -1,4 +1,5 @@
-"""Console output of the ``quire`` commands: results on stdout, progress and trouble on stderr.
+"""Console output of the ``quire`` commands (and of the local clusters and benchmarks they
+run): results on stdout, progress and trouble on stderr.
 
 Progress is a rich spinner on a terminal and plain lines otherwise (so logs
 and tests see it too). Nothing here wraps lines: one message is one line.
