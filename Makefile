@@ -92,10 +92,12 @@ test: setup
 test-fast: setup
 	$(PY) -m pytest -n $(FAST_WORKERS) tests/unit tests/simulation $(PYTEST_ARGS)
 
+# Style, formatting, types, and the import layers (pyproject.toml [tool.importlinter]).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
