@@ -1,7 +1,5 @@
-"""The load generator of ``quire bench``, run in its own process, and the pieces it
-shares with benchmarks/_load.py (the bookie benchmark's generator).
-
-    python -m services.bench.load '{"host": ..., "port": ..., "client_ledgers": [[1, 2], ...]}'
+"""The load generator of ``quire bench``, run in its own process (services/bench/load_process.py),
+and the pieces it shares with benchmarks/_load.py (the bookie benchmark's generator).
 
 Why a separate process on raw sockets: on this 2-core machine one
 ``httpx.AsyncClient`` with a 64-connection pool manages ~200 requests/s
@@ -262,22 +260,3 @@ class GatewayLoad:
             "clients": len(self.client_ledgers),
             **self.stats.summary(elapsed, cpu, time.process_time() - cpu0),
         }
-
-
-def main() -> None:
-    spec = json.loads(sys.argv[1])
-    if spec.get("stream"):
-        from services.bench.stream_load import StreamLoad
-
-        load: GatewayLoad = StreamLoad(spec)
-    elif spec.get("log"):
-        from services.bench.log_load import LogLoad
-
-        load = LogLoad(spec)
-    else:
-        load = GatewayLoad(spec)
-    load.emit(run_loop(load.run()))
-
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,4 @@
-"""The load generator processes of ``quire bench`` (``services/bench/load.py``): what each
+"""The load generator processes of ``quire bench`` (``services/bench/load_process.py``): what each
 one is asked to do, and starting, watching and stopping them by pid."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class LoadProcesses:
     def start(self, specs: list[dict]) -> None:
         for index, spec in enumerate(specs):
             proc = subprocess.Popen(
-                [sys.executable, "-m", "services.bench.load", json.dumps(spec)],
+                [sys.executable, "-m", "services.bench.load_process", json.dumps(spec)],
                 stdout=subprocess.PIPE,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # Ctrl-C reaches us; we stop it by pid
