@@ -32,7 +32,6 @@ from __future__ import annotations
 import base64
 import secrets
 import statistics
-import sys
 import threading
 import time
 from typing import Any
@@ -45,17 +44,13 @@ from services.bench.config import (
     BenchConfig,
     BenchError,
 )
+from services.bench.window import measure, note
 from services.cli.client import GatewayClient
 from services.errors import NotEnoughBookies, NotWriter, QuireError, Unavailable
 
 LOG_NAME_PREFIX = "bench-"
 RETRY_DELAY_S = 0.2
 RAW = {"Content-Type": "application/octet-stream"}
-
-
-def note(message: str) -> None:
-    sys.stderr.write(message + "\n")
-    sys.stderr.flush()
 
 
 def _ms(seconds: float) -> float:
@@ -266,8 +261,6 @@ def run_log(
     bookie_pids: list[int],
 ) -> dict[str, Any]:
     """The log benchmark on a started cluster; the summary (the last line's JSON)."""
-    from services.bench.run import measure
-
     name = LOG_NAME_PREFIX + secrets.token_hex(6)
     note(f"quire bench: creating log {name} on {url} (writer there)")
     created = False
@@ -296,22 +289,3 @@ def run_log(
     finally:
         if created and not config.local and not config.keep_ledgers:
             delete_log(config, url, name)
-
-
-def report_lines(summary: dict[str, Any]) -> list[str]:
-    """The log's lines of the human report."""
-    s = summary
-    lines = []
-    if s.get("rolls"):
-        lines.append(
-            f"  rolls        {s['rolls']:>12,}   every {s['roll_every_s']:g} s, "
-            f"p50 {s['roll_p50_ms']:.1f} ms  max {s['roll_max_ms']:.1f} ms"
-            + (f"  errors {s['roll_errors']}" if s.get("roll_errors") else "")
-        )
-    if "handover_ms_median" in s:
-        lines.append(
-            f"  hand-over ms median {s['handover_ms_median']:.1f}  max {s['handover_ms_max']:.1f}"
-            f"  (POST /writer to the first acknowledged append, {s['handover_reps']} times; "
-            f"the writer alone {s['handover_writer_ms_median']:.1f})"
-        )
-    return lines

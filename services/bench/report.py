@@ -183,12 +183,29 @@ def report(summary: dict) -> str:
     if s.get("native"):
         lines.append(f"  native       {s['native']}")
     if s.get("mode") == "log":
-        from services.bench.log_bench import report_lines
-
-        lines += report_lines(s)
+        lines += log_report_lines(s)
     if "raw_fsync_p50_ms" in s:
         lines.append(
             f"  raw fsync    p50 {s['raw_fsync_p50_ms']:.2f} ms  p99 {s['raw_fsync_p99_ms']:.2f} ms"
             f"  ({s['raw_fsync_per_s']:,.0f}/s, 4 KiB append + fsync on the bench's disk)"
         )
     return "\n".join(lines)
+
+
+def log_report_lines(summary: dict[str, Any]) -> list[str]:
+    """The lines ``quire bench --log`` adds to the human report (services/bench/log_bench.py)."""
+    s = summary
+    lines = []
+    if s.get("rolls"):
+        lines.append(
+            f"  rolls        {s['rolls']:>12,}   every {s['roll_every_s']:g} s, "
+            f"p50 {s['roll_p50_ms']:.1f} ms  max {s['roll_max_ms']:.1f} ms"
+            + (f"  errors {s['roll_errors']}" if s.get("roll_errors") else "")
+        )
+    if "handover_ms_median" in s:
+        lines.append(
+            f"  hand-over ms median {s['handover_ms_median']:.1f}  max {s['handover_ms_max']:.1f}"
+            f"  (POST /writer to the first acknowledged append, {s['handover_reps']} times; "
+            f"the writer alone {s['handover_writer_ms_median']:.1f})"
+        )
+    return lines

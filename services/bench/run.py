@@ -39,7 +39,6 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -52,23 +51,16 @@ from urllib.parse import urlsplit
 from services.bench.config import (
     FSYNC_PROBE_S,
     LEDGER_CREATE_THREADS,
-    LOAD_SLACK_S,
-    START_DELAY_S,
     WRITABLE_WAIT_S,
     BenchConfig,
     BenchError,
 )
-from services.bench.measure import (
-    Sampler,
-    busy_cpu_s,
-    local_pid_listening_on,
-    profile_report,
-    raw_fsync,
-)
-from services.bench.procs import LoadProcesses, load_specs
-from services.bench.report import Progress, report, summarize
+from services.bench.log_bench import run_log
+from services.bench.measure import local_pid_listening_on, raw_fsync
+from services.bench.report import report
+from services.bench.window import measure, note
 from services.cli.client import GatewayClient
-from services.errors import NotEnoughBookies, QuireError, invariant
+from services.errors import NotEnoughBookies, QuireError
 
 if TYPE_CHECKING:  # imported when a local cluster starts: most runs use a remote gateway
     from services.cluster.local import LocalCluster
@@ -178,11 +170,6 @@ def delete_ledgers(config: BenchConfig, url: str, ledger_ids: list[int]) -> int:
 # -- running --------------------------------------------------------------------
 
 
-def note(message: str) -> None:
-    sys.stderr.write(message + "\n")
-    sys.stderr.flush()
-
-
 def run(config: BenchConfig) -> dict:
     """The whole benchmark; returns the summary (the JSON of the last line)."""
     config.check()
@@ -209,8 +196,6 @@ def run(config: BenchConfig) -> dict:
             gateway_pid = _local_gateway_pid(url)
             bookie_pids = []
         if config.log:
-            from services.bench.log_bench import run_log
-
             second = config.second_gateway
             if cluster is not None and config.handover:
                 second = _second_gateway(cluster, config).url
@@ -245,97 +230,6 @@ def _local_gateway_pid(url: str) -> int | None:
     if parts.hostname in ("127.0.0.1", "localhost", "::1") and parts.port:
         return local_pid_listening_on(parts.port)
     return None
-
-
-def measure(
-    config: BenchConfig,
-    url: str,
-    ledger_ids: list[int],
-    gateway_pid: int | None,
-    bookie_pids: list[int],
-    extra_spec: dict | None = None,
-) -> dict:
-    """Run the load processes and sample the services over the counted window
-    (``extra_spec`` goes into every load process's spec: ``--log``'s log)."""
-    gateway = Sampler(gateway_pid) if gateway_pid else None
-    bookies = [Sampler(pid) for pid in bookie_pids]
-    for sampler in [gateway, *bookies]:
-        if sampler is not None:
-            sampler.start()
-    start_at = time.time() + START_DELAY_S
-    loads = LoadProcesses()
-    progress = Progress(quiet=config.quiet)
-    profiler = None
-    try:
-        specs = load_specs(config, url, ledger_ids, start_at)
-        for spec in specs:
-            spec.update(extra_spec or {})
-        loads.start(specs)
-        count_from = start_at + config.warmup_s
-        count_to = count_from + config.duration_s
-
-        def show_until(deadline: float) -> None:
-            while (left := deadline - time.time()) > 0:
-                time.sleep(min(progress.interval_s, left))
-                rss = gateway.rss_max / 2**20 if gateway is not None else None
-                progress.show(loads.snapshot(), config.duration_s, rss)
-
-        show_until(count_from)
-        cpu0 = _cpu(gateway, bookies)
-        busy0, wall0 = busy_cpu_s(), time.monotonic()
-        if config.profile is not None and gateway_pid:
-            profiler = _start_profiler(config, gateway_pid)
-        show_until(count_to)
-        cpu1 = _cpu(gateway, bookies)
-        busy, wall = busy_cpu_s() - busy0, time.monotonic() - wall0
-        progress.clear()
-        outputs = loads.wait(LOAD_SLACK_S)
-    finally:
-        progress.clear()
-        loads.stop()
-        for sampler in [gateway, *bookies]:
-            if sampler is not None:
-                sampler.stop()
-        if profiler is not None:
-            _finish_profiler(config, profiler)
-    gateway_cpu = (cpu1[0] - cpu0[0]) / wall if gateway is not None else None
-    bookie_cpu = (sum(cpu1[1:]) - sum(cpu0[1:])) / wall if bookies else None
-    return summarize(config, url, outputs, gateway, bookies, gateway_cpu, bookie_cpu, busy / wall)
-
-
-def _cpu(gateway: Sampler | None, bookies: list[Sampler]) -> list[float]:
-    return [gateway.cpu_s() if gateway is not None else 0.0, *(b.cpu_s() for b in bookies)]
-
-
-def _start_profiler(config: BenchConfig, pid: int) -> subprocess.Popen:
-    """py-spy over the gateway for the counted window (``--profile DIR``)."""
-    invariant(config.profile is not None, "the profiler runs only with --profile")
-    config.profile.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen(
-        [
-            config.py_spy, "record", "--pid", str(pid),
-            "--duration", str(max(1, int(config.duration_s))),
-            "--rate", "250", "--format", "raw",
-            "--output", str(config.profile / "gateway.folded"),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )  # fmt: skip
-
-
-def _finish_profiler(config: BenchConfig, proc: subprocess.Popen) -> None:
-    invariant(config.profile is not None, "the profiler runs only with --profile")
-    try:
-        proc.wait(LOAD_SLACK_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    folded = config.profile / "gateway.folded"
-    if folded.exists():
-        report = profile_report(folded, top=25)
-        (config.profile / "gateway.top.txt").write_text(report + "\n")
-        note(f"quire bench: profile of the gateway ({folded}):\n{report}")
 
 
 def _terminate(signum: int, frame: object) -> None:

@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 
 from services.bench.config import BenchConfig, BenchError
-from services.bench.log_bench import report_lines
 from services.bench.log_load import LogLoad
-from services.bench.report import report
+from services.bench.report import log_report_lines, report
 
 
 @pytest.mark.parametrize(
@@ -79,4 +78,4 @@ def test_report_shows_the_log_the_rolls_and_the_handover() -> None:
     text = report(summary)
     assert "to log bench-x (3 ledger(s) at the end)" in text
     assert "rolls" in text and "median 150.0  max 190.0" in text
-    assert report_lines({"rolls": 0}) == []
+    assert log_report_lines({"rolls": 0}) == []
