@@ -21,6 +21,7 @@ from gateway.admin import AdminService
 from gateway.auth import TokenMiddleware, TokenPolicy, token_required
 from gateway.context import GatewayContext
 from gateway.fastpath import AddFastPath, AddRoutes
+from gateway.logs.writers import serve_logs
 from gateway.metrics import GatewayMetrics
 from gateway.openapi_examples import add_examples
 from gateway.openapi_links import LINKS
@@ -147,7 +148,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
             metrics=metrics,
             rng=random.Random(),
         )
-        gateway = Gateway.build(ctx).with_logs(LogStore(store))
+        gateway = serve_logs(Gateway.build(ctx), LogStore(store))
         admin_service = AdminService(
             store,
             UnderReplicationStore(store),

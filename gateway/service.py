@@ -18,7 +18,6 @@ from services.errors import Unavailable
 
 if TYPE_CHECKING:
     from gateway.logs.writers import LogWriters
-    from services.zk.log_store import LogStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,20 +25,14 @@ class Gateway:
     ctx: GatewayContext
     handles: HandleTable
     recoveries: Recoveries
-    # The log layer (gateway/logs/): set by ``with_logs`` where logs are served.
+    # The log layer (gateway/logs/writers.py ``serve_logs``), where logs are served: the
+    # gateway app serves them, a replication worker does not.
     log_writers: list[LogWriters] = field(default_factory=list)
 
     @classmethod
     def build(cls, ctx: GatewayContext) -> Gateway:
         senders = SenderTable(ctx.bookie, SenderLimits.from_settings(ctx.settings))
         return cls(ctx, HandleTable(ctx, senders), Recoveries(ctx))
-
-    def with_logs(self, store: LogStore) -> Gateway:
-        """Serve logs from ``store`` (the gateway app does; a replication worker does not)."""
-        from gateway.logs.writers import LogWriters
-
-        self.log_writers[:] = [LogWriters(self, store)]
-        return self
 
     @property
     def logs(self) -> LogWriters:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from gateway import operations as ledger_ops
 from gateway.logs.steps import LOG_METADATA_KEY, WRITER_METADATA_KEY, close_for_good, run
-from gateway.service import Gateway
 from services.errors import (
     InvalidArgument,
     InvariantViolation,
@@ -32,6 +32,9 @@ from services.protocol.metadata import LedgerState
 from services.zk import paths as zkpaths
 from services.zk.log_store import LogStore, VersionedLog
 from services.zk.store import MetadataStore
+
+if TYPE_CHECKING:  # the gateway builds its log writers with itself (gateway/app.py)
+    from gateway.service import Gateway
 
 log = logging.getLogger(__name__)
 

@@ -25,20 +25,22 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pybase64
 
 from gateway.logs import operations as log_ops
 from gateway.logs.schemas import position_json
 from gateway.runners import read as reads
-from gateway.service import Gateway
 from services.errors import InvalidArgument, LedgerNotFound, LogLedgerMissing
 from services.limits import PAGE_BYTES_MAX
 from services.protocol import log_records
 from services.protocol.logs import LogMetadata, Position
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.reads import digest_key
+
+if TYPE_CHECKING:  # the gateway builds its log writers with itself (gateway/app.py)
+    from gateway.service import Gateway
 
 # A waiting read re-reads the log's list and the ledger's state at least this often.
 WAIT_SLICE_MS = 500

@@ -21,15 +21,18 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from gateway.logs.dedup import Appended, DedupWindow, TailScan
 from gateway.logs.steps import LOG_METADATA_KEY, WRITER_METADATA_KEY
 from gateway.runners import read as reads
-from gateway.service import Gateway
 from services.errors import QuireError
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.reads import digest_key
 from services.zk.ledger_store import VersionedLedger
+
+if TYPE_CHECKING:  # the gateway builds its log writers with itself (gateway/app.py)
+    from gateway.service import Gateway
 
 log = logging.getLogger(__name__)
 

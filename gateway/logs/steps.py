@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from gateway import operations as ops
-from gateway.service import Gateway
 from services.errors import (
     LedgerNotFound,
     LogNotFound,
@@ -26,6 +26,9 @@ from services.protocol import log_writer as lw
 from services.protocol.metadata import LedgerState
 from services.protocol.reads import digest_key
 from services.zk.log_store import LogStore
+
+if TYPE_CHECKING:  # the gateway builds its log writers with itself (gateway/app.py)
+    from gateway.service import Gateway
 
 log = logging.getLogger(__name__)
 

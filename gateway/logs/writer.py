@@ -40,13 +40,12 @@ import logging
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.logs import rebuild, steps
 from gateway.logs.dedup import Appended, DedupWindow, Unsettled, unknown_outcome
 from gateway.logs.rebuild import wall_ms
 from gateway.runners.write import HandleRunner
-from gateway.service import Gateway
 from services.errors import (
     InvariantViolation,
     LedgerClosed,
@@ -64,6 +63,9 @@ from services.protocol import log_writer as lw
 from services.protocol.logs import Position
 from services.zk import paths as zkpaths
 from services.zk.log_store import LogStore
+
+if TYPE_CHECKING:  # the gateway builds its log writers with itself (gateway/app.py)
+    from gateway.service import Gateway
 
 log = logging.getLogger(__name__)
 

@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from gateway.logs import steps
 from gateway.logs.writer import LogWriter
-from gateway.service import Gateway
 from services.errors import InvariantViolation, NotWriter, present
 from services.protocol import log_writer as lw
 from services.zk.log_store import LogStore
+
+if TYPE_CHECKING:  # the gateway builds its log writers with itself (gateway/app.py)
+    from gateway.service import Gateway
 
 
 class LogWriters:
@@ -74,3 +77,10 @@ class LogWriters:
 
     async def aclose(self) -> None:
         await asyncio.gather(*(w.aclose() for w in self._writers.values()))
+
+
+def serve_logs(gateway: Gateway, store: LogStore) -> Gateway:
+    """``gateway`` serves logs from ``store`` (built beside it: the gateway knows its log
+    writers only as ``Gateway.logs``)."""
+    gateway.log_writers[:] = [LogWriters(gateway, store)]
+    return gateway

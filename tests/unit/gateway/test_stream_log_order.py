@@ -15,6 +15,7 @@ from typing import Any, cast
 
 from gateway.logs import steps
 from gateway.logs.writer import LogWriter
+from gateway.logs.writers import serve_logs
 from gateway.service import Gateway
 from gateway.stream import Record
 from gateway.stream_targets import LogTarget
@@ -102,7 +103,7 @@ def test_groups_settling_out_of_order_land_in_the_order_sent() -> None:
         gw = Gateway.build(make_context(bookies, ledgers))
         other = Gateway.build(make_context(bookies, ledgers))  # another gateway
         logs = HeldLogs(LogMetadata("s"))
-        gw.with_logs(cast(LogStore, logs))
+        serve_logs(gw, cast(LogStore, logs))
         writer: LogWriter = await gw.logs.acquire("s")
         target = LogTarget(gw, "s", writer, lambda _: True)
         first_ledger = writer.ledger_id
