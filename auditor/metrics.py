@@ -1,6 +1,6 @@
 """The auditor's Prometheus metrics (one registry per app).
 
-Names follow the scheme of README "Metrics": ``quire_auditor_<what>_<unit>``,
+Names follow the scheme of docs/operations.md "Metrics": ``quire_auditor_<what>_<unit>``,
 counters ending in ``_total``. ``quire_auditor_under_replicated_ledgers`` is the
 number of marks as they are now and ``quire_auditor_bookies`` the bookies by state
 as this auditor's watches see them: the ``/metrics`` route refreshes both before it

@@ -1,7 +1,7 @@
 """The gateway's Prometheus metrics (one registry per app).
 
-Names follow the scheme of README "Metrics": ``quire_gateway_<what>_<unit>``,
-counters ending in ``_total``. The README's table lists each one.
+Names follow the scheme of docs/operations.md "Metrics": ``quire_gateway_<what>_<unit>``,
+counters ending in ``_total``. Its metric table lists each one.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Streaming appends: many records in flight on one WebSocket connection.
 
-The message protocol (README "Streaming appends"; the routes are in
+The message protocol (docs/streaming.md; the routes are in
 ``gateway/routes/stream.py``, the targets in ``gateway/stream_sinks.py``):
 
 - After the connection is authorized (the token and the ledger password in the

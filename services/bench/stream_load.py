@@ -1,5 +1,5 @@
 """The load generator of ``quire bench --stream``: ``GatewayLoad`` (services/bench/load.py)
-sending single records over streaming appends (README "Streaming appends") instead of
+sending single records over streaming appends (docs/streaming.md) instead of
 one HTTP request per record.
 
 Each client opens one WebSocket to ``/v1/ledgers/{id}/stream`` (its first ledger), or

@@ -11,7 +11,7 @@ ledger ...`` (``services/cli/ledger.py``), ``quire bench``
 (``services/bench/run.py``), ``quire bookie format`` and ``quire admin ...``
 (``services/cli/admin.py``), ``quire log ...`` (``services/cli/log.py``), ``quire status``
 (``services/cli/status.py``). Shell completion: ``quire --install-completion`` or
-``quire --show-completion`` (typer's, for the shell it runs in; README.md).
+``quire --show-completion`` (typer's, for the shell it runs in; docs/cli.md).
 """
 
 from __future__ import annotations

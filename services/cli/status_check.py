@@ -1,7 +1,7 @@
 """What ``quire status`` makes of the gateway's answers: the problems, their severity,
 and the exit code. Pure: the figures come in as the API's objects, nothing is fetched.
 
-Severities and exit codes (documented in README.md and ``quire status --help``):
+Severities and exit codes (documented in docs/cli.md and ``quire status --help``):
 
 - ``ok`` (exit 0): nothing below.
 - ``warning`` (exit ``EXIT_WARNING``, 12): the cluster serves reads and writes but is not

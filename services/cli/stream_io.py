@@ -1,5 +1,5 @@
 """``quire log append --stream`` and ``quire ledger append --stream``: records over
-streaming appends (README "Streaming appends") on one WebSocket, within the gateway's
+streaming appends (docs/streaming.md) on one WebSocket, within the gateway's
 credits, instead of one request per batch. The same summaries as ``LogAppender`` and
 ``ledger_io.Appender``; an error message from the gateway is raised as the
 ``QuireError`` of its code (what was acknowledged before stays acknowledged)."""

@@ -1,6 +1,6 @@
-"""A small synchronous client of the streaming append protocol (README "Streaming
-appends"), over the ``websockets`` library, for the integration tests: it sends within
-its credits, records every acknowledgement and the error that ended the stream."""
+"""A small synchronous client of the streaming append protocol (docs/streaming.md), over
+the ``websockets`` library, for the integration tests: it sends within its credits,
+records every acknowledgement and the error that ended the stream."""
 
 from __future__ import annotations
 

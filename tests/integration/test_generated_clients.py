@@ -214,11 +214,11 @@ def test_typescript_client_with_node_test(env: Env) -> None:
     assert "# pass 5" in output and "# fail 0" in output, output
 
 
-def test_readme_python_example_runs(env: Env) -> None:
-    """The README's "From Python" example, run as written against this gateway (its URL
-    and token swapped in): it must not go stale as the client is regenerated."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("## Clients: Python, TypeScript, curl") :]
+def test_docs_python_example_runs(env: Env) -> None:
+    """The "From Python" example of docs/clients.md, run as written against this gateway
+    (its URL and token swapped in): it must not go stale as the client is regenerated."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "clients.md").read_text()
+    section = doc[doc.index("## From Python") :]
     code = section[section.index("```python\n") + len("```python\n") :]
     code = code[: code.index("```")]
     assert 'base_url="http://localhost:8080", token=""' in code
@@ -226,14 +226,15 @@ def test_readme_python_example_runs(env: Env) -> None:
         'base_url="http://localhost:8080", token=""',
         f'base_url="{env.gateway.url}", token="{API_TOKEN}"',
     ).replace('"orders"', '"readme-orders"')
-    exec(compile(code, "README.md (From Python)", "exec"), {"print": lambda *a: None})
+    exec(compile(code, "docs/clients.md (From Python)", "exec"), {"print": lambda *a: None})
 
 
-def test_readme_streaming_python_example_runs(env: Env) -> None:
-    """The README's streaming example (Python, websockets), run as written against this
-    gateway's log: every record it sends is in the log afterwards, in order, once."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("## Streaming appends") :]
+def test_docs_streaming_python_example_runs(env: Env) -> None:
+    """The Python streaming example of docs/streaming.md (websockets), run as written
+    against this gateway's log: every record it sends is in the log afterwards, in order,
+    once."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "streaming.md").read_text()
+    section = doc[doc.index("## From Python") :]
     code = section[section.index("```python\n") + len("```python\n") :]
     code = code[: code.index("```")]
     host = env.gateway.url.removeprefix("http://")
@@ -246,7 +247,7 @@ def test_readme_streaming_python_example_runs(env: Env) -> None:
         code = code.replace(old, new)
     assert create_log.sync("readme-stream", client=env.api) is not None
     assert take_writer.sync("readme-stream", client=env.api) is not None
-    exec(compile(code, "README.md (Streaming appends)", "exec"), {})
+    exec(compile(code, "docs/streaming.md (From Python)", "exec"), {})
     got: list[bytes] = []
     start: str | None = None
     while True:

@@ -1,4 +1,4 @@
-"""The idempotency window of a log across hand-overs, with real processes (README "Logs",
+"""The idempotency window of a log across hand-overs, with real processes (docs/logs.md,
 Idempotency-Key; gateway/logs/rebuild.py, dedup.py, steps.py): a window rebuilt from a
 log whose tail holds attached task ledgers stamped minutes before they were attached,
 and a retry whose earlier attempt had an unknown outcome in a ledger truncated since."""

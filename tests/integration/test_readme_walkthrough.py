@@ -1,5 +1,6 @@
-"""The README's auto-recovery walk-through, run as a new user would: `quire up`, write
-with the CLI, kill -9 a bookie, keep writing, watch it re-replicate with `quire admin`.
+"""The auto-recovery walk-through ("Kill a bookie and watch it heal" in README.md, in
+full in docs/operations.md), run as a new user would: `quire up`, write with the CLI,
+kill -9 a bookie, keep writing, watch it re-replicate with `quire admin`.
 
 `quire up` hands QUIRE_* settings to its services, so the lost-bookie delay is short
 here (2 s instead of 30 s); everything else is the default cluster: four bookies,

@@ -330,7 +330,7 @@ def test_a_stream_from_log_to_log_on_the_cluster_exactly_once(
     append(8)
     # Restarted with a processing-time trigger, not availableNow: Spark 4.0 runs a Python
     # source's availableNow as one batch (SPARK-45178), and a run stopped after planning
-    # a batch and before committing it would re-run just that batch (README "Spark").
+    # a batch and before committing it would re-run just that batch (docs/spark.md).
     again = start(processingTime="1 second")
     try:
         wait_for(lambda: landed() == expected() or again.exception(), 60, "records after restart")

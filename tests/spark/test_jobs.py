@@ -2,7 +2,7 @@
 ingest JSON lines and Parquet into a log, export the log to Parquet, and the streaming
 transform from one log to another, exactly once across a restart. The jobs' ``run``
 share the test process's SparkSession; one job also runs as ``python -m`` in its own
-process, as the README shows it."""
+process, as docs/spark.md shows it."""
 
 from __future__ import annotations
 

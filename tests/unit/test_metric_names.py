@@ -1,11 +1,11 @@
-"""Every metric a service exposes follows the one naming scheme (README "Metrics").
+"""Every metric a service exposes follows the one naming scheme (docs/operations.md, "Metrics").
 
 The scheme: ``quire_<service>_<what>[_<unit>]`` in lower snake case, where
 ``<service>`` is the service that exposes it; counters end in ``_total``; histograms
 end in their unit (``_seconds``, ``_bytes``, or what they count: ``_entries``,
 ``_requests``); a unit word (seconds, bytes, ratio) appears only as the unit suffix
 (``_bytes_total``, not ``bytes_..._total``); gauges never end in ``_total``. The
-README's table lists exactly the names exposed.
+metric table of docs/operations.md lists exactly the names exposed.
 """
 
 from __future__ import annotations
@@ -94,23 +94,24 @@ def test_every_service_reports_its_zookeeper_session() -> None:
         assert names[events] == (service, "counter")
 
 
-def readme_table() -> dict[str, tuple[str, str]]:
-    """The README's metric table: name -> (type, service)."""
-    text = (REPO / "README.md").read_text()
+def documented_table() -> dict[str, tuple[str, str]]:
+    """The metric table of docs/operations.md ("Metrics"): name -> (type, service)."""
+    text = (REPO / "docs" / "operations.md").read_text()
     section = text.split("## Metrics", 1)[1].split("\n## ", 1)[0]
     rows: dict[str, tuple[str, str]] = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == 5 and cells[0].startswith("`quire_"):
             name = cells[0].strip("`")
-            assert name not in rows, f"{name} twice in the README table"
+            assert name not in rows, f"{name} twice in the metric table"
             rows[name] = (cells[1], cells[4])
     return rows
 
 
-def test_the_readme_table_lists_exactly_what_is_exposed() -> None:
-    """README "Metrics" has one row per exposed name, with its type and service."""
-    documented = readme_table()
+def test_the_documented_table_lists_exactly_what_is_exposed() -> None:
+    """docs/operations.md "Metrics" has one row per exposed name, with its type and
+    service."""
+    documented = documented_table()
     names = all_exposed()
     assert sorted(documented) == sorted(names)
     for name, (service, kind) in names.items():

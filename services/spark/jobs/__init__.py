@@ -1,5 +1,5 @@
 """Example Spark jobs of the Quire connector, each runnable with ``python -m`` or
-``spark-submit`` (README "Spark"):
+``spark-submit`` (docs/spark.md):
 
     export_parquet     a log (or ledgers) -> a Parquet dataset
     ingest             a Parquet or JSON-lines dataset -> a log (one atomic commit)

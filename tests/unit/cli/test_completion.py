@@ -25,7 +25,7 @@ def test_bash_completion_completes_commands_and_options() -> None:
 
 
 def test_show_completion_scripts_for_bash_and_zsh(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The scripts README.md tells people to install (the shell named, not detected)."""
+    """The scripts docs/cli.md tells people to install (the shell named, not detected)."""
     # Read when the command is built, before CliRunner applies its env.
     monkeypatch.setenv("_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION", "1")
     bash = CliRunner().invoke(app, ["--show-completion", "bash"], prog_name="quire")

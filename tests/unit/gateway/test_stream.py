@@ -395,7 +395,7 @@ def test_ack_texts_are_the_compact_json_of_the_documented_objects(
 ) -> None:
     """The acknowledgements are built with a format, not ``json.dumps``: the texts must
     be exactly what ``json.dumps`` with compact separators writes for the documented
-    objects (README "Streaming appends"), key order included."""
+    objects (docs/streaming.md), key order included."""
     compact = (",", ":")
     assert ledger_ack_json(seq, first, second) == json.dumps(
         {"seq": seq, "entry_id": first, "last_add_confirmed": second}, separators=compact

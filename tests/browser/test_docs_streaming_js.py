@@ -1,4 +1,4 @@
-"""The README's JavaScript streaming example (section "Streaming appends"), run as written
+"""The JavaScript streaming example of docs/streaming.md ("From JavaScript"), run as written
 against a real cluster (the standard cluster of tests/shared.py, a gateway of it with
 an API token): in a real headless Chromium, the example's own target ("browsers: the
 token here"), and with Node's standard ``WebSocket``. Only the gateway's address, the
@@ -21,7 +21,7 @@ from tests.integration.gateway_support import Gateway
 from tests.shared import StandardCluster
 
 API_TOKEN = "api-token-readme-js-5e81"
-README = Path(__file__).resolve().parents[2] / "README.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "streaming.md"
 RECORDS = [b"r%d" % i for i in range(1000)]  # what the example sends
 RUN_TIMEOUT_S = 60.0
 
@@ -33,9 +33,10 @@ def gateway(shared_cluster: StandardCluster) -> Gateway:
 
 
 def example(gateway: Gateway, ledger_id: int) -> str:
-    """The README's JavaScript streaming example with this gateway, ledger and token."""
-    readme = README.read_text()
-    section = readme[readme.index("## Streaming appends") :]
+    """The JavaScript streaming example of docs/streaming.md with this gateway, ledger
+    and token."""
+    doc = DOC.read_text()
+    section = doc[doc.index("## From JavaScript") :]
     code = section[section.index("```javascript\n") + len("```javascript\n") :]
     code = code[: code.index("```")]
     host = gateway.url.removeprefix("http://")
