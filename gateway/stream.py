@@ -1,7 +1,7 @@
 """Streaming appends: many records in flight on one WebSocket connection.
 
 The message protocol (docs/streaming.md; the routes are in
-``gateway/routes/stream.py``, the targets in ``gateway/stream_sinks.py``):
+``gateway/routes/stream.py``, the targets in ``gateway/stream_targets.py``):
 
 - After the connection is authorized (the token and the ledger password in the
   headers, or in a first text message ``{"token": "...", "password": "..."}``), the

@@ -6,7 +6,7 @@
 Each document comes from the service's ``create_app(settings)`` with default
 settings (not read from the environment, so the output is the same
 everywhere); building an app does no I/O. A service whose module does not
-exist yet is skipped. ``tests/unit/test_openapi.py`` fails when a file is
+exist yet is skipped. ``tests/unit/web/test_openapi.py`` fails when a file is
 stale.
 """
 

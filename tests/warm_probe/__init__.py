@@ -1,1 +1,1 @@
-"""A stand-in service for tests/unit/test_warm_start.py: ``python -m tests.warm_probe``."""
+"""A stand-in service for tests/integration/test_warm_start.py: ``python -m tests.warm_probe``."""
