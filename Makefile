@@ -113,7 +113,8 @@ bench: setup
 	$(VENV)/bin/quire bench --local --concurrency 64 --duration 10
 	$(VENV)/bin/quire bench --local --concurrency 64 --batch 100 --duration 10
 
-# Issue 13's targets: the peers (../shared/peer) and Quire's cases, three rounds (~14 min).
+# Issue 13's targets: the peers (scripts outside the repository, see benchmarks/compare_peers.py)
+# and Quire's cases, three rounds (~14 min).
 compare-peers: setup
 	$(PY) benchmarks/compare_peers.py --rounds 3
 

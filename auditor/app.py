@@ -55,7 +55,7 @@ SECRET_SCHEME = {
     "(optional otherwise; the served document says which)",
 }
 
-DESCRIPTION = """The auditor of a Quire cluster (PROTOCOL.md, "Auto-recovery"): one of the
+DESCRIPTION = """The auditor of a Quire cluster (docs/protocol.md, "Auto-recovery"): one of the
 running auditors is elected; it marks the ledgers of lost or decommissioning bookies
 under-replicated and runs full checks (placement and replicas) every `--audit-interval`
 and on demand. Errors are `{"error": CODE, "message": TEXT}`."""

@@ -1,4 +1,4 @@
-"""The auditor's decisions, pure (STYLE.md §1): no I/O, no clock, no kazoo or asyncio.
+"""The auditor's decisions, pure (docs/style.md §1): no I/O, no clock, no kazoo or asyncio.
 
 - ``BookieWatch``: which bookies are *lost* (gone longer than the lost-bookie delay).
   A bookie is known when it is registered, has a cookie, or a fragment names it; a

@@ -5,7 +5,7 @@ data is its id (``host:port``); the lowest sequence is elected. A standby watche
 predecessor only (one-shot ``exists`` watch), so one vanishing node wakes one
 candidate, and re-checks when it fires.
 
-Session states (STYLE.md §8, kazoo recipe/lock.py): SUSPENDED means "do not assume
+Session states (docs/style.md §8, kazoo recipe/lock.py): SUSPENDED means "do not assume
 leadership": ``on_change(False)`` at once, so the work stops (the caller cancels
 running audits). LOST means the node is gone with the session; once CONNECTED again
 the candidate runs again with a new node. Leadership is only ever taken while the

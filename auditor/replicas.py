@@ -22,7 +22,7 @@ from services.protocol.metadata import LedgerMetadata
 
 log = logging.getLogger(__name__)
 
-# bookie/API.md POST /v1/stored: the most ledgers one request asks about.
+# docs/api.md "Bookie" POST /v1/stored: the most ledgers one request asks about.
 STORED_BATCH_LEDGERS_MAX = 1_000
 
 

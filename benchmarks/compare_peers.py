@@ -4,8 +4,10 @@
         [--skip nats,etcd]
 
 Runs one after the other, never at once (each has the machine to itself):
-  - ../shared/peer/nats_jetstream.py --only k1,k256   3-node JetStream R3, 1 KiB
-  - ../shared/peer/etcd_raft.py --only k1,k256        3-node etcd 3.4, 1 KiB (fsync)
+  - nats_jetstream.py --only k1,k256   3-node JetStream R3, 1 KiB
+  - etcd_raft.py --only k1,k256        3-node etcd 3.4, 1 KiB (fsync)
+    (the peers' scripts are not part of the repository: ``PEER`` says where they are looked
+    for, a directory beside the clone)
   - quire bench --local (fsync on, 1 KiB, E=3 Qw=2 Qa=2): REST single-entry adds with 1, 64
     and 256 clients, the same with the gateway's fast path off (``QUIRE_FAST_PATH=false``:
     the routes as they were, "today" in the same run), streaming with 256 records in

@@ -1,4 +1,4 @@
-"""The bookie: a storage node of Quire (see bookie/API.md).
+"""The bookie: a storage node of Quire (see docs/api.md "Bookie").
 
 It stores entries durably (SQLite in WAL mode, group commit, fsync before the
 answer), keeps a per-ledger fenced flag and LAC, serves single and range

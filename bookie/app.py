@@ -46,7 +46,7 @@ SECRET_SCHEME = {
     "(optional otherwise; the served document says which)",
 }
 
-DESCRIPTION = """The internal HTTP API of a Quire bookie (see bookie/API.md).
+DESCRIPTION = """The internal HTTP API of a Quire bookie (see docs/api.md "Bookie").
 
 Every `/v1/...` call needs the header `X-Cluster-Secret` when the bookie runs with
 `--cluster-secret` (missing or wrong: 401 `unauthorized`, nothing changes). `/health`,

@@ -49,7 +49,7 @@ from services.zk.store import MetadataStore
 log = logging.getLogger(__name__)
 
 # Body bytes of add requests in flight (read, queued or being committed); further
-# adds wait before reading their bodies (STYLE.md §5, services.budget).
+# adds wait before reading their bodies (docs/style.md §5, services.budget).
 ADD_BYTES_IN_FLIGHT_MAX = 64 * 1024 * 1024
 # Start-up while ZooKeeper cannot be reached: one connection attempt waits this
 # long, then the next one starts after a back-off doubling from first to max.

@@ -47,7 +47,7 @@ from services.wire.framing import DIGEST_LENGTHS, DIGEST_NAMES, Record
 Verify = Literal["none", "sample", "all"]
 Run = tuple[int, int]
 
-# One read of a check (bounded work per read thread call, STYLE.md §5).
+# One read of a check (bounded work per read thread call, docs/style.md §5).
 CHECK_CHUNK_ENTRIES = PAGE_ENTRIES_MAX
 CHECK_CHUNK_BYTES = PAGE_BYTES_MAX
 # With verify=all, the most corrupt entry ids listed for one ledger (past it: truncated).
@@ -58,7 +58,7 @@ _CRC32C = 1
 
 @dataclass(slots=True)
 class StoredReport:
-    """One ledger's answer (bookie/API.md, ``GET /v1/ledgers/{id}/stored``)."""
+    """One ledger's answer (docs/api.md "Bookie", ``GET /v1/ledgers/{id}/stored``)."""
 
     ledger_id: int
     known: bool

@@ -39,7 +39,7 @@ operations and after the last fence of a run of fences. So a failing add
 cannot fail a fence, and a batch holding a fence is always made durable:
 with journal sync off (``--no-journal-sync`` relaxes adds only) the writer
 turns ``synchronous=FULL`` on for that one commit, so the fenced flag is
-fsynced before the answer, as PROTOCOL.md requires.
+fsynced before the answer, as docs/protocol.md requires.
 
 The driver connection. The writer's connection comes from SQLAlchemy (the engine sets
 its pragmas and leaves transactions to us: bookie/storage.py), but each group commit

@@ -1,4 +1,4 @@
-"""The Admin API's answer models (API.md "Admin"), for ``openapi/gateway.json``."""
+"""The Admin API's answer models (docs/api.md "Admin"), for ``openapi/gateway.json``."""
 
 from __future__ import annotations
 

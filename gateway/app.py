@@ -48,7 +48,7 @@ REGISTRY_RETRY_DELAY_S = 1.0
 
 DESCRIPTION = """The public API of a Quire gateway: ledgers (quorum writes, fencing, recovery,
 reads) and the Admin API (cluster, bookies, under-replication, decommission) — see
-API.md. Errors are `{"error": CODE, "message": TEXT}`. When the gateway runs
+docs/api.md. Errors are `{"error": CODE, "message": TEXT}`. When the gateway runs
 with `--api-token`, every `/v1/` call needs `Authorization: Bearer <token>`; `/v1/admin/`
 calls need the admin token when `--admin-token` is set.
 
@@ -178,7 +178,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
         version="0.1.0",
         description=DESCRIPTION,
         lifespan=lifespan,
-        # API.md: a path not listed is an unknown route (404 not_found with an error
+        # docs/api.md: a path not listed is an unknown route (404 not_found with an error
         # body), also with a trailing slash; FastAPI would answer 307 with no body.
         redirect_slashes=False,
     )

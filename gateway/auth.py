@@ -1,6 +1,6 @@
 """Token checks for the gateway's ``/v1/`` API, done before routing.
 
-API.md: the token is checked first, so an unknown ``/v1`` route without a
+docs/api.md: the token is checked first, so an unknown ``/v1`` route without a
 required token is 401, not 404. ``--api-token`` guards every ``/v1/`` call;
 ``--admin-token`` guards ``/v1/admin/`` (the API token is not enough there)
 and is also accepted everywhere the API token is. ``/health``, ``/metrics``,

@@ -1,5 +1,5 @@
 """A JSON batch body, ``{"entries": ["<base64>", ...]}``, as the payloads it holds (ledger
-adds and log appends alike, API.md's 400 and 413).
+adds and log appends alike, docs/api.md's 400 and 413).
 
 Base64 is decoded by pybase64 (SIMD): 0.6 µs for a 1 KiB entry against 4.1-4.3 µs with
 ``binascii`` here, which was 19 % of the gateway's CPU under batches of 100 (py-spy,
@@ -21,7 +21,7 @@ from services.limits import BATCH_ENTRIES_MAX, ENTRY_SIZE_MAX_BYTES
 
 
 def decode_batch(doc: Any) -> tuple[bytes, ...]:
-    """``{"entries": [base64, ...]}`` → payloads; 400 / 413 per API.md."""
+    """``{"entries": [base64, ...]}`` → payloads; 400 / 413 per docs/api.md."""
     if not isinstance(doc, dict) or not isinstance(doc.get("entries"), list):
         raise InvalidArgument('a JSON add needs {"entries": ["<base64>", ...]}')
     items = doc["entries"]

@@ -1,4 +1,4 @@
-"""What the gateway's routes and runners share, built once in the lifespan (STYLE.md §7).
+"""What the gateway's routes and runners share, built once in the lifespan (docs/style.md §7).
 
 The context holds only long-lived clients and stores, each typed as the small
 Protocol the gateway needs of it, plus a clock and a seeded ``random.Random``,

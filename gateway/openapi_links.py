@@ -1,6 +1,6 @@
 """The OpenAPI links of the gateway's document: which answer feeds which next call.
 
-They state the main flows of API.md for readers, generated clients and stateful fuzzers
+They state the main flows of docs/api.md for readers, generated clients and stateful fuzzers
 (tests/integration/test_schemathesis.py follows them): a created ledger is appended to,
 read and closed by its id; an added entry is read back by the ledger's LAC; a created
 log (or one listed) gets a writer, records appended and read by its name. Keyed by

@@ -81,7 +81,7 @@ async def metadata_for(
 
 
 def api_object(gw: Gateway, metadata: LedgerMetadata) -> dict[str, Any]:
-    """The API.md ledger object; an open ledger's length is exact on its writer."""
+    """The docs/api.md ledger object; an open ledger's length is exact on its writer."""
     out = metadata.to_api()
     runner = gw.handles.get(metadata.ledger_id)
     if runner is not None and runner.live and metadata.state is LedgerState.OPEN:

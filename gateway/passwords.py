@@ -38,7 +38,7 @@ from services.errors import Unauthorized, Unavailable
 _ITERATIONS = 100_000
 _SCHEME = "pbkdf2-sha256"
 
-# Bounds (STYLE.md §5).
+# Bounds (docs/style.md §5).
 HASH_WORKERS = 2
 HASHES_IN_PROGRESS_MAX = 32
 VERIFIED_CACHE_MAX = 4096

@@ -46,13 +46,13 @@ class Ledger(BaseModel):
     created_at: int = Field(description="milliseconds since the Unix epoch")
 
 
-# API.md: a ledger password is 1-256 printable ASCII characters. It travels in an HTTP
+# docs/api.md: a ledger password is 1-256 printable ASCII characters. It travels in an HTTP
 # header, which servers read as latin-1 and strip of leading white space, so a password
 # that starts or ends with a space could never be presented again either.
 PASSWORD_LENGTH_MAX = 256
 PASSWORD_PATTERN = r"^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$"
 
-# API.md: custom metadata is a flat map of string keys to string values, bounded in
+# docs/api.md: custom metadata is a flat map of string keys to string values, bounded in
 # UTF-8 bytes (the sizes below) and in count.
 METADATA_KEYS_MAX = 64
 METADATA_KEY_MAX_BYTES = 256

@@ -206,7 +206,7 @@ def add_outcome(records: Sequence[Record], answer: AddResult | QuireError) -> Ad
 
 @dataclass(frozen=True, slots=True)
 class SenderLimits:
-    """The bounds of one bookie's sender (STYLE.md §5)."""
+    """The bounds of one bookie's sender (docs/style.md §5)."""
 
     requests_in_flight_max: int
     batch_entries_max: int

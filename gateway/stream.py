@@ -16,7 +16,7 @@ The message protocol (docs/streaming.md; the routes are in
   ``seq`` counts the stream's records from 0.
 - ``{"end": true}`` from the client: the gateway reads nothing more, acknowledges what
   it has, and closes with 1000.
-- Any error: ``{"error": CODE, "message": TEXT}`` (API.md's codes), then the gateway
+- Any error: ``{"error": CODE, "message": TEXT}`` (docs/api.md's codes), then the gateway
   closes with ``4000 + HTTP status`` (4400, 4401, 4404, 4409, 4413, 4503, 4504; 1011 for
   a bug). Records sent and not acknowledged by then have an unknown outcome, as an add
   whose answer was lost: a log append retried with its key is answered once.
@@ -60,7 +60,7 @@ from services.web.websocket import DRAIN, send_texts
 
 log = logging.getLogger(__name__)
 
-# Bounds of one stream (STYLE.md §5); the credits (records in flight) and their payload
+# Bounds of one stream (docs/style.md §5); the credits (records in flight) and their payload
 # bytes are settings (``stream_credits``, ``stream_bytes_in_flight_max``).
 STREAM_GROUP_ENTRIES_MAX = 256  # records in one add
 STREAM_GROUP_BYTES_MAX = 8 * 1024 * 1024  # their payload bytes (the first always goes)

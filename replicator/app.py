@@ -52,7 +52,7 @@ SECRET_SCHEME = {
 }
 BOOKIE_CONNECT_TIMEOUT_MS_MAX = 2_000
 
-DESCRIPTION = """A Quire replication worker (auto-recovery, API.md): it takes the lock of one
+DESCRIPTION = """A Quire replication worker (auto-recovery, docs/api.md): it takes the lock of one
 under-replicated ledger at a time (up to `--ledgers-in-flight-max` at once), copies the
 entries of each fragment on a missing bookie to a healthy one, swaps the bookie in the
 metadata by compare-and-set, deletes the mark and releases the lock. HMAC ledgers: the

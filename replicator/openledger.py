@@ -1,4 +1,4 @@
-"""OPEN ledgers whose LAST fragment names a missing bookie (PROTOCOL.md, "Auto-recovery").
+"""OPEN ledgers whose LAST fragment names a missing bookie (docs/protocol.md, "Auto-recovery").
 
 Only the writer, or a recovery that fences it, may settle an open-ended fragment: a
 copy swapped in under a live writer could miss the entries it adds next. So the

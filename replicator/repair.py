@@ -71,7 +71,7 @@ from services.zk.underreplication import Mark, UnderReplicationStore
 
 log = logging.getLogger(__name__)
 
-# Bounds (STYLE.md §5).
+# Bounds (docs/style.md §5).
 ROUNDS_MAX = 20  # plans of one ledger under one lock before giving up (retried later)
 TARGETS_TRIED_MAX = 4  # targets tried for one fragment before giving up
 SWAP_ATTEMPTS_MAX = 20  # compare-and-set attempts of one swap

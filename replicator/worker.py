@@ -14,7 +14,7 @@ waits for, the repair finds it answering and clears the mark instead of leaving 
 ledger marked for the rest of the grace; if not, the ledger is postponed again to the
 same time (the grace runs from when its bookie was first seen missing).
 
-Session states (STYLE.md §8). SUSPENDED: no new lock is taken until CONNECTED; a
+Session states (docs/style.md §8). SUSPENDED: no new lock is taken until CONNECTED; a
 repair that ends meanwhile (its ZooKeeper call failed with the connection) still
 holds its lock, since the session and its ephemeral lock may survive the drop: the
 release waits the drop out (``UnderReplicationStore.unlock``), and a lock this
@@ -45,7 +45,7 @@ from services.zk.underreplication import LockInfo
 
 log = logging.getLogger(__name__)
 
-# Bounds (STYLE.md §5).
+# Bounds (docs/style.md §5).
 MARKS_SCAN_MAX = 100_000  # marked ledger ids read in one walk
 BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 30.0

@@ -1,4 +1,4 @@
-"""A bound on bytes in flight over many requests or streams (STYLE.md §5): a bookie's
+"""A bound on bytes in flight over many requests or streams (docs/style.md §5): a bookie's
 add requests, a gateway's streaming appends, a gateway's REST request bodies (the HTTP
 protocol takes budget with ``request``, which needs no coroutine: services/web/lane.py).
 

@@ -1,7 +1,7 @@
 """The one error hierarchy of Quire.
 
 Every error a service reports to the world is a ``QuireError`` subclass that
-carries the API.md error code and HTTP status. One FastAPI exception handler
+carries the docs/api.md error code and HTTP status. One FastAPI exception handler
 (``services.web.errors.install_error_handlers``) turns them into
 ``{"error", "message"}`` and ``services.web.errors.error_body`` is the one place
 that body is built; routes and middlewares never build error responses by hand.
@@ -38,9 +38,9 @@ The metadata-store errors (``node_*``) are the vocabulary of
 ``services.zk.store.MetadataStore``: its callers catch them to decide (a missing
 znode is free, an existing one lost a race) and translate them into API errors
 (``LedgerNotFound``, ``CookieMismatch``, ...) before anything answers a request.
-They are not API.md codes.
+They are not docs/api.md codes.
 
-``invariant`` is for our own bugs (STYLE.md §4): unlike ``assert`` it survives
+``invariant`` is for our own bugs (docs/style.md §4): unlike ``assert`` it survives
 ``python -O``.
 """
 

@@ -1,6 +1,6 @@
-"""The bounds every service shares (STYLE.md §5), each named with its unit last.
+"""The bounds every service shares (docs/style.md §5), each named with its unit last.
 
-API.md fixes most of them; the bookie API (bookie/API.md) uses the same ones, so
+docs/api.md fixes most of them; the bookie API (docs/api.md "Bookie") uses the same ones, so
 a gateway never asks a bookie for more than the bookie serves. Tunables that an
 operator may change are settings (``services/settings.py``), not constants here.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 # Ids are non-negative signed 64-bit integers.
 ID_MAX = (1 << 63) - 1
 
-# Entries and add requests (API.md: 413 payload_too_large past these).
+# Entries and add requests (docs/api.md: 413 payload_too_large past these).
 ENTRY_SIZE_MAX_BYTES = 5 * 1024 * 1024
 # What a ledger entry may hold below the API: a log record of ENTRY_SIZE_MAX_BYTES in
 # its envelope (``services/protocol/log_records.py``: at most 158 header bytes).
@@ -29,7 +29,7 @@ PAGE_BYTES_MAX = 8 * 1024 * 1024
 # cost (the bookie's HTTP and routing, the gateway's read op) spread over more of them
 # (1 KiB records: the bookies' CPU per entry read -25 %, benchmarks/README.md); the
 # byte bound above still holds a page in memory. A JSON page stays at PAGE_ENTRIES_MAX
-# (API.md).
+# (docs/api.md).
 RANGE_ENTRIES_MAX = 8_192
 # A streamed range read (binary frames, NDJSON) reads this many pages ahead of the one it
 # sends (gateway/routes/ledgers.py ``_pages``; measured in benchmarks/README.md).
@@ -47,7 +47,7 @@ LAC_WAIT_MAX_MS = 30_000
 # Explicit LAC updates: the most ledgers in one request to a bookie.
 LAC_BATCH_MAX = 10_000
 
-# Stored-entry reports (bookie/API.md `/v1/ledgers/{id}/stored`, `/v1/stored`): the most
+# Stored-entry reports (docs/api.md "Bookie" `/v1/ledgers/{id}/stored`, `/v1/stored`): the most
 # ledgers one bulk request asks about, the most runs of consecutive entry ids listed
 # for one ledger, and for a whole bulk answer (its JSON stays well under the client's
 # 32 MiB answer bound); past these the list is cut and says `truncated`.

@@ -20,7 +20,7 @@ _HOSTPORT = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:\d{1,5}$")
 
 
 class CommonSettings(BaseSettings):
-    """Options every service takes (API.md, "Processes and how they start")."""
+    """Options every service takes (docs/api.md, "Processes and how they start")."""
 
     model_config = SettingsConfigDict(
         env_prefix="QUIRE_",
@@ -49,7 +49,7 @@ class CommonSettings(BaseSettings):
         description="a request slower than this is logged as a warning with its request id "
         "(0: never); a wait the request asks for (wait_ms) is not counted",
     )
-    # Bounds of the HTTP server (services/web/server.py), STYLE.md §5.
+    # Bounds of the HTTP server (services/web/server.py), docs/style.md §5.
     header_read_timeout_ms: int = Field(
         10_000, ge=100, le=600_000, description="longest wait for a request's line and headers"
     )
@@ -122,7 +122,7 @@ class GatewaySettings(CommonSettings):
     port: int = Field(8080, ge=1, le=65535, description="port to listen on")
     api_token: str | None = Field(None, description="token every /v1/ call needs")
     admin_token: str | None = Field(None, description="token /v1/admin/ calls need")
-    # Tunables of the write and read paths (STYLE.md §5): each a flag and a QUIRE_*
+    # Tunables of the write and read paths (docs/style.md §5): each a flag and a QUIRE_*
     # variable, with its unit last.
     fast_path: bool = Field(
         True, description="serve adds and log appends below FastAPI's routing (same contract)"

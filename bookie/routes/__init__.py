@@ -1,1 +1,1 @@
-"""The bookie's HTTP routes (bookie/API.md)."""
+"""The bookie's HTTP routes (docs/api.md "Bookie")."""

@@ -1,4 +1,4 @@
-"""Reads across a log's ledgers, in log order (API.md: GET /v1/logs/{name}/records).
+"""Reads across a log's ledgers, in log order (docs/api.md: GET /v1/logs/{name}/records).
 
 A read starts at a position of the log (its first record when none is given) and
 goes through the list of ledgers in order:

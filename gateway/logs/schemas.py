@@ -1,4 +1,4 @@
-"""The log objects of API.md ("Logs (ledgers to logs)") as pydantic models, for the
+"""The log objects of docs/api.md ("Logs") as pydantic models, for the
 OpenAPI document."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 read and CAS the log's znode, fence and recover ledgers, create and delete ledgers.
 
 The operation decides; this module only does the I/O and feeds the answer back
-(STYLE.md §1), one effect at a time, until the operation ends with ``Acquired``,
+(docs/style.md §1), one effect at a time, until the operation ends with ``Acquired``,
 ``Rolled`` or ``Failed`` (raised as its error).
 """
 

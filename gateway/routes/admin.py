@@ -1,7 +1,7 @@
-"""The Admin API of API.md (``/v1/admin/...``); the logic is ``gateway.admin``.
+"""The Admin API of docs/api.md (``/v1/admin/...``); the logic is ``gateway.admin``.
 
 The admin token rules are applied before routing (``gateway.auth``). Extensions to
-API.md's objects: per-bookie figures in the bookie listing, ``marked_at``, ``progress``
+docs/api.md's objects: per-bookie figures in the bookie listing, ``marked_at``, ``progress``
 and ``worker`` of an under-replicated ledger with ``?limit=&after=`` paging, the answer
 of ``POST /v1/admin/audit``, and ``GET /v1/admin/bookies/{id}``.
 """

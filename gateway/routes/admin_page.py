@@ -1,4 +1,4 @@
-"""The admin web page (API.md: ``GET /admin``): one HTML page, its script and its style,
+"""The admin web page (docs/api.md: ``GET /admin``): one HTML page, its script and its style,
 shipped in the package (``gateway/admin_page/``), no build step. The page is public;
 its data calls go to the Admin API with the token the page asks for (admin.js)."""
 

@@ -1,6 +1,6 @@
 """What routes get injected: the gateway context, and common path/query/header types.
 
-Integers in paths and queries are canonical decimal (API.md: ids are integers): digits
+Integers in paths and queries are canonical decimal (docs/api.md: ids are integers): digits
 only, no sign but the minus of a negative query bound, no leading zero, no space, no
 fraction — pydantic alone would read ``1.0``, ``+1`` and `` 1`` as 1, so that several
 URLs would name one ledger. The path types check it with a validator that keeps their
@@ -96,7 +96,7 @@ LedgerIdPath = Annotated[
 EntryIdPath = Annotated[
     int, Path(ge=0, le=ID_MAX, description="entry id"), BeforeValidator(canonical_integer)
 ]
-# A range read's bounds: ``from > to`` (both given) is 400 invalid_argument (API.md).
+# A range read's bounds: ``from > to`` (both given) is 400 invalid_argument (docs/api.md).
 FirstEntryQuery = Annotated[
     int | None, Query(alias="from", ge=0, le=ID_MAX, description="first entry id (default 0)")
 ]

@@ -1,4 +1,4 @@
-"""The Ledgers API of API.md."""
+"""The Ledgers API of docs/api.md."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Logs API of API.md ("Logs (ledgers to logs)")."""
+"""The Logs API of docs/api.md ("Logs")."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def _name(name: str) -> str:
 
 async def _not_writer(gw: Gateway, name: str, exc: NotWriter) -> NotWriter:
     """``exc``, unless the log does not exist (any more): then 404 ``log_not_found`` is
-    raised (API.md: an unknown log is 404 on every route)."""
+    raised (docs/api.md: an unknown log is 404 on every route)."""
     await log_ops.get(gw, name)
     return exc
 

@@ -2,7 +2,7 @@
 ``GET /v1/logs/{name}/stream``, upgraded to WebSocket (``gateway/stream.py`` has the
 protocol). A plain GET of these paths (no upgrade) is 400 ``invalid_argument``.
 
-Each connection is accepted first, so that every refusal is a message with API.md's
+Each connection is accepted first, so that every refusal is a message with docs/api.md's
 error code and a close code a browser can read (4000 + the HTTP status), never a
 failed handshake: the token (``gateway/auth.py``), then the target (400 bad id or name,
 404, the ledger password: 401, this gateway not the writer: 409), then the credits.
@@ -167,7 +167,7 @@ async def stream_log_plain(name: str, request: Request) -> None:
 
 def websocket_fallback(default: ASGIApp) -> ASGIApp:
     """The router's default for what no route matched: a WebSocket upgrade there gets an
-    HTTP answer with an API.md error (401 first when the headers lack a required token,
+    HTTP answer with a docs/api.md error (401 first when the headers lack a required token,
     as unknown /v1 routes do; else 404 not_found) rather than Starlette's bare 403;
     anything else goes to ``default``."""
 

@@ -1,7 +1,7 @@
 """What the asyncio runners of the protocol core share.
 
 A runner feeds events to one state machine at a time, on the event loop, and
-carries out its effects (STYLE.md §1). This base holds the parts common to
+carries out its effects (docs/style.md §1). This base holds the parts common to
 the write handle's and the recovery's runners: feeding (never re-entrant),
 the timer that feeds ``Tick`` by the machine's ``next_deadline()``, spawned
 tasks, and the metadata effects.

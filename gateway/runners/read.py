@@ -1,6 +1,6 @@
 """The asyncio runner of reads: carries out the effects of the protocol core's ``ReadOp``
 (a page or one entry) and ``LacOp`` (a LAC read or long poll) with real bookie clients
-and feeds the answers back (STYLE.md §1; the algorithm is in services/protocol/reads.py
+and feeds the answers back (docs/style.md §1; the algorithm is in services/protocol/reads.py
 and reads_lac.py, the effects in reads_messages.py).
 
 Reads never fence. An OPEN (or IN_RECOVERY) ledger is read up to its LAC: the

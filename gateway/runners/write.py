@@ -1,7 +1,7 @@
 """The asyncio runner of write handles (the protocol core's ``WriteHandle``).
 
 The core decides; this module only carries out its effects and feeds the
-results back (STYLE.md §1): ``SendAdds`` go to the per-bookie senders
+results back (docs/style.md §1): ``SendAdds`` go to the per-bookie senders
 (batched across ledgers), ``WriteMetadata``/``ReadMetadata`` to the ledger
 store, ``ReadWritableBookies`` to the registry view, ``SendLac`` to the
 bookies (fire and forget), and ``AckAdds``/``FailAdds``/``CloseDone``/

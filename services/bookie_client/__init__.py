@@ -1,4 +1,4 @@
-"""The async client of the bookie HTTP API (bookie/API.md): ``transport`` (HTTP/1.1 on
+"""The async client of the bookie HTTP API (docs/api.md "Bookie"): ``transport`` (HTTP/1.1 on
 asyncio streams), ``channel`` and ``adds`` (the gateway's callback-driven adds),
 ``client`` (one bookie's calls), ``answers`` and ``results`` (what its answers become),
 ``pool`` (one client per bookie id)."""

@@ -32,7 +32,7 @@ _BY_STATUS: dict[int, type[QuireError]] = {
 
 
 def error_for(status: int, body: bytes, prefix: str) -> QuireError:
-    """The error of an answer with ``status`` >= 400 (API.md: ``{"error", "message"}``);
+    """The error of an answer with ``status`` >= 400 (docs/api.md: ``{"error", "message"}``);
     ``prefix`` names the bookie and the call. An unknown code or a bare failure with a
     5xx status is ``BookieUnavailable``."""
     code = message = None
@@ -102,7 +102,7 @@ INSTANCE_HEADER = "x-quire-bookie-instance"
 
 
 def answer_error(address: str, response: HttpResponse, what: str) -> QuireError:
-    """The ``QuireError`` for an error answer (API.md: ``{"error", "message"}``), with
+    """The ``QuireError`` for an error answer (docs/api.md: ``{"error", "message"}``), with
     the answering bookie's instance id in ``bookie_instance_id`` (None if absent):
     recovery must not count a "not found" from a reformatted bookie as missing."""
     error = error_for(response.status, response.body, f"bookie {address}: {what}")

@@ -19,7 +19,7 @@ The rules are the transport's (services/bookie_client/transport.py):
   reused newest first and dropped after ``IDLE_CONNECTION_MAX_S``;
 - a reused connection that the bookie closed before a byte of the answer came (keep-alive
   expiry, restart) sends the request once more on a new connection: adds are
-  idempotent (bookie/API.md);
+  idempotent (docs/api.md "Bookie");
 - every request has its time-out ``timeout_s``, from the call to the answer's last byte
   (the connect included, itself bounded by ``connect_timeout_s``), which tells a hung
   bookie from a busy one (``_timed_out``): a bookie silent for half the time-out is asked

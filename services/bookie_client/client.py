@@ -1,4 +1,4 @@
-"""The async client of the bookie HTTP API (bookie/API.md), used by the gateway and
+"""The async client of the bookie HTTP API (docs/api.md "Bookie"), used by the gateway and
 the replicator.
 
 One ``BookieClient`` per bookie, built once and reused; ``BookieClientPool``
@@ -25,7 +25,7 @@ Ordering and retry rules:
 - An idle connection the bookie closed (keep-alive expiry, restart) is found
   out before use when possible, and otherwise when the request gets no byte
   of answer: then the request is sent once more on a new connection. That
-  retry is safe because every bookie call is idempotent (API.md: re-adding the
+  retry is safe because every bookie call is idempotent (docs/api.md: re-adding the
   same entry is a no-op, fence and LAC updates keep the maximum, delete of a
   deleted ledger answers 404).
 - Every wait is bounded: ``connect_timeout_s`` for a TCP connect,
@@ -98,7 +98,7 @@ from services.wire import framing
 
 log = logging.getLogger(__name__)
 
-# Bounds (STYLE.md §5).
+# Bounds (docs/style.md §5).
 REQUEST_TIMEOUT_S = 10.0
 LONG_POLLS_MAX = 16
 
@@ -395,7 +395,7 @@ class BookieClient:
         long_poll: bool = False,
         timeout_s: float | None = None,
     ) -> HttpResponse:
-        """One request; every failure leaves as a ``QuireError`` (STYLE.md §3). It takes
+        """One request; every failure leaves as a ``QuireError`` (docs/style.md §3). It takes
         at most ``timeout_s`` (default ``request_timeout_s``) plus ``extra_s``."""
         headers = self._headers
         request_id = REQUEST_ID.get()

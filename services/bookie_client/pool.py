@@ -16,7 +16,7 @@ from services.errors import BookieUnavailable
 
 class BookieClientPool:
     """One long-lived ``BookieClient`` per bookie id, created on first use and closed
-    in ``aclose()``. A bookie's id is its advertised ``host:port`` (bookie/API.md)."""
+    in ``aclose()``. A bookie's id is its advertised ``host:port`` (docs/api.md "Bookie")."""
 
     def __init__(
         self,

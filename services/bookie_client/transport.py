@@ -27,7 +27,7 @@ from typing import Protocol
 
 log = logging.getLogger(__name__)
 
-# Bounds (STYLE.md §5).
+# Bounds (docs/style.md §5).
 CONNECT_TIMEOUT_S = 2.0
 CONNECTIONS_MAX = 16
 # uvicorn closes an idle keep-alive connection after 30 s (services/web/serve.py);

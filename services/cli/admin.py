@@ -1,4 +1,4 @@
-"""``quire admin ...``: the Admin API of a gateway (API.md "Admin"), for operators.
+"""``quire admin ...``: the Admin API of a gateway (docs/api.md "Admin"), for operators.
 
 ``cluster``, ``bookies`` and ``under-replicated`` print rich tables (``--json`` for
 the API's object instead); ``audit``, ``replication enable|disable`` and

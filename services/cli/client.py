@@ -3,7 +3,7 @@
 A thin synchronous wrapper over ``httpx.Client`` (one command is a handful
 of calls; the data path of ``quire bench`` does not use it). It adds the API
 token and the ledger password headers and turns every failure into a
-``QuireError`` at this one boundary (STYLE.md §3):
+``QuireError`` at this one boundary (docs/style.md §3):
 
 - an API error answer ``{"error", "message"}`` becomes its class
   (``error_for_code``), with the answer's message;

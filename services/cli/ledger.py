@@ -1,6 +1,6 @@
 """``quire ledger ...``: the Ledgers API of a gateway, for people and scripts.
 
-Thin wrappers: each command is one or a few calls of API.md's Ledgers
+Thin wrappers: each command is one or a few calls of docs/api.md's Ledgers
 section through ``services.cli_client.GatewayClient``. Results go to stdout
 (JSON for objects: indented and coloured on a terminal, one compact line
 otherwise, so ``| jq`` works either way); progress and errors go to stderr.

@@ -1,4 +1,4 @@
-"""``quire log ...``: the Logs API of a gateway (API.md, "Logs (ledgers to logs)").
+"""``quire log ...``: the Logs API of a gateway (docs/api.md, "Logs").
 
 Thin wrappers like ``quire ledger``: each command is one or a few calls through
 ``GatewayClient``; objects go to stdout as JSON (indented on a terminal, one line

@@ -3,7 +3,7 @@ time, each with its own ``Idempotency-Key`` when asked), pages of records read i
 log order, and positions checked the way the gateway checks them.
 
 Positions on the command line and in what ``quire log`` prints are ``LID:EID``
-strings (the form ``--from`` and ``--before`` take), whichever of API.md's two forms
+strings (the form ``--from`` and ``--before`` take), whichever of docs/api.md's two forms
 the gateway answered with.
 """
 

@@ -5,7 +5,7 @@ reads a clock or draws unseeded randomness: time arrives in events (integer
 milliseconds), randomness as a seeded ``random.Random``. The gateway's async
 runner and the simulator (tests/simulation) run the same state machines.
 
-Modules, one per operation (STYLE.md §1):
+Modules, one per operation (docs/style.md §1):
 
 - ``quorum``     write sets, ack quorums, fencing coverage, absence (arithmetic)
 - ``placement``  choosing an ensemble and replacement bookies

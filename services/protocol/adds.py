@@ -1,7 +1,7 @@
 """Pending adds: entries sent and not yet acknowledged to the client (BookKeeper's
 PendingAddOp, for all of a handle's entries at once).
 
-Rule (PROTOCOL.md, "Ledgers"): an entry is acknowledged to the client when Qa
+Rule (docs/protocol.md, "Ledgers"): an entry is acknowledged to the client when Qa
 bookies of its write set stored it AND every lower entry is acknowledged, so
 acknowledgements are in entry-id order, always. A request (one entry or a
 batch) is acknowledged as a whole, once its last entry is.

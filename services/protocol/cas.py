@@ -40,7 +40,7 @@ from services.protocol.metadata import LedgerMetadata
 
 @dataclass(frozen=True, slots=True)
 class CasLimits:
-    """The bounds of one metadata compare-and-set (STYLE.md §5)."""
+    """The bounds of one metadata compare-and-set (docs/style.md §5)."""
 
     failures_max: int = 10  # store failures in a row before giving up
     retry_ms: int = 500  # back-off after a store failure before re-reading

@@ -1,6 +1,6 @@
 """Ensemble changes and the writer's close: the metadata decisions of a write handle.
 
-Ensemble change (PROTOCOL.md, "Failure while writing"): when bookies of the
+Ensemble change (docs/protocol.md, "Failure while writing"): when bookies of the
 current ensemble fail an add, the writer replaces them. The new fragment
 starts at the first entry not yet acknowledged to the client (``lac + 1``;
 acknowledgements are held back while the change is in progress, so this
@@ -10,7 +10,7 @@ CAS. On a CAS conflict the writer re-reads: if the ledger is no longer OPEN
 every pending add fails (ledger_fenced); otherwise it plans again on the
 fresh metadata.
 
-Close as writer (PROTOCOL.md, "Closing as writer"): CAS OPEN -> CLOSED with
+Close as writer (docs/protocol.md, "Closing as writer"): CAS OPEN -> CLOSED with
 last entry = the last entry acknowledged to the client. On conflict the
 fresh metadata decides, see ``close_outcome``.
 """
@@ -54,7 +54,7 @@ class CloseOutcome(StrEnum):
 
 
 def close_outcome(fresh: LedgerMetadata, lac: int) -> CloseOutcome:
-    """PROTOCOL.md "Closing as writer": on conflict re-read; still OPEN -> retry;
+    """docs/protocol.md "Closing as writer": on conflict re-read; still OPEN -> retry;
     IN_RECOVERY -> error; CLOSED with the same last entry -> success; CLOSED with
     another last entry -> error."""
     if fresh.state is LedgerState.OPEN:

@@ -1,4 +1,4 @@
-"""What the fence answers of one recovery established (PROTOCOL.md, "Fencing and
+"""What the fence answers of one recovery established (docs/protocol.md, "Fencing and
 recovery", steps 2-3): which bookie answered under which instance, their LACs, the
 ledger's length where an answer gave it, and the bookies whose fence failed.
 

@@ -1,7 +1,7 @@
-"""Taking a log's writer role and rolling its ledger, as pure operations (PROTOCOL.md,
-"Ledgers to logs"; seeds/protocol.txt, "Opening a log" and "Rolling ledgers").
+"""Taking a log's writer role and rolling its ledger, as pure operations (docs/protocol.md,
+"Ledgers to logs").
 
-Each operation takes events and returns effects (STYLE.md §1); the gateway's runner
+Each operation takes events and returns effects (docs/style.md §1); the gateway's runner
 (``gateway/logs/writer.py``) and the simulator (``tests/simulation/logs.py``) carry the
 effects out and feed the answers back.
 

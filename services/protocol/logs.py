@@ -1,4 +1,4 @@
-"""Logs: the value stored in a log's znode, log names and positions (PROTOCOL.md,
+"""Logs: the value stored in a log's znode, log names and positions (docs/protocol.md,
 "Ledgers to logs").
 
 A log is a named, ordered list of ledgers. ``LogMetadata`` is immutable: every
@@ -50,7 +50,7 @@ COMMIT_ID = re.compile(r"[A-Za-z0-9._:-]{1,200}")
 
 
 def check_log_name(name: str) -> str:
-    """``name`` when it is a valid log name (API.md), else ``InvalidArgument``."""
+    """``name`` when it is a valid log name (docs/api.md), else ``InvalidArgument``."""
     if not isinstance(name, str) or _NAME.fullmatch(name) is None:
         shown = name[:40] + "…" if isinstance(name, str) and len(name) > 40 else name
         raise InvalidArgument(
@@ -86,7 +86,7 @@ class Position:
 
     @classmethod
     def from_api(cls, value: Any, what: str = "position") -> Position:
-        """``"LID:EID"`` or ``{"ledger_id", "entry_id"}`` (API.md's JSON form)."""
+        """``"LID:EID"`` or ``{"ledger_id", "entry_id"}`` (docs/api.md's JSON form)."""
         if isinstance(value, str):
             return cls.parse(value, what)
         if isinstance(value, Mapping) and set(value) == {"ledger_id", "entry_id"}:
@@ -228,7 +228,7 @@ class LogMetadata:
     # ------------------------------------------------------------ forms
 
     def to_api(self) -> dict[str, Any]:
-        """API.md's log object."""
+        """docs/api.md's log object."""
         return {
             "name": self.name,
             "ledgers": list(self.ledgers),

@@ -1,10 +1,10 @@
-"""Ledger metadata: the value stored in a ledger's znode (PROTOCOL.md, "Ledgers").
+"""Ledger metadata: the value stored in a ledger's znode (docs/protocol.md, "Ledgers").
 
 ``LedgerMetadata`` is immutable. Every change (ensemble change, recovery
 marker, close) builds a new value that the caller writes by compare-and-set
 against the znode version it read; the version is kept beside the value, not
 in it. ``to_json()``/``from_json()`` are the znode body; ``to_api()`` is the
-ledger object of API.md, which never shows the password hash.
+ledger object of docs/api.md, which never shows the password hash.
 
 A ledger's entries live in fragments: fragment ``i`` holds the entries from
 its ``first_entry_id`` up to the next fragment's first id (the last fragment
@@ -74,7 +74,7 @@ class Fragment:
         return None
 
     def to_api_obj(self) -> dict[str, Any]:
-        """The fragment of API.md's ledger object (no instances)."""
+        """The fragment of docs/api.md's ledger object (no instances)."""
         return {"first_entry_id": self.first_entry_id, "bookies": list(self.bookies)}
 
     def to_json_obj(self) -> dict[str, Any]:
@@ -350,7 +350,7 @@ class LedgerMetadata:
             raise InvalidArgument(f"malformed ledger metadata: {exc}") from exc
 
     def to_api(self) -> dict[str, Any]:
-        """The ledger object of API.md (never the password hash)."""
+        """The ledger object of docs/api.md (never the password hash)."""
         return {
             "ledger_id": self.ledger_id,
             "state": self.state.value,

@@ -1,4 +1,4 @@
-"""Quorum arithmetic of a ledger ensemble (PROTOCOL.md, "Ledgers" and "Fencing").
+"""Quorum arithmetic of a ledger ensemble (docs/protocol.md, "Ledgers" and "Fencing and recovery").
 
 Entries are striped round robin over an ensemble of E bookies: entry ``e`` is
 stored on the Qw bookies at indexes ``(e + i) % E`` for ``i`` in ``0..Qw-1``
@@ -69,7 +69,7 @@ def fencing_complete(
     ensemble_size: int, write_quorum: int, ack_quorum: int, answered_indexes: Iterable[int]
 ) -> bool:
     """True once, for EVERY write set of the ensemble, at least ``Qw - Qa + 1`` of its
-    bookies answered the fence (PROTOCOL.md, fencing step 3)."""
+    bookies answered the fence (docs/protocol.md, fencing step 3)."""
     answered = set(answered_indexes)
     need = fence_threshold(write_quorum, ack_quorum)
     return all(
@@ -80,5 +80,5 @@ def fencing_complete(
 
 def entry_absent(write_quorum: int, ack_quorum: int, missing_count: int) -> bool:
     """An entry missing from ``Qw - Qa + 1`` fenced bookies of its write set was never
-    acknowledged and never will be (PROTOCOL.md, recovery step 4)."""
+    acknowledged and never will be (docs/protocol.md, recovery step 4)."""
     return missing_count >= fence_threshold(write_quorum, ack_quorum)

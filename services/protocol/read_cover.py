@@ -8,7 +8,7 @@ store every residue), and each cover bookie is asked only for the residues it is
 the first cover to store: every entry then comes once, not once per cover bookie
 that stores it (E=3, Qw=2: two thirds of the entries instead of four thirds of
 them, decoded and checked at the gateway and read from disk at the bookies).
-The bookie filters by ``entry_id mod stride in residues`` (bookie/API.md); all
+The bookie filters by ``entry_id mod stride in residues`` (docs/api.md "Bookie"); all
 residues of a stride mean no filter (``Share.stride`` 0, as a bookie without the
 filter would answer anyway).
 

@@ -8,7 +8,7 @@ once), each from the FENCED bookies of its write set only: a fenced bookie's
 Fenced means: the same bookie INSTANCE that answered this recovery's fence. A
 bookie that lost its state (reformatted: a new instance under its cookie) and
 came back is a new, unfenced bookie; its answers are UNKNOWN, never "missing",
-and it is asked nothing more in this recovery (PROTOCOL.md, invariants). A
+and it is asked nothing more in this recovery (docs/protocol.md, invariants). A
 bookie that answers the fence late (after fencing was complete) joins then.
 
 Across runs the same holds for a "replaced" bookie (``fencing.FenceAnswers``): it

@@ -1,7 +1,7 @@
 """Reading without recovery: how far a reader may go, which replicas are good, and the
 read of a page or of one entry as a state machine (BookKeeper's PendingReadOp).
 
-Opening without recovery never fences (PROTOCOL.md): a reader learns the LAC
+Opening without recovery never fences (docs/protocol.md): a reader learns the LAC
 from the bookies of the last fragment (``reads_lac.LacOp``: the highest LAC any
 of them reports; the writer piggybacks it on entries and sends explicit updates
 when idle), and reads no further than that on an OPEN ledger, no further than
@@ -131,7 +131,7 @@ def lac_from_answers(lacs: Iterable[int]) -> int:
 
 @dataclass(frozen=True)
 class ReadLimits:
-    """Every bound of a read (STYLE.md §5)."""
+    """Every bound of a read (docs/style.md §5)."""
 
     speculative_read_ms: int = 2_000  # a replica slower than this: ask another too
     page_entries_max: int = PAGE_ENTRIES_MAX

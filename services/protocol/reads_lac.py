@@ -62,7 +62,7 @@ from services.protocol.reads_messages import (
 
 @dataclass(frozen=True)
 class LacLimits:
-    """Every bound of a LAC read (STYLE.md §5)."""
+    """Every bound of a LAC read (docs/style.md §5)."""
 
     speculative_read_ms: int = 2_000  # bookies silent this long are not waited for
     lac_repoll_delay_ms: int = 20  # before re-polling a bookie that answered too early

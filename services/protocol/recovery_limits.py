@@ -9,7 +9,7 @@ from enum import StrEnum
 
 @dataclass(frozen=True)
 class RecoveryLimits:
-    """Every bound of a recovery (STYLE.md §5)."""
+    """Every bound of a recovery (docs/style.md §5)."""
 
     recovery_read_batch_max: int = 16  # entries being read ahead at once
     recovery_read_attempts_max: int = 3  # reads of one entry from one bookie

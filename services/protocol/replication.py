@@ -1,4 +1,4 @@
-"""Re-replication, the pure part (PROTOCOL.md, "Auto-recovery"): no I/O here.
+"""Re-replication, the pure part (docs/protocol.md, "Auto-recovery"): no I/O here.
 
 Which fragments of a ledger name a bookie that is gone, which entries that bookie
 had to hold (its share of each entry's write set), who replaces it, and the

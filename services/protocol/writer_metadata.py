@@ -42,7 +42,7 @@ from services.protocol.metadata import LedgerMetadata, LedgerState
 
 @dataclass(frozen=True)
 class WriterLimits:
-    """Every bound of a write handle (STYLE.md §5)."""
+    """Every bound of a write handle (docs/style.md §5)."""
 
     adds_in_flight_max: int = 2 * BATCH_ENTRIES_MAX  # entries accepted, not acknowledged
     add_bytes_in_flight_max: int = 128 * 1024 * 1024  # their payload bytes
@@ -223,7 +223,7 @@ class HandleMetadata:
 
     def _on_fresh_metadata(self, kind: str, result: CasFresh) -> list[Effect]:
         """The CAS lost (or its outcome was unknown and we re-read): the fresh metadata
-        decides (PROTOCOL.md, "Failure while writing" and "Closing as writer")."""
+        decides (docs/protocol.md, "Failure while writing" and "Closing as writer")."""
         fresh, version = result.metadata, result.version
         if kind == "change":
             if fresh.state is not LedgerState.OPEN:

@@ -25,7 +25,7 @@ from services.wire.entries_stream import MEDIA_TYPE, FrameDecoder
 # Bytes asked of the socket per chunk of a streamed range read.
 STREAM_CHUNK_BYTES = 1 << 20
 DEFAULT_TIMEOUT_S = 60.0
-# Codes the connector itself reports (the gateway's own codes are API.md's).
+# Codes the connector itself reports (the gateway's own codes are docs/api.md's).
 INVALID_OPTION = "invalid_option"
 GATEWAY_UNREACHABLE = "gateway_unreachable"
 SHORT_READ = "short_read"
@@ -33,7 +33,7 @@ SHORT_READ = "short_read"
 
 class QuireSparkError(Exception):
     """A Quire Spark job cannot go on: a bad option, or an error answer of the gateway
-    (``status`` and ``code`` as API.md says; ``status`` 0 for errors of the connector
+    (``status`` and ``code`` as docs/api.md says; ``status`` 0 for errors of the connector
     itself)."""
 
     def __init__(self, code: str, message: str, status: int = 0) -> None:

@@ -120,7 +120,7 @@ async def read_small_body(request: Request, limit: int = SMALL_BODY_MAX_BYTES) -
 
 
 def is_json(request: Request) -> bool:
-    """API.md: a request with ``Content-Type: application/json`` (any parameters) is JSON."""
+    """docs/api.md: a request with ``Content-Type: application/json`` (any parameters) is JSON."""
     return is_json_type(request.headers.get("content-type"))
 
 

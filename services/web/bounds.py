@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from services.settings import CommonSettings
 
-# Bounds of a request head (STYLE.md §5).
+# Bounds of a request head (docs/style.md §5).
 HEAD_SIZE_MAX_BYTES = 64 * 1024
 HEADERS_MAX = 100
 # Requests being served at once by one process; more get a JSON 503.

@@ -1,4 +1,4 @@
-"""Every error, on every path, as ``{"error", "message"}`` with the API.md status.
+"""Every error, on every path, as ``{"error", "message"}`` with the docs/api.md status.
 
 ``error_body`` is the one place that body is built; ``error_json`` wraps it in a
 response, which raw ASGI middlewares (the token and secret checks, the bookie's
@@ -58,18 +58,18 @@ ERROR_CODES: tuple[str, ...] = tuple(
 )
 
 ERROR_SCHEMA_NAME = "Error"
-# The one error body of every service (API.md "Errors"), a component of every document
+# The one error body of every service (docs/api.md "Errors"), a component of every document
 # (``services.web.openapi.install_openapi`` adds it) that error responses refer to.
 ERROR_SCHEMA: dict[str, Any] = {
     "title": ERROR_SCHEMA_NAME,
     "type": "object",
-    "description": "Every error answer: the API.md error code and a human-readable message",
+    "description": "Every error answer: the docs/api.md error code and a human-readable message",
     "required": ["error", "message"],
     "properties": {
         "error": {
             "type": "string",
             "enum": list(ERROR_CODES),
-            "description": "The error code (API.md); the HTTP status follows from it",
+            "description": "The error code (docs/api.md); the HTTP status follows from it",
         },
         "message": {"type": "string", "description": "What went wrong, for people"},
     },
@@ -104,7 +104,7 @@ def error_json(exc: QuireError, headers: Mapping[str, str] | None = None) -> Res
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    """Map every error to ``{"error", "message"}`` with the API.md status and code."""
+    """Map every error to ``{"error", "message"}`` with the docs/api.md status and code."""
 
     @app.exception_handler(QuireError)
     async def _quire(_: Request, exc: QuireError) -> Response:
@@ -147,7 +147,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 def error_bytes(status: int, code: str, message: str, request_id: str | None = None) -> bytes:
-    """A whole HTTP/1.1 answer with an API.md error body that closes the connection;
+    """A whole HTTP/1.1 answer with a docs/api.md error body that closes the connection;
     its ``X-Request-Id`` is ``request_id`` (a sane id) or a new one."""
     body = json.dumps({"error": code, "message": message}, separators=(",", ":")).encode()
     return b"".join(

@@ -30,7 +30,7 @@ from services.web.websocket import QuireWebSocketProtocol
 
 log = logging.getLogger(__name__)
 
-# Bounds of the HTTP server itself (STYLE.md §5); the others are settings.
+# Bounds of the HTTP server itself (docs/style.md §5); the others are settings.
 HTTP_BACKLOG = 2048
 # uvicorn's default message bound, for services that speak no WebSocket (unused there).
 WS_MAX_SIZE_UNUSED = 16 * 1024 * 1024

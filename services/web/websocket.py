@@ -43,7 +43,7 @@ from websockets.speedups import apply_mask
 
 SEND_TEXTS = "quire.websocket.send_texts"
 DRAIN = "quire.websocket.drain"
-# How long a connection is given to finish after the server's shutdown began (STYLE.md
+# How long a connection is given to finish after the server's shutdown began (docs/style.md
 # §5): a stream's adds in flight normally take milliseconds.
 DRAIN_WAIT_S = 5.0
 

@@ -3,7 +3,7 @@
 The digest covers the ledger id, the entry id, the writer's LAC at send time,
 the ledger's total length up to the entry, and the payload, so a replica moved
 to the wrong place or a torn payload is caught. Writers compute it once;
-readers verify it again (STYLE.md §4).
+readers verify it again (docs/style.md §4).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ does not cover the flags, which is as before), and
 whole body) but ``Record.transit_ok`` False, so the bookie refuses that record
 alone. A record without the flag (the framing before the checksum) still
 parses and has ``transit_ok`` True. CRC32C runs at memory speed (SSE 4.2):
-see bookie/API.md for the measured cost.
+see docs/api.md "Framing" for the measured cost.
 """
 
 from __future__ import annotations

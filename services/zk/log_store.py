@@ -1,7 +1,7 @@
 """Log metadata in ZooKeeper: create, versioned read, compare-and-set, delete, list.
 
 One znode per log at ``services.zk.paths.log(name)``; its version is the CAS token
-(PROTOCOL.md: "a log is a named, ordered list of ledgers, stored with a version").
+(docs/protocol.md: "a log is a named, ordered list of ledgers, stored with a version").
 """
 
 from __future__ import annotations

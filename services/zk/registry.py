@@ -5,7 +5,7 @@ JSON (address, state) is read when it appears and re-read on changes, so the
 writer knows which bookies are writable (placement, ensemble changes) and
 where each one is reached.
 
-Bookies being decommissioned (a node under ``/decommission``, API.md "Admin") are
+Bookies being decommissioned (a node under ``/decommission``, docs/api.md "Admin") are
 never ``writable``: a children watch keeps that set current too, so no new ensemble
 or ensemble change picks them. ``exclude`` applies a decommission this process just
 requested at once, before its own watch reports the node.

@@ -1,4 +1,4 @@
-"""Auto-recovery's shared state in ZooKeeper (PROTOCOL.md, "Auto-recovery").
+"""Auto-recovery's shared state in ZooKeeper (docs/protocol.md, "Auto-recovery").
 
 The auditor, the replication workers and the gateway's admin API coordinate only
 through these znodes (paths in ``services.zk.paths``):

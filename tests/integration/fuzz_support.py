@@ -58,7 +58,7 @@ SETTINGS_BASE: dict[str, Any] = {
 }
 # Operations whose valid-looking input is refused with 400 invalid_argument by design when
 # it does not fit the state of the cluster, so that 400 is an acceptable answer to valid
-# input there: a position outside the log (API.md: "a position outside the log") on a
+# input there: a position outside the log (docs/api.md: "a position outside the log") on a
 # read or a truncation; attaching ledgers to a log (the Spark commit), which takes only
 # existing CLOSED ledgers made for that log, without a password, not in it yet
 # (tests/integration/test_logs_attach.py).
@@ -108,7 +108,7 @@ class Report:
 
 
 def contract_server_errors(allowed: dict[int, set[str]]) -> Callable[..., None]:
-    """A check that fails on any 5xx except the given statuses with one of their API.md
+    """A check that fails on any 5xx except the given statuses with one of their docs/api.md
     error codes (``{503: {"not_enough_bookies"}}``: a ledger wider than the cluster)."""
 
     def no_unexpected_server_error(ctx: CheckContext, response: Response, case: Case) -> None:
@@ -135,7 +135,7 @@ def load(url: str) -> BaseSchema:
             "checks": {
                 # Replaced by `contract_server_errors`, stricter about which 5xx may occur.
                 "not_a_server_error": {"enabled": False},
-                # Invalid input may also be too large: API.md's 413 payload_too_large (a
+                # Invalid input may also be too large: docs/api.md's 413 payload_too_large (a
                 # batch over 10,000 entries, documented as maxItems).
                 "negative_data_rejection": {"expected-statuses": [*REJECTIONS, "413"]},
             },
@@ -168,7 +168,7 @@ def bound_long_polls(case: Case) -> None:
 
 
 def within_contract(case: Case, quorum_max: int | None = None) -> Case:
-    """A valid case kept valid under the rules of API.md that JSON Schema cannot state
+    """A valid case kept valid under the rules of docs/api.md that JSON Schema cannot state
     (so that their 400 is not counted as valid input refused): ``from <= to`` when both
     are given (swapped otherwise); a position's ids at most 2^63-1 (its pattern allows 19
     digits); ``E >= Qw >= Qa`` in a ledger's or log's settings (sorted so, defaults

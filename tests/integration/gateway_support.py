@@ -158,7 +158,7 @@ def metric_value(text: str, name: str, labels: str = "") -> float:
 
 
 def assert_error(r: httpx.Response, status: int, code: str) -> None:
-    """An API.md error: the status, and a body of exactly ``{"error", "message"}``."""
+    """A docs/api.md error: the status, and a body of exactly ``{"error", "message"}``."""
     assert r.status_code == status, (r.status_code, r.text)
     doc = r.json()
     assert set(doc) == {"error", "message"}, doc

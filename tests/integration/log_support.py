@@ -1,6 +1,6 @@
 """Helpers of the log integration tests: a client of the Logs API over httpx, a reader
 that reads a whole log, background appenders that record the outcome of every append,
-and a tailing reader (API.md, "Logs (ledgers to logs)")."""
+and a tailing reader (docs/api.md, "Logs")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The auditor with real processes (PROTOCOL.md, "Auto-recovery"; issue 8, "Auditor"):
+"""The auditor with real processes (docs/protocol.md, "Auto-recovery"; issue 8, "Auditor"):
 marking a lost bookie's ledgers, ignoring a bookie back within the delay, failover,
 audits on demand, stale marks, session loss, decommission."""
 

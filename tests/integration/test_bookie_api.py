@@ -1,4 +1,4 @@
-"""Bad input on every endpoint of a real bookie: a 4xx with an API.md-style error, nothing
+"""Bad input on every endpoint of a real bookie: a 4xx with a docs/api.md-style error, nothing
 stored, never a 500."""
 
 from __future__ import annotations

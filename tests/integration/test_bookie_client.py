@@ -31,7 +31,7 @@ def sealed(lid: int, eid: int, payload: bytes, recovery: bool = False) -> framin
 
 
 def test_every_call_against_a_real_bookie(cluster):
-    """Adds, reads, LAC, fence, list, delete and info behave as bookie/API.md says."""
+    """Adds, reads, LAC, fence, list, delete and info behave as docs/api.md "Bookie" says."""
     cluster.secret = SECRET
     bookie = cluster.start_bookie()
 

@@ -80,7 +80,7 @@ def test_a_stalled_64_mib_add_does_not_stall_other_adds(cluster):
 
 
 def test_a_slow_body_times_out_with_a_json_error_and_the_connection_closes(cluster):
-    """A body that does not arrive within body_read_timeout_ms is answered with API.md's
+    """A body that does not arrive within body_read_timeout_ms is answered with docs/api.md's
     JSON error invalid_argument naming the setting (400 from the bookie's add path, or 408
     from the HTTP server's own body timer, whichever fires first: both bound the same
     wait), the connection is closed, and nothing is stored."""

@@ -1,6 +1,6 @@
 """Fuzzing the decoders end to end, against a real bookie and a real gateway: every
 malformed binary add body a bookie gets, and every malformed JSON batch a gateway gets
-(ledger add, log append), is answered with its 4xx and API.md's {"error", "message"},
+(ledger add, log append), is answered with its 4xx and docs/api.md's {"error", "message"},
 never a 5xx, and stores nothing: no partial write, not even of the valid records before
 the damage. The bulk binary range read decodes to what the JSON read says, however the
 stream is cut.

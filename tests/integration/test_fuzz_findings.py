@@ -225,7 +225,7 @@ def test_integral_numbers_are_integers_in_bodies(env: Env) -> None:
 
 
 def test_from_greater_than_to_is_documented_400(env: Env) -> None:
-    """from > to on a range read is 400 invalid_argument (API.md) on the gateway and the
+    """from > to on a range read is 400 invalid_argument (docs/api.md) on the gateway and the
     bookie, and both served documents list that 400 on the operation."""
     lid = env.ledger_id
     r = env.gateway.request("GET", f"/v1/ledgers/{lid}/entries", params={"from": 1, "to": 0})

@@ -1,4 +1,4 @@
-"""The Admin API of API.md on a real cluster (ZooKeeper, five bookies, one gateway with
+"""The Admin API of docs/api.md on a real cluster (ZooKeeper, five bookies, one gateway with
 an API token and an admin token): every endpoint's exact shape, bookie states (writable,
 down after SIGKILL, decommissioning, decommissioned), the under-replicated listing with
 its paging and lock progress (marks written directly in ZooKeeper: the auditor is not
@@ -116,7 +116,7 @@ def _mark(zk: KazooClient, ledger_id: int, missing: list[str], marked_at: int) -
 
 
 def test_cluster_object_is_exactly_api_md(env: Env) -> None:
-    """GET /v1/admin/cluster has exactly API.md's keys and types; with no auditor running
+    """GET /v1/admin/cluster has exactly docs/api.md's keys and types; with no auditor running
     none is elected, and an election candidate's id shows up as auditor_id."""
     doc = env.get("/v1/admin/cluster")
     assert set(doc) == CLUSTER_KEYS, doc

@@ -1,4 +1,4 @@
-"""The Ledgers API of a real gateway, call by call (API.md "Ledgers"): the ledger object,
+"""The Ledgers API of a real gateway, call by call (docs/api.md "Ledgers"): the ledger object,
 the writer's rules (not_writer, close twice, ledger_closed), LAC and its long poll on
 the writer and elsewhere, the idle writer's LAC update, paging, length, delete, list,
 metrics and the docs page."""
@@ -55,7 +55,7 @@ def env(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:  
 
 
 def test_create_answers_the_ledger_object(env: Env) -> None:
-    """Create: 201 with the API.md ledger object; defaults 3/2/2 crc32c; an OPEN ledger
+    """Create: 201 with the docs/api.md ledger object; defaults 3/2/2 crc32c; an OPEN ledger
     with no entries has LAC -1, last_entry_id null, length 0; E distinct bookies."""
     before = int(time.time() * 1000)
     r = env.writer.request("POST", "/v1/ledgers")

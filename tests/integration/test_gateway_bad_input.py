@@ -1,4 +1,4 @@
-"""Bad input on every Ledgers endpoint of a real gateway: a 4xx with the API.md code and
+"""Bad input on every Ledgers endpoint of a real gateway: a 4xx with the docs/api.md code and
 a body of exactly ``{"error", "message"}``, never a 500, and nothing partially written
 by a rejected request."""
 

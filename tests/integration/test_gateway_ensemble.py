@@ -1,4 +1,4 @@
-"""Ensemble changes with real processes (PROTOCOL.md, "Failure while writing"): a bookie
+"""Ensemble changes with real processes (docs/protocol.md, "Failure while writing"): a bookie
 of the ensemble killed or turned read-only during a write stream is replaced by a new
 fragment, writes continue, and nothing acknowledged is lost."""
 

@@ -1,4 +1,4 @@
-"""Fencing and recovery across real gateway processes (PROTOCOL.md, "Fencing and
+"""Fencing and recovery across real gateway processes (docs/protocol.md, "Fencing and
 recovery"): a killed writer, a writer presumed dead that is not, concurrent recoveries,
 and reads that never fence."""
 

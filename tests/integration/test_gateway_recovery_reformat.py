@@ -1,4 +1,4 @@
-"""Recovery across a reformat (issue 7 item 1, PROTOCOL.md invariants): a bookie that
+"""Recovery across a reformat (issue 7 item 1, docs/protocol.md invariants): a bookie that
 lost its state before the recovery's fence is a new instance, and its "no such entry"
 never counts toward proving an entry absent, even though it answers the fence itself.
 Real bookies and gateways; the bookie is formatted with ``quire bookie format --force``."""

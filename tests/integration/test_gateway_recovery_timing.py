@@ -214,7 +214,7 @@ def _format_and_restart(cluster: Cluster, bookie: ServiceProcess, data_dir: Path
 def test_a_bookie_reformatted_after_the_fence_never_proves_an_entry_absent(
     cluster: Cluster, zk_client: KazooClient, tmp_path: Path
 ) -> None:
-    """PROTOCOL.md invariant, issue 7 item 1: E=3, Qw=2, Qa=2; entry 7 is acknowledged on
+    """docs/protocol.md invariant, issue 7 item 1: E=3, Qw=2, Qa=2; entry 7 is acknowledged on
     X and Y (its write set), the bookies' LAC is 6. Y hangs (SIGSTOP); the recovery
     fences X and Z; X is then reformatted and restarted under the same id before any
     read; then Y resumes. X's "no such ledger" comes from another instance than the one

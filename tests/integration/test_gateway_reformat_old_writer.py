@@ -1,7 +1,7 @@
 """A reformatted bookie does not un-fence a ledger for its old writer (issue 35 item 3,
-PROTOCOL.md "Fencing"): an add answered by another instance of a bookie than the one the
-ledger's fragment recorded is a failed bookie for that add. Real bookies and gateways;
-the bookie is formatted with ``quire bookie format --force``."""
+docs/protocol.md "Fencing and recovery"): an add answered by another instance of a bookie
+than the one the ledger's fragment recorded is a failed bookie for that add. Real bookies
+and gateways; the bookie is formatted with ``quire bookie format --force``."""
 
 from __future__ import annotations
 

@@ -330,7 +330,7 @@ def test_upgrade_request_is_served_as_plain_http(env: Env) -> None:
 
 def test_upgrade_to_a_path_without_websocket_gets_a_json_error(env: Env) -> None:
     """The gateway speaks WebSocket (streaming appends) but an upgrade to a path that is
-    no WebSocket gets an HTTP answer at once: 404 with an API.md error body."""
+    no WebSocket gets an HTTP answer at once: 404 with a docs/api.md error body."""
     with connection(env.flood.proc.port) as sock:
         sock.sendall(_UPGRADE_HEALTH)
         status, headers, body = read_answer(sock)

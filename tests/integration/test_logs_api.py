@@ -1,4 +1,4 @@
-"""The Logs API of a real cluster, route by route (API.md "Logs (ledgers to logs)"): the
+"""The Logs API of a real cluster, route by route (docs/api.md "Logs"): the
 exact success shapes (log object, writer, appends, roll, reads with paging and
 tailing, truncate, list, delete), idempotent appends (also across a writer
 hand-over), not_writer after a hand-over, and a 5 MiB record through a read."""

@@ -1,5 +1,5 @@
-"""Bad input on every Logs route of a real gateway (API.md "Logs (ledgers to logs)"): a
-4xx with the API.md code and a body of exactly ``{"error", "message"}``, never a 500,
+"""Bad input on every Logs route of a real gateway (docs/api.md "Logs"): a
+4xx with the docs/api.md code and a body of exactly ``{"error", "message"}``, never a 500,
 and never a partial append (the log's records are checked after each refusal)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Log writer hand-over with real processes: a second gateway takes the role under load,
 the writer gateway is SIGKILLed mid-load, and the writer's ledger is fenced by someone
-else while the role stays (API.md "Logs"; gateway/logs/writer.py)."""
+else while the role stays (docs/api.md "Logs"; gateway/logs/writer.py)."""
 
 from __future__ import annotations
 

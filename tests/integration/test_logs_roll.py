@@ -1,6 +1,6 @@
 """Log rolls and truncation with real processes: rolls on demand and a truncation
 under concurrent appends, tailing readers (on the writer and on another gateway) and
-whole-log readers; automatic rolls by size, entry count and age (API.md "Logs";
+whole-log readers; automatic rolls by size, entry count and age (docs/api.md "Logs";
 gateway/logs/writer.py, gateway/logs/reads.py)."""
 
 from __future__ import annotations

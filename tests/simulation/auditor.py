@@ -1,4 +1,4 @@
-"""The simulated auditor (PROTOCOL.md, "Auto-recovery"; issue 8 "Auditor"): marks the
+"""The simulated auditor (docs/protocol.md, "Auto-recovery"; issue 8 "Auditor"): marks the
 ledgers a lost bookie leaves under-replicated, and audits every ledger periodically.
 
 - Bookie registry: the world tells it when a bookie goes down and comes back

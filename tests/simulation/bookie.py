@@ -1,4 +1,4 @@
-"""The simulated bookie: the real bookie's write path (bookie/writer.py, bookie/API.md),
+"""The simulated bookie: the real bookie's write path (bookie/writer.py, docs/api.md "Bookie"),
 in memory, for many ledgers.
 
 Group commit. Adds, fences and LAC updates are queued; one commit at a time takes
@@ -339,7 +339,7 @@ class SimBookie:
     ) -> list[Record]:
         """Stored entries in [first, last], ascending: at most ``entries_max`` and, but
         for the first, ``bytes_max`` payload bytes; with a ``stride``, only those whose id
-        mod stride is in ``residues`` (bookie/API.md)."""
+        mod stride is in ``residues`` (docs/api.md "Bookie")."""
         self._check_up()
         st = self.ledgers.get(ledger_id)
         found: list[Record] = []

@@ -1,4 +1,4 @@
-"""The invariants of PROTOCOL.md, checked while the simulation runs.
+"""The invariants of docs/protocol.md, checked while the simulation runs.
 
 - Persistence: an entry acknowledged to a client is on Qa bookies of its write
   quorum when it is acknowledged; once the ledger is CLOSED every acknowledged
@@ -25,7 +25,7 @@
   them, and the close check above covers that). The writer is told
   ledger_fenced only when the ledger is no longer OPEN or some bookie fenced it.
 - No silent overwrite: a bookie never replaces a stored entry with other bytes
-  (bookie/API.md).
+  (docs/api.md "Bookie").
 - Re-replication (issue 8): once a ledger's mark is cleared, no settled fragment
   names a bookie the mark named, or one lost for good longer than the lost-bookie
   delay ago, that lacks an entry of its share; a worker's swap puts in a bookie
@@ -46,7 +46,7 @@ cover. A worker's swap may put in a bookie wiped since its copy (as one lost sin
 the auditor then finds the replicas missing.
 
 A bookie started without journal sync may lose its last unsynced adds in a crash
-(the operator's choice, PROTOCOL.md): from the first entry such a loss touched
+(the operator's choice, docs/protocol.md): from the first entry such a loss touched
 on, persistence is not promised (``lossy_from``), and the fencing check skips the
 entries that lost a copy; agreement, and fencing for every other entry, still hold.
 
@@ -94,7 +94,7 @@ CHECK_RECOVERY_WITH_DIVERGENT_REPLICAS = True
 
 
 class Violation(AssertionError):
-    """An invariant of PROTOCOL.md does not hold."""
+    """An invariant of docs/protocol.md does not hold."""
 
 
 class Checker:
@@ -419,7 +419,7 @@ class Checker:
         md = self.sim.cell.metadata
         if md.state is not LedgerState.CLOSED:
             if self.lossy_from is not None:
-                return  # unsynced losses may leave nothing to recover from (PROTOCOL.md)
+                return  # unsynced losses may leave nothing to recover from (docs/protocol.md)
             if not CHECK_RECOVERY_WITH_DIVERGENT_REPLICAS and self.divergent_replicas():
                 self.sim.world.stats["known bug: recovery blocked by divergent replicas"] += 1
                 return

@@ -1,4 +1,4 @@
-"""The invariants of a log (PROTOCOL.md "Ledgers to logs", API.md's log appends),
+"""The invariants of a log (docs/protocol.md "Ledgers to logs", docs/api.md's log appends),
 checked while the log simulation runs and on the log read at its end.
 
 While running:

@@ -1,5 +1,5 @@
 """A third party swapping a bookie inside a fragment of a CLOSED ledger: what the
-replication worker will do (PROTOCOL.md, "Auto-recovery").
+replication worker will do (docs/protocol.md, "Auto-recovery").
 
 It reads the metadata, picks a fragment and one of its bookies (one that is gone
 for good if there is one), and a healthy bookie outside that fragment's ensemble;

@@ -23,7 +23,7 @@ LONG_RUN_SEEDS = {
 
 @pytest.mark.parametrize("seed", list(LONG_RUN_SEEDS))
 def test_a_seed_the_long_run_found_failing_passes(seed: int) -> None:
-    """The invariants of PROTOCOL.md hold for a seed that once broke one (run_seed
+    """The invariants of docs/protocol.md hold for a seed that once broke one (run_seed
     raises ``Violation`` otherwise); the run reached auto-recovery (a mark was made)."""
     sim = run_seed(seed)
     assert sim.marks.created >= 1, LONG_RUN_SEEDS[seed]

@@ -83,7 +83,7 @@ def fingerprint(sim: Simulation) -> list:
 
 
 def test_protocol_invariants_hold_for_every_seed(sim_seeds: list[int]) -> None:
-    """PROTOCOL.md "Invariants every test suite checks" (persistence, agreement, fencing,
+    """docs/protocol.md "Invariants" (persistence, agreement, fencing,
     single writer) hold after every step of every seeded run: bookie crashes and
     restarts (losing unsynced adds without journal sync), group commits that fail,
     dropped, duplicated, slow and clogged messages, partitions, read-only bookies,
@@ -198,7 +198,7 @@ BUGS: dict[str, tuple[object, str, Callable]] = {
 
 @pytest.mark.parametrize("bug", list(BUGS))
 def test_the_checker_catches_a_broken_protocol(bug: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The simulator can fail: with a rule of PROTOCOL.md deliberately broken in the core,
+    """The simulator can fail: with a rule of docs/protocol.md deliberately broken in the core,
     some seed violates an invariant, and the report names the seed and the replay."""
     target, name, broken = BUGS[bug]
     module = sys.modules[target.__module__ if isinstance(target, type) else target.__name__]

@@ -1,4 +1,4 @@
-"""The simulated replication workers (PROTOCOL.md, "Auto-recovery"; issue 8
+"""The simulated replication workers (docs/protocol.md, "Auto-recovery"; issue 8
 "Replication workers"), deciding with the pure core services/protocol/replication.py.
 
 A worker walks the marks when woken (by the auditor after marking, and by its own

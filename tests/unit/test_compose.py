@@ -146,7 +146,7 @@ def test_each_service_listens_on_its_own_host_name(services: dict[str, dict[str,
 
 
 def test_ports_are_consistent(services: dict[str, dict[str, Any]]) -> None:
-    """QUIRE_PORT is the API.md default of the service, and any published port maps onto it."""
+    """QUIRE_PORT is the docs/api.md default of the service, and any published port maps onto it."""
     published = []
     for name, (module, service) in _quire_services(services).items():
         port = int(_env(service)["QUIRE_PORT"])

@@ -12,7 +12,7 @@ import pytest
 from services import errors
 from services.errors import InvariantViolation, QuireError, error_for_code
 
-# Every error code API.md lists ("Errors" table) with its status, and the codes other
+# Every error code docs/api.md lists ("Errors" table) with its status, and the codes other
 # services answer with or clients map back (cookie checks, the bookie's read-only mode).
 API_CODES = {
     "invalid_argument": 400,
@@ -64,7 +64,7 @@ print(json.dumps({"found": found, "registered": sorted(ERRORS_BY_CODE), "modules
 
 
 def test_every_code_is_registered_by_importing_services_errors_alone() -> None:
-    """A process that imports only services.errors maps every API.md code (and
+    """A process that imports only services.errors maps every docs/api.md code (and
     cookie_mismatch, bookie_read_only, node_* ...) to its class and status, and
     registers exactly the codes this process knows after importing every service."""
     import bookie.app  # noqa: F401 - every module that used to define an error class

@@ -1,4 +1,4 @@
-"""Settings of every service and of the ``quire`` command line (API.md, "Processes")."""
+"""Settings of every service and of the ``quire`` command line (docs/api.md, "Processes")."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_defaults_follow_api_md() -> None:
-    """With no flag and no variable, every default is the one API.md states."""
+    """With no flag and no variable, every default is the one docs/api.md states."""
     bookie = load_settings(BookieSettings, [])
     gateway = load_settings(GatewaySettings, [])
     auditor = load_settings(AuditorSettings, [])
@@ -233,7 +233,7 @@ def test_service_help_exits_0(module: str, capsys: pytest.CaptureFixture[str]) -
 
 
 def test_quire_up_defaults_follow_api_md() -> None:
-    """API.md: `quire up` starts four bookies by default (one more than the default
+    """docs/api.md: `quire up` starts four bookies by default (one more than the default
     ensemble) on P+1..P+N, the gateway on P=8080, the auditor on P+N+1 and the replicator
     on P+N+2."""
     import inspect

@@ -43,7 +43,7 @@ def run(coro: Awaitable[None]) -> None:
 
 
 class FakeBookie:
-    """The bookie API of bookie/API.md over in-memory dicts, just enough for the client."""
+    """The bookie API of docs/api.md "Bookie" over in-memory dicts, just enough for the client."""
 
     def __init__(self, secret: str | None = None) -> None:
         self.secret = secret
@@ -247,7 +247,7 @@ def record(lid: int, eid: int, payload: bytes = b"x", **kw) -> framing.Record:
 
 
 def test_every_call_round_trips_against_a_fake_bookie():
-    """Each API call sends what bookie/API.md says and parses the answer into its result."""
+    """Each API call sends what docs/api.md "Bookie" says and parses the answer into its result."""
 
     async def main():
         fake = FakeBookie(secret=SECRET)

@@ -1,5 +1,5 @@
 """`quire admin ...` against a fake gateway (an httpx mock transport that answers the
-Admin API of API.md): every command's call, its table or --json output, its errors and
+Admin API of docs/api.md): every command's call, its table or --json output, its errors and
 exit codes, and the waits of `decommission --wait` and `wait-replicated` with their
 deadline."""
 

@@ -1,5 +1,5 @@
 """In-memory fakes of what ``GatewayContext`` holds: a versioned ledger metadata store,
-a registry view, and bookies that store, fence and refuse like real ones (bookie/API.md),
+a registry view, and bookies that store, fence and refuse like real ones (docs/api.md "Bookie"),
 so the runners run on a real asyncio loop without processes."""
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ API, ADMIN = b"api", b"admin"
 def test_token_rules(
     api: bytes | None, admin: bytes | None, path: str, token: bytes | None, allowed: bool
 ) -> None:
-    """API.md: --api-token guards /v1/; --admin-token guards /v1/admin/ (the API token
+    """docs/api.md: --api-token guards /v1/; --admin-token guards /v1/admin/ (the API token
     is not enough there) and is accepted wherever the API token is."""
     policy = TokenPolicy(api.decode() if api else None, admin.decode() if admin else None)
     assert policy.allowed(path, token) is allowed

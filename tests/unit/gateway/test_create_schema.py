@@ -1,5 +1,5 @@
 """The create-ledger body (gateway/schemas.py ``CreateLedger``): metadata is a flat map of
-string keys to string values within API.md's bounds, a password is 1-256 printable ASCII
+string keys to string values within docs/api.md's bounds, a password is 1-256 printable ASCII
 characters, and an hmac-sha256 ledger needs one; anything else fails validation (400)
 before anything is written."""
 

@@ -36,7 +36,7 @@ def run(test: Callable[[], Awaitable[None]]) -> None:
 
 
 def test_recovery_fences_reads_forward_writes_back_and_closes_at_the_last_entry() -> None:
-    """PROTOCOL.md "Fencing and recovery" on a live writer's ledger: the metadata goes
+    """docs/protocol.md "Fencing and recovery" on a live writer's ledger: the metadata goes
     IN_RECOVERY then CLOSED at the last entry the bookies hold (2); the entry a bookie
     of its write set lacked is written back there with the recovery flag; every bookie
     is fenced, so the old writer's next add fails with ledger_fenced."""

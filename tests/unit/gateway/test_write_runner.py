@@ -65,7 +65,7 @@ def test_adds_are_stored_on_their_write_sets_and_acknowledged() -> None:
 
 
 def test_acknowledgements_wait_for_every_lower_entry() -> None:
-    """PROTOCOL.md: acks to the client are in entry-id order, always. With b0 holding
+    """docs/protocol.md: acks to the client are in entry-id order, always. With b0 holding
     back its answers, entry 1 (written to b1, b2) has its ack quorum but is answered only
     after entry 0 (on b0, b1) is."""
 
@@ -158,7 +158,7 @@ def test_a_fenced_bookie_fails_the_add_with_ledger_fenced() -> None:
 
 class RefusingBookie(FakeBookie):
     """A fake bookie that refuses the records named in ``refuse`` with their code, one
-    by one, and stores the others of the same request (bookie/API.md, per-record add
+    by one, and stores the others of the same request (docs/api.md "Bookie", per-record add
     answers)."""
 
     def __init__(self, bookie_id: str, refuse: dict[tuple[int, int], str]) -> None:

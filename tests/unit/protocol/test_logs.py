@@ -81,7 +81,7 @@ def test_position_from_api_and_order() -> None:
 
 def test_metadata_json_round_trip_keeps_everything() -> None:
     """to_json/from_json round trip, unknown future fields (extra) included; to_api is
-    API.md's log object only."""
+    docs/api.md's log object only."""
     log = LogMetadata(
         "name.1",
         ledgers=(5, 3, 9),

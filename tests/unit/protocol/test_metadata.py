@@ -31,7 +31,7 @@ def ledger(**kw: object) -> LedgerMetadata:
 
 
 def test_metadata_holds_every_field_of_protocol_md() -> None:
-    """PROTOCOL.md Ledgers: id, E, Qw, Qa, state, last entry (null unless CLOSED),
+    """docs/protocol.md Ledgers: id, E, Qw, Qa, state, last entry (null unless CLOSED),
     fragments, digest type, password hash, custom metadata, creation time."""
     md = ledger()
     assert (md.ledger_id, md.ensemble_size, md.write_quorum, md.ack_quorum) == (7, 3, 2, 2)
@@ -44,7 +44,7 @@ def test_metadata_holds_every_field_of_protocol_md() -> None:
 
 @pytest.mark.parametrize(("w", "a"), [(4, 2), (2, 3), (0, 0), (2, 0)])
 def test_creation_rejects_sizes_that_break_e_ge_qw_ge_qa_ge_1(w: int, a: int) -> None:
-    """PROTOCOL.md Ledgers: creation requires E >= Qw >= Qa >= 1 (InvalidArgument)."""
+    """docs/protocol.md Ledgers: creation requires E >= Qw >= Qa >= 1 (InvalidArgument)."""
     with pytest.raises(InvalidArgument):
         ledger(write_quorum=w, ack_quorum=a)
 
@@ -71,7 +71,7 @@ def test_validation_of_fragments_state_and_digest() -> None:
 
 
 def test_fragment_for_and_write_sets_follow_fragment_boundaries() -> None:
-    """PROTOCOL.md Ledgers/Failure while writing: an entry has one ensemble, the fragment
+    """docs/protocol.md Ledgers/Failure while writing: an entry has one ensemble, the fragment
     that contains it; its write quorum is striped over that ensemble."""
     md = ledger().with_ensemble(12, ("b4:1", "b2:1", "b3:1"))
     assert md.fragment_for(0).first_entry_id == 0
@@ -96,7 +96,7 @@ def test_ensemble_change_at_the_last_fragment_start_replaces_it_in_place() -> No
 
 
 def test_state_transitions() -> None:
-    """PROTOCOL.md: OPEN -> IN_RECOVERY (recovery step 1) -> CLOSED with a last entry."""
+    """docs/protocol.md: OPEN -> IN_RECOVERY (recovery step 1) -> CLOSED with a last entry."""
     md = ledger()
     rec = md.in_recovery()
     assert rec.state is LedgerState.IN_RECOVERY and rec.last_entry_id is None
@@ -128,7 +128,7 @@ def test_malformed_znode_body_is_invalid_argument(body: bytes) -> None:
 
 
 def test_api_object_matches_api_md_and_never_shows_the_password() -> None:
-    """API.md ledger object: exactly its fields, without the password (hash)."""
+    """docs/api.md ledger object: exactly its fields, without the password (hash)."""
     md = ledger(digest_type="hmac-sha256")
     doc = md.to_api()
     assert set(doc) == {
@@ -185,7 +185,7 @@ def test_metadata_without_instances_round_trips_unchanged() -> None:
 
 
 def test_the_api_object_never_shows_instances() -> None:
-    """API.md fixes the public ledger object: fragments are first_entry_id and bookies."""
+    """docs/api.md fixes the public ledger object: fragments are first_entry_id and bookies."""
     md = ledger(instances=INSTANCES).with_ensemble(4, ("b4:1", "b2:1", "b3:1"), {"b4:1": "x"})
     for fragment in md.to_api()["fragments"]:
         assert set(fragment) == {"first_entry_id", "bookies"}

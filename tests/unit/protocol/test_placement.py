@@ -28,7 +28,7 @@ def test_host_is_the_part_before_the_port() -> None:
 
 
 def test_creation_needs_e_writable_bookies() -> None:
-    """PROTOCOL.md Ledgers: creation requires at least E writable bookies, else a clear
+    """docs/protocol.md Ledgers: creation requires at least E writable bookies, else a clear
     error (and nothing is chosen)."""
     with pytest.raises(NotEnoughBookies, match="needs 3 writable bookies; 2 available"):
         choose_ensemble(["a:1", "b:1"], 3, random.Random(1))
@@ -67,7 +67,7 @@ def test_placement_is_random_but_seeded() -> None:
 def test_replacement_is_a_writable_bookie_not_in_the_ensemble(
     hosts: int, per_host: int, seed: int, data: st.DataObject
 ) -> None:
-    """PROTOCOL.md Failure while writing: the failed bookie is replaced, at its own index,
+    """docs/protocol.md Failure while writing: the failed bookie is replaced, at its own index,
     by a bookie not already in the ensemble; the others keep their places."""
     pool = bookies(hosts, per_host)
     size = data.draw(st.integers(1, len(pool)))

@@ -1,4 +1,4 @@
-"""Quorum arithmetic (services/protocol/quorum.py) against PROTOCOL.md, for every
+"""Quorum arithmetic (services/protocol/quorum.py) against docs/protocol.md, for every
 E >= Qw >= Qa >= 1 up to E = 7."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def sizes_and_answered(draw: st.DrawFn) -> tuple[int, int, int, set[int]]:
 
 
 def test_creation_requires_e_ge_qw_ge_qa_ge_1() -> None:
-    """PROTOCOL.md Ledgers: creation requires E >= Qw >= Qa >= 1, else a clear error."""
+    """docs/protocol.md Ledgers: creation requires E >= Qw >= Qa >= 1, else a clear error."""
     quorum.check_sizes(3, 2, 2)
     for bad in [(2, 3, 1), (3, 2, 3), (3, 0, 0), (0, 0, 0), (3, 2, 0), (-1, -1, -1)]:
         with pytest.raises(InvalidArgument, match="ensemble_size >= write_quorum"):
@@ -45,7 +45,7 @@ def test_creation_requires_e_ge_qw_ge_qa_ge_1() -> None:
 
 
 def test_write_quorum_of_entry_is_striped_round_robin_as_in_the_bookkeeper_example() -> None:
-    """PROTOCOL.md Ledgers: write quorum of e is B[(e + i) % E] for i in 0..Qw-1
+    """docs/protocol.md Ledgers: write quorum of e is B[(e + i) % E] for i in 0..Qw-1
     (the E=4, Qw=3 table of the protocol text)."""
     ensemble = ["B1", "B2", "B3", "B4"]
     expected = [
@@ -63,7 +63,7 @@ def test_write_quorum_of_entry_is_striped_round_robin_as_in_the_bookkeeper_examp
 @DETERMINISTIC
 @given(sizes(), st.integers(0, 10**12))
 def test_every_entry_has_qw_distinct_indexes(s: tuple[int, int, int], entry_id: int) -> None:
-    """PROTOCOL.md Ledgers: each entry goes to Qw distinct bookies of the ensemble, and
+    """docs/protocol.md Ledgers: each entry goes to Qw distinct bookies of the ensemble, and
     entries E apart share a write set."""
     e, w, _ = s
     indexes = quorum.write_set(entry_id, e, w)
@@ -75,7 +75,7 @@ def test_every_entry_has_qw_distinct_indexes(s: tuple[int, int, int], entry_id: 
 
 @pytest.mark.parametrize(("e", "w", "a"), ALL_SIZES)
 def test_there_are_exactly_e_distinct_write_quorums(e: int, w: int, a: int) -> None:
-    """PROTOCOL.md Ledgers: there are E distinct write quorums (one set when Qw = E)."""
+    """docs/protocol.md Ledgers: there are E distinct write quorums (one set when Qw = E)."""
     quorums = quorum.write_quorums(e, w)
     assert len(quorums) == e
     distinct_sets = {frozenset(q) for q in quorums}
@@ -93,7 +93,7 @@ def _unfenced_can_reach_ack_quorum(e: int, w: int, a: int, fenced: set[int]) -> 
 def test_fencing_coverage_means_no_write_quorum_can_gather_qa_unfenced_acks(
     case: tuple[int, int, int, set[int]],
 ) -> None:
-    """PROTOCOL.md fencing step 3: once Qw - Qa + 1 bookies of EVERY write quorum
+    """docs/protocol.md fencing step 3: once Qw - Qa + 1 bookies of EVERY write quorum
     answered, no write quorum can gather Qa acks from unfenced bookies; and when the
     coverage is not met, some write quorum still can (the rule is also minimal)."""
     e, w, a, answered = case
@@ -103,7 +103,7 @@ def test_fencing_coverage_means_no_write_quorum_can_gather_qa_unfenced_acks(
 
 @pytest.mark.parametrize(("e", "w", "a"), ALL_SIZES)
 def test_fencing_coverage_exhaustively(e: int, w: int, a: int) -> None:
-    """PROTOCOL.md fencing step 3, every answered subset of every ensemble up to E = 7."""
+    """docs/protocol.md fencing step 3, every answered subset of every ensemble up to E = 7."""
     for r in range(e + 1):
         for answered in itertools.combinations(range(e), r):
             complete = quorum.fencing_complete(e, w, a, answered)
@@ -116,7 +116,7 @@ def test_fencing_coverage_exhaustively(e: int, w: int, a: int) -> None:
 def test_entry_absent_after_qw_minus_qa_plus_1_missing(
     s: tuple[int, int, int], missing: int
 ) -> None:
-    """PROTOCOL.md recovery step 4: an entry missing from Qw - Qa + 1 bookies of its write
+    """docs/protocol.md recovery step 4: an entry missing from Qw - Qa + 1 bookies of its write
     quorum cannot have been acknowledged (at most Qa - 1 copies); with one missing
     answer fewer, Qa copies are still possible, so it must not be called absent."""
     _, w, a = s
@@ -129,7 +129,7 @@ def test_entry_absent_after_qw_minus_qa_plus_1_missing(
 @DETERMINISTIC
 @given(sizes())
 def test_ack_quorum_and_fence_quorum_always_intersect(s: tuple[int, int, int]) -> None:
-    """PROTOCOL.md fencing: any Qa bookies of a write quorum and any Qw - Qa + 1 of its
+    """docs/protocol.md fencing: any Qa bookies of a write quorum and any Qw - Qa + 1 of its
     bookies share at least one bookie (why fencing and absence are safe)."""
     _, w, a = s
     threshold = quorum.fence_threshold(w, a)
@@ -142,7 +142,7 @@ def test_ack_quorum_and_fence_quorum_always_intersect(s: tuple[int, int, int]) -
 @DETERMINISTIC
 @given(sizes(), st.integers(0, E_MAX), st.integers(0, E_MAX))
 def test_ack_quorum_helpers(s: tuple[int, int, int], acked: int, failed: int) -> None:
-    """PROTOCOL.md Ledgers: an entry is replicated enough once Qa bookies acked it; it can
+    """docs/protocol.md Ledgers: an entry is replicated enough once Qa bookies acked it; it can
     still get there while fewer than Qw - Qa + 1 bookies of its write quorum failed."""
     _, w, a = s
     acked, failed = min(acked, w), min(failed, w)

@@ -62,7 +62,7 @@ def limits(**kw: int) -> ReadLimits:
 
 
 def test_read_order_is_the_write_quorum_then_failover_never_other_bookies() -> None:
-    """PROTOCOL.md Ledgers: an entry is on its write quorum only; a reader tries it in
+    """docs/protocol.md Ledgers: an entry is on its write quorum only; a reader tries it in
     order and fails over to the other replicas (known-bad ones last)."""
     md = ledger()
     assert reads.read_sequence(md, 4) == ("b2:3181", "b3:3181")  # first fragment
@@ -72,7 +72,7 @@ def test_read_order_is_the_write_quorum_then_failover_never_other_bookies() -> N
 
 
 def test_the_readable_end_is_the_lac_or_the_last_entry_of_a_closed_ledger() -> None:
-    """PROTOCOL.md: opening without recovery reads only up to the LAC it can learn (the
+    """docs/protocol.md: opening without recovery reads only up to the LAC it can learn (the
     highest any bookie of the last fragment reports); a CLOSED ledger up to its last
     entry, whatever the LAC. Unknown LAC on an open ledger: learn it first (None)."""
     md = ledger()
@@ -89,7 +89,7 @@ def test_the_readable_end_is_the_lac_or_the_last_entry_of_a_closed_ledger() -> N
 
 
 def test_a_replica_is_usable_only_if_its_digest_and_ids_verify() -> None:
-    """PROTOCOL.md Ledgers: readers verify the digest; a mismatch (or a replica of another
+    """docs/protocol.md Ledgers: readers verify the digest; a mismatch (or a replica of another
     entry or ledger) is treated as missing, never returned."""
     md = ledger()
     good = seal(Record(1, 4, 3, b"data", digest_type="crc32c", length=10))

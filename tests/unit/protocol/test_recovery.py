@@ -1,4 +1,4 @@
-"""Ledger recovery (services/protocol/recovery.py) against PROTOCOL.md "Fencing and
+"""Ledger recovery (services/protocol/recovery.py) against docs/protocol.md "Fencing and
 recovery (closing as a reader)", steps 1-5, driven by a small synchronous fake of the
 bookies and the metadata store."""
 
@@ -146,7 +146,7 @@ def of(effects: Iterable[Effect], cls: type) -> list:
 
 
 def test_recovering_a_closed_ledger_changes_nothing() -> None:
-    """API.md recover: on a CLOSED ledger it returns it unchanged."""
+    """docs/api.md recover: on a CLOSED ledger it returns it unchanged."""
     md = ledger().closed(4, 10)
     r = LedgerRecovery(md, 3)
     assert r.start(0) == [RecoveryDone(md, 3, False)]
@@ -154,7 +154,7 @@ def test_recovering_a_closed_ledger_changes_nothing() -> None:
 
 
 def test_step1_open_ledger_is_first_marked_in_recovery_by_cas() -> None:
-    """PROTOCOL.md recovery step 1: CAS state -> IN_RECOVERY before anything else; then
+    """docs/protocol.md recovery step 1: CAS state -> IN_RECOVERY before anything else; then
     step 2: fence every bookie of the last fragment."""
     md = ledger().with_ensemble(5, ("b4:3181", "b2:3181", "b3:3181"))
     r = LedgerRecovery(md, 0)
@@ -168,7 +168,7 @@ def test_step1_open_ledger_is_first_marked_in_recovery_by_cas() -> None:
 
 
 def test_step3_fencing_completes_with_coverage_without_waiting_for_a_hanging_bookie() -> None:
-    """PROTOCOL.md recovery step 3: fenced once Qw - Qa + 1 bookies of EVERY write quorum
+    """docs/protocol.md recovery step 3: fenced once Qw - Qa + 1 bookies of EVERY write quorum
     answered; a hanging bookie does not block it."""
     md = ledger(e=3, w=2, a=2)  # threshold 1: any two bookies cover the three quorums
     cluster = Cluster(md, hanging={"b3:3181"})
@@ -178,7 +178,7 @@ def test_step3_fencing_completes_with_coverage_without_waiting_for_a_hanging_boo
 
 
 def test_step3_fails_retriably_when_every_bookie_answered_without_coverage() -> None:
-    """PROTOCOL.md recovery step 3: no coverage once all answered -> fail, retriable, and
+    """docs/protocol.md recovery step 3: no coverage once all answered -> fail, retriable, and
     nothing changed beyond IN_RECOVERY."""
     md = ledger(e=3, w=3, a=1)  # threshold 3: every bookie must answer
     cluster = Cluster(md, broken={"b2:3181"})
@@ -189,7 +189,7 @@ def test_step3_fails_retriably_when_every_bookie_answered_without_coverage() -> 
 
 
 def test_step4_reads_forward_from_highest_lac_writes_back_and_stops_at_absent_entry() -> None:
-    """PROTOCOL.md recovery step 4: start from the highest LAC returned; each entry found
+    """docs/protocol.md recovery step 4: start from the highest LAC returned; each entry found
     is written back to its whole write quorum with the recovery flag; stop at the first
     entry missing from Qw - Qa + 1 bookies. Step 5: CLOSED at the last entry recovered,
     with the length from that entry."""
@@ -213,7 +213,7 @@ def test_step4_reads_forward_from_highest_lac_writes_back_and_stops_at_absent_en
 
 
 def test_step4_absent_entry_needs_qw_minus_qa_plus_1_missing_answers() -> None:
-    """PROTOCOL.md recovery step 4: with Qw=3, Qa=2 an entry on one bookie of three is
+    """docs/protocol.md recovery step 4: with Qw=3, Qa=2 an entry on one bookie of three is
     found (only one missing answer is not enough to call it absent... it is found)."""
     md = ledger(e=3, w=3, a=2)
     cluster = Cluster(md)
@@ -262,7 +262,7 @@ def test_reads_go_only_to_fenced_bookies() -> None:
 
 
 def test_a_replica_with_a_bad_digest_is_never_used_nor_evidence_of_absence() -> None:
-    """PROTOCOL.md Ledgers: readers verify the digest; a mismatch is never returned (nor
+    """docs/protocol.md Ledgers: readers verify the digest; a mismatch is never returned (nor
     written back). In recovery it is not counted towards absence either: the bookie does
     hold a copy, so a corrupt answer is a read error, retried; a good copy wins."""
     md = ledger(e=3, w=2, a=2)  # threshold 1: one 'missing' answer would end the ledger
@@ -389,7 +389,7 @@ def test_close_keeps_a_replicator_change_of_an_earlier_fragment() -> None:
 
 
 def test_step5_close_conflicts_converge_on_the_winner() -> None:
-    """PROTOCOL.md recovery step 5: several concurrent recoveries converge on the same last
+    """docs/protocol.md recovery step 5: several concurrent recoveries converge on the same last
     entry: the loser of the CAS re-reads, sees CLOSED and adopts that metadata."""
     md = ledger(e=3, w=2, a=2)
     cluster = Cluster(md)
@@ -477,7 +477,7 @@ def test_the_recovery_times_out_on_tick_at_recovery_timeout_ms() -> None:
 
 @pytest.mark.parametrize(("e", "w", "a"), [(1, 1, 1), (2, 2, 1), (3, 3, 2), (5, 3, 2), (4, 2, 1)])
 def test_recovery_keeps_every_acknowledged_entry(e: int, w: int, a: int) -> None:
-    """PROTOCOL.md Persistence: every entry with Qa copies (an acknowledged one) is <= the
+    """docs/protocol.md Persistence: every entry with Qa copies (an acknowledged one) is <= the
     last entry after recovery, with the exact length."""
     md = ledger(e, w, a)
     cluster = Cluster(md)

@@ -1,6 +1,6 @@
 """Recovery's read-forward (services/protocol/readforward.py via recovery.py) against
 issue 7 items 1, 6 and 7: a bookie that lost its state never counts as "missing"
-(PROTOCOL.md invariants), the ledger's length comes from the fence answers when the
+(docs/protocol.md invariants), the ledger's length comes from the fence answers when the
 floor entry cannot be read, and a hanging fenced bookie costs one speculative delay,
 with reads batched per bookie."""
 
@@ -157,7 +157,7 @@ def the_issue_scenario() -> tuple[Driver, list[Effect]]:
 
 
 def test_a_bookie_reformatted_after_the_fence_never_counts_as_missing() -> None:
-    """PROTOCOL.md invariant (issue 7 item 1): after A lost its state, A's "no such
+    """docs/protocol.md invariant (issue 7 item 1): after A lost its state, A's "no such
     entry" is unknown, not missing; with C alone missing entry 7 is not provably absent,
     so the recovery does not close at 6 (it waits for B's fence); once B answers, entry
     7 is found on B and the ledger closes at 7 with its exact length."""

@@ -1,4 +1,4 @@
-"""Recovery across runs (issue 7 item 1, PROTOCOL.md invariants): the last fragment
+"""Recovery across runs (issue 7 item 1, docs/protocol.md invariants): the last fragment
 records which instance of each bookie it was written to, and a bookie whose fence answer
 names another instance (reformatted BEFORE this recovery's fence, or between two recovery
 attempts) is a replaced instance: fenced, but its "missing" never counts toward absence.

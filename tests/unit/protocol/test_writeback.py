@@ -11,7 +11,7 @@ MD = LedgerMetadata.new(1, ["a:1", "b:1", "c:1"], 2, 2)
 
 
 def test_at_most_in_flight_max_entries_are_written_back_at_once() -> None:
-    """STYLE.md §5: at most in_flight_max entries have a write-back outstanding; the
+    """docs/style.md §5: at most in_flight_max entries have a write-back outstanding; the
     others wait in entry-id order and go out as answers come back; every entry is
     eventually sent to its whole write set, with the recovery flag."""
     wbs = WriteBacks(MD, attempts_max=3, in_flight_max=2)

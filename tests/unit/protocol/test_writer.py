@@ -1,4 +1,4 @@
-"""The write handle (services/protocol/writer.py) against the rules of PROTOCOL.md:
+"""The write handle (services/protocol/writer.py) against the rules of docs/protocol.md:
 "Ledgers" (ids, write quorums, in-order acks, LAC, digests), "Failure while writing"
 (ensemble change by CAS, conflicts, no replacement), "Closing as writer", and the
 writer's side of fencing."""
@@ -89,7 +89,7 @@ def ack_everything(h: WriteHandle, effects: Iterable[Effect]) -> list[Effect]:
 
 
 def test_entry_ids_in_order_from_0_each_sent_to_its_write_quorum_in_one_batch_per_bookie() -> None:
-    """PROTOCOL.md Ledgers: ids in order from 0; entry e goes to B[(e+i) % E], i < Qw;
+    """docs/protocol.md Ledgers: ids in order from 0; entry e goes to B[(e+i) % E], i < Qw;
     entries bound for one bookie are batched into one request."""
     h = make(e=3, w=2, a=2)
     effects = add(h, "r1", b"a", b"bb", b"ccc", b"dddd")
@@ -99,7 +99,7 @@ def test_entry_ids_in_order_from_0_each_sent_to_its_write_quorum_in_one_batch_pe
 
 
 def test_each_record_carries_ids_lac_cumulative_length_and_a_valid_digest() -> None:
-    """PROTOCOL.md Ledgers: each entry carries ledger id, entry id, the writer's LAC at send
+    """docs/protocol.md Ledgers: each entry carries ledger id, entry id, the writer's LAC at send
     time, its payload and a digest over all of them (and the cumulative length)."""
     h = make()
     first = add(h, "r1", b"hello", b"world!")
@@ -118,7 +118,7 @@ def test_each_record_carries_ids_lac_cumulative_length_and_a_valid_digest() -> N
 
 
 def test_hmac_records_are_sealed_with_the_ledger_key() -> None:
-    """PROTOCOL.md Ledgers: the digest may be HMAC-SHA256 keyed from the ledger password."""
+    """docs/protocol.md Ledgers: the digest may be HMAC-SHA256 keyed from the ledger password."""
     md = LedgerMetadata.new(1, POOL[:3], 2, 2, digest_type="hmac-sha256")
     h = WriteHandle(md, 0, rng=random.Random(1), digest_key=b"k" * 32)
     record = of(add(h, "r", b"x"), SendAdds)[0].records[0]
@@ -126,7 +126,7 @@ def test_hmac_records_are_sealed_with_the_ledger_key() -> None:
 
 
 def test_entry_is_acknowledged_after_qa_acks_of_its_write_quorum() -> None:
-    """PROTOCOL.md Ledgers: acknowledged when Qa bookies of its write quorum acked it."""
+    """docs/protocol.md Ledgers: acknowledged when Qa bookies of its write quorum acked it."""
     h = make(e=3, w=3, a=2)
     add(h, "r1", b"x")
     assert store(h, "b1:3181", 0) == []
@@ -136,7 +136,7 @@ def test_entry_is_acknowledged_after_qa_acks_of_its_write_quorum() -> None:
 
 
 def test_ack_from_a_bookie_outside_the_write_quorum_does_not_count() -> None:
-    """PROTOCOL.md Ledgers: only bookies of the entry's write quorum count towards Qa."""
+    """docs/protocol.md Ledgers: only bookies of the entry's write quorum count towards Qa."""
     h = make(e=3, w=2, a=2)
     add(h, "r1", b"x")  # entry 0 -> b1, b2
     assert store(h, "b3:3181", 0) == []
@@ -146,7 +146,7 @@ def test_ack_from_a_bookie_outside_the_write_quorum_does_not_count() -> None:
 
 
 def test_acks_to_the_client_are_always_in_entry_id_order() -> None:
-    """PROTOCOL.md Ledgers: an entry is acknowledged only when every lower entry is; acks
+    """docs/protocol.md Ledgers: an entry is acknowledged only when every lower entry is; acks
     to the client are in entry-id order, always."""
     h = make(e=3, w=2, a=1)
     add(h, "r0", b"a")  # entry 0 -> b1, b2
@@ -158,7 +158,7 @@ def test_acks_to_the_client_are_always_in_entry_id_order() -> None:
 
 
 def test_a_batch_is_acknowledged_as_a_whole() -> None:
-    """API.md: a batch is acknowledged as a whole, in order, after the ack quorum of every
+    """docs/api.md: a batch is acknowledged as a whole, in order, after the ack quorum of every
     entry; last_add_confirmed is then >= its last entry."""
     h = make(e=3, w=2, a=2)
     add(h, "batch", b"a", b"b", b"c")
@@ -170,7 +170,7 @@ def test_a_batch_is_acknowledged_as_a_whole() -> None:
 
 
 def test_idle_writer_sends_an_explicit_lac_update() -> None:
-    """ISSUE 3 / PROTOCOL.md: when the writer goes idle it tells the bookies its LAC so that
+    """ISSUE 3 / docs/protocol.md: when the writer goes idle it tells the bookies its LAC so that
     tailing readers see the last entry without waiting for the next add."""
     limits = WriterLimits(explicit_lac_delay_ms=20)
     h = make(limits=limits)
@@ -182,7 +182,7 @@ def test_idle_writer_sends_an_explicit_lac_update() -> None:
 
 
 def test_bounds_on_adds_in_flight_and_payloads() -> None:
-    """STYLE.md §5: adds in flight are bounded; an over-large entry or batch, or an empty
+    """docs/style.md §5: adds in flight are bounded; an over-large entry or batch, or an empty
     batch, is refused."""
     h = make(limits=WriterLimits(adds_in_flight_max=3))
     assert of(add(h, "r1", b"a", b"b"), SendAdds)
@@ -205,7 +205,7 @@ def change_to(h: WriteHandle, writable: list[str]) -> WriteMetadata:
 
 
 def test_failed_bookie_is_replaced_by_cas_new_fragment_at_first_unacknowledged_entry() -> None:
-    """PROTOCOL.md Failure while writing: a bookie failing an add is replaced: a new
+    """docs/protocol.md Failure while writing: a bookie failing an add is replaced: a new
     fragment starting at the first entry not yet acknowledged to the client, with a bookie
     not already in the ensemble, written by CAS; pending entries are re-sent to it."""
     h = make(e=3, w=2, a=2)
@@ -229,7 +229,7 @@ def test_failed_bookie_is_replaced_by_cas_new_fragment_at_first_unacknowledged_e
 
 
 def test_read_only_bookie_is_replaced_too() -> None:
-    """PROTOCOL.md Failure while writing: a read-only bookie fails adds and is replaced."""
+    """docs/protocol.md Failure while writing: a read-only bookie fails adds and is replaced."""
     h = make()
     add(h, "r", b"x")
     effects = h.handle(BookieAddsDone("b2:3181", (), (0,), RejectReason.READONLY))
@@ -238,7 +238,7 @@ def test_read_only_bookie_is_replaced_too() -> None:
 
 
 def test_acks_are_held_during_the_change_and_replaced_bookie_acks_are_discarded() -> None:
-    """PROTOCOL.md Failure while writing: while the change is in progress nothing is
+    """docs/protocol.md Failure while writing: while the change is in progress nothing is
     acknowledged (the new fragment must start at the first unacknowledged entry); acks of
     the replaced bookie do not count for entries of the new fragment."""
     h = make(e=3, w=3, a=2)
@@ -254,7 +254,7 @@ def test_acks_are_held_during_the_change_and_replaced_bookie_acks_are_discarded(
 
 
 def test_adds_keep_queuing_during_a_change_and_are_sent_to_the_new_bookie() -> None:
-    """PROTOCOL.md Failure while writing: while the change is in progress adds keep
+    """docs/protocol.md Failure while writing: while the change is in progress adds keep
     queuing (bounded); once it lands they go to the new write quorums."""
     h = make(e=3, w=2, a=2)
     add(h, "r0", b"a")
@@ -267,7 +267,7 @@ def test_adds_keep_queuing_during_a_change_and_are_sent_to_the_new_bookie() -> N
 
 
 def test_cas_conflict_with_ledger_no_longer_open_fails_pending_adds_with_ledger_fenced() -> None:
-    """PROTOCOL.md Failure while writing: on CAS conflict re-read; if the ledger is no
+    """docs/protocol.md Failure while writing: on CAS conflict re-read; if the ledger is no
     longer OPEN every pending add fails (ledger_fenced: outcome unknown), and so does
     every later add."""
     h = make()
@@ -285,7 +285,7 @@ def test_cas_conflict_with_ledger_no_longer_open_fails_pending_adds_with_ledger_
 
 
 def test_cas_conflict_with_ledger_still_open_retries_on_the_fresh_metadata() -> None:
-    """PROTOCOL.md Failure while writing: on CAS conflict, if the ledger is still OPEN,
+    """docs/protocol.md Failure while writing: on CAS conflict, if the ledger is still OPEN,
     retry the replacement on the fresh metadata (its new version)."""
     h = make(e=3, w=2, a=2)
     add(h, "r0", b"a")
@@ -300,7 +300,7 @@ def test_cas_conflict_with_ledger_still_open_retries_on_the_fresh_metadata() -> 
 
 
 def test_no_replacement_adds_wait_bounded_then_fail_and_nothing_acknowledged_is_lost() -> None:
-    """PROTOCOL.md Failure while writing: when no replacement bookie exists, adds wait
+    """docs/protocol.md Failure while writing: when no replacement bookie exists, adds wait
     (bounded) and then fail; the ledger is closed at its last acknowledged entry, so
     nothing acknowledged is ever lost."""
     limits = WriterLimits(add_timeout_ms=1000, ensemble_change_retry_ms=100)
@@ -323,7 +323,7 @@ def test_no_replacement_adds_wait_bounded_then_fail_and_nothing_acknowledged_is_
 
 
 def test_adds_without_an_ack_quorum_in_time_fail_with_quorum_timeout() -> None:
-    """API.md 504 quorum_timeout: no ack quorum in time; outcome unknown."""
+    """docs/api.md 504 quorum_timeout: no ack quorum in time; outcome unknown."""
     h = make(limits=WriterLimits(add_timeout_ms=500))
     add(h, "r0", b"a", now=0)
     assert h.next_deadline() == 500
@@ -338,7 +338,7 @@ def test_adds_without_an_ack_quorum_in_time_fail_with_quorum_timeout() -> None:
 
 
 def test_fenced_bookie_rejection_fails_all_pending_and_later_adds_with_ledger_fenced() -> None:
-    """PROTOCOL.md fencing step 3: the old writer's next add fails with ledger_fenced (an
+    """docs/protocol.md fencing step 3: the old writer's next add fails with ledger_fenced (an
     unknown outcome), and it acknowledges nothing more."""
     h = make(e=3, w=2, a=2)
     add(h, "r0", b"a")
@@ -355,7 +355,7 @@ def test_fenced_bookie_rejection_fails_all_pending_and_later_adds_with_ledger_fe
 
 
 def test_close_of_a_fenced_handle_reports_the_recovery() -> None:
-    """PROTOCOL.md Closing as writer: IN_RECOVERY -> error; CLOSED at our last entry ->
+    """docs/protocol.md Closing as writer: IN_RECOVERY -> error; CLOSED at our last entry ->
     success."""
     h = make()
     add(h, "r0", b"a")
@@ -375,7 +375,7 @@ def test_close_of_a_fenced_handle_reports_the_recovery() -> None:
 
 
 def test_close_waits_for_pending_adds_then_cas_closed_at_last_acknowledged_entry() -> None:
-    """PROTOCOL.md Closing as writer: CAS OPEN -> CLOSED with last entry = the last entry
+    """docs/protocol.md Closing as writer: CAS OPEN -> CLOSED with last entry = the last entry
     acknowledged to the client (and the exact length); no adds are accepted meanwhile."""
     h = make(e=3, w=2, a=2)
     ack_everything(h, add(h, "r0", b"ab"))
@@ -404,7 +404,7 @@ def test_close_waits_for_pending_adds_then_cas_closed_at_last_acknowledged_entry
 def test_close_cas_conflict_outcomes(
     fresh_state: LedgerState, fresh_last: int | None, outcome: CloseOutcome
 ) -> None:
-    """PROTOCOL.md Closing as writer: on conflict re-read; still OPEN -> retry;
+    """docs/protocol.md Closing as writer: on conflict re-read; still OPEN -> retry;
     IN_RECOVERY -> error; CLOSED with the same last entry -> success; CLOSED with another
     last entry -> error."""
     h = make()
@@ -438,7 +438,7 @@ def test_metadata_store_failure_is_an_unknown_outcome_resolved_by_reading() -> N
 
 
 def test_metadata_store_failures_are_bounded() -> None:
-    """STYLE.md §5: retries are bounded; a close that cannot reach the store fails."""
+    """docs/style.md §5: retries are bounded; a close that cannot reach the store fails."""
     h = make(limits=WriterLimits(metadata_failures_max=1, metadata_retry_ms=1))
     h.handle(CloseRequested("c", 0))
     h.handle(MetadataFailed("metadata_unavailable"))
@@ -472,7 +472,7 @@ def test_plan_ensemble_change_is_pure() -> None:
 
 
 def test_sends_to_one_bookie_are_split_at_the_batch_bounds() -> None:
-    """STYLE.md §5: one request per bookie, split when it would pass
+    """docs/style.md §5: one request per bookie, split when it would pass
     send_batch_entries_max entries or send_batch_bytes_max payload bytes."""
     h = make(e=1, w=1, a=1, limits=WriterLimits(send_batch_entries_max=3))
     effects = of(add(h, "r", *[b"x"] * 7), SendAdds)
@@ -486,7 +486,7 @@ def test_sends_to_one_bookie_are_split_at_the_batch_bounds() -> None:
 
 
 def test_no_replacement_acknowledges_what_has_its_quorum_before_failing_the_rest() -> None:
-    """Issue 7 item 5 (PROTOCOL.md Failure while writing): b3 fails with no spare to
+    """Issue 7 item 5 (docs/protocol.md Failure while writing): b3 fails with no spare to
     replace it. Entry 0 (write set b1, b2) is stored on both while the change waits, so
     it has its ack quorum without the failed bookie: at the time-out it is acknowledged
     (in entry order) and only entries 1 and 2, which need b3, fail with

@@ -1,4 +1,4 @@
-"""The write handle against a reformatted bookie (issue 35 item 3, PROTOCOL.md
+"""The write handle against a reformatted bookie (issue 35 item 3, docs/protocol.md
 "Fencing"): an add answered by another instance of a bookie than the one the last
 fragment recorded is a failed bookie for that add (services/protocol/writer.py,
 "Replaced instance")."""

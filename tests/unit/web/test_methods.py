@@ -75,7 +75,7 @@ def test_head_runs_the_get_route() -> None:
 
 
 def test_405_carries_allow() -> None:
-    """A 405 lists the path's methods in Allow, with the API.md error body; HEAD of a
+    """A 405 lists the path's methods in Allow, with the docs/api.md error body; HEAD of a
     POST-only route stays 405."""
     r = call("PUT", "/v1/things/7")
     assert r.status_code == 405 and r.json()["error"] == "method_not_allowed"

@@ -30,7 +30,7 @@ from services.web.methods import MethodsMiddleware
 from services.web.openapi_export import EXPORTS
 
 HTTP_METHODS = ("get", "put", "post", "delete", "patch")
-# API.md's table of error codes.
+# docs/api.md's table of error codes.
 API_MD_CODES = {
     "invalid_argument",
     "unauthorized",
@@ -195,7 +195,7 @@ def test_bookie_secret_is_required_only_with_a_cluster_secret() -> None:
 @pytest.mark.parametrize("service", SERVICES)
 def test_every_error_response_is_the_error_schema(service: str) -> None:
     """Every 4xx/5xx response of every operation is JSON referring to the one Error
-    schema, whose `error` is an enum of every code an answer carries (API.md's among
+    schema, whose `error` is an enum of every code an answer carries (docs/api.md's among
     them) and none of the internal vocabulary."""
     doc = served(SERVICES[service]())
     error = doc["components"]["schemas"]["Error"]
@@ -237,7 +237,7 @@ def test_bounds_are_exact_integers(service: str) -> None:
 
 
 def test_from_greater_than_to_is_documented() -> None:
-    """A range read with from > to is 400 invalid_argument (API.md), and both documents
+    """A range read with from > to is 400 invalid_argument (docs/api.md), and both documents
     say so on their range read."""
     gateway = served(SERVICES["gateway"]())["paths"]["/v1/ledgers/{ledger_id}/entries"]["get"]
     bookie = served(SERVICES["bookie"]())["paths"]["/v1/ledgers/{ledger_id}/entries"]["get"]

@@ -37,7 +37,7 @@ def test_crc32c_is_over_ids_lac_length_and_payload():
     ids=["ledger", "entry", "lac", "length", "payload-byte", "payload-longer", "payload-empty"],
 )
 def test_any_changed_field_fails_verification(digest_type, change):
-    """A sealed record verifies; changing any covered field makes it fail (STYLE.md §4)."""
+    """A sealed record verifies; changing any covered field makes it fail (docs/style.md §4)."""
     key = digest.mac_key(b"secret")
     sealed = digest.seal(record(digest_type), key)
     assert digest.record_ok(sealed, key)

@@ -157,7 +157,7 @@ def test_too_many_records():
 
 
 def test_flags_carry_recovery_and_digest_type():
-    """Bit 0 is the recovery flag and bits 1-2 the digest type, as bookie/API.md says."""
+    """Bit 0 is the recovery flag and bits 1-2 the digest type, as docs/api.md "Bookie" says."""
     body = encode([rec(recovery=True, digest_type="hmac-sha256", digest=b"\x00" * 32)])
     assert body[0] == 0x01 | (2 << 1) | framing.FLAG_CHECKSUM
     body = encode([rec(recovery=False, digest_type="crc32c")])

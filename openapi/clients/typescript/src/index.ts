@@ -7,10 +7,10 @@ export type { components, paths };
 /** Typed by the JSON answers; other representations (NDJSON, raw bytes, the bulk entries
  * format) are read with `parseAs: "text" | "arrayBuffer" | "stream"` and an Accept header. */
 export type QuireClient = Client<paths, "application/json">;
-/** The body of every error answer: `{"error": code, "message": text}` (API.md). */
+/** The body of every error answer: `{"error": code, "message": text}` (docs/api.md). */
 export type QuireErrorBody = { error: string; message: string };
 
-/** The thrown form of an error answer: its HTTP status and API.md code. */
+/** The thrown form of an error answer: its HTTP status and docs/api.md code. */
 export class QuireError extends Error {
   constructor(
     readonly status: number,

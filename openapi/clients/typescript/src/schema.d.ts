@@ -719,11 +719,11 @@ export interface components {
         };
         /**
          * Error
-         * @description Every error answer: the API.md error code and a human-readable message
+         * @description Every error answer: the docs/api.md error code and a human-readable message
          */
         Error: {
             /**
-             * @description The error code (API.md); the HTTP status follows from it
+             * @description The error code (docs/api.md); the HTTP status follows from it
              * @enum {string}
              */
             error: "internal" | "invalid_argument" | "unauthorized" | "not_found" | "ledger_not_found" | "entry_not_found" | "log_not_found" | "bookie_not_found" | "method_not_allowed" | "conflict" | "ledger_closed" | "ledger_fenced" | "entry_exists" | "not_writer" | "metadata_conflict" | "idempotency_key_reused" | "ledger_in_log" | "payload_too_large" | "unavailable" | "not_enough_bookies" | "bookie_read_only" | "bookie_unavailable" | "metadata_unavailable" | "quorum_timeout" | "log_ledger_missing";

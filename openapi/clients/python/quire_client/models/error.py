@@ -13,10 +13,10 @@ T = TypeVar("T", bound="Error")
 
 @_attrs_define
 class Error:
-    """Every error answer: the API.md error code and a human-readable message
+    """Every error answer: the docs/api.md error code and a human-readable message
 
     Attributes:
-        error (ErrorError): The error code (API.md); the HTTP status follows from it
+        error (ErrorError): The error code (docs/api.md); the HTTP status follows from it
         message (str): What went wrong, for people
     """
 
