@@ -1,0 +1,67 @@
+"""Every path the code and the docs cite exists in the repository, and nothing cites the
+documents that used to live outside it (a clone has only what is here)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+TOP = (
+    "docs",
+    "services",
+    "gateway",
+    "bookie",
+    "auditor",
+    "replicator",
+    "tests",
+    "benchmarks",
+    "openapi",
+    "deploy",
+)
+CITED = re.compile(
+    r"(?<![\w./-])((?:"
+    + "|".join(TOP)
+    + r")/[\w./{}-]*\w\.(?:py|md|json|ya?ml|toml|sh|ts|js|html|css))"
+)
+OUTSIDE = re.compile(r"\.\./shared|(?<![\w/])(?:API|PROTOCOL|STYLE|ARCHITECTURE)\.md")
+SUFFIXES = (".py", ".md", ".toml", ".yml", ".yaml", ".json", ".ts", ".sh", ".cfg", ".ini")
+# Tests whose data are made-up paths (a source tree, a test layout), not citations.
+MADE_UP_PATHS = {"tests/unit/test_native.py", "tests/unit/test_scheduling.py"}
+
+
+def tracked() -> list[Path]:
+    out = subprocess.run(
+        ["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    return [REPO / f for f in out if f.endswith(SUFFIXES) or f in ("Makefile", "Dockerfile")]
+
+
+def test_every_cited_path_exists() -> None:
+    missing = []
+    for path in tracked():
+        rel = str(path.relative_to(REPO))
+        if "openapi/clients/" in rel or rel in MADE_UP_PATHS:
+            continue  # generated, or made up
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            for cited in CITED.findall(line):
+                if "{" in cited or "*" in cited:
+                    continue  # a pattern, not a file
+                if not (REPO / cited).exists():
+                    missing.append(f"{path.relative_to(REPO)}:{n}: {cited}")
+    assert missing == [], "\n".join(missing)
+
+
+def test_nothing_cites_documents_outside_the_repository() -> None:
+    found = []
+    for path in tracked():
+        rel = path.relative_to(REPO)
+        if "openapi/clients/" in str(rel) or rel == Path(__file__).relative_to(REPO):
+            continue
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            for match in OUTSIDE.finditer(line):
+                if line[max(0, match.start() - 7) : match.start()].endswith("bookie/"):
+                    continue  # bookie/API.md is in the repository
+                found.append(f"{rel}:{n}: {line.strip()[:100]}")
+    assert found == [], "\n".join(found)
