@@ -152,7 +152,7 @@ async def stream_log(ws: WebSocket, name: str) -> None:
     await _serve(ws, open_target)
 
 
-_PLAIN_GET = "this path is a WebSocket: connect with Upgrade: websocket (README, Streaming appends)"
+_PLAIN_GET = "this path is a WebSocket: connect with Upgrade: websocket (docs/streaming.md)"
 
 
 @router.get("/v1/ledgers/{ledger_id}/stream", include_in_schema=False)
