@@ -201,7 +201,7 @@ def render(doc: dict[str, Any]) -> Group:
 def status(
     ctx: typer.Context,
     as_json: Annotated[
-        bool, typer.Option("--json", help="print one JSON object (keys: docs/cli.md, 'quire status')")
+        bool, typer.Option("--json", help="print one JSON object (keys: docs/cli.md)")
     ] = False,
     first: Annotated[
         int,
