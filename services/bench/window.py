@@ -8,12 +8,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from typing import Any
 
 from services.bench.config import LOAD_SLACK_S, START_DELAY_S, BenchConfig
 from services.bench.measure import Sampler, busy_cpu_s, profile_report
 from services.bench.procs import LoadProcesses, load_specs
 from services.bench.report import Progress, summarize
-from services.errors import invariant
+from services.errors import present
 
 
 def note(message: str) -> None:
@@ -27,8 +28,8 @@ def measure(
     ledger_ids: list[int],
     gateway_pid: int | None,
     bookie_pids: list[int],
-    extra_spec: dict | None = None,
-) -> dict:
+    extra_spec: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Run the load processes and sample the services over the counted window
     (``extra_spec`` goes into every load process's spec: ``--log``'s log)."""
     gateway = Sampler(gateway_pid) if gateway_pid else None
@@ -81,16 +82,16 @@ def _cpu(gateway: Sampler | None, bookies: list[Sampler]) -> list[float]:
     return [gateway.cpu_s() if gateway is not None else 0.0, *(b.cpu_s() for b in bookies)]
 
 
-def _start_profiler(config: BenchConfig, pid: int) -> subprocess.Popen:
+def _start_profiler(config: BenchConfig, pid: int) -> subprocess.Popen[bytes]:
     """py-spy over the gateway for the counted window (``--profile DIR``)."""
-    invariant(config.profile is not None, "the profiler runs only with --profile")
-    config.profile.mkdir(parents=True, exist_ok=True)
+    profile = present(config.profile, "the profiler runs only with --profile")
+    profile.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen(
         [
             config.py_spy, "record", "--pid", str(pid),
             "--duration", str(max(1, int(config.duration_s))),
             "--rate", "250", "--format", "raw",
-            "--output", str(config.profile / "gateway.folded"),
+            "--output", str(profile / "gateway.folded"),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -98,15 +99,15 @@ def _start_profiler(config: BenchConfig, pid: int) -> subprocess.Popen:
     )  # fmt: skip
 
 
-def _finish_profiler(config: BenchConfig, proc: subprocess.Popen) -> None:
-    invariant(config.profile is not None, "the profiler runs only with --profile")
+def _finish_profiler(config: BenchConfig, proc: subprocess.Popen[bytes]) -> None:
+    profile = present(config.profile, "the profiler runs only with --profile")
     try:
         proc.wait(LOAD_SLACK_S)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-    folded = config.profile / "gateway.folded"
+    folded = profile / "gateway.folded"
     if folded.exists():
         report = profile_report(folded, top=25)
-        (config.profile / "gateway.top.txt").write_text(report + "\n")
+        (profile / "gateway.top.txt").write_text(report + "\n")
         note(f"quire bench: profile of the gateway ({folded}):\n{report}")
