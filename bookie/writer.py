@@ -69,7 +69,7 @@ requests would wait that long). The kept add is queued first, so queue order hol
 across both. The thread holds ``_busy`` for each batch, its vacuum included, and the
 loop commits only if it takes ``_busy`` without waiting, so one of them at a time uses
 the connection and the ledger states. Measured with one add in flight through the
-gateway and under load: benchmarks/README.md, 2026-11-27, ninth session.
+gateway and under load: benchmarks/README.md, "Measured choices".
 """
 
 from __future__ import annotations

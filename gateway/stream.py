@@ -107,7 +107,7 @@ class Target(Protocol):
 def ledger_ack_json(seq: int, entry_id: int, lac: int) -> str:
     """A ledger stream's acknowledgement, as ``json.dumps`` with compact separators
     writes it, built with one format: every record is acknowledged, and ``json.dumps``
-    of a small dict cost about ten times as much (benchmarks/README.md, 2026-11-26)."""
+    of a small dict cost about ten times as much (benchmarks/README.md, "Measured choices")."""
     return f'{{"seq":{seq:d},"entry_id":{entry_id:d},"last_add_confirmed":{lac:d}}}'
 
 

@@ -15,7 +15,7 @@ leaves from the callback that read the last answer, and one watchdog
 per request. On this 2-core machine the generator shares the cores with what it
 measures: so built, it used 0.12-0.16 of a core for 2,600-3,900 adds/s against
 0.22-0.25 for the same load on asyncio streams with ``wait_for``
-(benchmarks/README.md, 2026-11-26 fourth session).
+(benchmarks/README.md, "Measured choices").
 
 Latency is measured from the write of a request to the last byte of its
 answer. With ``rate`` > 0 each client sends on a fixed schedule (open loop,

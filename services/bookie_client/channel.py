@@ -8,8 +8,8 @@ and a time-out scope. With 256 REST clients the gateway's loop is never idle, th
 queue is long, and both trips delayed the next request to that bookie. Here the
 request is written at once from the sender's call, and the protocol's ``data_received``
 reads the answer and calls back in the same turn. Measured (benchmarks/README.md,
-2026-11-26 fourth session): 256 clients +14-15 % adds/s in three pairs, a stream +2-4 %,
-64 clients even.
+"Measured choices"): a stream +7 % (median of four pairs, better in each), REST clients
+even (eight pairs).
 
 The rules are the transport's (services/bookie_client/transport.py):
 

@@ -121,7 +121,7 @@ class FrozenHeapServer(uvicorn.Server):
     of the loop, where asyncio's own loop takes the whole queue. Under load a turn of the
     gateway's loop takes 5-15 ms, so of 256 clients connecting at once the last waited
     about 1 s for their first answer, though every add took under 50 ms (strace: one
-    ``accept4`` per turn; benchmarks/README.md, 2026-11-27, eleventh session). Each
+    ``accept4`` per turn; benchmarks/README.md, "Measured choices"). Each
     listening socket is therefore watched ``ACCEPT_WATCHERS`` times, through duplicates
     of its descriptor: one socket and one accept queue, served by that many uvloop
     servers with the same protocol factory (closed with the others by uvicorn's

@@ -105,7 +105,7 @@ def sealed(
     """``seal(template._replace(entry_id=..., payload=..., length=...), key)`` built as one
     record: the writer seals every entry it sends, and two ``_replace`` calls (each a
     keyword pass over the fields) cost more than the digest of a 1 KiB payload
-    (benchmarks/README.md, 2026-11-26)."""
+    (benchmarks/README.md, "Measured choices")."""
     ledger_id, lac, digest_type = template.ledger_id, template.lac, template.digest_type
     digest = compute(digest_type, key, ledger_id, entry_id, lac, payload, length=length)
     return Record(ledger_id, entry_id, lac, payload, digest, template.recovery, digest_type, length)
