@@ -63,3 +63,31 @@ def test_nothing_cites_documents_outside_the_repository() -> None:
             if OUTSIDE.search(line):
                 found.append(f"{rel}:{n}: {line.strip()[:100]}")
     assert found == [], "\n".join(found)
+
+
+SECTION = re.compile(
+    r'((?:docs/\w+|benchmarks/README|tests/README)\.md)(?:``)?,?\s*(?:§\s*\d+\s*)?"([^"]+)"'
+)
+
+
+def headings(doc: Path) -> list[str]:
+    return [
+        " ".join(line.lstrip("#").split()).lower()
+        for line in doc.read_text().splitlines()
+        if line.startswith("#")
+    ]
+
+
+def test_every_cited_section_exists() -> None:
+    """A citation ``docs/api.md "Errors"`` names a heading of that document (its words may
+    be the start or a part of the heading)."""
+    missing = []
+    for path in tracked():
+        rel = str(path.relative_to(REPO))
+        if "openapi/clients/" in rel or rel in MADE_UP_PATHS:
+            continue
+        for match in SECTION.finditer(path.read_text(errors="replace")):
+            doc, section = REPO / match.group(1), " ".join(match.group(2).split()).lower()
+            if not doc.exists() or not any(section in heading for heading in headings(doc)):
+                missing.append(f"{rel}: {match.group(1)} {match.group(2)!r}")
+    assert missing == [], "\n".join(missing)

@@ -1,5 +1,5 @@
 """Ledger recovery (services/protocol/recovery.py) against docs/protocol.md "Fencing and
-recovery (closing as a reader)", steps 1-5, driven by a small synchronous fake of the
+recovery" (closing as a reader), steps 1-5, driven by a small synchronous fake of the
 bookies and the metadata store."""
 
 from __future__ import annotations
