@@ -111,7 +111,8 @@ def summarize(
     summary: dict[str, Any] = {
         "adds_per_s": round(entries / elapsed, 1),
         "requests_per_s": round(sum(out["requests"] for out in outputs) / elapsed, 1),
-        "mb_per_s": round(sum(out["payload_bytes"] for out in outputs) / elapsed / 1e6, 3),
+        # to the byte per second: a small run moves only kilobytes per second
+        "mb_per_s": round(sum(out["payload_bytes"] for out in outputs) / elapsed / 1e6, 6),
         **ms,
         "errors": errors,
         "entries": entries,

@@ -82,6 +82,15 @@ def _output(entries: int, requests: int, errors: int = 0) -> dict:
     }  # fmt: skip
 
 
+def test_a_small_run_s_throughput_keeps_its_bytes() -> None:
+    """MB/s is kept to the byte per second: 81 entries of 1000 bytes in 2 s are 40,500
+    bytes/s, not the 40,000 that three decimals of MB/s made of it (a rate-limited bench
+    test failed on that once)."""
+    config = BenchConfig(gateway="http://g:1")
+    summary = summarize(config, "http://g:1", [_output(81, 81)], None, [], None, None, 1.0)
+    assert summary["mb_per_s"] * 1e6 == pytest.approx(summary["adds_per_s"] * 1000, rel=1e-4)
+
+
 def test_summary_has_the_required_keys_and_sums_the_processes() -> None:
     """adds_per_s counts entries of every process; the JSON carries the figures and
     the conditions; report() prints them for people."""
