@@ -16,7 +16,7 @@ import sys
 from bookie.app import create_app
 from bookie.storage import lock_data_dir
 from services.errors import DataDirInUse
-from services.logs import setup_logging
+from services.json_logging import setup_logging
 from services.settings import BookieSettings, load_settings
 from services.web.serve import serve
 

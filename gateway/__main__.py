@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gateway.app import create_app
 from gateway.stream import STREAM_MESSAGE_MAX_BYTES
-from services.logs import setup_logging
+from services.json_logging import setup_logging
 from services.settings import GatewaySettings, load_settings
 from services.web.serve import serve
 

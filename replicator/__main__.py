@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from replicator.app import create_app
-from services.logs import setup_logging
+from services.json_logging import setup_logging
 from services.settings import ReplicatorSettings, load_settings
 from services.web.serve import serve
 

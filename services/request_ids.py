@@ -6,7 +6,7 @@ headers and log lines, so arbitrary client bytes are never reflected.
 
 ``REQUEST_ID`` holds the id of the request being served. The HTTP middleware
 (services/web/access.py) sets it; every log line emitted meanwhile carries it
-(services/logs.py), and the bookie client sends it on its calls. asyncio copies the
+(services/json_logging.py), and the bookie client sends it on its calls. asyncio copies the
 context into the tasks a request starts, so their work (an ensemble change, a
 recovery) carries the id of the request that set it off; work started outside any
 request carries none.

@@ -1,5 +1,5 @@
 """Request ids (services/request_ids.py) and their place in the JSON log lines
-(services/logs.py): a sane id is kept, anything else is replaced by a new one, and a
+(services/json_logging.py): a sane id is kept, anything else is replaced by a new one, and a
 line emitted while an id is set carries it."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from services.logs import JsonFormatter, RequestIdFilter
+from services.json_logging import JsonFormatter, RequestIdFilter
 from services.request_ids import (
     REQUEST_ID,
     REQUEST_ID_MAX_CHARS,

@@ -20,7 +20,7 @@ from fastapi import APIRouter
 
 from gateway.auth import TokenMiddleware, TokenPolicy
 from services.errors import LedgerNotFound
-from services.logs import JsonFormatter, RequestIdFilter
+from services.json_logging import JsonFormatter, RequestIdFilter
 from services.request_ids import current_request_id
 from services.web.access import AccessMiddleware, wait_allowance_ms
 from services.web.app import new_app
