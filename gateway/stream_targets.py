@@ -127,8 +127,7 @@ class LogTarget(_Authorized):
     ) -> Acks:
         try:
             result = await self.writer.append([r.payload for r in records], key, fed, turn)
-        except NotWriter:
-            await log_ops.get(self.gw, self.name)  # 404 log_not_found when it is gone
-            raise
+        except NotWriter as exc:
+            raise await log_ops.not_writer(self.gw, self.name, exc) from None
         ledger_id, entry_id = result.first.ledger_id, result.first.entry_id
         return [log_ack_json(r.seq, ledger_id, entry_id + i) for i, r in enumerate(records)]

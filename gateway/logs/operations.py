@@ -18,6 +18,7 @@ from services.errors import (
     LedgerNotFound,
     LogNotFound,
     MetadataConflict,
+    NotWriter,
     QuireError,
 )
 from services.protocol import log_writer as lw
@@ -34,6 +35,7 @@ from services.zk.log_store import LogStore, VersionedLog
 from services.zk.store import MetadataStore
 
 if TYPE_CHECKING:  # the gateway builds its log writers with itself (gateway/app.py)
+    from gateway.logs.writer import LogWriter
     from gateway.service import Gateway
 
 log = logging.getLogger(__name__)
@@ -63,6 +65,22 @@ async def create(
 async def get(gw: Gateway, name: str) -> VersionedLog:
     check_log_name(name)
     return await gw.logs.logs.get(name)
+
+
+async def not_writer(gw: Gateway, name: str, exc: NotWriter) -> NotWriter:
+    """``exc`` (409 ``not_writer``), unless the log does not exist (any more): then 404
+    ``log_not_found`` is raised (docs/api.md: an unknown log is 404 on every route)."""
+    await get(gw, name)
+    return exc
+
+
+async def writer_of(gw: Gateway, name: str) -> LogWriter:
+    """This gateway's writer of log ``name``: 409 ``not_writer`` when it is not (or no
+    longer) the writer, 404 when the log does not exist."""
+    try:
+        return gw.logs.writer_or_409(name)
+    except NotWriter as exc:
+        raise await not_writer(gw, name, exc) from None
 
 
 async def list_names(

@@ -28,7 +28,6 @@ from gateway.logs.schemas import (
     WriterTaken,
     position_json,
 )
-from gateway.logs.writer import LogWriter
 from gateway.routes.deps import GatewayDep, canonical_integer_queries
 from gateway.schemas import ADD_BODY
 from gateway.service import Gateway
@@ -105,22 +104,6 @@ LogNamePath = Annotated[
 
 def _name(name: str) -> str:
     return check_log_name(name)
-
-
-async def _not_writer(gw: Gateway, name: str, exc: NotWriter) -> NotWriter:
-    """``exc``, unless the log does not exist (any more): then 404 ``log_not_found`` is
-    raised (docs/api.md: an unknown log is 404 on every route)."""
-    await log_ops.get(gw, name)
-    return exc
-
-
-async def _writer(gw: Gateway, name: str) -> LogWriter:
-    """This gateway's writer of log ``name``: 409 ``not_writer`` when it is not (or no
-    longer) the writer, 404 when the log does not exist."""
-    try:
-        return gw.logs.writer_or_409(name)
-    except NotWriter as exc:
-        raise await _not_writer(gw, name, exc) from None
 
 
 @router.put(
@@ -237,11 +220,11 @@ async def append_answer(
         if len(raw) > ENTRY_SIZE_MAX_BYTES:
             raise PayloadTooLarge(f"record of {len(raw)} bytes over {ENTRY_SIZE_MAX_BYTES}")
         payloads = (raw,)
-    writer = await _writer(gw, name)
+    writer = await log_ops.writer_of(gw, name)
     try:
         result = await writer.append(payloads, key)
     except NotWriter as exc:
-        raise await _not_writer(gw, name, exc) from None
+        raise await log_ops.not_writer(gw, name, exc) from None
     first = position_json(result.first.ledger_id, result.first.entry_id)
     last = position_json(result.last.ledger_id, result.last.entry_id)
     if batch:
@@ -256,11 +239,11 @@ async def append_answer(
     responses=errors(400, 401, 404, 409, 503),
 )
 async def roll_log(name: LogNamePath, gw: GatewayDep) -> dict[str, int]:
-    writer = await _writer(gw, _name(name))
+    writer = await log_ops.writer_of(gw, _name(name))
     try:
         return {"ledger_id": await writer.roll()}
     except NotWriter as exc:
-        raise await _not_writer(gw, name, exc) from None
+        raise await log_ops.not_writer(gw, name, exc) from None
 
 
 @router.post(

@@ -35,7 +35,6 @@ from gateway.stream_targets import LedgerTarget, LogTarget
 from services.errors import (
     InvalidArgument,
     NotFound,
-    NotWriter,
     QuireError,
     Unauthorized,
     Unavailable,
@@ -142,11 +141,7 @@ async def stream_ledger(ws: WebSocket, ledger_id: str) -> None:
 async def stream_log(ws: WebSocket, name: str) -> None:
     async def open_target(gw: Gateway, auth: _Auth) -> Target:
         check_log_name(name)
-        try:
-            writer = gw.logs.writer_or_409(name)
-        except NotWriter:
-            await log_ops.get(gw, name)  # 404 log_not_found when there is no such log
-            raise
+        writer = await log_ops.writer_of(gw, name)
         return LogTarget(gw, name, writer, auth.check_token)
 
     await _serve(ws, open_target)
