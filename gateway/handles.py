@@ -16,8 +16,7 @@ from gateway.runners.recovery import RecoveryRunner
 from gateway.runners.write import HandleRunner
 from gateway.senders import SenderTable
 from services.protocol.metadata import LedgerMetadata
-from services.protocol.recovery import LedgerRecovery
-from services.protocol.recovery_limits import RecoveryLimits
+from services.protocol.recovery import LedgerRecovery, RecoveryLimits
 from services.protocol.writer import WriteHandle, WriterLimits
 
 

@@ -26,7 +26,7 @@ from services.errors import MetadataUnavailable, QuireError, invariant
 from services.protocol.logs import LogMetadata
 from services.protocol.messages import AckAdds, CloseDone, CloseFailed, Effect, FailAdds
 from services.protocol.reads import read_sequence, record_usable
-from services.protocol.recovery_limits import RecoveryLimits
+from services.protocol.recovery import RecoveryLimits
 from services.protocol.writer_metadata import WriterLimits
 from tests.simulation.checker import Violation
 from tests.simulation.plan import Config, LedgerPlan

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from services.protocol.reads import ReadLimits
 from services.protocol.reads_lac import LacLimits
-from services.protocol.recovery_limits import RecoveryLimits
+from services.protocol.recovery import RecoveryLimits
 from services.protocol.writer import WriterLimits
 from tests.simulation.bookie import BookieModel
 from tests.simulation.world import Faults

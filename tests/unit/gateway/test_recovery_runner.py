@@ -23,7 +23,7 @@ from services.errors import (
 )
 from services.protocol import messages as m
 from services.protocol.metadata import LedgerMetadata, LedgerState
-from services.protocol.recovery_limits import RecoveryLimits
+from services.protocol.recovery import RecoveryLimits
 from services.wire.digest import seal
 from services.wire.framing import Record
 from tests.unit.gateway.fakes import FakeBookie, FakeBookies, FakeLedgerStore, make_context

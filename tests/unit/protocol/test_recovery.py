@@ -34,8 +34,7 @@ from services.protocol.messages import (
     WriteMetadata,
 )
 from services.protocol.metadata import Fragment, LedgerMetadata, LedgerState
-from services.protocol.recovery import LedgerRecovery
-from services.protocol.recovery_limits import RecoveryLimits, RecoveryPhase
+from services.protocol.recovery import LedgerRecovery, RecoveryLimits, RecoveryPhase
 from services.wire.digest import seal
 from services.wire.framing import Record
 

@@ -21,8 +21,7 @@ from services.protocol.messages import (
     WriteMetadata,
 )
 from services.protocol.metadata import LedgerMetadata, LedgerState
-from services.protocol.recovery import LedgerRecovery
-from services.protocol.recovery_limits import RecoveryPhase
+from services.protocol.recovery import LedgerRecovery, RecoveryPhase
 from services.protocol.writeback import WriteBacks
 from tests.unit.protocol.test_recovery_forward import (
     A,
