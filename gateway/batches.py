@@ -1,9 +1,9 @@
 """A JSON batch body, ``{"entries": ["<base64>", ...]}``, as the payloads it holds (ledger
 adds and log appends alike, docs/api.md's 400 and 413).
 
-Base64 is decoded by pybase64 (SIMD): 0.6 µs for a 1 KiB entry against 4.1-4.3 µs with
-``binascii`` here, which was 19 % of the gateway's CPU under batches of 100 (py-spy,
-2026-11-27). What is accepted stays exactly what ``binascii``'s strict mode accepts:
+Base64 is decoded by pybase64 (SIMD), several times faster than ``binascii``, which was a
+fifth of the gateway's CPU under batches of 100 (benchmarks/README.md, "Measured
+choices"). What is accepted stays exactly what ``binascii``'s strict mode accepts:
 pybase64 refuses a few strings that mode lets through (a lone ``=`` after a whole quantum,
 ``"mZsi="``), so a string pybase64 refuses is decoded again by ``binascii`` before it is
 called invalid. Where both accept, the bytes are the same

@@ -7,8 +7,8 @@ decides which calls are taken and serves them; it is served on two levels:
 - as the HTTP protocol's lane (services/web/lane.py), below ASGI: a plain request (one
   at a time on its connection, a Content-Length body, no proxy headers...) is answered
   by the protocol itself, without uvicorn's request/answer cycle and the ASGI
-  middlewares; measured with 256 REST clients, 2,270-2,276 → 2,499-2,974 adds/s
-  (benchmarks/README.md);
+  middlewares, which were about a fifth of the gateway's loop (benchmarks/README.md,
+  "Measured choices");
 - as ``AddFastPath``, an ASGI application in front of FastAPI's stack (the app's
   ``front``, services/web/app.py; the bookie does the same for its adds:
   bookie/fastpath.py), for the rest: pipelined and chunked requests, in-process clients.

@@ -16,11 +16,8 @@ only when the queue is deep (``pipeline_entries_min`` entries or ``pipeline_byte
 bytes). Every request costs the gateway and the bookie a fixed share of CPU (an HTTP
 exchange, a commit), so small adds are better carried one request at a time in larger
 batches, while a deep queue (a stream, JSON batches, large entries) still keeps four
-requests, and so four group commits, going. Measured with REST clients over 4 ledgers
-(benchmarks/README.md): four eager requests against two, the bookies' CPU 0.62 → 0.51-0.53
-of a core for the same adds/s; then two against one, pairs back to back: 64 clients
-better in 6 of 7 pairs and 16 clients 1,178-1,206 → 1,561-1,664 adds/s (2026-11-26),
-and again 4 of 4 pairs at 64 clients with the lighter load generator.
+requests, and so four group commits, going. One eager request beat two, and two beat
+four, in the bookies' CPU and in adds/s (benchmarks/README.md, "Measured choices").
 
 The queue is bounded (``QUEUED_BATCHES_MAX`` requests' worth of entries and
 bytes), and the bound is kept where a client can be made to wait: at admission.

@@ -7,9 +7,8 @@ arrived, each a trip through the end of the loop's ready queue, plus a stream re
 and a time-out scope. With 256 REST clients the gateway's loop is never idle, that
 queue is long, and both trips delayed the next request to that bookie. Here the
 request is written at once from the sender's call, and the protocol's ``data_received``
-reads the answer and calls back in the same turn. Measured (benchmarks/README.md,
-"Measured choices"): a stream +7 % (median of four pairs, better in each), REST clients
-even (eight pairs).
+reads the answer and calls back in the same turn: a stream gained, REST clients stayed
+even (benchmarks/README.md, "Measured choices").
 
 The rules are the transport's (services/bookie_client/transport.py):
 

@@ -19,15 +19,11 @@ than being copied behind the head.
 frame written during one turn of the event loop goes out in one write at the end of
 it. A streaming append acknowledges a whole group of records at once (one frame per
 record, up to 256), which were as many ``send`` calls, and as many segments for the
-client to wake up for. ``close`` sends what is buffered first. Measured with 256
-records in flight on one stream, three runs each, interleaved: 5,502-5,846 records/s
-before, 5,831-6,167 after, the gateway's CPU per record 112 → 103 µs.
+client to wake up for. ``close`` sends what is buffered first.
 
-Measured with ``strace -c`` on a bookie taking single adds one at a time: 3.0 writes
-per add before (head, body, and the writer thread's wake-up of the loop), 2.0 after;
-and with ``perf stat`` on a gateway serving one add at a time: 3.4 context switches per
-add before, 2.8 after. The throughput and latency differences were within the
-run-to-run noise of this machine.
+Both save system calls and wake-ups: a bookie answering single adds writes twice per add
+instead of three times (head, body, and the writer thread's wake-up of the loop), and a
+stream's records cost the gateway less CPU (benchmarks/README.md, "Measured choices").
 """
 
 from __future__ import annotations
