@@ -6,9 +6,12 @@ counters ending in ``_total``. Its metric table lists each one.
 
 from __future__ import annotations
 
+import time
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from services.budget import ByteBudget
+from services.errors import QuireError
 from services.zk.metrics import ZooKeeperMetrics
 
 _LATENCY_BUCKETS = (
@@ -164,6 +167,22 @@ class GatewayMetrics:
             "Payload bytes of all streams read and not yet acknowledged",
             registry=r,
         )
+
+    def add_began(self, entries: int) -> float:
+        """An add request of ``entries`` entries goes to its write handle: its size is
+        counted; the answer is the start time ``add_ended`` wants. Every add (REST, fast
+        path, stream) is counted through these two."""
+        self.add_batch_size.observe(entries)
+        return time.monotonic()
+
+    def add_ended(self, entries: int, started: float, error: BaseException | None) -> None:
+        """The add's outcome: acknowledged (its latency and entries counted) or failed
+        (counted by its error code)."""
+        if error is None:
+            self.add_latency.observe(time.monotonic() - started)
+            self.entries_added.inc(entries)
+        elif isinstance(error, QuireError):
+            self.add_errors.labels(error.code).inc()
 
     def watch_bodies(self, budget: ByteBudget) -> None:
         """Report the REST bodies' use of ``budget`` (read when scraped)."""

@@ -104,15 +104,14 @@ async def add(
     gw: Gateway, ledger_id: int, password: str | None, payloads: tuple[bytes, ...]
 ) -> AddOutcome:
     runner = await writer_for(gw, ledger_id, password)
-    gw.ctx.metrics.add_batch_size.observe(len(payloads))
-    started = time.monotonic()
+    metrics = gw.ctx.metrics
+    started = metrics.add_began(len(payloads))
     try:
         outcome = await runner.add(payloads)
     except QuireError as exc:
-        gw.ctx.metrics.add_errors.labels(exc.code).inc()
+        metrics.add_ended(len(payloads), started, exc)
         raise
-    gw.ctx.metrics.add_latency.observe(time.monotonic() - started)
-    gw.ctx.metrics.entries_added.inc(len(payloads))
+    metrics.add_ended(len(payloads), started, None)
     return outcome
 
 

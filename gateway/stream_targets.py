@@ -6,7 +6,6 @@ both paths alike."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +15,7 @@ from gateway.passwords import check_password
 from gateway.runners.write import AddOutcome, HandleRunner
 from gateway.service import Gateway
 from gateway.stream import Record, ledger_ack_json, log_ack_json, retrieve
-from services.errors import InvalidArgument, NotWriter, QuireError, Unauthorized
+from services.errors import InvalidArgument, NotWriter, Unauthorized
 
 Acks = list[str]  # one JSON text per record (gateway/stream.py, ``ledger_ack_json``)
 # Appends of log streams that ended while their appends ran: kept referenced until done.
@@ -53,23 +52,19 @@ class LedgerTarget(_Authorized):
     async def submit(self, records: list[Record]) -> asyncio.Future[Acks]:
         payloads = tuple(r.payload for r in records)
         metrics = self.gw.ctx.metrics
-        metrics.add_batch_size.observe(len(payloads))
-        started = time.monotonic()
+        started = metrics.add_began(len(payloads))
         added = await self.runner.submit(payloads)
         acks: asyncio.Future[Acks] = asyncio.get_running_loop().create_future()
         acks.add_done_callback(retrieve)
 
         def done(future: asyncio.Future[AddOutcome]) -> None:
             error = future.exception()
+            metrics.add_ended(len(payloads), started, error)
             if error is not None:
-                if isinstance(error, QuireError):
-                    metrics.add_errors.labels(error.code).inc()
                 if not acks.done():
                     acks.set_exception(error)
                 return
             outcome = future.result()
-            metrics.add_latency.observe(time.monotonic() - started)
-            metrics.entries_added.inc(len(payloads))
             if not acks.done():
                 first, lac = outcome.first_entry_id, outcome.lac
                 acks.set_result(
