@@ -98,7 +98,7 @@ class Position:
 
 
 @dataclass(frozen=True, slots=True)
-class LogWriter:
+class WriterRole:
     """Who holds a log's writer role: a gateway's id (``host:port``) and the epoch."""
 
     gateway: str
@@ -114,7 +114,7 @@ class LogMetadata:
 
     name: str
     ledgers: tuple[int, ...] = ()
-    writer: LogWriter | None = None
+    writer: WriterRole | None = None
     epoch: int = 0
     ensemble_size: int = 3
     write_quorum: int = 2
@@ -147,7 +147,7 @@ class LogMetadata:
 
     def held_by(self, gateway: str, epoch: int) -> bool:
         """Whether ``gateway`` still holds the writer role at ``epoch``."""
-        return self.writer == LogWriter(gateway, epoch)
+        return self.writer == WriterRole(gateway, epoch)
 
     def index_of(self, ledger_id: int) -> int | None:
         try:
@@ -165,7 +165,7 @@ class LogMetadata:
         return replace(
             self,
             ledgers=(*self.ledgers, ledger_id),
-            writer=LogWriter(gateway, epoch),
+            writer=WriterRole(gateway, epoch),
             epoch=epoch,
         )
 
@@ -262,7 +262,7 @@ class LogMetadata:
             return cls(
                 name=doc["name"],
                 ledgers=tuple(doc["ledgers"]),
-                writer=LogWriter(writer["gateway"], writer["epoch"]) if writer else None,
+                writer=WriterRole(writer["gateway"], writer["epoch"]) if writer else None,
                 epoch=doc["epoch"],
                 ensemble_size=doc["ensemble_size"],
                 write_quorum=doc["write_quorum"],

@@ -16,7 +16,7 @@ from services.errors import (
     NotWriter,
 )
 from services.protocol import log_writer as lw
-from services.protocol.logs import LOG_LEDGERS_MAX, LogMetadata, LogWriter
+from services.protocol.logs import LOG_LEDGERS_MAX, LogMetadata, WriterRole
 
 ME = "me:1"
 CREATE = lw.CreateLedger(3, 2, 2)
@@ -34,7 +34,7 @@ def test_acquire_on_an_empty_log_fences_nothing() -> None:
     assert op.handle(lw.LogRead(LogMetadata("log"), 0)) == [CREATE]
     (write,) = op.handle(lw.LedgerCreated(7))
     assert isinstance(write, lw.WriteLog) and write.version == 0
-    assert write.log.ledgers == (7,) and write.log.writer == LogWriter(ME, 1)
+    assert write.log.ledgers == (7,) and write.log.writer == WriterRole(ME, 1)
     (done,) = op.handle(lw.LogWritten(1))
     assert done == lw.Acquired(write.log, 1, 7, 1) and op.done
     with pytest.raises(InvariantViolation):
@@ -44,13 +44,13 @@ def test_acquire_on_an_empty_log_fences_nothing() -> None:
 def test_acquire_fences_the_last_two_ledgers_first() -> None:
     """A list of three: recover the last two, then create, then CAS at the next epoch."""
     op = acquire()
-    log = LogMetadata("log", ledgers=(1, 2, 3), writer=LogWriter("old:1", 4), epoch=4)
+    log = LogMetadata("log", ledgers=(1, 2, 3), writer=WriterRole("old:1", 4), epoch=4)
     effects = op.handle(lw.LogRead(log, 9))
     assert effects == [lw.RecoverLedgers((2, 3))] and lw.fenced_ledgers(effects) == (2, 3)
     assert op.handle(lw.LedgersRecovered()) == [CREATE]
     (write,) = op.handle(lw.LedgerCreated(8))
     assert isinstance(write, lw.WriteLog) and write.version == 9
-    assert write.log.ledgers == (1, 2, 3, 8) and write.log.writer == LogWriter(ME, 5)
+    assert write.log.ledgers == (1, 2, 3, 8) and write.log.writer == WriterRole(ME, 5)
     (done,) = op.handle(lw.LogWritten(10))
     assert isinstance(done, lw.Acquired) and done.epoch == 5 and done.ledger_id == 8
 
@@ -66,11 +66,11 @@ def test_acquire_conflict_backs_off_reuses_its_ledger_and_is_bounded() -> None:
     (wait,) = op.handle(lw.LogConflict())
     assert isinstance(wait, lw.Wait) and lw.BACKOFF_FIRST_MS // 2 <= wait.ms <= lw.BACKOFF_MAX_MS
     assert op.handle(lw.Waited()) == [lw.ReadLog("log")]
-    moved = LogMetadata("log", ledgers=(1, 2), writer=LogWriter("x:1", 1), epoch=1)
+    moved = LogMetadata("log", ledgers=(1, 2), writer=WriterRole("x:1", 1), epoch=1)
     assert op.handle(lw.LogRead(moved, 1)) == [lw.RecoverLedgers((1, 2))]
     (write,) = op.handle(lw.LedgersRecovered())  # no second CreateLedger
     assert isinstance(write, lw.WriteLog) and write.log.ledgers == (1, 2, 5)
-    assert write.log.writer == LogWriter(ME, 2)
+    assert write.log.writer == WriterRole(ME, 2)
     assert isinstance(op.handle(lw.LogConflict())[0], lw.Wait)
     effects = op.handle(lw.LogConflict())
     assert effects[0] == lw.DeleteLedger(5)
@@ -160,7 +160,7 @@ def test_acquire_a_full_log_is_refused() -> None:
 
 # ------------------------------------------------------------------ RollLog
 
-HELD = LogMetadata("log", ledgers=(1, 2), writer=LogWriter(ME, 3), epoch=3)
+HELD = LogMetadata("log", ledgers=(1, 2), writer=WriterRole(ME, 3), epoch=3)
 
 
 def roll(log: LogMetadata = HELD, attempts_max: int = lw.ATTEMPTS_MAX) -> lw.RollLog:
@@ -248,7 +248,7 @@ def test_attach_fences_the_last_two_and_lists_the_ledgers_in_one_cas() -> None:
     """AttachLedgers reads the log, fences its last two ledgers, then writes the list with
     the ledgers appended in order, the role free at the next epoch and the commit id
     recorded; it creates no ledger and never deletes the caller's."""
-    log = LogMetadata("l", ledgers=(1, 2, 3), writer=LogWriter("g:1", 4), epoch=4)
+    log = LogMetadata("l", ledgers=(1, 2, 3), writer=WriterRole("g:1", 4), epoch=4)
     op = lw.AttachLedgers("l", "g:2", [10, 11], ("q", 5), Random(1))
     assert op.start() == [lw.ReadLog("l")]
     assert op.handle(lw.LogRead(log, 9)) == [lw.RecoverLedgers((2, 3))]

@@ -8,8 +8,8 @@ from services.errors import InvalidArgument, InvariantViolation
 from services.protocol.logs import (
     LOG_LEDGERS_MAX,
     LogMetadata,
-    LogWriter,
     Position,
+    WriterRole,
     check_log_name,
     truncation,
 )
@@ -85,7 +85,7 @@ def test_metadata_json_round_trip_keeps_everything() -> None:
     log = LogMetadata(
         "name.1",
         ledgers=(5, 3, 9),
-        writer=LogWriter("h:1", 4),
+        writer=WriterRole("h:1", 4),
         epoch=4,
         ensemble_size=5,
         write_quorum=3,
@@ -127,11 +127,11 @@ def test_metadata_invariants_and_changes() -> None:
     with pytest.raises(InvalidArgument):
         LogMetadata("a", ensemble_size=2, write_quorum=3, ack_quorum=2)
     with pytest.raises(InvariantViolation):
-        LogMetadata("a", writer=LogWriter("g", 2), epoch=1)
+        LogMetadata("a", writer=WriterRole("g", 2), epoch=1)
     log = LogMetadata("a", ledgers=(1, 2, 3))
     assert log.to_fence() == (2, 3) and LogMetadata("b", ledgers=(7,)).to_fence() == (7,)
     taken = log.with_new_writer("g:1", 4)
-    assert taken.ledgers == (1, 2, 3, 4) and taken.writer == LogWriter("g:1", 1)
+    assert taken.ledgers == (1, 2, 3, 4) and taken.writer == WriterRole("g:1", 1)
     assert taken.held_by("g:1", 1) and not taken.held_by("g:1", 2)
     again = taken.with_new_writer("g:2", 5)
     assert again.epoch == 2 and not again.held_by("g:1", 1)
