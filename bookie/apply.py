@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bookie.operations import AddOp, AddResult, DeleteOp, FenceOp, LacOp
+from bookie.operations import AddOp, AddResult, DeleteOp, FenceOp, SetLacOp
 from bookie.storage import DELETE_ENTRIES_SQL, DELETE_LEDGER_SQL, SELECT_ENTRY_SQL
 from services.errors import EntryExists, LedgerFenced, LedgerNotFound
 from services.wire.framing import DIGEST_CODES
@@ -67,7 +67,7 @@ def apply_add(
 def apply_other(
     db: Any,
     ledgers: dict[int, LedgerState],
-    op: FenceOp | LacOp | DeleteOp,
+    op: FenceOp | SetLacOp | DeleteOp,
     touched: set[int],
     deleted: set[int],
 ) -> Any:

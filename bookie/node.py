@@ -22,7 +22,7 @@ from sqlalchemy import Engine
 from bookie.cookie import check_cookie
 from bookie.ledgers import LedgerIndex, LedgerView
 from bookie.metrics import BookieMetrics
-from bookie.operations import AddOp, AddResult, DeleteOp, FenceOp, LacOp, Snapshot
+from bookie.operations import AddOp, AddResult, DeleteOp, FenceOp, SetLacOp, Snapshot
 from bookie.registration import Registration
 from bookie.storage import (
     Reader,
@@ -341,7 +341,7 @@ class BookieNode:
         }
 
     async def update_lac(self, ledger_id: int, lac: int) -> LedgerView:
-        state = await self._submit(lambda f: LacOp(ledger_id, lac, f))
+        state = await self._submit(lambda f: SetLacOp(ledger_id, lac, f))
         return LedgerView(ledger_id, *state)
 
     async def delete(self, ledger_id: int) -> None:

@@ -27,7 +27,9 @@ class FenceOp:
 
 
 @dataclass(slots=True)
-class LacOp:
+class SetLacOp:
+    """An explicit LAC from a writer (POST /v1/ledgers/{id}/lac, /v1/lacs), kept if higher."""
+
     ledger_id: int
     lac: int
     future: asyncio.Future[Any]
@@ -46,7 +48,7 @@ class AddResult:
     rejected: list[tuple[int, int, str]] = field(default_factory=list)
 
 
-Op = AddOp | FenceOp | LacOp | DeleteOp
+Op = AddOp | FenceOp | SetLacOp | DeleteOp
 
 # Delivered on the loop: (changed ledger states, None = deleted), (future, result or error).
 Deliver = Callable[[dict[int, Snapshot | None], list[tuple[asyncio.Future[Any], Any]]], None]

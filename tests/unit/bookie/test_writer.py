@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bookie.ledgers import LedgerIndex
 from bookie.metrics import BookieMetrics
-from bookie.operations import AddOp, AddResult, DeleteOp, FenceOp, LacOp
+from bookie.operations import AddOp, AddResult, DeleteOp, FenceOp, SetLacOp
 from bookie.storage import Reader, create_writer_engine, load_ledgers
 from bookie.writer import (
     INLINE_BYTES_MAX,
@@ -57,7 +57,7 @@ def test_one_batch_one_commit_in_queue_order(tmp_path):
             FenceOp(1, f()),
             AddOp([sealed(1, 1), sealed(2, 1)], f(), 2),
             AddOp([sealed(1, 2, recovery=True)], f(), 1),
-            LacOp(3, 5, f()),
+            SetLacOp(3, 5, f()),
         ]
 
     results, metrics, index, published = asyncio.run(run_batch(tmp_path, ops))
@@ -174,7 +174,7 @@ def test_failed_commit_fails_its_batch_and_the_writer_goes_on(tmp_path):
     def ops(loop):
         f = loop.create_future
         poisoned = Record(1, 1, 0, object(), b"", False, "none", 0)  # sqlite cannot bind it
-        return [AddOp([sealed(1, 0)], f(), 1), LacOp(2, 3, f()), AddOp([poisoned], f(), 1)]
+        return [AddOp([sealed(1, 0)], f(), 1), SetLacOp(2, 3, f()), AddOp([poisoned], f(), 1)]
 
     results, metrics, index, _ = asyncio.run(run_batch(tmp_path, ops))
     assert all(isinstance(r, BookieUnavailable) for r in results)

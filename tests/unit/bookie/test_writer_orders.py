@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 import bookie.writer
-from bookie.operations import AddOp, DeleteOp, FenceOp, LacOp
+from bookie.operations import AddOp, DeleteOp, FenceOp, SetLacOp
 from bookie.storage import DB_FILE
 from tests.unit.bookie.writers import Started, metric, sealed
 
@@ -82,14 +82,14 @@ def sequence(rng: random.Random) -> list[Step]:
 def submit(started: Started, step: Step) -> asyncio.Future:
     loop = started.loop
     kind = step[0]
-    op: AddOp | FenceOp | LacOp | DeleteOp
+    op: AddOp | FenceOp | SetLacOp | DeleteOp
     if kind == "add":
         records = [sealed(lid, eid, payload, recovery) for lid, eid, payload, recovery in step[1]]
         op = AddOp(records, loop.create_future(), sum(len(r.payload) for r in records))
     elif kind == "fence":
         op = FenceOp(step[1], loop.create_future())
     elif kind == "lac":
-        op = LacOp(step[1], step[2], loop.create_future())
+        op = SetLacOp(step[1], step[2], loop.create_future())
     else:
         op = DeleteOp(step[1], loop.create_future())
     started.writer.submit(op)
