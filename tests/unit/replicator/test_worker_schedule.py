@@ -200,8 +200,7 @@ def test_a_stop_that_comes_as_the_worker_is_woken_stops_it(
         task = asyncio.create_task(worker.run())
         try:
             await _until(lambda: len(calls) == 1 and not worker.jobs, "the repair")
-            for _ in range(3):
-                await asyncio.sleep(0)  # the worker waits to be woken
+            await _until(lambda: bool(worker._wake._waiters), "the worker waiting to be woken")
             worker._wake.set()
             task.cancel()
             done, _ = await asyncio.wait({task}, timeout=DEADLINE_S)
