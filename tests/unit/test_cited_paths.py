@@ -3,6 +3,7 @@ documents that used to live outside it (a clone has only what is here)."""
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 from pathlib import Path
@@ -31,35 +32,40 @@ SUFFIXES = (".py", ".md", ".toml", ".yml", ".yaml", ".json", ".ts", ".sh", ".cfg
 MADE_UP_PATHS = {"tests/unit/test_native.py", "tests/unit/test_scheduling.py"}
 
 
-def tracked() -> list[Path]:
+@functools.cache
+def sources() -> tuple[tuple[str, str], ...]:
+    """Every tracked text file but the generated clients, as (path, text), read once."""
     out = subprocess.run(
         ["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout.split()
-    return [REPO / f for f in out if f.endswith(SUFFIXES) or f in ("Makefile", "Dockerfile")]
+    return tuple(
+        (name, (REPO / name).read_text(errors="replace"))
+        for name in out
+        if (name.endswith(SUFFIXES) or name in ("Makefile", "Dockerfile"))
+        and "openapi/clients/" not in name
+    )
 
 
 def test_every_cited_path_exists() -> None:
     missing = []
-    for path in tracked():
-        rel = str(path.relative_to(REPO))
-        if "openapi/clients/" in rel or rel in MADE_UP_PATHS:
-            continue  # generated, or made up
-        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+    for rel, text in sources():
+        if rel in MADE_UP_PATHS:
+            continue
+        for n, line in enumerate(text.splitlines(), 1):
             for cited in CITED.findall(line):
                 if "{" in cited or "*" in cited:
                     continue  # a pattern, not a file
                 if not (REPO / cited).exists():
-                    missing.append(f"{path.relative_to(REPO)}:{n}: {cited}")
+                    missing.append(f"{rel}:{n}: {cited}")
     assert missing == [], "\n".join(missing)
 
 
 def test_nothing_cites_documents_outside_the_repository() -> None:
     found = []
-    for path in tracked():
-        rel = path.relative_to(REPO)
-        if "openapi/clients/" in str(rel) or rel == Path(__file__).relative_to(REPO):
-            continue
-        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+    for rel, text in sources():
+        if REPO / rel == Path(__file__).resolve():
+            continue  # its own patterns
+        for n, line in enumerate(text.splitlines(), 1):
             if OUTSIDE.search(line):
                 found.append(f"{rel}:{n}: {line.strip()[:100]}")
     assert found == [], "\n".join(found)
@@ -70,6 +76,7 @@ SECTION = re.compile(
 )
 
 
+@functools.cache
 def headings(doc: Path) -> list[str]:
     return [
         " ".join(line.lstrip("#").split()).lower()
@@ -82,11 +89,10 @@ def test_every_cited_section_exists() -> None:
     """A citation ``docs/api.md "Errors"`` names a heading of that document (its words may
     be the start or a part of the heading)."""
     missing = []
-    for path in tracked():
-        rel = str(path.relative_to(REPO))
-        if "openapi/clients/" in rel or rel in MADE_UP_PATHS:
+    for rel, text in sources():
+        if rel in MADE_UP_PATHS:
             continue
-        for match in SECTION.finditer(path.read_text(errors="replace")):
+        for match in SECTION.finditer(text):
             doc, section = REPO / match.group(1), " ".join(match.group(2).split()).lower()
             if not doc.exists() or not any(section in heading for heading in headings(doc)):
                 missing.append(f"{rel}: {match.group(1)} {match.group(2)!r}")
