@@ -19,7 +19,6 @@ from fastapi import FastAPI
 
 from gateway.admin import AdminService
 from gateway.auth import TokenMiddleware, TokenPolicy, token_required
-from gateway.context import GatewayContext
 from gateway.fastpath import AddFastPath, AddRoutes
 from gateway.logs.writers import serve_logs
 from gateway.metrics import GatewayMetrics
@@ -31,6 +30,7 @@ from services import native
 from services.bookie_client import BookieClientPool
 from services.budget import ByteBudget
 from services.errors import MetadataUnavailable
+from services.ledger_client.context import LedgerClientContext
 from services.settings import GatewaySettings
 from services.web.app import new_app
 from services.web.errors import install_error_handlers
@@ -140,15 +140,15 @@ def create_app(settings: GatewaySettings) -> FastAPI:
             connect_timeout_s=settings.bookie_connect_timeout_ms / 1000,
             request_timeout_s=settings.bookie_request_timeout_ms / 1000,
         )
-        ctx = GatewayContext(
-            settings=settings,
+        ctx = LedgerClientContext(
+            settings=settings.ledger_client(),
             ledgers=LedgerStore(store),
             registry=registry,
             bookies=pool,
-            metrics=metrics,
+            metrics=metrics.client,
             rng=random.Random(),
         )
-        gateway = serve_logs(Gateway.build(ctx), LogStore(store))
+        gateway = serve_logs(Gateway.build(settings, metrics, ctx), LogStore(store))
         admin_service = AdminService(
             store,
             UnderReplicationStore(store),

@@ -1,7 +1,10 @@
 """The gateway's Prometheus metrics (one registry per app).
 
 Names follow the scheme of docs/operations.md "Metrics": ``quire_gateway_<what>_<unit>``,
-counters ending in ``_total``. Its metric table lists each one.
+counters ending in ``_total``. Its metric table lists each one. The gateway's own are
+its requests' (adds, reads, bodies, streams) and its logs'; the ledger client it runs
+counts its writes, reads and recoveries in ``client`` (services/ledger_client/metrics.py),
+registered here and exposed with the rest.
 """
 
 from __future__ import annotations
@@ -12,25 +15,13 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from services.budget import ByteBudget
 from services.errors import QuireError
+from services.ledger_client.metrics import LedgerClientMetrics
 from services.zk.metrics import ZooKeeperMetrics
 
 _LATENCY_BUCKETS = (
     0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0,
 )  # fmt: skip
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 10000)
-# The outcomes a recovery ends with (``runners.recovery``): listed so that each series
-# exists from the start.
-RECOVERY_OUTCOMES = ("closed", "already_closed", "failed")
-FENCE_OUTCOMES = ("ok", "failed")
-
-
-class Tally:
-    """A count the event loop changes and a gauge reads (``Gauge.set_function``)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self) -> None:
-        self.value = 0
 
 
 class GatewayMetrics:
@@ -61,47 +52,9 @@ class GatewayMetrics:
         self.add_errors = Counter(
             "quire_gateway_add_errors_total", "Failed add requests by error", ["error"], registry=r
         )
-        # Changed twice per bookie request: a plain count, read when scraped (a Gauge's
-        # inc and dec take a lock each: 1.6 % of the gateway's loop with 256 clients).
-        self.adds_in_flight = Tally()
-        Gauge(
-            "quire_gateway_adds_in_flight", "Entries sent and not yet acknowledged", registry=r
-        ).set_function(lambda: self.adds_in_flight.value)
-        self.ensemble_changes = Counter(
-            "quire_gateway_ensemble_changes_total", "Ensemble changes written", registry=r
-        )
-        self.recoveries = Counter(
-            "quire_gateway_recoveries_total",
-            "Ledger recoveries by outcome",
-            ["outcome"],
-            registry=r,
-        )
-        for outcome in RECOVERY_OUTCOMES:
-            self.recoveries.labels(outcome)
-        self.fence_requests = Counter(
-            "quire_gateway_fence_requests_total",
-            "Fence requests sent to bookies by recoveries, by outcome (ok, failed)",
-            ["outcome"],
-            registry=r,
-        )
-        for outcome in FENCE_OUTCOMES:
-            self.fence_requests.labels(outcome)
-        self.ledgers_fenced = Counter(
-            "quire_gateway_ledgers_fenced_total",
-            "Ledgers this gateway fenced (a recovery whose fence covered every write set)",
-            registry=r,
-        )
-        self.entries_read = Counter(
-            "quire_gateway_entries_read_total", "Entries returned to readers", registry=r
-        )
-        self.read_failovers = Counter(
-            "quire_gateway_read_failovers_total",
-            "Entry reads that had to try another replica (missing, corrupt or down)",
-            registry=r,
-        )
-        self.open_handles = Gauge(
-            "quire_gateway_write_handles", "Write handles this gateway holds", registry=r
-        )
+        # The ledger client's: registered between the adds' and the logs', the order the
+        # exposition has always had.
+        self.client = LedgerClientMetrics(r, "gateway")
         # Logs (gateway/logs/): by log name, for the logs this gateway writes.
         self.log_appends = Counter(
             "quire_gateway_log_appends_total", "Log appends acknowledged", ["log"], registry=r

@@ -13,13 +13,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.passwords import check_password, new_password_hash
-from gateway.runners.write import AddOutcome, HandleRunner
 from gateway.service import Gateway
 from services.errors import (
     LedgerNotFound,
     NotWriter,
     QuireError,
 )
+from services.ledger_client.runners.write import AddOutcome, HandleRunner
 from services.protocol import placement, quorum
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.reads import digest_key
@@ -57,7 +57,7 @@ async def create_ledger(
         instances=writable.instance_map(),
         # Replication workers verify the entries they copy with it (``metadata.py``).
         mac_key_sealed=(
-            seal_mac_key(mac_key(password.encode()), gw.ctx.settings.cluster_secret, ledger_id)
+            seal_mac_key(mac_key(password.encode()), gw.settings.cluster_secret, ledger_id)
             if digest_type == "hmac-sha256" and password is not None
             else None
         ),
@@ -104,7 +104,7 @@ async def add(
     gw: Gateway, ledger_id: int, password: str | None, payloads: tuple[bytes, ...]
 ) -> AddOutcome:
     runner = await writer_for(gw, ledger_id, password)
-    metrics = gw.ctx.metrics
+    metrics = gw.metrics
     started = metrics.add_began(len(payloads))
     try:
         outcome = await runner.add(payloads)

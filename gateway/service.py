@@ -1,9 +1,11 @@
-"""What the routes work with: the long-lived context, and the write handles and
-recoveries this gateway runs.
+"""What the routes work with: the gateway's settings and metrics, the ledger client's
+long-lived context, and the write handles and recoveries this gateway runs.
 
 Built whole in the lifespan (``gateway/app.py``) and never partial: the context holds
-only long-lived clients and stores; the handle table and the recoveries, which hold
-runners of the protocol core, live beside it here (``gateway/handles.py``).
+only long-lived clients and stores, with the client's settings and metrics (built from
+the gateway's: ``GatewaySettings.ledger_client``, ``GatewayMetrics.client``); the handle
+table and the recoveries, which hold runners of the protocol core, live beside it here
+(``services/ledger_client/handles.py``).
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gateway.context import GatewayContext
-from gateway.handles import HandleTable, Recoveries
-from gateway.senders import SenderLimits, SenderTable
+from gateway.metrics import GatewayMetrics
 from services.errors import Unavailable
+from services.ledger_client.context import LedgerClientContext
+from services.ledger_client.handles import HandleTable, Recoveries
+from services.ledger_client.senders import SenderLimits, SenderTable
+from services.settings import GatewaySettings
 
 if TYPE_CHECKING:
     from gateway.logs.writers import LogWriters
@@ -22,7 +26,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class Gateway:
-    ctx: GatewayContext
+    settings: GatewaySettings
+    metrics: GatewayMetrics
+    ctx: LedgerClientContext
     handles: HandleTable
     recoveries: Recoveries
     # The log layer (gateway/logs/writers.py ``serve_logs``), where logs are served: the
@@ -30,9 +36,13 @@ class Gateway:
     log_writers: list[LogWriters] = field(default_factory=list)
 
     @classmethod
-    def build(cls, ctx: GatewayContext) -> Gateway:
+    def build(
+        cls, settings: GatewaySettings, metrics: GatewayMetrics, ctx: LedgerClientContext
+    ) -> Gateway:
+        """The gateway over ``ctx``, which holds ``settings.ledger_client()`` and
+        ``metrics.client``."""
         senders = SenderTable(ctx.bookie, SenderLimits.from_settings(ctx.settings))
-        return cls(ctx, HandleTable(ctx, senders), Recoveries(ctx))
+        return cls(settings, metrics, ctx, HandleTable(ctx, senders), Recoveries(ctx))
 
     @property
     def logs(self) -> LogWriters:

@@ -12,10 +12,10 @@ from typing import Any
 from gateway.logs import operations as log_ops
 from gateway.logs.writer import AppendOrder, AppendTurn, LogWriter
 from gateway.passwords import check_password
-from gateway.runners.write import AddOutcome, HandleRunner
 from gateway.service import Gateway
 from gateway.stream import Record, ledger_ack_json, log_ack_json, retrieve
 from services.errors import InvalidArgument, NotWriter, Unauthorized
+from services.ledger_client.runners.write import AddOutcome, HandleRunner
 
 Acks = list[str]  # one JSON text per record (gateway/stream.py, ``ledger_ack_json``)
 # Appends of log streams that ended while their appends ran: kept referenced until done.
@@ -51,7 +51,7 @@ class LedgerTarget(_Authorized):
 
     async def submit(self, records: list[Record]) -> asyncio.Future[Acks]:
         payloads = tuple(r.payload for r in records)
-        metrics = self.gw.ctx.metrics
+        metrics = self.gw.metrics
         started = metrics.add_began(len(payloads))
         added = await self.runner.submit(payloads)
         acks: asyncio.Future[Acks] = asyncio.get_running_loop().create_future()

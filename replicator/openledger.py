@@ -6,8 +6,12 @@ worker postpones such a ledger until ``--open-ledger-grace`` after the last
 fragment's missing bookie was first seen missing (``MissingSince``); then, if the
 last fragment still names a missing bookie (a writer that keeps writing replaces the
 bookie itself by an ensemble change), it recovers the ledger (fences and closes it)
-with the gateway's own recovery (``gateway.handles.Recoveries`` over a
-``GatewayContext`` built here), and the ledger is copied as a CLOSED one.
+with the ledger client's recovery, the one the gateway runs (``Recoveries`` of
+services/ledger_client/handles.py, over a ``LedgerClientContext`` built here), and the
+ledger is copied as a CLOSED one. The client runs with its default bounds, but asks
+another replica after at most the worker's bookie time-out; its metrics are exposed
+nowhere: the worker counts the recoveries it runs (``quire_replicator_recoveries_total``,
+replicator/repair.py).
 
 The grace never runs from the mark's ``marked_at``: a mark keeps its first time when
 bookies are merged into it, and a fragment bookie that is merely unregistered this
@@ -28,13 +32,14 @@ import logging
 import random
 from collections.abc import Callable, Collection
 
-from gateway.context import GatewayContext
-from gateway.handles import Recoveries
-from gateway.metrics import GatewayMetrics
 from services.bookie_client import BookieClientPool
 from services.errors import QuireError, Unavailable
+from services.ledger_client.context import LedgerClientContext
+from services.ledger_client.handles import Recoveries
+from services.ledger_client.metrics import LedgerClientMetrics
+from services.ledger_client.settings import LedgerClientSettings
 from services.protocol.metadata import LedgerMetadata, LedgerState
-from services.settings import GatewaySettings, ReplicatorSettings
+from services.settings import ReplicatorSettings
 from services.wire.digest import record_ok, unseal_mac_key
 from services.zk.ledger_store import LedgerStore
 from services.zk.registry import BookieRegistry
@@ -132,7 +137,7 @@ def last_fragment_affected(metadata: LedgerMetadata, missing: Collection[str]) -
 
 
 class OpenLedgers:
-    """Recovers (fences and closes) open ledgers with the gateway's recovery."""
+    """Recovers (fences and closes) open ledgers with the ledger client's recovery."""
 
     def __init__(
         self,
@@ -142,20 +147,16 @@ class OpenLedgers:
         bookies: BookieClientPool,
         rng: random.Random,
     ) -> None:
-        gateway_settings = GatewaySettings.model_construct(
-            zk=settings.zk,
-            zk_root=settings.zk_root,
-            cluster_secret=settings.cluster_secret,
-            bookie_request_timeout_ms=settings.bookie_request_timeout_ms,
-            speculative_read_ms=min(2_000, settings.bookie_request_timeout_ms),
-        )
         self.cluster_secret = settings.cluster_secret
-        self.ctx = GatewayContext(
-            settings=gateway_settings,
+        speculative_read_ms = min(
+            LedgerClientSettings().speculative_read_ms, settings.bookie_request_timeout_ms
+        )
+        self.ctx = LedgerClientContext(
+            settings=LedgerClientSettings(speculative_read_ms=speculative_read_ms),
             ledgers=ledgers,
             registry=registry,
             bookies=bookies,
-            metrics=GatewayMetrics(),
+            metrics=LedgerClientMetrics(None, "replicator"),
             rng=rng,
         )
         self.recoveries = Recoveries(self.ctx)

@@ -54,7 +54,7 @@ MODULES = (
     "services/protocol/writer.py",
     "gateway/auth.py",
     "gateway/fastpath.py",
-    "gateway/senders.py",
+    "services/ledger_client/senders.py",
 )
 ENV_SWITCH = "QUIRE_NATIVE"  # "0": run every module as written
 

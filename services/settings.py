@@ -6,6 +6,7 @@ Impossible values are refused at start-up with a one-line message.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import TypeVar
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
+from services.ledger_client.settings import LedgerClientSettings
 from services.limits import BATCH_ENTRIES_MAX, BODY_SIZE_MAX_BYTES
 
 _HOSTPORT = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:\d{1,5}$")
@@ -123,7 +125,8 @@ class GatewaySettings(CommonSettings):
     api_token: str | None = Field(None, description="token every /v1/ call needs")
     admin_token: str | None = Field(None, description="token /v1/admin/ calls need")
     # Tunables of the write and read paths (docs/style.md §5): each a flag and a QUIRE_*
-    # variable, with its unit last.
+    # variable, with its unit last. Those of the ledger client have its names and its
+    # defaults (services/ledger_client/settings.py; tests/unit/test_settings.py checks).
     fast_path: bool = Field(
         True, description="serve adds and log appends below FastAPI's routing (same contract)"
     )
@@ -241,6 +244,11 @@ class GatewaySettings(CommonSettings):
         description="payload bytes all streams together may have in flight; past it a "
         "stream waits (in turn; the oldest never does) before it reads its next record",
     )
+
+    def ledger_client(self) -> LedgerClientSettings:
+        """The bounds of the ledger client this gateway runs: its flags of the same names."""
+        names = (f.name for f in dataclasses.fields(LedgerClientSettings))
+        return LedgerClientSettings(**{name: getattr(self, name) for name in names})
 
 
 class AuditorSettings(CommonSettings):

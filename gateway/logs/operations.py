@@ -217,7 +217,7 @@ async def attach(
     held = gw.logs.get(name)
     if held is not None:
         held._lose("the log's ledgers were attached by a commit (POST /ledgers)")
-    op = lw.AttachLedgers(name, gw.ctx.settings.address, ledger_ids, commit, gw.ctx.rng)
+    op = lw.AttachLedgers(name, gw.settings.address, ledger_ids, commit, gw.ctx.rng)
     result = await run(gw, _Listing(gw.logs.logs.store, ledger_ids), op, op.start())
     if not isinstance(result, lw.Attached):
         raise InvariantViolation(f"attaching ledgers answered {result!r}")

@@ -31,8 +31,8 @@ import pybase64
 
 from gateway.logs import operations as log_ops
 from gateway.logs.schemas import position_json
-from gateway.runners import read as reads
 from services.errors import InvalidArgument, LedgerNotFound, LogLedgerMissing
+from services.ledger_client.runners import read as reads
 from services.limits import PAGE_BYTES_MAX
 from services.protocol import log_records
 from services.protocol.logs import LogMetadata, Position

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 
 from gateway.logs.dedup import Appended, DedupWindow, TailScan
 from gateway.logs.steps import LOG_METADATA_KEY, WRITER_METADATA_KEY
-from gateway.runners import read as reads
 from services.errors import QuireError
+from services.ledger_client.runners import read as reads
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.reads import digest_key
 from services.zk.ledger_store import VersionedLedger

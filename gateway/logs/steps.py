@@ -88,7 +88,7 @@ async def _carry_out(gw: Gateway, logs: LogStore, op: Operation, effect: lw.Effe
                 effect.ack_quorum,
                 "crc32c",
                 None,
-                {LOG_METADATA_KEY: op.name, WRITER_METADATA_KEY: gw.ctx.settings.address},
+                {LOG_METADATA_KEY: op.name, WRITER_METADATA_KEY: gw.settings.address},
             )
             return lw.LedgerCreated(runner.ledger_id)
         if isinstance(effect, lw.WriteLog):
@@ -140,7 +140,7 @@ async def closed_end(gw: Gateway, ledger_id: int) -> int | None:
     then, ``LEDGER_GONE`` when the ledger no longer exists. Gone is not "empty": a ledger
     truncated away may have held the entries asked about, so an append whose outcome
     hangs on it stays unknown for good (never "not in the log", never appended again)."""
-    deadline = time.monotonic() + gw.ctx.settings.log_settle_timeout_ms / 1000
+    deadline = time.monotonic() + gw.settings.log_settle_timeout_ms / 1000
     delay = SETTLE_POLL_FIRST_S
     while True:
         try:

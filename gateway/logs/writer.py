@@ -45,7 +45,6 @@ from typing import TYPE_CHECKING, Any
 from gateway.logs import rebuild, steps
 from gateway.logs.dedup import Appended, DedupWindow, Unsettled, unknown_outcome
 from gateway.logs.rebuild import wall_ms
-from gateway.runners.write import HandleRunner
 from services.errors import (
     InvariantViolation,
     LedgerClosed,
@@ -58,6 +57,7 @@ from services.errors import (
     Unavailable,
     present,
 )
+from services.ledger_client.runners.write import HandleRunner
 from services.protocol import log_records
 from services.protocol import log_writer as lw
 from services.protocol.logs import Position
@@ -185,7 +185,7 @@ class LogWriter:
         self.version = acquired.version
         self.runner = runner
         self.lost: str | None = None  # why this gateway no longer writes the log
-        settings = gw.ctx.settings
+        settings = gw.settings
         self.dedup = DedupWindow(
             int(settings.idempotency_window_s * 1000), settings.idempotency_keys_max
         )
@@ -197,7 +197,7 @@ class LogWriter:
         self._age_timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         # This log's metric children, looked up once (the append path is hot).
-        metrics = gw.ctx.metrics
+        metrics = gw.metrics
         self._appends = metrics.log_appends.labels(self.name)
         self._records = metrics.log_records.labels(self.name)
         self._bytes = metrics.log_bytes.labels(self.name)
@@ -208,7 +208,7 @@ class LogWriter:
 
     @property
     def gateway_id(self) -> str:
-        return self.gw.ctx.settings.address
+        return self.gw.settings.address
 
     @property
     def ledger_id(self) -> int:
@@ -397,7 +397,7 @@ class LogWriter:
         if self.lost is None:
             self.lost = why
             try:
-                self.gw.ctx.metrics.log_writer_epoch.remove(self.name)
+                self.gw.metrics.log_writer_epoch.remove(self.name)
             except KeyError:
                 pass
             log.info("lost the writer role", extra={"fields": {"log": self.name, "why": why}})
@@ -444,7 +444,7 @@ class LogWriter:
         self.log, self.version = rolled.log, rolled.version
         self._ledger_started = time.monotonic()
         self._arm_age_roll()
-        self.gw.ctx.metrics.log_rolls.labels(self.name, reason).inc()
+        self.gw.metrics.log_rolls.labels(self.name, reason).inc()
         self._spawn(self._close_old(old))
         return rolled.ledger_id
 
@@ -462,7 +462,7 @@ class LogWriter:
             )  # fmt: skip
 
     def _maybe_roll(self) -> None:
-        settings = self.gw.ctx.settings
+        settings = self.gw.settings
         handle = self.runner.handle
         if self._rolling is not None and not self._rolling.done():
             return
@@ -488,7 +488,7 @@ class LogWriter:
             if self.lost is None and self.runner.ledger_id == ledger_id:
                 self._spawn(self._auto_roll("age"))
 
-        age_s = self.gw.ctx.settings.log_roll_age_s
+        age_s = self.gw.settings.log_roll_age_s
         self._age_timer = asyncio.get_running_loop().call_later(age_s, due)
 
     def _cancel_age_roll(self) -> None:

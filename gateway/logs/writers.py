@@ -51,7 +51,7 @@ class LogWriters:
         held = self._writers.get(name)
         if held is not None:
             held._lose("this gateway is taking the role again")
-        op = lw.AcquireWriter(name, self.gw.ctx.settings.address, self.gw.ctx.rng)
+        op = lw.AcquireWriter(name, self.gw.settings.address, self.gw.ctx.rng)
         acquired = await steps.run(self.gw, self.logs, op, op.start())
         if not isinstance(acquired, lw.Acquired):
             raise InvariantViolation(f"acquiring a log answered {acquired!r}")
@@ -62,7 +62,7 @@ class LogWriters:
             await held.aclose()
         writer = LogWriter(self.gw, self.logs, acquired, runner)
         self._writers[name] = writer
-        metrics = self.gw.ctx.metrics
+        metrics = self.gw.metrics
         metrics.log_handovers.labels(name).inc()
         metrics.log_writer_epoch.labels(name).set(acquired.epoch)
         previous = [lid for lid in acquired.log.ledgers if lid != acquired.ledger_id]

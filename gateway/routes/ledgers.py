@@ -15,7 +15,6 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from gateway import operations as ops
 from gateway.batches import decode_batch
-from gateway.context import GatewayContext
 from gateway.json_input import parse_json
 from gateway.logs import operations as log_ops
 from gateway.routes.deps import (
@@ -28,7 +27,6 @@ from gateway.routes.deps import (
     canonical_integer_queries,
     remember_client,
 )
-from gateway.runners import read as reads
 from gateway.schemas import (
     ADD_BODY,
     AddResult,
@@ -42,6 +40,7 @@ from gateway.schemas import (
 )
 from gateway.service import Gateway
 from services.errors import BookieUnavailable, InvalidArgument, PayloadTooLarge
+from services.ledger_client.runners import read as reads
 from services.limits import (
     BODY_SIZE_MAX_BYTES,
     ENTRY_SIZE_MAX_BYTES,
@@ -261,7 +260,7 @@ async def get_lac(
     return {"last_add_confirmed": lac}
 
 
-async def _timed_read(ctx: GatewayContext, ledger_id: int, read: Awaitable[T]) -> T:
+async def _timed_read(gw: Gateway, ledger_id: int, read: Awaitable[T]) -> T:
     """Await a read of entries, observed in the read latency histogram. When no replica
     could serve it, a ledger deleted meanwhile (by another gateway, while this one still
     holds its write handle and so its metadata) is 404 ledger_not_found, not 503."""
@@ -269,10 +268,10 @@ async def _timed_read(ctx: GatewayContext, ledger_id: int, read: Awaitable[T]) -
     try:
         return await read
     except BookieUnavailable:
-        await ctx.ledgers.get(ledger_id)  # raises LedgerNotFound when it is gone
+        await gw.ctx.ledgers.get(ledger_id)  # raises LedgerNotFound when it is gone
         raise
     finally:
-        ctx.metrics.read_latency.observe(time.monotonic() - started)
+        gw.metrics.read_latency.observe(time.monotonic() - started)
 
 
 async def _readable_end(gw: Gateway, metadata: LedgerMetadata) -> int:
@@ -323,17 +322,17 @@ async def read_entries(
     stop = end if last is None else min(last, end)
     # The first page is read before answering, so that an error there (no replica)
     # is still an {"error", "message"} answer and not a 200 with a broken stream.
-    page = await _timed_read(gw.ctx, ledger_id, reads.read_page(gw.ctx, metadata, start, stop, key))
+    page = await _timed_read(gw, ledger_id, reads.read_page(gw.ctx, metadata, start, stop, key))
     accept = request.headers.get("accept", "")
     if entries_stream.MEDIA_TYPE in accept:
         return StreamingResponse(
-            _frames(gw.ctx, metadata, page, stop, key),
+            _frames(gw, metadata, page, stop, key),
             media_type=entries_stream.MEDIA_TYPE,
             headers={"X-Last-Add-Confirmed": str(end)},
         )
     if "application/x-ndjson" in accept:
         return StreamingResponse(
-            _ndjson(gw.ctx, metadata, page, stop, key), media_type="application/x-ndjson"
+            _ndjson(gw, metadata, page, stop, key), media_type="application/x-ndjson"
         )
     next_id = page.next_entry_id if page.next_entry_id is not None else None
     if next_id is not None and next_id > stop:
@@ -349,7 +348,7 @@ async def read_entries(
 
 
 async def _pages(
-    ctx: GatewayContext, metadata: LedgerMetadata, page: reads.Page, stop: int, key: bytes
+    gw: Gateway, metadata: LedgerMetadata, page: reads.Page, stop: int, key: bytes
 ) -> AsyncIterator[reads.Page]:
     """``page`` (already read) and the pages after it up to ``stop``.
 
@@ -368,9 +367,9 @@ async def _pages(
 
     async def read(first: int, last: int) -> reads.Page:
         return await _timed_read(
-            ctx,
+            gw,
             metadata.ledger_id,
-            reads.read_page(ctx, metadata, first, last, key, entries_max=last - first + 1),
+            reads.read_page(gw.ctx, metadata, first, last, key, entries_max=last - first + 1),
         )
 
     def plan(first: int) -> None:
@@ -403,19 +402,19 @@ async def _pages(
 
 
 async def _frames(
-    ctx: GatewayContext, metadata: LedgerMetadata, page: reads.Page, stop: int, key: bytes
+    gw: Gateway, metadata: LedgerMetadata, page: reads.Page, stop: int, key: bytes
 ) -> AsyncIterator[bytes]:
     """The binary frames (``services.wire.entries_stream``) of ``page`` (already read) and
     of the pages after it up to ``stop``."""
-    async for each in _pages(ctx, metadata, page, stop, key):
+    async for each in _pages(gw, metadata, page, stop, key):
         yield entries_stream.encode_frames(each.entries)
 
 
 async def _ndjson(
-    ctx: GatewayContext, metadata: LedgerMetadata, page: reads.Page, stop: int, key: bytes
+    gw: Gateway, metadata: LedgerMetadata, page: reads.Page, stop: int, key: bytes
 ) -> AsyncIterator[bytes]:
     """The NDJSON lines of ``page`` (already read) and of the pages after it up to ``stop``."""
-    async for each in _pages(ctx, metadata, page, stop, key):
+    async for each in _pages(gw, metadata, page, stop, key):
         yield b"".join(
             json.dumps({"entry_id": eid, "data": pybase64.b64encode_as_string(data)}).encode()
             + b"\n"
@@ -442,7 +441,5 @@ async def read_entry(
     metadata = await ops.metadata_for(gw, ledger_id, password)
     end = await _readable_end(gw, metadata)
     key = digest_key(metadata, password)
-    data = await _timed_read(
-        gw.ctx, ledger_id, reads.read_single(gw.ctx, metadata, entry_id, end, key)
-    )
+    data = await _timed_read(gw, ledger_id, reads.read_single(gw.ctx, metadata, entry_id, end, key))
     return Response(data, media_type="application/octet-stream")

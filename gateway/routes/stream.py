@@ -103,7 +103,7 @@ async def _serve(ws: WebSocket, open_target: OpenTarget) -> None:
         await auth.token()
         gw = _gateway(ws)
         target = await open_target(gw, auth)
-        settings = gw.ctx.settings
+        settings = gw.settings
         session = StreamSession(
             ws,
             target,

@@ -1,5 +1,5 @@
 """Add requests to one bookie driven by callbacks: ``AddChannel``, the gateway's path for
-the adds its senders batch (gateway/senders.py, ``BookieClient.start_add``).
+the adds its senders batch (services/ledger_client/senders.py, ``BookieClient.start_add``).
 
 Through ``StreamTransport`` every add request to a bookie was a task: started on the
 loop turn after the sender decided to send, and woken on another turn when the answer

@@ -1,8 +1,9 @@
 """Recovery against real bookie processes where it matters exactly when a bookie stops
-(issue 7 items 1, 6 and 7). The recovery's runner (``gateway.handles.Recoveries``) runs in
-the test process with real bookie clients and the ledger's metadata read from ZooKeeper,
-so a bookie can be stopped or killed right after it answered the fence: before any
-read of the recovery reaches it."""
+(issue 7 items 1, 6 and 7). The recovery's runner
+(``services.ledger_client.handles.Recoveries``) runs in the test process with real
+bookie clients and the ledger's metadata read from ZooKeeper, so a bookie can be
+stopped or killed right after it answered the fence: before any read of the recovery
+reaches it."""
 
 from __future__ import annotations
 
@@ -17,17 +18,17 @@ from pathlib import Path
 import httpx
 from kazoo.client import KazooClient
 
-from gateway.context import GatewayContext
-from gateway.handles import Recoveries
-from gateway.metrics import GatewayMetrics
 from services.bookie_client import BookieClientPool, LacInfo
 from services.cluster.processes import ServiceProcess
+from services.ledger_client.context import LedgerClientContext
+from services.ledger_client.handles import Recoveries
+from services.ledger_client.metrics import LedgerClientMetrics
+from services.ledger_client.settings import LedgerClientSettings
 from services.protocol.metadata import LedgerMetadata
-from services.settings import GatewaySettings
 from services.zk import paths
 from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import Gateway, payload_for, start_bookies, wait_writable
-from tests.unit.gateway.fakes import FakeLedgerStore
+from tests.unit.ledger_client.fakes import FakeLedgerStore
 
 
 class _Registry:
@@ -98,12 +99,12 @@ def _recover(
         created = await store.create(metadata)
         pool = BookieClientPool(cluster.secret, request_timeout_s=request_timeout_s)
         fences = _Fences(fences_held or len(metadata.ensemble), after_fences)
-        ctx = GatewayContext(
-            settings=GatewaySettings(**settings),
+        ctx = LedgerClientContext(
+            settings=LedgerClientSettings(**settings),
             ledgers=store,  # type: ignore[arg-type]
             registry=_Registry(list(metadata.ensemble)),  # type: ignore[arg-type]
             bookies=_Lookup(pool, fences),  # type: ignore[arg-type]
-            metrics=GatewayMetrics(),
+            metrics=LedgerClientMetrics(None, "gateway"),
         )
         try:
             started = time.monotonic()

@@ -1,6 +1,6 @@
 """Requests to the simulated bookies over the simulated network, as the gateway's
 bookie client sends them (services/bookie_client), and the per-bookie add batching
-the gateway shares between ledgers (gateway/senders.py).
+the gateway shares between ledgers (services/ledger_client/senders.py).
 
 Every bookie call has a time-out (``request_timeout_ms``): an answer that is dropped,
 or a bookie that never answers, becomes a failure; an answer that comes after the
@@ -14,9 +14,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gateway.senders import AddAnswer, answer_for
 from services.bookie_client import AddResult
 from services.errors import BookieReadOnly, BookieUnavailable, QuireError
+from services.ledger_client.senders import AddAnswer, answer_for
 from services.wire.framing import Record
 from tests.simulation.bookie import BookieDown, BookieReadOnlyError, SimBookie
 
@@ -95,9 +95,10 @@ AddCallback = Callable[[AddAnswer], None]
 
 class SharedSender:
     """One gateway's add queue to one bookie, shared by all its ledgers
-    (gateway/senders.py): at most ``in_flight_max`` requests open, each taking what is
-    queued up to ``entries_max`` records, records of many ledgers together; the loss,
-    delay or failure of one request is every one of its ledgers' loss."""
+    (services/ledger_client/senders.py): at most ``in_flight_max`` requests open, each
+    taking what is queued up to ``entries_max`` records, records of many ledgers
+    together; the loss, delay or failure of one request is every one of its ledgers'
+    loss."""
 
     def __init__(
         self, world: Simulation, gateway: str, bookie: str, in_flight_max: int, entries_max: int

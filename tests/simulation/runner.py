@@ -1,5 +1,5 @@
 """Carrying out a state machine's effects over the simulated network: what the
-gateway's asyncio runners do with real clients (gateway/runners/). The requests
+gateway's asyncio runners do with real clients (services/ledger_client/runners/). The requests
 themselves (time-outs, duplicates, shared per-bookie batches) are in ``calls``.
 A bookie's answer to an add becomes ``BookieAddsDone`` through the gateway's own
 ``answer_for``, so per-record refusals (``ledger_fenced``, ``entry_exists``) mean
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gateway.senders import answer_for
 from services.errors import BookieUnavailable
+from services.ledger_client.senders import answer_for
 from services.protocol.messages import (
     BookieAddsDone,
     BookieFailed,

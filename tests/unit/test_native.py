@@ -29,7 +29,9 @@ def test_the_add_path_modules_are_loaded_compiled() -> None:
         assert Path(module.__file__).is_relative_to(native.BUILD_DIR), name
         assert not module.__file__.endswith(".py"), name
     # The rest is as written.
-    assert importlib.import_module("gateway.handles").__file__.endswith("gateway/handles.py")
+    assert importlib.import_module("services.ledger_client.handles").__file__.endswith(
+        "services/ledger_client/handles.py"
+    )
 
 
 def run_python(code: str, **env: str) -> str:

@@ -14,6 +14,7 @@ import typer
 from typer.testing import CliRunner, Result
 
 from services.cli.app import DEFAULT_GATEWAY, app
+from services.ledger_client.settings import LedgerClientSettings
 from services.settings import (
     AuditorSettings,
     BookieSettings,
@@ -54,6 +55,16 @@ def test_defaults_follow_api_md() -> None:
     assert bookie.readonly_free_ratio == 0.05
     assert bookie.journal_sync is True
     assert gateway.api_token is None and gateway.admin_token is None
+
+
+def test_the_gateway_flags_of_the_ledger_client_default_to_its_defaults() -> None:
+    """The gateway's flags of the ledger client's bounds carry the client's names and
+    defaults (services/ledger_client/settings.py), so a client built without flags (the
+    replication worker's) runs with the bounds a gateway has by default; a flag reaches
+    the client."""
+    assert load_settings(GatewaySettings, []).ledger_client() == LedgerClientSettings()
+    tuned = load_settings(GatewaySettings, ["--recovery-timeout-ms", "5000"]).ledger_client()
+    assert tuned.recovery_timeout_ms == 5000
 
 
 def test_environment_variable_sets_an_option(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,14 +13,14 @@ from fastapi.testclient import TestClient
 
 from gateway.auth import TokenMiddleware, TokenPolicy
 from gateway.batches import decode_batch
-from gateway.handles import HandleTable
 from gateway.passwords import check_password, hash_password, password_matches
-from gateway.senders import SenderLimits, SenderTable
 from services.errors import InvalidArgument, PayloadTooLarge, Unauthorized
+from services.ledger_client.handles import HandleTable
+from services.ledger_client.senders import SenderLimits, SenderTable
 from services.limits import BATCH_ENTRIES_MAX, ENTRY_SIZE_MAX_BYTES
 from services.protocol.metadata import LedgerMetadata
 from services.web.errors import install_error_handlers
-from tests.unit.gateway.fakes import FakeBookies, make_context
+from tests.unit.ledger_client.fakes import FakeBookies, make_context
 
 API, ADMIN = b"api", b"admin"
 

@@ -12,7 +12,7 @@ import pytest
 
 from gateway.metrics import GatewayMetrics
 from gateway.routes import ledgers
-from gateway.runners import read as reads
+from services.ledger_client.runners import read as reads
 from services.limits import PAGE_ENTRIES_MAX, RANGE_ENTRIES_MAX, READ_AHEAD_PAGES
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.reads_messages import ReadDone
@@ -52,10 +52,10 @@ class FakePages:
 
 def _stream(pages: FakePages, stop: int, take: int | None = None) -> list[int]:
     async def run() -> list[int]:
-        ctx = SimpleNamespace(metrics=GatewayMetrics())
-        first = await pages.read_page(ctx, METADATA, 0, min(stop, 999), b"")
+        gw = SimpleNamespace(ctx=SimpleNamespace(), metrics=GatewayMetrics())
+        first = await pages.read_page(gw.ctx, METADATA, 0, min(stop, 999), b"")
         seen: list[int] = []
-        stream = ledgers._pages(ctx, METADATA, first, stop, b"")  # type: ignore[arg-type]
+        stream = ledgers._pages(gw, METADATA, first, stop, b"")  # type: ignore[arg-type]
         async for page in stream:
             seen += [entry_id for entry_id, _ in page.entries]
             if take is not None and len(seen) >= take:

@@ -1,6 +1,6 @@
 """A log stream's groups after a fence, in process: the real ``LogTarget`` and
 ``LogWriter`` (gateway/stream_targets.py, gateway/logs/writer.py) with real write
-handles over fake bookies and an in-memory ledger store (tests/unit/gateway/fakes.py),
+handles over fake bookies and an in-memory ledger store (tests/unit/ledger_client/fakes.py),
 an in-memory log znode whose reads the test holds and lets go in the order it
 chooses, and another gateway that recovers the log's ledger under the stream. Each
 group settles its failed add on its own and appends again on the new ledger; the
@@ -16,13 +16,15 @@ from typing import Any, cast
 from gateway.logs import steps
 from gateway.logs.writer import LogWriter
 from gateway.logs.writers import serve_logs
+from gateway.metrics import GatewayMetrics
 from gateway.service import Gateway
 from gateway.stream import Record
 from gateway.stream_targets import LogTarget
 from services.errors import LogNotFound, MetadataConflict
 from services.protocol.logs import LogMetadata
+from services.settings import GatewaySettings
 from services.zk.log_store import LogStore, VersionedLog
-from tests.unit.gateway.fakes import FakeBookies, FakeLedgerStore, make_context
+from tests.unit.ledger_client.fakes import FakeBookies, FakeLedgerStore, make_context
 
 POOL = ["b0:1", "b1:1", "b2:1"]
 LOOP_TURNS = 200
@@ -100,8 +102,10 @@ def test_groups_settling_out_of_order_land_in_the_order_sent() -> None:
 
     async def body() -> None:
         bookies, ledgers = FakeBookies(POOL), FakeLedgerStore()
-        gw = Gateway.build(make_context(bookies, ledgers))
-        other = Gateway.build(make_context(bookies, ledgers))  # another gateway
+        gw = Gateway.build(GatewaySettings(), GatewayMetrics(), make_context(bookies, ledgers))
+        other = Gateway.build(  # another gateway
+            GatewaySettings(), GatewayMetrics(), make_context(bookies, ledgers)
+        )
         logs = HeldLogs(LogMetadata("s"))
         serve_logs(gw, cast(LogStore, logs))
         writer: LogWriter = await gw.logs.acquire("s")

@@ -1,4 +1,4 @@
-"""Per-bookie add batching, shared by every write handle of the gateway.
+"""Per-bookie add batching, shared by every write handle of the ledger client.
 
 Each bookie gets one ``BookieSender``: handles enqueue records with a callback;
 the sender keeps at most ``requests_in_flight_max`` add requests open to that
@@ -22,7 +22,7 @@ four, in the bookies' CPU and in adds/s (benchmarks/README.md, "Measured choices
 The queue is bounded (``QUEUED_BATCHES_MAX`` requests' worth of entries and
 bytes), and the bound is kept where a client can be made to wait: at admission.
 A handle admits an add only when every bookie of its ensemble has room for it
-(``has_room``; gateway/runners/write.py ``_admits``), and an add that must wait
+(``has_room``; services/ledger_client/runners/write.py ``_admits``), and an add that must wait
 is woken when requests leave that bookie's queue (``when_room``); past
 ``admission_wait_ms`` it fails as unavailable (503, retry later), and a stream
 waiting there stops reading once its credits are spent (gateway/stream.py). ``send`` itself refuses
@@ -93,8 +93,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from gateway.context import BookieApi
-from gateway.lac_sender import LacSender
 from services.bookie_client import AddResult
 from services.errors import (
     BookieReadOnly,
@@ -103,9 +101,11 @@ from services.errors import (
     LedgerFenced,
     QuireError,
 )
+from services.ledger_client.context import BookieApi
+from services.ledger_client.lac_sender import LacSender
+from services.ledger_client.settings import LedgerClientSettings
 from services.protocol.messages import BookieAddsDone, RejectReason
 from services.request_ids import REQUEST_ID
-from services.settings import GatewaySettings
 from services.wire.framing import Record
 
 log = logging.getLogger(__name__)
@@ -224,7 +224,7 @@ class SenderLimits:
         return (self.add_timeout_ms + self.add_timeout_per_mib_ms * bytes_in_flight / MIB) / 1000
 
     @classmethod
-    def from_settings(cls, settings: GatewaySettings) -> SenderLimits:
+    def from_settings(cls, settings: LedgerClientSettings) -> SenderLimits:
         return cls(
             requests_in_flight_max=settings.bookie_requests_in_flight_max,
             batch_entries_max=settings.bookie_batch_entries_max,
@@ -413,7 +413,7 @@ def _log_carried(batch: Sequence[_Item], bookie_id: str) -> None:
 
 def _by_callback(batch: Sequence[_Item]) -> list[tuple[AddCallback, Sequence[Record]]]:
     """The batch's records by callback, in order of first appearance: a handle that
-    passes one callback per bookie (gateway/runners/write.py) hears about all its
+    passes one callback per bookie (services/ledger_client/runners/write.py) hears about all its
     records of one request in one call, so it is fed one event instead of one per add
     (the many single-record adds of REST clients and streams)."""
     if len(batch) == 1:

@@ -1,5 +1,5 @@
 """Explicit LAC updates to one bookie, coalesced across ledgers (``LacSender``; the
-gateway's ``SenderTable``, gateway/senders.py, keeps one per bookie)."""
+client's ``SenderTable``, services/ledger_client/senders.py, keeps one per bookie)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from gateway.context import BookieApi
 from services.errors import QuireError
+from services.ledger_client.context import BookieApi
 from services.limits import LAC_BATCH_MAX
 
 log = logging.getLogger(__name__)

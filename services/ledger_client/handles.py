@@ -1,9 +1,10 @@
-"""The parts of the ``Gateway`` holder that run the protocol core: the write handles
-this gateway holds, and the recoveries it runs.
+"""The write handles a ledger client holds and the recoveries it runs: the parts of the
+client that run the protocol core's state machines, beside its context.
 
-Both are built whole in the lifespan (``Gateway.build``) with the context; their
-bounds come from the settings (``explicit_lac_delay_ms``, ``closed_handles_kept_max``,
-``recovery_timeout_ms`` and the per-bookie sender bounds).
+A service builds them whole with the context (the gateway in its lifespan,
+``gateway.service.Gateway.build``; the replication worker only ``Recoveries``); their
+bounds come from the client's settings (``explicit_lac_delay_ms``,
+``closed_handles_kept_max``, ``recovery_timeout_ms`` and the per-bookie sender bounds).
 """
 
 from __future__ import annotations
@@ -11,28 +12,29 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 
-from gateway.context import GatewayContext
-from gateway.runners.recovery import RecoveryRunner
-from gateway.runners.write import HandleRunner
-from gateway.senders import SenderTable
+from services.ledger_client.context import LedgerClientContext
+from services.ledger_client.runners.recovery import RecoveryRunner
+from services.ledger_client.runners.write import HandleRunner
+from services.ledger_client.senders import SenderTable
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.recovery import LedgerRecovery, RecoveryLimits
 from services.protocol.writer import WriteHandle, WriterLimits
 
 
 class HandleTable:
-    """The write handles this gateway holds, by ledger id.
+    """The write handles this client holds, by ledger id.
 
-    Handles of ledgers this gateway closed are kept (at most
+    Handles of ledgers this client closed are kept (at most
     ``closed_handles_kept_max``, oldest dropped first) so a second close returns
     the same object and an add answers ``ledger_closed`` rather than ``not_writer``."""
 
-    def __init__(self, ctx: GatewayContext, senders: SenderTable) -> None:
+    def __init__(self, ctx: LedgerClientContext, senders: SenderTable) -> None:
         self.ctx = ctx
         self.senders = senders
         # An idle ledger's explicit LAC update goes to every bookie of its ensemble
-        # (coalesced across ledgers per bookie, gateway/senders.py). Tailing readers see
-        # the last entry within this delay; busy ledgers carry the LAC on every add.
+        # (coalesced across ledgers per bookie, services/ledger_client/senders.py).
+        # Tailing readers see the last entry within this delay; busy ledgers carry the
+        # LAC on every add.
         self.limits = WriterLimits(explicit_lac_delay_ms=ctx.settings.explicit_lac_delay_ms)
         self.closed_kept_max = ctx.settings.closed_handles_kept_max
         self._live: dict[int, HandleRunner] = {}
@@ -83,12 +85,12 @@ class HandleTable:
         return len(self._live)
 
     def live(self, ledger_id: int) -> HandleRunner | None:
-        """The live write handle of the ledger, if this gateway holds one."""
+        """The live write handle of the ledger, if this client holds one."""
         runner = self.get(ledger_id)
         return runner if runner is not None and runner.live else None
 
     def writer_lac(self, ledger_id: int) -> int | None:
-        """The LAC of this gateway's live write handle of the ledger, else None."""
+        """The LAC of this client's live write handle of the ledger, else None."""
         runner = self.live(ledger_id)
         return runner.lac if runner is not None else None
 
@@ -99,9 +101,9 @@ class HandleTable:
 
 
 class Recoveries:
-    """Recoveries running on this gateway, one per ledger at a time."""
+    """Recoveries running on this client, one per ledger at a time."""
 
-    def __init__(self, ctx: GatewayContext) -> None:
+    def __init__(self, ctx: LedgerClientContext) -> None:
         self.ctx = ctx
         self.limits = RecoveryLimits(
             recovery_timeout_ms=ctx.settings.recovery_timeout_ms,

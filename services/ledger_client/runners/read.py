@@ -30,8 +30,8 @@ import asyncio
 import logging
 from typing import Protocol
 
-from gateway.context import GatewayContext
 from services.errors import InvariantViolation, QuireError, invariant
+from services.ledger_client.context import LedgerClientContext
 from services.limits import PAGE_ENTRIES_MAX
 from services.protocol.messages import Tick
 from services.protocol.metadata import LedgerMetadata
@@ -65,13 +65,13 @@ class _Op(Protocol):
     def next_deadline(self) -> int | None: ...
 
 
-def read_limits(ctx: GatewayContext, page_entries_max: int = PAGE_ENTRIES_MAX) -> ReadLimits:
+def read_limits(ctx: LedgerClientContext, page_entries_max: int = PAGE_ENTRIES_MAX) -> ReadLimits:
     return ReadLimits(
         speculative_read_ms=ctx.settings.speculative_read_ms, page_entries_max=page_entries_max
     )
 
 
-def lac_limits(ctx: GatewayContext) -> LacLimits:
+def lac_limits(ctx: LedgerClientContext) -> LacLimits:
     return LacLimits(
         speculative_read_ms=ctx.settings.speculative_read_ms,
         lac_repoll_delay_ms=ctx.settings.lac_repoll_delay_ms,
@@ -81,7 +81,7 @@ def lac_limits(ctx: GatewayContext) -> LacLimits:
 class ReadRunner:
     """Runs one read operation to its result: one task per bookie request, one timer."""
 
-    def __init__(self, ctx: GatewayContext, op: _Op) -> None:
+    def __init__(self, ctx: LedgerClientContext, op: _Op) -> None:
         self.ctx = ctx
         self.op = op
         self._loop = asyncio.get_running_loop()
@@ -185,14 +185,14 @@ class ReadRunner:
         self._requests[effect.request_id] = self._loop.create_task(run())
 
 
-async def _lac(ctx: GatewayContext, op: LacOp) -> int:
+async def _lac(ctx: LedgerClientContext, op: LacOp) -> int:
     result = await ReadRunner(ctx, op).run()
     if not isinstance(result, LacDone):
         raise InvariantViolation(f"a LAC read answered {result!r}")
     return ctx.lacs_seen.observe(op.ledger_id, result.lac)
 
 
-async def bookies_lac(ctx: GatewayContext, metadata: LedgerMetadata) -> int:
+async def bookies_lac(ctx: LedgerClientContext, metadata: LedgerMetadata) -> int:
     """The highest LAC the bookies of the last fragment report (-1 if none knows any), or
     the highest this gateway saw before if that is higher: it never goes backwards."""
     known = ctx.lacs_seen.get(metadata.ledger_id)
@@ -200,7 +200,7 @@ async def bookies_lac(ctx: GatewayContext, metadata: LedgerMetadata) -> int:
 
 
 async def wait_bookies_lac(
-    ctx: GatewayContext, metadata: LedgerMetadata, after: int, wait_ms: int
+    ctx: LedgerClientContext, metadata: LedgerMetadata, after: int, wait_ms: int
 ) -> int:
     """Long poll: the first LAC above ``after`` any bookie reports within ``wait_ms``,
     else the highest LAC known when the time is up (at once when this gateway already
@@ -210,12 +210,12 @@ async def wait_bookies_lac(
     return await _lac(ctx, op)
 
 
-def forget_lac(ctx: GatewayContext, ledger_id: int) -> None:
+def forget_lac(ctx: LedgerClientContext, ledger_id: int) -> None:
     """Drop what this gateway remembers of a deleted ledger's LAC."""
     ctx.lacs_seen.forget(ledger_id)
 
 
-async def _read(ctx: GatewayContext, op: ReadOp) -> ReadDone:
+async def _read(ctx: LedgerClientContext, op: ReadOp) -> ReadDone:
     try:
         result = await ReadRunner(ctx, op).run()
     finally:
@@ -227,7 +227,7 @@ async def _read(ctx: GatewayContext, op: ReadOp) -> ReadDone:
 
 
 async def read_page(
-    ctx: GatewayContext,
+    ctx: LedgerClientContext,
     metadata: LedgerMetadata,
     first: int,
     last: int,
@@ -242,7 +242,7 @@ async def read_page(
 
 
 async def read_single(
-    ctx: GatewayContext, metadata: LedgerMetadata, entry_id: int, end: int, key: bytes
+    ctx: LedgerClientContext, metadata: LedgerMetadata, entry_id: int, end: int, key: bytes
 ) -> bytes:
     """Entry ``entry_id`` of a ledger readable up to ``end`` (``EntryNotFound`` past it)."""
     page = await _read(

@@ -1,5 +1,5 @@
-"""The write handle's asyncio runner (gateway/runners/write.py) with the handle table
-(gateway/handles.py), against fake bookies and an in-memory metadata store on a real
+"""The write handle's asyncio runner (services/ledger_client/runners/write.py) with the handle table
+(services/ledger_client/handles.py), against fake bookies and an in-memory metadata store on a real
 event loop: adds, acknowledgements in entry-id order, an ensemble change when a bookie
 fails, close, and a fenced ledger."""
 
@@ -11,14 +11,14 @@ from dataclasses import replace
 
 import pytest
 
-from gateway.handles import HandleTable
-from gateway.runners.write import HandleRunner
-from gateway.senders import SenderLimits, SenderTable
 from services.bookie_client import AddResult
 from services.errors import LedgerClosed, LedgerFenced, Unavailable
+from services.ledger_client.handles import HandleTable
+from services.ledger_client.runners.write import HandleRunner
+from services.ledger_client.senders import SenderLimits, SenderTable
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.wire.framing import Record
-from tests.unit.gateway.fakes import FakeBookie, FakeBookies, FakeLedgerStore, make_context
+from tests.unit.ledger_client.fakes import FakeBookie, FakeBookies, FakeLedgerStore, make_context
 
 POOL = ["b0:1", "b1:1", "b2:1", "b3:1"]
 
@@ -81,6 +81,7 @@ def test_acknowledgements_wait_for_every_lower_entry() -> None:
             await asyncio.sleep(0)
         assert not first.done() and not second.done() and runner.lac == -1
         registry = runner.ctx.metrics.registry
+        assert registry is not None
         # Entry 0 is in flight to b0 (held back): the gauge, read as a scrape reads it.
         assert registry.get_sample_value("quire_gateway_adds_in_flight") == 1
         gate.set()

@@ -1,6 +1,7 @@
-"""Per-bookie add batching (gateway/senders.py) against a fake bookie client: records of
-many ledgers queued while requests are in flight go out together, the in-flight bound
-holds, batches respect their bounds, and every outcome reaches each callback once."""
+"""Per-bookie add batching (services/ledger_client/senders.py) against a fake bookie
+client: records of many ledgers queued while requests are in flight go out together, the
+in-flight bound holds, batches respect their bounds, and every outcome reaches each
+callback once."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from functools import partial
 
 import pytest
 
-from gateway.senders import (
+from services.bookie_client import AddResult
+from services.errors import BookieReadOnly, BookieUnavailable, LedgerFenced, QuireError
+from services.ledger_client.senders import (
     AddAnswer,
     AddCallback,
     BookieSender,
@@ -20,14 +23,12 @@ from gateway.senders import (
     add_outcome,
     answer_for,
 )
-from services.bookie_client import AddResult
-from services.errors import BookieReadOnly, BookieUnavailable, LedgerFenced, QuireError
+from services.ledger_client.settings import LedgerClientSettings
 from services.protocol.messages import BookieAddsDone, RejectReason
 from services.request_ids import REQUEST_ID
-from services.settings import GatewaySettings
 from services.wire.framing import Record
 
-DEFAULTS = SenderLimits.from_settings(GatewaySettings())
+DEFAULTS = SenderLimits.from_settings(LedgerClientSettings())
 
 
 def limits(**bounds: int) -> SenderLimits:
@@ -218,7 +219,9 @@ def test_requests_past_the_eager_ones_leave_only_with_a_deep_queue() -> None:
         await sender.aclose()
 
     asyncio.run(run())
-    assert DEFAULTS.requests_in_flight_eager == GatewaySettings().bookie_requests_in_flight_eager
+    assert (
+        DEFAULTS.requests_in_flight_eager == LedgerClientSettings().bookie_requests_in_flight_eager
+    )
 
 
 def test_failures_map_to_reject_reasons() -> None:
@@ -492,7 +495,7 @@ def test_adds_are_sent_with_the_add_timeout() -> None:
         await sender.aclose()
 
     asyncio.run(run())
-    assert DEFAULTS.add_timeout_ms == GatewaySettings().bookie_add_timeout_ms
+    assert DEFAULTS.add_timeout_ms == LedgerClientSettings().bookie_add_timeout_ms
 
 
 def test_each_add_request_carries_the_id_of_its_first_item(
@@ -532,7 +535,7 @@ def test_each_add_request_carries_the_id_of_its_first_item(
         assert [name for name, *_ in calls.calls] == ["req-a", "req-b", "req-c"]
         await sender.aclose()
 
-    with caplog.at_level(logging.DEBUG, logger="gateway.senders"):
+    with caplog.at_level(logging.DEBUG, logger="services.ledger_client.senders"):
         asyncio.run(run())
     carried = [r for r in caplog.records if r.getMessage().startswith("add request to bookie")]
     assert len(carried) == 1

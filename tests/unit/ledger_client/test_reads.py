@@ -1,4 +1,4 @@
-"""Reads without a real bookie (gateway/runners/read.py running the core's ReadOp and
+"""Reads without a real bookie (services/ledger_client/runners/read.py running the core's ReadOp and
 LacOp): the non-writer LAC long poll waits for
 the LAC to pass ``after``, not merely for an entry to arrive, and answers the current
 LAC when the time is up; reads fail over past down, corrupt and hanging replicas
@@ -13,11 +13,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from gateway.metrics import GatewayMetrics
 from gateway.routes.ledgers import _readable_end
-from gateway.runners import read as reads
 from services.bookie_client import LacInfo, RangeResult
 from services.errors import BookieUnavailable, EntryNotFound, LedgerNotFound
+from services.ledger_client.metrics import LedgerClientMetrics
+from services.ledger_client.runners import read as reads
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.reads_lac import SeenLacs
 from services.wire.digest import seal
@@ -67,8 +67,8 @@ def _settings(speculative_read_ms: int = 2_000) -> SimpleNamespace:
 
 def _ctx(bookies: FakeBookies) -> SimpleNamespace:
     return SimpleNamespace(
-        bookie=lambda _: bookies, metrics=GatewayMetrics(), settings=_settings(),
-        lacs_seen=SeenLacs(),
+        bookie=lambda _: bookies, metrics=LedgerClientMetrics(None, "gateway"),
+        settings=_settings(), lacs_seen=SeenLacs(),
     )  # fmt: skip
 
 
@@ -194,7 +194,7 @@ def _cluster(modes: list[str], count: int = 9) -> tuple[LedgerMetadata, dict[str
 def _ctx_of(bookies: dict[str, ReplicaBookie], speculative_ms: int = 100) -> SimpleNamespace:
     """A context whose speculative read delay is 100 ms (or ``speculative_ms``)."""
     return SimpleNamespace(
-        bookie=lambda b: bookies[b], metrics=GatewayMetrics(),
+        bookie=lambda b: bookies[b], metrics=LedgerClientMetrics(None, "gateway"),
         settings=_settings(speculative_ms), lacs_seen=SeenLacs(),
     )  # fmt: skip
 
@@ -297,8 +297,8 @@ def test_a_bookie_reporting_a_lower_lac_later_never_lowers_the_reported_lac() ->
     before = LedgerMetadata.new(1, ["a", "b", "c"], 3, 2)
     after = before.with_ensemble(8, ("a", "d", "e"))
     ctx = SimpleNamespace(
-        bookie=lambda b: bookies[b], metrics=GatewayMetrics(), settings=_settings(100),
-        lacs_seen=SeenLacs(),
+        bookie=lambda b: bookies[b], metrics=LedgerClientMetrics(None, "gateway"),
+        settings=_settings(100), lacs_seen=SeenLacs(),
     )  # fmt: skip
     gw = SimpleNamespace(ctx=ctx, handles=SimpleNamespace(writer_lac=lambda _: None))
 

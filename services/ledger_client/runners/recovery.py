@@ -11,7 +11,7 @@ hanging bookie costs one speculative delay, not a time-out per entry. Fence and
 read answers carry the answering bookie's instance (and the fence the ledger's
 lengths) into the machine. Requests still outstanding
 when the machine finishes are cancelled. Recoveries of one ledger started on the
-same gateway share one run: ``gateway.handles.Recoveries``.
+same gateway share one run: ``services.ledger_client.handles.Recoveries``.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from gateway.context import BookieApi, GatewayContext
-from gateway.runners.base import EffectRunner
-from gateway.senders import add_outcome
 from services.bookie_client import AddResult
 from services.errors import EntryNotFound, LedgerNotFound, QuireError
+from services.ledger_client.context import BookieApi, LedgerClientContext
+from services.ledger_client.runners.base import EffectRunner
+from services.ledger_client.senders import add_outcome
 from services.limits import PAGE_BYTES_MAX, STORED_ENTRY_SIZE_MAX_BYTES
 from services.protocol import messages as m
 from services.protocol.metadata import LedgerMetadata
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 
 class RecoveryRunner(EffectRunner):
-    def __init__(self, ctx: GatewayContext, machine: LedgerRecovery) -> None:
+    def __init__(self, ctx: LedgerClientContext, machine: LedgerRecovery) -> None:
         super().__init__(ctx)
         self.machine = machine
         self.result: asyncio.Future[tuple[LedgerMetadata, int]] = (

@@ -1,11 +1,11 @@
-"""The gateway's coalescing LAC sender (gateway/senders.py)."""
+"""The gateway's coalescing LAC sender (services/ledger_client/senders.py)."""
 
 from __future__ import annotations
 
 import asyncio
 
-from gateway.lac_sender import LacSender
 from services.errors import BookieUnavailable
+from services.ledger_client.lac_sender import LacSender
 
 
 class FakeClient:

@@ -1,4 +1,4 @@
-"""In-memory fakes of what ``GatewayContext`` holds: a versioned ledger metadata store,
+"""In-memory fakes of what ``LedgerClientContext`` holds: a versioned ledger metadata store,
 a registry view, and bookies that store, fence and refuse like real ones (docs/api.md "Bookie"),
 so the runners run on a real asyncio loop without processes."""
 
@@ -8,8 +8,8 @@ import asyncio
 import random
 from collections.abc import Callable, Mapping
 
-from gateway.context import GatewayContext, monotonic_ms
-from gateway.metrics import GatewayMetrics
+from prometheus_client import CollectorRegistry
+
 from services.bookie_client import AddResult, LacInfo, RangeResult
 from services.errors import (
     BookieUnavailable,
@@ -17,8 +17,10 @@ from services.errors import (
     LedgerNotFound,
     MetadataConflict,
 )
+from services.ledger_client.context import LedgerClientContext, monotonic_ms
+from services.ledger_client.metrics import LedgerClientMetrics
+from services.ledger_client.settings import LedgerClientSettings
 from services.protocol.metadata import LedgerMetadata
-from services.settings import GatewaySettings
 from services.wire.framing import Record
 from services.zk.ledger_store import VersionedLedger
 
@@ -179,13 +181,13 @@ def make_context(
     store: FakeLedgerStore | None = None,
     clock: Callable[[], int] | None = None,
     **settings: int,
-) -> GatewayContext:
-    return GatewayContext(
-        settings=GatewaySettings(**settings),
+) -> LedgerClientContext:
+    return LedgerClientContext(
+        settings=LedgerClientSettings(**settings),
         ledgers=store or FakeLedgerStore(),
         registry=bookies,
         bookies=bookies,
-        metrics=GatewayMetrics(),
+        metrics=LedgerClientMetrics(CollectorRegistry(), "gateway"),
         clock=clock or monotonic_ms,
         rng=random.Random(7),
     )

@@ -13,13 +13,13 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any
 
-from gateway.context import GatewayContext
 from services.errors import MetadataConflict, QuireError, invariant
+from services.ledger_client.context import LedgerClientContext
 from services.protocol import messages as m
 
 
 class EffectRunner:
-    def __init__(self, ctx: GatewayContext) -> None:
+    def __init__(self, ctx: LedgerClientContext) -> None:
         self.ctx = ctx
         self._tasks: set[asyncio.Task[None]] = set()
         self._timer: asyncio.TimerHandle | None = None

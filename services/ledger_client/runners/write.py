@@ -12,10 +12,10 @@ arms a timer for ``next_deadline()`` and feeds ``Tick`` then.
 
 Back-pressure: an add waits (bounded by ``admission_wait_ms``) until the handle
 has room for it and so has the add queue of every bookie of its ensemble
-(gateway/senders.py), so a slow or busy bookie slows clients instead of growing
+(services/ledger_client/senders.py), so a slow or busy bookie slows clients instead of growing
 memory or being taken for a failed one; past the wait the add fails as
 unavailable (503, retriable).
-The table of handles is ``gateway.handles.HandleTable``.
+The table of handles is ``services.ledger_client.handles.HandleTable``.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from functools import partial
 
-from gateway.context import GatewayContext
-from gateway.runners.base import EffectRunner
-from gateway.senders import AddAnswer, BookieSender, SenderTable
 from services.errors import Unavailable
+from services.ledger_client.context import LedgerClientContext
+from services.ledger_client.runners.base import EffectRunner
+from services.ledger_client.senders import AddAnswer, BookieSender, SenderTable
 from services.protocol import messages as m
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.writer import HandleState, WriteHandle
@@ -45,7 +45,7 @@ class AddOutcome:
 
 
 class HandleRunner(EffectRunner):
-    def __init__(self, ctx: GatewayContext, senders: SenderTable, handle: WriteHandle) -> None:
+    def __init__(self, ctx: LedgerClientContext, senders: SenderTable, handle: WriteHandle) -> None:
         super().__init__(ctx)
         self.senders = senders
         self.handle = handle
@@ -246,7 +246,7 @@ class HandleRunner(EffectRunner):
     def _send_adds(self, bookie: str, records: tuple[Record, ...]) -> None:
         self.ctx.metrics.adds_in_flight.value += len(records)
         # One callback per bookie: the sender answers all of this handle's records of one
-        # request in one call (gateway/senders.py ``_by_callback``), one event fed.
+        # request in one call (services/ledger_client/senders.py ``_by_callback``), one event fed.
         done = self._adds_done.get(bookie)
         if done is None:
             done = self._adds_done[bookie] = partial(self._on_adds_done, bookie)

@@ -1,10 +1,13 @@
-"""What the gateway's routes and runners share, built once in the lifespan (docs/style.md §7).
+"""What the ledger client's runners share, built once by the service that runs the
+client (docs/style.md §7): the gateway in its lifespan, the replication worker for the
+recoveries it runs.
 
 The context holds only long-lived clients and stores, each typed as the small
-Protocol the gateway needs of it, plus a clock and a seeded ``random.Random``,
-so tests pass fakes (an in-memory metadata store, fake bookies, a fixed clock).
-The write handles and recoveries are not here: ``gateway.service.Gateway``
-holds them beside the context.
+Protocol the client needs of it, the client's settings and metrics, plus a clock and
+a seeded ``random.Random``, so tests pass fakes (an in-memory metadata store, fake
+bookies, a fixed clock). The write handles and recoveries are not here:
+``services.ledger_client.handles`` holds them beside the context (the gateway's
+``gateway.service.Gateway`` keeps both).
 """
 
 from __future__ import annotations
@@ -15,13 +18,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from gateway.metrics import GatewayMetrics
 from services.bookie_client import AddResult, LacInfo, RangeResult
 from services.errors import InvalidArgument
+from services.ledger_client.metrics import LedgerClientMetrics
+from services.ledger_client.settings import LedgerClientSettings
 from services.protocol.messages import WritableBookies
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.reads_lac import SeenLacs
-from services.settings import GatewaySettings
 from services.wire.framing import Record
 from services.zk.ledger_store import VersionedLedger
 
@@ -66,7 +69,7 @@ class BookieRegistryView(Protocol):
 class BookieApi(Protocol):
     """What the gateway asks of one bookie (``services.bookie_client.BookieClient``). Its
     senders use ``start_add`` (a callback-driven add) when the client has it, and
-    otherwise run ``add`` in a task (gateway/senders.py)."""
+    otherwise run ``add`` in a task (services/ledger_client/senders.py)."""
 
     async def add(self, records: list[Record], timeout_s: float | None = None) -> AddResult: ...
 
@@ -106,15 +109,16 @@ def monotonic_ms() -> int:
 
 
 @dataclass
-class GatewayContext:
-    settings: GatewaySettings
+class LedgerClientContext:
+    settings: LedgerClientSettings
     ledgers: LedgerMetadataStore
     registry: BookieRegistryView
     bookies: BookieLookup
-    metrics: GatewayMetrics
+    metrics: LedgerClientMetrics
     clock: Callable[[], int] = monotonic_ms
     rng: random.Random = field(default_factory=random.Random)
-    # The highest LAC this gateway learnt from bookies per ledger (gateway/runners/read.py).
+    # The highest LAC this client learnt from bookies per ledger
+    # (services/ledger_client/runners/read.py).
     lacs_seen: SeenLacs = field(default_factory=SeenLacs)
 
     def writable_bookies(self) -> list[str]:

@@ -1,5 +1,5 @@
-"""The recovery's asyncio runner (gateway/runners/recovery.py) with ``Recoveries``
-(gateway/handles.py), against fake bookies and an in-memory metadata store on a real
+"""The recovery's asyncio runner (services/ledger_client/runners/recovery.py) with ``Recoveries``
+(services/ledger_client/handles.py), against fake bookies and an in-memory metadata store on a real
 event loop: mark IN_RECOVERY, fence, read forward, write back, close; the time-out
 that the machine itself reaches on Tick; one run per ledger."""
 
@@ -10,9 +10,6 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from gateway.handles import HandleTable, Recoveries
-from gateway.runners.recovery import read_entries
-from gateway.senders import SenderLimits, SenderTable
 from services.bookie_client import RangeResult
 from services.errors import (
     BookieUnavailable,
@@ -21,12 +18,15 @@ from services.errors import (
     QuireError,
     QuorumTimeout,
 )
+from services.ledger_client.handles import HandleTable, Recoveries
+from services.ledger_client.runners.recovery import read_entries
+from services.ledger_client.senders import SenderLimits, SenderTable
 from services.protocol import messages as m
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.recovery import RecoveryLimits
 from services.wire.digest import seal
 from services.wire.framing import Record
-from tests.unit.gateway.fakes import FakeBookie, FakeBookies, FakeLedgerStore, make_context
+from tests.unit.ledger_client.fakes import FakeBookie, FakeBookies, FakeLedgerStore, make_context
 
 POOL = ["b0:1", "b1:1", "b2:1"]
 
