@@ -165,7 +165,8 @@ class LogWriter:
         )
         self._rolling: asyncio.Future[int] | None = None
         # Ledgers this writer listed and left behind, maybe not CLOSED yet: the one the
-        # last roll left, and one a failed roll may have listed (its CAS's answer lost).
+        # last roll left, and one a failed roll may have listed (its CAS's answer lost);
+        # the next roll closes them first (``RollLog``).
         self._behind: list[int] = []
         self._ledger_started = time.monotonic()
         self._age_timer: asyncio.TimerHandle | None = None
@@ -379,15 +380,10 @@ class LogWriter:
         return await asyncio.shield(self._rolling)
 
     async def _roll(self, reason: str) -> int:
-        # A new writer fences only the last TWO ledgers: what an earlier roll left must be
-        # CLOSED before this roll lists another after it (found by the log simulator: a
-        # rolled-out ledger whose close hung, or one a failed roll had listed, stayed OPEN
-        # behind the last two for ever, and readers stopped at it, before every later
-        # acknowledged record).
-        while self._behind:
-            await steps.close_for_good(self.gw, self._behind[0])
-            self._behind.pop(0)
-        op = lw.RollLog(self.log, self.version, self.gateway_id, self.epoch, self.gw.ctx.rng)
+        op = lw.RollLog(
+            self.log, self.version, self.gateway_id, self.epoch, self.gw.ctx.rng,
+            behind=self._behind,
+        )  # fmt: skip
         try:
             rolled = await steps.run(self.gw, self.logs, op, op.start())
         except NotWriter as exc:
@@ -396,10 +392,8 @@ class LogWriter:
         except LogNotFound:
             self._lose(f"log {self.name} was deleted")
             raise
-        except QuireError:
-            if op.ledger_id is not None:
-                self._behind.append(op.ledger_id)  # maybe listed: closed before the next roll
-            raise
+        finally:
+            self._behind = op.behind
         if not isinstance(rolled, lw.Rolled):
             raise InvariantViolation(f"a roll answered {rolled!r}")
         old = self.runner

@@ -41,10 +41,11 @@ from tests.simulation.runner import Runner
 from tests.simulation.scenario import LedgerSim
 
 RECOVERY_ATTEMPTS_MAX = 5
-# LogWriter._roll closes (or recovers) the ledgers earlier rolls left (the rolled-out
-# one, one a failed roll may have listed) before listing another: a new writer fences
-# only the last two. A test turns it off to show the
-# simulator finds the bug it fixed (an OPEN ledger behind the last two, for ever).
+# ``RollLog(close_behind=...)``, a test-only switch: on, a roll closes (or recovers) the
+# ledgers earlier rolls left (the rolled-out one, one a failed roll may have listed)
+# before listing another, since a new writer fences only the last two. A test turns it
+# off to show the simulator finds the bug it fixed (an OPEN ledger behind the last two,
+# for ever).
 ROLL_CLOSES_PREVIOUS = True
 # The window's test-only switch ``DedupWindow(keep_unsettled=...)`` (duel seed 56 found
 # the bug): off, an append whose outcome is left unknown (its ledger not CLOSED within
@@ -357,19 +358,15 @@ class LogGateway:
         return (yield w.rolling)
 
     def _roll(self, w: Writer, reason: str) -> Coroutine:
-        while w.behind and ROLL_CLOSES_PREVIOUS:
-            yield from self.close_for_good(w.behind[0])
-            w.behind.pop(0)
-        op = lw.RollLog(w.log, w.version, self.name, w.epoch, self.rng)
+        op = lw.RollLog(w.log, w.version, self.name, w.epoch, self.rng, behind=w.behind,
+                        close_behind=ROLL_CLOSES_PREVIOUS)  # fmt: skip
         try:
             rolled = yield from self._run(op, op.start())
         except (NotWriter, LogNotFound) as exc:
             w.lost = exc.message
             raise
-        except QuireError:
-            if op.ledger_id is not None:
-                w.behind.append(op.ledger_id)
-            raise
+        finally:
+            w.behind = op.behind
         old = w.ledger
         w.behind.append(old.ledger_id)
         w.ledger = self.world.ledger(rolled.ledger_id)
