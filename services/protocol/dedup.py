@@ -79,12 +79,6 @@ class DedupWindow:
     def __len__(self) -> int:
         return len(self._keys)
 
-    def unsettled(self, key: str) -> Unsettled | None:
-        return self._unsettled.get(key)
-
-    def in_flight(self, key: str) -> bool:
-        return key in self._in_flight
-
     def _expire(self, now_ms: int) -> None:
         cutoff = now_ms - self.window_ms
         _expire_table(self._keys, cutoff, self.keys_max)
