@@ -36,6 +36,9 @@ seeds    failures  what                                                        w
 =======  ========  ==========================================================  ======
 8,000    0         seeds 0-7,999 of each of race, duel and keyed duel (24,000  429 s
                    runs), after the fixes above
+2,000    0         seeds 0-1,999 of each of race, duel and keyed duel (6,000   147 s
+                   runs, one process), the simulator now driving the
+                   gateway's own LogAppendOp, window and RollLog
 =======  ========  ==========================================================  ======
 """
 
