@@ -1,31 +1,20 @@
-"""The idempotency window of one log this gateway writes.
+"""The idempotency window of one log this gateway writes, on the event loop, and the
+scan of the log's tail that rebuilds it.
 
-A key maps to the positions its append got and the digest of its records
-(``log_records.records_digest``). A retry with the same key and the same records is
-answered from here and appends nothing; the same key with other records is 409
-``idempotency_key_reused``. A key whose first append is still in flight makes the
-retry wait for it: success answers both, failure lets the retry append.
-
-Bounds: keys older than ``window_ms`` or beyond ``keys_max`` (oldest first) are
-forgotten. The window is rebuilt from the log's tail when this gateway takes the
-writer role (``rebuild``), because the keys live in the entries themselves: a
-hand-over or a crash of the previous writer loses nothing that was appended.
-
-An unknown outcome stays unknown while the key is in the window: a retry whose earlier
-attempt's ledger has not closed yet, or is gone (truncated away before the outcome was
-settled: it may have held the append), is 409 ``ledger_fenced`` (``unknown_outcome``)
-and appends nothing, since appending again could put the records in the log twice.
+The window itself is pure (services/protocol/dedup.py: keys, digests, expiry, unknown
+outcomes, with the clock passed in); ``LogWindow`` adds what waiting needs here: whether
+the rebuild from the log's tail finished (``ready``) or failed for good (``failed``),
+and the appends waiting for an append of the same key to end (``released``, woken by
+``release`` when the append operation settles its key: services/protocol/log_append.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Collection, Iterable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Collection
 
-from services.errors import IdempotencyKeyReused, LedgerFenced
 from services.protocol import log_records
+from services.protocol.dedup import Appended, DedupWindow
 from services.protocol.logs import Position
 
 # A rebuild reads at most this many entries back from the log's end (plus clock skew
@@ -34,141 +23,28 @@ REBUILD_ENTRIES_MAX = 200_000
 CLOCK_SKEW_MS = 5_000
 
 
-@dataclass(frozen=True, slots=True)
-class Appended:
-    """What an append with a key got."""
+class LogWindow:
+    """A log writer's ``DedupWindow`` (``keys``) with its rebuild's state and the waiters
+    of keys in flight."""
 
-    first: Position
-    last: Position
-    digest: bytes
-    at_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class Unsettled:
-    """An append with a key whose outcome was left unknown: the entries it was given in
-    a ledger that had not closed yet. A retry settles it first (``LogWriter``): in the
-    log -> those positions; not in it -> append; still unknown -> unknown again."""
-
-    ledger_id: int
-    first_entry_id: int
-    last_entry_id: int
-    digest: bytes
-    at_ms: int
-
-
-class DedupWindow:
-    def __init__(self, window_ms: int, keys_max: int) -> None:
-        self.window_ms = window_ms
-        self.keys_max = keys_max
-        self._keys: OrderedDict[str, Appended] = OrderedDict()
-        self._unsettled: OrderedDict[str, Unsettled] = OrderedDict()
-        self._in_flight: dict[str, tuple[bytes, asyncio.Future[Appended | None]]] = {}
+    def __init__(self, keys: DedupWindow) -> None:
+        self.keys = keys
         self.ready = asyncio.Event()  # set once the rebuild finished (or failed)
         self.failed: str | None = None  # why the rebuild failed for good
+        self._released: dict[str, asyncio.Future[Appended | None]] = {}
 
-    def __len__(self) -> int:
-        return len(self._keys)
+    async def released(self, key: str) -> Appended | None:
+        """Until the append in flight with ``key`` ended: its positions, or None."""
+        future = self._released.get(key)
+        if future is None:
+            future = self._released[key] = asyncio.get_running_loop().create_future()
+        return await asyncio.shield(future)
 
-    def _expire(self, now_ms: int) -> None:
-        cutoff = now_ms - self.window_ms
-        _expire_table(self._keys, cutoff, self.keys_max)
-        _expire_table(self._unsettled, cutoff, self.keys_max)
-
-    def remember(self, key: str, appended: Appended, now_ms: int) -> None:
-        self._keys[key] = appended
-        self._keys.move_to_end(key)
-        self._expire(now_ms)
-
-    async def claim(self, key: str, digest: bytes, now_ms: int) -> Appended | Unsettled | None:
-        """The earlier append of ``key`` (a hit), or None: the caller appends and must
-        ``settle`` the key; or the earlier attempt whose outcome is unknown: the caller
-        settles that first (the key is claimed). 409 when the key came with other
-        records."""
-        while True:
-            self._expire(now_ms)
-            known = self._keys.get(key)
-            if known is not None:
-                if known.digest != digest:
-                    raise _reused(key)
-                return known
-            flying = self._in_flight.get(key)
-            if flying is None:
-                unsettled = self._unsettled.get(key)
-                if unsettled is not None and unsettled.digest != digest:
-                    raise _reused(key)
-                future: asyncio.Future[Appended | None] = asyncio.get_running_loop().create_future()
-                self._in_flight[key] = (digest, future)
-                return unsettled
-            if flying[0] != digest:
-                raise _reused(key)
-            result = await asyncio.shield(flying[1])
-            if result is not None:
-                return result
-            # The first attempt failed: loop and claim the key for this retry.
-
-    def settle(
-        self,
-        key: str,
-        appended: Appended | None,
-        now_ms: int,
-        unknown: Unsettled | None = None,
-    ) -> None:
-        """The claimed append of ``key`` ended: with its positions, or failed (None),
-        with an ``unknown`` outcome when its entries may still turn up in the log."""
-        flying = self._in_flight.pop(key, None)
-        if appended is not None or unknown is None:
-            self._unsettled.pop(key, None)
-        if unknown is not None and appended is None:
-            self._unsettled[key] = unknown
-            self._unsettled.move_to_end(key)
-        if appended is not None:
-            self.remember(key, appended, now_ms)
-        if flying is not None and not flying[1].done():
-            flying[1].set_result(appended)
-
-    def load(self, found: Iterable[tuple[str, Appended]], now_ms: int) -> None:
-        """Keys found in the log (oldest first) by a rebuild; keys already known win."""
-        for key, appended in found:
-            if key not in self._keys:
-                self._keys[key] = appended
-        self._keys = OrderedDict(sorted(self._keys.items(), key=lambda kv: kv[1].at_ms))
-        self._expire(now_ms)
-
-
-def _expire_table(table: OrderedDict[str, Appended] | OrderedDict[str, Unsettled],
-                  cutoff_ms: int, keys_max: int) -> None:  # fmt: skip
-    """Drop the oldest keys: older than the cutoff, or beyond ``keys_max``."""
-    while table:
-        key = next(iter(table))
-        if table[key].at_ms >= cutoff_ms and len(table) <= keys_max:
-            break
-        del table[key]
-
-
-def unknown_outcome(key: str, ledger_id: int, gone: bool) -> LedgerFenced:
-    """The answer to a retry whose earlier attempt's outcome cannot be told: its ledger
-    is not CLOSED yet (``gone`` False: a later retry may tell), or no longer exists
-    (``gone``: truncated away, or deleted with the log, before the outcome was settled;
-    it may have held the records, so they are not appended again while the key is in
-    the window)."""
-    if gone:
-        return LedgerFenced(
-            f"the earlier append with Idempotency-Key {key!r} has an unknown outcome that "
-            f"can no longer be settled: ledger {ledger_id}, which may hold it, was truncated "
-            "from the log (or deleted with it) before it was; it is not appended again "
-            "while the key is in the idempotency window"
-        )
-    return LedgerFenced(
-        f"the earlier append with Idempotency-Key {key!r} has an unknown outcome "
-        f"still (ledger {ledger_id} is not closed yet); retry later"
-    )
-
-
-def _reused(key: str) -> IdempotencyKeyReused:
-    return IdempotencyKeyReused(
-        f"Idempotency-Key {key!r} was used within the last window with other records"
-    )
+    def release(self, key: str, appended: Appended | None) -> None:
+        """The append of ``key`` ended (its key settled in ``keys``): wake its waiters."""
+        future = self._released.pop(key, None)
+        if future is not None and not future.done():
+            future.set_result(appended)
 
 
 # A page reader: (ledger id, first entry, last entry) -> [(entry id, bytes)] in order.

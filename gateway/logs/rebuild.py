@@ -23,10 +23,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from gateway.logs.dedup import Appended, DedupWindow, TailScan
+from gateway.logs.dedup import LogWindow, TailScan
 from gateway.logs.steps import LOG_METADATA_KEY, WRITER_METADATA_KEY
 from services.errors import QuireError
 from services.ledger_client.runners import read as reads
+from services.protocol.dedup import Appended
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.reads import digest_key
 from services.zk.ledger_store import VersionedLedger
@@ -75,7 +76,7 @@ def tail_kind(metadata: LedgerMetadata) -> TailKind:
 
 
 async def rebuild_window(
-    gw: Gateway, name: str, window: DedupWindow, previous: Sequence[int]
+    gw: Gateway, name: str, window: LogWindow, previous: Sequence[int]
 ) -> None:
     """Load the keys of log ``name``'s tail into ``window`` from ``previous`` (the ledgers
     before the new writer's, CLOSED: fenced and recovered, or rolled), retrying with
@@ -106,7 +107,7 @@ EntryReader = Callable[[LedgerMetadata, int, int], Awaitable[list[tuple[int, byt
 
 
 async def _rebuild_once(
-    gw: Gateway, window: DedupWindow, previous: Sequence[int]
+    gw: Gateway, window: LogWindow, previous: Sequence[int]
 ) -> QuireError | None:
     async def read_entries(
         metadata: LedgerMetadata, first: int, last: int
@@ -128,10 +129,10 @@ async def _rebuild_once(
             read_entries,
             previous,
             wall_ms(),
-            window.window_ms,
-            window.keys_max,
+            window.keys.window_ms,
+            window.keys.keys_max,
         )
-        window.load(found, wall_ms())
+        window.keys.load(found, wall_ms())
     except QuireError as exc:
         return exc
     return None

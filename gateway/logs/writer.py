@@ -6,19 +6,12 @@ appends through a ``LogWriter`` bound to that epoch. A ``LogWriter`` appends to 
 write handle of the LAST ledger of the list, which it created itself.
 
 Losing the role is learnt from the ledger, never from timing: a new writer fences our
-last ledger, so our next add fails with ``ledger_fenced``. Any add that fails with an
-outcome that may be unknown (fenced, closed under it, time-out, no bookies) is
-SETTLED before it is answered (``_settle``):
-
-1. wait (bounded by ``log_settle_timeout_ms``) until the ledger is CLOSED, by our own
-   handle or by whoever recovered it; the closed ledger says which of the append's
-   entries are in the log: all of them -> the append succeeded (answered with its
-   positions); not all -> it is not in the log (a batch cut short never shows to
-   readers: ``log_records.visible``); still not closed -> the outcome stays unknown
-   and the add's own error is the answer;
-2. re-read the log: if another writer holds the role, this one is lost and answers
-   409 ``not_writer`` from then on; else (the ledger was fenced by a replication
-   worker or closed after a time-out) roll to a new ledger and append again there.
+last ledger, so our next add fails with ``ledger_fenced``. An append is the pure
+``LogAppendOp`` (services/protocol/log_append.py: the idempotency key, the add, settling
+an add whose outcome may be unknown, then ``not_writer`` or a roll and another attempt);
+``LogWriter`` carries out its effects: the key's waiters, the add through the current
+ledger's ``HandleRunner``, the wait for a ledger to close (``log_settle_timeout_ms``),
+the re-read of the log, the roll. A lost role is answered 409 ``not_writer`` from then on.
 
 Rolls (``roll``): on demand, and automatically once the current ledger holds
 ``log_roll_bytes`` or ``log_roll_entries`` or is ``log_roll_age_s`` old. New appends
@@ -43,23 +36,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gateway.logs import rebuild, steps
-from gateway.logs.dedup import Appended, DedupWindow, Unsettled, unknown_outcome
+from gateway.logs.dedup import LogWindow
 from gateway.logs.rebuild import wall_ms
 from services.errors import (
     InvariantViolation,
-    LedgerClosed,
-    LedgerFenced,
     LogNotFound,
-    NotEnoughBookies,
     NotWriter,
     QuireError,
-    QuorumTimeout,
     Unavailable,
     present,
 )
 from services.ledger_client.runners.write import HandleRunner
-from services.protocol import log_records
+from services.protocol import log_append as la
 from services.protocol import log_writer as lw
+from services.protocol.dedup import DedupWindow
 from services.protocol.logs import Position
 from services.zk import paths as zkpaths
 from services.zk.log_store import LogStore
@@ -69,24 +59,8 @@ if TYPE_CHECKING:  # the gateway builds its log writers with itself (gateway/app
 
 log = logging.getLogger(__name__)
 
-# Errors after which an add's outcome must be settled (see the module docstring).
-_UNSETTLED = (LedgerFenced, LedgerClosed, QuorumTimeout, NotEnoughBookies)
-# An append re-sent to a new ledger after its first ledger closed without it, at most
-# this many times (each time a roll happened first).
-APPEND_ATTEMPTS_MAX = 3
 # The log's znode watch is set again this long after ZooKeeper failed to set it.
 WATCH_RETRY_S = 1.0
-
-
-class _UnknownOutcome(Exception):
-    """An add whose ledger did not close in time: ``error`` is the answer; the entries
-    may still turn up in the log (``dedup.Unsettled``)."""
-
-    def __init__(self, error: QuireError, ledger_id: int, entries: tuple[int, int]) -> None:
-        super().__init__(error.message)
-        self.error = error
-        self.ledger_id = ledger_id
-        self.entries = entries
 
 
 def _once(callback: Callable[[], None]) -> Callable[[], None]:
@@ -186,12 +160,13 @@ class LogWriter:
         self.runner = runner
         self.lost: str | None = None  # why this gateway no longer writes the log
         settings = gw.settings
-        self.dedup = DedupWindow(
-            int(settings.idempotency_window_s * 1000), settings.idempotency_keys_max
+        self.dedup = LogWindow(
+            DedupWindow(int(settings.idempotency_window_s * 1000), settings.idempotency_keys_max)
         )
         self._rolling: asyncio.Future[int] | None = None
         # Ledgers this writer listed and left behind, maybe not CLOSED yet: the one the
-        # last roll left, and one a failed roll may have listed (its CAS's answer lost).
+        # last roll left, and one a failed roll may have listed (its CAS's answer lost);
+        # the next roll closes them first (``RollLog``).
         self._behind: list[int] = []
         self._ledger_started = time.monotonic()
         self._age_timer: asyncio.TimerHandle | None = None
@@ -247,113 +222,105 @@ class LogWriter:
     ) -> AppendResult:
         self._check_role()
         started = time.monotonic()
-        digest = log_records.records_digest(payloads) if key is not None else None
-        if key is not None and digest is not None:
+        if key is not None:
             if not self.dedup.ready.is_set():
                 await self.dedup.ready.wait()
             if self.dedup.failed is not None:
                 raise Unavailable(f"{self.dedup.failed}; appends with a key cannot be checked")
-            known = await self.dedup.claim(key, digest, wall_ms())
-            if isinstance(known, Unsettled):
-                known = await self._settle_earlier(key, known)
-            if known is not None:
-                self._dedup_hits.inc()
-                return AppendResult(known.first, known.last, deduplicated=True)
-        appended: Appended | None = None
-        unknown: Unsettled | None = None
+        op = la.LogAppendOp(self.dedup.keys, self.name, payloads, key)
         try:
-            now = wall_ms()
-            entries = log_records.encode(payloads, now, key, digest)
-            first, last = await self._append_entries(entries, fed, turn)
-            appended = Appended(first, last, digest or b"", now)
-        except _UnknownOutcome as outcome:
-            lid, (first_id, last_id) = outcome.ledger_id, outcome.entries
-            unknown = Unsettled(lid, first_id, last_id, digest or b"", wall_ms())
-            raise outcome.error from None
+            end = await self._run_append(op, op.start(wall_ms()), fed, turn)
         finally:
-            if key is not None:
-                self.dedup.settle(key, appended, wall_ms(), unknown)
+            if not op.done:  # cancelled: the key is released, a retry may append
+                self._carry_out_release(op.abandon(wall_ms()))
+        if isinstance(end, la.AppendFailed):
+            raise end.error
+        if end.deduplicated:
+            self._dedup_hits.inc()
+            return AppendResult(end.first, end.last, deduplicated=True)
         self._appends.inc()
         self._records.inc(len(payloads))
         self._bytes.inc(sum(map(len, payloads)))
         self._latency.observe(time.monotonic() - started)
         self._maybe_roll()
-        return AppendResult(first, last)
+        return AppendResult(end.first, end.last)
 
-    async def _settle_earlier(self, key: str, earlier: Unsettled) -> Appended | None:
-        """A retry of an append whose outcome was left unknown (the key is claimed): the
-        earlier attempt's positions when it is in the log (and remembered), None when it
-        is not (the retry appends), else the outcome is still unknown (409
-        ``ledger_fenced``, the key kept), also for good when the ledger is gone."""
-        end = await steps.closed_end(self.gw, earlier.ledger_id)
-        if end is None or end == steps.LEDGER_GONE:
-            self.dedup.settle(key, None, wall_ms(), earlier)
-            raise unknown_outcome(key, earlier.ledger_id, gone=end is not None)
-        if earlier.last_entry_id > end:
-            return None
-        appended = Appended(
-            Position(earlier.ledger_id, earlier.first_entry_id),
-            Position(earlier.ledger_id, earlier.last_entry_id),
-            earlier.digest,
-            earlier.at_ms,
-        )
-        self.dedup.settle(key, appended, wall_ms())
-        return appended
+    async def _run_append(
+        self,
+        op: la.LogAppendOp,
+        effects: list[la.Effect],
+        fed: Callable[[], None] | None,
+        turn: AppendTurn | None,
+    ) -> la.AppendDone | la.AppendFailed:
+        """Carry out ``op``'s effects, one at a time, until its answer."""
+        pending = list(effects)
+        while pending:
+            effect = pending.pop(0)
+            if isinstance(effect, la.AppendDone | la.AppendFailed):
+                return effect
+            if isinstance(effect, la.ReleaseKey):
+                self.dedup.release(effect.key, effect.appended)
+                continue
+            event = await self._carry_out(effect, fed, turn)
+            pending.extend(op.handle(event, wall_ms()))
+        raise InvariantViolation(f"an append to log {self.name} ended without an answer")
 
-    async def _append_entries(
+    def _carry_out_release(self, effects: list[la.Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, la.ReleaseKey):
+                self.dedup.release(effect.key, effect.appended)
+
+    async def _carry_out(
+        self, effect: la.Effect, fed: Callable[[], None] | None, turn: AppendTurn | None
+    ) -> la.Event:
+        try:
+            if isinstance(effect, la.AddEntries):
+                return await self._add(effect.entries, fed, turn)
+            if isinstance(effect, la.AwaitClosed):
+                end = await steps.closed_end(self.gw, effect.ledger_id)
+                if end is None:
+                    return la.LedgerStillOpen()
+                if end == steps.LEDGER_GONE:
+                    return la.LedgerGone()
+                return la.LedgerEnded(end)
+            if isinstance(effect, la.WaitForKey):
+                return la.KeyReleased(await self.dedup.released(effect.key))
+            if isinstance(effect, la.ReadRole):
+                await self._refresh_role()
+                self._check_role()
+                return la.RoleHeld(self.runner.ledger_id)
+            if isinstance(effect, la.RollLedger):
+                await self.roll(effect.reason)
+                return la.RollDone()
+        except QuireError as exc:
+            return la.StepFailed(exc)
+        raise InvariantViolation(f"unexpected append effect {effect!r}")
+
+    async def _add(
         self,
         entries: tuple[bytes, ...],
-        fed: Callable[[], None] | None = None,
-        turn: AppendTurn | None = None,
-    ) -> tuple[Position, Position]:
-        for _ in range(APPEND_ATTEMPTS_MAX):
-            self._check_role()
-            runner = self.runner
-            if turn is not None:
-                # Behind the caller's earlier append (see the module docstring).
-                while not turn.may_feed(runner):
-                    await turn.wait_before()
-                    self._check_role()
-                    runner = self.runner
-            try:
-                submitted = await runner.submit(entries)
-                if turn is not None:
-                    turn.fed(runner)
-                if fed is not None:
-                    fed()
-                outcome = await submitted
-            except _UNSETTLED as exc:
-                settled = await self._settle(runner, exc)
-                if settled is not None:
-                    return settled
-                continue  # not in the log, and we still write it: a new ledger took over
-            lid = runner.ledger_id
-            return Position(lid, outcome.first_entry_id), Position(lid, outcome.last_entry_id)
-        raise NotWriter(
-            f"log {self.name}: the append failed on {APPEND_ATTEMPTS_MAX} ledgers in a row; "
-            "nothing of it is in the log"
-        )
-
-    async def _settle(
-        self, runner: HandleRunner, exc: QuireError
-    ) -> tuple[Position, Position] | None:
-        """An add failed with ``exc``: its positions when it is in the log after all,
-        None when it is not and this gateway still writes the log (on a new ledger),
-        else raises (``not_writer``, or ``exc`` itself while the outcome is unknown)."""
-        lid = runner.ledger_id
-        if exc.entries is not None:
-            end = await steps.closed_end(self.gw, lid)
-            if end is None or end == steps.LEDGER_GONE:  # not closed in time, or gone:
-                raise _UnknownOutcome(exc, lid, exc.entries)  # the outcome stays unknown
-            first, last = exc.entries
-            if last <= end:
-                return Position(lid, first), Position(lid, last)
-        # Not in the log. Still the writer?
-        await self._refresh_role()
+        fed: Callable[[], None] | None,
+        turn: AppendTurn | None,
+    ) -> la.EntriesAdded | la.AddFailed:
+        """Hand ``entries`` to the current ledger's write handle, behind the caller's
+        earlier append (see the module docstring), and wait for its answer."""
         self._check_role()
-        if self.runner is runner:
-            await self.roll("ledger_lost")
-        return None
+        runner = self.runner
+        if turn is not None:
+            while not turn.may_feed(runner):
+                await turn.wait_before()
+                self._check_role()
+                runner = self.runner
+        try:
+            submitted = await runner.submit(entries)
+            if turn is not None:
+                turn.fed(runner)
+            if fed is not None:
+                fed()
+            outcome = await submitted
+        except QuireError as exc:
+            return la.AddFailed(runner.ledger_id, exc)
+        return la.EntriesAdded(runner.ledger_id, outcome.first_entry_id, outcome.last_entry_id)
 
     async def _refresh_role(self) -> None:
         try:
@@ -413,15 +380,10 @@ class LogWriter:
         return await asyncio.shield(self._rolling)
 
     async def _roll(self, reason: str) -> int:
-        # A new writer fences only the last TWO ledgers: what an earlier roll left must be
-        # CLOSED before this roll lists another after it (found by the log simulator: a
-        # rolled-out ledger whose close hung, or one a failed roll had listed, stayed OPEN
-        # behind the last two for ever, and readers stopped at it, before every later
-        # acknowledged record).
-        while self._behind:
-            await steps.close_for_good(self.gw, self._behind[0])
-            self._behind.pop(0)
-        op = lw.RollLog(self.log, self.version, self.gateway_id, self.epoch, self.gw.ctx.rng)
+        op = lw.RollLog(
+            self.log, self.version, self.gateway_id, self.epoch, self.gw.ctx.rng,
+            behind=self._behind,
+        )  # fmt: skip
         try:
             rolled = await steps.run(self.gw, self.logs, op, op.start())
         except NotWriter as exc:
@@ -430,10 +392,8 @@ class LogWriter:
         except LogNotFound:
             self._lose(f"log {self.name} was deleted")
             raise
-        except QuireError:
-            if op.ledger_id is not None:
-                self._behind.append(op.ledger_id)  # maybe listed: closed before the next roll
-            raise
+        finally:
+            self._behind = op.behind
         if not isinstance(rolled, lw.Rolled):
             raise InvariantViolation(f"a roll answered {rolled!r}")
         old = self.runner

@@ -22,4 +22,7 @@ Modules, one per operation (docs/style.md §1):
 - ``reads``      reads without recovery: the readable end, replica order, ``ReadOp``
 - ``reads_lac``  ``LacOp``: a reader's LAC read and LAC long poll
 - ``reads_messages``  the read operations' events and effects
+- ``log_writer`` ``AcquireWriter``, ``AttachLedgers``, ``RollLog``: a log's writer role
+- ``log_append`` ``LogAppendOp``: one append by a log's writer, settled when unknown
+- ``dedup``      the idempotency window of a log's writer
 """

@@ -18,7 +18,7 @@ digest of the request's records.
 
 Why the key lives in the entry: the dedup window must survive a writer hand-over and
 a gateway crash, and the entries are the one thing every later writer can read
-(``DedupWindow.rebuild`` scans the log's tail).
+(gateway/logs/rebuild.py scans the log's tail).
 
 Batches are atomic to readers (``visible``): an entry is readable only once every
 entry of its request is, i.e. ``entry_id + remaining <= end`` where ``end`` is the

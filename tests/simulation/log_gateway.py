@@ -1,13 +1,13 @@
-"""A simulated gateway's log layer: what gateway/logs/steps.py and gateway/logs/writer.py
-do, step for step, over the simulated world (``logs``).
+"""A simulated gateway's log layer: the runner of gateway/logs/steps.py and
+gateway/logs/writer.py over the simulated world (``logs``).
 
-It runs the real ``AcquireWriter`` and ``RollLog`` (services/protocol/log_writer.py) by
-carrying out their effects, appends records in the real envelope
-(services/protocol/log_records.py) through the current ledger's real ``WriteHandle``,
-and settles an append whose add failed with an unknown outcome as ``LogWriter._settle``
-does: wait (bounded) for the ledger to be CLOSED and compare; not in it -> re-read
-the log: another writer means ``not_writer``, else roll and append again. The dedup
-window is rebuilt from the log's tail by the gateway's own ``scan_tail``.
+It runs the real ``AcquireWriter`` and ``RollLog`` (services/protocol/log_writer.py)
+and the real ``LogAppendOp`` with the real idempotency window
+(services/protocol/log_append.py, services/protocol/dedup.py) by carrying out their
+effects here: adds through the current ledger's real ``WriteHandle``, waits for a
+ledger to close (bounded by the plan's settle time-out), re-reads of the log, rolls,
+waiters of a key in flight. The window is rebuilt from the log's tail by the gateway's
+own ``scan_tail``.
 
 ``fence_last_only`` (a plan flag, never the product's) makes the gateway fence only
 the LAST ledger when it takes the role: the bug protocol.txt warns against.
@@ -19,42 +19,43 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.logs.dedup import Appended, scan_tail
+from gateway.logs.dedup import scan_tail
 from gateway.logs.steps import SETTLE_POLL_FIRST_S
-from gateway.logs.writer import _UNSETTLED, APPEND_ATTEMPTS_MAX
 from services.errors import (
-    IdempotencyKeyReused,
     LogNotFound,
     MetadataUnavailable,
     NotWriter,
     QuireError,
-    QuorumTimeout,
     invariant,
 )
-from services.protocol import log_records
+from services.protocol import log_append as la
 from services.protocol import log_writer as lw
+from services.protocol.dedup import Appended, DedupWindow
 from services.protocol.logs import LogMetadata, Position
 from services.protocol.messages import RecoveryDone, RecoveryFailed
 from services.protocol.metadata import LedgerState
 from services.protocol.recovery import LedgerRecovery
 from services.protocol.writer_metadata import HandleState
-from tests.simulation.logs import Coroutine, Fut, LogWorld, Task, gather
+from tests.simulation.logs import LOG_NAME, Coroutine, Fut, LogWorld, Task, gather
 from tests.simulation.runner import Runner
 from tests.simulation.scenario import LedgerSim
 
 RECOVERY_ATTEMPTS_MAX = 5
-# LogWriter._roll closes (or recovers) the ledgers earlier rolls left (the rolled-out
-# one, one a failed roll may have listed) before listing another: a new writer fences
-# only the last two. A test turns it off to show the
-# simulator finds the bug it fixed (an OPEN ledger behind the last two, for ever).
+# ``RollLog(close_behind=...)``, a test-only switch: on, a roll closes (or recovers) the
+# ledgers earlier rolls left (the rolled-out one, one a failed roll may have listed)
+# before listing another, since a new writer fences only the last two. A test turns it
+# off to show the simulator finds the bug it fixed (an OPEN ledger behind the last two,
+# for ever).
 ROLL_CLOSES_PREVIOUS = True
-# The product's dedup.Unsettled (seed 56 of the duel runs found the bug): an append whose outcome is
-# left unknown (its ledger not CLOSED within the settle time) is forgotten by the
-# gateway's window, so a retry with its key appends again, and when the first attempt
-# is recovered into the log after all the key is there twice. With this on, the window
-# keeps such a key with its ledger and entries, and a retry first settles them: in the
-# log -> answered with those positions; not -> appended; still unknown -> unknown again.
+# The window's test-only switch ``DedupWindow(keep_unsettled=...)`` (duel seed 56 found
+# the bug): off, an append whose outcome is left unknown (its ledger not CLOSED within
+# the settle time) is forgotten by the window, so a retry with its key appends again,
+# and when the first attempt is recovered into the log after all the key is there
+# twice. A test turns it off to show the simulator finds that bug.
 KEEP_UNSETTLED_KEYS = True
+# The simulated window keeps every key of a run (a run is far shorter than a window).
+WINDOW_MS = 10**9
+WINDOW_KEYS_MAX = 10**6
 SETTLE_POLL_MAX_MS = 200
 
 
@@ -77,46 +78,6 @@ class AppendResult:
     epoch: int
 
 
-class Window:
-    """gateway/logs/dedup.DedupWindow with the simulator's futures (no expiry: a run is
-    far shorter than the window)."""
-
-    def __init__(self, world: LogWorld) -> None:
-        self.world = world
-        self.keys: dict[str, Appended] = {}
-        self.in_flight: dict[str, tuple[bytes, Fut]] = {}
-        self.unsettled: dict[str, tuple[bytes, int, int, int]] = {}  # digest, ledger, entries
-        self.ready = world.fut()
-
-    def claim(self, key: str, digest: bytes) -> Coroutine:
-        while True:
-            known = self.keys.get(key)
-            if known is not None:
-                if known.digest != digest:
-                    raise IdempotencyKeyReused(f"key {key} reused")
-                return known
-            flying = self.in_flight.get(key)
-            if flying is None:
-                self.in_flight[key] = (digest, self.world.fut())
-                return None
-            if flying[0] != digest:
-                raise IdempotencyKeyReused(f"key {key} reused")
-            result = yield flying[1]
-            if result is not None:
-                return result
-
-    def settle(self, key: str, appended: Appended | None) -> None:
-        flying = self.in_flight.pop(key, None)
-        if appended is not None:
-            self.keys[key] = appended
-        if flying is not None:
-            flying[1].resolve(appended)
-
-    def load(self, found: list[tuple[str, Appended]]) -> None:
-        for key, appended in found:
-            self.keys.setdefault(key, appended)
-
-
 class Writer:
     """gateway/logs/writer.LogWriter: the role at one epoch."""
 
@@ -127,13 +88,27 @@ class Writer:
         self.version = acquired.version
         self.ledger = ledger
         self.lost: str | None = None
-        self.window = Window(gw.world)
+        self.window = DedupWindow(WINDOW_MS, WINDOW_KEYS_MAX, keep_unsettled=KEEP_UNSETTLED_KEYS)
+        self.ready = gw.world.fut()  # the window rebuilt
+        self._released: dict[str, Fut] = {}  # key -> its waiters' future
         self.rolling: Fut | None = None
         self.behind: list[int] = []  # listed and left behind by this writer, maybe OPEN
 
     def check_role(self) -> None:
         if self.lost is not None:
             raise NotWriter(f"{self.gw.name} no longer writes the log: {self.lost}")
+
+    def released(self, key: str) -> Fut:
+        """Resolved when the append in flight with ``key`` ends (gateway/logs/dedup.py)."""
+        fut = self._released.get(key)
+        if fut is None:
+            fut = self._released[key] = self.gw.world.fut()
+        return fut
+
+    def release(self, key: str, appended: Appended | None) -> None:
+        fut = self._released.pop(key, None)
+        if fut is not None:
+            fut.resolve(appended)
 
 
 class LogGateway:
@@ -294,85 +269,62 @@ class LogGateway:
         return self.spawn(self._append(payloads, key))
 
     def _append(self, payloads: tuple[bytes, ...], key: str | None) -> Coroutine:
+        """LogWriter._append: the real ``LogAppendOp``, its effects carried out here."""
         w = self.writer
         if w is None:
             raise NotWriter(f"{self.name} is not the writer")
         w.check_role()
-        digest = log_records.records_digest(payloads) if key is not None else None
-        if key is not None and digest is not None:
-            yield w.window.ready
-            known = yield from w.window.claim(key, digest)
-            if known is not None:
-                self.world.stats["dedup hit"] += 1
-                return AppendResult(known.first, known.last, True, w.epoch)
-        appended: Appended | None = None
-        try:
-            if key is not None and key in w.window.unsettled:
-                known = yield from self._settle_key(w, key)
-                if known is not None:
-                    appended = known
-                    return AppendResult(known.first, known.last, True, w.epoch)
-            now = self.world.scheduler.now
-            entries = log_records.encode(payloads, now, key, digest)
-            try:
-                first, last = yield from self._append_entries(w, entries)
-            except _UNSETTLED as exc:
-                where = getattr(exc, "ledger_id", None)
-                if KEEP_UNSETTLED_KEYS and key and exc.entries is not None and where is not None:
-                    w.window.unsettled[key] = (digest or b"", where, *exc.entries)
-                raise
-            appended = Appended(first, last, digest or b"", now)
-        finally:
-            if key is not None:
-                w.window.settle(key, appended)
-        self._maybe_roll(w)
-        return AppendResult(first, last, False, w.epoch)
-
-    def _settle_key(self, w: Writer, key: str) -> Coroutine:
-        """A retry of an append whose outcome was left unknown: its positions when the
-        first attempt is in the log, None when it is not (append it), else unknown."""
-        digest, lid, first, last = w.window.unsettled[key]
-        end = yield from self._closed_end(self.world.ledger(lid))
-        if end is None:
-            raise QuorumTimeout(f"the append with key {key} has an unknown outcome still")
-        del w.window.unsettled[key]
-        if last > end:
-            return None
-        self.world.stats["unsettled key found in the log"] += 1
-        return Appended(Position(lid, first), Position(lid, last), digest, 0)
-
-    def _append_entries(self, w: Writer, entries: tuple[bytes, ...]) -> Coroutine:
-        for _ in range(APPEND_ATTEMPTS_MAX):
-            w.check_role()
-            ledger = w.ledger
-            try:
-                ack = yield self.world.add(ledger, entries)
-            except _UNSETTLED as exc:
-                settled = yield from self._settle(w, ledger, exc)
-                if settled is not None:
-                    return settled
+        if key is not None:
+            yield w.ready
+        op = la.LogAppendOp(w.window, LOG_NAME, payloads, key)
+        stats = self.world.stats
+        pending = op.start(self.world.scheduler.now)
+        while pending:
+            effect = pending.pop(0)
+            if isinstance(effect, la.AppendDone):
+                if effect.deduplicated:
+                    stats["unsettled key found in the log" if effect.settled else "dedup hit"] += 1
+                    return AppendResult(effect.first, effect.last, True, w.epoch)
+                if effect.settled:
+                    stats["failed add found in the log"] += 1
+                self._maybe_roll(w)
+                return AppendResult(effect.first, effect.last, False, w.epoch)
+            if isinstance(effect, la.AppendFailed):
+                if effect.outcome_unknown:
+                    stats["append outcome left unknown"] += 1
+                raise effect.error
+            if isinstance(effect, la.ReleaseKey):
+                w.release(effect.key, effect.appended)
                 continue
-            lid = ledger.ledger_id
-            return Position(lid, ack.first_entry_id), Position(lid, ack.last_entry_id)
-        raise NotWriter(f"the append failed on {APPEND_ATTEMPTS_MAX} ledgers in a row")
+            event = yield from self._carry_out_append(w, effect)
+            pending.extend(op.handle(event, self.world.scheduler.now))
+        raise QuireError("an append ended without an answer")
 
-    def _settle(self, w: Writer, ledger: LedgerSim, exc: QuireError) -> Coroutine:
-        lid = ledger.ledger_id
-        if exc.entries is not None:
-            end = yield from self._closed_end(ledger)
-            if end is None:
-                self.world.stats["append outcome left unknown"] += 1
-                exc.ledger_id = lid  # type: ignore[attr-defined]
-                raise exc
-            first, last = exc.entries
-            if last <= end:
-                self.world.stats["failed add found in the log"] += 1
-                return Position(lid, first), Position(lid, last)
-        yield from self._refresh_role(w)
-        w.check_role()
-        if w.ledger is ledger:
-            yield from self.roll(w, "ledger_lost")
-        return None
+    def _carry_out_append(self, w: Writer, effect: la.Effect) -> Coroutine:
+        try:
+            if isinstance(effect, la.AddEntries):
+                w.check_role()
+                ledger = w.ledger
+                try:
+                    ack = yield self.world.add(ledger, effect.entries)
+                except QuireError as exc:
+                    return la.AddFailed(ledger.ledger_id, exc)
+                return la.EntriesAdded(ledger.ledger_id, ack.first_entry_id, ack.last_entry_id)
+            if isinstance(effect, la.AwaitClosed):
+                end = yield from self._closed_end(self.world.ledger(effect.ledger_id))
+                return la.LedgerStillOpen() if end is None else la.LedgerEnded(end)
+            if isinstance(effect, la.WaitForKey):
+                return la.KeyReleased((yield w.released(effect.key)))
+            if isinstance(effect, la.ReadRole):
+                yield from self._refresh_role(w)
+                w.check_role()
+                return la.RoleHeld(w.ledger.ledger_id)
+            if isinstance(effect, la.RollLedger):
+                yield from self.roll(w, effect.reason)
+                return la.RollDone()
+        except QuireError as exc:
+            return la.StepFailed(exc)
+        raise QuireError(f"unexpected append effect {effect!r}")
 
     def _closed_end(self, ledger: LedgerSim) -> Coroutine:
         world = self.world
@@ -406,19 +358,15 @@ class LogGateway:
         return (yield w.rolling)
 
     def _roll(self, w: Writer, reason: str) -> Coroutine:
-        while w.behind and ROLL_CLOSES_PREVIOUS:
-            yield from self.close_for_good(w.behind[0])
-            w.behind.pop(0)
-        op = lw.RollLog(w.log, w.version, self.name, w.epoch, self.rng)
+        op = lw.RollLog(w.log, w.version, self.name, w.epoch, self.rng, behind=w.behind,
+                        close_behind=ROLL_CLOSES_PREVIOUS)  # fmt: skip
         try:
             rolled = yield from self._run(op, op.start())
         except (NotWriter, LogNotFound) as exc:
             w.lost = exc.message
             raise
-        except QuireError:
-            if op.ledger_id is not None:
-                w.behind.append(op.ledger_id)
-            raise
+        finally:
+            w.behind = op.behind
         old = w.ledger
         w.behind.append(old.ledger_id)
         w.ledger = self.world.ledger(rolled.ledger_id)
@@ -476,10 +424,10 @@ class LogGateway:
         try:
             coro.send(None)
         except StopIteration as stop:
-            w.window.load(stop.value)
+            w.window.load(stop.value, world.scheduler.now)
         except QuireError:
             world.stats["window rebuild failed"] += 1
         else:
             coro.close()
             invariant(False, "scan_tail waited on something")
-        w.window.ready.resolve()
+        w.ready.resolve()

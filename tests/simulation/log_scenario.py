@@ -18,9 +18,9 @@ from __future__ import annotations
 import random
 from functools import partial
 
-from gateway.logs.writer import _UNSETTLED
 from services.errors import NotWriter, QuireError
 from services.protocol import log_records
+from services.protocol.log_append import UNKNOWN_OUTCOME
 from services.protocol.logs import Position
 from services.protocol.metadata import LedgerState
 from tests.simulation.checker import Violation
@@ -155,7 +155,7 @@ class LogClient:
                 reply("acked")
             elif isinstance(fut.error, NotWriter):
                 reply("not_writer")
-            elif isinstance(fut.error, _UNSETTLED):
+            elif isinstance(fut.error, UNKNOWN_OUTCOME):
                 reply("unknown")
             else:
                 reply("failed")

@@ -1,6 +1,7 @@
 """The log simulator (tests/simulation/log_*.py): gateways that take a log's writer role
-(the real ``AcquireWriter``), roll (``RollLog``) and append through the real write
-handle, settling failed appends as gateway/logs/writer.py does, against simulated
+(the real ``AcquireWriter``), roll (``RollLog``) and append (``LogAppendOp``, with the
+real idempotency window) through the real write handle, as gateway/logs/writer.py
+runs them, against simulated
 bookies with seeded faults; clients retry keyed appends. ``log_checker`` holds the
 invariants (one writer per epoch, every acknowledged record exactly once at its
 positions, nothing answered not_writer in the log, linearizable appends, epochs in
@@ -16,16 +17,17 @@ Found by it (both fixed; the tests below show the simulator still sees each bug)
 - race seed 38, 76: a roll listed a third ledger while the one the previous roll
   left was still OPEN (its close hung on a down bookie) and the gateway crashed; the
   next writer fences only the last two, so that ledger stayed OPEN for ever and
-  readers stopped at it, before every later acknowledged record (gateway/logs/writer.py
-  now closes or recovers it before the next roll);
+  readers stopped at it, before every later acknowledged record (``RollLog`` now
+  closes or recovers it before the next roll; ``log_gateway.ROLL_CLOSES_PREVIOUS``);
 - race seed 0: ``AcquireWriter`` hit an invariant (``with_new_writer`` on a ledger
   already listed) when its CAS, answered as lost, landed after the re-read
   (services/protocol/log_writer.py now treats its listed ledger as its landed CAS).
 - duel seed 56: an append whose outcome was left unknown (its ledger not CLOSED
   within the settle time) was forgotten by the window, so its keyed retry appended
   again and, once the first attempt was recovered into the log, the key was there
-  twice (gateway/logs/dedup.Unsettled: the window keeps such a key with its ledger
-  and entries, and a retry settles them first; ``log_gateway.KEEP_UNSETTLED_KEYS``).
+  twice (services/protocol/dedup.py's ``Unsettled``: the window keeps such a key with
+  its ledger and entries, and a retry settles them first;
+  ``log_gateway.KEEP_UNSETTLED_KEYS``).
 
 Long runs (two processes on the shared 2-core machine, ``nice``):
 
@@ -34,6 +36,9 @@ seeds    failures  what                                                        w
 =======  ========  ==========================================================  ======
 8,000    0         seeds 0-7,999 of each of race, duel and keyed duel (24,000  429 s
                    runs), after the fixes above
+2,000    0         seeds 0-1,999 of each of race, duel and keyed duel (6,000   147 s
+                   runs, one process), the simulator now driving the
+                   gateway's own LogAppendOp, window and RollLog
 =======  ========  ==========================================================  ======
 """
 
@@ -130,8 +135,9 @@ def test_idempotent_retries_land_each_key_exactly_once(sim_seeds: list[int]) -> 
 def test_the_simulator_sees_a_roll_that_leaves_an_open_ledger_behind(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Without the fix in LogWriter._roll (close the ledger the previous roll left
-    before listing another), race seed 38 loses acknowledged records."""
+    """Without the fix in RollLog (close the ledger the previous roll left before listing
+    another; off with its test-only switch ``close_behind``), race seed 38 loses
+    acknowledged records."""
     monkeypatch.setattr(log_gateway, "ROLL_CLOSES_PREVIOUS", False)
     with pytest.raises(Violation, match="acknowledged append"):
         run_seed(38, "race")
@@ -141,7 +147,8 @@ def test_the_simulator_sees_a_retry_duplicate_an_unsettled_append(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Without the unsettled keys (a window that forgets a key whose append's outcome was
-    left unknown, as the product did before), duel seed 56 puts a record in the log
+    left unknown, as the product did before: ``DedupWindow``'s test-only switch
+    ``keep_unsettled``), duel seed 56 puts a record in the log
     twice: the first attempt was recovered into its ledger after the retry had
     appended it again. The simulator sees the bug the product's fix removed."""
     monkeypatch.setattr(log_gateway, "KEEP_UNSETTLED_KEYS", False)

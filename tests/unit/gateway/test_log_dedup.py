@@ -1,6 +1,7 @@
-"""The idempotency window (gateway/logs/dedup.py): claim, settle, in-flight waiters,
-expiry by time and count, reused keys, the tail scan's stopping rules, and which of a
-log's ledgers the rebuild reads and lets end its walk (gateway/logs/rebuild.py)."""
+"""The idempotency window on the event loop (gateway/logs/dedup.py): the waiters of a key
+in flight, the tail scan's stopping rules, and which of a log's ledgers the rebuild
+reads and lets end its walk (gateway/logs/rebuild.py). The window itself is pure and
+tested in tests/unit/protocol/test_dedup.py."""
 
 from __future__ import annotations
 
@@ -11,16 +12,12 @@ from typing import Any, TypeVar
 import pytest
 
 from gateway.logs import dedup, rebuild
-from gateway.logs.dedup import Appended, DedupWindow, Unsettled, scan_tail, unknown_outcome
+from gateway.logs.dedup import LogWindow, scan_tail
 from gateway.logs.rebuild import TailKind, tail_kind
 from gateway.logs.steps import LOG_METADATA_KEY, WRITER_METADATA_KEY
-from services.errors import (
-    IdempotencyKeyReused,
-    InvalidArgument,
-    LedgerFenced,
-    MetadataUnavailable,
-)
+from services.errors import InvalidArgument, MetadataUnavailable
 from services.protocol import log_records as lr
+from services.protocol.dedup import IN_FLIGHT, Appended, DedupWindow
 from services.protocol.logs import Position
 from services.protocol.metadata import LedgerMetadata
 from services.zk.ledger_store import VersionedLedger
@@ -37,72 +34,26 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
-def test_claim_settle_then_hit_and_reuse() -> None:
-    """First claim appends (None); settled, the same key and digest is a hit; another
-    digest is idempotency_key_reused."""
+def test_waiters_of_a_key_in_flight_get_its_outcome() -> None:
+    """Appends waiting on a key in flight wake when it is released, with its positions
+    (or None: it failed); a release nobody waits for is harmless."""
 
     async def body() -> None:
-        w = DedupWindow(60_000, 10)
-        assert await w.claim("k", D1, 1000) is None
-        w.settle("k", appended(1, 0), 1000)
-        assert await w.claim("k", D1, 2000) == appended(1, 0)
-        with pytest.raises(IdempotencyKeyReused):
-            await w.claim("k", D2, 2000)
-
-    run(body())
-
-
-def test_in_flight_waiter_gets_the_first_answer_or_takes_over() -> None:
-    """A retry while the first append is in flight waits: success answers it; failure
-    lets the retry claim the key. Another digest is refused at once."""
-
-    async def body() -> None:
-        w = DedupWindow(60_000, 10)
-        assert await w.claim("k", D1, 0) is None
-        waiter = asyncio.ensure_future(w.claim("k", D1, 0))
+        window = LogWindow(DedupWindow(60_000, 10))
+        assert window.keys.claim("k", D1, 0) is None
+        assert window.keys.claim("k", D1, 0) is IN_FLIGHT
+        first = asyncio.ensure_future(window.released("k"))
+        second = asyncio.ensure_future(window.released("k"))
         await asyncio.sleep(0)
-        assert not waiter.done()
-        with pytest.raises(IdempotencyKeyReused):
-            await w.claim("k", D2, 0)
-        w.settle("k", appended(1, 0, at_ms=0), 0)
-        assert await waiter == appended(1, 0, at_ms=0)
-
-        assert await w.claim("j", D1, 0) is None
-        retry = asyncio.ensure_future(w.claim("j", D1, 0))
+        assert not first.done() and not second.done()
+        window.keys.settle("k", appended(1, 0), 0)
+        window.release("k", appended(1, 0))
+        assert await first == appended(1, 0) and await second == appended(1, 0)
+        window.release("nobody", None)
+        failed = asyncio.ensure_future(window.released("j"))
         await asyncio.sleep(0)
-        w.settle("j", None, 0)  # the first attempt failed
-        assert await retry is None  # the retry now owns the key
-        assert len(w) == 1
-
-    run(body())
-
-
-def test_expiry_by_time_and_by_count() -> None:
-    """Keys older than the window, and the oldest beyond keys_max, are forgotten."""
-
-    async def body() -> None:
-        w = DedupWindow(1000, 2)
-        w.remember("a", appended(1, 0, at_ms=0), 0)
-        w.remember("b", appended(1, 1, at_ms=500), 500)
-        assert len(w) == 2
-        w.remember("c", appended(1, 2, at_ms=600), 600)  # count: "a" goes
-        assert len(w) == 2
-        assert await w.claim("a", D2, 600) is None  # forgotten: no reuse error
-        w.settle("a", None, 600)
-        assert await w.claim("b", D1, 1500) == appended(1, 1, at_ms=500)
-        assert await w.claim("b", D2, 1501) is None  # expired by time
-        w.settle("b", None, 1501)
-
-    run(body())
-
-
-def test_load_merges_in_time_order_known_keys_win() -> None:
-    async def body() -> None:
-        w = DedupWindow(10_000, 10)
-        w.remember("mine", appended(5, 0, at_ms=900), 900)
-        w.load([("old", appended(1, 0, at_ms=100)), ("mine", appended(4, 4, at_ms=50))], 1000)
-        assert await w.claim("mine", D1, 1000) == appended(5, 0, at_ms=900)
-        assert await w.claim("old", D1, 1000) == appended(1, 0, at_ms=100)
+        window.release("j", None)
+        assert await failed is None
 
     run(body())
 
@@ -155,29 +106,6 @@ def test_scan_tail_stops_after_keys_max_and_entries_max(monkeypatch: pytest.Monk
     found = run(scan_tail([(1, 9)], pages, 5000, 60_000, 100, page_entries=2))
     assert [k for k, _ in found] == ["k6", "k7", "k8", "k9"]
     assert len(pages.reads) == 2
-
-
-def test_an_unsettled_key_is_kept_and_given_to_its_retry() -> None:
-    """A key whose append's outcome was left unknown is kept with its ledger and entries:
-    the retry claims it and gets them to settle first; the same key with other records
-    is 409; once settled with positions it is an ordinary hit."""
-
-    async def run() -> None:
-        window = DedupWindow(window_ms=60_000, keys_max=10)
-        assert await window.claim("k", b"d" * 16, 1_000) is None
-        earlier = Unsettled(7, 3, 5, b"d" * 16, 1_000)
-        window.settle("k", None, 1_001, earlier)
-        assert await window.claim("k", b"d" * 16, 1_002) == earlier
-        with pytest.raises(IdempotencyKeyReused):
-            await window.claim("k", b"e" * 16, 1_003)  # claimed: other records are 409
-        appended = Appended(Position(7, 3), Position(7, 5), b"d" * 16, 1_000)
-        window.settle("k", appended, 1_004)
-        assert await window.claim("k", b"d" * 16, 1_005) == appended
-        window.settle("other", None, 1_006, Unsettled(7, 6, 6, b"x" * 16, 1_006))
-        window.settle("other", None, 1_007)  # failed for good: forgotten
-        assert await window.claim("other", b"x" * 16, 1_008) is None
-
-    asyncio.run(run())
 
 
 def test_scan_tail_reads_past_old_stamps_in_unordered_ledgers() -> None:
@@ -295,13 +223,3 @@ def test_tail_walk_fails_on_a_failed_read_and_passes_over_invalid_metadata() -> 
 
     found = run(rebuild.walk_tail(invalid, log.read, [1, 2, 3], 100_000, 10_000, 100))
     assert [key for key, _ in found] == ["k1"]
-
-
-def test_unknown_outcome_is_ledger_fenced_and_says_why() -> None:
-    """A retry whose earlier outcome cannot be told is 409 ledger_fenced: "retry later"
-    while its ledger is open, "can no longer be settled" once the ledger is gone."""
-    open_ = unknown_outcome("k", 7, gone=False)
-    gone = unknown_outcome("k", 7, gone=True)
-    assert isinstance(open_, LedgerFenced) and isinstance(gone, LedgerFenced)
-    assert "retry later" in open_.message
-    assert "truncated" in gone.message and "no longer be settled" in gone.message

@@ -244,6 +244,35 @@ def test_roll_conflicts_are_bounded() -> None:
     assert isinstance(effects[1], lw.Failed) and effects[1].error is MetadataConflict
 
 
+def test_roll_closes_what_earlier_rolls_left_before_listing_another() -> None:
+    """A new writer fences only the last two ledgers, so a roll first closes the ledgers
+    this writer left behind (maybe OPEN); once they are, it creates its ledger, and after
+    ``Rolled`` nothing is left to close. The test-only switch skips the close."""
+    op = lw.RollLog(HELD, 7, ME, 3, Random(2), behind=[1, 2])
+    assert op.start() == [lw.RecoverLedgers((1, 2))]
+    assert op.handle(lw.LedgersRecovered()) == [CREATE]
+    op.handle(lw.LedgerCreated(9))
+    op.handle(lw.LogWritten(8))
+    assert op.behind == []
+    broken = lw.RollLog(HELD, 7, ME, 3, Random(2), behind=[1, 2], close_behind=False)
+    assert broken.start() == [CREATE]
+
+
+def test_a_failed_roll_leaves_what_it_could_not_close_and_its_ledger_behind() -> None:
+    """A close that fails fails the roll and keeps the ledgers to close next time; a
+    roll that fails after creating its ledger (its CAS maybe landed) leaves that ledger
+    behind too."""
+    op = lw.RollLog(HELD, 7, ME, 3, Random(2), behind=[2])
+    op.start()
+    (failed,) = op.handle(lw.StepFailed(MetadataConflict, "zk"))
+    assert isinstance(failed, lw.Failed) and op.behind == [2]
+    op = roll(attempts_max=1)
+    op.start()
+    op.handle(lw.LedgerCreated(9))
+    op.handle(lw.LogConflict())
+    assert op.behind == [9]
+
+
 def test_attach_fences_the_last_two_and_lists_the_ledgers_in_one_cas() -> None:
     """AttachLedgers reads the log, fences its last two ledgers, then writes the list with
     the ledgers appended in order, the role free at the next epoch and the commit id
