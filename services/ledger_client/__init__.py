@@ -6,5 +6,5 @@ and long polls) and recovers them (fence and close), by carrying out the effects
 pure state machines of ``services/protocol/`` (docs/style.md §1) over a small context
 (``context.py``). It has its own settings (``settings.py``) and metrics
 (``metrics.py``); the gateway serves it over REST and the replication worker recovers
-open ledgers with it (docs/architecture.md, "The ledger client"). It imports no service.
+open ledgers with it (docs/architecture.md, "The pieces"). It imports no service.
 """
