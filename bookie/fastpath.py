@@ -23,12 +23,13 @@ add, it does too: a call without the right cluster secret goes on to the stack (
 (services/web/lane.py, as the gateway's ``AddRoutes`` does): a plain request with a body
 of at most ``LANE_BODY_MAX_BYTES`` is answered by the protocol itself, without uvicorn's
 request/answer cycle, the ASGI middlewares and a task per body chunk. With one add in
-flight through a gateway, that cycle and the middlewares were about two fifths of the
-bookie's event-loop time (py-spy, benchmarks/README.md). The lane's body is whole when the
-add starts, so its budget is taken at once (``add_body``); its size is bounded by what
-uvicorn's protocol holds per connection on the ASGI path anyway before it stops reading
-(64 KiB), so the memory bound of services.budget is unchanged. A larger body, and every
-request that is not plain, goes to ``AddFastPath``, which takes budget chunk by chunk.
+flight through a gateway, that cycle and the middlewares were a large share of the
+bookie's event-loop time (benchmarks/README.md, "Measured choices"). The lane's body is
+whole when the add starts, so its budget is taken at once (``add_body``); its size is
+bounded by what uvicorn's protocol holds per connection on the ASGI path anyway before it
+stops reading (64 KiB), so the memory bound of services.budget is unchanged. A larger
+body, and every request that is not plain, goes to ``AddFastPath``, which takes budget
+chunk by chunk.
 The lane's body wait is the bookie's ``body_read_timeout_ms``, as the ASGI path's.
 """
 

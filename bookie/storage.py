@@ -48,8 +48,9 @@ DB_FILE = "bookie.db"
 LOCK_FILE = "bookie.lock"
 READ_THREADS = 4
 BUSY_TIMEOUT_MS = 10_000
-# Measured here: 16 KiB pages store 1 KiB entries about 1.8x faster than 4 KiB pages
-# (fewer page splits and WAL frames per entry); the checkpoint runs every 16 MiB of WAL.
+# 16 KiB pages store 1 KiB entries faster than 4 KiB pages (fewer page splits and WAL
+# frames per entry; benchmarks/README.md, "Measured choices"); the checkpoint runs every
+# 16 MiB of WAL.
 PAGE_SIZE_BYTES = 16384
 WAL_AUTOCHECKPOINT_PAGES = 1024
 JOURNAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
@@ -333,7 +334,7 @@ class Reader:
         """Entries in ``[first, last]`` ascending: at most ``entries_max`` of them and
         ``bytes_max`` of payload, except that the first entry is always returned."""
         # The compiled statement on the pooled connection's sqlite3 cursor: a Core select's
-        # result rows cost 2.5 times as much per row (benchmarks/README.md "Range reads").
+        # result rows cost more per row (benchmarks/README.md, "Measured choices").
         # Rows become ``StoredEntry`` tuples with ``tuple.__new__``: ``_make`` is two Python
         # calls a row (framing.decode does the same for records).
         out: list[StoredEntry] = []

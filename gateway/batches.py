@@ -1,8 +1,8 @@
 """A JSON batch body, ``{"entries": ["<base64>", ...]}``, as the payloads it holds (ledger
 adds and log appends alike, docs/api.md's 400 and 413).
 
-Base64 is decoded by pybase64 (SIMD), several times faster than ``binascii``, which was a
-fifth of the gateway's CPU under batches of 100 (benchmarks/README.md, "Measured
+Base64 is decoded by pybase64 (SIMD), several times faster than ``binascii``, which was
+a large share of the gateway's CPU under batches of 100 (benchmarks/README.md, "Measured
 choices"). What is accepted stays exactly what ``binascii``'s strict mode accepts:
 pybase64 refuses a few strings that mode lets through (a lone ``=`` after a whole quantum,
 ``"mZsi="``), so a string pybase64 refuses is decoded again by ``binascii`` before it is

@@ -1,8 +1,9 @@
 """Ledger passwords: stored as a salted hash, checked in constant time, never logged.
 
-PBKDF2 is slow on purpose (~27 ms here), so a check must not run on the event loop:
-every other request would wait behind it, and a few clients sending wrong passwords
-would starve the gateway. ``PasswordChecker`` therefore
+PBKDF2 is slow on purpose (tens of milliseconds of CPU, benchmarks/README.md, "Measured
+choices"), so a check must not run on the event loop: every other request would wait
+behind it, and a few clients sending wrong passwords would starve the gateway.
+``PasswordChecker`` therefore
 
 - hashes in a small worker pool (``hashlib`` releases the GIL while it hashes), with a
   bound on the checks in progress (503 ``unavailable`` past it);

@@ -27,12 +27,11 @@ PAGE_BYTES_MAX = 8 * 1024 * 1024
 # A bookie's range answer, and a page of a streamed range read of the gateway after its
 # first (binary frames, NDJSON), hold up to this many entries: each request's fixed
 # cost (the bookie's HTTP and routing, the gateway's read op) spread over more of them
-# (1 KiB records: the bookies' CPU per entry read -25 %, benchmarks/README.md); the
-# byte bound above still holds a page in memory. A JSON page stays at PAGE_ENTRIES_MAX
-# (docs/api.md).
+# (benchmarks/README.md, "Measured choices"); the byte bound above still holds a page
+# in memory. A JSON page stays at PAGE_ENTRIES_MAX (docs/api.md).
 RANGE_ENTRIES_MAX = 8_192
 # A streamed range read (binary frames, NDJSON) reads this many pages ahead of the one it
-# sends (gateway/routes/ledgers.py ``_pages``; measured in benchmarks/README.md).
+# sends (gateway/routes/ledgers.py ``_pages``; benchmarks/README.md, "Measured choices").
 READ_AHEAD_PAGES = 2
 
 # The most bookies in an ensemble (a ledger's E; a bookie range read's stride).

@@ -51,6 +51,7 @@ MODULES = (
     "services/bookie_client/results.py",
     "services/bookie_client/transport.py",
     "services/protocol/adds.py",
+    "services/protocol/ensemble.py",
     "services/protocol/writer.py",
     "gateway/auth.py",
     "gateway/fastpath.py",

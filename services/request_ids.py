@@ -33,9 +33,9 @@ REQUEST_ID: ContextVar[str | None] = ContextVar("quire_request_id", default=None
 
 def new_request_id() -> str:
     """A fresh id: 32 random hex digits. An id names a request in logs and answers; it
-    guards nothing, so it comes from ``random`` (reseeded in a forked child), 0.15 us
-    here against ``os.urandom``'s system call, 0.5 us alone and more on a loaded loop
-    (1.9 % of the gateway's loop with 64 clients, py-spy)."""
+    guards nothing, so it comes from ``random`` (reseeded in a forked child), cheaper
+    than ``os.urandom``'s system call, which showed in the gateway's loop under load
+    (benchmarks/README.md, "Measured choices")."""
     return _random_bits(128).to_bytes(16).hex()
 
 

@@ -111,8 +111,8 @@ class RequestConnection(LoadConnection):
     """One client's keep-alive HTTP/1.1 connection with one request in flight. The next
     request leaves from the callback that read the last answer: no task, no future and
     no timer per request (``GatewayLoad.watch`` times requests out), so the generator
-    costs about half the CPU per request of one on asyncio streams with ``wait_for``
-    (benchmarks/README.md) and leaves that much more of the machine to what it
+    costs far less CPU per request than one on asyncio streams with ``wait_for``
+    (benchmarks/README.md, "Measured choices") and leaves that much more of the machine to what it
     measures."""
 
     def __init__(self, load: GatewayLoad, ledgers: list[int], pacing: Pacing) -> None:

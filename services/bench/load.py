@@ -1,10 +1,9 @@
 """The load generator of ``quire bench``, run in its own process (services/bench/load_process.py),
 and the pieces it shares with benchmarks/_load.py (the bookie benchmark's generator).
 
-Why a separate process on raw sockets: on this 2-core machine one
-``httpx.AsyncClient`` with a 64-connection pool manages ~200 requests/s
-(encode/httpx#3215), far below what the gateway serves, and a generator in
-the orchestrator's process would compete with its sampling. Here each
+Why a separate process on raw sockets: an ``httpx.AsyncClient`` with a large pool
+serves far fewer requests a second than the gateway does (encode/httpx#3215), and a
+generator in the orchestrator's process would compete with its sampling. Here each
 simulated client owns one keep-alive HTTP/1.1 connection (an asyncio
 ``Protocol``, services/bench/connections.py; uvloop when installed), keeps one
 request in flight, and cycles over its ledgers (``client_ledgers[i]``):
@@ -12,10 +11,9 @@ request in flight, and cycles over its ledgers (``client_ledgers[i]``):
 batch of ``batch`` base64 entries. Bodies are built once; the next request
 leaves from the callback that read the last answer, and one watchdog
 (``watch``) times out answers that do not come, instead of a task and a timer
-per request. On this 2-core machine the generator shares the cores with what it
-measures: so built, it used 0.12-0.16 of a core for 2,600-3,900 adds/s against
-0.22-0.25 for the same load on asyncio streams with ``wait_for``
-(benchmarks/README.md, "Measured choices").
+per request. The generator shares the machine's cores with what it measures, so it
+is built to use as little of them as it can (the figures: benchmarks/README.md,
+"Measured choices").
 
 Latency is measured from the write of a request to the last byte of its
 answer. With ``rate`` > 0 each client sends on a fixed schedule (open loop,

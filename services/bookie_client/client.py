@@ -8,10 +8,10 @@ Transport. The client speaks HTTP/1.1 over asyncio streams with a small pool
 of keep-alive connections per bookie (``connections_max``, default 16: it
 also bounds the requests in flight to one bookie). The data path is few,
 large, batched requests, and a bookie is uvicorn+httptools, whose answers are
-plain Content-Length (or chunked) HTTP/1.1. We measured httpx on the same
-path (benchmarks/README.md, benchmarks/client_compare.py): 1.2-2 ms of client
-CPU per request against 45-300 us here, and 3-10x fewer requests/s; one
-AsyncClient with a large pool is the worst case (encode/httpx#3215). Anything
+plain Content-Length (or chunked) HTTP/1.1. httpx and aiohttp on the same path
+(benchmarks/client_compare.py) spent several times the client CPU per request
+and served fewer requests a second, aiohttp's pool unfairly (benchmarks/README.md,
+"Measured choices"). Anything
 that speaks ``HttpTransport`` can be passed in instead (the comparison passes
 an httpx one). The gateway's batched adds take ``start_add`` instead: callbacks on
 connections of their own, no task per request (services/bookie_client/channel.py).

@@ -2,10 +2,10 @@
 
 The data path is few, large, batched requests, and a bookie is
 uvicorn+httptools, whose answers are plain Content-Length (or chunked)
-HTTP/1.1. We measured httpx on the same path (benchmarks/README.md,
-benchmarks/client_compare.py): 1.2-2 ms of client CPU per request against
-45-300 us here, and 3-10x fewer requests/s. Anything that speaks
-``HttpTransport`` can be given to ``BookieClient`` instead.
+HTTP/1.1. httpx and aiohttp on the same path (benchmarks/client_compare.py) spent
+several times the client CPU per request and served fewer requests a second
+(benchmarks/README.md, "Measured choices"). Anything that speaks ``HttpTransport``
+can be given to ``BookieClient`` instead.
 
 A request holds one connection from write to the end of the response body; a
 connection is reused only after a complete response that did not say
@@ -261,8 +261,8 @@ def parse_head(raw: bytes) -> tuple[int, dict[str, str]]:
 async def _read_exactly(reader: asyncio.StreamReader, length: int) -> bytes:
     """``length`` bytes of ``reader``. A large body comes in pieces of at most
     ``BODY_PIECE_BYTES`` joined once: ``readexactly`` of a whole body grows the reader's
-    buffer to its size in steps, each a copy of all of it (an 8 MiB range answer cost
-    the gateway ~1 µs more a 1 KiB entry than 1 MiB ones, benchmarks/README.md)."""
+    buffer to its size in steps, each a copy of all of it (benchmarks/README.md,
+    "Measured choices")."""
     if length <= BODY_PIECE_BYTES:
         return await reader.readexactly(length)
     parts: list[bytes] = []

@@ -12,10 +12,10 @@ Modules, one per operation (docs/style.md §1):
 - ``metadata``   ``LedgerMetadata`` / ``Fragment`` (znode body and API object)
 - ``messages``   the events and effects, and what a runner does with each
 - ``adds``       in-order ack tracking of pending adds (PendingAddOp)
-- ``ensemble``   ensemble-change planning and the writer's close outcomes
+- ``ensemble``   ensemble changes (the plan, the write handle's ``EnsembleChange``
+                 sub-machine) and the writer's close outcomes
 - ``cas``        one metadata compare-and-set with its retry rules (writer and recovery)
 - ``writer``     ``WriteHandle``: adds, ensemble changes, fencing, close
-- ``writer_metadata``  the write handle's metadata half: ensemble changes, CAS results
 - ``recovery``   ``LedgerRecovery``: fence, read forward, write back, close
 - ``readforward`` the recovery's read-forward: find the last entry past the floor
 - ``writeback``  recovery write-backs and the bookie replacements they may need

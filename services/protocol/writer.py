@@ -16,10 +16,11 @@ Bookie failure. A bookie of the current ensemble that fails an add
 (unavailable or timed out, read-only, a record it found corrupt, an entry it
 stores with other bytes) is replaced: acknowledgements to clients are held
 back, a replacement is chosen among the writable bookies (``ReadWritableBookies``)
-and the new fragment, starting at ``lac + 1``, is written by CAS
-(``writer_metadata`` holds this half of the handle). While the
-change is in progress adds keep being accepted (bounded by
-``adds_in_flight_max``). When the CAS lands, pending entries are re-sent to
+and the new fragment, starting at ``lac + 1``, is written by CAS. The
+change is a sub-machine the handle owns (``ensemble.EnsembleChange``: the
+failed bookies, the plan, its CAS attempts and waits); the handle decides what
+each metadata result means. While the change is in progress adds keep being
+accepted (bounded by ``adds_in_flight_max``). When the CAS lands, pending entries are re-sent to
 the new bookies and acknowledgements resume. On a CAS conflict the fresh
 metadata decides: not OPEN -> the handle is fenced; OPEN -> plan again. With
 no replacement available the change waits (re-reading the writable bookies
@@ -72,6 +73,8 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Literal
 
 from services.errors import (
@@ -90,8 +93,8 @@ from services.errors import (
 )
 from services.limits import BATCH_ENTRIES_MAX, STORED_ENTRY_SIZE_MAX_BYTES
 from services.protocol.adds import PendingAdds, PendingEntry, PendingRequest, build_sends
-from services.protocol.cas import CasLimits, MetadataCas
-from services.protocol.ensemble import CloseOutcome, close_outcome
+from services.protocol.cas import CasFailed, CasFresh, CasLimits, CasWritten, MetadataCas
+from services.protocol.ensemble import CloseOutcome, EnsembleChange, close_outcome
 from services.protocol.messages import (
     AckAdds,
     AddRequested,
@@ -107,18 +110,40 @@ from services.protocol.messages import (
     MetadataFailed,
     MetadataRead,
     MetadataWritten,
-    ReadWritableBookies,
     RejectReason,
     SendLac,
     Tick,
     WritableBookies,
 )
 from services.protocol.metadata import LedgerMetadata, LedgerState
-from services.protocol.writer_metadata import HandleMetadata, HandleState, WriterLimits
 from services.wire.framing import Record
 
 
-class WriteHandle(HandleMetadata):
+@dataclass(frozen=True)
+class WriterLimits:
+    """Every bound of a write handle (docs/style.md §5)."""
+
+    adds_in_flight_max: int = 2 * BATCH_ENTRIES_MAX  # entries accepted, not acknowledged
+    add_bytes_in_flight_max: int = 128 * 1024 * 1024  # their payload bytes
+    add_timeout_ms: int = 20_000
+    explicit_lac_delay_ms: int = 20
+    ensemble_change_retry_ms: int = 500
+    ensemble_change_attempts_max: int = 10  # CAS conflicts before waiting a retry period
+    metadata_retry_ms: int = 500
+    metadata_failures_max: int = 10  # store failures in a row before giving up an operation
+    close_attempts_max: int = 10  # close CAS conflicts (ledger still OPEN) before giving up
+    send_batch_entries_max: int = 1_000
+    send_batch_bytes_max: int = 16 * 1024 * 1024
+
+
+class HandleState(StrEnum):
+    OPEN = "open"  # accepting adds
+    CLOSING = "closing"  # no more adds; pending adds finish, then CAS to CLOSED
+    CLOSED = "closed"  # closed by this handle
+    FENCED = "fenced"  # recovered, closed or deleted by someone else
+
+
+class WriteHandle:
     """The writer of one OPEN ledger created by this process (ledgers are never re-opened
     for writing)."""
 
@@ -136,22 +161,23 @@ class WriteHandle(HandleMetadata):
         self.metadata = metadata
         self.version = version
         self.limits = limits or WriterLimits()
-        self.ensemble_changes = 0
-        self._rng = rng
+        self.ensemble_changes = 0  # written by this handle
         self._key = digest_key
         self._pending = PendingAdds(metadata.ack_quorum)
         self._state = HandleState.OPEN
         self._fence_error: type[QuireError] = LedgerFenced
-        self._failed: set[str] = set()
-        self._writable: tuple[str, ...] = ()
-        self._writable_instances: dict[str, str | None] = {}  # their registered instances
-        self._change = None
         self._cas = MetadataCas(
             metadata.ledger_id,
             CasLimits(
                 failures_max=self.limits.metadata_failures_max,
                 retry_ms=self.limits.metadata_retry_ms,
             ),
+        )
+        self._change = EnsembleChange(
+            self._cas,
+            rng,
+            retry_ms=self.limits.ensemble_change_retry_ms,
+            attempts_max=self.limits.ensemble_change_attempts_max,
         )
         self._meta_kind: Literal["change", "close"] | None = None
         self._close_waiters: list[Hashable] = []
@@ -174,8 +200,17 @@ class WriteHandle(HandleMetadata):
     # ------------------------------------------------------------------ queries
 
     @property
+    def ledger_id(self) -> int:
+        return self.metadata.ledger_id
+
+    @property
     def state(self) -> HandleState:
         return self._state
+
+    @property
+    def lac(self) -> int:
+        """The last entry acknowledged to a client."""
+        return self._pending.lac
 
     @property
     def length(self) -> int:
@@ -192,7 +227,7 @@ class WriteHandle(HandleMetadata):
 
     @property
     def changing_ensemble(self) -> bool:
-        return self._change is not None
+        return self._change.in_progress
 
     def room(self) -> tuple[int, int]:
         """How many more entries and payload bytes the handle accepts now (back-pressure)."""
@@ -210,8 +245,9 @@ class WriteHandle(HandleMetadata):
         cas_at = self._cas.next_deadline()
         if cas_at is not None:
             times.append(cas_at)
-        if self._change is not None and self._change.waiting_for_bookies and not self._cas.busy:
-            times.append(self._change.retry_at)
+        change_at = self._change.next_deadline()
+        if change_at is not None:
+            times.append(change_at)
         if live and not self._pending.entries and self.lac > self._lac_sent:
             times.append(self._idle_since + self.limits.explicit_lac_delay_ms)
         return min(times) if times else None
@@ -254,7 +290,7 @@ class WriteHandle(HandleMetadata):
         lac = self._pending.lac
         effects = build_sends(
             entries,
-            self._failed,
+            self._change.failed,
             Record(self.ledger_id, 0, lac, b"", digest_type=self.metadata.digest_type),
             self._key,
             self.limits.send_batch_entries_max,
@@ -302,7 +338,7 @@ class WriteHandle(HandleMetadata):
 
     def _advance(self) -> list[Effect]:
         """Acknowledge what can be; never while an ensemble change is in progress."""
-        if self._change is not None or self._state is HandleState.FENCED:
+        if self._change.in_progress or self._state is HandleState.FENCED:
             return []
         popped, done = self._pending.advance()
         lac = self._pending.lac
@@ -312,6 +348,55 @@ class WriteHandle(HandleMetadata):
         if popped and not self._pending.entries:
             self._idle_since = self._now
         return effects + self._maybe_start_close()
+
+    # ------------------------------------------------------------------ ensemble change
+
+    def _bookie_failed(self, bookie: str) -> list[Effect]:
+        """A bookie of the current ensemble failed an add: send it nothing more and have
+        the change replace it (module docstring, "Bookie failure")."""
+        if bookie not in self.metadata.ensemble or bookie in self._change.failed:
+            return []
+        self._pending.forget_sends(bookie)
+        return self._change.bookie_failed(bookie, self._now)
+
+    def _on_writable(self, event: WritableBookies) -> list[Effect]:
+        self._change.take_writable(event)
+        if self._change.in_progress and not self._cas.busy:
+            return self._plan_change()
+        return []
+
+    def _plan_change(self) -> list[Effect]:
+        """Write the change in progress, planned on the current metadata, unless the
+        handle no longer needs it: closed or fenced, every failed bookie replaced, or
+        closing with nothing left to re-send."""
+        change = self._change
+        if not change.in_progress or self._state in (HandleState.CLOSED, HandleState.FENCED):
+            change.end()
+            return self._maybe_start_close()
+        if not change.replaces_any(self.metadata.ensemble):
+            change.end()
+            return self._advance()
+        if self._state is HandleState.CLOSING and not self._pending.entries:
+            change.end()  # nothing left to re-send: closing needs no bookies
+            return self._maybe_start_close()
+        write = change.plan(self.metadata, self.version, self.lac, self._now)
+        if write is None:  # waiting for writable bookies
+            return []
+        self._meta_kind = "change"
+        return [write]
+
+    def _adopt(self, metadata: LedgerMetadata, version: int) -> list[Effect]:
+        """Take fresh OPEN metadata: recompute write sets and send pending entries to the
+        bookies that do not have them yet; tell replacement bookies the LAC."""
+        old_ensemble = set(self.metadata.ensemble)
+        self.metadata, self.version = metadata, version
+        self._change.forget_replaced(metadata.ensemble)
+        self._pending.refresh_write_sets(metadata.write_set_bookies)
+        effects = self._send(list(self._pending.entries))
+        joined = tuple(b for b in metadata.ensemble if b not in old_ensemble)
+        if joined and self.lac >= 0:
+            effects.append(SendLac(self.ledger_id, joined, self.lac))
+        return effects
 
     # ------------------------------------------------------------------ close, fence, time
 
@@ -329,7 +414,7 @@ class WriteHandle(HandleMetadata):
         if self._state is HandleState.CLOSING:
             if self._pending.entries:
                 return []
-            self._change = None  # nothing left to re-send: closing needs no bookies
+            self._change.end()  # nothing left to re-send: closing needs no bookies
             return self._write_close()
         if self._state is HandleState.FENCED and self._close_waiters:
             if self.metadata.state is LedgerState.OPEN and self._fence_error is LedgerFenced:
@@ -354,7 +439,7 @@ class WriteHandle(HandleMetadata):
 
     def _closed_ok(self) -> list[Effect]:
         self._state = HandleState.CLOSED
-        self._change = None
+        self._change.end()
         waiters, self._close_waiters = self._close_waiters, []
         return [CloseDone(rid, self.metadata, self.version) for rid in waiters]
 
@@ -376,7 +461,7 @@ class WriteHandle(HandleMetadata):
         if self._state is not HandleState.FENCED:
             self._state = HandleState.FENCED
             self._fence_error = error
-        self._change = None
+        self._change.end()
         message = self._fenced_message()
         effects: list[Effect] = [
             FailAdds(r.request_id, error, message, (r.first_entry_id, r.last_entry_id))
@@ -392,15 +477,11 @@ class WriteHandle(HandleMetadata):
         if live and requests and requests[0].deadline <= now:
             effects += self._give_up()
         effects += self._cas.tick(now)
-        change = self._change
-        if change is not None and change.waiting_for_bookies and not self._cas.busy:
-            if change.retry_at <= now:
-                change.retry_at = now + self.limits.ensemble_change_retry_ms
-                effects.append(ReadWritableBookies())
+        effects += self._change.tick(now)
         live = self._state in (HandleState.OPEN, HandleState.CLOSING)
         idle_due = self._idle_since + self.limits.explicit_lac_delay_ms
         if live and not self._pending.entries and self.lac > self._lac_sent and now >= idle_due:
-            bookies = tuple(b for b in self.metadata.ensemble if b not in self._failed)
+            bookies = tuple(b for b in self.metadata.ensemble if b not in self._change.failed)
             if bookies:
                 effects.append(SendLac(self.ledger_id, bookies, self.lac))
             self._lac_sent = self.lac
@@ -410,15 +491,15 @@ class WriteHandle(HandleMetadata):
         """The oldest add timed out: acknowledge what has its ack quorum among the bookies
         that did not fail, fail the rest (unknown outcome), close at the LAC (module
         docstring, "Time-out")."""
-        waiting = self._change is not None and self._change.waiting_for_bookies
-        if self._change is not None and self._change.written:
+        waiting = self._change.waiting_for_bookies
+        if self._change.written:
             # A CAS of the change was sent and may still land (in flight, or its answer
             # was lost): acknowledge nothing more (as BookKeeper holds acks during an
             # ensemble change), so the fragment it writes never starts at or below an
             # acknowledged entry; the rest fails with an unknown outcome.
             popped, done = 0, list[PendingRequest]()
         else:
-            popped, done = self._pending.advance(excluding=self._failed)
+            popped, done = self._pending.advance(excluding=self._change.failed)
         lac = self._pending.lac
         effects: list[Effect] = [
             AckAdds(r.request_id, r.first_entry_id, r.last_entry_id, lac) for r in done
@@ -445,3 +526,58 @@ class WriteHandle(HandleMetadata):
         if failed:  # (if everything had its quorum after all, nothing failed: go on)
             self._state = HandleState.CLOSING
         return effects + self._maybe_start_close()
+
+    # ------------------------------------------------------------------ metadata results
+
+    def _on_metadata(
+        self, event: MetadataWritten | MetadataConflicted | MetadataRead | MetadataFailed
+    ) -> list[Effect]:
+        result = self._cas.take(event, self._now)
+        if result is None:
+            return []
+        kind = present(self._meta_kind, "a metadata result without an operation")
+        self._meta_kind = None
+        if isinstance(result, CasWritten):
+            return self._on_metadata_written(kind, result)
+        if isinstance(result, CasFresh):
+            return self._on_fresh_metadata(kind, result)
+        return self._on_metadata_failed(kind, result)
+
+    def _on_metadata_written(self, kind: str, result: CasWritten) -> list[Effect]:
+        if kind == "close":
+            self.metadata, self.version = result.metadata, result.version
+            return self._closed_ok()
+        self.ensemble_changes += 1
+        if self._state is HandleState.FENCED:
+            self.metadata, self.version = result.metadata, result.version
+            return self._maybe_start_close()
+        return self._adopt(result.metadata, result.version) + self._plan_change()
+
+    def _on_fresh_metadata(self, kind: str, result: CasFresh) -> list[Effect]:
+        """The CAS lost (or its outcome was unknown and we re-read): the fresh metadata
+        decides (docs/protocol.md, "Failure while writing" and "Closing as writer")."""
+        fresh, version = result.metadata, result.version
+        if kind == "change":
+            if fresh.state is not LedgerState.OPEN:
+                self.metadata, self.version = fresh, version
+                return self._become_fenced(LedgerFenced)
+            if self._state is HandleState.FENCED:
+                self.metadata, self.version = fresh, version
+                return self._maybe_start_close()
+            return self._adopt(fresh, version) + self._plan_change()
+        self.metadata, self.version = fresh, version
+        outcome = close_outcome(fresh, self.lac)
+        if outcome is CloseOutcome.DONE:
+            return self._closed_ok()
+        if outcome is CloseOutcome.RETRY:
+            return self._write_close(retry=True)
+        return self._become_fenced(LedgerFenced)
+
+    def _on_metadata_failed(self, kind: str, result: CasFailed) -> list[Effect]:
+        if result.error is LedgerNotFound:
+            return self._become_fenced(LedgerNotFound)
+        if kind == "close":
+            return self._fail_close_waiters(result.error, result.message)
+        if self._change.in_progress:
+            self._change.wait(self._now)  # the outcome stays unknown: plan again later
+        return []

@@ -188,7 +188,7 @@ class GatewayClient:
 def _gathered(response: httpx.Response) -> Iterator[list[bytes]]:
     """The body as it arrives from the socket, in groups of about ``STREAM_CHUNK_BYTES``.
     ``iter_bytes(n)`` would give the same bytes re-cut through a buffer (two copies of
-    every byte, ~1 µs a 1 KiB record here); the decoder joins a group in one copy. A
+    every byte); the decoder joins a group in one copy. A
     body with a content encoding (never the gateway's own) is decoded first."""
     if response.headers.get("content-encoding", "identity") != "identity":
         for chunk in response.iter_bytes(STREAM_CHUNK_BYTES):
@@ -210,8 +210,8 @@ def _gathered(response: httpx.Response) -> Iterator[list[bytes]]:
 def tls_context() -> ssl.SSLContext:
     """The one verifying TLS context of this process (httpx's default: its CA bundle,
     or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``). httpx would otherwise build one for every
-    client, loading the CA bundle each time: 40-70 ms of CPU here, paid by every Spark
-    task and every planning of a job (benchmarks/README.md)."""
+    client, loading the CA bundle each time, paid by every Spark task and every planning
+    of a job (benchmarks/README.md, "Measured choices")."""
     return httpx.create_ssl_context()
 
 

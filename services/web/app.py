@@ -12,9 +12,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.web.lane import Lane
 
-# FastAPI's telemetry looks up environment variables on every request (about a tenth of
-# the gateway's CPU on single-entry adds, measured with py-spy): our services export
-# Prometheus metrics instead.
+# FastAPI's telemetry looks up environment variables on every request, a visible share
+# of the gateway's CPU on single-entry adds (benchmarks/README.md, "Measured choices"):
+# our services export Prometheus metrics instead.
 TELEMETRY_OFF: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
 
 

@@ -5,8 +5,8 @@ Under the application's ASGI stack (services/web/app.py's ``front`` fast paths
 included), every request still pays for uvicorn's request/answer cycle: the ASGI scope
 finished, a ``receive`` and two ``send`` messages as dicts, header validation, then the
 proxy-header, access and methods middlewares, each with its own ``send`` wrapper. For
-a single-entry add at 64 clients that was about a fifth of the gateway's event loop
-(py-spy, benchmarks/README.md). A lane serves the same calls with the same answers:
+a single-entry add that was a large share of the gateway's event loop
+(benchmarks/README.md, "Measured choices"). A lane serves the same calls with the same answers:
 
 - the service's ``Lane`` says which requests it takes (``take``: from the request's
   scope, with method, path, headers and client), and the call it returns turns the

@@ -113,21 +113,21 @@ class FrozenHeapServer(uvicorn.Server):
     its clients) out of the garbage collector's reach, and accepts new connections up to
     ``ACCEPT_WATCHERS`` a turn of the event loop.
 
-    The heap: measured with 5,000 slow sockets open, full collections over the whole
-    heap paused the event loop for 0.6-1.5 s on this shared machine; frozen objects are
-    never traversed again.
+    The heap: with thousands of slow sockets open, full collections over the whole heap
+    paused the event loop for a second or more (benchmarks/README.md, "Measured
+    choices"); frozen objects are never traversed again.
 
     The accepts: uvloop (its libuv) accepts one connection per listening socket per turn
     of the loop, where asyncio's own loop takes the whole queue. Under load a turn of the
-    gateway's loop takes 5-15 ms, so of 256 clients connecting at once the last waited
-    about 1 s for their first answer, though every add took under 50 ms (strace: one
-    ``accept4`` per turn; benchmarks/README.md, "Measured choices"). Each
+    gateway's loop takes milliseconds, so of many clients connecting at once the last
+    waited far longer for their first answer than any add took (benchmarks/README.md,
+    "Measured choices"). Each
     listening socket is therefore watched ``ACCEPT_WATCHERS`` times, through duplicates
     of its descriptor: one socket and one accept queue, served by that many uvloop
     servers with the same protocol factory (closed with the others by uvicorn's
     shutdown). The price: every new connection also wakes the other watchers, whose
-    ``accept`` finds nothing, about 2 µs each (8 watchers: 35-42 µs of loop CPU per
-    connection against 22-27, measured alone; 16 watchers: 63-65)."""
+    ``accept`` finds nothing; 8 watchers cost little loop CPU per connection, 16 more
+    (same section)."""
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)

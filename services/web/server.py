@@ -75,8 +75,8 @@ log = logging.getLogger(__name__)
 LINGER_S = 1.0
 # A head timer runs for a random share of the time-out, at least this one. Sockets an
 # attacker opens together would otherwise all time out (and be opened again) together,
-# every time: measured, those bursts of closes and accepts stalled the event loop for
-# 100-200 ms; spread out, the same work barely shows (benchmarks/README.md).
+# every time: those bursts of closes and accepts stalled the event loop; spread out,
+# the same work barely shows (benchmarks/README.md, "Measured choices").
 HEAD_TIMEOUT_SHARE_MIN = 0.5
 _jitter = random.Random()
 os.register_at_fork(after_in_child=_jitter.seed)  # a forked server draws its own
@@ -296,7 +296,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         early re-arms itself for what is due then, and a disarmed one fires for nothing.
         Every request arms and disarms three times (head, body, keep-alive): as loop
         timers that was three timers made and cancelled per request, a few percent of
-        the gateway's CPU per add (benchmarks/README.md)."""
+        the gateway's CPU per add (benchmarks/README.md, "Measured choices")."""
         due_at = self.loop.time() + delay_s
         self._due, self._due_at = due, due_at
         if self._timer is None or self._timer_at > due_at:

@@ -69,8 +69,8 @@ _FLAG_KINDS = {
 class Record(NamedTuple):
     """One record. A named tuple, not a frozen dataclass: a range read decodes a thousand
     of them per page and a frozen dataclass's ``__init__`` (one ``object.__setattr__`` per
-    field) cost more than the rest of the decoding (benchmarks/README.md). Change a field
-    with ``record._replace(...)``."""
+    field) cost more than the rest of the decoding (benchmarks/README.md, "Measured
+    choices"). Change a field with ``record._replace(...)``."""
 
     ledger_id: int
     entry_id: int

@@ -35,7 +35,7 @@ from services.protocol.logs import LogMetadata, Position
 from services.protocol.messages import RecoveryDone, RecoveryFailed
 from services.protocol.metadata import LedgerState
 from services.protocol.recovery import LedgerRecovery
-from services.protocol.writer_metadata import HandleState
+from services.protocol.writer import HandleState
 from tests.simulation.logs import LOG_NAME, Coroutine, Fut, LogWorld, Task, gather
 from tests.simulation.runner import Runner
 from tests.simulation.scenario import LedgerSim

@@ -27,7 +27,7 @@ from services.protocol.logs import LogMetadata
 from services.protocol.messages import AckAdds, CloseDone, CloseFailed, Effect, FailAdds
 from services.protocol.reads import read_sequence, record_usable
 from services.protocol.recovery import RecoveryLimits
-from services.protocol.writer_metadata import WriterLimits
+from services.protocol.writer import WriterLimits
 from tests.simulation.checker import Violation
 from tests.simulation.plan import Config, LedgerPlan
 from tests.simulation.scenario import LedgerSim, Simulation

@@ -159,12 +159,13 @@ def _absent_after_one_missing(w: int, a: int, missing: int) -> bool:
 
 
 def _advance_during_ensemble_change(handle: writer.WriteHandle) -> list:
-    saved, handle._change = handle._change, None
+    change = handle._change
+    saved, change._active = change._active, False
     try:
         return ORIGINAL_ADVANCE(handle)
     finally:
-        if handle._change is None:
-            handle._change = saved
+        if not change._active:
+            change._active = saved
 
 
 ORIGINAL_ADVANCE = writer.WriteHandle._advance
