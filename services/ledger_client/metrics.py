@@ -31,8 +31,8 @@ class LedgerClientMetrics:
     def __init__(self, registry: CollectorRegistry | None, service: str) -> None:
         self.registry = registry  # where they are exposed (None: nowhere)
         r = registry
-        # Changed twice per bookie request: a plain count, read when scraped (a Gauge's
-        # inc and dec take a lock each: 1.6 % of the gateway's loop with 256 clients).
+        # Changed twice per bookie request: a plain count, read when scraped, because a
+        # Gauge's inc and dec take a lock each (benchmarks/README.md, "Measured choices").
         self.adds_in_flight = Tally()
         Gauge(
             f"quire_{service}_adds_in_flight", "Entries sent and not yet acknowledged", registry=r

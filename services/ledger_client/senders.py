@@ -41,10 +41,9 @@ is alive but busy (it answers other requests, or ``GET /health`` when asked) is 
 for (services/bookie_client/channel.py). It is ``add_timeout_ms`` plus
 ``ADD_TIMEOUT_PER_MIB_MS`` for each MiB of payload in flight to that bookie when the
 request leaves (its own included): a bookie group-commits what it was sent, so a
-request waits behind the bytes sent before it. A flat 1 s time-out fired on healthy
-bookies under 64 KiB entries here (4 requests of several MiB in flight to a bookie
-writing ~13 MB/s); a hung bookie with small requests is still found within about
-``add_timeout_ms``.
+request waits behind the bytes sent before it: a flat time-out fired on healthy bookies
+under large entries (benchmarks/README.md, "Measured choices"), while a hung bookie with
+small requests is still found within about ``add_timeout_ms``.
 
 ``answer_for`` is the one mapping of a bookie's answer (or error) to an add, per
 record, onto ``BookieAddsDone``'s fields (``add_outcome`` is its summary, used by
@@ -116,8 +115,8 @@ QUEUED_BATCHES_MAX = 8
 LOGGED_REFUSALS_MAX = 8
 # How many request ids the debug line of one add request names (the rest are counted).
 LOGGED_REQUEST_IDS_MAX = 32
-# Extra add time-out per MiB of payload in flight to the bookie (a floor of 5 MiB/s,
-# below the ~13 MB/s a bookie wrote on a loaded 2-core machine).
+# Extra add time-out per MiB of payload in flight to the bookie: a floor of 5 MiB/s, below
+# what a bookie writes on a loaded machine (benchmarks/README.md, "Measured choices").
 ADD_TIMEOUT_PER_MIB_MS = 200
 MIB = 1024 * 1024
 
