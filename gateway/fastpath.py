@@ -36,9 +36,9 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 
+from gateway.ledgers.routes import add_answer
+from gateway.logs.routes import append_answer
 from gateway.passwords import client_address
-from gateway.routes.ledgers import add_answer
-from gateway.routes.logs import append_answer
 from gateway.service import Gateway
 from services.budget import BudgetShare, ByteBudget
 from services.errors import PayloadTooLarge, QuireError

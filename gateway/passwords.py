@@ -17,7 +17,7 @@ would starve the gateway. ``PasswordChecker`` therefore
   address.
 
 The client address comes from ``client_address``, which the routes set per request
-(``gateway/routes/deps.py``), so the operations need not carry it.
+(``gateway/http/deps.py``), so the operations need not carry it.
 """
 
 from __future__ import annotations

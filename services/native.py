@@ -52,7 +52,7 @@ MODULES = (
     "services/bookie_client/transport.py",
     "services/protocol/adds.py",
     "services/protocol/writer.py",
-    "gateway/auth.py",
+    "gateway/http/auth.py",
     "gateway/fastpath.py",
     "services/ledger_client/senders.py",
 )

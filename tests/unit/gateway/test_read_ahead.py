@@ -1,5 +1,5 @@
 """A streamed range read (binary frames, NDJSON) reads pages ahead of the one it sends
-(gateway/routes/ledgers.py ``_pages``): whatever the pages' byte bounds cut, every entry
+(gateway/ledgers/routes.py ``_pages``): whatever the pages' byte bounds cut, every entry
 of the range comes once, in order; a client that goes away leaves no read running."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from gateway.ledgers import routes as ledgers
 from gateway.metrics import GatewayMetrics
-from gateway.routes import ledgers
 from services.ledger_client.runners import read as reads
 from services.limits import PAGE_ENTRIES_MAX, RANGE_ENTRIES_MAX, READ_AHEAD_PAGES
 from services.protocol.metadata import LedgerMetadata

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gateway.routes.ledgers import _readable_end
+from gateway.ledgers.routes import _readable_end
 from services.bookie_client import LacInfo, RangeResult
 from services.errors import BookieUnavailable, EntryNotFound, LedgerNotFound
 from services.ledger_client.metrics import LedgerClientMetrics

@@ -10,8 +10,10 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from starlette.routing import Match
 
-from gateway.batches import decode_batch
-from gateway.json_input import parse_json
+from gateway.http.batches import decode_batch
+from gateway.http.deps import GatewayDep, canonical_integer_queries
+from gateway.http.json_input import parse_json
+from gateway.ledgers.schemas import ADD_BODY
 from gateway.logs import operations as log_ops
 from gateway.logs import reads as log_reads
 from gateway.logs.schemas import (
@@ -28,8 +30,6 @@ from gateway.logs.schemas import (
     WriterTaken,
     position_json,
 )
-from gateway.routes.deps import GatewayDep, canonical_integer_queries
-from gateway.schemas import ADD_BODY
 from gateway.service import Gateway
 from services.errors import InvalidArgument, MethodNotAllowed, NotFound, NotWriter, PayloadTooLarge
 from services.limits import (

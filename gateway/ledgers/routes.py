@@ -14,10 +14,8 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from gateway import operations as ops
-from gateway.batches import decode_batch
-from gateway.json_input import parse_json
-from gateway.logs import operations as log_ops
-from gateway.routes.deps import (
+from gateway.http.batches import decode_batch
+from gateway.http.deps import (
     EntryIdPath,
     FirstEntryQuery,
     GatewayDep,
@@ -27,7 +25,8 @@ from gateway.routes.deps import (
     canonical_integer_queries,
     remember_client,
 )
-from gateway.schemas import (
+from gateway.http.json_input import parse_json
+from gateway.ledgers.schemas import (
     ADD_BODY,
     AddResult,
     BatchAddResult,
@@ -38,6 +37,7 @@ from gateway.schemas import (
     LedgerList,
     errors,
 )
+from gateway.logs import operations as log_ops
 from gateway.service import Gateway
 from services.errors import BookieUnavailable, InvalidArgument, PayloadTooLarge
 from services.ledger_client.runners import read as reads
@@ -69,7 +69,7 @@ T = TypeVar("T")
 
 
 def _json_body(raw: bytes) -> Any:
-    """The JSON document of a request body, bounded (``gateway.json_input``): 400 when it
+    """The JSON document of a request body, bounded (``gateway.http.json_input``): 400 when it
     is not JSON, holds NaN or a lone surrogate, or nests too deeply."""
     return parse_json(raw)
 
