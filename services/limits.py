@@ -32,7 +32,7 @@ PAGE_BYTES_MAX = 8 * 1024 * 1024
 # (docs/api.md).
 RANGE_ENTRIES_MAX = 8_192
 # A streamed range read (binary frames, NDJSON) reads this many pages ahead of the one it
-# sends (gateway/ledgers/routes.py ``_pages``; measured in benchmarks/README.md).
+# sends (gateway/ledgers/pages.py ``read_ahead``; measured in benchmarks/README.md).
 READ_AHEAD_PAGES = 2
 
 # The most bookies in an ensemble (a ledger's E; a bookie range read's stride).
