@@ -17,15 +17,19 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from gateway.admin import AdminService
-from gateway.auth import TokenMiddleware, TokenPolicy, token_required
+from gateway.admin import page as admin_page
+from gateway.admin import routes as admin
+from gateway.admin.service import AdminService
 from gateway.fastpath import AddFastPath, AddRoutes
+from gateway.http.auth import TokenMiddleware, TokenPolicy, token_required
+from gateway.http.openapi_examples import add_examples
+from gateway.http.openapi_links import LINKS
+from gateway.ledgers import routes as ledgers
+from gateway.logs import routes as logs
 from gateway.logs.writers import serve_logs
 from gateway.metrics import GatewayMetrics
-from gateway.openapi_examples import add_examples
-from gateway.openapi_links import LINKS
-from gateway.routes import admin, admin_page, ledgers, logs, stream
 from gateway.service import Gateway
+from gateway.streams import routes as stream
 from services import native
 from services.bookie_client import BookieClientPool
 from services.budget import ByteBudget
@@ -123,7 +127,7 @@ async def _connect(
 
 def create_app(settings: GatewaySettings) -> FastAPI:
     metrics = GatewayMetrics()
-    # The payload bytes in flight of all streams together (gateway/stream.py).
+    # The payload bytes in flight of all streams together (gateway/streams/session.py).
     stream_budget = ByteBudget(settings.streams_bytes_in_flight_max)
     metrics.watch_streams(stream_budget)
     # The bytes of all REST request bodies held at once (services/web/lane.py, body.py).

@@ -16,8 +16,9 @@ decides which calls are taken and serves them; it is served on two levels:
 The contract is the routes': the token is checked first with the middleware's own
 rules (``TokenPolicy.allows``; a call it refuses goes on to the stack, whose
 ``TokenMiddleware`` answers the 401), the body is read with the same limits and
-messages (``services.web.body.read_body``), and the add itself is the route's own code
-(``add_answer`` / ``append_answer``), errors mapped by the one mapping (``error_json``).
+messages (``services.web.body.read_body``), and the add itself is the routes' own code
+(``add_answer``, gateway/ledgers/answers.py; ``append_answer``, gateway/logs/answers.py),
+errors mapped by the one mapping (``error_json``).
 Only requests the routes would accept as far as their path and headers go are taken: a
 path id that is not a canonical integer, a log name or an ``Idempotency-Key`` that is
 not valid, a header given twice, a gateway not ready yet — all go on to FastAPI, which
@@ -36,9 +37,9 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 
+from gateway.ledgers.answers import add_answer
+from gateway.logs.answers import append_answer
 from gateway.passwords import client_address
-from gateway.routes.ledgers import add_answer
-from gateway.routes.logs import append_answer
 from gateway.service import Gateway
 from services.budget import BudgetShare, ByteBudget
 from services.errors import PayloadTooLarge, QuireError

@@ -18,7 +18,7 @@ behind it, and a few clients sending wrong passwords would starve the gateway.
   address.
 
 The client address comes from ``client_address``, which the routes set per request
-(``gateway/routes/deps.py``), so the operations need not carry it.
+(``gateway/http/deps.py``), so the operations need not carry it.
 """
 
 from __future__ import annotations

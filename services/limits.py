@@ -31,7 +31,7 @@ PAGE_BYTES_MAX = 8 * 1024 * 1024
 # in memory. A JSON page stays at PAGE_ENTRIES_MAX (docs/api.md).
 RANGE_ENTRIES_MAX = 8_192
 # A streamed range read (binary frames, NDJSON) reads this many pages ahead of the one it
-# sends (gateway/routes/ledgers.py ``_pages``; benchmarks/README.md, "Measured choices").
+# sends (gateway/ledgers/pages.py ``read_ahead``; benchmarks/README.md, "Measured choices").
 READ_AHEAD_PAGES = 2
 
 # The most bookies in an ensemble (a ledger's E; a bookie range read's stride).

@@ -53,7 +53,7 @@ MODULES = (
     "services/protocol/adds.py",
     "services/protocol/ensemble.py",
     "services/protocol/writer.py",
-    "gateway/auth.py",
+    "gateway/http/auth.py",
     "gateway/fastpath.py",
     "services/ledger_client/senders.py",
 )

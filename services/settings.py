@@ -226,7 +226,7 @@ class GatewaySettings(CommonSettings):
         "never does) and the gateway stops reading its socket",
     )
 
-    # Streaming appends (gateway/stream.py): credits and bytes in flight per stream.
+    # Streaming appends (gateway/streams/session.py): credits and bytes in flight per stream.
     stream_credits: int = Field(
         1_024, ge=1, le=BATCH_ENTRIES_MAX, description="records one stream may have in flight"
     )

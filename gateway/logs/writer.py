@@ -18,7 +18,7 @@ Rolls (``roll``): on demand, and automatically once the current ledger holds
 go to the new ledger as soon as its CAS landed; the old ledger is closed after.
 
 Order: appends that share an ``AppendOrder`` (a log stream's groups,
-``gateway/stream_targets.py``) land in the order they were started. Each settles on its
+``gateway/streams/targets.py``) land in the order they were started. Each settles on its
 own, so after a fence or a roll a later one could reach the new ledger first (found by
 a protocol review: a stream's acknowledgements then went out with descending
 positions). The rule: an append hands its entries to a write handle only once the
@@ -203,7 +203,7 @@ class LogWriter:
         or the append ended without doing so. ``turn`` (from the caller's
         ``AppendOrder``) keeps its appends in order across fences and rolls; a caller
         that starts its next append only once ``fed`` was called gets them into the log
-        in order (``gateway/stream.py``)."""
+        in order (``gateway/streams/session.py``)."""
         once = _once(fed) if fed is not None else None
         try:
             return await self._append(payloads, key, once, turn)

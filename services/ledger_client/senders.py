@@ -25,10 +25,10 @@ A handle admits an add only when every bookie of its ensemble has room for it
 (``has_room``; services/ledger_client/runners/write.py ``_admits``), and an add that must wait
 is woken when requests leave that bookie's queue (``when_room``); past
 ``admission_wait_ms`` it fails as unavailable (503, retry later), and a stream
-waiting there stops reading once its credits are spent (gateway/stream.py). ``send`` itself refuses
-nothing: the effect that enqueues is applied synchronously inside the handle's
-runner, and a record it sends was admitted already (or is re-sent after an
-ensemble change, which only moves records the handle holds, bounded by its own
+waiting there stops reading once its credits are spent (gateway/streams/session.py).
+``send`` itself refuses nothing: the effect that enqueues is applied synchronously
+inside the handle's runner, and a record it sends was admitted already (or is re-sent
+after an ensemble change, which only moves records the handle holds, bounded by its own
 limits). A full queue is a busy bookie, never a failed one: failing its records
 as UNAVAILABLE made every handle replace it by an ensemble change, and with no
 spare bookie close its ledger; 256 streams with 256 records in flight each did

@@ -35,7 +35,7 @@ from services.protocol import quorum
 FORMAT_VERSION = 1
 LOG_NAME_MAX_CHARS = 200
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
-# A canonical decimal id (like ids in URLs, gateway/routes/deps.py): no sign, no leading
+# A canonical decimal id (like ids in URLs, gateway/http/deps.py): no sign, no leading
 # zero, at most 19 digits; so one position has exactly one text form.
 _ID = re.compile(r"0|[1-9][0-9]{0,18}")
 # A position in a URL as the OpenAPI documents state it (each id also at most 2^63-1).

@@ -4,7 +4,7 @@ JSON Schema (and so every OpenAPI document) calls a number an integer when its
 fraction is zero: ``63.0`` is the integer 63, ``63.5`` is not one. pydantic's strict
 ``int`` refuses ``63.0``, its lax ``int`` also takes ``"63"`` and ``true``; ``JsonInt``
 takes JSON integers and integral JSON numbers, nothing else. Ids in paths and queries
-stay canonical decimal (gateway/routes/deps.py): those are text, not JSON numbers.
+stay canonical decimal (gateway/http/deps.py): those are text, not JSON numbers.
 """
 
 from __future__ import annotations

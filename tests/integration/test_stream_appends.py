@@ -2,7 +2,7 @@
 gateways): every record acknowledged once and in order, errors mid-stream, a client
 that goes away, credits, a client that never reads (bounded memory), auth, bad frames,
 per-record idempotency keys, a gateway that shuts down mid-stream, and the gateway's
-budget of all streams (docs/streaming.md; gateway/stream.py)."""
+budget of all streams (docs/streaming.md; gateway/streams/session.py)."""
 
 from __future__ import annotations
 

@@ -65,7 +65,7 @@ def test_the_reference_names_the_gateway_s_websocket_routes() -> None:
     serves one on."""
     from starlette.routing import WebSocketRoute
 
-    from gateway.routes import stream
+    from gateway.streams import routes as stream
 
     paths = [r.path for r in stream.router.routes if isinstance(r, WebSocketRoute)]
     assert paths, "the gateway serves no WebSocket route"

@@ -94,7 +94,7 @@ class HandleRunner(EffectRunner):
     async def submit(self, payloads: tuple[bytes, ...]) -> asyncio.Future[AddOutcome]:
         """Admit the add (back-pressure) and feed it; its outcome's future, not awaited.
         Adds submitted one after the other by one caller get ascending entry ids in that
-        order (a streaming append's records: ``gateway/stream.py``)."""
+        order (a streaming append's records: ``gateway/streams/session.py``)."""
         await self._admit(len(payloads), sum(map(len, payloads)))
         rid = next(self._ids)
         future: asyncio.Future[AddOutcome] = asyncio.get_running_loop().create_future()

@@ -1,4 +1,4 @@
-"""gateway/admin.py and the registry's decommission view, over an in-memory metadata
+"""gateway/admin/service.py and the registry's decommission view, over an in-memory metadata
 store: a decommissioned bookie leaves ``writable`` at once and stays out whatever order
 the watch reports in; bookie states and their precedence; a hung bookie's /v1/info
 costs the short time-out and gives nulls; the under-replicated page and its ``next``."""
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gateway.admin import AdminService
+from gateway.admin.service import AdminService
 from services.errors import BookieNotFound, NodeExists, NodeNotFound
 from services.zk import paths as zkpaths
 from services.zk.registry import BookieRegistry

@@ -1,5 +1,5 @@
-"""The gateway's token rules (gateway/auth.py), ledger password hashes
-(gateway/passwords.py), batch decoding (gateway/routes/ledgers.py) and the handle
+"""The gateway's token rules (gateway/http/auth.py), ledger password hashes
+(gateway/passwords.py), batch decoding (gateway/ledgers/routes.py) and the handle
 table's lookups, without processes."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from gateway.auth import TokenMiddleware, TokenPolicy
-from gateway.batches import decode_batch
+from gateway.http.auth import TokenMiddleware, TokenPolicy
+from gateway.http.batches import decode_batch
 from gateway.passwords import check_password, hash_password, password_matches
 from services.errors import InvalidArgument, PayloadTooLarge, Unauthorized
 from services.ledger_client.handles import HandleTable

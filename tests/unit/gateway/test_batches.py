@@ -1,5 +1,5 @@
 """A JSON batch's base64, decoded by pybase64, accepts and refuses exactly what
-``binascii``'s strict mode does, and gives the same bytes (gateway/batches.py)."""
+``binascii``'s strict mode does, and gives the same bytes (gateway/http/batches.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from gateway.batches import decode_batch
+from gateway.http.batches import decode_batch
 from services.errors import InvalidArgument
 
 _ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"

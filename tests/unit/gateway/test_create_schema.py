@@ -1,4 +1,4 @@
-"""The create-ledger body (gateway/schemas.py ``CreateLedger``): metadata is a flat map of
+"""The create-ledger body (gateway/ledgers/schemas.py ``CreateLedger``): metadata is a flat map of
 string keys to string values within docs/api.md's bounds, a password is 1-256 printable ASCII
 characters, and an hmac-sha256 ledger needs one; anything else fails validation (400)
 before anything is written."""
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from gateway.schemas import (
+from gateway.ledgers.schemas import (
     METADATA_KEY_MAX_BYTES,
     METADATA_KEYS_MAX,
     METADATA_TOTAL_MAX_BYTES,

@@ -1,7 +1,7 @@
 """Ids and integers in paths and queries are canonical decimal integers (anything else is
 400, so that one ledger has one URL), the OpenAPI document still types them as integers,
 and a gateway that is not connected yet answers /health 503 and /v1/ calls 503
-unavailable (gateway/routes/deps.py, gateway/app.py), without processes."""
+unavailable (gateway/http/deps.py, gateway/app.py), without processes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Bounded JSON parsing of request bodies (gateway/json_input.py): deep nesting, too many
+"""Bounded JSON parsing of request bodies (gateway/http/json_input.py): deep nesting, too many
 containers, NaN / Infinity and lone surrogates are 400 invalid_argument before (or
 instead of) a RecursionError or a value that breaks whoever handles it later."""
 
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from gateway.json_input import JSON_CONTAINERS_MAX, JSON_DEPTH_MAX, parse_json
+from gateway.http.json_input import JSON_CONTAINERS_MAX, JSON_DEPTH_MAX, parse_json
 from services.errors import InvalidArgument
 
 

@@ -12,7 +12,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from gateway.openapi_examples import EXAMPLES, JSON
+from gateway.http.openapi_examples import EXAMPLES, JSON
 from services.web.openapi_export import EXPORTS
 
 MAIN = {"create_ledger", "add_entries", "read_entries", "append_records", "read_records"}

@@ -1,5 +1,5 @@
 """A streamed range read (binary frames, NDJSON) reads pages ahead of the one it sends
-(gateway/routes/ledgers.py ``_pages``): whatever the pages' byte bounds cut, every entry
+(gateway/ledgers/pages.py ``read_ahead``): whatever the pages' byte bounds cut, every entry
 of the range comes once, in order; a client that goes away leaves no read running."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from gateway.ledgers.pages import read_ahead
 from gateway.metrics import GatewayMetrics
-from gateway.routes import ledgers
 from services.ledger_client.runners import read as reads
 from services.limits import PAGE_ENTRIES_MAX, RANGE_ENTRIES_MAX, READ_AHEAD_PAGES
 from services.protocol.metadata import LedgerMetadata
@@ -55,7 +55,7 @@ def _stream(pages: FakePages, stop: int, take: int | None = None) -> list[int]:
         gw = SimpleNamespace(ctx=SimpleNamespace(), metrics=GatewayMetrics())
         first = await pages.read_page(gw.ctx, METADATA, 0, min(stop, 999), b"")
         seen: list[int] = []
-        stream = ledgers._pages(gw, METADATA, first, stop, b"")  # type: ignore[arg-type]
+        stream = read_ahead(gw, METADATA, first, stop, b"")  # type: ignore[arg-type]
         async for page in stream:
             seen += [entry_id for entry_id, _ in page.entries]
             if take is not None and len(seen) >= take:

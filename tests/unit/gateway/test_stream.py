@@ -1,4 +1,4 @@
-"""gateway/stream.py with a fake connection and a fake target whose adds complete when
+"""gateway/streams/session.py with a fake connection and a fake target whose adds complete when
 the test says: the session stops reading once the records in flight hold its byte bound
 (a client that ignores acknowledgements cannot grow the gateway's memory), refuses a
 record past its credits, acknowledges in the order records came whatever order their
@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from starlette.websockets import WebSocketDisconnect
 
-from gateway.stream import (
+from gateway.streams.session import (
     Record,
     StreamSession,
     close_code,

@@ -1,5 +1,5 @@
 """A log stream's groups after a fence, in process: the real ``LogTarget`` and
-``LogWriter`` (gateway/stream_targets.py, gateway/logs/writer.py) with real write
+``LogWriter`` (gateway/streams/targets.py, gateway/logs/writer.py) with real write
 handles over fake bookies and an in-memory ledger store (tests/unit/ledger_client/fakes.py),
 an in-memory log znode whose reads the test holds and lets go in the order it
 chooses, and another gateway that recovers the log's ledger under the stream. Each
@@ -18,8 +18,8 @@ from gateway.logs.writer import LogWriter
 from gateway.logs.writers import serve_logs
 from gateway.metrics import GatewayMetrics
 from gateway.service import Gateway
-from gateway.stream import Record
-from gateway.stream_targets import LogTarget
+from gateway.streams.session import Record
+from gateway.streams.targets import LogTarget
 from services.errors import LogNotFound, MetadataConflict
 from services.protocol.logs import LogMetadata
 from services.settings import GatewaySettings

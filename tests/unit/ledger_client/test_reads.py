@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gateway.routes.ledgers import _readable_end
+from gateway.ledgers.pages import last_readable
 from services.bookie_client import LacInfo, RangeResult
 from services.errors import BookieUnavailable, EntryNotFound, LedgerNotFound
 from services.ledger_client.metrics import LedgerClientMetrics
@@ -306,8 +306,8 @@ def test_a_bookie_reporting_a_lower_lac_later_never_lowers_the_reported_lac() ->
         assert await reads.bookies_lac(ctx, before) == 7
         bookies["a"].lac = None  # a lost the ledger too (a reformatted disk)
         assert await reads.bookies_lac(ctx, after) == 7
-        assert await _readable_end(gw, after) == 7
-        page = await reads.read_page(ctx, after, 0, await _readable_end(gw, after), b"")
+        assert await last_readable(gw, after) == 7
+        page = await reads.read_page(ctx, after, 0, await last_readable(gw, after), b"")
         assert [e for e, _ in page.entries] == list(range(8))
         started = time.monotonic()
         assert await reads.wait_bookies_lac(ctx, after, 5, 5_000) == 7

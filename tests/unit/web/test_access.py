@@ -18,7 +18,7 @@ import httpx
 import pytest
 from fastapi import APIRouter
 
-from gateway.auth import TokenMiddleware, TokenPolicy
+from gateway.http.auth import TokenMiddleware, TokenPolicy
 from services.errors import LedgerNotFound
 from services.json_logging import JsonFormatter, RequestIdFilter
 from services.request_ids import current_request_id

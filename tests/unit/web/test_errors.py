@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from gateway.auth import TokenMiddleware, TokenPolicy
+from gateway.http.auth import TokenMiddleware, TokenPolicy
 from services.errors import InvalidArgument, LedgerNotFound, QuireError, Unauthorized, Unavailable
 from services.web import errors as web_errors
 from services.web.app import QuireApp, new_app

@@ -10,8 +10,8 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from bookie.models import LacBatch, LacUpdate, StoredBatch
+from gateway.ledgers.schemas import CreateLedger
 from gateway.logs.schemas import AttachLedgers, CreateLog
-from gateway.schemas import CreateLedger
 from services.limits import ID_MAX
 from services.web.json_types import JsonInt
 

@@ -10,8 +10,8 @@ import base64
 import crc32c
 from hypothesis import strategies as st
 
-from gateway.batches import decode_batch
-from gateway.json_input import parse_json
+from gateway.http.batches import decode_batch
+from gateway.http.json_input import parse_json
 from services.errors import InvalidArgument, PayloadTooLarge, QuireError
 from services.limits import BATCH_ENTRIES_MAX, STORED_ENTRY_SIZE_MAX_BYTES
 from services.wire.digest import seal

@@ -1,5 +1,5 @@
 """The logic of the gateway's Admin API (docs/api.md "Admin"; routes in
-``gateway/routes/admin.py``).
+``gateway/admin/routes.py``).
 
 Everything is read from ZooKeeper as it is now (``services.zk.underreplication``) and
 from the gateway's bookie registry view; nothing is cached or counted here, so the

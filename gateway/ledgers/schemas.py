@@ -1,4 +1,4 @@
-"""The gateway's request and answer models, and the OpenAPI snippets its routes share."""
+"""The Ledgers API's request and answer models, and the error answers its routes list."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from services.limits import BATCH_ENTRIES_MAX
 from services.web.errors import error_response
 from services.web.json_types import JsonInt
 
@@ -146,30 +145,3 @@ class EntryPage(BaseModel):
 class LedgerList(BaseModel):
     ledgers: list[int]
     next: int | None
-
-
-ADD_BODY = {
-    "requestBody": {
-        "description": (
-            "A raw body (any content type but application/json) is one entry. JSON "
-            '`{"entries": ["<base64>", ...]}` is a batch, acknowledged as a whole, in order.'
-        ),
-        "content": {
-            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "required": ["entries"],
-                    "properties": {
-                        "entries": {
-                            "type": "array",
-                            "items": {"type": "string", "format": "byte"},
-                            "minItems": 1,
-                            "maxItems": BATCH_ENTRIES_MAX,
-                        }
-                    },
-                }
-            },
-        },
-    }
-}

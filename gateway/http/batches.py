@@ -19,6 +19,34 @@ import pybase64
 from services.errors import InvalidArgument, PayloadTooLarge
 from services.limits import BATCH_ENTRIES_MAX, ENTRY_SIZE_MAX_BYTES
 
+# The body of an add or an append, as the OpenAPI document describes it (the routes'
+# ``openapi_extra``): one raw entry, or a JSON batch that ``decode_batch`` reads.
+ADD_BODY = {
+    "requestBody": {
+        "description": (
+            "A raw body (any content type but application/json) is one entry. JSON "
+            '`{"entries": ["<base64>", ...]}` is a batch, acknowledged as a whole, in order.'
+        ),
+        "content": {
+            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["entries"],
+                    "properties": {
+                        "entries": {
+                            "type": "array",
+                            "items": {"type": "string", "format": "byte"},
+                            "minItems": 1,
+                            "maxItems": BATCH_ENTRIES_MAX,
+                        }
+                    },
+                }
+            },
+        },
+    }
+}
+
 
 def decode_batch(doc: Any) -> tuple[bytes, ...]:
     """``{"entries": [base64, ...]}`` → payloads; 400 / 413 per docs/api.md."""

@@ -10,8 +10,10 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from starlette.routing import Match
 
-from gateway.batches import decode_batch
-from gateway.json_input import parse_json
+from gateway.http.batches import ADD_BODY
+from gateway.http.deps import GatewayDep, canonical_integer_queries
+from gateway.http.json_input import parse_json
+from gateway.logs import answers
 from gateway.logs import operations as log_ops
 from gateway.logs import reads as log_reads
 from gateway.logs.schemas import (
@@ -26,15 +28,10 @@ from gateway.logs.schemas import (
     RecordPage,
     Rolled,
     WriterTaken,
-    position_json,
 )
-from gateway.routes.deps import GatewayDep, canonical_integer_queries
-from gateway.schemas import ADD_BODY
-from gateway.service import Gateway
-from services.errors import InvalidArgument, MethodNotAllowed, NotFound, NotWriter, PayloadTooLarge
+from services.errors import InvalidArgument, MethodNotAllowed, NotFound, NotWriter
 from services.limits import (
     BODY_SIZE_MAX_BYTES,
-    ENTRY_SIZE_MAX_BYTES,
     ID_MAX,
     LAC_WAIT_MAX_MS,
     LIST_LIMIT_MAX,
@@ -206,30 +203,7 @@ async def append_records(
         log_records.check_key(key)
     with body_share(request) as share:
         raw = await read_body(request, BODY_SIZE_MAX_BYTES, share)
-        return await append_answer(gw, name, key, raw, is_json(request))
-
-
-async def append_answer(
-    gw: Gateway, name: str, key: str | None, raw: bytes, batch: bool
-) -> dict[str, Any]:
-    """The append itself, once the request is read and its name and key checked (also
-    gateway.fastpath's)."""
-    if batch:
-        payloads = decode_batch(parse_json(raw))
-    else:
-        if len(raw) > ENTRY_SIZE_MAX_BYTES:
-            raise PayloadTooLarge(f"record of {len(raw)} bytes over {ENTRY_SIZE_MAX_BYTES}")
-        payloads = (raw,)
-    writer = await log_ops.writer_of(gw, name)
-    try:
-        result = await writer.append(payloads, key)
-    except NotWriter as exc:
-        raise await log_ops.not_writer(gw, name, exc) from None
-    first = position_json(result.first.ledger_id, result.first.entry_id)
-    last = position_json(result.last.ledger_id, result.last.entry_id)
-    if batch:
-        return {"first_position": first, "last_position": last}
-    return {"position": last}
+        return await answers.append_answer(gw, name, key, raw, is_json(request))
 
 
 @router.post(

@@ -1,4 +1,4 @@
-"""Where a stream's records go (``gateway/stream.py``): a ledger's write handle, the
+"""Where a stream's records go (``gateway/streams/session.py``): a ledger's write handle, the
 same one ``POST /v1/ledgers/{id}/entries`` adds to, or a log's writer, the same one
 ``POST /v1/logs/{name}/records`` appends with, so the gateway's batching applies to
 both paths alike."""
@@ -13,11 +13,11 @@ from gateway.logs import operations as log_ops
 from gateway.logs.writer import AppendOrder, AppendTurn, LogWriter
 from gateway.passwords import check_password
 from gateway.service import Gateway
-from gateway.stream import Record, ledger_ack_json, log_ack_json, retrieve
+from gateway.streams.session import Record, ledger_ack_json, log_ack_json, retrieve
 from services.errors import InvalidArgument, NotWriter, Unauthorized
 from services.ledger_client.runners.write import AddOutcome, HandleRunner
 
-Acks = list[str]  # one JSON text per record (gateway/stream.py, ``ledger_ack_json``)
+Acks = list[str]  # one JSON text per record (gateway/streams/session.py, ``ledger_ack_json``)
 # Appends of log streams that ended while their appends ran: kept referenced until done.
 _RUNNING: set[asyncio.Task[Acks]] = set()
 

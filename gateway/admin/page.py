@@ -1,5 +1,5 @@
 """The admin web page (docs/api.md: ``GET /admin``): one HTML page, its script and its style,
-shipped in the package (``gateway/admin_page/``), no build step. The page is public;
+shipped in the package (``gateway/admin/static/``), no build step. The page is public;
 its data calls go to the Admin API with the token the page asks for (admin.js)."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ _HEADERS = {
 
 
 def _read(name: str) -> bytes:
-    return resources.files("gateway.admin_page").joinpath(name).read_bytes()
+    return resources.files("gateway.admin.static").joinpath(name).read_bytes()
 
 
 @router.get(

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
-import collections
-import json
-import time
-from collections.abc import AsyncIterator, Awaitable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import pybase64
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from gateway import operations as ops
-from gateway.batches import decode_batch
-from gateway.json_input import parse_json
-from gateway.logs import operations as log_ops
-from gateway.routes.deps import (
+from gateway.http.batches import ADD_BODY
+from gateway.http.deps import (
     EntryIdPath,
     FirstEntryQuery,
     GatewayDep,
@@ -27,8 +20,9 @@ from gateway.routes.deps import (
     canonical_integer_queries,
     remember_client,
 )
-from gateway.schemas import (
-    ADD_BODY,
+from gateway.http.json_input import parse_json
+from gateway.ledgers import answers, pages
+from gateway.ledgers.schemas import (
     AddResult,
     BatchAddResult,
     CreateLedger,
@@ -38,21 +32,16 @@ from gateway.schemas import (
     LedgerList,
     errors,
 )
-from gateway.service import Gateway
-from services.errors import BookieUnavailable, InvalidArgument, PayloadTooLarge
+from gateway.logs import operations as log_ops
+from services.errors import InvalidArgument
 from services.ledger_client.runners import read as reads
 from services.limits import (
     BODY_SIZE_MAX_BYTES,
-    ENTRY_SIZE_MAX_BYTES,
     ID_MAX,
     LAC_WAIT_MAX_MS,
     LIST_LIMIT_MAX,
-    PAGE_ENTRIES_MAX,
-    RANGE_ENTRIES_MAX,
-    READ_AHEAD_PAGES,
 )
-from services.protocol.metadata import LedgerMetadata
-from services.protocol.reads import digest_key, page_last, readable_end
+from services.protocol.reads import digest_key, readable_end
 from services.web.body import body_share, is_json, read_body, read_small_body
 from services.web.errors import error_response
 from services.wire import entries_stream
@@ -65,11 +54,9 @@ router = APIRouter(
 
 ERROR_LOCATION_MAX_CHARS = 80
 
-T = TypeVar("T")
-
 
 def _json_body(raw: bytes) -> Any:
-    """The JSON document of a request body, bounded (``gateway.json_input``): 400 when it
+    """The JSON document of a request body, bounded (``gateway.http.json_input``): 400 when it
     is not JSON, holds NaN or a lone surrogate, or nests too deeply."""
     return parse_json(raw)
 
@@ -165,25 +152,7 @@ async def add_entries(
 ) -> dict[str, int]:
     with body_share(request) as share:
         raw = await read_body(request, BODY_SIZE_MAX_BYTES, share)
-        return await add_answer(gw, ledger_id, password, raw, is_json(request))
-
-
-async def add_answer(
-    gw: Gateway, ledger_id: int, password: str | None, raw: bytes, batch: bool
-) -> dict[str, int]:
-    """The add itself, once the request is read (also gateway.fastpath's)."""
-    if not batch:
-        if len(raw) > ENTRY_SIZE_MAX_BYTES:
-            raise PayloadTooLarge(f"entry of {len(raw)} bytes over {ENTRY_SIZE_MAX_BYTES}")
-        outcome = await ops.add(gw, ledger_id, password, (raw,))
-        return {"entry_id": outcome.last_entry_id, "last_add_confirmed": outcome.lac}
-    payloads = decode_batch(_json_body(raw))
-    outcome = await ops.add(gw, ledger_id, password, payloads)
-    return {
-        "first_entry_id": outcome.first_entry_id,
-        "last_entry_id": outcome.last_entry_id,
-        "last_add_confirmed": outcome.lac,
-    }
+        return await answers.add_answer(gw, ledger_id, password, raw, is_json(request))
 
 
 @router.post(
@@ -260,30 +229,6 @@ async def get_lac(
     return {"last_add_confirmed": lac}
 
 
-async def _timed_read(gw: Gateway, ledger_id: int, read: Awaitable[T]) -> T:
-    """Await a read of entries, observed in the read latency histogram. When no replica
-    could serve it, a ledger deleted meanwhile (by another gateway, while this one still
-    holds its write handle and so its metadata) is 404 ledger_not_found, not 503."""
-    started = time.monotonic()
-    try:
-        return await read
-    except BookieUnavailable:
-        await gw.ctx.ledgers.get(ledger_id)  # raises LedgerNotFound when it is gone
-        raise
-    finally:
-        gw.metrics.read_latency.observe(time.monotonic() - started)
-
-
-async def _readable_end(gw: Gateway, metadata: LedgerMetadata) -> int:
-    """The last entry a reader may see now (``reads.readable_end``): the last entry of a
-    CLOSED ledger, else the LAC (this gateway's write handle's, else the bookies', never
-    less than the highest this gateway saw before: ``reads.bookies_lac``)."""
-    end = readable_end(metadata, gw.handles.writer_lac(metadata.ledger_id))
-    if end is None:
-        end = readable_end(metadata, await reads.bookies_lac(gw.ctx, metadata))
-    return end
-
-
 @router.get(
     "/{ledger_id}/entries",
     response_model=EntryPage,
@@ -317,22 +262,24 @@ async def read_entries(
         raise InvalidArgument(f"from ({first}) > to ({last})")
     metadata = await ops.metadata_for(gw, ledger_id, password)
     key = digest_key(metadata, password)
-    end = await _readable_end(gw, metadata)
+    end = await pages.last_readable(gw, metadata)
     start = 0 if first is None else first
     stop = end if last is None else min(last, end)
     # The first page is read before answering, so that an error there (no replica)
     # is still an {"error", "message"} answer and not a 200 with a broken stream.
-    page = await _timed_read(gw, ledger_id, reads.read_page(gw.ctx, metadata, start, stop, key))
+    page = await pages.timed_read(
+        gw, ledger_id, reads.read_page(gw.ctx, metadata, start, stop, key)
+    )
     accept = request.headers.get("accept", "")
     if entries_stream.MEDIA_TYPE in accept:
         return StreamingResponse(
-            _frames(gw, metadata, page, stop, key),
+            pages.frames(gw, metadata, page, stop, key),
             media_type=entries_stream.MEDIA_TYPE,
             headers={"X-Last-Add-Confirmed": str(end)},
         )
     if "application/x-ndjson" in accept:
         return StreamingResponse(
-            _ndjson(gw, metadata, page, stop, key), media_type="application/x-ndjson"
+            pages.ndjson(gw, metadata, page, stop, key), media_type="application/x-ndjson"
         )
     next_id = page.next_entry_id if page.next_entry_id is not None else None
     if next_id is not None and next_id > stop:
@@ -345,81 +292,6 @@ async def read_entries(
         "last_add_confirmed": end,
         "next": next_id,
     }
-
-
-async def _pages(
-    gw: Gateway, metadata: LedgerMetadata, page: reads.Page, stop: int, key: bytes
-) -> AsyncIterator[reads.Page]:
-    """``page`` (already read) and the pages after it up to ``stop``.
-
-    The next ``READ_AHEAD_PAGES`` pages are read from the bookies while the one before is
-    sent, so that the bookies' reads, the digest checks and the client's transfer overlap
-    instead of taking turns. ``page`` was planned as ``PAGE_ENTRIES_MAX`` entries (the
-    first answer comes soon); each page ahead is planned as a range of ``size`` entries:
-    ``RANGE_ENTRIES_MAX`` until a page comes back shorter than planned (cut by its byte
-    bound), then that page's length; the pages planned after a short one are dropped
-    and planned again from where it ended."""
-    ahead: collections.deque[tuple[int, asyncio.Task[reads.Page]]] = collections.deque()
-    planned_last = (
-        page_last(metadata, page.entries[0][0], stop, PAGE_ENTRIES_MAX) if page.entries else stop
-    )
-    size = RANGE_ENTRIES_MAX
-
-    async def read(first: int, last: int) -> reads.Page:
-        return await _timed_read(
-            gw,
-            metadata.ledger_id,
-            reads.read_page(gw.ctx, metadata, first, last, key, entries_max=last - first + 1),
-        )
-
-    def plan(first: int) -> None:
-        last = page_last(metadata, first, stop, size)
-        ahead.append((last, asyncio.ensure_future(read(first, last))))
-
-    async def drop() -> None:
-        for _, task in ahead:
-            task.cancel()
-        await asyncio.gather(*(task for _, task in ahead), return_exceptions=True)
-        ahead.clear()
-
-    try:
-        while page.entries:
-            got = page.entries[-1][0]
-            if got < planned_last:  # cut short by its byte bound: plan by what came
-                size = len(page.entries)
-                await drop()
-            next_first = ahead[-1][0] + 1 if ahead else got + 1
-            while len(ahead) < READ_AHEAD_PAGES and next_first <= stop:
-                plan(next_first)
-                next_first = ahead[-1][0] + 1
-            yield page
-            if not ahead:
-                return
-            planned_last, task = ahead.popleft()
-            page = await task
-    finally:  # the client went away (or a read failed) mid-stream
-        await drop()
-
-
-async def _frames(
-    gw: Gateway, metadata: LedgerMetadata, page: reads.Page, stop: int, key: bytes
-) -> AsyncIterator[bytes]:
-    """The binary frames (``services.wire.entries_stream``) of ``page`` (already read) and
-    of the pages after it up to ``stop``."""
-    async for each in _pages(gw, metadata, page, stop, key):
-        yield entries_stream.encode_frames(each.entries)
-
-
-async def _ndjson(
-    gw: Gateway, metadata: LedgerMetadata, page: reads.Page, stop: int, key: bytes
-) -> AsyncIterator[bytes]:
-    """The NDJSON lines of ``page`` (already read) and of the pages after it up to ``stop``."""
-    async for each in _pages(gw, metadata, page, stop, key):
-        yield b"".join(
-            json.dumps({"entry_id": eid, "data": pybase64.b64encode_as_string(data)}).encode()
-            + b"\n"
-            for eid, data in each.entries
-        )
 
 
 @router.get(
@@ -439,7 +311,9 @@ async def read_entry(
     password: PasswordHeader = None,
 ) -> Response:
     metadata = await ops.metadata_for(gw, ledger_id, password)
-    end = await _readable_end(gw, metadata)
+    end = await pages.last_readable(gw, metadata)
     key = digest_key(metadata, password)
-    data = await _timed_read(gw, ledger_id, reads.read_single(gw.ctx, metadata, entry_id, end, key))
+    data = await pages.timed_read(
+        gw, ledger_id, reads.read_single(gw.ctx, metadata, entry_id, end, key)
+    )
     return Response(data, media_type="application/octet-stream")

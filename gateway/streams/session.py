@@ -1,7 +1,7 @@
 """Streaming appends: many records in flight on one WebSocket connection.
 
 The message protocol (docs/streaming.md; the routes are in
-``gateway/routes/stream.py``, the targets in ``gateway/stream_targets.py``):
+``gateway/streams/routes.py``, the targets in ``gateway/streams/targets.py``):
 
 - After the connection is authorized (the token and the ledger password in the
   headers, or in a first text message ``{"token": "...", "password": "..."}``), the
@@ -51,7 +51,7 @@ from typing import Any, Protocol
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from gateway.json_input import parse_json
+from gateway.http.json_input import parse_json
 from services.budget import ByteBudget
 from services.errors import InvalidArgument, PayloadTooLarge, QuireError, Unauthorized
 from services.limits import ENTRY_SIZE_MAX_BYTES

@@ -1,6 +1,6 @@
-"""The Admin API of docs/api.md (``/v1/admin/...``); the logic is ``gateway.admin``.
+"""The Admin API of docs/api.md (``/v1/admin/...``); the logic is ``gateway.admin.service``.
 
-The admin token rules are applied before routing (``gateway.auth``). Extensions to
+The admin token rules are applied before routing (``gateway.http.auth``). Extensions to
 docs/api.md's objects: per-bookie figures in the bookie listing, ``marked_at``, ``progress``
 and ``worker`` of an under-replicated ledger with ``?limit=&after=`` paging, the answer
 of ``POST /v1/admin/audit``, and ``GET /v1/admin/bookies/{id}``.
@@ -13,8 +13,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
 
-from gateway.admin import AdminService
-from gateway.admin_schemas import (
+from gateway.admin.schemas import (
     AdminBookie,
     AuditRequested,
     BookieList,
@@ -22,7 +21,8 @@ from gateway.admin_schemas import (
     UnderReplicatedList,
     admin_errors,
 )
-from gateway.routes.deps import canonical_integer_queries
+from gateway.admin.service import AdminService
+from gateway.http.deps import canonical_integer_queries
 from services.errors import Unavailable
 from services.limits import ID_MAX, LIST_LIMIT_MAX
 

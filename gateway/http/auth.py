@@ -6,7 +6,7 @@ required token is 401, not 404. ``--api-token`` guards every ``/v1/`` call;
 and is also accepted everywhere the API token is. ``/health``, ``/metrics``,
 ``/openapi.json``, ``/docs`` and the admin page are public.
 
-WebSocket connections to ``/v1/`` (streaming appends, gateway/stream.py) need the same
+WebSocket connections to ``/v1/`` (streaming appends, gateway/streams/session.py) need the same
 tokens. A browser cannot set headers on a WebSocket, so the token may come either in
 the ``Authorization`` header or in the client's first message (never in the URL, which
 ends up in logs): the middleware cannot refuse an upgrade for a token still to come, so

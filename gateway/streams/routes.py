@@ -1,10 +1,10 @@
 """The streaming append routes: ``GET /v1/ledgers/{id}/stream`` and
-``GET /v1/logs/{name}/stream``, upgraded to WebSocket (``gateway/stream.py`` has the
+``GET /v1/logs/{name}/stream``, upgraded to WebSocket (``gateway/streams/session.py`` has the
 protocol). A plain GET of these paths (no upgrade) is 400 ``invalid_argument``.
 
 Each connection is accepted first, so that every refusal is a message with docs/api.md's
 error code and a close code a browser can read (4000 + the HTTP status), never a
-failed handshake: the token (``gateway/auth.py``), then the target (400 bad id or name,
+failed handshake: the token (``gateway/http/auth.py``), then the target (400 bad id or name,
 404, the ledger password: 401, this gateway not the writer: 409), then the credits.
 """
 
@@ -18,12 +18,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocketDisconnect
 
 from gateway import operations as ops
-from gateway.auth import websocket_authorization
+from gateway.http.auth import websocket_authorization
+from gateway.http.deps import _is_canonical
 from gateway.logs import operations as log_ops
 from gateway.passwords import client_address
-from gateway.routes.deps import _is_canonical
 from gateway.service import Gateway
-from gateway.stream import (
+from gateway.streams.session import (
     CLOSE_SERVICE_RESTART,
     Draining,
     StreamSession,
@@ -31,7 +31,7 @@ from gateway.stream import (
     receive_auth,
     send_error,
 )
-from gateway.stream_targets import LedgerTarget, LogTarget
+from gateway.streams.targets import LedgerTarget, LogTarget
 from services.errors import (
     InvalidArgument,
     NotFound,

@@ -1,0 +1,1 @@
+"""The admin web page's files (served by gateway/admin/page.py)."""

@@ -1,1 +1,0 @@
-"""The admin web page's files (served by gateway/routes/admin_page.py)."""

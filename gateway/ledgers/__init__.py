@@ -1,0 +1,1 @@
+"""The Ledgers API of docs/api.md: its REST models and routes."""
