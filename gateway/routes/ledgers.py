@@ -31,6 +31,11 @@ from gateway.routes.deps import (
 from gateway.runners import read as reads
 from gateway.schemas import (
     ADD_BODY,
+    LEDGER_CONFLICT,
+    LEDGER_NOT_FOUND,
+    LEDGER_UNAUTHORIZED,
+    LEDGER_UNAVAILABLE,
+    TIMED_OUT,
     AddResult,
     BatchAddResult,
     CreateLedger,
@@ -38,10 +43,15 @@ from gateway.schemas import (
     Lac,
     Ledger,
     LedgerList,
-    errors,
 )
 from gateway.service import Gateway
-from services.errors import BookieUnavailable, InvalidArgument, PayloadTooLarge
+from services.errors import (
+    BookieUnavailable,
+    InvalidArgument,
+    LedgerInLog,
+    MetadataConflict,
+    PayloadTooLarge,
+)
 from services.limits import (
     BODY_SIZE_MAX_BYTES,
     ENTRY_SIZE_MAX_BYTES,
@@ -55,7 +65,7 @@ from services.limits import (
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.reads import digest_key, page_last, readable_end
 from services.web.body import body_share, is_json, read_body, read_small_body
-from services.web.errors import error_response
+from services.web.errors import error_responses, explained, noted
 from services.wire import entries_stream
 
 router = APIRouter(
@@ -80,7 +90,7 @@ def _json_body(raw: bytes) -> Any:
     status_code=201,
     response_model=Ledger,
     summary="Create a ledger (this gateway holds its write handle)",
-    responses=errors(400, 401, 503),
+    responses=error_responses(InvalidArgument, LEDGER_UNAUTHORIZED, *LEDGER_UNAVAILABLE),
     openapi_extra={
         "requestBody": {
             "content": {"application/json": {"schema": CreateLedger.model_json_schema()}}
@@ -118,7 +128,12 @@ def _first_error(exc: ValueError) -> str:
     return str(exc)
 
 
-@router.get("", response_model=LedgerList, summary="List ledger ids", responses=errors(400, 401))
+@router.get(
+    "",
+    response_model=LedgerList,
+    summary="List ledger ids",
+    responses=error_responses(InvalidArgument, LEDGER_UNAUTHORIZED),
+)
 async def list_ledgers(
     gw: GatewayDep,
     limit: Annotated[int, Query(ge=1, le=ID_MAX, description="clamped to 1000")] = LIST_LIMIT_MAX,
@@ -132,7 +147,7 @@ async def list_ledgers(
     "/{ledger_id}",
     response_model=Ledger,
     summary="A ledger's metadata (never checks or shows the password)",
-    responses=errors(400, 401, 404),
+    responses=error_responses(InvalidArgument, LEDGER_UNAUTHORIZED, *LEDGER_NOT_FOUND),
 )
 async def get_ledger(ledger_id: LedgerIdPath, gw: GatewayDep) -> dict[str, Any]:
     # ZooKeeper decides (the writer's view may trail it after a recovery elsewhere).
@@ -157,7 +172,15 @@ async def get_ledger(ledger_id: LedgerIdPath, gw: GatewayDep) -> dict[str, Any]:
                 }
             },
         },
-        **errors(400, 401, 404, 409, 413, 503, 504),
+        **error_responses(
+            InvalidArgument,
+            LEDGER_UNAUTHORIZED,
+            *LEDGER_NOT_FOUND,
+            *LEDGER_CONFLICT,
+            PayloadTooLarge,
+            *LEDGER_UNAVAILABLE,
+            TIMED_OUT,
+        ),
     },
     openapi_extra=ADD_BODY,
 )
@@ -191,7 +214,13 @@ async def add_answer(
     "/{ledger_id}/close",
     response_model=Ledger,
     summary="Close as the writer (closing again returns the same object)",
-    responses=errors(400, 401, 404, 409, 503),
+    responses=error_responses(
+        InvalidArgument,
+        LEDGER_UNAUTHORIZED,
+        *LEDGER_NOT_FOUND,
+        *LEDGER_CONFLICT,
+        *LEDGER_UNAVAILABLE,
+    ),
 )
 async def close_ledger(
     ledger_id: LedgerIdPath, gw: GatewayDep, password: PasswordHeader = None
@@ -203,7 +232,9 @@ async def close_ledger(
     "/{ledger_id}/recover",
     response_model=Ledger,
     summary="Fence, recover and close an OPEN ledger (any gateway); a CLOSED one is unchanged",
-    responses=errors(400, 401, 404, 503, 504),
+    responses=error_responses(
+        InvalidArgument, LEDGER_UNAUTHORIZED, *LEDGER_NOT_FOUND, *LEDGER_UNAVAILABLE, TIMED_OUT
+    ),
 )
 async def recover_ledger(
     ledger_id: LedgerIdPath, gw: GatewayDep, password: PasswordHeader = None
@@ -218,8 +249,13 @@ async def recover_ledger(
     description="A ledger that a log lists is not deleted (409 ledger_in_log): truncate "
     "the log past it, or delete the log.",
     responses={
-        **errors(400, 401, 404),
-        **error_response(409, "ledger_in_log (a log lists it) / metadata_conflict"),
+        **error_responses(
+            InvalidArgument,
+            LEDGER_UNAUTHORIZED,
+            *LEDGER_NOT_FOUND,
+            noted(LedgerInLog, "a log lists it"),
+            MetadataConflict,
+        ),
     },
 )
 async def delete_ledger(
@@ -234,7 +270,9 @@ async def delete_ledger(
     "/{ledger_id}/lac",
     response_model=Lac,
     summary="Last add confirmed, optionally long-polling for a newer one (never fences)",
-    responses=errors(400, 401, 404, 503),
+    responses=error_responses(
+        InvalidArgument, LEDGER_UNAUTHORIZED, *LEDGER_NOT_FOUND, *LEDGER_UNAVAILABLE
+    ),
 )
 async def get_lac(
     ledger_id: LedgerIdPath,
@@ -302,8 +340,12 @@ async def _readable_end(gw: Gateway, metadata: LedgerMetadata) -> int:
                 entries_stream.MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}},
             },
         },
-        **errors(401, 404, 503),
-        **error_response(400, "invalid_argument: a bad id, or from > to (both given)"),
+        **error_responses(
+            explained(InvalidArgument, "a bad id, or from > to (both given)"),
+            LEDGER_UNAUTHORIZED,
+            *LEDGER_NOT_FOUND,
+            *LEDGER_UNAVAILABLE,
+        ),
     },
 )
 async def read_entries(
@@ -430,7 +472,9 @@ async def _ndjson(
     responses={
         200: {"content": {"application/octet-stream": {"schema": {"type": "string",
                                                                   "format": "binary"}}}},
-        **errors(400, 401, 404, 503),
+        **error_responses(
+            InvalidArgument, LEDGER_UNAUTHORIZED, *LEDGER_NOT_FOUND, *LEDGER_UNAVAILABLE
+        ),
     },
 )  # fmt: skip
 async def read_entry(
