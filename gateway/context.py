@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gateway.metrics import GatewayMetrics
-from services.bookie_client import AddResult, LacInfo, RangeResult
+from services.bookie_client import BookieAddResult, LacInfo, RangeResult
 from services.errors import InvalidArgument
 from services.protocol.messages import WritableBookies
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.reads_lac import SeenLacs
 from services.settings import GatewaySettings
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 from services.zk.ledger_store import VersionedLedger
 
 
@@ -68,9 +68,11 @@ class BookieApi(Protocol):
     senders use ``start_add`` (a callback-driven add) when the client has it, and
     otherwise run ``add`` in a task (gateway/senders.py)."""
 
-    async def add(self, records: list[Record], timeout_s: float | None = None) -> AddResult: ...
+    async def add(
+        self, records: list[FramedRecord], timeout_s: float | None = None
+    ) -> BookieAddResult: ...
 
-    async def read_entry(self, ledger_id: int, entry_id: int) -> Record: ...
+    async def read_entry(self, ledger_id: int, entry_id: int) -> FramedRecord: ...
 
     async def read_range(
         self,

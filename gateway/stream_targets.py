@@ -14,7 +14,7 @@ from gateway.logs.writer import AppendOrder, AppendTurn, LogWriter
 from gateway.passwords import check_password
 from gateway.runners.write import AddOutcome, HandleRunner
 from gateway.service import Gateway
-from gateway.stream import Record, ledger_ack_json, log_ack_json, retrieve
+from gateway.stream import StreamRecord, ledger_ack_json, log_ack_json, retrieve
 from services.errors import InvalidArgument, NotWriter, Unauthorized
 
 Acks = list[str]  # one JSON text per record (gateway/stream.py, ``ledger_ack_json``)
@@ -49,7 +49,7 @@ class LedgerTarget(_Authorized):
         self.runner = runner
         self.password_hash = runner.handle.metadata.password_hash
 
-    async def submit(self, records: list[Record]) -> asyncio.Future[Acks]:
+    async def submit(self, records: list[StreamRecord]) -> asyncio.Future[Acks]:
         payloads = tuple(r.payload for r in records)
         metrics = self.gw.ctx.metrics
         started = metrics.add_began(len(payloads))
@@ -94,7 +94,7 @@ class LogTarget(_Authorized):
             raise InvalidArgument("logs have no password")
         await super().late_auth(doc)
 
-    async def submit(self, records: list[Record]) -> asyncio.Future[Acks]:
+    async def submit(self, records: list[StreamRecord]) -> asyncio.Future[Acks]:
         # Only the keyless records in a row are one group: a key is alone in its group.
         key = records[0].key
         fed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -118,7 +118,11 @@ class LogTarget(_Authorized):
         return task
 
     async def _append(
-        self, records: list[Record], key: str | None, fed: Callable[[], None], turn: AppendTurn
+        self,
+        records: list[StreamRecord],
+        key: str | None,
+        fed: Callable[[], None],
+        turn: AppendTurn,
     ) -> Acks:
         try:
             result = await self.writer.append([r.payload for r in records], key, fed, turn)

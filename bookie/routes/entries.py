@@ -32,7 +32,7 @@ from services.errors import (
 )
 from services.limits import ENSEMBLE_SIZE_MAX, ID_MAX, PAGE_BYTES_MAX, RANGE_ENTRIES_MAX
 from services.web.errors import error_responses, explained, noted
-from services.wire.framing import DIGEST_NAMES, MEDIA_TYPE, Record, encode, encode_stored
+from services.wire.framing import DIGEST_NAMES, MEDIA_TYPE, FramedRecord, encode, encode_stored
 
 router = APIRouter(prefix="/v1", tags=["entries"])
 
@@ -89,8 +89,8 @@ def parse_residues(stride: int, residues: str | None) -> tuple[int, ...]:
     return () if len(wanted) == stride else tuple(wanted)
 
 
-def _to_record(ledger_id: int, entry: StoredEntry) -> Record:
-    return Record(
+def _to_record(ledger_id: int, entry: StoredEntry) -> FramedRecord:
+    return FramedRecord(
         ledger_id,
         entry.entry_id,
         entry.lac,

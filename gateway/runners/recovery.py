@@ -23,7 +23,7 @@ from collections.abc import Callable
 from gateway.context import BookieApi, GatewayContext
 from gateway.runners.base import EffectRunner
 from gateway.senders import add_outcome
-from services.bookie_client import AddResult
+from services.bookie_client import BookieAddResult
 from services.errors import EntryNotFound, LedgerNotFound, QuireError
 from services.limits import PAGE_BYTES_MAX, STORED_ENTRY_SIZE_MAX_BYTES
 from services.protocol import messages as m
@@ -116,7 +116,7 @@ class RecoveryRunner(EffectRunner):
             self._feed(event)
 
     async def _write_back(self, effect: m.SendAdds) -> None:
-        answer: AddResult | QuireError
+        answer: BookieAddResult | QuireError
         try:
             answer = await self.ctx.bookie(effect.bookie).add(list(effect.records))
         except QuireError as exc:

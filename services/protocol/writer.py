@@ -115,7 +115,7 @@ from services.protocol.messages import (
 )
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.writer_metadata import HandleMetadata, HandleState, WriterLimits
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 
 
 class WriteHandle(HandleMetadata):
@@ -255,7 +255,7 @@ class WriteHandle(HandleMetadata):
         effects = build_sends(
             entries,
             self._failed,
-            Record(self.ledger_id, 0, lac, b"", digest_type=self.metadata.digest_type),
+            FramedRecord(self.ledger_id, 0, lac, b"", digest_type=self.metadata.digest_type),
             self._key,
             self.limits.send_batch_entries_max,
             self.limits.send_batch_bytes_max,
