@@ -9,6 +9,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from gateway import operations as ops
 from gateway.logs import operations as log_ops
 from gateway.logs.writer import AppendOrder, AppendTurn, LogWriter
 from gateway.passwords import check_password
@@ -50,16 +51,12 @@ class LedgerTarget(_Authorized):
         self.password_hash = runner.handle.metadata.password_hash
 
     async def submit(self, records: list[StreamRecord]) -> asyncio.Future[Acks]:
-        payloads = tuple(r.payload for r in records)
-        metrics = self.gw.ctx.metrics
-        started = metrics.add_began(len(payloads))
-        added = await self.runner.submit(payloads)
+        added = await ops.submit_add(self.gw, self.runner, tuple(r.payload for r in records))
         acks: asyncio.Future[Acks] = asyncio.get_running_loop().create_future()
         acks.add_done_callback(retrieve)
 
         def done(future: asyncio.Future[AddOutcome]) -> None:
             error = future.exception()
-            metrics.add_ended(len(payloads), started, error)
             if error is not None:
                 if not acks.done():
                     acks.set_exception(error)
