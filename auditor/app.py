@@ -37,7 +37,7 @@ from services.errors import MetadataUnavailable, Unauthorized, Unavailable
 from services.settings import AuditorSettings
 from services.web.app import new_app
 from services.web.auth import secret_matches
-from services.web.errors import error_response, install_error_handlers
+from services.web.errors import DocumentedError, error_responses, install_error_handlers
 from services.web.openapi import install_openapi
 from services.web.routes import add_health_route
 from services.zk.store import MetadataStore
@@ -149,7 +149,9 @@ def create_app(settings: AuditorSettings) -> FastAPI:
         tags=["auditor"],
         summary="This auditor's state",
         response_model=Status,
-        responses={**error_response(401, "wrong secret"), **error_response(503, "not ready")},
+        responses=error_responses(
+            DocumentedError(Unauthorized, "wrong secret"), DocumentedError(Unavailable, "not ready")
+        ),
     )
     async def status(request: Request, x_cluster_secret: SecretHeader = None) -> Any:
         auditor = running(request, x_cluster_secret)
@@ -168,7 +170,9 @@ def create_app(settings: AuditorSettings) -> FastAPI:
         status_code=202,
         summary="Ask the elected auditor for a full check now",
         response_model=AuditRequested,
-        responses={**error_response(401, "wrong secret"), **error_response(503, "not ready")},
+        responses=error_responses(
+            DocumentedError(Unauthorized, "wrong secret"), DocumentedError(Unavailable, "not ready")
+        ),
     )
     async def audit(request: Request, x_cluster_secret: SecretHeader = None) -> dict[str, Any]:
         auditor = running(request, x_cluster_secret)

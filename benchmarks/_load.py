@@ -29,7 +29,7 @@ from services.bench.load import Stats, exchange, run_loop
 from services.wire.digest import compute
 
 # The record header of services/wire/framing.py, packed directly so the hot loop does not
-# build Record objects; the bookie's answer ("stored" == batch) checks the bytes.
+# build FramedRecord objects; the bookie's answer ("stored" == batch) checks the bytes.
 from services.wire.framing import HEADER, MEDIA_TYPE
 
 DIGEST_CRC32C = 1 << 1

@@ -195,7 +195,7 @@ async def scenario(
         ledger_id, entry_id = 5_000_000 + index * 1000 + TRANSPORTS.index(transport_name), 0
         while time.perf_counter() < stop_at:
             records = [
-                framing.Record(ledger_id, e, e - 1, payload)
+                framing.FramedRecord(ledger_id, e, e - 1, payload)
                 for e in range(entry_id, entry_id + batch)
             ]
             entry_id += batch
@@ -218,7 +218,7 @@ async def scenario(
         await asyncio.sleep(max(stop_at - time.perf_counter(), 0.0))
         return meter.stop()
 
-    await client.add([framing.Record(1, 0, -1, b"warm")])
+    await client.add([framing.FramedRecord(1, 0, -1, b"warm")])
     counting_from = time.perf_counter() + WARMUP_S
     stop_at = counting_from + duration_s
     window_task = loop.create_task(window())

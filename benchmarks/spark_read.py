@@ -19,7 +19,7 @@ How it runs:
    MiB). The fill rate is reported too (ingestion through the REST API).
 3. Each log is read whole ``--rounds`` times:
    - ``plain``: one Python process, one stream per planned partition in turn
-     (``GatewayClient.read_range``, the envelopes decoded and checked for visibility,
+     (``SparkGatewayClient.read_range``, the envelopes decoded and checked for visibility,
      as the connector does), the rows counted and their bytes summed;
    - ``spark-N``: ``spark.read.format("quire")`` in ``local[2]`` with N partitions,
      forced by ``count(*)`` and ``sum(length(data))`` (every row crosses into the JVM),
@@ -55,7 +55,7 @@ import psutil
 
 from services.protocol import log_records
 from services.spark.batch_read import plan
-from services.spark.client import GatewayClient
+from services.spark.client import SparkGatewayClient
 from services.spark.options import PARTITION_ENTRIES_MAX, parse_read_options
 
 FILL_THREADS = 4
@@ -130,7 +130,7 @@ class Cpu:
 # -- filling ----------------------------------------------------------------------
 
 
-def fill(client: GatewayClient, name: str, total: int, record: int) -> dict[str, Any]:
+def fill(client: SparkGatewayClient, name: str, total: int, record: int) -> dict[str, Any]:
     """Append ``total`` bytes of ``record``-byte records to a fresh log ``name``."""
     client.request("PUT", f"/v1/logs/{name}", ok=(200, 201))
     client.request("POST", f"/v1/logs/{name}/writer")
@@ -143,7 +143,7 @@ def fill(client: GatewayClient, name: str, total: int, record: int) -> dict[str,
     errors: list[str] = []
 
     def work() -> None:
-        with GatewayClient(client.url, client.token, timeout_s=300) as own:
+        with SparkGatewayClient(client.url, client.token, timeout_s=300) as own:
             while True:
                 with lock:
                     if not batches or errors:
@@ -189,7 +189,7 @@ def plain_read(url: str, token: str | None, name: str, partitions: int) -> tuple
     """The log read by one Python client of the binary format: (records, bytes)."""
     options = parse_read_options(_options(url, token, name, partitions, 1 << 40))
     records = nbytes = 0
-    with GatewayClient(url, token) as client:
+    with SparkGatewayClient(url, token) as client:
         for part in plan(options, client):
             for frames in client.read_range(part.ledger_id, part.first, part.last):
                 for entry_id, payload in frames:
@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
             url, pids = stack.enter_context(local_cluster(work))
         cpu = Cpu(pids)
         suffix = secrets.token_hex(3)
-        client = stack.enter_context(GatewayClient(url, args.token, timeout_s=300))
+        client = stack.enter_context(SparkGatewayClient(url, args.token, timeout_s=300))
         logs = {
             "big": (f"bench-spark-big-{suffix}", args.big_bytes, args.big_record),
             "small": (f"bench-spark-small-{suffix}", args.small_bytes, args.small_record),

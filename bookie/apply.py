@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bookie.operations import AddOp, AddResult, DeleteOp, FenceOp, SetLacOp
+from bookie.operations import AddOp, AddOpResult, DeleteOp, FenceOp, SetLacOp
 from bookie.storage import DELETE_ENTRIES_SQL, DELETE_LEDGER_SQL, SELECT_ENTRY_SQL
 from services.errors import EntryExists, LedgerFenced, LedgerNotFound
 from services.wire.framing import DIGEST_CODES
@@ -25,11 +25,11 @@ def apply_add(
     rows: list[Row],
     written: dict[tuple[int, int], Row],
     touched: set[int],
-) -> AddResult:
+) -> AddOpResult:
     """Apply one add's records to the ledger states; the rows to insert go on ``rows``
     (``written`` holds this transaction's rows by key, ``touched`` the ledgers changed)."""
     codes = DIGEST_CODES
-    result = AddResult(0)
+    result = AddOpResult(0)
     for r in op.records:
         lid = r.ledger_id
         st = ledgers.get(lid)

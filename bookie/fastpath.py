@@ -46,7 +46,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from bookie.node import BookieNode
-from bookie.operations import AddResult
+from bookie.operations import AddOpResult
 from services.budget import BudgetShare, ByteBudget
 from services.errors import BookieReadOnly, InvalidArgument, PayloadTooLarge, QuireError
 from services.limits import BODY_SIZE_MAX_BYTES
@@ -55,7 +55,7 @@ from services.web.body import content_length, take_untimed
 from services.web.errors import error_json
 from services.web.lane import JSON_TYPE, Answer, LaneCall, error_answer
 from services.wire import digest
-from services.wire.framing import Record, decode
+from services.wire.framing import FramedRecord, decode
 
 log = logging.getLogger(__name__)
 
@@ -71,14 +71,16 @@ INSTANCE_HEADER = "X-Quire-Bookie-Instance"
 INSTANCE_HEADER_RAW = INSTANCE_HEADER.lower().encode()
 
 
-def check_records(records: list[Record]) -> tuple[list[Record], list[Record], int]:
+def check_records(
+    records: list[FramedRecord],
+) -> tuple[list[FramedRecord], list[FramedRecord], int]:
     """Verify crc32c digests and, for the other digest types (a bookie has no HMAC key),
-    the framing's record checksum (``decode`` checked it: ``Record.transit_ok``): the
+    the framing's record checksum (``decode`` checked it: ``FramedRecord.transit_ok``): the
     good records, the bad ones (refused one by one, issue 7 items 4 and 8), and the good
     ones' payload bytes."""
     size = 0
     record_ok = digest.record_ok
-    bad: list[Record] = []
+    bad: list[FramedRecord] = []
     for r in records:
         if not r.transit_ok or (r.digest_type == "crc32c" and not record_ok(r)):
             bad.append(r)
@@ -198,7 +200,7 @@ async def store_entries(node: BookieNode, body: bytes) -> bytes:
         raise
     started = time.perf_counter()
     records, bad, payload_bytes = check_records(records)
-    result = await node.add(records, payload_bytes) if records else AddResult(0)
+    result = await node.add(records, payload_bytes) if records else AddOpResult(0)
     node.metrics.add_latency.observe(time.perf_counter() - started)
     if not result.rejected and not bad:
         return b'{"stored": %d, "rejected": []}' % result.stored

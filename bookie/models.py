@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from fastapi import Path
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, WithJsonSchema
 
+from services.errors import LedgerNotFound, Unauthorized
 from services.limits import (
     BATCH_ENTRIES_MAX,
     BODY_SIZE_MAX_BYTES,
@@ -21,7 +22,7 @@ from services.limits import (
     STORED_RUNS_MAX,
     STORED_SAMPLE_ENTRIES_MAX,
 )
-from services.web.errors import error_response
+from services.web.errors import explained
 from services.web.json_types import JsonInt, integral_number
 from services.wire.framing import MEDIA_TYPE
 
@@ -222,12 +223,7 @@ def framed_response(
     return {200: out}
 
 
-def errors(*pairs: tuple[int, str]) -> dict[int | str, Any]:
-    """OpenAPI error responses; every /v1 route can also answer 401."""
-    out: dict[int | str, Any] = {}
-    for status, description in (
-        *pairs,
-        (401, "unauthorized: missing or wrong X-Cluster-Secret"),
-    ):
-        out.update(error_response(status, description))
-    return out
+# Every /v1 route of the bookie can answer 401 (docs/api.md "Bookie").
+SECRET_REFUSED = explained(Unauthorized, "missing or wrong X-Cluster-Secret")
+# A route about one ledger answers 404 for a ledger this bookie does not store.
+UNKNOWN_HERE = explained(LedgerNotFound, "the ledger is unknown here")

@@ -22,7 +22,7 @@ from sqlalchemy import Engine
 from bookie.cookie import check_cookie
 from bookie.ledgers import LedgerIndex, LedgerView
 from bookie.metrics import BookieMetrics
-from bookie.operations import AddOp, AddResult, DeleteOp, FenceOp, SetLacOp, Snapshot
+from bookie.operations import AddOp, AddOpResult, DeleteOp, FenceOp, SetLacOp, Snapshot
 from bookie.registration import Registration
 from bookie.storage import (
     Reader,
@@ -43,7 +43,7 @@ from services.errors import (
     present,
 )
 from services.settings import BookieSettings
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 from services.zk.store import MetadataStore
 
 log = logging.getLogger(__name__)
@@ -312,11 +312,11 @@ class BookieNode:
             raise result
         return result
 
-    async def add(self, records: list[Record], payload_bytes: int) -> AddResult:
+    async def add(self, records: list[FramedRecord], payload_bytes: int) -> AddOpResult:
         """Store framed records; answers once they are committed (and fsynced).
 
         The caller holds ``add_budget`` for the request's body (bookie.fastpath)."""
-        result: AddResult = await self._submit(lambda f: AddOp(records, f, payload_bytes))
+        result: AddOpResult = await self._submit(lambda f: AddOp(records, f, payload_bytes))
         return result
 
     async def fence(self, ledger_id: int) -> LedgerView:

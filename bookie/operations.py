@@ -8,14 +8,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 
 Snapshot = tuple[int, int, bool]  # a ledger's (lac, last_entry_id, fenced)
 
 
 @dataclass(slots=True)
 class AddOp:
-    records: list[Record]
+    records: list[FramedRecord]
     future: asyncio.Future[Any]
     payload_bytes: int
 
@@ -42,7 +42,9 @@ class DeleteOp:
 
 
 @dataclass(slots=True)
-class AddResult:
+class AddOpResult:
+    """What the writer did with an ``AddOp``: entries stored, and the ones it refused."""
+
     stored: int
     # (ledger_id, entry_id, error code): ledger_fenced, entry_exists
     rejected: list[tuple[int, int, str]] = field(default_factory=list)

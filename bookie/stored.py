@@ -42,7 +42,7 @@ from services.limits import (
     STORED_SAMPLE_ENTRIES_MAX,
 )
 from services.wire.digest import record_ok
-from services.wire.framing import DIGEST_LENGTHS, DIGEST_NAMES, Record
+from services.wire.framing import DIGEST_LENGTHS, DIGEST_NAMES, FramedRecord
 
 Verify = Literal["none", "sample", "all"]
 Run = tuple[int, int]
@@ -144,7 +144,7 @@ def row_ok(
         return False
     if name != "crc32c":
         return True
-    record = Record(ledger_id, entry_id, lac, payload or b"", digest, False, name, length)
+    record = FramedRecord(ledger_id, entry_id, lac, payload or b"", digest, False, name, length)
     return record_ok(record)
 
 

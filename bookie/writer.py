@@ -86,7 +86,7 @@ from sqlalchemy import Engine
 
 from bookie.apply import LedgerState, Row, apply_add, apply_other
 from bookie.metrics import BookieMetrics
-from bookie.operations import AddOp, AddResult, DeleteOp, Deliver, FenceOp, Op, Snapshot
+from bookie.operations import AddOp, AddOpResult, DeleteOp, Deliver, FenceOp, Op, Snapshot
 from bookie.storage import INSERT_ENTRY_SQL, UPSERT_LEDGER_SQL, load_ledgers_on
 from services.errors import BookieUnavailable, invariant
 
@@ -314,7 +314,7 @@ class GroupCommitWriter:
                         )
                 if rows:
                     db.executemany(INSERT_ENTRY_SQL, rows)
-                stored = sum(r.stored for _, r in results if isinstance(r, AddResult))
+                stored = sum(r.stored for _, r in results if isinstance(r, AddOpResult))
                 upserts = [
                     (lid, int(st[2]), st[0], st[1])
                     for lid in touched

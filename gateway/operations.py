@@ -104,15 +104,30 @@ async def add(
     gw: Gateway, ledger_id: int, password: str | None, payloads: tuple[bytes, ...]
 ) -> AddOutcome:
     runner = await writer_for(gw, ledger_id, password)
+    return await (await submit_add(gw, runner, payloads))
+
+
+async def submit_add(
+    gw: Gateway, runner: HandleRunner, payloads: tuple[bytes, ...]
+) -> asyncio.Future[AddOutcome]:
+    """Submit an add to ``runner`` (``HandleRunner.submit``: admitted and fed, its
+    outcome's future not awaited), counted: ``GatewayMetrics.add_began`` now and
+    ``add_ended`` once its outcome is known, a refusal at admission included. Every add
+    (REST, fast path, stream) goes through here, so each is counted once, the same way."""
     metrics = gw.metrics
     started = metrics.add_began(len(payloads))
     try:
-        outcome = await runner.add(payloads)
+        added = await runner.submit(payloads)
     except QuireError as exc:
         metrics.add_ended(len(payloads), started, exc)
         raise
-    metrics.add_ended(len(payloads), started, None)
-    return outcome
+
+    def ended(future: asyncio.Future[AddOutcome]) -> None:
+        if not future.cancelled():
+            metrics.add_ended(len(payloads), started, future.exception())
+
+    added.add_done_callback(ended)
+    return added
 
 
 async def close(gw: Gateway, ledger_id: int, password: str | None) -> dict[str, Any]:

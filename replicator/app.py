@@ -31,7 +31,7 @@ from services.errors import MetadataUnavailable, Unauthorized, Unavailable
 from services.settings import ReplicatorSettings
 from services.web.app import new_app
 from services.web.auth import secret_matches
-from services.web.errors import error_response, install_error_handlers
+from services.web.errors import DocumentedError, error_responses, install_error_handlers
 from services.web.openapi import install_openapi
 from services.web.routes import add_health_route, add_metrics_route
 from services.zk.ledger_store import LedgerStore
@@ -174,10 +174,12 @@ def create_app(settings: ReplicatorSettings) -> FastAPI:
         tags=["replicator"],
         summary="The worker's id, whether replication is enabled, and its ledgers in flight",
         response_model=WorkerStatus,
-        responses={
-            **error_response(401, f"missing or wrong {SECRET_HEADER} (with --cluster-secret)"),
-            **error_response(503, "not connected to ZooKeeper yet"),
-        },
+        responses=error_responses(
+            DocumentedError(
+                Unauthorized, f"missing or wrong {SECRET_HEADER} (with --cluster-secret)"
+            ),
+            DocumentedError(Unavailable, "not connected to ZooKeeper yet"),
+        ),
     )
     async def status(request: Request) -> dict[str, Any]:
         secret = settings.cluster_secret

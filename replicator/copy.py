@@ -29,12 +29,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from services.bookie_client import AddResult, RangeResult
+from services.bookie_client import BookieAddResult, RangeResult
 from services.errors import BookieUnavailable, EntryNotFound, LedgerNotFound, QuireError
 from services.limits import PAGE_ENTRIES_MAX
 from services.protocol.quorum import write_set
 from services.wire.digest import record_ok
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,9 @@ class CopyBookie(Protocol):
         self, ledger_id: int, first: int, last: int, max_entries: int = ..., max_bytes: int = ...
     ) -> RangeResult: ...
 
-    async def add(self, records: list[Record], timeout_s: float | None = None) -> AddResult: ...
+    async def add(
+        self, records: list[FramedRecord], timeout_s: float | None = None
+    ) -> BookieAddResult: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +91,7 @@ class _Sources:
     lacking: dict[int, set[str]] = field(default_factory=dict)
 
 
-def record_verifies(record: Record, job: CopyJob) -> bool:
+def record_verifies(record: FramedRecord, job: CopyJob) -> bool:
     """The record is the wanted ledger's, of its digest type, and intact."""
     if record.ledger_id != job.ledger_id or record.digest_type != job.digest_type:
         return False
@@ -121,7 +123,7 @@ class FragmentCopier:
         batch is stored there."""
         out = CopyOutcome()
         sources = _Sources()
-        got: dict[int, Record] = {}
+        got: dict[int, FramedRecord] = {}
         wanted, pos = job.wanted, 0
         while pos < len(wanted):
             if not self.keep_going():
@@ -150,11 +152,11 @@ class FragmentCopier:
         return out
 
     def _prefix(
-        self, window: Sequence[int], got: dict[int, Record]
-    ) -> tuple[list[Record], int, bool]:
+        self, window: Sequence[int], got: dict[int, FramedRecord]
+    ) -> tuple[list[FramedRecord], int, bool]:
         """The batch: the longest run of ``window`` already read, within the byte bound.
         ``full`` when it ends at the window's end or at the byte bound (not at a gap)."""
-        batch: list[Record] = []
+        batch: list[FramedRecord] = []
         size = 0
         for entry_id in window:
             record = got.get(entry_id)
@@ -184,7 +186,7 @@ class FragmentCopier:
         last: int,
         budget: int,
         in_window: set[int],
-        got: dict[int, Record],
+        got: dict[int, FramedRecord],
         sources: _Sources,
     ) -> None:
         """One range read from a replica of ``need``: every wanted, verified entry of the
@@ -229,7 +231,7 @@ class FragmentCopier:
         if need not in got:
             sources.lacking.setdefault(need, set()).add(source)
 
-    async def _write(self, target: str, batch: list[Record]) -> str | None:
+    async def _write(self, target: str, batch: list[FramedRecord]) -> str | None:
         """Store ``batch`` on ``target`` with the recovery flag; why it failed, or None."""
         records = [r._replace(recovery=True) for r in batch]
         try:

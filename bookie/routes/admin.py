@@ -5,8 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from bookie.models import BookieInfo, DiskThreshold, errors
+from bookie.models import SECRET_REFUSED, BookieInfo, DiskThreshold
 from bookie.routes.deps import NodeDep
+from services.errors import InvalidArgument
+from services.web.errors import error_responses, explained
 
 router = APIRouter(prefix="/v1", tags=["bookie"])
 
@@ -15,7 +17,7 @@ router = APIRouter(prefix="/v1", tags=["bookie"])
     "/info",
     summary="Identity and state of this bookie",
     response_model=BookieInfo,
-    responses=errors(),
+    responses=error_responses(SECRET_REFUSED),
 )
 async def info(node: NodeDep) -> JSONResponse:
     return JSONResponse(node.info())
@@ -29,7 +31,7 @@ async def info(node: NodeDep) -> JSONResponse:
         "threshold. The new value is applied at once (a disk check runs immediately)."
     ),
     response_model=BookieInfo,
-    responses=errors((400, "invalid_argument: bad body")),
+    responses=error_responses(explained(InvalidArgument, "bad body"), SECRET_REFUSED),
 )
 async def set_disk_threshold(body: DiskThreshold, node: NodeDep) -> JSONResponse:
     node.set_readonly_threshold(body.readonly_free_ratio)

@@ -13,22 +13,26 @@ from bookie.fastpath import BodyTimeout, add_request
 from bookie.models import (
     ADD_REQUEST_BODY,
     FRAMING_DESCRIPTION,
+    SECRET_REFUSED,
+    UNKNOWN_HERE,
     AddResult,
     EntryIdPath,
     LedgerIdPath,
-    errors,
     framed_response,
 )
 from bookie.node import BookieNode
 from bookie.routes.deps import NodeDep, get_node
 from bookie.storage import StoredEntry
 from services.errors import (
+    BookieReadOnly,
     EntryNotFound,
     InvalidArgument,
     LedgerNotFound,
+    PayloadTooLarge,
 )
 from services.limits import ENSEMBLE_SIZE_MAX, ID_MAX, PAGE_BYTES_MAX, RANGE_ENTRIES_MAX
-from services.wire.framing import DIGEST_NAMES, MEDIA_TYPE, Record, encode, encode_stored
+from services.web.errors import error_responses, explained, noted
+from services.wire.framing import DIGEST_NAMES, MEDIA_TYPE, FramedRecord, encode, encode_stored
 
 router = APIRouter(prefix="/v1", tags=["entries"])
 
@@ -50,10 +54,11 @@ LAST_ENTRY_HEADER = "X-Quire-Last-Entry-Id"
         "bookie refuses requests holding any non-recovery record."
     ),
     response_model=AddResult,
-    responses=errors(
-        (400, "invalid_argument: empty or malformed body, bad ids, digest length"),
-        (413, "payload_too_large: entry, record count or body over the limit"),
-        (503, "bookie_read_only: this bookie takes only recovery adds"),
+    responses=error_responses(
+        explained(InvalidArgument, "empty or malformed body, bad ids, digest length"),
+        explained(PayloadTooLarge, "entry, record count or body over the limit"),
+        explained(BookieReadOnly, "this bookie takes only recovery adds"),
+        SECRET_REFUSED,
     ),
     openapi_extra=ADD_REQUEST_BODY,
 )
@@ -84,8 +89,8 @@ def parse_residues(stride: int, residues: str | None) -> tuple[int, ...]:
     return () if len(wanted) == stride else tuple(wanted)
 
 
-def _to_record(ledger_id: int, entry: StoredEntry) -> Record:
-    return Record(
+def _to_record(ledger_id: int, entry: StoredEntry) -> FramedRecord:
+    return FramedRecord(
         ledger_id,
         entry.entry_id,
         entry.lac,
@@ -103,9 +108,11 @@ def _to_record(ledger_id: int, entry: StoredEntry) -> Record:
     response_class=Response,
     responses={
         **framed_response("One framed record; the flags carry the digest type"),
-        **errors(
-            (400, "invalid_argument: bad ids"),
-            (404, "ledger_not_found (unknown here) or entry_not_found"),
+        **error_responses(
+            explained(InvalidArgument, "bad ids"),
+            noted(LedgerNotFound, "unknown here"),
+            EntryNotFound,
+            SECRET_REFUSED,
         ),
     },
 )
@@ -145,9 +152,8 @@ async def read_entry(ledger_id: LedgerIdPath, entry_id: EntryIdPath, node: NodeD
                 }
             },
         ),
-        **errors(
-            (400, "invalid_argument: bad ids or limits, from > to"),
-            (404, "ledger_not_found: the ledger is unknown here"),
+        **error_responses(
+            explained(InvalidArgument, "bad ids or limits, from > to"), UNKNOWN_HERE, SECRET_REFUSED
         ),
     },
 )

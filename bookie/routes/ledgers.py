@@ -9,17 +9,19 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse, Response
 
 from bookie.models import (
+    SECRET_REFUSED,
+    UNKNOWN_HERE,
     LacBatch,
     LacBatchResult,
     LacUpdate,
     LedgerIdPath,
     LedgerList,
     LedgerState,
-    errors,
 )
 from bookie.routes.deps import NodeDep
-from services.errors import LedgerNotFound
+from services.errors import InvalidArgument, LedgerNotFound
 from services.limits import ID_MAX, LAC_WAIT_MAX_MS, LIST_LIMIT_MAX
+from services.web.errors import error_responses, explained
 
 router = APIRouter(prefix="/v1/ledgers", tags=["ledgers"])
 batch_router = APIRouter(prefix="/v1", tags=["ledgers"])
@@ -34,7 +36,9 @@ batch_router = APIRouter(prefix="/v1", tags=["ledgers"])
         "commit. A writer of many ledgers sends its idle LAC updates to a bookie this way."
     ),
     response_model=LacBatchResult,
-    responses=errors((400, "invalid_argument: bad ids, empty or oversized list")),
+    responses=error_responses(
+        explained(InvalidArgument, "bad ids, empty or oversized list"), SECRET_REFUSED
+    ),
 )
 async def update_lacs(body: LacBatch, node: NodeDep) -> JSONResponse:
     latest: dict[int, int] = {}
@@ -61,9 +65,8 @@ def _not_here(ledger_id: int) -> LedgerNotFound:
         "still unknown)."
     ),
     response_model=LedgerState,
-    responses=errors(
-        (400, "invalid_argument: bad ledger id, after or wait_ms"),
-        (404, "ledger_not_found: the ledger is unknown here"),
+    responses=error_responses(
+        explained(InvalidArgument, "bad ledger id, after or wait_ms"), UNKNOWN_HERE, SECRET_REFUSED
     ),
 )
 async def read_lac(
@@ -88,7 +91,7 @@ async def read_lac(
     summary="Record a LAC the writer has reached (keeps the maximum)",
     description="Durable before the answer. Creates the ledger record if unknown.",
     response_model=LedgerState,
-    responses=errors((400, "invalid_argument: bad ledger id or body")),
+    responses=error_responses(explained(InvalidArgument, "bad ledger id or body"), SECRET_REFUSED),
 )
 async def update_lac(ledger_id: LedgerIdPath, body: LacUpdate, node: NodeDep) -> JSONResponse:
     view = await node.update_lac(ledger_id, body.lac)
@@ -103,7 +106,7 @@ async def update_lac(ledger_id: LedgerIdPath, body: LacUpdate, node: NodeDep) ->
         "unknown (a recovery must fence bookies that never saw an entry). Idempotent."
     ),
     response_model=LedgerState,
-    responses=errors((400, "invalid_argument: bad ledger id")),
+    responses=error_responses(explained(InvalidArgument, "bad ledger id"), SECRET_REFUSED),
 )
 async def fence(ledger_id: LedgerIdPath, node: NodeDep) -> JSONResponse:
     view = await node.fence(ledger_id)
@@ -117,9 +120,8 @@ async def fence(ledger_id: LedgerIdPath, node: NodeDep) -> JSONResponse:
     response_class=Response,
     responses={
         204: {"description": "Deleted"},
-        **errors(
-            (400, "invalid_argument: bad ledger id"),
-            (404, "ledger_not_found: the ledger is unknown here"),
+        **error_responses(
+            explained(InvalidArgument, "bad ledger id"), UNKNOWN_HERE, SECRET_REFUSED
         ),
     },
 )
@@ -134,7 +136,7 @@ async def delete_ledger(ledger_id: LedgerIdPath, node: NodeDep) -> Response:
     description=f"Ascending ids after `after`; `limit` defaults to and is clamped to "
     f"{LIST_LIMIT_MAX}.",
     response_model=LedgerList,
-    responses=errors((400, "invalid_argument: bad after or limit")),
+    responses=error_responses(explained(InvalidArgument, "bad after or limit"), SECRET_REFUSED),
 )
 async def list_ledgers(
     node: NodeDep,

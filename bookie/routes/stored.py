@@ -7,16 +7,24 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
-from bookie.models import LedgerIdPath, StoredBatch, StoredBatchResult, StoredLedger, errors
+from bookie.models import (
+    SECRET_REFUSED,
+    UNKNOWN_HERE,
+    LedgerIdPath,
+    StoredBatch,
+    StoredBatchResult,
+    StoredLedger,
+)
 from bookie.routes.deps import NodeDep
 from bookie.stored import stored_reports
-from services.errors import LedgerNotFound, present
+from services.errors import InvalidArgument, LedgerNotFound, present
 from services.limits import (
     STORED_BATCH_MAX,
     STORED_BATCH_RUNS_MAX,
     STORED_RUNS_MAX,
     STORED_SAMPLE_ENTRIES_MAX,
 )
+from services.web.errors import error_responses, explained
 
 router = APIRouter(prefix="/v1", tags=["ledgers"])
 
@@ -38,9 +46,8 @@ _CHECKS = (
     ),
     response_model=StoredLedger,
     response_model_exclude_none=True,
-    responses=errors(
-        (400, "invalid_argument: bad ledger id or verify"),
-        (404, "ledger_not_found: the ledger is unknown here"),
+    responses=error_responses(
+        explained(InvalidArgument, "bad ledger id or verify"), UNKNOWN_HERE, SECRET_REFUSED
     ),
 )
 async def stored(
@@ -70,7 +77,9 @@ async def stored(
     ),
     response_model=StoredBatchResult,
     response_model_exclude_none=True,
-    responses=errors((400, "invalid_argument: empty or oversized list, bad id or verify")),
+    responses=error_responses(
+        explained(InvalidArgument, "empty or oversized list, bad id or verify"), SECRET_REFUSED
+    ),
 )
 async def stored_many(body: StoredBatch, node: NodeDep) -> JSONResponse:
     reader = present(node.reader, "the reader exists while the store is open")

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from services.errors import NotFound
-from services.web.errors import error_response
+from services.web.errors import error_responses, explained
 
 router = APIRouter(tags=["admin page"])
 
@@ -52,7 +52,7 @@ async def admin_page(request: Request) -> Response:
     summary="The admin page's script and style",
     responses={
         200: {"content": {kind: {"schema": {"type": "string"}} for kind in _ASSETS.values()}},
-        **error_response(404, "not_found: no such asset"),
+        **error_responses(explained(NotFound, "no such asset")),
     },
 )
 async def admin_asset(name: str) -> Response:

@@ -14,17 +14,19 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
 
 from gateway.admin.schemas import (
+    ADMIN_UNAUTHORIZED,
+    ADMIN_UNAVAILABLE,
     AdminBookie,
     AuditRequested,
     BookieList,
     Cluster,
     UnderReplicatedList,
-    admin_errors,
 )
 from gateway.admin.service import AdminService
 from gateway.http.deps import canonical_integer_queries
-from services.errors import Unavailable
+from services.errors import BookieNotFound, InvalidArgument, Unavailable
 from services.limits import ID_MAX, LIST_LIMIT_MAX
+from services.web.errors import error_responses
 
 router = APIRouter(
     prefix="/v1/admin",
@@ -50,7 +52,7 @@ BookieIdPath = Annotated[
     "/cluster",
     response_model=Cluster,
     summary="The cluster: auditor, replication switch, under-replicated count, bookies",
-    responses=admin_errors(401, 503),
+    responses=error_responses(ADMIN_UNAUTHORIZED, *ADMIN_UNAVAILABLE),
 )
 async def get_cluster(admin: AdminDep) -> dict[str, Any]:
     return await admin.cluster()
@@ -60,7 +62,7 @@ async def get_cluster(admin: AdminDep) -> dict[str, Any]:
     "/bookies",
     response_model=BookieList,
     summary="Every known bookie with its state, ledger count and free disk",
-    responses=admin_errors(401, 503),
+    responses=error_responses(ADMIN_UNAUTHORIZED, *ADMIN_UNAVAILABLE),
 )
 async def list_bookies(admin: AdminDep) -> dict[str, Any]:
     return {"bookies": await admin.bookies()}
@@ -70,7 +72,9 @@ async def list_bookies(admin: AdminDep) -> dict[str, Any]:
     "/bookies/{bookie_id}",
     response_model=AdminBookie,
     summary="One bookie (extension)",
-    responses=admin_errors(400, 401, 404, 503),
+    responses=error_responses(
+        InvalidArgument, ADMIN_UNAUTHORIZED, BookieNotFound, *ADMIN_UNAVAILABLE
+    ),
 )
 async def get_bookie(admin: AdminDep, bookie_id: BookieIdPath) -> dict[str, Any]:
     return await admin.bookie_object(bookie_id)
@@ -83,7 +87,9 @@ async def get_bookie(admin: AdminDep, bookie_id: BookieIdPath) -> dict[str, Any]
     summary="Decommission a bookie (up or down): its state is decommissioning from this "
     "answer on, so no new ensemble chooses it; everything on it is re-replicated, then it "
     "is decommissioned. Idempotent.",
-    responses=admin_errors(400, 401, 404, 503),
+    responses=error_responses(
+        InvalidArgument, ADMIN_UNAUTHORIZED, BookieNotFound, *ADMIN_UNAVAILABLE
+    ),
 )
 async def decommission_bookie(admin: AdminDep, bookie_id: BookieIdPath) -> JSONResponse:
     return JSONResponse(await admin.decommission(bookie_id), status_code=202)
@@ -93,7 +99,7 @@ async def decommission_bookie(admin: AdminDep, bookie_id: BookieIdPath) -> JSONR
     "/under-replicated",
     response_model=UnderReplicatedList,
     summary="Under-replicated ledgers in id order, with missing bookies and repair progress",
-    responses=admin_errors(400, 401, 503),
+    responses=error_responses(InvalidArgument, ADMIN_UNAUTHORIZED, *ADMIN_UNAVAILABLE),
 )
 async def list_under_replicated(
     admin: AdminDep,
@@ -110,7 +116,7 @@ async def list_under_replicated(
     "/replication/enable",
     response_model=Cluster,
     summary="Enable re-replication cluster-wide",
-    responses=admin_errors(401, 503),
+    responses=error_responses(ADMIN_UNAUTHORIZED, *ADMIN_UNAVAILABLE),
 )
 async def enable_replication(admin: AdminDep) -> dict[str, Any]:
     return await admin.set_replication(True)
@@ -120,7 +126,7 @@ async def enable_replication(admin: AdminDep) -> dict[str, Any]:
     "/replication/disable",
     response_model=Cluster,
     summary="Disable re-replication cluster-wide (workers start nothing new; marks stay)",
-    responses=admin_errors(401, 503),
+    responses=error_responses(ADMIN_UNAUTHORIZED, *ADMIN_UNAVAILABLE),
 )
 async def disable_replication(admin: AdminDep) -> dict[str, Any]:
     return await admin.set_replication(False)
@@ -131,7 +137,7 @@ async def disable_replication(admin: AdminDep) -> dict[str, Any]:
     status_code=202,
     response_model=AuditRequested,
     summary="Ask the elected auditor for a full check now",
-    responses=admin_errors(401, 503),
+    responses=error_responses(ADMIN_UNAUTHORIZED, *ADMIN_UNAVAILABLE),
 )
 async def request_audit(admin: AdminDep) -> JSONResponse:
     return JSONResponse(await admin.request_audit(), status_code=202)

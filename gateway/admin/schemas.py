@@ -6,21 +6,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from services.web.errors import error_response
+from services.errors import MetadataUnavailable, Unauthorized, Unavailable
+from services.web.errors import explained
 
-
-def admin_errors(*codes: int) -> dict[int | str, dict[str, Any]]:
-    text = {
-        400: "invalid_argument",
-        401: "unauthorized: missing or wrong token (the admin token when the gateway runs "
-        "with --admin-token; the API token is not enough then)",
-        404: "bookie_not_found",
-        503: "unavailable / metadata_unavailable",
-    }
-    out: dict[int | str, dict[str, Any]] = {}
-    for code in codes:
-        out.update(error_response(code, text[code]))
-    return out
+# The errors of the Admin API's routes, by status.
+ADMIN_UNAUTHORIZED = explained(
+    Unauthorized,
+    "missing or wrong token (the admin token when the gateway runs with --admin-token; "
+    "the API token is not enough then)",
+)
+ADMIN_UNAVAILABLE = (Unavailable, MetadataUnavailable)
 
 
 class BookieCounts(BaseModel):

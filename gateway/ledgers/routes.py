@@ -20,9 +20,14 @@ from gateway.http.deps import (
     canonical_integer_queries,
     remember_client,
 )
+from gateway.http.errors import TIMED_OUT
 from gateway.http.json_input import parse_json
 from gateway.ledgers import answers, pages
 from gateway.ledgers.schemas import (
+    LEDGER_CONFLICT,
+    LEDGER_NOT_FOUND,
+    LEDGER_UNAUTHORIZED,
+    LEDGER_UNAVAILABLE,
     AddResult,
     BatchAddResult,
     CreateLedger,
@@ -30,10 +35,14 @@ from gateway.ledgers.schemas import (
     Lac,
     Ledger,
     LedgerList,
-    errors,
 )
 from gateway.logs import operations as log_ops
-from services.errors import InvalidArgument
+from services.errors import (
+    InvalidArgument,
+    LedgerInLog,
+    MetadataConflict,
+    PayloadTooLarge,
+)
 from services.ledger_client.runners import read as reads
 from services.limits import (
     BODY_SIZE_MAX_BYTES,
@@ -43,7 +52,7 @@ from services.limits import (
 )
 from services.protocol.reads import digest_key, readable_end
 from services.web.body import body_share, is_json, read_body, read_small_body
-from services.web.errors import error_response
+from services.web.errors import error_responses, explained, noted
 from services.wire import entries_stream
 
 router = APIRouter(
@@ -66,7 +75,7 @@ def _json_body(raw: bytes) -> Any:
     status_code=201,
     response_model=Ledger,
     summary="Create a ledger (this gateway holds its write handle)",
-    responses=errors(400, 401, 503),
+    responses=error_responses(InvalidArgument, LEDGER_UNAUTHORIZED, *LEDGER_UNAVAILABLE),
     openapi_extra={
         "requestBody": {
             "content": {"application/json": {"schema": CreateLedger.model_json_schema()}}
@@ -104,7 +113,12 @@ def _first_error(exc: ValueError) -> str:
     return str(exc)
 
 
-@router.get("", response_model=LedgerList, summary="List ledger ids", responses=errors(400, 401))
+@router.get(
+    "",
+    response_model=LedgerList,
+    summary="List ledger ids",
+    responses=error_responses(InvalidArgument, LEDGER_UNAUTHORIZED),
+)
 async def list_ledgers(
     gw: GatewayDep,
     limit: Annotated[int, Query(ge=1, le=ID_MAX, description="clamped to 1000")] = LIST_LIMIT_MAX,
@@ -118,7 +132,7 @@ async def list_ledgers(
     "/{ledger_id}",
     response_model=Ledger,
     summary="A ledger's metadata (never checks or shows the password)",
-    responses=errors(400, 401, 404),
+    responses=error_responses(InvalidArgument, LEDGER_UNAUTHORIZED, *LEDGER_NOT_FOUND),
 )
 async def get_ledger(ledger_id: LedgerIdPath, gw: GatewayDep) -> dict[str, Any]:
     # ZooKeeper decides (the writer's view may trail it after a recovery elsewhere).
@@ -143,7 +157,15 @@ async def get_ledger(ledger_id: LedgerIdPath, gw: GatewayDep) -> dict[str, Any]:
                 }
             },
         },
-        **errors(400, 401, 404, 409, 413, 503, 504),
+        **error_responses(
+            InvalidArgument,
+            LEDGER_UNAUTHORIZED,
+            *LEDGER_NOT_FOUND,
+            *LEDGER_CONFLICT,
+            PayloadTooLarge,
+            *LEDGER_UNAVAILABLE,
+            TIMED_OUT,
+        ),
     },
     openapi_extra=ADD_BODY,
 )
@@ -159,7 +181,13 @@ async def add_entries(
     "/{ledger_id}/close",
     response_model=Ledger,
     summary="Close as the writer (closing again returns the same object)",
-    responses=errors(400, 401, 404, 409, 503),
+    responses=error_responses(
+        InvalidArgument,
+        LEDGER_UNAUTHORIZED,
+        *LEDGER_NOT_FOUND,
+        *LEDGER_CONFLICT,
+        *LEDGER_UNAVAILABLE,
+    ),
 )
 async def close_ledger(
     ledger_id: LedgerIdPath, gw: GatewayDep, password: PasswordHeader = None
@@ -171,7 +199,9 @@ async def close_ledger(
     "/{ledger_id}/recover",
     response_model=Ledger,
     summary="Fence, recover and close an OPEN ledger (any gateway); a CLOSED one is unchanged",
-    responses=errors(400, 401, 404, 503, 504),
+    responses=error_responses(
+        InvalidArgument, LEDGER_UNAUTHORIZED, *LEDGER_NOT_FOUND, *LEDGER_UNAVAILABLE, TIMED_OUT
+    ),
 )
 async def recover_ledger(
     ledger_id: LedgerIdPath, gw: GatewayDep, password: PasswordHeader = None
@@ -186,8 +216,13 @@ async def recover_ledger(
     description="A ledger that a log lists is not deleted (409 ledger_in_log): truncate "
     "the log past it, or delete the log.",
     responses={
-        **errors(400, 401, 404),
-        **error_response(409, "ledger_in_log (a log lists it) / metadata_conflict"),
+        **error_responses(
+            InvalidArgument,
+            LEDGER_UNAUTHORIZED,
+            *LEDGER_NOT_FOUND,
+            noted(LedgerInLog, "a log lists it"),
+            MetadataConflict,
+        ),
     },
 )
 async def delete_ledger(
@@ -202,7 +237,9 @@ async def delete_ledger(
     "/{ledger_id}/lac",
     response_model=Lac,
     summary="Last add confirmed, optionally long-polling for a newer one (never fences)",
-    responses=errors(400, 401, 404, 503),
+    responses=error_responses(
+        InvalidArgument, LEDGER_UNAUTHORIZED, *LEDGER_NOT_FOUND, *LEDGER_UNAVAILABLE
+    ),
 )
 async def get_lac(
     ledger_id: LedgerIdPath,
@@ -246,8 +283,12 @@ async def get_lac(
                 entries_stream.MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}},
             },
         },
-        **errors(401, 404, 503),
-        **error_response(400, "invalid_argument: a bad id, or from > to (both given)"),
+        **error_responses(
+            explained(InvalidArgument, "a bad id, or from > to (both given)"),
+            LEDGER_UNAUTHORIZED,
+            *LEDGER_NOT_FOUND,
+            *LEDGER_UNAVAILABLE,
+        ),
     },
 )
 async def read_entries(
@@ -301,7 +342,9 @@ async def read_entries(
     responses={
         200: {"content": {"application/octet-stream": {"schema": {"type": "string",
                                                                   "format": "binary"}}}},
-        **errors(400, 401, 404, 503),
+        **error_responses(
+            InvalidArgument, LEDGER_UNAUTHORIZED, *LEDGER_NOT_FOUND, *LEDGER_UNAVAILABLE
+        ),
     },
 )  # fmt: skip
 async def read_entry(

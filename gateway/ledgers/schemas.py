@@ -6,24 +6,30 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from services.web.errors import error_response
+from gateway.http.errors import FENCED
+from services.errors import (
+    BookieUnavailable,
+    EntryNotFound,
+    LedgerClosed,
+    LedgerNotFound,
+    MetadataConflict,
+    NotEnoughBookies,
+    NotWriter,
+    Unauthorized,
+    Unavailable,
+)
+from services.web.errors import noted
 from services.web.json_types import JsonInt
 
-
-def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
-    text = {
-        400: "invalid_argument",
-        401: "unauthorized (token or ledger password)",
-        404: "ledger_not_found / entry_not_found",
-        409: "ledger_closed / ledger_fenced (outcome unknown) / not_writer / metadata_conflict",
-        413: "payload_too_large",
-        503: "not_enough_bookies (on an add: outcome unknown) / bookie_unavailable / unavailable",
-        504: "quorum_timeout (outcome unknown)",
-    }
-    out: dict[int | str, dict[str, Any]] = {}
-    for code in codes:
-        out.update(error_response(code, text[code]))
-    return out
+# The errors of the ledger routes (docs/api.md "Ledgers"), by status.
+LEDGER_UNAUTHORIZED = noted(Unauthorized, "token or ledger password")
+LEDGER_NOT_FOUND = (LedgerNotFound, EntryNotFound)
+LEDGER_CONFLICT = (LedgerClosed, FENCED, NotWriter, MetadataConflict)
+LEDGER_UNAVAILABLE = (
+    noted(NotEnoughBookies, "on an add: outcome unknown"),
+    BookieUnavailable,
+    Unavailable,
+)
 
 
 class Fragment(BaseModel):

@@ -12,6 +12,7 @@ from starlette.routing import Match
 
 from gateway.http.batches import ADD_BODY
 from gateway.http.deps import GatewayDep, canonical_integer_queries
+from gateway.http.errors import FENCED, TIMED_OUT
 from gateway.http.json_input import parse_json
 from gateway.logs import answers
 from gateway.logs import operations as log_ops
@@ -29,7 +30,21 @@ from gateway.logs.schemas import (
     Rolled,
     WriterTaken,
 )
-from services.errors import InvalidArgument, MethodNotAllowed, NotFound, NotWriter
+from services.errors import (
+    BookieUnavailable,
+    IdempotencyKeyReused,
+    InvalidArgument,
+    LogNotFound,
+    MetadataConflict,
+    MetadataUnavailable,
+    MethodNotAllowed,
+    NotEnoughBookies,
+    NotFound,
+    NotWriter,
+    PayloadTooLarge,
+    Unauthorized,
+    Unavailable,
+)
 from services.limits import (
     BODY_SIZE_MAX_BYTES,
     ID_MAX,
@@ -45,7 +60,7 @@ from services.protocol.logs import (
     check_log_name,
 )
 from services.web.body import body_share, is_json, read_body, read_small_body
-from services.web.errors import error_response
+from services.web.errors import error_responses, noted
 from services.web.methods import fallback_route
 
 # Positions in queries: the pattern documented, not checked by FastAPI (Position.parse
@@ -57,23 +72,10 @@ router = APIRouter(
     prefix="/v1/logs", tags=["logs"], dependencies=[Depends(canonical_integer_queries)]
 )
 
-_ERRORS = {
-    400: "invalid_argument (a bad name, position or body; a position outside the log)",
-    401: "unauthorized",
-    404: "log_not_found",
-    409: "not_writer / idempotency_key_reused / ledger_fenced (outcome unknown) / "
-    "metadata_conflict",
-    413: "payload_too_large",
-    503: "not_enough_bookies / bookie_unavailable / unavailable / metadata_unavailable",
-    504: "quorum_timeout (outcome unknown)",
-}
-
-
-def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
-    out: dict[int | str, dict[str, Any]] = {}
-    for code in codes:
-        out.update(error_response(code, _ERRORS[code]))
-    return out
+# The errors of the log routes (docs/api.md "Logs"), by status.
+LOG_INVALID = noted(InvalidArgument, "a bad name, position or body; a position outside the log")
+LOG_CONFLICT = (NotWriter, IdempotencyKeyReused, FENCED, MetadataConflict)
+LOG_UNAVAILABLE = (NotEnoughBookies, BookieUnavailable, Unavailable, MetadataUnavailable)
 
 
 IdempotencyKey = Annotated[
@@ -110,7 +112,10 @@ def _name(name: str) -> str:
     summary="Create a log (201), or answer the existing one (200)",
     description=f"Log names: 1-{LOG_NAME_MAX_CHARS} characters of A-Za-z0-9._-. An optional "
     "JSON body sets the ensemble of the log's ledgers (default 3/2/2).",
-    responses={200: {"description": "the log exists", "model": LogModel}, **errors(400, 401)},
+    responses={
+        200: {"description": "the log exists", "model": LogModel},
+        **error_responses(LOG_INVALID, Unauthorized),
+    },
     openapi_extra={
         "requestBody": {
             "required": False,
@@ -134,7 +139,12 @@ async def create_log(name: LogNamePath, request: Request, gw: GatewayDep) -> JSO
     return JSONResponse(log.to_api(), status_code=201 if created else 200)
 
 
-@router.get("", response_model=LogList, summary="List log names", responses=errors(400, 401))
+@router.get(
+    "",
+    response_model=LogList,
+    summary="List log names",
+    responses=error_responses(LOG_INVALID, Unauthorized),
+)
 async def list_logs(
     gw: GatewayDep,
     limit: Annotated[int, Query(ge=1, le=ID_MAX, description="clamped to 1000")] = LIST_LIMIT_MAX,
@@ -147,7 +157,12 @@ async def list_logs(
     return {"logs": names, "next": next_after}
 
 
-@router.get("/{name}", response_model=LogModel, summary="A log", responses=errors(400, 401, 404))
+@router.get(
+    "/{name}",
+    response_model=LogModel,
+    summary="A log",
+    responses=error_responses(LOG_INVALID, Unauthorized, LogNotFound),
+)
 async def get_log(name: LogNamePath, gw: GatewayDep) -> dict[str, Any]:
     return (await log_ops.get(gw, _name(name))).log.to_api()
 
@@ -156,7 +171,7 @@ async def get_log(name: LogNamePath, gw: GatewayDep) -> dict[str, Any]:
     "/{name}",
     status_code=204,
     summary="Delete a log and its ledgers (its writer, wherever it runs, is fenced)",
-    responses=errors(400, 401, 404, 503),
+    responses=error_responses(LOG_INVALID, Unauthorized, LogNotFound, *LOG_UNAVAILABLE),
 )
 async def delete_log(name: LogNamePath, gw: GatewayDep) -> Response:
     await log_ops.delete(gw, _name(name))
@@ -167,7 +182,9 @@ async def delete_log(name: LogNamePath, gw: GatewayDep) -> Response:
     "/{name}/writer",
     response_model=WriterTaken,
     summary="Take the log's writer role (fences the last two ledgers, creates one, CAS)",
-    responses=errors(400, 401, 404, 409, 503, 504),
+    responses=error_responses(
+        LOG_INVALID, Unauthorized, LogNotFound, *LOG_CONFLICT, *LOG_UNAVAILABLE, TIMED_OUT
+    ),
 )
 async def take_writer(name: LogNamePath, gw: GatewayDep) -> dict[str, int]:
     writer = await gw.logs.acquire(_name(name))
@@ -191,7 +208,15 @@ async def take_writer(name: LogNamePath, gw: GatewayDep) -> dict[str, int]:
                 }
             },
         },
-        **errors(400, 401, 404, 409, 413, 503, 504),
+        **error_responses(
+            LOG_INVALID,
+            Unauthorized,
+            LogNotFound,
+            *LOG_CONFLICT,
+            PayloadTooLarge,
+            *LOG_UNAVAILABLE,
+            TIMED_OUT,
+        ),
     },
     openapi_extra=ADD_BODY,
 )
@@ -210,7 +235,9 @@ async def append_records(
     "/{name}/roll",
     response_model=Rolled,
     summary="Roll the log to a new ledger (create, CAS into the list, close the old one)",
-    responses=errors(400, 401, 404, 409, 503),
+    responses=error_responses(
+        LOG_INVALID, Unauthorized, LogNotFound, *LOG_CONFLICT, *LOG_UNAVAILABLE
+    ),
 )
 async def roll_log(name: LogNamePath, gw: GatewayDep) -> dict[str, int]:
     writer = await log_ops.writer_of(gw, _name(name))
@@ -224,7 +251,9 @@ async def roll_log(name: LogNamePath, gw: GatewayDep) -> dict[str, int]:
     "/{name}/truncate",
     response_model=LogModel,
     summary="Remove the whole ledgers that end before a position",
-    responses=errors(400, 401, 404, 409, 503),
+    responses=error_responses(
+        LOG_INVALID, Unauthorized, LogNotFound, *LOG_CONFLICT, *LOG_UNAVAILABLE
+    ),
 )
 async def truncate_log(
     name: LogNamePath,
@@ -240,7 +269,7 @@ async def truncate_log(
     "/{name}/records",
     response_model=RecordPage,
     summary="Read records in log order from a position (never fences; tail with wait_ms)",
-    responses=errors(400, 401, 404, 503),
+    responses=error_responses(LOG_INVALID, Unauthorized, LogNotFound, *LOG_UNAVAILABLE),
 )
 async def read_records(
     name: LogNamePath,
@@ -275,7 +304,7 @@ async def read_records(
             "description": "the log after the commit",
             "content": {"application/json": {"schema": AttachResult.model_json_schema()}},
         },
-        **errors(400, 401, 404, 409, 503),
+        **error_responses(LOG_INVALID, Unauthorized, LogNotFound, *LOG_CONFLICT, *LOG_UNAVAILABLE),
     },
     openapi_extra={
         "requestBody": {
@@ -302,7 +331,7 @@ async def attach_ledgers(name: LogNamePath, request: Request, gw: GatewayDep) ->
     "/{name}/commits/{commit_id}",
     response_model=CommitModel,
     summary="The last sequence committed under a commit id (POST /ledgers)",
-    responses=errors(400, 401, 404),
+    responses=error_responses(LOG_INVALID, Unauthorized, LogNotFound),
 )
 async def get_commit(name: LogNamePath, commit_id: str, gw: GatewayDep) -> dict[str, Any]:
     current = (await log_ops.get(gw, _name(name))).log

@@ -83,7 +83,10 @@ def close_code(error: QuireError) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class Record:
+class StreamRecord:
+    """One record a stream's client sent: its number in the stream, its bytes and, on a
+    log, its Idempotency-Key."""
+
     seq: int
     payload: bytes
     key: str | None = None
@@ -94,7 +97,7 @@ class Target(Protocol):
 
     accepts_keys: bool
 
-    async def submit(self, records: list[Record]) -> asyncio.Future[list[str]]:
+    async def submit(self, records: list[StreamRecord]) -> asyncio.Future[list[str]]:
         """Hand ``records`` to the write path; return once they are fed in order (the
         next group's entries come after theirs), with the future of their
         acknowledgements (one JSON text per record, in order: ``ledger_ack_json``,
@@ -116,7 +119,7 @@ def log_ack_json(seq: int, ledger_id: int, entry_id: int) -> str:
     return f'{{"seq":{seq:d},"position":{{"ledger_id":{ledger_id:d},"entry_id":{entry_id:d}}}}}'
 
 
-def take_group(pending: collections.deque[Record]) -> list[Record]:
+def take_group(pending: collections.deque[StreamRecord]) -> list[StreamRecord]:
     """The next group of records (one add) taken from ``pending`` (not empty): a record
     with an idempotency key alone (the key is the whole append's), else the keyless
     records in a row, up to ``STREAM_GROUP_ENTRIES_MAX`` records and
@@ -199,8 +202,8 @@ class StreamSession:
         if budget is None:
             budget = ByteBudget(bytes_in_flight_max)
         self.share = budget.open()
-        self.pending: collections.deque[Record] = collections.deque()
-        self.flying: collections.deque[tuple[list[Record], asyncio.Future[list[str]]]] = (
+        self.pending: collections.deque[StreamRecord] = collections.deque()
+        self.flying: collections.deque[tuple[list[StreamRecord], asyncio.Future[list[str]]]] = (
             collections.deque()
         )
         self.unacked = 0  # records read and not acknowledged (credits in use)
@@ -288,7 +291,7 @@ class StreamSession:
         if self.unacked >= self.credits:
             raise InvalidArgument(f"record {self.next_seq} sent without a credit "
                                   f"({self.credits} records in flight at most)")  # fmt: skip
-        self.pending.append(Record(self.next_seq, data, self.next_key))
+        self.pending.append(StreamRecord(self.next_seq, data, self.next_key))
         self.next_seq += 1
         self.next_key = None
         self.unacked += 1

@@ -9,11 +9,12 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from gateway import operations as ops
 from gateway.logs import operations as log_ops
 from gateway.logs.writer import AppendOrder, AppendTurn, LogWriter
 from gateway.passwords import check_password
 from gateway.service import Gateway
-from gateway.streams.session import Record, ledger_ack_json, log_ack_json, retrieve
+from gateway.streams.session import StreamRecord, ledger_ack_json, log_ack_json, retrieve
 from services.errors import InvalidArgument, NotWriter, Unauthorized
 from services.ledger_client.runners.write import AddOutcome, HandleRunner
 
@@ -49,17 +50,13 @@ class LedgerTarget(_Authorized):
         self.runner = runner
         self.password_hash = runner.handle.metadata.password_hash
 
-    async def submit(self, records: list[Record]) -> asyncio.Future[Acks]:
-        payloads = tuple(r.payload for r in records)
-        metrics = self.gw.metrics
-        started = metrics.add_began(len(payloads))
-        added = await self.runner.submit(payloads)
+    async def submit(self, records: list[StreamRecord]) -> asyncio.Future[Acks]:
+        added = await ops.submit_add(self.gw, self.runner, tuple(r.payload for r in records))
         acks: asyncio.Future[Acks] = asyncio.get_running_loop().create_future()
         acks.add_done_callback(retrieve)
 
         def done(future: asyncio.Future[AddOutcome]) -> None:
             error = future.exception()
-            metrics.add_ended(len(payloads), started, error)
             if error is not None:
                 if not acks.done():
                     acks.set_exception(error)
@@ -94,7 +91,7 @@ class LogTarget(_Authorized):
             raise InvalidArgument("logs have no password")
         await super().late_auth(doc)
 
-    async def submit(self, records: list[Record]) -> asyncio.Future[Acks]:
+    async def submit(self, records: list[StreamRecord]) -> asyncio.Future[Acks]:
         # Only the keyless records in a row are one group: a key is alone in its group.
         key = records[0].key
         fed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -118,7 +115,11 @@ class LogTarget(_Authorized):
         return task
 
     async def _append(
-        self, records: list[Record], key: str | None, fed: Callable[[], None], turn: AppendTurn
+        self,
+        records: list[StreamRecord],
+        key: str | None,
+        fed: Callable[[], None],
+        turn: AppendTurn,
     ) -> Acks:
         try:
             result = await self.writer.append([r.payload for r in records], key, fed, turn)

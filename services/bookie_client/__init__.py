@@ -6,7 +6,7 @@ asyncio streams), ``channel`` and ``adds`` (the gateway's callback-driven adds),
 from services.bookie_client.client import BookieClient
 from services.bookie_client.pool import BookieClientPool
 from services.bookie_client.results import (
-    AddResult,
+    BookieAddResult,
     EntryResult,
     LacInfo,
     RangeResult,
@@ -14,7 +14,7 @@ from services.bookie_client.results import (
 )
 
 __all__ = [
-    "AddResult",
+    "BookieAddResult",
     "BookieClient",
     "BookieClientPool",
     "EntryResult",

@@ -16,17 +16,17 @@ from services.bookie_client.answers import (
     transport_error,
 )
 from services.bookie_client.channel import AddChannel
-from services.bookie_client.results import AddResult
+from services.bookie_client.results import BookieAddResult
 from services.bookie_client.transport import HttpResponse
 from services.errors import PayloadTooLarge, QuireError
 from services.limits import BATCH_ENTRIES_MAX, BODY_SIZE_MAX_BYTES
 from services.request_ids import REQUEST_ID_HEADER
 from services.wire import framing
 
-AddDone = Callable[[AddResult | QuireError], None]
+AddDone = Callable[[BookieAddResult | QuireError], None]
 
 
-def add_body(records: Sequence[framing.Record]) -> bytes:
+def add_body(records: Sequence[framing.FramedRecord]) -> bytes:
     """The framed body of an add of ``records``; ``PayloadTooLarge`` over the bounds."""
     if len(records) > BATCH_ENTRIES_MAX:
         raise PayloadTooLarge(
@@ -56,7 +56,7 @@ class CallbackAdds:
 
     def start(
         self,
-        records: Sequence[framing.Record],
+        records: Sequence[framing.FramedRecord],
         timeout_s: float,
         done: AddDone,
         request_id: str | None,
@@ -80,7 +80,7 @@ class CallbackAdds:
         else:
             done(self._result(answer))
 
-    def _result(self, response: HttpResponse) -> AddResult | QuireError:
+    def _result(self, response: HttpResponse) -> BookieAddResult | QuireError:
         try:
             doc = json.loads(response.body)
             if not isinstance(doc, dict):

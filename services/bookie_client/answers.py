@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from services.bookie_client.results import AddResult, LacInfo, StoredInfo
+from services.bookie_client.results import BookieAddResult, LacInfo, StoredInfo
 from services.bookie_client.transport import HttpResponse
 from services.errors import (
     BookieUnavailable,
@@ -53,14 +53,14 @@ def error_for(status: int, body: bytes, prefix: str) -> QuireError:
     return _BY_STATUS.get(status, QuireError)(f"{prefix}: HTTP {status}")
 
 
-def parse_add(doc: dict[str, Any], instance_id: str | None = None) -> AddResult:
+def parse_add(doc: dict[str, Any], instance_id: str | None = None) -> BookieAddResult:
     """An add answer (``stored`` and the ``rejected`` records with their codes) from the
     bookie instance ``instance_id`` (its answer's instance header); raises
     KeyError/TypeError/ValueError/AttributeError."""
     rejected = [
         (int(r["ledger_id"]), int(r["entry_id"]), str(r["error"])) for r in doc.get("rejected", [])
     ]
-    return AddResult(int(doc["stored"]), rejected, instance_id)
+    return BookieAddResult(int(doc["stored"]), rejected, instance_id)
 
 
 def parse_lac(doc: dict[str, Any]) -> LacInfo:

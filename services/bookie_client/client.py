@@ -65,7 +65,7 @@ from services.bookie_client.answers import (
     transport_error,
 )
 from services.bookie_client.results import (
-    AddResult,
+    BookieAddResult,
     EntryResult,
     LacInfo,
     RangeResult,
@@ -171,7 +171,9 @@ class BookieClient:
 
     # ---------------------------------------------------------------- calls
 
-    async def add(self, records: list[framing.Record], timeout_s: float | None = None) -> AddResult:
+    async def add(
+        self, records: list[framing.FramedRecord], timeout_s: float | None = None
+    ) -> BookieAddResult:
         """Store entries (of one or several ledgers) in one request. Stored entries are
         durable when this returns; normal adds to a fenced ledger come back in
         ``rejected``. A whole-request failure raises (e.g. ``BookieReadOnly``).
@@ -179,7 +181,7 @@ class BookieClient:
         adds have a shorter one: a hung bookie must be replaced quickly); past it the
         call raises ``BookieUnavailable`` (the add may or may not have been stored)."""
         if not records:
-            return AddResult(0, [])
+            return BookieAddResult(0, [])
         body = add_body(records)
         response = await self._call(
             "POST",
@@ -195,18 +197,18 @@ class BookieClient:
 
     def start_add(
         self,
-        records: list[framing.Record],
+        records: list[framing.FramedRecord],
         timeout_s: float,
-        done: Callable[[AddResult | QuireError], None],
+        done: Callable[[BookieAddResult | QuireError], None],
         request_id: str | None = None,
     ) -> None:
         """``add`` driven by a callback (services/bookie_client/channel.py): the request
-        leaves now and ``done`` gets its ``AddResult`` or the ``QuireError`` ``add``
+        leaves now and ``done`` gets its ``BookieAddResult`` or the ``QuireError`` ``add``
         would raise, on a later loop turn, within ``timeout_s``. ``request_id`` is sent
         as ``X-Request-Id``."""
         self._adds.start(records, timeout_s, done, request_id)
 
-    async def read_entry(self, ledger_id: int, entry_id: int) -> framing.Record:
+    async def read_entry(self, ledger_id: int, entry_id: int) -> framing.FramedRecord:
         """One entry; ``LedgerNotFound`` / ``EntryNotFound`` when this bookie lacks it."""
         return (await self.read_entry_result(ledger_id, entry_id)).record
 
@@ -435,7 +437,7 @@ class BookieClient:
     def _error(self, response: HttpResponse, what: str) -> QuireError:
         return answer_error(self.address, response, what)
 
-    def _decode(self, body: bytes, what: str, max_records: int = 1) -> list[framing.Record]:
+    def _decode(self, body: bytes, what: str, max_records: int = 1) -> list[framing.FramedRecord]:
         try:
             return framing.decode(body, max_records=max_records)
         except QuireError as exc:

@@ -10,7 +10,7 @@ from services.wire import framing
 
 
 @dataclass(frozen=True, slots=True)
-class AddResult:
+class BookieAddResult:
     """What a bookie did with one add request: entries stored, and the ones it refused
     as ``(ledger_id, entry_id, error_code)``: ``ledger_fenced``, ``entry_exists`` or
     ``invalid_argument`` (a bad digest); and the instance of the bookie that answered
@@ -28,7 +28,7 @@ class RangeResult:
     ledger (-1 if none), and the instance of the bookie that answered (None if it did
     not say)."""
 
-    records: list[framing.Record]
+    records: list[framing.FramedRecord]
     last_entry_id: int
     instance_id: str | None = None
 
@@ -37,7 +37,7 @@ class RangeResult:
 class EntryResult:
     """One entry read, and the instance of the bookie that answered."""
 
-    record: framing.Record
+    record: framing.FramedRecord
     instance_id: str | None = None
 
 

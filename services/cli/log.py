@@ -30,7 +30,7 @@ from services.cli.ledger_io import batches, err, print_json, quiet_stdout
 from services.cli.listing import LOGS, print_listing
 from services.cli.log_io import (
     FOLLOW_WAIT_MS,
-    Record,
+    PositionedRecord,
     key_option,
     name_argument,
     page_json,
@@ -260,7 +260,7 @@ def read(
     """
     following: str | None = start
     caught_up = False
-    records: list[Record] = []
+    records: list[PositionedRecord] = []
     show = progress_wanted(
         quiet or as_json, output_is_terminal=output is None and stdout_is_terminal()
     )

@@ -157,14 +157,16 @@ def append_summary(
 
 
 @dataclass(frozen=True, slots=True)
-class Record:
+class PositionedRecord:
+    """One record read from a log, with its position (``LID:EID``)."""
+
     position: str
     data: bytes
 
 
 @dataclass(frozen=True, slots=True)
 class Page:
-    records: list[Record]
+    records: list[PositionedRecord]
     next: str | None
     caught_up: bool
 
@@ -181,7 +183,9 @@ def get_page(
     doc = client.json("GET", f"/v1/logs/{name}/records", params=params)
     try:
         records = [
-            Record(position_text(r["position"]), base64.b64decode(r["data"], validate=True))
+            PositionedRecord(
+                position_text(r["position"]), base64.b64decode(r["data"], validate=True)
+            )
             for r in doc["records"]
         ]
     except (KeyError, TypeError, ValueError) as exc:
@@ -208,7 +212,7 @@ def read_records(
         position = page.next
 
 
-def render(record: Record, as_json: bool, positions: bool) -> bytes:
+def render(record: PositionedRecord, as_json: bool, positions: bool) -> bytes:
     """One record as one output line: its text (undecodable bytes escaped), optionally
     after ``LID:EID`` and a tab, or ``{"position", "data" (base64)}``."""
     if as_json:
@@ -218,7 +222,9 @@ def render(record: Record, as_json: bool, positions: bool) -> bytes:
     return prefix + record.data.decode("utf-8", errors="backslashreplace").encode() + b"\n"
 
 
-def page_json(records: list[Record], following: str | None, caught_up: bool) -> dict[str, Any]:
+def page_json(
+    records: list[PositionedRecord], following: str | None, caught_up: bool
+) -> dict[str, Any]:
     """What ``quire log read --json`` prints: the API's page, positions as text."""
     return {
         "records": [
@@ -230,7 +236,7 @@ def page_json(records: list[Record], following: str | None, caught_up: bool) -> 
 
 
 def write_records(
-    records: list[Record], as_json: bool, positions: bool, out: IO[bytes] | None = None
+    records: list[PositionedRecord], as_json: bool, positions: bool, out: IO[bytes] | None = None
 ) -> int:
     """Write ``records`` to ``out`` (stdout by default); the number of bytes written."""
     sink = sys.stdout.buffer if out is None else out

@@ -18,14 +18,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from services.bookie_client import AddResult, LacInfo, RangeResult
+from services.bookie_client import BookieAddResult, LacInfo, RangeResult
 from services.errors import InvalidArgument
 from services.ledger_client.metrics import LedgerClientMetrics
 from services.ledger_client.settings import LedgerClientSettings
 from services.protocol.messages import WritableBookies
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.reads_lac import SeenLacs
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 from services.zk.ledger_store import VersionedLedger
 
 
@@ -71,9 +71,11 @@ class BookieApi(Protocol):
     senders use ``start_add`` (a callback-driven add) when the client has it, and
     otherwise run ``add`` in a task (services/ledger_client/senders.py)."""
 
-    async def add(self, records: list[Record], timeout_s: float | None = None) -> AddResult: ...
+    async def add(
+        self, records: list[FramedRecord], timeout_s: float | None = None
+    ) -> BookieAddResult: ...
 
-    async def read_entry(self, ledger_id: int, entry_id: int) -> Record: ...
+    async def read_entry(self, ledger_id: int, entry_id: int) -> FramedRecord: ...
 
     async def read_range(
         self,

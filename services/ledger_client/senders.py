@@ -69,7 +69,7 @@ own (issue 7 item 8), and each refusal maps to its own reason:
 Only the records (and so the ledgers) refused are affected: the others of the
 same cross-ledger request are reported stored as usual.
 
-Every answer names the bookie instance that gave it (``AddResult.instance_id``, the
+Every answer names the bookie instance that gave it (``BookieAddResult.instance_id``, the
 instance header), and ``answer_for`` passes it on: each handle compares it with the
 instance its own fragment recorded for that bookie, and a bookie reformatted since is a
 failed bookie for that handle's adds (services/protocol/writer.py, "Replaced
@@ -92,7 +92,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from services.bookie_client import AddResult
+from services.bookie_client import BookieAddResult
 from services.errors import (
     BookieReadOnly,
     EntryExists,
@@ -105,7 +105,7 @@ from services.ledger_client.lac_sender import LacSender
 from services.ledger_client.settings import LedgerClientSettings
 from services.protocol.messages import BookieAddsDone, RejectReason
 from services.request_ids import REQUEST_ID
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ def reject_reason(exc: QuireError) -> RejectReason:
     return RejectReason.UNAVAILABLE  # unreachable, failed, timed out: outcome unknown
 
 
-def answer_for(records: Sequence[Record], answer: AddResult | QuireError) -> AddAnswer:
+def answer_for(records: Sequence[FramedRecord], answer: BookieAddResult | QuireError) -> AddAnswer:
     """What the bookie's ``answer`` (to a request holding ``records``, and maybe others)
     means for ``records``: a failed request rejects them all (``reject_reason``); a
     per-record refusal rejects that record for the reason of its code (``CODE_REASONS``,
@@ -193,7 +193,9 @@ def answer_for(records: Sequence[Record], answer: AddResult | QuireError) -> Add
     return AddAnswer(tuple(stored), tuple(rejected), tuple(reasons), answer.instance_id)
 
 
-def add_outcome(records: Sequence[Record], answer: AddResult | QuireError) -> AddOutcome:
+def add_outcome(
+    records: Sequence[FramedRecord], answer: BookieAddResult | QuireError
+) -> AddOutcome:
     """``(stored, rejected, reason)`` of ``records``: ``answer_for`` summed up (the
     reason is FENCED if any record was refused as fenced)."""
     result = answer_for(records, answer)
@@ -239,7 +241,7 @@ class SenderLimits:
 
 @dataclass(slots=True)
 class _Item:
-    records: tuple[Record, ...]
+    records: tuple[FramedRecord, ...]
     size: int
     callback: AddCallback
     request_id: str | None = None
@@ -262,7 +264,7 @@ class BookieSender:
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
 
-    def send(self, records: tuple[Record, ...], callback: AddCallback) -> None:
+    def send(self, records: tuple[FramedRecord, ...], callback: AddCallback) -> None:
         """Queue ``records`` (admitted already: the queue's bound is kept at admission,
         module docstring) and send what may leave now."""
         size = sum(len(r.payload) for r in records)
@@ -349,7 +351,11 @@ class BookieSender:
         task.add_done_callback(self._tasks.discard)
 
     def _answered(
-        self, batch: list[_Item], size: int, request_id: str | None, answer: AddResult | QuireError
+        self,
+        batch: list[_Item],
+        size: int,
+        request_id: str | None,
+        answer: BookieAddResult | QuireError,
     ) -> None:
         """A request's answer reaches its callbacks (with its id set); the next may leave."""
         if self._closed:
@@ -382,16 +388,16 @@ class BookieSender:
 
 async def _add_in_task(
     client: BookieApi,
-    records: list[Record],
+    records: list[FramedRecord],
     timeout_s: float,
-    done: Callable[[AddResult | QuireError], None],
+    done: Callable[[BookieAddResult | QuireError], None],
     request_id: str | None,
 ) -> None:
     """``start_add`` for a client that only has the coroutine ``add`` (the tests' fakes):
     the add in a task of its own, with the request's id set in that task's context."""
     REQUEST_ID.set(request_id)
     try:
-        answer: AddResult | QuireError = await client.add(records, timeout_s=timeout_s)
+        answer: BookieAddResult | QuireError = await client.add(records, timeout_s=timeout_s)
     except QuireError as exc:
         answer = exc
     done(answer)
@@ -410,14 +416,14 @@ def _log_carried(batch: Sequence[_Item], bookie_id: str) -> None:
             )  # fmt: skip
 
 
-def _by_callback(batch: Sequence[_Item]) -> list[tuple[AddCallback, Sequence[Record]]]:
+def _by_callback(batch: Sequence[_Item]) -> list[tuple[AddCallback, Sequence[FramedRecord]]]:
     """The batch's records by callback, in order of first appearance: a handle that
     passes one callback per bookie (services/ledger_client/runners/write.py) hears about all its
     records of one request in one call, so it is fed one event instead of one per add
     (the many single-record adds of REST clients and streams)."""
     if len(batch) == 1:
         return [(batch[0].callback, batch[0].records)]
-    grouped: dict[AddCallback, list[Record]] = {}
+    grouped: dict[AddCallback, list[FramedRecord]] = {}
     for item in batch:
         records = grouped.get(item.callback)
         if records is None:

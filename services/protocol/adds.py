@@ -31,7 +31,7 @@ from services.errors import invariant
 from services.protocol import quorum
 from services.protocol.messages import SendAdds
 from services.wire.digest import sealed
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 
 WriteSetOf = Callable[[int], tuple[str, ...]]
 
@@ -44,7 +44,7 @@ class PendingEntry:
     write_set: tuple[str, ...]
     acked_by: set[str] = field(default_factory=set)
     sent_to: set[str] = field(default_factory=set)
-    record: Record | None = None  # sealed at the first send, re-sent unchanged
+    record: FramedRecord | None = None  # sealed at the first send, re-sent unchanged
 
 
 @dataclass(slots=True)
@@ -156,7 +156,7 @@ class PendingAdds:
 def build_sends(
     entries: Iterable[PendingEntry],
     failed: Collection[str],
-    template: Record,
+    template: FramedRecord,
     digest_key: bytes,
     batch_entries_max: int,
     batch_bytes_max: int,
@@ -167,7 +167,7 @@ def build_sends(
     Each record is ``template`` (ledger id, the LAC at send time, digest type) with the
     entry's id, payload and cumulative length, sealed at the entry's first send and kept
     in ``entry.record``: later sends of the entry carry the same bytes."""
-    batches: dict[str, list[Record]] = {}
+    batches: dict[str, list[FramedRecord]] = {}
     for entry in entries:
         targets = [b for b in entry.write_set if b not in failed and b not in entry.sent_to]
         if not targets:
@@ -182,7 +182,7 @@ def build_sends(
             entry.sent_to.add(bookie)
     effects: list[SendAdds] = []
     for bookie, records in batches.items():
-        chunk: list[Record] = []
+        chunk: list[FramedRecord] = []
         size = 0
         for record in records:
             full = len(chunk) >= batch_entries_max or size + len(record.payload) > batch_bytes_max

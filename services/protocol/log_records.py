@@ -76,8 +76,9 @@ class Head:
     digest: bytes | None = None
 
 
-class Record(NamedTuple):
-    """One decoded entry: its data, how many entries of its request follow, the head.
+class LogEntry(NamedTuple):
+    """One decoded entry of a log: its record's data, how many entries of its request
+    follow, the head.
     (A named tuple, not a frozen dataclass: a bulk read decodes one per entry.)"""
 
     data: bytes
@@ -105,29 +106,29 @@ def encode(
     return tuple(out)
 
 
-def decode(entry: bytes) -> Record:
+def decode(entry: bytes) -> LogEntry:
     """An entry's record. An entry without a valid envelope (not written by the log
     layer) is a record of its own: all of it is data."""
     if len(entry) < _PREFIX.size or entry[0] != MAGIC or entry[1] > KIND_HEAD:
-        return Record(entry, 0, None)
+        return LogEntry(entry, 0, None)
     _, kind, remaining = _PREFIX.unpack_from(entry)
     if kind == KIND_CONTINUATION:
-        return Record(entry[_PREFIX.size :], remaining, None)
+        return LogEntry(entry[_PREFIX.size :], remaining, None)
     at = _PREFIX.size
     if len(entry) < at + _HEAD.size:
-        return Record(entry, 0, None)
+        return LogEntry(entry, 0, None)
     time_ms, key_len = _HEAD.unpack_from(entry, at)
     at += _HEAD.size
     key: str | None = None
     digest: bytes | None = None
     if key_len:
         if key_len > KEY_MAX_CHARS or len(entry) < at + key_len + DIGEST_BYTES:
-            return Record(entry, 0, None)
+            return LogEntry(entry, 0, None)
         key = entry[at : at + key_len].decode("ascii", "replace")
         at += key_len
         digest = entry[at : at + DIGEST_BYTES]
         at += DIGEST_BYTES
-    return Record(entry[at:], remaining, Head(time_ms, remaining + 1, key, digest))
+    return LogEntry(entry[at:], remaining, Head(time_ms, remaining + 1, key, digest))
 
 
 def data_span(buffer: bytes, start: int, end: int) -> tuple[int, int]:
@@ -153,7 +154,7 @@ def data_span(buffer: bytes, start: int, end: int) -> tuple[int, int]:
     return at, remaining
 
 
-def visible(entry_id: int, record: Record, end: int) -> bool:
+def visible(entry_id: int, record: LogEntry, end: int) -> bool:
     """Whether a reader may see this entry's record when entries up to ``end`` are
     readable: only once its whole request is (batches are atomic)."""
     return entry_id + record.remaining <= end

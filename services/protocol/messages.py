@@ -68,7 +68,7 @@ from enum import StrEnum
 
 from services.errors import QuireError
 from services.protocol.metadata import LedgerMetadata
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 
 
 class RejectReason(StrEnum):
@@ -218,7 +218,7 @@ class EntryRead:
     bookie: str
     entry_id: int
     outcome: ReadOutcome
-    record: Record | None = None
+    record: FramedRecord | None = None
     instance_id: str | None = None
     now: int | None = None
 
@@ -248,7 +248,7 @@ class SendAdds:
     """Store ``records`` (sealed; ``recovery`` flag set on recovery write-backs) on ``bookie``."""
 
     bookie: str
-    records: tuple[Record, ...]
+    records: tuple[FramedRecord, ...]
 
 
 @dataclass(frozen=True, slots=True)

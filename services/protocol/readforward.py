@@ -54,7 +54,7 @@ from services.protocol.fencing import FenceLengths
 from services.protocol.messages import EntryRead, ReadEntries, ReadOutcome
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.reads import record_usable
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 
 
 @dataclass(slots=True)
@@ -66,7 +66,7 @@ class EntryReads:
     missing: set[str] = field(default_factory=set)
     errors: dict[str, int] = field(default_factory=dict)
     tried: set[str] = field(default_factory=set)
-    record: Record | None = None
+    record: FramedRecord | None = None
 
 
 class ReadForward:
@@ -98,7 +98,7 @@ class ReadForward:
         self.fences_awaited: set[str] = set()
         self.floor = floor
         self.last_entry_id: int | None = None  # the last entry, once found
-        self.last_record: Record | None = None  # the highest entry found past the floor
+        self.last_record: FramedRecord | None = None  # the highest entry found past the floor
         self.probe: EntryReads | None = None
         self.lengths = lengths or FenceLengths()
         self._want_probe = self.lengths.get(floor) is None
@@ -273,11 +273,11 @@ class ReadForward:
 
     # ------------------------------------------------------------------ deciding
 
-    def decide(self) -> tuple[list[Record], str | None]:
+    def decide(self) -> tuple[list[FramedRecord], str | None]:
         """Decide entries in id order: the records found (to write back), and a reason to
         fail when an entry is neither found nor provably absent."""
         md = self.fenced
-        found: list[Record] = []
+        found: list[FramedRecord] = []
         while self.last_entry_id is None and self._cursor in self._reads:
             entry_id = self._cursor
             reads = self._reads[entry_id]

@@ -59,7 +59,7 @@ from services.protocol.reads_messages import (
     RequestFailed,
 )
 from services.wire.digest import mac_key, record_ok
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 
 # ---------------------------------------------------------------------- the rules
 
@@ -85,7 +85,7 @@ def digest_key(metadata: LedgerMetadata, password: str | None) -> bytes:
 
 
 def record_usable(
-    record: Record | None, metadata: LedgerMetadata, entry_id: int, digest_key: bytes = b""
+    record: FramedRecord | None, metadata: LedgerMetadata, entry_id: int, digest_key: bytes = b""
 ) -> bool:
     """True when ``record`` is entry ``entry_id`` of this ledger and its digest verifies."""
     return (
@@ -183,7 +183,7 @@ class ReadOp:
         self._tried: dict[int, set[str]] = {}  # residue -> bookies asked for its entries
         self._range_deadline: int | None = None
         self._suspects: set[str] = set()
-        self._found: dict[int, Record] = {}
+        self._found: dict[int, FramedRecord] = {}
         self._entry: _EntryRead | None = None
         self._position = first
         self._entries: list[tuple[int, bytes]] = []
@@ -388,7 +388,7 @@ class ReadOp:
         self._position, self._size = position, size
         return self._finish(ReadDone(tuple(entries), position))
 
-    def _accept(self, record: Record, now: int) -> list[ReadEffect]:
+    def _accept(self, record: FramedRecord, now: int) -> list[ReadEffect]:
         """A failover read returned a good copy of the entry at the current position: it
         is taken as a range answer's entries are (a page then goes on)."""
         self._found[self._position] = record

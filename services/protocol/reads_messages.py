@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from services.errors import QuireError
 from services.protocol.messages import Tick
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 
 # ---------------------------------------------------------------------- events
 
@@ -45,14 +45,14 @@ from services.wire.framing import Record
 @dataclass(frozen=True, slots=True)
 class RangeAnswered:
     request_id: int
-    records: tuple[Record, ...]
+    records: tuple[FramedRecord, ...]
     now: int
 
 
 @dataclass(frozen=True, slots=True)
 class EntryAnswered:
     request_id: int
-    record: Record
+    record: FramedRecord
     now: int
 
 

@@ -40,12 +40,12 @@ from services.protocol import quorum
 from services.protocol.ensemble import plan_ensemble_change
 from services.protocol.messages import SendAdds
 from services.protocol.metadata import LedgerMetadata
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 
 
 @dataclass(slots=True)
 class _WriteBack:
-    record: Record  # recovery flag set
+    record: FramedRecord  # recovery flag set
     stored_on: set[str] = field(default_factory=set)
     sent_to: set[str] = field(default_factory=set)
 
@@ -63,7 +63,7 @@ class WriteBacks:
         self._entries: dict[int, _WriteBack] = {}
         self._busy: set[str] = set()  # bookies with an add request outstanding
 
-    def add(self, record: Record) -> None:
+    def add(self, record: FramedRecord) -> None:
         self._entries[record.entry_id] = _WriteBack(record._replace(recovery=True))
 
     def done(self, entry_id: int) -> bool:
@@ -106,7 +106,7 @@ class WriteBacks:
         outstanding (an entry already outstanding may always be re-sent to another
         bookie); one ``SendAdds`` per bookie."""
         in_flight = self.in_flight()
-        batches: dict[str, list[Record]] = {}
+        batches: dict[str, list[FramedRecord]] = {}
         for entry_id in self.pending():
             wb = self._entries[entry_id]
             outstanding = self._outstanding(wb)

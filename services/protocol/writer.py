@@ -116,7 +116,7 @@ from services.protocol.messages import (
     WritableBookies,
 )
 from services.protocol.metadata import LedgerMetadata, LedgerState
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 
 
 @dataclass(frozen=True)
@@ -291,7 +291,7 @@ class WriteHandle:
         effects = build_sends(
             entries,
             self._change.failed,
-            Record(self.ledger_id, 0, lac, b"", digest_type=self.metadata.digest_type),
+            FramedRecord(self.ledger_id, 0, lac, b"", digest_type=self.metadata.digest_type),
             self._key,
             self.limits.send_batch_entries_max,
             self.limits.send_batch_bytes_max,

@@ -19,7 +19,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from services.protocol import log_records
-from services.spark.client import SHORT_READ, GatewayClient, QuireSparkError
+from services.spark.client import SHORT_READ, QuireSparkError, SparkGatewayClient
 from services.spark.options import ReadOptions, parse_read_options
 from services.spark.plan import LedgerView, Partition, plan_ledgers, plan_log
 
@@ -39,7 +39,7 @@ class QuirePartition(InputPartition):
         self.range = range_
 
 
-def view_of(client: GatewayClient, ledger_id: int, password: str | None) -> LedgerView:
+def view_of(client: SparkGatewayClient, ledger_id: int, password: str | None) -> LedgerView:
     """The ledger now: CLOSED → its last entry; otherwise the LAC the gateway reports
     (the writer's when this gateway writes it, else the bookies')."""
     doc = client.ledger(ledger_id)
@@ -50,7 +50,7 @@ def view_of(client: GatewayClient, ledger_id: int, password: str | None) -> Ledg
     return LedgerView(ledger_id, False, client.lac(ledger_id, password), length)
 
 
-def plan(options: ReadOptions, client: GatewayClient) -> list[Partition]:
+def plan(options: ReadOptions, client: SparkGatewayClient) -> list[Partition]:
     """The read's partitions (driver side; gateway calls for metadata and LACs only)."""
     if options.ledgers is not None:
         return plan_ledgers(
@@ -87,7 +87,7 @@ Columns = tuple[list[int], list[bytes]]  # entry ids and data, one chunk of rows
 
 
 def read_partition(
-    client: GatewayClient, part: Partition, password: str | None
+    client: SparkGatewayClient, part: Partition, password: str | None
 ) -> Iterator[Columns]:
     """The partition's rows as columns ``(entry ids, data)``, in chunks: every entry of
     the range for ledgers; the visible records' data for a log. Fewer entries than
@@ -176,8 +176,8 @@ class QuireReader(DataSourceReader):
             self.options = parse_read_options(options)
         self.schema = schema
 
-    def _client(self) -> GatewayClient:
-        return GatewayClient(self.options.gateway, self.options.token)
+    def _client(self) -> SparkGatewayClient:
+        return SparkGatewayClient(self.options.gateway, self.options.token)
 
     def partitions(self) -> list[QuirePartition]:
         with plain_errors(), self._client() as client:

@@ -1,7 +1,7 @@
 """A small synchronous client of the gateway's REST API for the Spark connector.
 
 Used on the driver (planning: the log, ledger metadata, LACs) and inside partitions
-(the binary range read). A ``GatewayClient`` pickles as its settings only (the httpx
+(the binary range read). A ``SparkGatewayClient`` pickles as its settings only (the httpx
 connection pool is made again on first use), so it may travel to executors; the
 readers still create their clients inside partitions.
 
@@ -61,7 +61,7 @@ def _error_of(response: httpx.Response, what: str) -> QuireSparkError:
     return QuireSparkError(code, f"{message} ({what})", response.status_code)
 
 
-class GatewayClient:
+class SparkGatewayClient:
     """One gateway (``url``), with the API token (``Authorization: Bearer``) when given.
     A ledger password goes with each call that reads entries or the LAC."""
 
@@ -79,9 +79,9 @@ class GatewayClient:
         self._http: httpx.Client | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (GatewayClient, (self.url, self.token, self.timeout_s))
+        return (SparkGatewayClient, (self.url, self.token, self.timeout_s))
 
-    def __enter__(self) -> GatewayClient:
+    def __enter__(self) -> SparkGatewayClient:
         return self
 
     def __exit__(self, *exc: object) -> None:

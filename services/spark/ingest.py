@@ -35,7 +35,7 @@ import httpx
 
 from services.limits import BATCH_ENTRIES_MAX, ENTRY_SIZE_MAX_BYTES
 from services.protocol import log_records
-from services.spark.client import GatewayClient, QuireSparkError
+from services.spark.client import QuireSparkError, SparkGatewayClient
 
 # One append request of a task: at most this many records and stored bytes.
 REQUEST_RECORDS_MAX = BATCH_ENTRIES_MAX
@@ -206,7 +206,7 @@ class IngestClient:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.options = options
-        self.gateway = GatewayClient(options.gateway, options.token, timeout_s, transport)
+        self.gateway = SparkGatewayClient(options.gateway, options.token, timeout_s, transport)
 
     def __enter__(self) -> IngestClient:
         return self

@@ -1,5 +1,5 @@
 """The gateway calls the streaming source makes, over the connector's client
-(``client.GatewayClient``; every failure a ``QuireSparkError`` saying what the gateway
+(``client.SparkGatewayClient``; every failure a ``QuireSparkError`` saying what the gateway
 answered).
 
 On the driver: the log's list of ledgers, a ledger's state and last entry, the LAC of
@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from services.spark.client import SHORT_READ, GatewayClient, QuireSparkError
+from services.spark.client import SHORT_READ, QuireSparkError, SparkGatewayClient
 
 
 class StreamClient:
     """One gateway (``url``) with the API token and the ledger password when given."""
 
     def __init__(self, url: str, token: str | None = None, password: str | None = None) -> None:
-        self.gateway = GatewayClient(url, token)
+        self.gateway = SparkGatewayClient(url, token)
         self.password = password
 
     def close(self) -> None:

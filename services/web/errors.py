@@ -7,13 +7,16 @@ add fast path) send themselves: ``await error_json(exc)(scope, receive, send)``.
 ``error_bytes`` and ``unavailable_app`` are the HTTP protocol's own answers
 (services/web/server.py: a whole answer it writes itself, and the 503 it serves instead
 of the application when too many requests are in flight), in the same shape.
+``error_responses`` documents a route's error answers from the classes it may raise.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -31,6 +34,7 @@ from services.errors import (
     PayloadTooLarge,
     QuireError,
     Unauthorized,
+    invariant,
 )
 from services.request_ids import REQUEST_ID_HEADER_RAW, new_request_id, scope_request_id
 
@@ -77,13 +81,55 @@ ERROR_SCHEMA: dict[str, Any] = {
 ERROR_SCHEMA_REF: dict[str, Any] = {"$ref": f"#/components/schemas/{ERROR_SCHEMA_NAME}"}
 
 
-def error_response(status: int, description: str) -> dict[int | str, dict[str, Any]]:
-    """The OpenAPI ``responses`` entry of an error answer with ``status``."""
+# A word of a description that may be an error code.
+_WORD = re.compile(r"[a-z_]+")
+
+
+@dataclass(frozen=True)
+class DocumentedError:
+    """An error a route may answer, as the route's OpenAPI description words it: the
+    error's code with a note (``noted``) or a detail (``explained``), or the route's own
+    words (a bare class in ``error_responses`` is named by its code). The words name no
+    other error's code, so they cannot disagree with the class, whose status decides
+    where they are listed."""
+
+    error: type[QuireError]
+    text: str
+
+    def __post_init__(self) -> None:
+        others = {w for w in _WORD.findall(self.text) if w in ERRORS_BY_CODE} - {self.error.code}
+        invariant(
+            not others,
+            f"the description {self.text!r} of {self.error.__qualname__} names {sorted(others)}",
+        )
+
+
+def noted(error: type[QuireError], note: str) -> DocumentedError:
+    """``error`` as ``code (note)``: a qualifier, such as "outcome unknown"."""
+    return DocumentedError(error, f"{error.code} ({note})")
+
+
+def explained(error: type[QuireError], detail: str) -> DocumentedError:
+    """``error`` as ``code: detail``: what the route refuses with it."""
+    return DocumentedError(error, f"{error.code}: {detail}")
+
+
+def error_responses(
+    *errors: type[QuireError] | DocumentedError,
+) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI ``responses`` entries of the errors a route may answer: one per HTTP
+    status the errors' classes have, its description their codes (or words) in the order
+    given, joined by " / ", its body the ``Error`` schema."""
+    by_status: dict[int, list[str]] = {}
+    for error in errors:
+        doc = error if isinstance(error, DocumentedError) else DocumentedError(error, error.code)
+        by_status.setdefault(doc.error.http_status, []).append(doc.text)
     return {
         status: {
-            "description": description,
+            "description": " / ".join(texts),
             "content": {"application/json": {"schema": ERROR_SCHEMA_REF}},
         }
+        for status, texts in by_status.items()
     }
 
 

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from services.errors import Unavailable
-from services.web.errors import error_json, error_response
+from services.web.errors import DocumentedError, error_json, error_responses
 
 
 def add_metrics_route(app: FastAPI, registry: CollectorRegistry) -> None:
@@ -34,7 +34,10 @@ def add_health_route(app: FastAPI, is_ready: Callable[[], bool]) -> None:
         "/health",
         tags=["ops"],
         summary="Readiness",
-        responses={200: {"description": "ready"}, **error_response(503, "not ready")},
+        responses={
+            200: {"description": "ready"},
+            **error_responses(DocumentedError(Unavailable, "not ready")),
+        },
     )
     async def health() -> Response:
         if is_ready():

@@ -15,7 +15,7 @@ import struct
 
 import crc32c
 
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 
 DIGEST_TYPES = ("crc32c", "hmac-sha256", "none")
 _HEADER = struct.Struct(">qqqq")
@@ -85,7 +85,7 @@ def verify(
     return hmac.compare_digest(expected, digest)
 
 
-def seal(record: Record, key: bytes = b"") -> Record:
+def seal(record: FramedRecord, key: bytes = b"") -> FramedRecord:
     """The record with its digest computed over its fields (the writer's side)."""
     digest = compute(
         record.digest_type,
@@ -100,20 +100,26 @@ def seal(record: Record, key: bytes = b"") -> Record:
 
 
 def sealed(
-    template: Record, entry_id: int, payload: bytes | memoryview, length: int, key: bytes = b""
-) -> Record:
+    template: FramedRecord,
+    entry_id: int,
+    payload: bytes | memoryview,
+    length: int,
+    key: bytes = b"",
+) -> FramedRecord:
     """``seal(template._replace(entry_id=..., payload=..., length=...), key)`` built as one
     record: the writer seals every entry it sends, and two ``_replace`` calls (each a
     keyword pass over the fields) cost more than the digest of a 1 KiB payload
     (benchmarks/README.md, "Measured choices")."""
     ledger_id, lac, digest_type = template.ledger_id, template.lac, template.digest_type
     digest = compute(digest_type, key, ledger_id, entry_id, lac, payload, length=length)
-    return Record(ledger_id, entry_id, lac, payload, digest, template.recovery, digest_type, length)
+    return FramedRecord(
+        ledger_id, entry_id, lac, payload, digest, template.recovery, digest_type, length
+    )
 
 
-def record_ok(record: Record, key: bytes = b"") -> bool:
+def record_ok(record: FramedRecord, key: bytes = b"") -> bool:
     """True when the record's digest matches its fields (the reader's side) and it was not
-    changed in transit (``Record.transit_ok``: the framing's record checksum).
+    changed in transit (``FramedRecord.transit_ok``: the framing's record checksum).
 
     A bookie calls this with an empty key for crc32c and none digests; it
     cannot check an HMAC (it has no key), only the record checksum."""

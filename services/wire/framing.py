@@ -28,7 +28,7 @@ payload) to every record whose digest type is not crc32c (a crc32c digest
 already covers ids, LAC, length and payload, and the bookie verifies it; it
 does not cover the flags, which is as before), and
 ``decode`` checks it: a mismatch is not a parse error (it would refuse the
-whole body) but ``Record.transit_ok`` False, so the bookie refuses that record
+whole body) but ``FramedRecord.transit_ok`` False, so the bookie refuses that record
 alone. A record without the flag (the framing before the checksum) still
 parses and has ``transit_ok`` True. CRC32C runs at memory speed (SSE 4.2):
 see docs/api.md "Framing" for the measured cost.
@@ -66,11 +66,12 @@ _FLAG_KINDS = {
 }
 
 
-class Record(NamedTuple):
-    """One record. A named tuple, not a frozen dataclass: a range read decodes a thousand
-    of them per page and a frozen dataclass's ``__init__`` (one ``object.__setattr__`` per
-    field) cost more than the rest of the decoding (benchmarks/README.md, "Measured
-    choices"). Change a field with ``record._replace(...)``."""
+class FramedRecord(NamedTuple):
+    """One record of this framing: an entry as a bookie takes and gives it. A named
+    tuple, not a frozen dataclass: a range read decodes a thousand of them per page and a
+    frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field) cost more than
+    the rest of the decoding (benchmarks/README.md, "Measured choices"). Change a field
+    with ``record._replace(...)``."""
 
     ledger_id: int
     entry_id: int
@@ -92,7 +93,7 @@ def checksummed(digest_type: str) -> bool:
     return digest_type != "crc32c"
 
 
-def encode(records: Sequence[Record]) -> bytes:
+def encode(records: Sequence[FramedRecord]) -> bytes:
     """The body of ``records``; a record checksum on each one whose digest type is not
     crc32c (module docstring)."""
     parts: list[bytes | memoryview] = []
@@ -120,7 +121,7 @@ def encode_stored(
 ) -> bytes:
     """The body of a bookie's read answer, from entries as it stores them: ``(entry_id,
     lac, length, digest code, digest, payload)``. The same bytes as ``encode`` of their
-    records (never recovery adds), without building a ``Record`` each: a range read
+    records (never recovery adds), without building a ``FramedRecord`` each: a range read
     answers a thousand entries."""
     parts: list[bytes] = []
     append, pack, crc = parts.append, HEADER.pack, crc32c.crc32c
@@ -141,14 +142,14 @@ def encode_stored(
 
 def decode(
     body: bytes | bytearray | memoryview, max_records: int = BATCH_ENTRIES_MAX, *, copy: bool = True
-) -> list[Record]:
+) -> list[FramedRecord]:
     """Parse a whole body, or raise ``InvalidArgument`` / ``PayloadTooLarge``.
 
     With ``copy=False`` each payload is a read-only ``memoryview`` into ``body``
     instead of a copy (it keeps ``body`` alive): the bookie's add path uses it to
     hold each entry in memory once, not twice.
     """
-    records: list[Record] = []
+    records: list[FramedRecord] = []
     append = records.append
     # Digests (and payloads, with ``copy``) are sliced from the bytes themselves: one
     # object each, where ``bytes(view[a:b])`` makes two (0.33 -> 0.13 us a digest here).
@@ -209,7 +210,7 @@ def decode(
         pos += payload_len
         append(
             new_record(
-                Record,
+                FramedRecord,
                 (
                     ledger_id,
                     entry_id,

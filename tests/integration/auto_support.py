@@ -69,9 +69,9 @@ def names(metadata: LedgerMetadata, bookie: str) -> bool:
     return any(bookie in f.bookies for f in metadata.fragments)
 
 
-def replicas(address: str, ledger_id: int, last: int) -> dict[int, framing.Record]:
+def replicas(address: str, ledger_id: int, last: int) -> dict[int, framing.FramedRecord]:
     """The entries 0..last one bookie stores (read directly, not through a gateway)."""
-    out: dict[int, framing.Record] = {}
+    out: dict[int, framing.FramedRecord] = {}
     first = 0
     while first <= last:
         r = httpx.get(

@@ -11,15 +11,15 @@ import httpx
 
 from services.cluster.processes import ServiceProcess, tail
 from services.wire import digest, framing
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 
 
 def sealed(
     lid: int, eid: int, payload: bytes | None = None, recovery: bool = False, lac: int | None = None
-) -> Record:
+) -> FramedRecord:
     payload = payload if payload is not None else f"entry {lid}/{eid}".encode()
     lac = eid - 1 if lac is None else lac
-    record = Record(lid, eid, lac, payload, b"", recovery, "crc32c", (eid + 1) * 10)
+    record = FramedRecord(lid, eid, lac, payload, b"", recovery, "crc32c", (eid + 1) * 10)
     return digest.seal(record)
 
 
@@ -49,7 +49,7 @@ class Bookie:
     def close(self) -> None:
         self.http.close()
 
-    def add(self, records: list[Record]) -> dict:
+    def add(self, records: list[FramedRecord]) -> dict:
         r = self.http.post(
             "/v1/entries",
             content=framing.encode(records),
@@ -58,13 +58,15 @@ class Bookie:
         assert r.status_code == 200, r.text
         return r.json()
 
-    def read(self, lid: int, eid: int) -> Record:
+    def read(self, lid: int, eid: int) -> FramedRecord:
         r = self.http.get(f"/v1/ledgers/{lid}/entries/{eid}")
         assert r.status_code == 200, r.text
         (record,) = framing.decode(r.content)
         return record
 
-    def read_range(self, lid: int, first: int, last: int, **params: int | str) -> list[Record]:
+    def read_range(
+        self, lid: int, first: int, last: int, **params: int | str
+    ) -> list[FramedRecord]:
         r = self.http.get(
             f"/v1/ledgers/{lid}/entries", params={"from": first, "to": last, **params}
         )
@@ -159,7 +161,7 @@ class RawConnection:
         body = await self.reader.readexactly(length) if length else b""
         return status, body
 
-    async def post_entries(self, records: list[Record]) -> dict:
+    async def post_entries(self, records: list[FramedRecord]) -> dict:
         self.send("POST", "/v1/entries", framing.encode(records), framing.MEDIA_TYPE)
         status, body = await self.receive()
         assert status == 200, body

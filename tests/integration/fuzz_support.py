@@ -235,8 +235,10 @@ def _metadata_within_bounds(metadata: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
-def _sealed(ledger_id: int, entry_id: int, payload: bytes, digest_type: str) -> framing.Record:
-    record = framing.Record(
+def _sealed(
+    ledger_id: int, entry_id: int, payload: bytes, digest_type: str
+) -> framing.FramedRecord:
+    record = framing.FramedRecord(
         ledger_id,
         entry_id,
         entry_id - 1,

@@ -10,7 +10,7 @@ import pytest
 
 from services.limits import BATCH_ENTRIES_MAX, STORED_ENTRY_SIZE_MAX_BYTES
 from services.wire import digest, framing
-from services.wire.framing import HEADER, Record
+from services.wire.framing import HEADER, FramedRecord
 from tests.integration.bookie_support import Bookie, sealed
 
 BIG = str(2**63)
@@ -209,7 +209,7 @@ def test_content_type_is_not_required_and_ids_at_the_limit_work(bookie):
     """An add without a content type is still framed bytes; the largest ids (2^63-1) are
     valid everywhere."""
     top = 2**63 - 1
-    record = digest.seal(Record(top, top, top, b"top", b"", False, "crc32c", top))
+    record = digest.seal(FramedRecord(top, top, top, b"top", b"", False, "crc32c", top))
     r = httpx.post(f"{bookie.proc.url}/v1/entries", content=framing.encode([record]))
     assert r.status_code == 200 and r.json()["stored"] == 1
     assert bookie.read(top, top) == record
@@ -222,9 +222,9 @@ def test_content_type_is_not_required_and_ids_at_the_limit_work(bookie):
 HMAC_KEY = digest.mac_key(b"a ledger password")
 
 
-def _unverifiable(lid: int, eid: int, payload: bytes, digest_type: str) -> Record:
+def _unverifiable(lid: int, eid: int, payload: bytes, digest_type: str) -> FramedRecord:
     """A record whose digest a bookie cannot check: hmac-sha256 (no key) or none."""
-    record = Record(lid, eid, eid - 1, payload, b"", False, digest_type, (eid + 1) * 10)
+    record = FramedRecord(lid, eid, eid - 1, payload, b"", False, digest_type, (eid + 1) * 10)
     return digest.seal(record, HMAC_KEY)
 
 

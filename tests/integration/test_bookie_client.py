@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from services.bookie_client import AddResult, BookieClient, BookieClientPool
+from services.bookie_client import BookieAddResult, BookieClient, BookieClientPool
 from services.errors import (
     BookieReadOnly,
     BookieUnavailable,
@@ -23,8 +23,8 @@ from services.wire import digest, framing
 SECRET = "integration-secret-xyz"
 
 
-def sealed(lid: int, eid: int, payload: bytes, recovery: bool = False) -> framing.Record:
-    record = framing.Record(
+def sealed(lid: int, eid: int, payload: bytes, recovery: bool = False) -> framing.FramedRecord:
+    record = framing.FramedRecord(
         lid, eid, eid - 1, payload, recovery=recovery, digest_type="crc32c", length=eid
     )
     return digest.seal(record)
@@ -39,7 +39,7 @@ def test_every_call_against_a_real_bookie(cluster):
         async with BookieClient(bookie.url, SECRET) as client:
             instance = (await client.info())["instance_id"]  # every answer names it
             records = [sealed(11, i, bytes([i]) * (100 * i + 1)) for i in range(10)]
-            assert await client.add(records) == AddResult(10, [], instance)
+            assert await client.add(records) == BookieAddResult(10, [], instance)
             assert await client.read_entry(11, 4) == records[4]
             assert digest.record_ok(await client.read_entry(11, 9))
 
@@ -55,7 +55,7 @@ def test_every_call_against_a_real_bookie(cluster):
             fenced = await client.fence(11)
             assert fenced.fenced and fenced.last_entry_id == 9
             result = await client.add([sealed(11, 10, b"late"), sealed(11, 11, b"r", True)])
-            assert result == AddResult(1, [(11, 10, "ledger_fenced")], instance)
+            assert result == BookieAddResult(1, [(11, 10, "ledger_fenced")], instance)
 
             await client.add([sealed(12, 0, b"other")])
             ids, nxt = await client.list_ledgers()
@@ -94,7 +94,9 @@ def test_real_error_answers_map_to_their_classes(cluster):
                 await client.read_entry(1, 5)
             bad = sealed(1, 1, b"payload")._replace(digest=b"\0\0\0\0")
             instance = (await client.info())["instance_id"]
-            assert await client.add([bad]) == AddResult(0, [(1, 1, "invalid_argument")], instance)
+            assert await client.add([bad]) == BookieAddResult(
+                0, [(1, 1, "invalid_argument")], instance
+            )
             with pytest.raises(InvalidArgument):
                 await client.read_range(1, 5, 4)  # from > to
 
@@ -179,7 +181,7 @@ def test_dead_and_hung_bookies_are_unavailable_within_the_bound(cluster):
 
 def test_start_add_answers_as_add_does_and_survives_restarts_and_hangs(cluster):
     """The gateway's callback-driven add (``start_add``, services/bookie_client/channel.py)
-    against a real bookie: the same ``AddResult`` as ``add`` (a fenced ledger's refusal
+    against a real bookie: the same ``BookieAddResult`` as ``add`` (a fenced ledger's refusal
     included), the same errors (a wrong secret is ``Unauthorized``), one connection
     reused, a bookie restart answered on a new connection, a paused bookie a
     ``BookieUnavailable`` within the time-out, and ``done`` never called from inside
@@ -197,17 +199,19 @@ def test_start_add_answers_as_add_does_and_survives_restarts_and_hangs(cluster):
         async with BookieClient(bookie.address, SECRET) as client:
             instance = (await client.info())["instance_id"]  # a restart keeps it
             records = [sealed(21, i, bytes([i]) * 300) for i in range(5)]
-            assert await start_add(client, records) == AddResult(5, [], instance)
+            assert await start_add(client, records) == BookieAddResult(5, [], instance)
             assert [await client.read_entry(21, i) for i in range(5)] == records
             await client.fence(21)
             late = [sealed(21, 5, b"late"), sealed(21, 6, b"r", recovery=True)]
-            assert await start_add(client, late) == AddResult(
+            assert await start_add(client, late) == BookieAddResult(
                 1, [(21, 5, "ledger_fenced")], instance
             )
             assert len(client._adds.channel._idle) == 1  # one keep-alive connection, reused
 
             await asyncio.to_thread(bookie.restart)
-            assert await start_add(client, [sealed(22, 0, b"after")]) == AddResult(1, [], instance)
+            assert await start_add(client, [sealed(22, 0, b"after")]) == BookieAddResult(
+                1, [], instance
+            )
 
             bookie.pause()
             try:
@@ -218,7 +222,9 @@ def test_start_add_answers_as_add_does_and_survives_restarts_and_hangs(cluster):
                 assert time.monotonic() - started < 1.5
             finally:
                 bookie.resume()
-            assert await start_add(client, [sealed(22, 1, b"hung")]) == AddResult(1, [], instance)
+            assert await start_add(client, [sealed(22, 1, b"hung")]) == BookieAddResult(
+                1, [], instance
+            )
 
         async with BookieClient(bookie.address, "not-the-secret-42") as intruder:
             error = await start_add(intruder, [sealed(23, 0, b"x")])

@@ -88,7 +88,7 @@ def bookie(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Book
         cluster.stop_all()
 
 
-def _bad_digest(lid: int, eid: int) -> framing.Record:
+def _bad_digest(lid: int, eid: int) -> framing.FramedRecord:
     return sealed(lid, eid)._replace(digest=bytes(4))
 
 

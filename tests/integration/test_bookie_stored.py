@@ -14,15 +14,17 @@ from services.bookie_client import BookieClient, StoredInfo
 from services.errors import LedgerNotFound
 from services.limits import STORED_BATCH_MAX, STORED_SAMPLE_ENTRIES_MAX
 from services.wire import digest
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 from tests.integration.bookie_support import Bookie, sealed
 
 SECRET = "stored-test-secret"
 
 
-def hmac_record(lid: int, eid: int) -> Record:
+def hmac_record(lid: int, eid: int) -> FramedRecord:
     key = digest.mac_key(b"pw")
-    return digest.seal(Record(lid, eid, eid - 1, b"h%d" % eid, b"", False, "hmac-sha256", eid), key)
+    return digest.seal(
+        FramedRecord(lid, eid, eid - 1, b"h%d" % eid, b"", False, "hmac-sha256", eid), key
+    )
 
 
 def stored(bookie: Bookie, lid: int, verify: str = "none") -> dict:

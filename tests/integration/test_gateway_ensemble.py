@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 
 from services.wire import digest, framing
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import (
     Appender,
@@ -196,7 +196,7 @@ def test_a_corrupt_replica_is_skipped_never_returned(cluster: Cluster) -> None:
     def forge(entry_id: int, bookie: str) -> None:
         """Replace the stored replica on disk (a bookie refuses to overwrite an entry with
         other bytes through its API): stop it, rewrite the row, start it again."""
-        record = Record(
+        record = FramedRecord(
             lid, entry_id, entry_id - 1, b"forged", digest_type="hmac-sha256",
             length=sum(map(len, payloads[: entry_id + 1])),
         )  # fmt: skip
@@ -296,7 +296,7 @@ def test_an_entry_stored_with_other_bytes_replaces_the_bookie_for_that_ledger_on
     gateway.add_batch(lid_b, [b"b0", b"b1"])
     holder = bookies[4 % 3]  # first of entry 4's write set (E=3, Qw=2)
     length = sum(map(len, before)) + len(b"other bytes")
-    forged = Record(lid_a, 4, 3, b"other bytes", digest_type="crc32c", length=length)
+    forged = FramedRecord(lid_a, 4, 3, b"other bytes", digest_type="crc32c", length=length)
     r = httpx.post(
         f"http://{holder}/v1/entries",
         content=framing.encode([digest.seal(forged, b"")]),

@@ -10,7 +10,7 @@ import httpx
 from kazoo.client import KazooClient
 
 from services.wire import digest
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 from tests.harness import Cluster, wait_for
 from tests.integration.auto_support import (
     fragment_complete,
@@ -83,7 +83,9 @@ def test_closed_ledgers_are_made_whole_and_survive_a_second_loss(
 def _forge(proc, lid: int, entry_id: int, length: int) -> None:  # type: ignore[no-untyped-def]
     """Overwrite one stored replica on disk with a record sealed under another key."""
     record = digest.seal(
-        Record(lid, entry_id, entry_id - 1, b"forged", digest_type="hmac-sha256", length=length),
+        FramedRecord(
+            lid, entry_id, entry_id - 1, b"forged", digest_type="hmac-sha256", length=length
+        ),
         digest.mac_key(b"another password"),
     )
     data_dir = Path(proc.argv[proc.argv.index("--data-dir") + 1])

@@ -42,10 +42,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.bookie_client import AddResult
+from services.bookie_client import BookieAddResult
 from services.errors import BookieUnavailable, EntryExists, LedgerFenced, invariant
 from services.wire.digest import record_ok
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 from tests.simulation.world import Scheduler
 
 # The bookie's rule since issue 7: a commit holding a fence is synced even without
@@ -70,7 +70,7 @@ class BookieReadOnlyError(Exception):
 class LedgerOnBookie:
     fenced: bool = False
     lac: int = -1
-    entries: dict[int, Record] = field(default_factory=dict)
+    entries: dict[int, FramedRecord] = field(default_factory=dict)
 
     @property
     def last_entry_id(self) -> int:
@@ -81,7 +81,7 @@ class LedgerOnBookie:
 class _Op:
     kind: str  # "add" | "fence" | "lac"
     reply: Reply
-    records: tuple[Record, ...] = ()
+    records: tuple[FramedRecord, ...] = ()
     ledger_id: int = -1
     lac: int = -1
 
@@ -112,7 +112,7 @@ class SimBookie:
         bookie_id: str,
         scheduler: Scheduler,
         rng: random.Random,
-        on_store: Callable[[str, Record], None],
+        on_store: Callable[[str, FramedRecord], None],
         on_lose: Callable[[str, int, int], None],
         model: BookieModel | None = None,
     ) -> None:
@@ -154,7 +154,7 @@ class SimBookie:
 
     # ------------------------------------------------------------------ writes (queued)
 
-    def submit_add(self, records: tuple[Record, ...], reply: Reply) -> None:
+    def submit_add(self, records: tuple[FramedRecord, ...], reply: Reply) -> None:
         self._check_up()
         if self.readonly and any(not r.recovery for r in records):
             raise BookieReadOnlyError(self.bookie_id)
@@ -245,7 +245,7 @@ class SimBookie:
             self.unsynced.append(commit)
         return results
 
-    def _apply_add(self, records: tuple[Record, ...], commit: _Commit) -> AddResult:
+    def _apply_add(self, records: tuple[FramedRecord, ...], commit: _Commit) -> BookieAddResult:
         stored_count = 0
         rejected: list[tuple[int, int, str]] = []
         for r in records:
@@ -267,7 +267,7 @@ class SimBookie:
             commit.stored.append((r.ledger_id, r.entry_id))
             stored_count += 1
             self.on_store(self.bookie_id, r)
-        return AddResult(stored_count, rejected, self.instance_id)
+        return BookieAddResult(stored_count, rejected, self.instance_id)
 
     # ------------------------------------------------------------------ crash, restart
 
@@ -322,7 +322,7 @@ class SimBookie:
         for watcher in watchers:
             watcher()
 
-    def read(self, ledger_id: int, entry_id: int) -> Record | None:
+    def read(self, ledger_id: int, entry_id: int) -> FramedRecord | None:
         self._check_up()
         st = self.ledgers.get(ledger_id)
         return None if st is None else st.entries.get(entry_id)
@@ -336,13 +336,13 @@ class SimBookie:
         bytes_max: int,
         stride: int = 0,
         residues: tuple[int, ...] = (),
-    ) -> list[Record]:
+    ) -> list[FramedRecord]:
         """Stored entries in [first, last], ascending: at most ``entries_max`` and, but
         for the first, ``bytes_max`` payload bytes; with a ``stride``, only those whose id
         mod stride is in ``residues`` (docs/api.md "Bookie")."""
         self._check_up()
         st = self.ledgers.get(ledger_id)
-        found: list[Record] = []
+        found: list[FramedRecord] = []
         if st is None:
             return found
         size = 0
@@ -369,7 +369,7 @@ class SimBookie:
         return -1 if st is None else st.lac
 
 
-def _same_bytes(a: Record, b: Record) -> bool:
+def _same_bytes(a: FramedRecord, b: FramedRecord) -> bool:
     """The stored fields of bookie/storage.py (the recovery flag is not stored)."""
     return (a.lac, a.length, a.digest_type, a.digest, bytes(a.payload)) == (
         b.lac,

@@ -14,10 +14,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from services.bookie_client import AddResult
+from services.bookie_client import BookieAddResult
 from services.errors import BookieReadOnly, BookieUnavailable, QuireError
 from services.ledger_client.senders import AddAnswer, answer_for
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 from tests.simulation.bookie import BookieDown, BookieReadOnlyError, SimBookie
 
 if TYPE_CHECKING:
@@ -73,9 +73,9 @@ def bookie_call(
         sched.after(net.delay(bookie_id) + late, arrive)
 
 
-def as_add_answer(result: Any) -> AddResult | QuireError:
+def as_add_answer(result: Any) -> BookieAddResult | QuireError:
     """A bookie's answer to an add as the bookie client returns it."""
-    if isinstance(result, AddResult | QuireError):
+    if isinstance(result, BookieAddResult | QuireError):
         return result
     if isinstance(result, BookieReadOnlyError):
         return BookieReadOnly("the bookie is read-only")
@@ -109,9 +109,9 @@ class SharedSender:
         self.in_flight_max = in_flight_max
         self.entries_max = entries_max
         self.in_flight = 0
-        self.queue: deque[tuple[tuple[Record, ...], AddCallback]] = deque()
+        self.queue: deque[tuple[tuple[FramedRecord, ...], AddCallback]] = deque()
 
-    def send(self, records: tuple[Record, ...], callback: AddCallback) -> None:
+    def send(self, records: tuple[FramedRecord, ...], callback: AddCallback) -> None:
         self.queue.append((records, callback))
         self._pump()
 

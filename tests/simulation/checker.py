@@ -72,7 +72,7 @@ from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.reads import readable_end
 from services.protocol.recovery import LedgerRecovery
 from services.protocol.replication import Repair
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 
 if TYPE_CHECKING:
     from tests.simulation.readers import FinalReader
@@ -116,7 +116,7 @@ class Checker:
         self._fence_snapshots: list[tuple[LedgerRecovery, set[int]]] = []
         self.lossy_from: int | None = None  # the lowest entry a crash lost a copy of
         self.lost_copies: set[int] = set()  # the entries a crash lost a copy of
-        self._stored: dict[tuple[str, int], Record] = {}
+        self._stored: dict[tuple[str, int], FramedRecord] = {}
         self._watch: list[LedgerRecovery] = []  # recoveries not yet fenced
         self._watched = 0  # how many of the ledger's recoveries are (or were) watched
         self.found_lacking: set[str] = set()  # bookies an audit found lacking entries
@@ -132,7 +132,7 @@ class Checker:
             if known != record.payload:
                 self.fail(f"agreement: {gateway} sends entry {record.entry_id} with other bytes")
 
-    def on_store(self, bookie: str, record: Record) -> None:
+    def on_store(self, bookie: str, record: FramedRecord) -> None:
         known = self.written.get(record.entry_id)
         if known is None or known != record.payload:
             self.fail(f"agreement: {bookie} stores entry {record.entry_id} with a foreign payload")

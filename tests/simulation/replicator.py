@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from services.bookie_client import AddResult
+from services.bookie_client import BookieAddResult
 from services.protocol.metadata import Fragment, LedgerMetadata, LedgerState
 from services.protocol.reads import record_usable
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 from tests.simulation.calls import bookie_call
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ class Replicator:
         records = tuple(r._replace(recovery=True) for r in copies)
 
         def done(result: Any) -> None:
-            if isinstance(result, AddResult) and not result.rejected:
+            if isinstance(result, BookieAddResult) and not result.rejected:
                 self._cas(target, version, swap)
 
         bookie_call(
@@ -88,7 +88,7 @@ class Replicator:
             return None
         return index, old, rng.choice(spares)
 
-    def _copies(self, md: LedgerMetadata, index: int, old: str) -> list[Record] | None:
+    def _copies(self, md: LedgerMetadata, index: int, old: str) -> list[FramedRecord] | None:
         """The fragment's entries whose write set holds ``old``, each read from another
         replica that verifies (None if one has none)."""
         sim = self.sim
@@ -96,7 +96,7 @@ class Replicator:
         last = md.last_entry_id if md.last_entry_id is not None else -1
         if index + 1 < len(md.fragments):
             last = min(last, md.fragments[index + 1].first_entry_id - 1)
-        out: list[Record] = []
+        out: list[FramedRecord] = []
         for entry_id in range(first, last + 1):
             write_set = md.write_set_bookies(entry_id)
             if old not in write_set:

@@ -21,7 +21,7 @@ from services.protocol.reads import read_sequence, readable_end, record_usable
 from services.protocol.recovery import LedgerRecovery
 from services.protocol.writer import WriteHandle
 from services.wire.digest import mac_key
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 from tests.simulation.actors import Recoverer, WriterClient
 from tests.simulation.auditor import Auditor
 from tests.simulation.bookie import SimBookie
@@ -144,7 +144,7 @@ class LedgerSim:
                 if bookie in self.lost:
                     continue
                 st = self.bookies[bookie].ledgers.get(self.ledger_id)
-                record: Record | None = None if st is None else st.entries.get(entry_id)
+                record: FramedRecord | None = None if st is None else st.entries.get(entry_id)
                 if record_usable(record, md, entry_id, self.key):
                     found = bytes(record.payload)
                     break
@@ -206,7 +206,7 @@ class Simulation:
     def reader(self) -> TailReader:
         return self.ledgers[0].reader
 
-    def _on_store(self, bookie: str, record: Record) -> None:
+    def _on_store(self, bookie: str, record: FramedRecord) -> None:
         self._by_id[record.ledger_id].checker.on_store(bookie, record)
 
     def _on_lose(self, bookie: str, ledger_id: int, entry_id: int) -> None:

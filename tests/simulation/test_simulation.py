@@ -60,7 +60,7 @@ import pytest
 
 from services.protocol import quorum, reads, replication, writer
 from services.protocol.metadata import LedgerMetadata
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 from tests.simulation import auditor, bookie, worker
 from tests.simulation.checker import Violation
 from tests.simulation.scenario import Config, Simulation, draw_config, run_config, run_seed
@@ -172,7 +172,7 @@ ORIGINAL_ADVANCE = writer.WriteHandle._advance
 
 
 def _usable_without_digest(
-    record: Record | None, metadata: LedgerMetadata, entry_id: int, digest_key: bytes = b""
+    record: FramedRecord | None, metadata: LedgerMetadata, entry_id: int, digest_key: bytes = b""
 ) -> bool:
     return record is not None and (record.ledger_id, record.entry_id) == (
         metadata.ledger_id,

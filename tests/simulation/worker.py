@@ -49,7 +49,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from services.bookie_client import AddResult
+from services.bookie_client import BookieAddResult
 from services.errors import InvariantViolation, NotEnoughBookies
 from services.protocol.messages import RecoveryDone
 from services.protocol.metadata import LedgerMetadata
@@ -63,7 +63,7 @@ from services.protocol.replication import (
     spans,
     still_applies,
 )
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 from tests.simulation.actors import Recoverer
 from tests.simulation.calls import bookie_call
 from tests.simulation.marks import SimLock, SimMark
@@ -490,7 +490,7 @@ class ReplicationWorker:
             for e in ids
         }
 
-        def write(records: list[Record]) -> None:
+        def write(records: list[FramedRecord]) -> None:
             def on() -> None:
                 self._copy_batch(job, md, repair, target, wanted, pos + len(ids), copied)
 
@@ -503,8 +503,8 @@ class ReplicationWorker:
         job: Job,
         md: LedgerMetadata,
         sources: dict[int, list[str]],
-        found: dict[int, Record],
-        then: Callable[[list[Record]], None],
+        found: dict[int, FramedRecord],
+        then: Callable[[list[FramedRecord]], None],
     ) -> None:
         """Read every entry not yet found from its next replica; entries of one replica
         in one request."""
@@ -541,14 +541,14 @@ class ReplicationWorker:
                         lambda result, ids=ids: answered(ids, result))  # fmt: skip
 
     def _write(
-        self, job: Job, target: str, records: list[Record], then: Callable[[], None]
+        self, job: Job, target: str, records: list[FramedRecord], then: Callable[[], None]
     ) -> None:
         copies = tuple(r._replace(recovery=True) for r in records)
 
         def done(result: Any) -> None:
             if not self._alive(job):
                 return
-            ok = isinstance(result, AddResult) and not result.rejected
+            ok = isinstance(result, BookieAddResult) and not result.rejected
             if ok and result.stored == len(copies):
                 self.world.stats["entries re-replicated"] += len(copies)
                 then()

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from services.protocol.metadata import LedgerMetadata
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 
 
 class Scheduler:
@@ -104,7 +104,7 @@ class Network:
         return bool(self.faults.corrupt_read_p) and self.rng.random() < self.faults.corrupt_read_p
 
 
-def corrupted(record: Record) -> Record:
+def corrupted(record: FramedRecord) -> FramedRecord:
     payload = bytes([record.payload[0] ^ 0xFF]) + record.payload[1:] if record.payload else b"?"
     return record._replace(payload=payload)
 

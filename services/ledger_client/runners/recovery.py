@@ -20,7 +20,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from services.bookie_client import AddResult
+from services.bookie_client import BookieAddResult
 from services.errors import EntryNotFound, LedgerNotFound, QuireError
 from services.ledger_client.context import BookieApi, LedgerClientContext
 from services.ledger_client.runners.base import EffectRunner
@@ -116,7 +116,7 @@ class RecoveryRunner(EffectRunner):
             self._feed(event)
 
     async def _write_back(self, effect: m.SendAdds) -> None:
-        answer: AddResult | QuireError
+        answer: BookieAddResult | QuireError
         try:
             answer = await self.ctx.bookie(effect.bookie).add(list(effect.records))
         except QuireError as exc:

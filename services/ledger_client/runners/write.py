@@ -34,7 +34,7 @@ from services.ledger_client.senders import AddAnswer, BookieSender, SenderTable
 from services.protocol import messages as m
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.writer import HandleState, WriteHandle
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,7 +243,7 @@ class HandleRunner(EffectRunner):
         else:
             self._unexpected(effect)
 
-    def _send_adds(self, bookie: str, records: tuple[Record, ...]) -> None:
+    def _send_adds(self, bookie: str, records: tuple[FramedRecord, ...]) -> None:
         self.ctx.metrics.adds_in_flight.value += len(records)
         # One callback per bookie: the sender answers all of this handle's records of one
         # request in one call (services/ledger_client/senders.py ``_by_callback``), one event fed.

@@ -30,11 +30,13 @@ from bookie.stored import (
 )
 from services.limits import STORED_SAMPLE_ENTRIES_MAX
 from services.wire import digest
-from services.wire.framing import DIGEST_CODES, Record
+from services.wire.framing import DIGEST_CODES, FramedRecord
 
 
 def row(lid: int, eid: int, digest_type: str = "crc32c", payload: bytes = b"p") -> tuple:
-    rec = digest.seal(Record(lid, eid, eid - 1, payload, b"", False, digest_type, eid + 1), b"k")
+    rec = digest.seal(
+        FramedRecord(lid, eid, eid - 1, payload, b"", False, digest_type, eid + 1), b"k"
+    )
     return (lid, eid, rec.lac, rec.length, DIGEST_CODES[digest_type], rec.digest, payload)
 
 

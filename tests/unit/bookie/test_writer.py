@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bookie.ledgers import LedgerIndex
 from bookie.metrics import BookieMetrics
-from bookie.operations import AddOp, AddResult, DeleteOp, FenceOp, SetLacOp
+from bookie.operations import AddOp, AddOpResult, DeleteOp, FenceOp, SetLacOp
 from bookie.storage import Reader, create_writer_engine, load_ledgers
 from bookie.writer import (
     INLINE_BYTES_MAX,
@@ -16,7 +16,7 @@ from bookie.writer import (
     GroupCommitWriter,
 )
 from services.errors import LedgerNotFound
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 from tests.unit.bookie.writers import Started, metric, sealed
 
 
@@ -61,10 +61,10 @@ def test_one_batch_one_commit_in_queue_order(tmp_path):
         ]
 
     results, metrics, index, published = asyncio.run(run_batch(tmp_path, ops))
-    assert results[0] == AddResult(2, [])
+    assert results[0] == AddOpResult(2, [])
     assert results[1] == (-1, 0, True)
-    assert results[2] == AddResult(1, [(1, 1, "ledger_fenced")])
-    assert results[3] == AddResult(1, [])
+    assert results[2] == AddOpResult(1, [(1, 1, "ledger_fenced")])
+    assert results[3] == AddOpResult(1, [])
     assert results[4] == (5, -1, False)
     assert metric(metrics, "quire_bookie_commits_total") == 3
     assert metric(metrics, "quire_bookie_fsyncs_total") == 3
@@ -114,7 +114,7 @@ def test_delete_then_readd_in_one_batch(tmp_path):
     results, _, index, _ = asyncio.run(run_batch(tmp_path, second))
     assert results[0] is None
     assert isinstance(results[1], LedgerNotFound)
-    assert results[2] == AddResult(1, [])
+    assert results[2] == AddOpResult(1, [])
     assert index.get(4).to_json() == {"ledger_id": 4, "lac": 6, "last_entry_id": 7, "fenced": False}
 
 
@@ -173,7 +173,7 @@ def test_failed_commit_fails_its_batch_and_the_writer_goes_on(tmp_path):
 
     def ops(loop):
         f = loop.create_future
-        poisoned = Record(1, 1, 0, object(), b"", False, "none", 0)  # sqlite cannot bind it
+        poisoned = FramedRecord(1, 1, 0, object(), b"", False, "none", 0)  # sqlite cannot bind it
         return [AddOp([sealed(1, 0)], f(), 1), SetLacOp(2, 3, f()), AddOp([poisoned], f(), 1)]
 
     results, metrics, index, _ = asyncio.run(run_batch(tmp_path, ops))
@@ -185,7 +185,7 @@ def test_failed_commit_fails_its_batch_and_the_writer_goes_on(tmp_path):
         return [AddOp([sealed(1, 0)], loop.create_future(), 1)]
 
     results, _, index, _ = asyncio.run(run_batch(tmp_path, later))
-    assert results == [AddResult(1, [])]
+    assert results == [AddOpResult(1, [])]
     assert index.get(1).last_entry_id == 0 and index.get(2) is None
 
 
@@ -196,11 +196,11 @@ def test_a_failing_add_cannot_fail_a_fence_queued_with_it(tmp_path):
 
     def ops(loop):
         f = loop.create_future
-        poisoned = Record(1, 1, 0, object(), b"", False, "none", 0)  # sqlite cannot bind it
+        poisoned = FramedRecord(1, 1, 0, object(), b"", False, "none", 0)  # sqlite cannot bind it
         return [AddOp([sealed(1, 0)], f(), 1), FenceOp(2, f()), AddOp([poisoned], f(), 1)]
 
     results, metrics, index, _ = asyncio.run(run_batch(tmp_path, ops))
-    assert results[0] == AddResult(1, [])
+    assert results[0] == AddOpResult(1, [])
     assert results[1] == (-1, -1, True)
     assert isinstance(results[2], BookieUnavailable)
     assert index.get(2).fenced
@@ -262,9 +262,9 @@ def test_same_bytes_are_idempotent_different_bytes_are_refused(tmp_path):
         ]
 
     results, metrics, index, _ = asyncio.run(run_batch(tmp_path, second))
-    assert results[0] == AddResult(2, [(5, 0, "entry_exists")])
-    assert results[1] == AddResult(1, [(5, 3, "entry_exists")])
-    assert results[3] == AddResult(1, [(5, 1, "entry_exists")])
+    assert results[0] == AddOpResult(2, [(5, 0, "entry_exists")])
+    assert results[1] == AddOpResult(1, [(5, 3, "entry_exists")])
+    assert results[3] == AddOpResult(1, [(5, 1, "entry_exists")])
     assert index.get(5).last_entry_id == 3
     reader = Reader(tmp_path)
     try:
@@ -294,14 +294,14 @@ def test_an_add_alone_on_an_idle_writer_is_committed_by_the_loop_others_by_the_t
         w = Started(tmp_path)
         try:
             for eid in range(3):
-                assert await answers(w.add(1, eid)) == [AddResult(1, [])]
+                assert await answers(w.add(1, eid)) == [AddOpResult(1, [])]
             loop_commits = w.count("quire_bookie_loop_commits_total")
             five = [w.add(1, eid) for eid in range(3, 8)]
-            assert await answers(*five) == [AddResult(1, [])] * 5
+            assert await answers(*five) == [AddOpResult(1, [])] * 5
             many = [sealed(1, eid) for eid in range(8, 9 + INLINE_ENTRIES_MAX)]
             batch = AddOp(many, w.loop.create_future(), len(many))
             w.writer.submit(batch)
-            assert await answers(batch) == [AddResult(len(many), [])]
+            assert await answers(batch) == [AddOpResult(len(many), [])]
             return w, loop_commits
         finally:
             await w.stop()
@@ -337,7 +337,7 @@ def test_what_the_loop_kept_goes_to_the_thread_ahead_of_a_fence(tmp_path):
             await w.stop()
 
     w, results = asyncio.run(main())
-    assert results == [AddResult(1, []), (-1, 0, True), AddResult(0, [(1, 1, "ledger_fenced")])]
+    assert results == [AddOpResult(1, []), (-1, 0, True), AddOpResult(0, [(1, 1, "ledger_fenced")])]
     assert w.count("quire_bookie_loop_commits_total") == 0
     assert w.count("quire_bookie_commits_total") == 3
 
@@ -349,9 +349,9 @@ def test_large_adds_and_slow_commits_go_to_the_thread(tmp_path):
     async def main():
         w = Started(tmp_path)
         try:
-            assert await answers(w.add(1, 0, bytes(INLINE_BYTES_MAX + 1))) == [AddResult(1)]
+            assert await answers(w.add(1, 0, bytes(INLINE_BYTES_MAX + 1))) == [AddOpResult(1)]
             w.writer._commit_s = INLINE_COMMIT_S_MAX * 10  # a slow disk
-            assert await answers(w.add(1, 1)) == [AddResult(1, [])]
+            assert await answers(w.add(1, 1)) == [AddOpResult(1, [])]
             return w
         finally:
             await w.stop()
@@ -382,7 +382,7 @@ def test_the_loop_queues_its_adds_while_the_thread_holds_the_connection(tmp_path
             await w.stop()
 
     w, results = asyncio.run(main())
-    assert results == [AddResult(1, [])]
+    assert results == [AddOpResult(1, [])]
     assert w.count("quire_bookie_commits_total") == 1
     assert w.count("quire_bookie_loop_commits_total") == 0
 
@@ -396,7 +396,7 @@ def test_a_failed_commit_on_the_loop_fails_its_adds_and_the_loop_goes_on(tmp_pat
         w = Started(tmp_path)
         try:
             poisoned = AddOp(
-                [sealed(1, 0), Record(1, 1, 0, object(), b"", False, "none", 0)],
+                [sealed(1, 0), FramedRecord(1, 1, 0, object(), b"", False, "none", 0)],
                 w.loop.create_future(),
                 2,
             )  # sqlite cannot bind the second record
@@ -409,7 +409,7 @@ def test_a_failed_commit_on_the_loop_fails_its_adds_and_the_loop_goes_on(tmp_pat
 
     w, failed, later = asyncio.run(main())
     assert isinstance(failed[0], BookieUnavailable)
-    assert later == [AddResult(1, [])]
+    assert later == [AddOpResult(1, [])]
     assert w.count("quire_bookie_commits_total") == 1
     assert w.count("quire_bookie_loop_commits_total") == 1
     assert w.index.get(1).last_entry_id == 0
@@ -426,7 +426,7 @@ def test_stopping_commits_what_the_loop_kept(tmp_path):
         return w, await answers(op)
 
     w, results = asyncio.run(main())
-    assert results == [AddResult(1, [])]
+    assert results == [AddOpResult(1, [])]
     assert w.count("quire_bookie_loop_commits_total") == 0
     engine = create_writer_engine(tmp_path, True)
     assert load_ledgers(engine)[7] == (-1, 0, False)

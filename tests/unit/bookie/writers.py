@@ -12,11 +12,11 @@ from bookie.operations import AddOp
 from bookie.storage import create_writer_engine, load_ledgers
 from bookie.writer import GroupCommitWriter
 from services.wire import digest
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 
 
-def sealed(lid: int, eid: int, payload: bytes = b"x", recovery: bool = False) -> Record:
-    return digest.seal(Record(lid, eid, eid - 1, payload, b"", recovery, "crc32c", eid + 1))
+def sealed(lid: int, eid: int, payload: bytes = b"x", recovery: bool = False) -> FramedRecord:
+    return digest.seal(FramedRecord(lid, eid, eid - 1, payload, b"", recovery, "crc32c", eid + 1))
 
 
 def metric(metrics: BookieMetrics, name: str) -> float:

@@ -17,7 +17,13 @@ from fastapi import FastAPI, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from services import errors
-from services.bookie_client import AddResult, BookieClient, BookieClientPool, LacInfo, transport
+from services.bookie_client import (
+    BookieAddResult,
+    BookieClient,
+    BookieClientPool,
+    LacInfo,
+    transport,
+)
 from services.bookie_client.transport import split_address
 from services.cluster.processes import free_port
 from services.errors import (
@@ -47,14 +53,14 @@ class FakeBookie:
 
     def __init__(self, secret: str | None = None) -> None:
         self.secret = secret
-        self.entries: dict[int, dict[int, framing.Record]] = {}
+        self.entries: dict[int, dict[int, framing.FramedRecord]] = {}
         self.lac: dict[int, int] = {}
         self.fenced: set[int] = set()
         self.forced: tuple[int, bytes, str] | None = None  # status, body, media type
         self.requests = 0
         self.app = self._build()
 
-    def _ledger(self, lid: int) -> dict[int, framing.Record]:
+    def _ledger(self, lid: int) -> dict[int, framing.FramedRecord]:
         if lid not in self.entries:
             raise LedgerNotFound(f"no ledger {lid}")
         return self.entries[lid]
@@ -239,8 +245,8 @@ def json_answer(doc: dict, status: int = 200, extra: str = "") -> bytes:
     ).encode() + body
 
 
-def record(lid: int, eid: int, payload: bytes = b"x", **kw) -> framing.Record:
-    return framing.Record(lid, eid, eid - 1, payload, **kw)
+def record(lid: int, eid: int, payload: bytes = b"x", **kw) -> framing.FramedRecord:
+    return framing.FramedRecord(lid, eid, eid - 1, payload, **kw)
 
 
 # ------------------------------------------------------------------ success paths
@@ -254,8 +260,8 @@ def test_every_call_round_trips_against_a_fake_bookie():
         async with served(fake.app) as addr, BookieClient(f"http://{addr}/", SECRET) as client:
             payloads = [bytes([i]) * (i * 100) for i in range(5)]
             recs = [record(7, i, p, length=i) for i, p in enumerate(payloads)]
-            assert await client.add(recs) == AddResult(5, [])
-            assert await client.add([]) == AddResult(0, [])
+            assert await client.add(recs) == BookieAddResult(5, [])
+            assert await client.add([]) == BookieAddResult(0, [])
 
             got = await client.read_entry(7, 3)
             assert got == recs[3]
@@ -271,7 +277,7 @@ def test_every_call_round_trips_against_a_fake_bookie():
             assert await client.fence(7) == LacInfo(7, 4, 4, True)
 
             result = await client.add([record(7, 5), record(7, 6, recovery=True), record(8, 0)])
-            assert result == AddResult(2, [(7, 5, "ledger_fenced")])
+            assert result == BookieAddResult(2, [(7, 5, "ledger_fenced")])
 
             ids, nxt = await client.list_ledgers()
             assert (ids, nxt) == ([7, 8], None)
@@ -776,7 +782,7 @@ def test_lengths_and_the_bookie_instance_reach_the_results_and_errors():
 
 def test_the_bookie_instance_of_an_add_answer_reaches_the_add_result():
     """Issue 35 item 3: the X-Quire-Bookie-Instance header of an add answer lands in
-    AddResult.instance_id, for ``add`` and for the callback-driven ``start_add`` (the
+    BookieAddResult.instance_id, for ``add`` and for the callback-driven ``start_add`` (the
     gateway's senders), and is None when the answer names no instance."""
     named = json_answer({"stored": 1, "rejected": []}, 200, "x-quire-bookie-instance: abc\r\n")
     answers = [named, json_answer({"stored": 1, "rejected": []}), named]
@@ -789,10 +795,10 @@ def test_the_bookie_instance_of_an_add_answer_reaches_the_add_result():
 
     async def main():
         async with raw_server(handler) as (addr, _), BookieClient(addr) as client:
-            assert await client.add([record(3, 0)]) == AddResult(1, [], "abc")
-            assert await client.add([record(3, 1)]) == AddResult(1, [], None)
+            assert await client.add([record(3, 0)]) == BookieAddResult(1, [], "abc")
+            assert await client.add([record(3, 1)]) == BookieAddResult(1, [], None)
             done: asyncio.Future = asyncio.get_running_loop().create_future()
             client.start_add([record(3, 2)], 5.0, done.set_result)
-            assert await asyncio.wait_for(done, 10) == AddResult(1, [], "abc")
+            assert await asyncio.wait_for(done, 10) == BookieAddResult(1, [], "abc")
 
     run(main())

@@ -43,7 +43,7 @@ def test_calls_carry_the_current_request_id() -> None:
         await client.read_lac(3)
         token = REQUEST_ID.set("req-42")
         try:
-            await client.add([framing.Record(3, 0, -1, b"x")])
+            await client.add([framing.FramedRecord(3, 0, -1, b"x")])
             await client.read_lac(3)
         finally:
             REQUEST_ID.reset(token)

@@ -19,7 +19,7 @@ from services.cli.app import app
 from services.cli.client import GatewayClient
 from services.cli.log_io import (
     LogAppender,
-    Record,
+    PositionedRecord,
     page_json,
     position_text,
     read_records,
@@ -222,7 +222,7 @@ def test_read_stops_at_the_limit() -> None:
 def test_render_and_page_json() -> None:
     """A record is a text line (bytes that are not UTF-8 escaped), optionally after its
     position; JSON carries base64 and positions as LID:EID."""
-    record = Record("3:4", b"hi \xff")
+    record = PositionedRecord("3:4", b"hi \xff")
     assert render(record, False, False) == b"hi \\xff\n"
     assert render(record, False, True) == b"3:4\thi \\xff\n"
     assert json.loads(render(record, True, False)) == {"position": "3:4", "data": _b64(b"hi \xff")}

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from starlette.websockets import WebSocketDisconnect
 
 from gateway.streams.session import (
-    Record,
+    StreamRecord,
     StreamSession,
     close_code,
     ledger_ack_json,
@@ -85,10 +85,10 @@ class FakeTarget:
     accepts_keys = True
 
     def __init__(self) -> None:
-        self.groups: list[list[Record]] = []
+        self.groups: list[list[StreamRecord]] = []
         self.futures: list[asyncio.Future[list[str]]] = []
 
-    async def submit(self, records: list[Record]) -> asyncio.Future[list[str]]:
+    async def submit(self, records: list[StreamRecord]) -> asyncio.Future[list[str]]:
         self.groups.append(records)
         future: asyncio.Future[list[str]] = asyncio.get_running_loop().create_future()
         self.futures.append(future)
@@ -372,7 +372,13 @@ def test_bad_control_messages_and_keys() -> None:
 def test_groups_keep_keyed_records_alone() -> None:
     """A keyed record is a group of its own; keyless records in a row group together."""
     pending = deque(
-        [Record(0, b"a"), Record(1, b"b"), Record(2, b"c", "k"), Record(3, b"d"), Record(4, b"e")]
+        [
+            StreamRecord(0, b"a"),
+            StreamRecord(1, b"b"),
+            StreamRecord(2, b"c", "k"),
+            StreamRecord(3, b"d"),
+            StreamRecord(4, b"e"),
+        ]
     )
     assert [r.seq for r in take_group(pending)] == [0, 1]
     assert [r.seq for r in take_group(pending)] == [2]

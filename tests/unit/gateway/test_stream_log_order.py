@@ -18,7 +18,7 @@ from gateway.logs.writer import LogWriter
 from gateway.logs.writers import serve_logs
 from gateway.metrics import GatewayMetrics
 from gateway.service import Gateway
-from gateway.streams.session import Record
+from gateway.streams.session import StreamRecord
 from gateway.streams.targets import LogTarget
 from services.errors import LogNotFound, MetadataConflict
 from services.protocol.logs import LogMetadata
@@ -90,8 +90,8 @@ def positions(acks: list[str]) -> list[tuple[int, int]]:
     return [(doc["ledger_id"], doc["entry_id"]) for doc in docs]
 
 
-def records(first_seq: int, count: int) -> list[Record]:
-    return [Record(seq, b"record-%d" % seq) for seq in range(first_seq, first_seq + count)]
+def records(first_seq: int, count: int) -> list[StreamRecord]:
+    return [StreamRecord(seq, b"record-%d" % seq) for seq in range(first_seq, first_seq + count)]
 
 
 def test_groups_settling_out_of_order_land_in_the_order_sent() -> None:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 
 from prometheus_client import CollectorRegistry
 
-from services.bookie_client import AddResult, LacInfo, RangeResult
+from services.bookie_client import BookieAddResult, LacInfo, RangeResult
 from services.errors import (
     BookieUnavailable,
     EntryNotFound,
@@ -21,7 +21,7 @@ from services.ledger_client.context import LedgerClientContext, monotonic_ms
 from services.ledger_client.metrics import LedgerClientMetrics
 from services.ledger_client.settings import LedgerClientSettings
 from services.protocol.metadata import LedgerMetadata
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 from services.zk.ledger_store import VersionedLedger
 
 
@@ -74,10 +74,10 @@ class FakeBookie:
         self.instance_id = f"{bookie_id}#1"
         self.down = False
         self.gate: asyncio.Event | None = None  # when set: adds and fences wait for it
-        self.entries: dict[tuple[int, int], Record] = {}
+        self.entries: dict[tuple[int, int], FramedRecord] = {}
         self.fenced: set[int] = set()
         self.lacs: dict[int, int] = {}
-        self.adds: list[list[Record]] = []
+        self.adds: list[list[FramedRecord]] = []
 
     def reformat(self) -> None:
         """What ``quire bookie format`` and a restart do: a new instance, nothing stored."""
@@ -96,7 +96,9 @@ class FakeBookie:
             await self.gate.wait()
         self._check()
 
-    async def add(self, records: list[Record], timeout_s: float | None = None) -> AddResult:
+    async def add(
+        self, records: list[FramedRecord], timeout_s: float | None = None
+    ) -> BookieAddResult:
         await self._pass_gate()
         self.adds.append(list(records))
         rejected = []
@@ -106,12 +108,12 @@ class FakeBookie:
                 continue
             self.entries[(r.ledger_id, r.entry_id)] = r
             self.lacs[r.ledger_id] = max(self.lacs.get(r.ledger_id, -1), r.lac)
-        return AddResult(len(records) - len(rejected), rejected, self.instance_id)
+        return BookieAddResult(len(records) - len(rejected), rejected, self.instance_id)
 
     def last_entry(self, ledger_id: int) -> int:
         return max((e for lid, e in self.entries if lid == ledger_id), default=-1)
 
-    async def read_entry(self, ledger_id: int, entry_id: int) -> Record:
+    async def read_entry(self, ledger_id: int, entry_id: int) -> FramedRecord:
         self._check()
         record = self.entries.get((ledger_id, entry_id))
         if record is None:

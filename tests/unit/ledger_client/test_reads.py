@@ -21,7 +21,7 @@ from services.ledger_client.runners import read as reads
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.reads_lac import SeenLacs
 from services.wire.digest import seal
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 
 
 class FakeBookies:
@@ -146,8 +146,10 @@ class ReplicaBookie:
         self.calls = 0
         self.ranges: list[tuple[int, tuple[int, ...]]] = []  # (stride, residues) asked
 
-    def _record(self, entry_id: int) -> Record:
-        record = Record(1, entry_id, entry_id - 1, self.entries[entry_id], digest_type="crc32c")
+    def _record(self, entry_id: int) -> FramedRecord:
+        record = FramedRecord(
+            1, entry_id, entry_id - 1, self.entries[entry_id], digest_type="crc32c"
+        )
         record = seal(record)
         if self.mode == "corrupt":
             record = record._replace(payload=record.payload + b"!")
@@ -160,7 +162,7 @@ class ReplicaBookie:
         if self.mode == "down":
             raise BookieUnavailable("connection refused")
 
-    async def read_entry(self, ledger_id: int, entry_id: int) -> Record:
+    async def read_entry(self, ledger_id: int, entry_id: int) -> FramedRecord:
         await self._gate()
         if entry_id not in self.entries:
             raise EntryNotFound(f"no entry {entry_id}")
@@ -280,7 +282,7 @@ class LacBookie:
     ) -> RangeResult:  # fmt: skip
         ids = [e for e in range(first, min(last, 9) + 1) if not stride or e % stride in residues]
         records = [
-            seal(Record(ledger_id, e, e - 1, f"entry {e}".encode(), digest_type="crc32c"))
+            seal(FramedRecord(ledger_id, e, e - 1, f"entry {e}".encode(), digest_type="crc32c"))
             for e in ids
         ]
         return RangeResult(records, 9)

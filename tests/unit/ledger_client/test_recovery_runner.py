@@ -25,7 +25,7 @@ from services.protocol import messages as m
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.recovery import RecoveryLimits
 from services.wire.digest import seal
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 from tests.unit.ledger_client.fakes import FakeBookie, FakeBookies, FakeLedgerStore, make_context
 
 POOL = ["b0:1", "b1:1", "b2:1"]
@@ -130,8 +130,8 @@ class _RangeClient:
         return self.answer
 
 
-def _rec(entry_id: int) -> Record:
-    return seal(Record(5, entry_id, -1, b"x", digest_type="crc32c", length=entry_id + 1))
+def _rec(entry_id: int) -> FramedRecord:
+    return seal(FramedRecord(5, entry_id, -1, b"x", digest_type="crc32c", length=entry_id + 1))
 
 
 def test_a_batch_of_entries_is_one_range_read_answered_per_id_with_the_instance() -> None:
@@ -164,7 +164,7 @@ def test_a_range_answer_cut_by_its_bound_makes_the_rest_errors() -> None:
     entry returned are read errors (re-read alone), never "missing"."""
 
     async def body() -> None:
-        big = seal(Record(5, 3, -1, b"x" * (4 * 1024 * 1024), digest_type="crc32c", length=1))
+        big = seal(FramedRecord(5, 3, -1, b"x" * (4 * 1024 * 1024), digest_type="crc32c", length=1))
         client = _RangeClient(RangeResult([big], 12, "i"))
         effect = m.ReadEntries(5, "b0:1", (3, 6))
         events = await read_entries(client, effect, [3, 6], lambda: 0)  # type: ignore[arg-type]
@@ -216,7 +216,9 @@ def test_a_hanging_fenced_bookie_costs_one_speculative_delay_in_the_runner() -> 
         ctx = make_context(bookies, store, speculative_read_ms=200)
         created = await store.create(LedgerMetadata.new(5, POOL, 3, 2))
         for entry_id in range(50):
-            rec = seal(Record(5, entry_id, -1, b"e", digest_type="crc32c", length=entry_id + 1))
+            rec = seal(
+                FramedRecord(5, entry_id, -1, b"e", digest_type="crc32c", length=entry_id + 1)
+            )
             for bookie in bookies.bookies.values():
                 bookie.entries[(5, entry_id)] = rec
         recoveries = Recoveries(ctx)

@@ -13,7 +13,7 @@ from functools import partial
 
 import pytest
 
-from services.bookie_client import AddResult
+from services.bookie_client import BookieAddResult
 from services.errors import BookieReadOnly, BookieUnavailable, LedgerFenced, QuireError
 from services.ledger_client.senders import (
     AddAnswer,
@@ -26,7 +26,7 @@ from services.ledger_client.senders import (
 from services.ledger_client.settings import LedgerClientSettings
 from services.protocol.messages import BookieAddsDone, RejectReason
 from services.request_ids import REQUEST_ID
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 
 DEFAULTS = SenderLimits.from_settings(LedgerClientSettings())
 
@@ -35,21 +35,23 @@ def limits(**bounds: int) -> SenderLimits:
     return replace(DEFAULTS, **bounds)
 
 
-def rec(lid: int, eid: int, size: int = 1) -> Record:
-    return Record(lid, eid, eid - 1, b"x" * size)
+def rec(lid: int, eid: int, size: int = 1) -> FramedRecord:
+    return FramedRecord(lid, eid, eid - 1, b"x" * size)
 
 
 class FakeClient:
     """Answers each add when the test releases it; remembers every request."""
 
     def __init__(self) -> None:
-        self.requests: list[list[Record]] = []
+        self.requests: list[list[FramedRecord]] = []
         self.gates: list[asyncio.Future] = []
         self.in_flight = 0
         self.in_flight_max = 0
         self.timeouts: list[float | None] = []
 
-    async def add(self, records: list[Record], timeout_s: float | None = None) -> AddResult:
+    async def add(
+        self, records: list[FramedRecord], timeout_s: float | None = None
+    ) -> BookieAddResult:
         self.requests.append(list(records))
         self.timeouts.append(timeout_s)
         gate = asyncio.get_running_loop().create_future()
@@ -66,7 +68,9 @@ class FakeClient:
 
     def release(self, index: int, outcome: object | None = None) -> None:
         records = self.requests[index]
-        self.gates[index].set_result(outcome if outcome is not None else AddResult(len(records)))
+        self.gates[index].set_result(
+            outcome if outcome is not None else BookieAddResult(len(records))
+        )
 
 
 class Calls:
@@ -134,7 +138,7 @@ def test_items_with_one_callback_are_answered_in_one_call() -> None:
         await settle()
         client.release(0)
         await settle()
-        client.release(1, AddResult(4, rejected=[(1, 3, "ledger_fenced")]))
+        client.release(1, BookieAddResult(4, rejected=[(1, 3, "ledger_fenced")]))
         await settle()
         assert calls.calls == [
             ("l1", (0,), (), None),
@@ -252,7 +256,7 @@ def test_failures_map_to_reject_reasons() -> None:
         await settle()
         client.release(0)
         await settle()
-        client.release(1, AddResult(2, [(1, 6, "ledger_fenced")]))
+        client.release(1, BookieAddResult(2, [(1, 6, "ledger_fenced")]))
         await settle()
         assert calls.calls[1:] == [
             ("one", (5,), (6,), RejectReason.FENCED),
@@ -385,8 +389,8 @@ def test_add_outcome_is_the_one_mapping_of_answers_to_reject_reasons() -> None:
     assert add_outcome(records, BookieReadOnly("ro")) == ((), (5, 6, 6), RejectReason.READONLY)
     assert add_outcome(records, LedgerFenced("f"))[2] is RejectReason.FENCED
     assert add_outcome(records, BookieUnavailable("x"))[2] is RejectReason.UNAVAILABLE
-    assert add_outcome(records, AddResult(3)) == ((5, 6, 6), (), None)
-    refused = AddResult(2, [(1, 6, "ledger_fenced")])
+    assert add_outcome(records, BookieAddResult(3)) == ((5, 6, 6), (), None)
+    refused = BookieAddResult(2, [(1, 6, "ledger_fenced")])
     assert add_outcome(records, refused) == ((5, 6), (6,), RejectReason.FENCED)
 
 
@@ -397,7 +401,7 @@ def test_each_refusal_code_maps_to_its_own_reason_per_record() -> None:
     UNAVAILABLE; records not refused are stored; the summary is FENCED if any record was
     fenced, and the event carries every per-record reason."""
     records = tuple(rec(1, e) for e in range(5))
-    answer = AddResult(
+    answer = BookieAddResult(
         1,
         [
             (1, 1, "invalid_argument"),
@@ -451,7 +455,7 @@ def test_one_bad_record_fails_only_its_ledger_in_a_cross_ledger_request() -> Non
         assert [(r.ledger_id, r.entry_id) for r in client.requests[1]] == [
             (1, 0), (1, 1), (2, 4), (3, 7), (3, 8),
         ]  # fmt: skip
-        client.release(1, AddResult(3, [(1, 1, "invalid_argument"), (2, 4, "entry_exists")]))
+        client.release(1, BookieAddResult(3, [(1, 1, "invalid_argument"), (2, 4, "entry_exists")]))
         await settle()
         assert calls.calls[1:] == [
             ("l1", (0,), (1,), RejectReason.CORRUPT),
@@ -507,11 +511,13 @@ def test_each_add_request_carries_the_id_of_its_first_item(
     seen: list[str | None] = []
 
     class IdClient(FakeClient):
-        async def add(self, records: list[Record], timeout_s: float | None = None) -> AddResult:
+        async def add(
+            self, records: list[FramedRecord], timeout_s: float | None = None
+        ) -> BookieAddResult:
             seen.append(REQUEST_ID.get())
             return await super().add(records, timeout_s)
 
-    def send_as(sender: BookieSender, request_id: str, record: Record, calls: Calls) -> None:
+    def send_as(sender: BookieSender, request_id: str, record: FramedRecord, calls: Calls) -> None:
         token = REQUEST_ID.set(request_id)
         try:
             sender.send((record,), calls.callback(request_id))
@@ -547,18 +553,20 @@ class CallbackClient:
     records, request id and ``done``, which the test calls."""
 
     def __init__(self) -> None:
-        self.started: list[tuple[list[Record], str | None, Callable]] = []
+        self.started: list[tuple[list[FramedRecord], str | None, Callable]] = []
 
     def start_add(
         self,
-        records: list[Record],
+        records: list[FramedRecord],
         timeout_s: float,
-        done: Callable[[AddResult | QuireError], None],
+        done: Callable[[BookieAddResult | QuireError], None],
         request_id: str | None = None,
     ) -> None:
         self.started.append((list(records), request_id, done))
 
-    async def add(self, records: list[Record], timeout_s: float | None = None) -> AddResult:
+    async def add(
+        self, records: list[FramedRecord], timeout_s: float | None = None
+    ) -> BookieAddResult:
         raise AssertionError("a client with start_add is not driven through add")
 
 
@@ -575,22 +583,22 @@ def test_a_callback_client_is_sent_to_at_once_and_answers_after_close_reach_no_o
         REQUEST_ID.reset(token)
         sender.send((rec(1, 1),), calls.callback("a"))
         assert [(len(r), rid) for r, rid, _ in client.started] == [(1, "req-1")]
-        client.started[0][2](AddResult(1))
+        client.started[0][2](BookieAddResult(1))
         assert calls.calls == [("a", (0,), (), None)]
         assert len(client.started) == 2  # the queued record left once the slot was free
         await sender.aclose()
-        client.started[1][2](AddResult(1))
+        client.started[1][2](BookieAddResult(1))
         assert len(calls.calls) == 1
 
     asyncio.run(main())
 
 
 def test_the_answering_instance_reaches_the_handles_event() -> None:
-    """Issue 35 item 3: the instance a bookie answered an add under (AddResult.instance_id)
+    """Issue 35 item 3: the instance a bookie answered an add under (BookieAddResult.instance_id)
     goes with each handle's part of the answer into BookieAddsDone, so the handle can
     compare it with the instance its fragment recorded; a failed request names none."""
     records = [rec(1, 0), rec(2, 0), rec(2, 1)]
-    answer = AddResult(2, [(2, 1, "ledger_fenced")], "b1#2")
+    answer = BookieAddResult(2, [(2, 1, "ledger_fenced")], "b1#2")
     assert answer_for(records[:1], answer).event("b1") == BookieAddsDone(
         "b1", (0,), instance_id="b1#2"
     )

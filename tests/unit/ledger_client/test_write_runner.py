@@ -11,13 +11,13 @@ from dataclasses import replace
 
 import pytest
 
-from services.bookie_client import AddResult
+from services.bookie_client import BookieAddResult
 from services.errors import LedgerClosed, LedgerFenced, Unavailable
 from services.ledger_client.handles import HandleTable
 from services.ledger_client.runners.write import HandleRunner
 from services.ledger_client.senders import SenderLimits, SenderTable
 from services.protocol.metadata import LedgerMetadata, LedgerState
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 from tests.unit.ledger_client.fakes import FakeBookie, FakeBookies, FakeLedgerStore, make_context
 
 POOL = ["b0:1", "b1:1", "b2:1", "b3:1"]
@@ -166,7 +166,9 @@ class RefusingBookie(FakeBookie):
         super().__init__(bookie_id)
         self.refuse = refuse
 
-    async def add(self, records: list[Record], timeout_s: float | None = None) -> AddResult:
+    async def add(
+        self, records: list[FramedRecord], timeout_s: float | None = None
+    ) -> BookieAddResult:
         kept = [r for r in records if (r.ledger_id, r.entry_id) not in self.refuse]
         result = await super().add(kept, timeout_s)
         self.adds[-1] = list(records)
@@ -175,7 +177,7 @@ class RefusingBookie(FakeBookie):
             for r in records
             if (r.ledger_id, r.entry_id) in self.refuse
         ]
-        return AddResult(result.stored, [*result.rejected, *refused])
+        return BookieAddResult(result.stored, [*result.rejected, *refused])
 
 
 @pytest.mark.parametrize("code", ["invalid_argument", "entry_exists"])

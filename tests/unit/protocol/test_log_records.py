@@ -42,14 +42,14 @@ def test_batch_round_trip_with_key() -> None:
 def test_an_entry_without_an_envelope_is_one_record(entry: bytes) -> None:
     """Entries not written by the log layer (or cut short) decode as one whole record."""
     record = lr.decode(entry)
-    assert record == lr.Record(entry, 0, None)
+    assert record == lr.LogEntry(entry, 0, None)
 
 
 def test_a_head_with_a_key_cut_short_is_one_record() -> None:
     """A head whose key and digest do not fit the entry is not an envelope."""
     (entry,) = lr.encode([b""], 1, "k" * 10, bytes(16))
     cut = entry[:-3]
-    assert lr.decode(cut) == lr.Record(cut, 0, None)
+    assert lr.decode(cut) == lr.LogEntry(cut, 0, None)
 
 
 def test_visible_only_once_the_whole_batch_is() -> None:

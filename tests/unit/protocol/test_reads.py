@@ -23,7 +23,7 @@ from services.protocol.reads_messages import (
     RequestFailed,
 )
 from services.wire.digest import seal
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 
 POOL = [f"b{i}:3181" for i in range(1, 6)]
 SPECULATIVE_MS = 100
@@ -34,12 +34,12 @@ def ledger() -> LedgerMetadata:
     return md.with_ensemble(10, ("b4:3181", "b2:3181", "b3:3181"))
 
 
-def record(entry_id: int, payload: bytes | None = None) -> Record:
+def record(entry_id: int, payload: bytes | None = None) -> FramedRecord:
     data = payload if payload is not None else f"entry {entry_id}".encode()
-    return seal(Record(1, entry_id, entry_id - 1, data, digest_type="crc32c"))
+    return seal(FramedRecord(1, entry_id, entry_id - 1, data, digest_type="crc32c"))
 
 
-def corrupt(entry_id: int) -> Record:
+def corrupt(entry_id: int) -> FramedRecord:
     good = record(entry_id)
     return good._replace(payload=good.payload + b"!")
 
@@ -92,14 +92,14 @@ def test_a_replica_is_usable_only_if_its_digest_and_ids_verify() -> None:
     """docs/protocol.md Ledgers: readers verify the digest; a mismatch (or a replica of another
     entry or ledger) is treated as missing, never returned."""
     md = ledger()
-    good = seal(Record(1, 4, 3, b"data", digest_type="crc32c", length=10))
+    good = seal(FramedRecord(1, 4, 3, b"data", digest_type="crc32c", length=10))
     assert reads.record_usable(good, md, 4)
     assert not reads.record_usable(None, md, 4)
     assert not reads.record_usable(good._replace(payload=b"dat4"), md, 4)
     assert not reads.record_usable(good, md, 5)
     assert not reads.record_usable(good._replace(ledger_id=2), md, 4)
     hmac = LedgerMetadata.new(1, POOL[:3], 2, 2, digest_type="hmac-sha256")
-    sealed = seal(Record(1, 0, -1, b"x", digest_type="hmac-sha256", length=1), b"key")
+    sealed = seal(FramedRecord(1, 0, -1, b"x", digest_type="hmac-sha256", length=1), b"key")
     assert reads.record_usable(sealed, hmac, 0, b"key")
     assert not reads.record_usable(sealed, hmac, 0, b"wrong")
 

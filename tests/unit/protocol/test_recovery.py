@@ -36,14 +36,14 @@ from services.protocol.messages import (
 from services.protocol.metadata import Fragment, LedgerMetadata, LedgerState
 from services.protocol.recovery import LedgerRecovery, RecoveryLimits, RecoveryPhase
 from services.wire.digest import seal
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 
 POOL = [f"b{i}:3181" for i in range(1, 7)]
 
 
-def record(entry_id: int, lac: int, length: int, payload: bytes | None = None) -> Record:
+def record(entry_id: int, lac: int, length: int, payload: bytes | None = None) -> FramedRecord:
     payload = payload if payload is not None else b"e%d" % entry_id
-    return seal(Record(1, entry_id, lac, payload, digest_type="crc32c", length=length))
+    return seal(FramedRecord(1, entry_id, lac, payload, digest_type="crc32c", length=length))
 
 
 @dataclass
@@ -52,7 +52,7 @@ class Cluster:
 
     metadata: LedgerMetadata
     version: int = 0
-    entries: dict[str, dict[int, Record]] = field(default_factory=dict)
+    entries: dict[str, dict[int, FramedRecord]] = field(default_factory=dict)
     lacs: dict[str, int] = field(default_factory=dict)
     fenced: set[str] = field(default_factory=set)
     hanging: set[str] = field(default_factory=set)  # never answer
@@ -60,7 +60,7 @@ class Cluster:
     pool: list[str] = field(default_factory=lambda: POOL[:3])  # registered bookies
     log: list[Effect] = field(default_factory=list)
 
-    def put(self, bookie: str, rec: Record) -> None:
+    def put(self, bookie: str, rec: FramedRecord) -> None:
         self.entries.setdefault(bookie, {})[rec.entry_id] = rec
 
     def write(self, entries: list[tuple[int, int, tuple[str, ...]]]) -> None:

@@ -28,14 +28,16 @@ from services.protocol.messages import (
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.recovery import LedgerRecovery, RecoveryLimits, RecoveryPhase
 from services.wire.digest import seal
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 
 A, B, C = "a:1", "b:1", "c:1"
 
 
-def record(entry_id: int, length: int) -> Record:
+def record(entry_id: int, length: int) -> FramedRecord:
     payload = b"e%d" % entry_id
-    return seal(Record(1, entry_id, entry_id - 1, payload, digest_type="crc32c", length=length))
+    return seal(
+        FramedRecord(1, entry_id, entry_id - 1, payload, digest_type="crc32c", length=length)
+    )
 
 
 def length_at(entry_id: int) -> int:
@@ -45,7 +47,7 @@ def length_at(entry_id: int) -> int:
 @dataclass
 class Bookie:
     instance: str
-    entries: dict[int, Record] = field(default_factory=dict)
+    entries: dict[int, FramedRecord] = field(default_factory=dict)
     lac: int = -1
     held: bool = False  # requests are kept unanswered in ``waiting``
     hang_reads: bool = False  # reads are kept unanswered (fences are answered)

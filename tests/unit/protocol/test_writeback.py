@@ -5,7 +5,7 @@ from __future__ import annotations
 from services.protocol.messages import SendAdds
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.writeback import WriteBacks
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 
 MD = LedgerMetadata.new(1, ["a:1", "b:1", "c:1"], 2, 2)
 
@@ -16,7 +16,7 @@ def test_at_most_in_flight_max_entries_are_written_back_at_once() -> None:
     eventually sent to its whole write set, with the recovery flag."""
     wbs = WriteBacks(MD, attempts_max=3, in_flight_max=2)
     for entry_id in range(5):
-        wbs.add(Record(1, entry_id, -1, b"x"))
+        wbs.add(FramedRecord(1, entry_id, -1, b"x"))
     sent = wbs.send()
     assert sorted({r.entry_id for s in sent for r in s.records}) == [0, 1]
     assert wbs.in_flight() == 2
@@ -38,11 +38,11 @@ def test_one_request_per_bookie_at_a_time_the_rest_batched() -> None:
     in ONE request (simulator seed 35049: a request per entry queued up on a slow
     bookie until they timed out one after the other)."""
     wbs = WriteBacks(MD, attempts_max=3, in_flight_max=64)
-    wbs.add(Record(1, 0, -1, b"x"))
+    wbs.add(FramedRecord(1, 0, -1, b"x"))
     first = wbs.send()
     busy = {s.bookie for s in first}
     for entry_id in range(1, 6):
-        wbs.add(Record(1, entry_id, -1, b"x"))
+        wbs.add(FramedRecord(1, entry_id, -1, b"x"))
         assert all(s.bookie not in busy for s in wbs.send())
     for bookie in busy:
         wbs.answered(bookie)
@@ -53,7 +53,7 @@ def test_one_request_per_bookie_at_a_time_the_rest_batched() -> None:
     assert len(wbs.send()) == 0
 
 
-def flagged(send: SendAdds) -> list[Record]:
+def flagged(send: SendAdds) -> list[FramedRecord]:
     records = send.records
     assert all(r.recovery for r in records)
     return list(records)

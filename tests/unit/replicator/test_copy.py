@@ -9,29 +9,29 @@ import pytest
 
 from replicator.copy import CopyJob, CopyLimits, FragmentCopier
 from replicator.throttle import ByteThrottle
-from services.bookie_client import AddResult, RangeResult
+from services.bookie_client import BookieAddResult, RangeResult
 from services.errors import BookieUnavailable, LedgerNotFound
 from services.protocol.replication import entries_on
 from services.wire import digest
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 
 KEY = digest.mac_key(b"pw")
 LEDGER = 7
 
 
-def _record(entry_id: int, digest_type: str = "hmac-sha256", key: bytes = KEY) -> Record:
+def _record(entry_id: int, digest_type: str = "hmac-sha256", key: bytes = KEY) -> FramedRecord:
     payload = b"x" * (10 + entry_id)
     return digest.seal(
-        Record(LEDGER, entry_id, entry_id - 1, payload, digest_type=digest_type), key
+        FramedRecord(LEDGER, entry_id, entry_id - 1, payload, digest_type=digest_type), key
     )
 
 
 class FakeBookie:
-    def __init__(self, records: dict[int, Record], fail: bool = False) -> None:
+    def __init__(self, records: dict[int, FramedRecord], fail: bool = False) -> None:
         self.records = records
         self.fail = fail
         self.reads = 0
-        self.adds: list[list[Record]] = []
+        self.adds: list[list[FramedRecord]] = []
 
     async def read_range(
         self,
@@ -55,14 +55,16 @@ class FakeBookie:
                 size += len(self.records[entry_id].payload)
         return RangeResult(out, max(self.records))
 
-    async def add(self, records: list[Record], timeout_s: float | None = None) -> AddResult:
+    async def add(
+        self, records: list[FramedRecord], timeout_s: float | None = None
+    ) -> BookieAddResult:
         if self.fail:
             raise BookieUnavailable("down")
         assert all(r.recovery for r in records)
         self.adds.append(records)
         for r in records:
             self.records[r.entry_id] = r
-        return AddResult(len(records), [])
+        return BookieAddResult(len(records), [])
 
 
 def _copier(

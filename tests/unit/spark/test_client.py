@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from services.spark import client as client_module
-from services.spark.client import GatewayClient, QuireSparkError
+from services.spark.client import QuireSparkError, SparkGatewayClient
 from services.wire.entries_stream import MEDIA_TYPE, encode_frames
 
 ENTRIES = [(i, bytes([i % 251]) * (i * 37 % 3000)) for i in range(400)]
@@ -29,17 +29,17 @@ class Pieces(httpx.SyncByteStream):
             yield self.body[at : at + self.size]
 
 
-def gateway(body: bytes, size: int, headers: dict[str, str] | None = None) -> GatewayClient:
+def gateway(body: bytes, size: int, headers: dict[str, str] | None = None) -> SparkGatewayClient:
     def answer(request: httpx.Request) -> httpx.Response:
         assert request.headers["accept"] == MEDIA_TYPE
         return httpx.Response(
             200, headers={"content-type": MEDIA_TYPE, **(headers or {})}, stream=Pieces(body, size)
         )
 
-    return GatewayClient("http://gw", transport=httpx.MockTransport(answer))
+    return SparkGatewayClient("http://gw", transport=httpx.MockTransport(answer))
 
 
-def spans_read(client: GatewayClient) -> list[tuple[int, bytes]]:
+def spans_read(client: SparkGatewayClient) -> list[tuple[int, bytes]]:
     got: list[tuple[int, bytes]] = []
     for data, spans in client.read_range_spans(1, 0, len(ENTRIES) - 1):
         got += [(entry_id, data[start:end]) for entry_id, start, end in spans]
@@ -80,7 +80,7 @@ def test_clients_share_one_tls_context(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(httpx, "create_ssl_context", counting)
     client_module.tls_context.cache_clear()
     try:
-        clients = [GatewayClient(f"https://gw{i}") for i in range(3)]
+        clients = [SparkGatewayClient(f"https://gw{i}") for i in range(3)]
         for each in clients:
             assert each.http is not None
             each.close()

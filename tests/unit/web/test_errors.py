@@ -1,6 +1,7 @@
 """Error answers are built by one function, services.web.errors.error_body: the
 gateway's token 401 (raw ASGI, before routing), /health's 503 and every error a route
-raises carry its bytes, with the status and headers they always had."""
+raises carry its bytes, with the status and headers they always had. Their OpenAPI
+descriptions are built by one function too, error_responses, from the error classes."""
 
 from __future__ import annotations
 
@@ -8,10 +9,28 @@ import pytest
 from fastapi.testclient import TestClient
 
 from gateway.http.auth import TokenMiddleware, TokenPolicy
-from services.errors import InvalidArgument, LedgerNotFound, QuireError, Unauthorized, Unavailable
+from services.errors import (
+    InvalidArgument,
+    InvariantViolation,
+    LedgerFenced,
+    LedgerNotFound,
+    NotWriter,
+    QuireError,
+    Unauthorized,
+    Unavailable,
+)
 from services.web import errors as web_errors
 from services.web.app import QuireApp, new_app
-from services.web.errors import error_body, error_json, install_error_handlers
+from services.web.errors import (
+    ERROR_SCHEMA_REF,
+    DocumentedError,
+    error_body,
+    error_json,
+    error_responses,
+    explained,
+    install_error_handlers,
+    noted,
+)
 from services.web.routes import add_health_route
 
 # The bodies as FastAPI's JSONResponse renders them: /health's 503 is byte for byte what
@@ -86,3 +105,30 @@ def test_every_error_answer_goes_through_error_body(monkeypatch: pytest.MonkeyPa
     assert client.get("/nope").content == b'{"marked":"not_found"}'
     assert seen == ["unauthorized", "unavailable", "ledger_not_found", "invalid_argument",
                     "not_found"]  # fmt: skip
+
+
+def test_error_responses_group_the_classes_by_their_status() -> None:
+    """error_responses documents a route's errors from their classes (docs/style.md §3):
+    one response per HTTP status the classes have, its description their codes (or notes)
+    in the order given, its body the Error schema."""
+    responses = error_responses(
+        InvalidArgument,
+        noted(LedgerFenced, "outcome unknown"),
+        NotWriter,
+        explained(LedgerNotFound, "the ledger is unknown here"),
+    )
+    assert {status: r["description"] for status, r in responses.items()} == {
+        400: "invalid_argument",
+        409: "ledger_fenced (outcome unknown) / not_writer",
+        404: "ledger_not_found: the ledger is unknown here",
+    }
+    for r in responses.values():
+        assert r["content"] == {"application/json": {"schema": ERROR_SCHEMA_REF}}
+
+
+def test_a_description_names_no_other_class_code() -> None:
+    """A route's words for an error cannot name another error's code, which would list it
+    under the wrong status."""
+    assert DocumentedError(Unavailable, "not ready").text == "not ready"
+    with pytest.raises(InvariantViolation, match="entry_not_found"):
+        noted(LedgerNotFound, "or entry_not_found")

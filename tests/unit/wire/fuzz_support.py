@@ -15,11 +15,11 @@ from gateway.http.json_input import parse_json
 from services.errors import InvalidArgument, PayloadTooLarge, QuireError
 from services.limits import BATCH_ENTRIES_MAX, STORED_ENTRY_SIZE_MAX_BYTES
 from services.wire.digest import seal
-from services.wire.framing import CHECKSUM, DIGEST_LENGTHS, HEADER, Record, encode
+from services.wire.framing import CHECKSUM, DIGEST_LENGTHS, HEADER, FramedRecord, encode
 
 I64_MAX = 2**63 - 1
 U32_MAX = 2**32 - 1
-Outcome = list[Record] | type[QuireError]
+Outcome = list[FramedRecord] | type[QuireError]
 # The two errors a decoder may raise: 400 invalid_argument, 413 payload_too_large.
 DOCUMENTED = (InvalidArgument, PayloadTooLarge)
 
@@ -29,7 +29,7 @@ def reference_decode(body: bytes, max_records: int = BATCH_ENTRIES_MAX) -> Outco
     class of the error it must raise (checks in the decoder's order: flags, ids, payload
     length, digest length, checksum present, digest and payload present, record count)."""
     names = {0: "none", 1: "crc32c", 2: "hmac-sha256"}
-    records: list[Record] = []
+    records: list[FramedRecord] = []
     pos = 0
     while pos < len(body):
         if len(body) - pos < HEADER.size:
@@ -60,7 +60,7 @@ def reference_decode(body: bytes, max_records: int = BATCH_ENTRIES_MAX) -> Outco
         intact = checksum is None or checksum == crc32c.crc32c(header + digest + payload)
         recovery = bool(flags & 1)
         records.append(
-            Record(lid, eid, lac, payload, digest, recovery, digest_type, length, intact)
+            FramedRecord(lid, eid, lac, payload, digest, recovery, digest_type, length, intact)
         )
         if len(records) > max_records:
             return PayloadTooLarge
@@ -68,13 +68,13 @@ def reference_decode(body: bytes, max_records: int = BATCH_ENTRIES_MAX) -> Outco
 
 
 @st.composite
-def records(draw: st.DrawFn, max_size: int = 6) -> list[Record]:
+def records(draw: st.DrawFn, max_size: int = 6) -> list[FramedRecord]:
     """Records as a writer sends them: sealed crc32c ones (a bookie verifies them), hmac
     ones with some 32-byte MAC, none ones; any ids, LACs and lengths."""
     out = []
     for _ in range(draw(st.integers(1, max_size))):
         digest_type = draw(st.sampled_from(sorted(DIGEST_LENGTHS)))
-        record = Record(
+        record = FramedRecord(
             draw(st.integers(0, I64_MAX)),
             draw(st.integers(0, I64_MAX)),
             draw(st.integers(-1, I64_MAX)),
@@ -90,7 +90,7 @@ def records(draw: st.DrawFn, max_size: int = 6) -> list[Record]:
     return out
 
 
-def frame_starts(recs: list[Record]) -> list[int]:
+def frame_starts(recs: list[FramedRecord]) -> list[int]:
     """Where each record's frame starts in ``encode(recs)``, and the end of the body."""
     starts = [0]
     for r in recs:

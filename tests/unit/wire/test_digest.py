@@ -8,11 +8,11 @@ import crc32c
 import pytest
 
 from services.wire import digest
-from services.wire.framing import Record
+from services.wire.framing import FramedRecord
 
 
-def record(digest_type: str = "crc32c") -> Record:
-    return Record(5, 9, 8, b"the payload", b"", False, digest_type, 1234)
+def record(digest_type: str = "crc32c") -> FramedRecord:
+    return FramedRecord(5, 9, 8, b"the payload", b"", False, digest_type, 1234)
 
 
 def test_crc32c_is_over_ids_lac_length_and_payload():
@@ -84,10 +84,10 @@ def test_unknown_type_is_a_programmer_error():
 def test_sealed_is_seal_of_the_template_with_the_entry_fields(digest_type, recovery):
     """``sealed`` builds in one step the record ``seal`` makes from the template with the
     entry's id, payload and length replaced: every field, the digest included."""
-    template = Record(5, -1, 8, b"", b"", recovery, digest_type, 0)
+    template = FramedRecord(5, -1, 8, b"", b"", recovery, digest_type, 0)
     key = digest.mac_key(b"password") if digest_type == "hmac-sha256" else b""
     got = digest.sealed(template, 9, b"the payload", 1234, key)
     expected = digest.seal(template._replace(entry_id=9, payload=b"the payload", length=1234), key)
     assert got == expected
-    assert type(got) is Record
+    assert type(got) is FramedRecord
     assert digest.record_ok(got, key)

@@ -14,7 +14,7 @@ from services.wire.framing import (
     DIGEST_LENGTHS,
     HEADER,
     STORED_ENTRY_SIZE_MAX_BYTES,
-    Record,
+    FramedRecord,
     decode,
     encode,
 )
@@ -22,7 +22,7 @@ from services.wire.framing import (
 I64_MAX = 2**63 - 1
 
 
-def rec(**kw) -> Record:
+def rec(**kw) -> FramedRecord:
     fields = dict(
         ledger_id=7,
         entry_id=3,
@@ -34,7 +34,7 @@ def rec(**kw) -> Record:
         length=100,
     )
     fields.update(kw)
-    return Record(**fields)
+    return FramedRecord(**fields)
 
 
 def header(flags=0x02, ledger_id=7, entry_id=3, lac=2, length=100, payload_len=0, digest_len=4):
@@ -43,7 +43,7 @@ def header(flags=0x02, ledger_id=7, entry_id=3, lac=2, length=100, payload_len=0
 
 records_strategy = st.lists(
     st.builds(
-        lambda lid, eid, lac, length, payload, recovery, dtype, seed: Record(
+        lambda lid, eid, lac, length, payload, recovery, dtype, seed: FramedRecord(
             lid, eid, lac, payload, (seed * 32)[: DIGEST_LENGTHS[dtype]], recovery, dtype, length
         ),
         st.integers(0, I64_MAX),
@@ -180,7 +180,7 @@ def test_decode_without_copy_gives_views_of_the_body():
 KEY = b"k" * 32
 
 
-def hmac_record(payload: bytes = b"an hmac entry", entry_id: int = 3) -> Record:
+def hmac_record(payload: bytes = b"an hmac entry", entry_id: int = 3) -> FramedRecord:
     return seal(rec(entry_id=entry_id, payload=payload, digest_type="hmac-sha256"), KEY)
 
 
@@ -272,7 +272,7 @@ def test_a_bookie_answer_from_stored_rows_is_the_encoding_of_their_records(
     the bytes ``encode`` gives for the same records, checksums included, and they decode
     back to them."""
     records = [
-        seal(framing.Record(9, i, lac, payload, digest_type=dt, length=i * 3), b"k" * 32)
+        seal(framing.FramedRecord(9, i, lac, payload, digest_type=dt, length=i * 3), b"k" * 32)
         for i, (dt, payload, lac) in enumerate(entries)
     ]
     rows = [

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from services.errors import InvalidArgument, PayloadTooLarge
 from services.limits import BATCH_ENTRIES_MAX, STORED_ENTRY_SIZE_MAX_BYTES
 from services.wire.digest import record_ok
-from services.wire.framing import HEADER, Record, decode, encode
+from services.wire.framing import HEADER, FramedRecord, decode, encode
 from tests.unit.wire.fuzz_support import (
     DOCUMENTED,
     U32_MAX,
@@ -72,14 +72,14 @@ def test_damaged_bodies_decode_exactly_or_raise_a_documented_error(body: bytes) 
 
 
 @given(records(max_size=8), st.integers(0, 10))
-def test_record_count_limit_is_exact(recs: list[Record], max_records: int) -> None:
+def test_record_count_limit_is_exact(recs: list[FramedRecord], max_records: int) -> None:
     """More records than ``max_records`` is 413 payload_too_large; up to it, all of them."""
     got = outcome(encode(recs), max_records)
     assert_same(got, recs if len(recs) <= max_records else PayloadTooLarge)
 
 
 @given(records(max_size=8))
-def test_round_trip_is_identity(recs: list[Record]) -> None:
+def test_round_trip_is_identity(recs: list[FramedRecord]) -> None:
     """decode(encode(records)) == records (checksums intact), with copies and with views
     into the body."""
     body = encode(recs)
@@ -90,7 +90,7 @@ def test_round_trip_is_identity(recs: list[Record]) -> None:
 
 @given(records(), st.data())
 def test_a_cut_body_is_its_whole_records_or_refused(
-    recs: list[Record], data: st.DataObject
+    recs: list[FramedRecord], data: st.DataObject
 ) -> None:
     """A body cut at a frame boundary decodes to exactly the records before the cut; cut
     anywhere else it is refused whole (InvalidArgument): a truncated add never stores a
@@ -104,7 +104,7 @@ def test_a_cut_body_is_its_whole_records_or_refused(
 
 @given(records(max_size=4), st.data())
 def test_one_flipped_bit_is_refused_or_caught_by_a_check(
-    recs: list[Record], data: st.DataObject
+    recs: list[FramedRecord], data: st.DataObject
 ) -> None:
     """One bit flipped in transit: the body is refused whole, or at least one record it
     holds fails the bookie's checks (crc32c digest, or the record checksum of the other
