@@ -37,7 +37,7 @@ def value(metrics: GatewayMetrics, name: str, labels: dict[str, str] | None = No
 def test_an_add_is_counted_once_when_it_ends() -> None:
     """Its size when submitted; its entries once acknowledged; a failed add by its code."""
     metrics = GatewayMetrics()
-    gw: Any = SimpleNamespace(ctx=SimpleNamespace(metrics=metrics))
+    gw: Any = SimpleNamespace(metrics=metrics)
     runner: Any = FakeRunner()
     asyncio.run(adds(gw, runner, metrics))
 
@@ -64,7 +64,7 @@ async def adds(gw: Any, runner: Any, metrics: GatewayMetrics) -> None:
 def test_an_add_refused_at_admission_is_counted_as_failed() -> None:
     """A stream's add and a REST add refused by back-pressure count alike."""
     metrics = GatewayMetrics()
-    gw: Any = SimpleNamespace(ctx=SimpleNamespace(metrics=metrics))
+    gw: Any = SimpleNamespace(metrics=metrics)
     runner: Any = FakeRunner(refuse=True)
     with pytest.raises(Unavailable):
         asyncio.run(ops.submit_add(gw, runner, (b"a",)))
