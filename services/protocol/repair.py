@@ -16,13 +16,15 @@ mark's plus every fragment bookie that is not registered or is being decommissio
 Every repair of a CLOSED ledger, and of a fragment of an OPEN ledger that is not its
 last, is done at once, in fragment order: choose a target (writable, registered, not
 decommissioning, not missing, not in the fragment), copy the missing bookie's share to
-it (``CopyShare``: from the fragment's other bookies and, last, from a live bookie
-being decommissioned, which may hold the only copy; a failed target is replaced by
-another, up to ``TARGETS_TRIED_MAX``), then swap the bookie in that fragment by
-compare-and-set on freshly read metadata, only while the repair still applies (same
-fragment, same span, same bookie): a concurrent ensemble change or close is never
-overwritten; when the span changed the round ends and the next one re-plans. A repair
-of the open-ended last fragment waits for the grace period, counted from when its
+it (``CopyShare``: from the fragment's bookies that are not missing and, last, from
+missing ones still registered, which may hold the only copy: a live bookie being
+decommissioned, as with Qw=1, or one the mark names for lacking other entries, as with
+Qa=1; a failed target is replaced by another, up to ``TARGETS_TRIED_MAX``), then swap
+the bookie in that fragment by compare-and-set on freshly read metadata, only while
+the repair still applies (same fragment, same span, same bookie): a concurrent ensemble
+change or close is never overwritten; when the span changed the round ends and the next
+one re-plans. A repair of the open-ended last fragment waits for the grace period,
+counted from when its
 bookie was first seen missing (``RepairView.missing_since``, never the mark's time: an
 old mark for another fragment's bookie must not let a bookie that is restarting now
 fence its writer), and then recovers the ledger (``Recover``: fence and close). A
@@ -541,13 +543,15 @@ class RepairOp:
         view, metadata = self.view, present(self._metadata, "repairing without metadata")
         span = next(s for s in spans(metadata) if s.first == repair.first)
         last = repair.last if repair.last is not None else repair.first - 1
-        leaving = frozenset(b for b in self._missing if view.leaving(b))
+        # A missing bookie still registered (being decommissioned, or named by the mark
+        # for lacking some entries) may hold the only copy of others: read last.
+        registered = frozenset(b for b in self._missing if view.usable(b) or view.leaving(b))
         wanted = entries_on(
             repair.first, last, repair.bookie_index, metadata.ensemble_size,
             metadata.write_quorum,
         )  # fmt: skip
         current = self._current = _Current(
-            repair, span, tuple(wanted), self._missing - leaving, leaving
+            repair, span, tuple(wanted), self._missing - registered, registered
         )
         if not view.usable(repair.bookie):
             return self._try_target()
