@@ -209,7 +209,7 @@ class LedgerRepair:
             return MarkRead(frozenset(mark.missing_bookies), mark.version)
         if isinstance(effect, ReadMetadata):
             try:
-                current = await ctx.ledgers.get(ledger_id)
+                current = await ctx.ledgers.get(ledger_id, fresh=effect.sync)
             except LedgerNotFound:
                 return NoLedger()
             return MetadataRead(current.metadata, current.version)

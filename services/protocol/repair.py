@@ -1,54 +1,58 @@
-"""Repairing one locked ledger, as a pure operation: plan from the mark and fresh
-metadata, copy, swap, clear (docs/protocol.md, "Auto-recovery").
+"""Repairing one locked ledger, as a pure operation: plan from the mark and fresh metadata,
+copy, swap, clear (docs/protocol.md, "Auto-recovery").
 
 ``RepairOp`` takes events and returns effects (docs/style.md §1); the replication
 worker's runner (``replicator/repair.py``) and the simulator
 (``tests/simulation/worker.py``) carry the effects out and feed the answers back. It
 decides with ``services.protocol.replication``; it reads no clock (``now_ms`` comes with
-every event) and draws targets from the seeded ``rng`` it is given. What it reads of
-the worker's surroundings (the bookie registry as the worker's watches keep it, when
-the worker first saw a bookie missing, whether replication is enabled) it reads
-through ``RepairView``, synchronously: a cache, no I/O.
+every event) and draws targets from the seeded ``rng`` it is given. What it reads of the
+worker's surroundings (the bookie registry as the worker's watches keep it, when the
+worker first saw a bookie missing, whether replication is enabled) it reads through
+``RepairView``, synchronously: a cache, no I/O.
 
-The worker holds the ledger's lock while this runs. Each round re-reads the mark and
-the metadata and plans again (``replication.repairs``): the missing bookies are the
-mark's plus every fragment bookie that is not registered or is being decommissioned.
-Every repair of a CLOSED ledger, and of a fragment of an OPEN ledger that is not its
-last, is done at once, in fragment order: choose a target (writable, registered, not
-decommissioning, not missing, not in the fragment), copy the missing bookie's share to
-it (``CopyShare``: from the fragment's bookies that are not missing and, last, from
-missing ones still registered, which may hold the only copy: a live bookie being
-decommissioned, as with Qw=1, or one the mark names for lacking other entries, as with
-Qa=1; a failed target is replaced by another, up to ``TARGETS_TRIED_MAX``), then swap
-the bookie in that fragment by compare-and-set on freshly read metadata, only while
-the repair still applies (same fragment, same span, same bookie): a concurrent ensemble
-change or close is never overwritten; when the span changed the round ends and the next
-one re-plans. A repair of the open-ended last fragment waits for the grace period,
-counted from when its
-bookie was first seen missing (``RepairView.missing_since``, never the mark's time: an
-old mark for another fragment's bookie must not let a bookie that is restarting now
-fence its writer), and then recovers the ledger (``Recover``: fence and close). A
-bookie of the open last fragment that is registered and answers (``Probe``) is left to
-the writer.
+The worker holds the ledger's lock while this runs. Each round re-reads the mark and the
+metadata and plans again (``replication.repairs``): the missing bookies are the mark's
+plus every fragment bookie that is not registered or is being decommissioned. Every
+repair of a CLOSED ledger, and of a fragment of an OPEN ledger that is not its last, is
+done at once, in fragment order: choose a target (writable, registered, not
+decommissioning, not in the fragment, not missing unless no other is free: the mark may
+name a bookie registered again, the only one left in a small cluster), copy the missing
+bookie's share to it (``CopyShare``: from the fragment's bookies that are not missing
+and, last, from missing ones still registered, which may hold the only copy: a live
+bookie being decommissioned, as with Qw=1, or one the mark names for lacking other
+entries, as with Qa=1; a failed target is replaced by another, up to
+``TARGETS_TRIED_MAX``), then swap the bookie in that fragment by compare-and-set on
+freshly read metadata, only while the repair still applies (same fragment, same span,
+same bookie): a concurrent ensemble change or close is never overwritten; when the span
+changed the round ends and the next one re-plans. A repair of the open-ended last
+fragment waits for the grace period, counted from when its bookie was first seen missing
+(``RepairView.missing_since``, never the mark's time: an old mark for another fragment's
+bookie must not let a bookie that is restarting now fence its writer), and then recovers
+the ledger (``Recover``: fence and close). A bookie of the open last fragment that is
+registered and answers (``Probe``) is left to the writer.
 
-A bookie the mark names that is registered again (back after the lost-bookie delay,
-or alive and found lacking entries by the auditor's replica check), not being
+A bookie the mark names that is registered again (back after the lost-bookie delay, or
+alive and found lacking entries by the auditor's replica check), not being
 decommissioned and still the instance the fragment recorded, is FILLED IN PLACE: the
-entries of its share it lacks (``AskStored``) are copied to it and the metadata stays
-as it is. That is the only repair possible when every bookie of the cluster is in the
+entries of its share it lacks (``AskStored``) are copied to it and the metadata stays as
+it is. That is the only repair possible when every bookie of the cluster is in the
 fragment, and it costs nothing when the bookie came back whole. A bookie that refuses
 the copy, stores an entry with other bytes (corrupt), or does not answer is replaced as
-above. Later rounds skip a bookie filled in place only while it is registered as the
-instance filled: one that left meanwhile is replaced (the auditor's mark already names
-it, so its marking changes nothing).
+above. A formatted bookie (registered as another instance than the fragment recorded)
+lost its share and is replaced; only when no other bookie is free (every writable one is
+in the fragment) is it given its whole share itself, its new instance recorded by the
+swap's compare-and-set: a replacement by itself. Later rounds skip a bookie filled in
+place only while it is registered as the instance filled: one that left meanwhile is
+replaced (the auditor's mark already names it, so its marking changes nothing).
 
-When a round finds nothing to repair the mark is deleted at the version read at the
-round's start; if the mark changed meanwhile (the auditor added a bookie), the next
-round re-plans. What is transport stays with the runner: reading the share in bounded
-batches from the sources and writing it to the target (``replicator/copy.py``), the
-mark and the lock in ZooKeeper, the recovery itself. A failure the runner cannot answer
-with an event (no source yields an entry, the store fails) ends the repair there: the
-worker releases the lock and retries the ledger later.
+When a round finds nothing to repair on metadata read after a ZooKeeper sync (a plain
+read is followed by a synced one, planned on again) the mark is deleted at the version
+read at the round's start; if the mark changed meanwhile (the auditor added a bookie),
+the next round re-plans. What is transport stays with the runner: reading the share in
+bounded batches from the sources and writing it to the target (``replicator/copy.py``),
+the mark and the lock in ZooKeeper, the recovery itself. A failure the runner cannot
+answer with an event (no source yields an entry, the store fails) ends the repair there:
+the worker releases the lock and retries the ledger later.
 """
 
 from __future__ import annotations
@@ -226,7 +230,14 @@ class ReadMark:
 
 @dataclass(frozen=True, slots=True)
 class ReadMetadata:
-    """Read the ledger's metadata (``MetadataRead`` or ``NoLedger``)."""
+    """Read the ledger's metadata (``MetadataRead`` or ``NoLedger``); with ``sync``, after
+    a ZooKeeper sync, so the read sees every write committed before it. A plain read
+    may come from a server behind the leader: a plan on it may copy in vain (the swap's
+    compare-and-set catches that), but finding nothing left on it could clear the mark
+    while a close or an ensemble change it missed settled a fragment naming a bookie
+    the mark names, which lacks entries."""
+
+    sync: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,7 +285,9 @@ class CopyShare:
 @dataclass(frozen=True, slots=True)
 class Swap:
     """Compare-and-set ``after`` (``before`` with ``repair.bookie`` replaced by ``target``
-    in its fragment) at ``version`` (``Swapped``, ``SwapConflict``)."""
+    in its fragment, recorded as the instance copied to; ``target`` is ``repair.bookie``
+    itself for a formatted bookie given its share again) at ``version`` (``Swapped``,
+    ``SwapConflict``)."""
 
     repair: Repair
     target: str
@@ -359,6 +372,7 @@ class _Current:
     unusable: frozenset[str]
     last_resort: frozenset[str]
     instance: str | None = None  # the instance filled, or the target's when its copy began
+    formatted: bool = False  # the bookie is registered as another instance than recorded
     lacking: tuple[int, ...] = ()
     target: str | None = None
     tried: int = 0
@@ -381,11 +395,14 @@ class RepairOp:
         self._metadata: LedgerMetadata | None = None
         self._version = -1
         self._missing: frozenset[str] = frozenset()
+        self._synced = False  # the round plans on metadata read after a sync
         self._planned: list[Repair] = []
         self._probed: tuple[str, ...] = ()
         self._queue: list[Repair] = []
         self._open_bookies: tuple[str, ...] = ()
         self._open_missing_since: int | None = None
+        # a repair of this round's plan was carried out: time passed since the plan
+        self._repaired_since_plan = False
         self._current: _Current | None = None
         # (fragment first id, bookie) filled in place -> the instance it was filled as
         self._filled_as: dict[tuple[int, str], str | None] = {}
@@ -449,6 +466,7 @@ class RepairOp:
             return self._finish(Outcome.STOPPED)
         self._mark, self._metadata, self._current = None, None, None
         self._missing = frozenset()
+        self._synced = False
         self._state = _State.MARK
         return [ReadMark()]
 
@@ -503,9 +521,19 @@ class RepairOp:
         self._open_bookies = tuple(sorted(set(open_last)))
         self._open_missing_since = min((view.missing_since(b) for b in open_last), default=None)
         if not plan:
-            return self._clear()
+            return self._nothing_left()
         self._queue = [r for r in plan if not r.is_open_last]
+        self._repaired_since_plan = False
         return [Planned(len(plan)), *self._next_repair()]
+
+    def _nothing_left(self) -> list[Effect]:
+        """Clear the mark, once the plan that finds nothing left was made on metadata read
+        after a sync; on a plain read, read again synced and plan on that."""
+        if not self._synced:
+            self._synced = True
+            self._state = _State.METADATA
+            return [ReadMetadata(sync=True)]
+        return self._clear()
 
     def _clear(self) -> list[Effect]:
         mark = present(self._mark, "clearing without a mark")
@@ -513,11 +541,14 @@ class RepairOp:
         return [ClearMark(mark.version, self._missing)]
 
     def _next_repair(self) -> list[Effect]:
-        """The next repair of the plan; after the last, the open last fragment's fate."""
+        """The next repair of the plan; after the last, the open last fragment's fate,
+        decided on a plan made now: when repairs ran since this one, a bookie it found
+        missing may be back, so the next round plans (and probes) again."""
         if self._queue:
+            self._repaired_since_plan = True
             return self._begin(self._queue.pop(0))
         self._current = None
-        if self._open_missing_since is None:
+        if self._open_missing_since is None or self._repaired_since_plan:
             return self._round()
         due = self._open_missing_since + self.grace_ms
         if self.now_ms < due:
@@ -559,6 +590,7 @@ class RepairOp:
         recorded = fragment.instances[repair.bookie_index] if fragment.instances else None
         current.instance = view.instance_of(repair.bookie)
         if recorded is not None and recorded != current.instance:
+            current.formatted = True
             return self._fill_failed()  # formatted since: its share is gone, replace it
         self._state = _State.STORED
         return [AskStored(repair.bookie)]
@@ -612,17 +644,42 @@ class RepairOp:
             )
         current.tried += 1
         try:
-            target = choose_target(
-                current.span.bookies, repair.bookie, self.view.writable, self.rng,
-                self._missing | current.excluded,
-            )  # fmt: skip
+            target = self._choose_target(current)
         except NotEnoughBookies as exc:
-            return self._fail(NotEnoughBookies, str(exc))
+            if not self._renewable(current):
+                return self._fail(NotEnoughBookies, str(exc))
+            target = repair.bookie
         current.target = target
         current.instance = self.view.instance_of(target)  # the instance the copy goes to
         current.swap_attempts = 0
         self._state = _State.COPY
-        return [self._copy(target, current.wanted, None)]
+        renewing = repair.bookie if target == repair.bookie else None
+        return [self._copy(target, current.wanted, renewing)]
+
+    def _choose_target(self, current: _Current) -> str:
+        """A writable bookie outside the fragment, not failed as a target of this repair;
+        one the round found missing only when no other is free: the mark may name a
+        bookie registered and writable again (back in time, or named for lacking entries
+        of another fragment), which may be the only one left in a small cluster."""
+        span, bookie = current.span.bookies, current.repair.bookie
+        writable, rng = self.view.writable, self.rng
+        try:
+            return choose_target(span, bookie, writable, rng, self._missing | current.excluded)
+        except NotEnoughBookies:
+            return choose_target(span, bookie, writable, rng, current.excluded)
+
+    def _renewable(self, current: _Current) -> bool:
+        """No other bookie is free, and the missing one is a formatted bookie, writable
+        again as a new instance, not yet tried: it is given its whole share and recorded
+        as that instance, as a replacement by itself (the only repair possible when
+        every writable bookie is in the fragment)."""
+        bookie = current.repair.bookie
+        return (
+            current.formatted
+            and bookie not in current.excluded
+            and bookie in self.view.writable
+            and self.view.instance_of(bookie) is not None
+        )
 
     def _on_copied(self, event: Copied | TargetFailed | CopyAborted) -> list[Effect]:
         current = present(self._current, "a copy answered without a repair")
@@ -651,7 +708,8 @@ class RepairOp:
         fresh = event.metadata
         if not still_applies(fresh, repair):
             return self._round()
-        if replace_bookie(fresh, repair.first, repair.bookie, target) is None:
+        renewed = target == repair.bookie
+        if not renewed and replace_bookie(fresh, repair.first, repair.bookie, target) is None:
             return self._round()
         after = fresh.replace_bookie(repair.first, repair.bookie, target, current.instance)
         self._state = _State.SWAP
@@ -661,8 +719,11 @@ class RepairOp:
         if isinstance(event, SwapConflict):
             return self._read_to_swap()
         current = present(self._current, "swapped without a repair")
-        target = present(current.target, "swapped to no target")
+        repair, target = current.repair, present(current.target, "swapped to no target")
+        renewed = target == repair.bookie
+        if renewed:
+            self._filled_as[(repair.first, repair.bookie)] = current.instance
         return [
-            Repaired(current.repair, target, len(current.wanted), in_place=False),
+            Repaired(repair, target, len(current.wanted), in_place=renewed),
             *self._next_repair(),
         ]

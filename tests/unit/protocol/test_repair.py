@@ -107,6 +107,13 @@ def _plan(op: RepairOp, missing: set[str], md: LedgerMetadata, version: int = 3)
     return op.handle(MetadataRead(md, version), 0)
 
 
+def _synced(op: RepairOp, effects: list[Effect], md: LedgerMetadata, version: int) -> Effect:
+    """Nothing left on a plain read: the operation reads again after a sync and plans on
+    that (here ``md`` at ``version``); the action it then asks for."""
+    assert _action(effects) == ReadMetadata(sync=True)
+    return _action(op.handle(MetadataRead(md, version), 0))
+
+
 def test_a_closed_ledger_is_copied_swapped_and_its_mark_cleared() -> None:
     """A bookie gone from a CLOSED ledger: its share (entries whose write set holds it) is
     copied to a writable bookie outside the fragment, never read from the missing one,
@@ -132,7 +139,7 @@ def test_a_closed_ledger_is_copied_swapped_and_its_mark_cleared() -> None:
     assert Repaired(swap.repair, "d", 4, in_place=False) in effects
     assert isinstance(_action(effects), ReadMark)  # the next round
     op.handle(MarkRead(frozenset({"c"}), 1), 0)
-    clear = _action(op.handle(MetadataRead(swap.after, 5), 0))
+    clear = _synced(op, op.handle(MetadataRead(swap.after, 5), 0), swap.after, 5)
     assert clear == ClearMark(1, frozenset({"c"}))
     assert _action(op.handle(MarkCleared(True), 0)) == Finished(Outcome.DONE)
     assert op.done
@@ -154,7 +161,8 @@ def test_a_registered_bookie_is_filled_in_place_with_only_what_it_lacks() -> Non
     assert isinstance(_action(effects), ReadMark)
     # The next round skips it (still that instance): nothing left, the mark is cleared.
     op.handle(MarkRead(frozenset({"c"}), 1), 0)
-    assert isinstance(_action(op.handle(MetadataRead(_closed(), 3), 0)), ClearMark)
+    clear = _synced(op, op.handle(MetadataRead(_closed(), 3), 0), _closed(), 3)
+    assert isinstance(clear, ClearMark)
 
 
 def test_a_formatted_bookie_is_replaced_not_filled() -> None:
@@ -166,6 +174,53 @@ def test_a_formatted_bookie_is_replaced_not_filled() -> None:
     copy = _action(_plan(op, {"c"}, _closed()))
     assert isinstance(copy, CopyShare)
     assert copy.target == "d"
+
+
+def test_a_formatted_bookie_no_other_can_replace_is_given_its_share_as_the_new_instance() -> None:
+    """When every writable bookie is in the fragment, a formatted one is the only place its
+    share can go: the whole share is copied to it (never read from it), then its new
+    instance is recorded by CAS while the repair applies, as a replacement by itself; the
+    next round skips it and clears the mark. Not writable (read-only), it is not."""
+    view = _view("a", "b", "c")
+    view.registered["c"] = "c#2"
+    op = _op(view)
+    md = _closed()
+    copy = _action(_plan(op, {"c"}, md))
+    assert isinstance(copy, CopyShare)
+    assert (copy.target, copy.wanted) == ("c", (1, 2, 4, 5))
+    assert "c" in copy.unusable
+    assert isinstance(_action(op.handle(Copied(), 0)), ReadMetadata)
+    swap = _action(op.handle(MetadataRead(md, 4), 0))
+    assert isinstance(swap, Swap)
+    assert (swap.target, swap.version) == ("c", 4)
+    assert swap.after.fragments[0].bookies == ("a", "b", "c")
+    assert swap.after.fragments[0].instances == ("a#1", "b#1", "c#2")
+    effects = op.handle(Swapped(), 0)
+    assert Repaired(swap.repair, "c", 4, in_place=True) in effects
+    op.handle(MarkRead(frozenset({"c"}), 1), 0)
+    clear = _synced(op, op.handle(MetadataRead(swap.after, 5), 0), swap.after, 5)
+    assert isinstance(clear, ClearMark)
+
+    view = _view("a", "b", "c", writable=["a", "b"])
+    view.registered["c"] = "c#2"
+    failed = _action(_plan(_op(view), {"c"}, md))
+    assert isinstance(failed, Failed)
+    assert failed.error is NotEnoughBookies
+
+
+def test_a_bookie_the_mark_names_is_a_target_when_no_other_is_free() -> None:
+    """A bookie the mark names that is registered and writable again (back, here swapped
+    out of the fragment already) is chosen as a target only when no other bookie is
+    free: in a small cluster it may be the only one left outside the fragment."""
+    md = _closed()
+    copy = _action(_plan(_op(_view("a", "b", "d")), {"c", "d"}, md))
+    assert isinstance(copy, CopyShare)
+    assert copy.target == "d"
+    for seed in range(8):
+        op = RepairOp(7, _view("a", "b", "d", "e"), random.Random(seed), GRACE_MS)
+        copy = _action(_plan(op, {"c", "d"}, md))
+        assert isinstance(copy, CopyShare)
+        assert copy.target == "e"
 
 
 def test_a_swap_that_loses_its_cas_rereads_and_replans_when_the_span_changed() -> None:
@@ -213,8 +268,10 @@ def test_an_open_last_fragment_whose_bookie_answers_is_left_to_the_writer() -> N
     view = _view("a", "b", "c")
     op = _op(view)
     assert _action(_plan(op, {"c"}, _open())) == Probe(("c",))
+    effects = op.handle(Probed(frozenset({"c"})), 0)
+    assert _synced(op, effects, _open(), 3) == Probe(("c",))  # planned again on the sync
     assert isinstance(_action(op.handle(Probed(frozenset({"c"})), 0)), ClearMark)
-    assert view.backs == ["c"]
+    assert view.backs == ["c", "c"]
 
 
 def test_no_target_fails_the_repair_and_failed_targets_are_bounded() -> None:
@@ -253,3 +310,36 @@ def test_a_registered_bookie_the_mark_names_is_read_last_not_never() -> None:
     assert fill.target == "b"
     assert "c" in fill.last_resort and "c" not in fill.unusable
     assert {"b", "d"} <= fill.unusable  # itself, and d (not registered)
+
+
+def test_nothing_left_on_a_plain_read_is_decided_again_after_a_sync() -> None:
+    """A plain read may lag: the open last fragment's bookie c answers (left to the
+    writer), but an ensemble change the read missed settled that fragment with c in it,
+    lacking entries. The plan that finds nothing left is made again on a read after a
+    sync, which repairs c instead of clearing the mark."""
+    view = _view("a", "b", "c", "d")
+    op = _op(view)
+    assert _action(_plan(op, {"c"}, _open())) == Probe(("c",))
+    effects = op.handle(Probed(frozenset({"c"})), 0)
+    changed = _open().with_ensemble(5, ["a", "b", "d"], {"d": "d#1"})
+    assert _synced(op, effects, changed, 4) == AskStored("c")
+
+
+def test_the_open_fragments_fate_is_decided_on_a_plan_made_after_the_other_repairs() -> None:
+    """An OPEN ledger whose settled fragment and open last fragment both name c: the
+    settled one is copied first; by then c may be back, so the grace is not judged on
+    the plan made before the copy: the next round plans (and probes c) again."""
+    view = _view("a", "b", "d", "e")
+    view.since["c"] = 0
+    op = _op(view)
+    md = _open().with_ensemble(5, ["a", "c", "d"], {"d": "d#1"})
+    copy = _action(_plan(op, {"c"}, md))
+    assert isinstance(copy, CopyShare)
+    assert copy.repair.first == 0
+    op.handle(Copied(), GRACE_MS)
+    swap = _action(op.handle(MetadataRead(md, 4), GRACE_MS))
+    assert isinstance(swap, Swap)
+    view.registered["c"] = "c#1"  # back meanwhile
+    assert isinstance(_action(op.handle(Swapped(), GRACE_MS)), ReadMark)
+    op.handle(MarkRead(frozenset({"c"}), 1), GRACE_MS)
+    assert _action(op.handle(MetadataRead(swap.after, 5), GRACE_MS)) == Probe(("c",))
