@@ -209,12 +209,15 @@ class LedgerRepair:
             return MarkRead(frozenset(mark.missing_bookies), mark.version)
         if isinstance(effect, ReadMetadata):
             try:
-                current = await ctx.ledgers.get(ledger_id, fresh=effect.sync)
+                current = await ctx.ledgers.get(ledger_id)
             except LedgerNotFound:
                 return NoLedger()
             return MetadataRead(current.metadata, current.version)
         if isinstance(effect, ClearMark):
-            return MarkCleared(await ctx.marks.clear_mark(ledger_id, effect.version))
+            cleared = await ctx.marks.clear_mark(
+                ledger_id, effect.version, ledger_version=effect.metadata_version
+            )
+            return MarkCleared(cleared)
         if isinstance(effect, Probe):
             answers = await asyncio.gather(*(self._answers(b) for b in effect.bookies))
             return Probed(

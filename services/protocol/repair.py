@@ -45,14 +45,15 @@ swap's compare-and-set: a replacement by itself. Later rounds skip a bookie fill
 place only while it is registered as the instance filled: one that left meanwhile is
 replaced (the auditor's mark already names it, so its marking changes nothing).
 
-When a round finds nothing to repair on metadata read after a ZooKeeper sync (a plain
-read is followed by a synced one, planned on again) the mark is deleted at the version
-read at the round's start; if the mark changed meanwhile (the auditor added a bookie),
-the next round re-plans. What is transport stays with the runner: reading the share in
-bounded batches from the sources and writing it to the target (``replicator/copy.py``),
-the mark and the lock in ZooKeeper, the recovery itself. A failure the runner cannot
-answer with an event (no source yields an entry, the store fails) ends the repair there:
-the worker releases the lock and retries the ledger later.
+When a round finds nothing to repair the mark is deleted at the version read at the
+round's start, in one transaction with a check that the metadata is still at the version
+planned on; if either changed meanwhile (the auditor added a bookie; a close or an
+ensemble change, maybe one a lagging read missed, settled a fragment) the next round
+re-plans. What is transport stays with the runner: reading the share in bounded batches
+from the sources and writing it to the target (``replicator/copy.py``), the mark and the
+lock in ZooKeeper, the recovery itself. A failure the runner cannot answer with an event
+(no source yields an entry, the store fails) ends the repair there: the worker releases
+the lock and retries the ledger later.
 """
 
 from __future__ import annotations
@@ -230,23 +231,21 @@ class ReadMark:
 
 @dataclass(frozen=True, slots=True)
 class ReadMetadata:
-    """Read the ledger's metadata (``MetadataRead`` or ``NoLedger``); with ``sync``, after
-    a ZooKeeper sync, so the read sees every write committed before it. A plain read
-    may come from a server behind the leader: a plan on it may copy in vain (the swap's
-    compare-and-set catches that), but finding nothing left on it could clear the mark
-    while a close or an ensemble change it missed settled a fragment naming a bookie
-    the mark names, which lacks entries."""
-
-    sync: bool = False
+    """Read the ledger's metadata (``MetadataRead`` or ``NoLedger``)."""
 
 
 @dataclass(frozen=True, slots=True)
 class ClearMark:
-    """Delete the mark if it is still at ``version`` (``MarkCleared``); ``missing`` is
-    every bookie the round found missing, all of them repaired."""
+    """Delete the mark if it is still at ``version`` and the ledger's metadata still at
+    ``metadata_version`` (None: the ledger is gone), in one transaction (``MarkCleared``);
+    ``missing`` is every bookie the round found missing, all of them repaired. The plan
+    that found nothing left was made on that metadata, maybe read from a server behind
+    the leader; a close or an ensemble change it missed, or made since, may have settled
+    a fragment naming a bookie the mark names, which lacks entries."""
 
     version: int
     missing: frozenset[str]
+    metadata_version: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,7 +394,6 @@ class RepairOp:
         self._metadata: LedgerMetadata | None = None
         self._version = -1
         self._missing: frozenset[str] = frozenset()
-        self._synced = False  # the round plans on metadata read after a sync
         self._planned: list[Repair] = []
         self._probed: tuple[str, ...] = ()
         self._queue: list[Repair] = []
@@ -466,7 +464,6 @@ class RepairOp:
             return self._finish(Outcome.STOPPED)
         self._mark, self._metadata, self._current = None, None, None
         self._missing = frozenset()
-        self._synced = False
         self._state = _State.MARK
         return [ReadMark()]
 
@@ -521,24 +518,16 @@ class RepairOp:
         self._open_bookies = tuple(sorted(set(open_last)))
         self._open_missing_since = min((view.missing_since(b) for b in open_last), default=None)
         if not plan:
-            return self._nothing_left()
+            return self._clear()
         self._queue = [r for r in plan if not r.is_open_last]
         self._repaired_since_plan = False
         return [Planned(len(plan)), *self._next_repair()]
 
-    def _nothing_left(self) -> list[Effect]:
-        """Clear the mark, once the plan that finds nothing left was made on metadata read
-        after a sync; on a plain read, read again synced and plan on that."""
-        if not self._synced:
-            self._synced = True
-            self._state = _State.METADATA
-            return [ReadMetadata(sync=True)]
-        return self._clear()
-
     def _clear(self) -> list[Effect]:
         mark = present(self._mark, "clearing without a mark")
         self._state = _State.CLEAR
-        return [ClearMark(mark.version, self._missing)]
+        metadata_version = self._version if self._metadata is not None else None
+        return [ClearMark(mark.version, self._missing, metadata_version)]
 
     def _next_repair(self) -> list[Effect]:
         """The next repair of the plan; after the last, the open last fragment's fate,

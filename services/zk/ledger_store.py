@@ -35,14 +35,9 @@ class LedgerStore:
         await self.store.create(zkpaths.ledger(metadata.ledger_id), metadata.to_json())
         return VersionedLedger(metadata, 0)
 
-    async def get(self, ledger_id: int, *, fresh: bool = False) -> VersionedLedger:
-        """The ledger's metadata and version; ``fresh``: after a ZooKeeper sync, so it
-        reflects every write committed before the call (``MetadataStore.sync``)."""
-        path = zkpaths.ledger(ledger_id)
+    async def get(self, ledger_id: int) -> VersionedLedger:
         try:
-            if fresh:
-                await self.store.sync(path)
-            node = await self.store.get(path)
+            node = await self.store.get(zkpaths.ledger(ledger_id))
         except NodeNotFound as exc:
             raise LedgerNotFound(f"no ledger {ledger_id}") from exc
         return VersionedLedger(LedgerMetadata.from_json(node.data), node.version)

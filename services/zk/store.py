@@ -320,11 +320,6 @@ class MetadataStore:
         data, stat = await self._call(path, self._client.get_async, path)
         return Versioned(data or b"", stat.version, stat.ephemeralOwner)
 
-    async def sync(self, path: str) -> None:
-        """Have this client's server catch up with the leader on ``path``: a read after it
-        sees every write committed before the sync (a plain read may lag)."""
-        await self._call(path, self._client.sync_async, path)
-
     async def get_many(self, paths: Sequence[str]) -> list[Versioned | None]:
         """Read many znodes at once, None for those that do not exist: every read is
         pipelined to ZooKeeper and the loop is woken once, when the last answer is in

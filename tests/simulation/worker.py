@@ -9,10 +9,10 @@ which here would only cost steps), takes the lock of one marked ledger it is not
 backing off from, and runs ``RepairOp`` on it. Its effects, carried out here:
 
 - the mark is read and cleared in the ``MarkTable`` (a clear happens only while this
-  session holds the lock: the table checks it);
-- the metadata is read after a network delay, maybe stale (``LedgerSim.read_metadata``),
-  or fresh when the operation asks for a read after a sync (a store failure ends the
-  attempt), and a swap is a compare-and-set on the cell that
+  session holds the lock: the table checks it; and only while the ledger's metadata is
+  at the version the operation planned on, checked in the same transaction);
+- the metadata is read after a network delay, maybe stale (``LedgerSim.read_metadata``;
+  a store failure ends the attempt), and a swap is a compare-and-set on the cell that
   lands even if the worker died meanwhile (the checker judges it: ``on_swap``);
 - a probe and a "what do you store" are bookie calls (a lost or late answer is no
   answer); a share is copied in bounded batches (``COPY_BATCH_MAX``) read from the
@@ -377,9 +377,14 @@ class ReplicationWorker:
             mark = job.mark
             self._answer(job, NoMark() if mark is None else MarkRead(mark.missing, mark.version))
         elif isinstance(effect, ReadMetadata):
-            self._read_metadata(job, effect.sync)
+            self._read_metadata(job)
         elif isinstance(effect, ClearMark):
-            cleared = world.marks.clear(lid, effect.version, self.session)
+            ledger_version = effect.metadata_version
+            if ledger_version is not None and job.ledger.cell.version != ledger_version:
+                world.stats["mark kept: the metadata changed since the plan"] += 1
+                cleared = False  # the transaction's check failed: nothing deleted
+            else:
+                cleared = world.marks.clear(lid, effect.version, self.session)
             if cleared:
                 job.ledger.checker.on_mark_cleared(effect.missing, self.name)
                 world.stats["mark cleared by a worker"] += 1
@@ -400,9 +405,9 @@ class ReplicationWorker:
         else:
             raise InvariantViolation(f"{effect} is not an action")
 
-    def _read_metadata(self, job: Job, sync: bool) -> None:
-        """A metadata read from a ZooKeeper follower, maybe stale (a CAS catches that), or
-        after a ``sync`` (fresh: what deciding that nothing is left needs)."""
+    def _read_metadata(self, job: Job) -> None:
+        """A metadata read from a ZooKeeper follower: maybe stale (a CAS, or the check of
+        a mark's clear, catches that)."""
         world, ledger = self.world, job.ledger
 
         def arrive() -> None:
@@ -411,9 +416,7 @@ class ReplicationWorker:
             if world.faults.metadata_fail_p and world.rng.random() < world.faults.metadata_fail_p:
                 self._abort(job, "metadata read failed")
                 return
-            if sync:
-                world.stats["worker re-read metadata before clearing"] += 1
-            self._answer(job, MetadataRead(*ledger.read_metadata(self.name, stale=not sync)))
+            self._answer(job, MetadataRead(*ledger.read_metadata(self.name, stale=True)))
 
         world.scheduler.after(world.network.delay(), arrive)
 

@@ -21,6 +21,7 @@ from services.protocol.repair import (
     MarkCleared,
     MarkRead,
     MetadataRead,
+    NoLedger,
     Outcome,
     Planned,
     Probe,
@@ -107,13 +108,6 @@ def _plan(op: RepairOp, missing: set[str], md: LedgerMetadata, version: int = 3)
     return op.handle(MetadataRead(md, version), 0)
 
 
-def _synced(op: RepairOp, effects: list[Effect], md: LedgerMetadata, version: int) -> Effect:
-    """Nothing left on a plain read: the operation reads again after a sync and plans on
-    that (here ``md`` at ``version``); the action it then asks for."""
-    assert _action(effects) == ReadMetadata(sync=True)
-    return _action(op.handle(MetadataRead(md, version), 0))
-
-
 def test_a_closed_ledger_is_copied_swapped_and_its_mark_cleared() -> None:
     """A bookie gone from a CLOSED ledger: its share (entries whose write set holds it) is
     copied to a writable bookie outside the fragment, never read from the missing one,
@@ -139,8 +133,8 @@ def test_a_closed_ledger_is_copied_swapped_and_its_mark_cleared() -> None:
     assert Repaired(swap.repair, "d", 4, in_place=False) in effects
     assert isinstance(_action(effects), ReadMark)  # the next round
     op.handle(MarkRead(frozenset({"c"}), 1), 0)
-    clear = _synced(op, op.handle(MetadataRead(swap.after, 5), 0), swap.after, 5)
-    assert clear == ClearMark(1, frozenset({"c"}))
+    clear = _action(op.handle(MetadataRead(swap.after, 5), 0))
+    assert clear == ClearMark(1, frozenset({"c"}), 5)  # while the metadata is at 5
     assert _action(op.handle(MarkCleared(True), 0)) == Finished(Outcome.DONE)
     assert op.done
 
@@ -161,8 +155,7 @@ def test_a_registered_bookie_is_filled_in_place_with_only_what_it_lacks() -> Non
     assert isinstance(_action(effects), ReadMark)
     # The next round skips it (still that instance): nothing left, the mark is cleared.
     op.handle(MarkRead(frozenset({"c"}), 1), 0)
-    clear = _synced(op, op.handle(MetadataRead(_closed(), 3), 0), _closed(), 3)
-    assert isinstance(clear, ClearMark)
+    assert isinstance(_action(op.handle(MetadataRead(_closed(), 3), 0)), ClearMark)
 
 
 def test_a_formatted_bookie_is_replaced_not_filled() -> None:
@@ -198,8 +191,7 @@ def test_a_formatted_bookie_no_other_can_replace_is_given_its_share_as_the_new_i
     effects = op.handle(Swapped(), 0)
     assert Repaired(swap.repair, "c", 4, in_place=True) in effects
     op.handle(MarkRead(frozenset({"c"}), 1), 0)
-    clear = _synced(op, op.handle(MetadataRead(swap.after, 5), 0), swap.after, 5)
-    assert isinstance(clear, ClearMark)
+    assert isinstance(_action(op.handle(MetadataRead(swap.after, 5), 0)), ClearMark)
 
     view = _view("a", "b", "c", writable=["a", "b"])
     view.registered["c"] = "c#2"
@@ -268,10 +260,8 @@ def test_an_open_last_fragment_whose_bookie_answers_is_left_to_the_writer() -> N
     view = _view("a", "b", "c")
     op = _op(view)
     assert _action(_plan(op, {"c"}, _open())) == Probe(("c",))
-    effects = op.handle(Probed(frozenset({"c"})), 0)
-    assert _synced(op, effects, _open(), 3) == Probe(("c",))  # planned again on the sync
     assert isinstance(_action(op.handle(Probed(frozenset({"c"})), 0)), ClearMark)
-    assert view.backs == ["c", "c"]
+    assert view.backs == ["c"]
 
 
 def test_no_target_fails_the_repair_and_failed_targets_are_bounded() -> None:
@@ -312,17 +302,26 @@ def test_a_registered_bookie_the_mark_names_is_read_last_not_never() -> None:
     assert {"b", "d"} <= fill.unusable  # itself, and d (not registered)
 
 
-def test_nothing_left_on_a_plain_read_is_decided_again_after_a_sync() -> None:
-    """A plain read may lag: the open last fragment's bookie c answers (left to the
-    writer), but an ensemble change the read missed settled that fragment with c in it,
-    lacking entries. The plan that finds nothing left is made again on a read after a
-    sync, which repairs c instead of clearing the mark."""
+def test_a_mark_is_cleared_only_while_the_metadata_planned_on_is_current() -> None:
+    """The open last fragment's bookie c answers (left to the writer): nothing left, so
+    the mark is cleared, but only while the metadata is at the version planned on (a read
+    may lag, and a close or an ensemble change may land meanwhile). One did: it settled
+    that fragment with c in it, lacking entries, so the clear fails, the next round plans
+    on the new metadata and repairs c; a deleted ledger's mark is cleared as it is."""
     view = _view("a", "b", "c", "d")
     op = _op(view)
-    assert _action(_plan(op, {"c"}, _open())) == Probe(("c",))
-    effects = op.handle(Probed(frozenset({"c"})), 0)
+    assert _action(_plan(op, {"c"}, _open(), version=3)) == Probe(("c",))
+    clear = _action(op.handle(Probed(frozenset({"c"})), 0))
+    assert clear == ClearMark(1, frozenset({"c"}), 3)
+    assert isinstance(_action(op.handle(MarkCleared(False), 0)), ReadMark)
+    op.handle(MarkRead(frozenset({"c"}), 1), 0)
     changed = _open().with_ensemble(5, ["a", "b", "d"], {"d": "d#1"})
-    assert _synced(op, effects, changed, 4) == AskStored("c")
+    assert _action(op.handle(MetadataRead(changed, 4), 0)) == AskStored("c")
+
+    op = _op(view)
+    op.start(0)
+    op.handle(MarkRead(frozenset({"c"}), 1), 0)
+    assert _action(op.handle(NoLedger(), 0)) == ClearMark(1, frozenset(), None)
 
 
 def test_the_open_fragments_fate_is_decided_on_a_plan_made_after_the_other_repairs() -> None:
