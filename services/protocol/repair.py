@@ -315,7 +315,8 @@ class Planned:
 @dataclass(frozen=True, slots=True)
 class Repaired:
     """One repair is done: ``entries`` copied to ``target`` and swapped in, or to
-    ``repair.bookie`` itself (``in_place``, the metadata unchanged)."""
+    ``repair.bookie`` itself (``in_place``: the metadata unchanged, or for a formatted
+    bookie its new instance recorded)."""
 
     repair: Repair
     target: str
