@@ -41,6 +41,12 @@ seeds    failures  what failed                                                 w
                    before e041d46, the last of them)
 100,000  0         ``make sim SEEDS=100000`` on 69750a5 (all of issue 35's       445 s
                    simulator work in): seeds 0-99,999, quiet machine
+10,000   1         the workers driving the production ``RepairOp`` (issue 37),  77 s
+                   seeds 3,000-12,999, one process: 11082, a mark cleared as
+                   a close settled a fragment after the worker's last read
+                   (the delete now checks the metadata's version)
+3,000    0         seeds 0-2,999 after that fix, one process (``-n 0``)          34 s
+20,000   0         seeds 3,000-22,999 after that fix, one process, load high    366 s
 =======  ========  ==========================================================  ======
 """
 
