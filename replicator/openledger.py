@@ -38,7 +38,7 @@ from services.ledger_client.context import LedgerClientContext
 from services.ledger_client.handles import Recoveries
 from services.ledger_client.metrics import LedgerClientMetrics
 from services.ledger_client.settings import LedgerClientSettings
-from services.protocol.metadata import LedgerMetadata, LedgerState
+from services.protocol.metadata import LedgerMetadata
 from services.settings import ReplicatorSettings
 from services.wire.digest import record_ok, unseal_mac_key
 from services.zk.ledger_store import LedgerStore
@@ -76,12 +76,6 @@ def digest_key(metadata: LedgerMetadata, cluster_secret: str | None) -> bytes | 
     except ValueError:
         log.warning("ledger %d: the sealed MAC key does not unseal", metadata.ledger_id)
         return None
-
-
-def grace_due_ms(missing_since_ms: int, grace_s: float) -> int:
-    """When an open ledger's last fragment may be recovered (wall-clock ms), its
-    bookie first seen missing at ``missing_since_ms``."""
-    return missing_since_ms + int(grace_s * 1000)
 
 
 class MissingSince:
@@ -127,13 +121,6 @@ class MissingSince:
         """Forget the oldest beyond ``MISSING_TRACKED_MAX`` (forgetting only delays)."""
         while len(self._since) > MISSING_TRACKED_MAX:
             del self._since[min(self._since, key=self._since.__getitem__)]
-
-
-def last_fragment_affected(metadata: LedgerMetadata, missing: Collection[str]) -> bool:
-    """The ledger is not CLOSED and its last fragment names a missing bookie."""
-    return metadata.state is not LedgerState.CLOSED and any(
-        b in missing for b in metadata.last_fragment.bookies
-    )
 
 
 class OpenLedgers:

@@ -38,8 +38,9 @@ from typing import Any
 
 from kazoo.protocol.states import KazooState
 
-from replicator.repair import LedgerRepair, Outcome, Progress, RepairContext
+from replicator.repair import LedgerRepair, Progress, RepairContext
 from services.errors import QuireError
+from services.protocol.repair import Outcome
 from services.zk.store import MetadataStore
 from services.zk.underreplication import LockInfo
 

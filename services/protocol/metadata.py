@@ -230,12 +230,16 @@ class LedgerMetadata:
         """The metadata with ``old`` replaced by ``new`` at its index in the fragment that
         starts at ``first_entry_id`` (re-replication; the entries were copied first).
         ``new_instance`` is the instance the entries were copied to (None: unknown);
-        the other bookies keep theirs."""
+        the other bookies keep theirs. ``new`` may be ``old`` itself: a formatted bookie
+        that was given its whole share again, recorded as its new instance."""
         fragments = list(self.fragments)
         for i, fragment in enumerate(fragments):
             if fragment.first_entry_id == first_entry_id:
                 invariant(old in fragment.bookies, f"{old} is not in fragment {first_entry_id}")
-                invariant(new not in fragment.bookies, f"{new} is in fragment {first_entry_id}")
+                invariant(
+                    new == old or new not in fragment.bookies,
+                    f"{new} is in fragment {first_entry_id}",
+                )
                 bookies = tuple(new if b == old else b for b in fragment.bookies)
                 instances = tuple(
                     new_instance if b == old else instance

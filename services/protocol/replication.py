@@ -172,3 +172,10 @@ def last_entry_known(metadata: LedgerMetadata) -> int | None:
         invariant(metadata.last_entry_id is not None, "a CLOSED ledger has a last entry")
         return metadata.last_entry_id
     return None
+
+
+def last_fragment_affected(metadata: LedgerMetadata, missing: Collection[str]) -> bool:
+    """The ledger is not CLOSED and its last fragment names a missing bookie."""
+    return metadata.state is not LedgerState.CLOSED and any(
+        b in missing for b in metadata.last_fragment.bookies
+    )

@@ -32,7 +32,7 @@ from typing import Any
 
 from services.errors import MetadataConflict, MetadataUnavailable, NodeExists, NodeNotFound
 from services.zk import paths as zkpaths
-from services.zk.store import MetadataStore, Versioned
+from services.zk.store import Check, Delete, MetadataStore, Versioned
 from services.zk.walk import walk_ids
 
 ELECTION_PREFIX = "n_"
@@ -135,9 +135,28 @@ class UnderReplicationStore:
             for lid, node in zip(ledger_ids, nodes, strict=True)
         ]
 
-    async def clear_mark(self, ledger_id: int, version: int = -1) -> bool:
+    async def clear_mark(
+        self, ledger_id: int, version: int = -1, *, ledger_version: int | None = None
+    ) -> bool:
         """Delete the mark (only at ``version`` when given). False when the mark changed
-        meanwhile (re-read it: a bookie was added) ; True when it is gone."""
+        meanwhile (re-read it: a bookie was added) ; True when it is gone. With
+        ``ledger_version``, only while the ledger's metadata is at that version too (one
+        transaction): a repair that found nothing left decided on that metadata, and a
+        close or an ensemble change since may have settled a fragment naming a bookie
+        the mark names (False: plan again)."""
+        if ledger_version is not None:
+            mark = zkpaths.under_replicated(ledger_id)
+            failed = await self.store.transaction(
+                [Check(zkpaths.ledger(ledger_id), ledger_version), Delete(mark, version)]
+            )
+            if failed is None:
+                return True
+            index, error = failed
+            if index == 1 and isinstance(error, NodeNotFound):
+                return True
+            if isinstance(error, MetadataConflict | NodeNotFound):
+                return False
+            raise error
         try:
             await self.store.delete(zkpaths.under_replicated(ledger_id), version)
         except NodeNotFound:

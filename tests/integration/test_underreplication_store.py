@@ -70,6 +70,27 @@ def test_clear_with_a_stale_version_fails(zookeeper, zk_root) -> None:  # type: 
     _run(zookeeper, zk_root, body)
 
 
+def test_clear_guarded_by_the_ledger_version(zookeeper, zk_root) -> None:  # type: ignore[no-untyped-def]
+    """A clear guarded by the ledger's metadata version deletes nothing once the metadata
+    moved on (the repair planned on older metadata), nor for a ledger deleted since; at
+    the current version it deletes the mark, and a mark already gone is fine."""
+
+    async def body(urs: UnderReplicationStore) -> None:
+        store, path = urs.store, zkpaths.ledger(5)
+        await store.create(path, b"{}")
+        moved = await store.set(path, b"{}", 0)
+        mark = await urs.mark(5, ["b1:1"], 1)
+        assert await urs.clear_mark(5, mark.version, ledger_version=0) is False
+        assert await urs.get_mark(5) is not None
+        assert await urs.clear_mark(5, mark.version, ledger_version=moved) is True
+        assert await urs.get_mark(5) is None
+        assert await urs.clear_mark(5, mark.version, ledger_version=moved) is True
+        await urs.mark(6, ["b1:1"], 1)
+        assert await urs.clear_mark(6, ledger_version=0) is False  # no ledger 6
+
+    _run(zookeeper, zk_root, body)
+
+
 def test_marks_are_walked_in_id_order(zookeeper, zk_root) -> None:  # type: ignore[no-untyped-def]
     """Marks spread over the hierarchy come back ascending, paged by ``after``; the count
     is the number of marks now."""

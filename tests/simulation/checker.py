@@ -386,6 +386,8 @@ class Checker:
             gone = " (lost since)" if new in world.lost else ""
             self.fail(f"re-replication: {who} swapped in {new}{gone} without the share of {repair}")
         old, delay = repair.bookie, world.config.autorecovery.lost_bookie_delay_ms
+        if new == old:
+            return  # a formatted bookie given its share again: nothing repaired around
         st = world.bookies[old].ledgers.get(self.sim.ledger_id)
         whole = old not in world.lost and st is not None and share <= set(st.entries)
         if whole and not world.was_gone(old, delay) and old not in self.found_lacking:

@@ -11,6 +11,7 @@ from tests.simulation.scenario import run_seed
 
 # seed -> what failed
 LONG_RUN_SEEDS = {
+    11082: "a worker cleared the mark as a close settled a fragment after its last read",
     11682: "a swap target lost for good after its copy, its unsynced copies with it",
     29368: "the same",
     22938: "a worker cleared the mark with a bookie it had filled in place, lost since",

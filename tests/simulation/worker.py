@@ -1,38 +1,40 @@
 """The simulated replication workers (docs/protocol.md, "Auto-recovery"; issue 8
-"Replication workers"), deciding with the pure core services/protocol/replication.py.
+"Replication workers"): each drives the production ``RepairOp``
+(services/protocol/repair.py) and carries its effects out against the simulated world.
+What is here is the worker's life and the transport, never a repair decision.
 
 A worker walks the marks when woken (by the auditor after marking, and by its own
 timers after a failure or a postponement; the real one also re-walks periodically,
-which here would only cost steps), takes the
-lock of one marked ledger it is not backing off from, and reads the mark (its
-missing bookies ``M`` and version). Then, on fresh metadata, for each repair of
-``repairs(metadata, M)`` in fragment order:
+which here would only cost steps), takes the lock of one marked ledger it is not
+backing off from, and runs ``RepairOp`` on it. Its effects, carried out here:
 
-- the open last fragment of a ledger that is not CLOSED is postponed, unless its
-  bookie is up again (the writer uses it); once that bookie has been missing for the
-  grace period, counted as the real worker counts it (``replicator.openledger``'s
-  ``MissingSince``: from when the worker saw it leave the registry, here
-  ``down_since``, or from the worker's start if it was gone before; never from the
-  mark's ``marked_at``, which an older mark for another fragment keeps), the worker
-  recovers the ledger (the simulator's ``Recoverer``: fence and close) and plans
-  again on the CLOSED ledger;
-- a bookie that is up is asked which entries it stores: holding its whole share it
-  needs no repair (it came back before the repair), lacking some they are copied to
-  it; later plans of the job skip it only while it stays up as that instance;
-- otherwise a target is chosen (``choose_target``: writable, not in the fragment),
-  the missing bookie's share (``entries_on``) is read in bounded batches from the
-  other replicas (digest checked, the next replica on a failure), written to the
-  target with the recovery flag, one request per batch, and the bookie swapped by
-  CAS on fresh metadata (``still_applies``/``replace_bookie``: on a conflict or a
-  lost answer re-read; when the repair no longer applies, plan again).
+- the mark is read and cleared in the ``MarkTable`` (a clear happens only while this
+  session holds the lock: the table checks it; and only while the ledger's metadata is
+  at the version the operation planned on, checked in the same transaction);
+- the metadata is read after a network delay, maybe stale (``LedgerSim.read_metadata``;
+  a store failure ends the attempt), and a swap is a compare-and-set on the cell that
+  lands even if the worker died meanwhile (the checker judges it: ``on_swap``);
+- a probe and a "what do you store" are bookie calls (a lost or late answer is no
+  answer); a share is copied in bounded batches (``COPY_BATCH_MAX``) read from the
+  effect's sources (digest checked, the next replica on a failure; an entry no replica
+  yields ends the attempt) and written to the target with the recovery flag, one
+  request per batch (a target that does not store them is a failed target);
+- a recovery is the simulator's ``Recoverer`` (fence and close); the grace's promise is
+  first checked from the registry itself, as it stood when the operation planned.
 
-When nothing is left the mark is cleared at the version read (a merge meanwhile:
-read it again and go on) and the lock released. Any failure (no source, no target,
-a bookie that does not answer, a metadata failure) releases the lock and backs off
-for a while; another worker, or this one later, tries again. A worker "crashes"
-(its ZooKeeper session is lost): it stops at once, its requests already sent still
-land, and its lock frees when the session expires; it comes back later, with a new
-session.
+The operation's view of the registry (``RepairView``): a bookie leaves the simulated
+registry once it has been down for the lost-bookie delay (``Auditor.gone``; a bookie
+the real registry drops sooner, a killed one's session expiring, is modelled by the
+delay too), a writable bookie is up and not read-only, and the open-ledger grace runs
+from when the worker saw a bookie go down, or from its own start if that was before
+(``missing_since``, as the real ``MissingSince``), or from when a probe found a
+registered bookie silent since it last joined the registry.
+
+Any failure (an effect's error, no source, a metadata failure, a recovery that fails)
+releases the lock and backs off for a while; another worker, or this one later, tries
+again. A worker "crashes" (its ZooKeeper session is lost): it stops at once, its
+requests already sent still land, and its lock frees when the session expires; it
+comes back later, with a new session.
 
 The lock, as replicator/worker.py and services/zk/underreplication.py take it: the
 lock belongs to the worker's session. A create or a delete of it may answer
@@ -45,24 +47,46 @@ version read. The worker takes no other ledger until its lock is released.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from services.bookie_client import BookieAddResult
-from services.errors import InvariantViolation, NotEnoughBookies
+from services.errors import InvariantViolation
 from services.protocol.messages import RecoveryDone
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.reads import record_usable
-from services.protocol.replication import (
-    Repair,
-    choose_target,
-    entries_on,
-    repairs,
-    replace_bookie,
-    spans,
-    still_applies,
+from services.protocol.repair import (
+    AskStored,
+    ClearMark,
+    Copied,
+    CopyShare,
+    Effect,
+    Event,
+    Failed,
+    Finished,
+    MarkCleared,
+    MarkRead,
+    MetadataRead,
+    NoMark,
+    Outcome,
+    Planned,
+    Probe,
+    Probed,
+    ReadMark,
+    ReadMetadata,
+    Recover,
+    Recovered,
+    Repaired,
+    RepairOp,
+    StoredRead,
+    StoredUnknown,
+    Swap,
+    SwapConflict,
+    Swapped,
+    TargetFailed,
 )
+from services.protocol.replication import Repair
 from services.wire.framing import FramedRecord
 from tests.simulation.actors import Recoverer
 from tests.simulation.calls import bookie_call
@@ -91,11 +115,13 @@ class Job:
 
     ledger: LedgerSim
     epoch: int
-    mark: SimMark | None = None
-    # (fragment first id, bookie) found whole or filled in place -> the bookie's instance
-    whole: dict[tuple[int, str], str] = field(default_factory=dict)
-    recovered: bool = False
-    synced: bool = False  # the metadata being planned on is known fresh
+    mark: SimMark | None = None  # the mark the operation read last
+    op: RepairOp | None = None
+    copy: CopyShare | None = None  # the copy being carried out
+    # when the operation last planned, and since when each bookie was missing then, by
+    # the registry itself (down) or by a probe (silent): what a recovery is judged on
+    planned_at: int = 0
+    missing_at_plan: dict[str, int] = field(default_factory=dict)
 
 
 class ReplicationWorker:
@@ -110,6 +136,8 @@ class ReplicationWorker:
         self._backoff: dict[int, int] = {}  # ledger id -> not before (ms)
         self._recoveries = 0
         self._started_at = world.scheduler.now  # it saw nobody leave before this
+        # registered bookies a probe found silent -> (since, the bookie's crash epoch then)
+        self._silent: dict[str, tuple[int, int]] = {}
 
     # ------------------------------------------------------------------ life cycle
 
@@ -142,6 +170,7 @@ class ReplicationWorker:
         self.dead = False
         self.session = self.world.marks.new_session()
         self._started_at = self.world.scheduler.now  # what it saw before is forgotten
+        self._silent = {}
         self._poll()
 
     def _alive(self, job: Job) -> bool:
@@ -225,8 +254,11 @@ class ReplicationWorker:
         world.scheduler.after(world.network.delay(), arrive)
 
     def _begin(self, job: Job) -> None:
-        self.world.marks.begin_repair(job.ledger.ledger_id, self.name)
-        self._next(job)
+        world, lid = self.world, job.ledger.ledger_id
+        world.marks.begin_repair(lid, self.name)
+        grace_ms = world.config.autorecovery.open_ledger_grace_ms
+        job.op = RepairOp(lid, _View(self, job), world.rng, grace_ms)
+        self._drive(job, job.op.start(world.scheduler.now))
 
     def _contended(self, job: Job) -> None:
         self.busy = False
@@ -286,23 +318,96 @@ class ReplicationWorker:
         now = self.world.scheduler.now
         self._finish(job, f"failed ({why})", now + self.world.rng.randint(*BACKOFF_MS))
 
-    # ------------------------------------------------------------------ planning
+    # ------------------------------------------------------------------ the operation
 
-    def _next(self, job: Job) -> None:
-        """Read the mark and fresh metadata, then plan."""
+    def _drive(self, job: Job, effects: list[Effect]) -> None:
+        """Carry out ``effects`` in order: reports at once, the action, or the end."""
         if not self._alive(job):
             return
-        job.mark = self.world.marks.get(job.ledger.ledger_id)
-        if job.mark is None:
-            self._finish(job, "mark gone")
-            return
-        self._read_metadata(job, lambda md, version: self._plan(job, md, version))
+        stats = self.world.stats
+        for effect in effects:
+            if isinstance(effect, Finished):
+                self._finished(job, effect)
+                return
+            if isinstance(effect, Failed):
+                self._abort(job, effect.error.__name__)
+                return
+            if isinstance(effect, Planned):
+                self._planned(job)
+                continue
+            if isinstance(effect, Repaired):
+                if not effect.in_place:
+                    continue
+                if effect.entries:
+                    stats["missing replicas copied back in place"] += 1
+                else:
+                    stats["named bookie found whole"] += 1
+                continue
+            self._carry_out(job, effect)
 
-    def _read_metadata(
-        self, job: Job, then: Callable[[LedgerMetadata, int], None], *, sync: bool = False
-    ) -> None:
-        """A metadata read: from a ZooKeeper follower, maybe stale (CAS catches that),
-        or after a ``sync`` (fresh: what deciding that nothing is left needs)."""
+    def _planned(self, job: Job) -> None:
+        world = self.world
+        job.planned_at = world.scheduler.now
+        silent = {b: since for b, (since, _) in self._silent.items()}
+        job.missing_at_plan = {**silent, **world.down_since}
+
+    def _answer(self, job: Job, event: Event) -> None:
+        """Feed ``event`` to the job's operation (unless the worker died meanwhile)."""
+        if not self._alive(job):
+            return
+        op = job.op
+        if op is None:
+            raise InvariantViolation("an answer without an operation")
+        self._drive(job, op.handle(event, self.world.scheduler.now))
+
+    def _finished(self, job: Job, effect: Finished) -> None:
+        if effect.outcome is Outcome.POSTPONED:
+            self._finish(job, "postponed (open ledger)", effect.due_ms)
+        elif effect.outcome is Outcome.DONE:
+            self._finish(job, "repaired")
+        elif effect.outcome is Outcome.GONE:
+            self._finish(job, "mark gone")
+        else:
+            self._finish(job, "stopped")
+
+    def _carry_out(self, job: Job, effect: Effect) -> None:
+        world, lid = self.world, job.ledger.ledger_id
+        if isinstance(effect, ReadMark):
+            job.mark = world.marks.get(lid)
+            mark = job.mark
+            self._answer(job, NoMark() if mark is None else MarkRead(mark.missing, mark.version))
+        elif isinstance(effect, ReadMetadata):
+            self._read_metadata(job)
+        elif isinstance(effect, ClearMark):
+            ledger_version = effect.metadata_version
+            if ledger_version is not None and job.ledger.cell.version != ledger_version:
+                world.stats["mark kept: the metadata changed since the plan"] += 1
+                cleared = False  # the transaction's check failed: nothing deleted
+            else:
+                cleared = world.marks.clear(lid, effect.version, self.session)
+            if cleared:
+                job.ledger.checker.on_mark_cleared(effect.missing, self.name)
+                world.stats["mark cleared by a worker"] += 1
+            self._answer(job, MarkCleared(cleared))
+        elif isinstance(effect, Probe):
+            self._probe(job, effect.bookies)
+        elif isinstance(effect, AskStored):
+            self._ask_stored(job, effect.bookie)
+        elif isinstance(effect, CopyShare):
+            job.copy = effect
+            wanted = list(effect.wanted)
+            self._copy_batch(job, effect.metadata, effect.repair, effect.target, wanted, 0,
+                             lambda: self._answer(job, Copied()))  # fmt: skip
+        elif isinstance(effect, Swap):
+            self._swap(job, effect)
+        elif isinstance(effect, Recover):
+            self._recover(job, effect)
+        else:
+            raise InvariantViolation(f"{effect} is not an action")
+
+    def _read_metadata(self, job: Job) -> None:
+        """A metadata read from a ZooKeeper follower: maybe stale (a CAS, or the check of
+        a mark's clear, catches that)."""
         world, ledger = self.world, job.ledger
 
         def arrive() -> None:
@@ -311,97 +416,58 @@ class ReplicationWorker:
             if world.faults.metadata_fail_p and world.rng.random() < world.faults.metadata_fail_p:
                 self._abort(job, "metadata read failed")
                 return
-            job.synced = sync
-            then(*ledger.read_metadata(self.name, stale=not sync))
+            self._answer(job, MetadataRead(*ledger.read_metadata(self.name, stale=True)))
 
         world.scheduler.after(world.network.delay(), arrive)
 
-    def _plan(self, job: Job, md: LedgerMetadata, version: int) -> None:
-        if not self._alive(job):
-            return
-        world, mark = self.world, job.mark
-        if mark is None:
-            raise InvariantViolation("planning without a mark")
-        postponed: list[str] = []  # the open last fragment's missing bookies
-        # As the real worker (replicator/repair.py): the mark's bookies, and any bookie a
-        # fragment names that is gone (here: for the lost-bookie delay). The auditor may
-        # have missed it (a stale read of metadata a swap had just changed: seed 56134)
-        # and would mark it only at its next audit.
-        auditor = world.auditor
-        gone = {b for b in md.bookies() if auditor is not None and auditor.gone(b)}
-        missing = mark.missing | gone
-        for repair in repairs(md, missing):
-            if self._still_whole(job, repair):
-                continue
-            if repair.is_open_last:
-                if repair.bookie not in world.down_since:
-                    continue  # back: the writer writes to it (or replaces it itself)
-                postponed.append(repair.bookie)
-                continue
-            if repair.bookie in world.down_since:
-                self._copy(job, md, repair)
+    def _probe(self, job: Job, bookies: tuple[str, ...]) -> None:
+        """Ask each of ``bookies`` what it stores; those that answer in time answer."""
+        lid, pending = job.ledger.ledger_id, len(bookies)
+        answering: set[str] = set()
+
+        def answered(bookie: str, result: Any) -> None:
+            nonlocal pending
+            if isinstance(result, list):
+                answering.add(bookie)
+            pending -= 1
+            if pending == 0:
+                self._answer(job, Probed(frozenset(answering)))
+
+        for bookie in bookies:
+
+            def on(result: Any, bookie: str = bookie) -> None:
+                answered(bookie, result)
+
+            bookie_call(self.world, self.name, bookie,
+                        lambda b, reply: reply(b.stored_ids(lid)), on)  # fmt: skip
+
+    def _ask_stored(self, job: Job, bookie: str) -> None:
+        lid = job.ledger.ledger_id
+
+        def answer(result: Any) -> None:
+            if isinstance(result, list):
+                self._answer(job, StoredRead(_runs(result), corrupt=False))
             else:
-                self._check_back(job, md, version, repair)
-            return
-        if postponed:
-            self._postponed(job, postponed)
-            return
-        if not job.synced:
-            # Nothing left on metadata that may be stale (the ledger may have closed
-            # meanwhile, settling its last fragment): decide on fresh metadata.
-            world.stats["worker re-read metadata before clearing"] += 1
-            self._read_metadata(job, lambda md, v: self._plan(job, md, v), sync=True)
-            return
-        if world.marks.clear(job.ledger.ledger_id, mark.version, self.session):
-            job.ledger.checker.on_mark_cleared(frozenset(missing), self.name)
-            world.stats["mark cleared by a worker"] += 1
-            self._finish(job, "repaired")
-        else:
-            self._next(job)  # a bookie was merged into the mark meanwhile
+                self._answer(job, StoredUnknown())
 
-    def _still_whole(self, job: Job, repair: Repair) -> bool:
-        """Found whole (or filled) earlier in this job, and still registered as the same
-        instance, as the real worker has it: one gone since is repaired again (seed 22938:
-        a bookie filled in place, then lost for good; the auditor's mark already named it,
-        so marking it again changed nothing, and the worker cleared the mark with it still
-        named)."""
-        instance = job.whole.get((repair.first, repair.bookie))
-        if instance is None:
-            return False
-        bookie = self.world.bookies[repair.bookie]
-        return repair.bookie not in self.world.down_since and bookie.instance_id == instance
+        bookie_call(self.world, self.name, bookie,
+                    lambda b, reply: reply(b.stored_ids(lid)), answer)  # fmt: skip
 
-    def missing_since(self, bookie: str) -> int:
-        """Since when this worker has seen ``bookie`` missing (it is down): from its
-        leaving the registry, or from this worker's start if that was before (the real
-        ``MissingSince`` starts empty and only ever makes a worker wait longer)."""
-        return max(self.world.down_since[bookie], self._started_at)
-
-    def _postponed(self, job: Job, bookies: list[str]) -> None:
-        """The open last fragment names ``bookies``, down: wait out the grace, counted
-        from the first of them seen missing, then recover the ledger."""
+    def _recover(self, job: Job, effect: Recover) -> None:
+        """Fence and close the ledger with the simulator's ``Recoverer``."""
         world = self.world
-        since = min(self.missing_since(b) for b in bookies) if GRACE_FROM_MISSING_SINCE else None
-        if since is None:  # the old rule (issue 35 item 7): the mark's first marked_at
-            mark = job.mark
-            if mark is None:
-                raise InvariantViolation("postponing without a mark")
-            since = mark.marked_at
-        grace_end = since + world.config.autorecovery.open_ledger_grace_ms
-        if world.scheduler.now < grace_end or job.recovered:
-            self._finish(job, "postponed (open ledger)", grace_end)
-            return
         # The grace's promise, checked from the registry itself rather than from this
         # worker's view of it: a writer is fenced only once a bookie of its open
-        # fragment has been missing for the whole grace (issue 35 item 7).
-        now, grace_ms = world.scheduler.now, world.config.autorecovery.open_ledger_grace_ms
-        if max(now - world.down_since[b] for b in bookies) < grace_ms:
+        # fragment has been missing for the whole grace (issue 35 item 7), when the
+        # operation decided it (its plan; a bookie may be back by the time of the fence).
+        planned, grace_ms = job.planned_at, world.config.autorecovery.open_ledger_grace_ms
+        known = {b: job.missing_at_plan[b] for b in effect.bookies if b in job.missing_at_plan}
+        if known and max(planned - t for t in known.values()) < grace_ms:
             job.ledger.checker.fail(
                 f"{self.name} recovers the open ledger before its grace of {grace_ms} ms: "
-                f"its last fragment's {sorted(bookies)} missing only since "
-                f"{min(world.down_since[b] for b in bookies)} ms"
+                f"its last fragment's {sorted(known)} missing only since "
+                f"{min(known.values())} ms"
             )
-        job.recovered = True
         self._recoveries += 1
         world.stats["open ledger recovered by a worker"] += 1
 
@@ -411,67 +477,37 @@ class ReplicationWorker:
             if result is None:
                 self._abort(job, "recovery failed")
             else:
-                self._next(job)
+                self._answer(job, Recovered())
 
         name = f"{self.name}-rec{self._recoveries}"
         recoverer = Recoverer(job.ledger, name, attempts_max=3, on_done=done)
         job.ledger.recoverers.append(recoverer)
         recoverer.start()
 
-    def _check_back(self, job: Job, md: LedgerMetadata, version: int, repair: Repair) -> None:
-        """``repair.bookie`` is up: ask what it stores; holding its share it stays."""
-        lid = job.ledger.ledger_id
-        share = set(_share(md, repair))
-        instance = self.world.bookies[repair.bookie].instance_id  # the one asked
-
-        def answer(result: Any) -> None:
-            if not self._alive(job):
-                return
-            # Time passed: ``md`` is no longer known fresh, and clearing needs a fresh
-            # read (seed 81703: the writer's ensemble change meanwhile settled the open
-            # fragment, naming this bookie, which lacks entries of it).
-            job.synced = False
-            if not isinstance(result, list):
-                self._abort(job, "a named bookie did not answer")
-            elif share <= set(result):
-                job.whole[(repair.first, repair.bookie)] = instance
-                self.world.stats["named bookie found whole"] += 1
-                self._plan(job, md, version)
-            else:
-                # It is up and lacks some entries: copy just those back to it (no swap,
-                # so no spare bookie is needed).
-                lacking = sorted(share - set(result))
-                self.world.stats["missing replicas copied back in place"] += 1
-
-                def copied() -> None:
-                    job.whole[(repair.first, repair.bookie)] = instance
-                    self._plan(job, md, version)
-
-                self._copy_batch(job, md, repair, repair.bookie, lacking, 0, copied)
-
-        bookie_call(self.world, self.name, repair.bookie,
-                    lambda b, reply: reply(b.stored_ids(lid)), answer)  # fmt: skip
+    def missing_since(self, job: Job, bookie: str) -> int:
+        """Since when this worker has seen ``bookie`` missing: from its leaving the
+        registry, or from this worker's start if that was before (the real
+        ``MissingSince`` starts empty and only ever makes a worker wait longer); a
+        registered bookie, from the probe that first found it silent since it last joined
+        the registry (the real one forgets a bookie that registers again: a crash, here a
+        new epoch of the bookie, ends its registration). With the old rule
+        (``GRACE_FROM_MISSING_SINCE`` off, issue 35 item 7), the mark's ``marked_at``."""
+        if not GRACE_FROM_MISSING_SINCE:
+            mark = job.mark
+            if mark is None:
+                raise InvariantViolation("a grace without a mark")
+            return mark.marked_at
+        down = self.world.down_since.get(bookie)
+        if down is not None:
+            return max(down, self._started_at)
+        epoch, now = self.world.bookies[bookie].epoch, self.world.scheduler.now
+        since, seen_in = self._silent.get(bookie, (now, epoch))
+        if seen_in != epoch:
+            since = now  # it left the registry and joined again since: a new absence
+        self._silent[bookie] = (since, epoch)
+        return since
 
     # ------------------------------------------------------------------ copying
-
-    def _copy(self, job: Job, md: LedgerMetadata, repair: Repair) -> None:
-        world = self.world
-        fragment = next(s for s in spans(md) if s.first == repair.first)
-        writable = [
-            b.bookie_id for b in world.bookie_list if b.bookie_id not in world.down_since
-            and not b.readonly
-        ]  # fmt: skip
-        try:
-            target = choose_target(fragment.bookies, repair.bookie, writable, world.rng)
-        except NotEnoughBookies:
-            self._abort(job, "no target")
-            return
-        wanted = list(_share(md, repair))
-
-        def copied() -> None:
-            self._read_metadata(job, lambda fresh, v: self._swap(job, fresh, v, repair, target))
-
-        self._copy_batch(job, md, repair, target, wanted, 0, copied)
 
     def _copy_batch(
         self, job: Job, md: LedgerMetadata, repair: Repair, target: str, wanted: list[int],
@@ -484,11 +520,15 @@ class ReplicationWorker:
         if not ids:
             copied()
             return
+        spec = job.copy
+        if spec is None:
+            raise InvariantViolation("copying without a copy effect")
         sources = {
-            e: [b for b in md.write_set_bookies(e) if b not in (target, repair.bookie)]
-            + ([repair.bookie] if repair.bookie != target else [])
+            e: [b for b in md.write_set_bookies(e)
+                if b != target and b not in spec.unusable and b not in spec.last_resort]
+            + [b for b in md.write_set_bookies(e) if b != target and b in spec.last_resort]
             for e in ids
-        }
+        }  # fmt: skip
 
         def write(records: list[FramedRecord]) -> None:
             def on() -> None:
@@ -553,7 +593,7 @@ class ReplicationWorker:
                 self.world.stats["entries re-replicated"] += len(copies)
                 then()
             else:
-                self._abort(job, "target did not store the copies")
+                self._answer(job, TargetFailed("the target did not store the copies"))
 
         bookie_call(self.world, self.name, target,
                     lambda b, reply: b.submit_add(copies, reply), done,
@@ -561,40 +601,72 @@ class ReplicationWorker:
 
     # ------------------------------------------------------------------ swapping
 
-    def _swap(
-        self, job: Job, fresh: LedgerMetadata, version: int, repair: Repair, target: str
-    ) -> None:
+    def _swap(self, job: Job, effect: Swap) -> None:
+        """The compare-and-set: a request already sent lands even if the worker died."""
         world, ledger = self.world, job.ledger
-        new = replace_bookie(fresh, repair.first, repair.bookie, target)
-        if new is None or not still_applies(fresh, repair):
-            world.stats["copy wasted: the repair no longer applied"] += 1
-            self._plan(job, fresh, version)
-            return
 
         def arrive() -> None:
-            # A request already sent lands even if the worker died meanwhile.
             if world.faults.metadata_fail_p and world.rng.random() < world.faults.metadata_fail_p:
                 if self._alive(job):
-                    self._read_metadata(job, lambda md, v: self._swap(job, md, v, repair, target))
+                    self._abort(job, "metadata write failed")
                 return
-            ok = ledger.cell.compare_and_set(new, version)
+            ok = ledger.cell.compare_and_set(effect.after, effect.version)
             if ok:
-                ledger.checker.on_swap(fresh, repair, target, self.name)
+                ledger.checker.on_swap(effect.before, effect.repair, effect.target, self.name)
             ledger.checker.after_metadata_write(self.name)
-            if not self._alive(job):
-                return
             if ok:
                 world.stats["bookie swapped by a worker"] += 1
-                job.synced = True  # its own write: the newest metadata
-                self._plan(job, new, ledger.cell.version)
+                self._answer(job, Swapped())
             else:
                 world.stats["worker swap conflicted"] += 1
-                self._read_metadata(job, lambda md, v: self._swap(job, md, v, repair, target))
+                self._answer(job, SwapConflict())
 
         world.scheduler.after(world.network.delay(), arrive)
 
 
-def _share(md: LedgerMetadata, repair: Repair) -> list[int]:
-    last = repair.last if repair.last is not None else repair.first - 1
-    return list(entries_on(repair.first, last, repair.bookie_index, md.ensemble_size,
-                           md.write_quorum))  # fmt: skip
+class _View:
+    """``RepairView`` over the simulated registry, for one job of ``worker``."""
+
+    def __init__(self, worker: ReplicationWorker, job: Job) -> None:
+        self.worker = worker
+        self.world = worker.world
+        self.job = job
+
+    @property
+    def enabled(self) -> bool:
+        return not self.worker.stopped
+
+    @property
+    def writable(self) -> Collection[str]:
+        world = self.world
+        return [
+            b.bookie_id for b in world.bookie_list
+            if b.bookie_id not in world.down_since and not b.readonly
+        ]  # fmt: skip
+
+    def usable(self, bookie: str) -> bool:
+        auditor = self.world.auditor
+        return auditor is None or not auditor.gone(bookie)
+
+    def leaving(self, bookie: str) -> bool:
+        return False  # the simulator decommissions nobody
+
+    def instance_of(self, bookie: str) -> str | None:
+        return self.world.bookies[bookie].instance_id if self.usable(bookie) else None
+
+    def missing_since(self, bookie: str) -> int:
+        return self.worker.missing_since(self.job, bookie)
+
+    def back(self, bookie: str) -> None:
+        self.worker._silent.pop(bookie, None)
+
+
+def _runs(ids: list[int]) -> tuple[tuple[int, int], ...]:
+    """Ascending ids as maximal runs ``(first, last)``, as a bookie's ranges answer."""
+    runs: list[tuple[int, int]] = []
+    for entry_id in ids:
+        if runs and runs[-1][1] == entry_id - 1:
+            runs[-1] = (runs[-1][0], entry_id)
+        else:
+            runs.append((entry_id, entry_id))
+    return tuple(runs)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from replicator.openledger import MissingSince, grace_due_ms
+from replicator.openledger import MissingSince
 
 
 def test_the_grace_runs_from_a_bookies_first_absence_and_restarts_when_it_is_back() -> None:
@@ -17,7 +17,6 @@ def test_the_grace_runs_from_a_bookies_first_absence_and_restarts_when_it_is_bac
     since.observe(["a", "c"])  # b leaves
     now[0] = 5_000
     assert since.missing("b") == 2_000
-    assert grace_due_ms(since.missing("b"), 3.0) == 5_000
     assert since.missing("c") == 5_000  # registered, not answering: from this round
     now[0] = 6_000
     since.observe(["a", "c", "d"])  # d joins: b and c keep their times

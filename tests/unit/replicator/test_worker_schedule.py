@@ -13,7 +13,8 @@ import pytest
 
 from replicator import worker as worker_module
 from replicator.metrics import ReplicatorMetrics
-from replicator.repair import Outcome, RepairContext, RepairResult
+from replicator.repair import RepairContext, RepairResult
+from services.protocol.repair import Outcome
 from services.settings import ReplicatorSettings
 
 LEDGER = 7
