@@ -28,9 +28,9 @@ CONTENT_LENGTH_DIGITS_MAX = 20
 LINGER_S = 1.0
 # A head timer runs for a random share of the time-out, at least this one. Sockets an
 # attacker opens together would otherwise all time out (and be opened again) together,
-# every time: those bursts of closes and accepts stalled the event loop; spread out,
-# the same work barely shows (services/web/server.py; benchmarks/README.md, "Measured
-# choices").
+# every time: those bursts of closes and accepts stalled the event loop; spread out, the
+# same work barely shows (services/web/server.py;
+# benchmarks/README.md, "Measured choices").
 HEAD_TIMEOUT_SHARE_MIN = 0.5
 # Answer bodies up to this size are joined to the head (a copy); larger ones are written
 # after it (services/web/coalesce.py).
