@@ -31,6 +31,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 
+from auditor.limits import START_RETRY_DELAY_S
 from auditor.metrics import AuditorMetrics
 from auditor.service import Auditor
 from services.errors import MetadataUnavailable, Unauthorized, Unavailable
@@ -45,7 +46,6 @@ from services.zk.store import MetadataStore
 log = logging.getLogger(__name__)
 
 EXPOSE_SESSION_ENV = "QUIRE_AUDITOR_EXPOSE_SESSION"
-START_RETRY_DELAY_S = 1.0
 SECRET_HEADER = "X-Cluster-Secret"
 SECRET_SCHEME = {
     "type": "apiKey",

@@ -41,18 +41,15 @@ from auditor.decisions import (
     placement_missing,
     replica_missing,
 )
+from auditor.limits import AUDIT_PAGE_LEDGERS, MARKS_READ_BATCH_MAX, PAGES_AHEAD_MAX
 from auditor.replicas import ReplicaChecker
 from services.errors import InvalidArgument, LedgerNotFound
-from services.limits import LIST_LIMIT_MAX
 from services.protocol.metadata import LedgerMetadata
 from services.zk.ledger_store import LedgerStore
 from services.zk.underreplication import UnderReplicationStore
 
 log = logging.getLogger(__name__)
 
-PAGE_LEDGERS = LIST_LIMIT_MAX
-MARKS_READ_BATCH_MAX = LIST_LIMIT_MAX  # marks read in one pipelined read at the start
-PAGES_AHEAD_MAX = 4
 LOCK_HOLDER = "auditor"  # the lock's holder while the auditor clears a stale mark
 
 FULL = "full"
@@ -168,7 +165,7 @@ class Audit:
     async def _produce(self, pages: asyncio.Queue[list[LedgerMetadata] | None]) -> None:
         after: int | None = None
         while True:
-            ids, after = await self.ledgers.list(after, PAGE_LEDGERS)
+            ids, after = await self.ledgers.list(after, AUDIT_PAGE_LEDGERS)
             # One pipelined read per page (``LedgerStore.get_many``): twice the rate of
             # a read per ledger, which made a full check of 100,000 ledgers ~60 s here.
             found: list[LedgerMetadata] = []

@@ -23,13 +23,9 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from auditor.limits import REPLICA_WALK_ENTRIES_MAX
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.replication import count_on, entries_on, holds, spans
-
-# A replica check walks entry ids one by one only for a bookie whose count of stored
-# entries in a span falls short (then the exact missing ones matter little: one is
-# enough); this bounds that walk.
-REPLICA_WALK_ENTRIES_MAX = 1_000_000
 
 
 class StoredView(Protocol):

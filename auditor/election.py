@@ -22,17 +22,13 @@ from collections.abc import Callable
 
 from kazoo.protocol.states import KazooState
 
+from auditor.limits import ELECTION_RECHECK_INTERVAL_S, ELECTION_RETRY_DELAY_S
 from services.errors import NodeNotFound, QuireError
 from services.zk import paths as zkpaths
 from services.zk.store import MetadataStore
 from services.zk.underreplication import ELECTION_PREFIX, UnderReplicationStore
 
 log = logging.getLogger(__name__)
-
-# A safety net besides the watches: re-check the election this often.
-RECHECK_INTERVAL_S = 5.0
-# After a ZooKeeper error, wait this long before trying again.
-RETRY_DELAY_S = 0.5
 
 
 def _sequence(name: str) -> str:
@@ -86,10 +82,10 @@ class Election:
                     except QuireError as exc:
                         log.warning("election check failed (%s); retrying", exc)
                         self._set(False)
-                        await asyncio.sleep(RETRY_DELAY_S)
+                        await asyncio.sleep(ELECTION_RETRY_DELAY_S)
                         continue
                 try:
-                    async with asyncio.timeout(RECHECK_INTERVAL_S):
+                    async with asyncio.timeout(ELECTION_RECHECK_INTERVAL_S):
                         await self._wake.wait()
                 except TimeoutError:
                     pass

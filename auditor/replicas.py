@@ -16,14 +16,12 @@ import logging
 from collections.abc import Callable, Collection, Sequence
 
 from auditor.decisions import StoredView, settled_shares
+from auditor.limits import STORED_BATCH_LEDGERS_MAX
 from services.bookie_client import BookieClient, BookieClientPool
 from services.errors import LedgerNotFound, QuireError
 from services.protocol.metadata import LedgerMetadata
 
 log = logging.getLogger(__name__)
-
-# docs/api.md "Bookie" POST /v1/stored: the most ledgers one request asks about.
-STORED_BATCH_LEDGERS_MAX = 1_000
 
 
 class ReplicaChecker:

@@ -27,6 +27,7 @@ from kazoo.protocol.states import KazooState
 from auditor.audit import FULL, PLACEMENT, Audit, AuditReport, AuditView, NotElected, now_ms
 from auditor.decisions import BookieWatch, bookie_counts, decommission_done
 from auditor.election import Election
+from auditor.limits import COUNT_TIMEOUT_S, DECOMMISSION_RECHECK_S, FAILED_AUDIT_RETRY_S
 from auditor.metrics import AuditorMetrics
 from auditor.replicas import ReplicaChecker
 from services.bookie_client import BookieClientPool
@@ -43,12 +44,6 @@ from services.zk.underreplication import (
 )
 
 log = logging.getLogger(__name__)
-
-# After a failed check (ZooKeeper unavailable), wait this long before the next.
-FAILED_AUDIT_RETRY_S = 1.0
-DECOMMISSION_RECHECK_S = 5.0  # placement re-checks while a bookie is being decommissioned
-# The under-replicated count at scrape waits at most this long for ZooKeeper.
-COUNT_TIMEOUT_S = 5.0
 
 
 class Auditor:

@@ -45,6 +45,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from bookie.limits import LANE_BODY_MAX_BYTES
 from bookie.node import BookieNode
 from bookie.operations import AddOpResult
 from services.budget import BudgetShare, ByteBudget
@@ -61,10 +62,6 @@ log = logging.getLogger(__name__)
 
 ADD_PATH = "/v1/entries"
 _JSON_HEADERS = [(b"content-type", b"application/json")]
-# The largest body the lane takes: uvicorn's protocol buffers this much of a body per
-# connection before it pauses reading (its HIGH_WATER_LIMIT), so a lane's whole body
-# holds no more memory than the ASGI path's buffer (the module docstring).
-LANE_BODY_MAX_BYTES = 65_536
 SECRET_HEADER = "X-Cluster-Secret"
 SECRET_HEADER_RAW = SECRET_HEADER.lower().encode()
 INSTANCE_HEADER = "X-Quire-Bookie-Instance"

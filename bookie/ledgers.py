@@ -12,9 +12,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from bookie.limits import LAC_WAITERS_MAX
 from services.limits import LAC_WAIT_MAX_MS
-
-LAC_WAITERS_MAX = 10_000
 
 
 @dataclass(slots=True, frozen=True)

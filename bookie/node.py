@@ -21,6 +21,13 @@ from sqlalchemy import Engine
 
 from bookie.cookie import check_cookie
 from bookie.ledgers import LedgerIndex, LedgerView
+from bookie.limits import (
+    ADD_BYTES_IN_FLIGHT_MAX,
+    KAZOO_REPEAT_WINDOW_S,
+    ZK_CONNECT_ATTEMPT_S,
+    ZK_RETRY_FIRST_S,
+    ZK_RETRY_MAX_S,
+)
 from bookie.metrics import BookieMetrics
 from bookie.operations import AddOp, AddOpResult, DeleteOp, FenceOp, SetLacOp, Snapshot
 from bookie.registration import Registration
@@ -47,16 +54,6 @@ from services.wire.framing import FramedRecord
 from services.zk.store import MetadataStore
 
 log = logging.getLogger(__name__)
-
-# Body bytes of add requests in flight (read, queued or being committed); further
-# adds wait before reading their bodies (docs/style.md §5, services.budget).
-ADD_BYTES_IN_FLIGHT_MAX = 64 * 1024 * 1024
-# Start-up while ZooKeeper cannot be reached: one connection attempt waits this
-# long, then the next one starts after a back-off doubling from first to max.
-ZK_CONNECT_ATTEMPT_S = 2.0
-ZK_RETRY_FIRST_S = 0.5
-ZK_RETRY_MAX_S = 5.0
-KAZOO_REPEAT_WINDOW_S = 60.0
 
 
 class RepeatFilter(logging.Filter):

@@ -21,14 +21,12 @@ import json
 import logging
 from typing import Any
 
+from bookie.limits import REGISTRATION_RECHECK_INTERVAL_S, REGISTRATION_RETRY_DELAY_S
 from services.errors import NodeExists, NodeNotFound
 from services.zk import paths as zkpaths
 from services.zk.store import MetadataStore
 
 log = logging.getLogger(__name__)
-
-RECHECK_INTERVAL_S = 5.0
-RETRY_DELAY_S = 0.25
 
 
 class Registration:
@@ -88,7 +86,7 @@ class Registration:
     async def _run(self) -> None:
         while True:
             try:
-                async with asyncio.timeout(RECHECK_INTERVAL_S):
+                async with asyncio.timeout(REGISTRATION_RECHECK_INTERVAL_S):
                     await self._wake.wait()
             except TimeoutError:
                 pass
@@ -103,7 +101,7 @@ class Registration:
                     "bookie registration failed, retrying",
                     extra={"fields": {"error": repr(exc), "path": self.path}},
                 )
-                await asyncio.sleep(RETRY_DELAY_S)
+                await asyncio.sleep(REGISTRATION_RETRY_DELAY_S)
                 self._wake.set()
 
     async def _reconcile(self) -> None:

@@ -42,18 +42,17 @@ from sqlalchemy import (
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.pool import QueuePool
 
+from bookie.limits import (
+    JOURNAL_SIZE_LIMIT_BYTES,
+    PAGE_SIZE_BYTES,
+    STORAGE_BUSY_TIMEOUT_MS,
+    STORAGE_READ_THREADS,
+    WAL_AUTOCHECKPOINT_PAGES,
+)
 from services.errors import DataDirInUse, present
 
 DB_FILE = "bookie.db"
 LOCK_FILE = "bookie.lock"
-READ_THREADS = 4
-BUSY_TIMEOUT_MS = 10_000
-# 16 KiB pages store 1 KiB entries faster than 4 KiB pages (fewer page splits and WAL
-# frames per entry; benchmarks/README.md, "Measured choices"); the checkpoint runs every
-# 16 MiB of WAL.
-PAGE_SIZE_BYTES = 16384
-WAL_AUTOCHECKPOINT_PAGES = 1024
-JOURNAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
 
 metadata = MetaData()
 
@@ -215,7 +214,7 @@ def _autocommit_engine(path: Path, pool_size: int, pragmas: list[str]) -> Engine
         poolclass=QueuePool,
         pool_size=pool_size,
         max_overflow=0,
-        connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000},
+        connect_args={"check_same_thread": False, "timeout": STORAGE_BUSY_TIMEOUT_MS / 1000},
     )
 
     @event.listens_for(engine, "connect")
@@ -246,7 +245,7 @@ def create_writer_engine(data_dir: Path, journal_sync: bool) -> Engine:
         "PRAGMA auto_vacuum=INCREMENTAL",
         "PRAGMA journal_mode=WAL",
         f"PRAGMA synchronous={'FULL' if journal_sync else 'NORMAL'}",
-        f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}",
+        f"PRAGMA busy_timeout={STORAGE_BUSY_TIMEOUT_MS}",
         f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}",
         f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT_BYTES}",
     ]
@@ -257,8 +256,8 @@ def create_writer_engine(data_dir: Path, journal_sync: bool) -> Engine:
 
 
 def create_reader_engine(data_dir: Path) -> Engine:
-    pragmas = [f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}", "PRAGMA query_only=ON"]
-    return _autocommit_engine(db_path(data_dir), READ_THREADS, pragmas)
+    pragmas = [f"PRAGMA busy_timeout={STORAGE_BUSY_TIMEOUT_MS}", "PRAGMA query_only=ON"]
+    return _autocommit_engine(db_path(data_dir), STORAGE_READ_THREADS, pragmas)
 
 
 def load_ledgers(engine: Engine) -> dict[int, tuple[int, int, bool]]:
@@ -292,7 +291,7 @@ class Reader:
 
     def __init__(self, data_dir: Path) -> None:
         self._engine = create_reader_engine(data_dir)
-        self._executor = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="bookie-read")
+        self._executor = ThreadPoolExecutor(STORAGE_READ_THREADS, thread_name_prefix="bookie-read")
 
     @property
     def executor(self) -> ThreadPoolExecutor:

@@ -33,10 +33,9 @@ from typing import Any, Literal
 from sqlalchemy import Engine
 
 from bookie.ledgers import LedgerIndex
+from bookie.limits import CHECK_CHUNK_BYTES, CHECK_CHUNK_ENTRIES, CORRUPT_LISTED_MAX
 from bookie.storage import Reader
 from services.limits import (
-    PAGE_BYTES_MAX,
-    PAGE_ENTRIES_MAX,
     STORED_BATCH_RUNS_MAX,
     STORED_RUNS_MAX,
     STORED_SAMPLE_ENTRIES_MAX,
@@ -47,11 +46,6 @@ from services.wire.framing import DIGEST_LENGTHS, DIGEST_NAMES, FramedRecord
 Verify = Literal["none", "sample", "all"]
 Run = tuple[int, int]
 
-# One read of a check (bounded work per read thread call, docs/style.md §5).
-CHECK_CHUNK_ENTRIES = PAGE_ENTRIES_MAX
-CHECK_CHUNK_BYTES = PAGE_BYTES_MAX
-# With verify=all, the most corrupt entry ids listed for one ledger (past it: truncated).
-CORRUPT_LISTED_MAX = STORED_RUNS_MAX
 
 _CRC32C = 1
 

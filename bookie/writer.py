@@ -84,6 +84,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from bookie import limits
 from bookie.apply import LedgerState, Row, apply_add, apply_other
 from bookie.metrics import BookieMetrics
 from bookie.operations import AddOp, AddOpResult, DeleteOp, Deliver, FenceOp, Op, Snapshot
@@ -92,14 +93,6 @@ from services.errors import BookieUnavailable, invariant
 
 log = logging.getLogger(__name__)
 
-GROUP_COMMIT_ENTRIES_MAX = 20_000
-GROUP_COMMIT_BYTES_MAX = 32 * 1024 * 1024
-# The largest add the event loop commits itself (module docstring): single records and
-# small batches.
-INLINE_ENTRIES_MAX = 16
-INLINE_BYTES_MAX = 64 * 1024
-# ... and only while commits are short: a slow disk's fsync would stall every request.
-INLINE_COMMIT_S_MAX = 0.002
 _COMMIT_S_WEIGHT = 0.2  # of the newest commit in the moving average of commit times
 
 _STOP = object()
@@ -152,9 +145,9 @@ class GroupCommitWriter:
             and self._outstanding == 0
             and self._inline_open
             and isinstance(op, AddOp)
-            and len(op.records) <= INLINE_ENTRIES_MAX
-            and op.payload_bytes <= INLINE_BYTES_MAX
-            and self._commit_s <= INLINE_COMMIT_S_MAX
+            and len(op.records) <= limits.INLINE_ENTRIES_MAX
+            and op.payload_bytes <= limits.INLINE_BYTES_MAX
+            and self._commit_s <= limits.INLINE_COMMIT_S_MAX
         ):
             self._kept = op
             self._loop.call_soon(self._commit_kept)
@@ -246,7 +239,7 @@ class GroupCommitWriter:
         fences = isinstance(first, FenceOp)
         entries = len(first.records) if isinstance(first, AddOp) else 1
         size = first.payload_bytes if isinstance(first, AddOp) else 0
-        while entries < GROUP_COMMIT_ENTRIES_MAX and size < GROUP_COMMIT_BYTES_MAX:
+        while entries < limits.GROUP_COMMIT_ENTRIES_MAX and size < limits.GROUP_COMMIT_BYTES_MAX:
             try:
                 op = self._queue.get_nowait()
             except queue.Empty:
@@ -258,8 +251,8 @@ class GroupCommitWriter:
                 self._held = op
                 break
             if isinstance(op, AddOp):
-                if entries + len(op.records) > GROUP_COMMIT_ENTRIES_MAX or (
-                    size + op.payload_bytes > GROUP_COMMIT_BYTES_MAX
+                if entries + len(op.records) > limits.GROUP_COMMIT_ENTRIES_MAX or (
+                    size + op.payload_bytes > limits.GROUP_COMMIT_BYTES_MAX
                 ):
                     self._held = op
                     break

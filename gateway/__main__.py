@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gateway.app import create_app
-from gateway.streams.session import STREAM_MESSAGE_MAX_BYTES
+from gateway.limits import STREAM_MESSAGE_MAX_BYTES
 from services.json_logging import setup_logging
 from services.settings import GatewaySettings, load_settings
 from services.web.serve import serve

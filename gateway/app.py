@@ -25,6 +25,7 @@ from gateway.http.auth import TokenMiddleware, TokenPolicy, token_required
 from gateway.http.openapi_examples import add_examples
 from gateway.http.openapi_links import LINKS
 from gateway.ledgers import routes as ledgers
+from gateway.limits import REGISTRY_RETRY_DELAY_S
 from gateway.logs import routes as logs
 from gateway.logs.writers import serve_logs
 from gateway.metrics import GatewayMetrics
@@ -48,7 +49,6 @@ from services.zk.underreplication import UnderReplicationStore
 
 log = logging.getLogger(__name__)
 
-REGISTRY_RETRY_DELAY_S = 1.0
 
 DESCRIPTION = """The public API of a Quire gateway: ledgers (quorum writes, fencing, recovery,
 reads) and the Admin API (cluster, bookies, under-replication, decommission) — see

@@ -38,6 +38,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 
 from gateway.ledgers.answers import add_answer
+from gateway.limits import ANSWER_TEMPLATES_MAX
 from gateway.logs.answers import append_answer
 from gateway.passwords import client_address
 from gateway.service import Gateway
@@ -153,7 +154,7 @@ def answer_json(answer: dict[str, Any]) -> bytes:
     if all(type(value) is int for value in values):
         names = tuple(answer)
         template = _TEMPLATES.get(names)
-        if template is None and len(_TEMPLATES) < _TEMPLATES_MAX:
+        if template is None and len(_TEMPLATES) < ANSWER_TEMPLATES_MAX:
             template = "{" + ",".join(f"{json.dumps(name)}:%d" for name in names) + "}"
             _TEMPLATES[names] = template
         if template is not None:
@@ -162,7 +163,6 @@ def answer_json(answer: dict[str, Any]) -> bytes:
 
 
 _TEMPLATES: dict[tuple[str, ...], str] = {}
-_TEMPLATES_MAX = 16  # the adds' answers have two shapes
 
 
 class AddFastPath:

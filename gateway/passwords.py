@@ -34,18 +34,19 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 
+from gateway.limits import (
+    CLIENTS_TRACKED_MAX,
+    FAILED_CHECKS_BURST,
+    FAILED_CHECKS_REFILL_PER_S,
+    HASH_WORKERS,
+    HASHES_IN_PROGRESS_MAX,
+    VERIFIED_CACHE_MAX,
+)
 from services.errors import Unauthorized, Unavailable
 
 _ITERATIONS = 100_000
 _SCHEME = "pbkdf2-sha256"
 
-# Bounds (docs/style.md §5).
-HASH_WORKERS = 2
-HASHES_IN_PROGRESS_MAX = 32
-VERIFIED_CACHE_MAX = 4096
-FAILED_CHECKS_BURST = 20
-FAILED_CHECKS_REFILL_PER_S = 2.0
-CLIENTS_TRACKED_MAX = 10_000
 
 WRONG_PASSWORD = "missing or wrong ledger password (X-Ledger-Password)"
 SLOW_DOWN = (

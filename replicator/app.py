@@ -21,6 +21,7 @@ from fastapi import FastAPI, Request
 from pydantic import BaseModel, Field
 
 from replicator.copy import CopyLimits, FragmentCopier
+from replicator.limits import BOOKIE_CONNECT_TIMEOUT_MS_MAX, START_RETRY_DELAY_S
 from replicator.metrics import ReplicatorMetrics
 from replicator.openledger import OpenLedgers
 from replicator.repair import RepairContext
@@ -41,7 +42,6 @@ from services.zk.underreplication import UnderReplicationStore
 
 log = logging.getLogger(__name__)
 
-START_RETRY_DELAY_S = 1.0
 SECRET_HEADER = "X-Cluster-Secret"
 SECRET_SCHEME = {
     "type": "apiKey",
@@ -50,7 +50,6 @@ SECRET_SCHEME = {
     "description": "Required on /v1 calls when the replicator runs with --cluster-secret "
     "(optional otherwise; the served document says which)",
 }
-BOOKIE_CONNECT_TIMEOUT_MS_MAX = 2_000
 
 DESCRIPTION = """A Quire replication worker (auto-recovery, docs/api.md): it takes the lock of one
 under-replicated ledger at a time (up to `--ledgers-in-flight-max` at once), copies the

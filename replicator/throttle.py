@@ -13,14 +13,13 @@ import asyncio
 import time
 from collections.abc import Callable
 
-# The bucket holds at most this many seconds of rate (a burst after an idle spell).
-BURST_S = 0.25
+from replicator.limits import THROTTLE_BURST_S
 
 
 class ByteThrottle:
     def __init__(self, bytes_per_s_max: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.rate = bytes_per_s_max
-        self.capacity = bytes_per_s_max * BURST_S
+        self.capacity = bytes_per_s_max * THROTTLE_BURST_S
         self._clock = clock
         self._tokens = self.capacity
         self._at = clock()

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gateway.limits import BOOKIE_INFO_TIMEOUT_S, MARK_READS_CONCURRENT_MAX
 from services.errors import BookieNotFound, NodeNotFound, QuireError
 from services.zk import paths as zkpaths
 from services.zk.registry import BookieRegistry
@@ -39,10 +40,6 @@ from services.zk.underreplication import (
 
 log = logging.getLogger(__name__)
 
-# A bookie that does not answer /v1/info in this time shows null figures.
-BOOKIE_INFO_TIMEOUT_S = 2.0
-# Marks read from ZooKeeper at once while listing the under-replicated ledgers.
-MARK_READS_CONCURRENT_MAX = 32
 
 WRITABLE = "writable"
 READONLY = "readonly"

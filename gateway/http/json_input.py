@@ -22,12 +22,8 @@ import json
 import re
 from typing import Any
 
+from gateway.limits import JSON_CONTAINERS_MAX, JSON_DEPTH_MAX
 from services.errors import InvalidArgument
-
-# The API's JSON bodies are shallow (an object holding an array or a flat map); these
-# bounds leave room for more without letting a body cost the parser more than its size.
-JSON_DEPTH_MAX = 32
-JSON_CONTAINERS_MAX = 10_000
 
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 # A \u escape in the surrogate range (hex digits in either case); rare in real bodies,

@@ -36,6 +36,7 @@ from gateway.ledgers.schemas import (
     Ledger,
     LedgerList,
 )
+from gateway.limits import ERROR_LOCATION_MAX_CHARS
 from gateway.logs import operations as log_ops
 from services.errors import (
     InvalidArgument,
@@ -60,8 +61,6 @@ router = APIRouter(
     tags=["ledgers"],
     dependencies=[Depends(canonical_integer_queries), Depends(remember_client)],
 )
-
-ERROR_LOCATION_MAX_CHARS = 80
 
 
 def _json_body(raw: bytes) -> Any:

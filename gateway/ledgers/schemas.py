@@ -7,6 +7,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gateway.http.errors import FENCED
+from gateway.limits import (
+    METADATA_KEY_MAX_BYTES,
+    METADATA_KEYS_MAX,
+    METADATA_TOTAL_MAX_BYTES,
+    METADATA_VALUE_MAX_BYTES,
+    PASSWORD_LENGTH_MAX,
+)
 from services.errors import (
     BookieUnavailable,
     EntryNotFound,
@@ -51,18 +58,7 @@ class Ledger(BaseModel):
     created_at: int = Field(description="milliseconds since the Unix epoch")
 
 
-# docs/api.md: a ledger password is 1-256 printable ASCII characters. It travels in an HTTP
-# header, which servers read as latin-1 and strip of leading white space, so a password
-# that starts or ends with a space could never be presented again either.
-PASSWORD_LENGTH_MAX = 256
 PASSWORD_PATTERN = r"^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$"
-
-# docs/api.md: custom metadata is a flat map of string keys to string values, bounded in
-# UTF-8 bytes (the sizes below) and in count.
-METADATA_KEYS_MAX = 64
-METADATA_KEY_MAX_BYTES = 256
-METADATA_VALUE_MAX_BYTES = 4 * 1024
-METADATA_TOTAL_MAX_BYTES = 16 * 1024
 
 
 class CreateLedger(BaseModel):

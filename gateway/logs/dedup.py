@@ -13,14 +13,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Collection
 
+from gateway import limits
 from services.protocol import log_records
 from services.protocol.dedup import Appended, DedupWindow
 from services.protocol.logs import Position
-
-# A rebuild reads at most this many entries back from the log's end (plus clock skew
-# allowance between the previous writer and this one).
-REBUILD_ENTRIES_MAX = 200_000
-CLOCK_SKEW_MS = 5_000
 
 
 class LogWindow:
@@ -58,7 +54,7 @@ class TailScan:
     stopped; ``found`` gives the keyed appends oldest first."""
 
     def __init__(self, now_ms: int, window_ms: int, keys_max: int, page_entries: int = 1_000):
-        self.cutoff_ms = now_ms - window_ms - CLOCK_SKEW_MS
+        self.cutoff_ms = now_ms - window_ms - limits.DEDUP_CLOCK_SKEW_MS
         self.keys_max = keys_max
         self.page_entries = page_entries
         self.scanned = 0
@@ -85,7 +81,7 @@ class TailScan:
                 too_old = self._take(ledger_id, end, page, ledger_id not in unordered)
                 if too_old or len(self._found) >= self.keys_max:
                     self.done = True
-                if self.scanned >= REBUILD_ENTRIES_MAX:
+                if self.scanned >= limits.DEDUP_REBUILD_ENTRIES_MAX:
                     self.done = True
                 stop = start - 1
             if self.done:
@@ -123,8 +119,9 @@ async def scan_tail(
     """The keyed appends in the log's tail, oldest first: ``ledgers`` are (ledger id,
     last entry id) of CLOSED ledgers in log order. Reads backwards page by page and
     stops at an append older than the window (with clock skew allowance), after
-    ``keys_max`` keys or ``REBUILD_ENTRIES_MAX`` entries. Only whole appends count (a
-    batch cut short by a crash is not in the log: ``log_records.visible``).
+    ``keys_max`` keys or ``DEDUP_REBUILD_ENTRIES_MAX`` entries (gateway/limits.py). Only
+    whole appends count (a batch cut short by a crash is not in the log:
+    ``log_records.visible``).
 
     The stop on time holds only where time stamps follow log order: in a log writer's
     ledgers, whose appends are stamped by the gateway as they are made, after the ledger

@@ -10,6 +10,7 @@ import time
 from typing import TYPE_CHECKING
 
 from gateway import operations as ledger_ops
+from gateway.limits import ATTACH_LEDGERS_MAX, DELETES_IN_FLIGHT_MAX, LOG_CAS_ATTEMPTS_MAX
 from gateway.logs.steps import LOG_METADATA_KEY, WRITER_METADATA_KEY, close_for_good, run
 from services.errors import (
     InvalidArgument,
@@ -39,10 +40,6 @@ if TYPE_CHECKING:  # the gateway builds its log writers with itself (gateway/app
     from gateway.service import Gateway
 
 log = logging.getLogger(__name__)
-
-CAS_ATTEMPTS_MAX = 8
-# Ledgers deleted at once when a log is deleted or truncated.
-DELETES_IN_FLIGHT_MAX = 16
 
 
 async def create(
@@ -108,7 +105,7 @@ async def ledger_ends(gw: Gateway, ledger_ids: tuple[int, ...]) -> dict[int, int
 async def truncate(gw: Gateway, name: str, before: Position) -> LogMetadata:
     """Remove the whole ledgers that end before ``before``: the list first (CAS), then
     the ledgers. A position outside the log is 400."""
-    for _ in range(CAS_ATTEMPTS_MAX):
+    for _ in range(LOG_CAS_ATTEMPTS_MAX):
         current = await get(gw, name)
         index = current.log.index_of(before.ledger_id)
         ends = await ledger_ends(gw, current.log.ledgers[: (index or 0) + 1])
@@ -129,7 +126,7 @@ async def truncate(gw: Gateway, name: str, before: Position) -> LogMetadata:
 async def delete(gw: Gateway, name: str) -> None:
     """Delete the log: fence its last two ledgers (a writer anywhere stops), remove its
     znode (CAS), then delete every ledger it listed."""
-    for _ in range(CAS_ATTEMPTS_MAX):
+    for _ in range(LOG_CAS_ATTEMPTS_MAX):
         current = await get(gw, name)
         await asyncio.gather(*(close_for_good(gw, lid) for lid in current.log.to_fence()))
         try:
@@ -160,9 +157,6 @@ async def delete_ledgers(gw: Gateway, ledger_ids: tuple[int, ...]) -> None:
                 )
 
     await asyncio.gather(*(one(lid) for lid in ledger_ids))
-
-
-ATTACH_LEDGERS_MAX = 10_000
 
 
 async def attach(
@@ -258,7 +252,7 @@ async def delete_ledger(gw: Gateway, ledger_id: int, password: str | None) -> No
     znode is still at the version read, so an attach listing the ledger meanwhile makes
     the delete read again (and refuse) rather than land after it (the attach, in turn,
     lists only ledgers that exist: ``_Listing``)."""
-    for _ in range(CAS_ATTEMPTS_MAX):
+    for _ in range(LOG_CAS_ATTEMPTS_MAX):
         metadata = (await gw.ctx.ledgers.get(ledger_id)).metadata
         # A ledger with a password is in no log (neither a writer's nor an attached one
         # has one); ``ledger_ops.delete`` checks the password before anything is said.

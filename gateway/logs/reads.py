@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pybase64
 
+from gateway.limits import TRUNCATED_RETRIES_MAX, WAIT_SLICE_MS
 from gateway.logs import operations as log_ops
 from gateway.logs.schemas import position_json
 from services.errors import InvalidArgument, LedgerNotFound, LogLedgerMissing
@@ -41,12 +42,6 @@ from services.protocol.reads import digest_key
 
 if TYPE_CHECKING:  # the gateway builds its log writers with itself (gateway/app.py)
     from gateway.service import Gateway
-
-# A waiting read re-reads the log's list and the ledger's state at least this often.
-WAIT_SLICE_MS = 500
-# A read from the log's first record that finds it truncated away meanwhile reads the
-# list again, at most this many times.
-TRUNCATED_RETRIES_MAX = 8
 
 
 @dataclass(slots=True)

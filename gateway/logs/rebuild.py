@@ -23,6 +23,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from gateway.limits import (
+    REBUILD_ATTEMPTS_MAX,
+    REBUILD_RETRY_FIRST_S,
+    TAIL_METADATA_BATCH,
+    TAIL_METADATA_BATCH_MAX,
+)
 from gateway.logs.dedup import LogWindow, TailScan
 from gateway.logs.steps import LOG_METADATA_KEY, WRITER_METADATA_KEY
 from services.errors import QuireError
@@ -36,15 +42,6 @@ if TYPE_CHECKING:  # the gateway builds its log writers with itself (gateway/app
     from gateway.service import Gateway
 
 log = logging.getLogger(__name__)
-
-# The window rebuild reads the metadata of the log's last ledgers this many at a time at
-# first, doubling up to the most (one pipelined read each): a log whose tail is mostly
-# attached ledgers, which never end the walk, is walked in few round trips.
-TAIL_METADATA_BATCH = 16
-TAIL_METADATA_BATCH_MAX = 512
-# A failed window rebuild is tried again, backing off from the first delay.
-REBUILD_ATTEMPTS_MAX = 6
-REBUILD_RETRY_FIRST_S = 0.2
 
 
 def wall_ms() -> int:
@@ -150,7 +147,7 @@ async def walk_tail(
     oldest first: the ledger list is walked backwards, its metadata read a batch at a
     time (doubling), and each batch's CLOSED ledgers scanned backwards for keys
     (``dedup.TailScan``) before the batch before it is read, until the scan stops (see
-    the module docstring; also after ``keys_max`` keys or ``REBUILD_ENTRIES_MAX``
+    the module docstring; also after ``keys_max`` keys or ``DEDUP_REBUILD_ENTRIES_MAX``
     entries) or the list ends. Attached ledgers are passed over unread. A failed read
     fails the walk (the rebuild tries again); a ledger deleted meanwhile (a
     truncation) or whose metadata is not valid has no entries to read and is passed

@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from gateway import operations as ops
+from gateway.limits import SETTLE_POLL_FIRST_S, SETTLE_POLL_MAX_S
 from services.errors import (
     LedgerNotFound,
     LogNotFound,
@@ -43,9 +44,6 @@ WRITER_METADATA_KEY = "quire.log.writer"
 # ``closed_end`` of a ledger that no longer exists (truncated away or deleted with its
 # log): whatever it held can no longer be told.
 LEDGER_GONE = -2
-# Waiting for a ledger to close (``closed_end``): the first and the longest poll pause.
-SETTLE_POLL_FIRST_S = 0.01
-SETTLE_POLL_MAX_S = 0.2
 
 Operation = lw.AcquireWriter | lw.RollLog
 

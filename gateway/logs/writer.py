@@ -35,6 +35,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gateway.limits import LOG_WATCH_RETRY_S
 from gateway.logs import rebuild, steps
 from gateway.logs.dedup import LogWindow
 from gateway.logs.rebuild import wall_ms
@@ -58,9 +59,6 @@ if TYPE_CHECKING:  # the gateway builds its log writers with itself (gateway/app
     from gateway.service import Gateway
 
 log = logging.getLogger(__name__)
-
-# The log's znode watch is set again this long after ZooKeeper failed to set it.
-WATCH_RETRY_S = 1.0
 
 
 def _once(callback: Callable[[], None]) -> Callable[[], None]:
@@ -351,7 +349,7 @@ class LogWriter:
                 self._lose(f"log {self.name} was deleted")
             except QuireError:
                 # ZooKeeper trouble: the fence on our ledger still tells; watch again soon.
-                await asyncio.sleep(WATCH_RETRY_S)
+                await asyncio.sleep(LOG_WATCH_RETRY_S)
                 continue
             if self.lost is None:
                 await changed.wait()

@@ -52,6 +52,12 @@ from typing import Any, Protocol
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from gateway.http.json_input import parse_json
+from gateway.limits import (
+    STREAM_AUTH_WAIT_MS,
+    STREAM_CONTROL_MAX_BYTES,
+    STREAM_GROUP_BYTES_MAX,
+    STREAM_GROUP_ENTRIES_MAX,
+)
 from services.budget import ByteBudget
 from services.errors import InvalidArgument, PayloadTooLarge, QuireError, Unauthorized
 from services.limits import ENTRY_SIZE_MAX_BYTES
@@ -60,16 +66,6 @@ from services.web.websocket import DRAIN, send_texts
 
 log = logging.getLogger(__name__)
 
-# Bounds of one stream (docs/style.md §5); the credits (records in flight) and their payload
-# bytes are settings (``stream_credits``, ``stream_bytes_in_flight_max``).
-STREAM_GROUP_ENTRIES_MAX = 256  # records in one add
-STREAM_GROUP_BYTES_MAX = 8 * 1024 * 1024  # their payload bytes (the first always goes)
-STREAM_CONTROL_MAX_BYTES = 16 * 1024  # a text (control) message
-STREAM_AUTH_WAIT_MS = 10_000  # for the auth message when the headers are not enough
-# A WebSocket message the server reads at all: a record a little over the entry bound
-# still arrives whole and is answered payload_too_large (4413); a larger one is refused
-# by the WebSocket protocol itself (1009 message too big).
-STREAM_MESSAGE_MAX_BYTES = ENTRY_SIZE_MAX_BYTES + 1024 * 1024
 
 CLOSE_NORMAL = 1000
 CLOSE_INTERNAL = 1011

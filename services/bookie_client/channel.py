@@ -50,25 +50,19 @@ import contextvars
 import time
 from collections.abc import Callable
 
-from services.bookie_client.transport import (
+from services.bookie_client.limits import (
+    BUSY_TIMEOUTS_MAX,
     IDLE_CONNECTION_MAX_S,
+    POLL_GRACE_S,
     RESPONSE_BODY_MAX_BYTES,
     RESPONSE_HEAD_MAX_BYTES,
-    HttpResponse,
-    ProtocolError,
-    parse_head,
 )
+from services.bookie_client.transport import HttpResponse, ProtocolError, parse_head
 
 # What a request ends with: the answer, or the error (OSError, TimeoutError,
 # ProtocolError) that ended it.
 Done = Callable[[HttpResponse | Exception], None]
 
-# A request's time-out ran out: the verdict waits this long, for the loop to poll the
-# sockets once (an answer read meanwhile is no time-out).
-POLL_GRACE_S = 0.001
-# Time-outs a request may wait in all while its bookie is alive (module docstring): a
-# busy bookie is waited for, within this bound.
-BUSY_TIMEOUTS_MAX = 8
 # What asks a bookie whether it is alive (any complete answer says it is).
 PROBE_TARGET = "/health"
 

@@ -64,6 +64,12 @@ from services.bookie_client.answers import (
     parse_stored,
     transport_error,
 )
+from services.bookie_client.limits import (
+    CONNECT_TIMEOUT_S,
+    CONNECTIONS_MAX,
+    LONG_POLLS_MAX,
+    REQUEST_TIMEOUT_S,
+)
 from services.bookie_client.results import (
     BookieAddResult,
     EntryResult,
@@ -72,8 +78,6 @@ from services.bookie_client.results import (
     StoredInfo,
 )
 from services.bookie_client.transport import (
-    CONNECT_TIMEOUT_S,
-    CONNECTIONS_MAX,
     HttpResponse,
     HttpTransport,
     ProtocolError,
@@ -98,9 +102,6 @@ from services.wire import framing
 
 log = logging.getLogger(__name__)
 
-# Bounds (docs/style.md §5).
-REQUEST_TIMEOUT_S = 10.0
-LONG_POLLS_MAX = 16
 
 SECRET_HEADER = "X-Cluster-Secret"
 LAST_ENTRY_HEADER = "x-quire-last-entry-id"

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from services.bookie_client.client import (
-    CONNECTIONS_MAX,
-    LONG_POLLS_MAX,
-    REQUEST_TIMEOUT_S,
-    BookieClient,
-)
-from services.bookie_client.transport import CONNECT_TIMEOUT_S
+from services.bookie_client.client import CONNECTIONS_MAX, BookieClient
+from services.bookie_client.limits import CONNECT_TIMEOUT_S, LONG_POLLS_MAX, REQUEST_TIMEOUT_S
 from services.errors import BookieUnavailable
 
 

@@ -25,21 +25,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-log = logging.getLogger(__name__)
+from services.bookie_client.limits import (
+    BODY_PIECE_BYTES,
+    COALESCE_MAX_BYTES,
+    CONNECT_TIMEOUT_S,
+    CONNECTIONS_MAX,
+    IDLE_CONNECTION_MAX_S,
+    RESPONSE_BODY_MAX_BYTES,
+    RESPONSE_HEAD_MAX_BYTES,
+)
 
-# Bounds (docs/style.md §5).
-CONNECT_TIMEOUT_S = 2.0
-CONNECTIONS_MAX = 16
-# uvicorn closes an idle keep-alive connection after 30 s (services/web/serve.py);
-# we drop ours well before, so we rarely race the server's close.
-IDLE_CONNECTION_MAX_S = 15.0
-RESPONSE_HEAD_MAX_BYTES = 64 * 1024
-# A large answer body is read in pieces of this size (``_read_exactly``).
-BODY_PIECE_BYTES = 256 * 1024
-# A range read returns at most 8 MiB of payload, but its first entry always
-# comes whole (up to 5 MiB); add record headers and digests and round up.
-RESPONSE_BODY_MAX_BYTES = 32 * 1024 * 1024
-_COALESCE_MAX_BYTES = 256 * 1024
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -198,7 +194,7 @@ async def _exchange(
     connection may carry another request."""
     reader, writer = conn.reader, conn.writer
     try:
-        if len(body) <= _COALESCE_MAX_BYTES:
+        if len(body) <= COALESCE_MAX_BYTES:
             writer.write(head + body)  # one segment for the common small request
         else:
             writer.write(head)

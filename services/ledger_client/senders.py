@@ -102,6 +102,12 @@ from services.errors import (
 )
 from services.ledger_client.context import BookieApi
 from services.ledger_client.lac_sender import LacSender
+from services.ledger_client.limits import (
+    ADD_TIMEOUT_PER_MIB_MS,
+    LOGGED_REFUSALS_MAX,
+    LOGGED_REQUEST_IDS_MAX,
+    QUEUED_BATCHES_MAX,
+)
 from services.ledger_client.settings import LedgerClientSettings
 from services.protocol.messages import BookieAddsDone, RejectReason
 from services.request_ids import REQUEST_ID
@@ -109,15 +115,6 @@ from services.wire.framing import FramedRecord
 
 log = logging.getLogger(__name__)
 
-# How many requests' worth of records (entries and bytes) may wait per bookie.
-QUEUED_BATCHES_MAX = 8
-# How many refused records one log line names (the rest are counted).
-LOGGED_REFUSALS_MAX = 8
-# How many request ids the debug line of one add request names (the rest are counted).
-LOGGED_REQUEST_IDS_MAX = 32
-# Extra add time-out per MiB of payload in flight to the bookie: a floor of 5 MiB/s, below
-# what a bookie writes on a loaded machine (benchmarks/README.md, "Measured choices").
-ADD_TIMEOUT_PER_MIB_MS = 200
 MIB = 1024 * 1024
 
 # A bookie's per-record refusal code -> the reason the handle acts on.

@@ -35,12 +35,9 @@ from services.request_ids import (
     REQUEST_ID_SCOPE_KEY,
     request_id_from,
 )
+from services.web.limits import PATH_LOGGED_MAX_CHARS, SLOW_REQUEST_MS
 
 log = logging.getLogger("quire.access")
-
-SLOW_REQUEST_MS = 1_000
-# A path is logged up to this many characters (a request head may hold 64 KiB).
-PATH_LOGGED_MAX_CHARS = 512
 
 
 def wait_allowance_ms(query_string: bytes) -> int:

@@ -11,14 +11,11 @@ from fastapi import Request
 from services.budget import BudgetShare, ByteBudget
 from services.errors import InvalidArgument, PayloadTooLarge
 from services.limits import SMALL_BODY_MAX_BYTES
+from services.web.limits import CONTENT_LENGTH_DIGITS_MAX
 
 # The scope extension through which an application stops its request's body time-out
 # while it waits for something other than the client (``BodyTimer``).
 BODY_TIMER = "quire.body_timer"
-
-# More significant digits than any limit we set has: a longer Content-Length is over the
-# limit whatever it says (and never reaches int(), which refuses past 4,300 digits).
-_LENGTH_DIGITS_MAX = 20
 
 
 def content_length(declared: str, limit: int) -> int:
@@ -30,10 +27,10 @@ def content_length(declared: str, limit: int) -> int:
     if not (declared.isascii() and declared.isdigit()):
         raise InvalidArgument("bad Content-Length")
     digits = declared.lstrip("0") or "0"
-    if len(digits) > _LENGTH_DIGITS_MAX or int(digits) > limit:
+    if len(digits) > CONTENT_LENGTH_DIGITS_MAX or int(digits) > limit:
         raise PayloadTooLarge(
-            f"body of {digits[:_LENGTH_DIGITS_MAX]}... bytes over the limit of {limit}"
-            if len(digits) > _LENGTH_DIGITS_MAX
+            f"body of {digits[:CONTENT_LENGTH_DIGITS_MAX]}... bytes over the limit of {limit}"
+            if len(digits) > CONTENT_LENGTH_DIGITS_MAX
             else f"body of {digits} bytes over the limit of {limit}"
         )
     return int(digits)

@@ -12,7 +12,7 @@ The head is never held for long: if no body write follows in the same turn of th
 event loop (a streamed answer that waits for its first chunk, an application that
 fails after starting its answer), it goes out alone on the next turn. ``close`` sends
 it first. A ``100 Continue`` interim answer is never held (the client waits for it
-before sending its body). Bodies over ``JOIN_MAX_BYTES`` go in a second write rather
+before sending its body). Bodies over ``COALESCE_JOIN_MAX_BYTES`` go in a second write rather
 than being copied behind the head.
 
 ``CoalescingTransport`` is the transport a WebSocket connection writes through: every
@@ -31,8 +31,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-# Bodies up to this size are joined to the head (a copy); larger ones are written after it.
-JOIN_MAX_BYTES = 64 * 1024
+from services.web.limits import COALESCE_JOIN_MAX_BYTES
+
 _INTERIM = b"HTTP/1.1 1"
 
 
@@ -72,7 +72,7 @@ class HeadHoldingTransport(_HoldingTransport):
         head = self._head
         if head is not None:
             self._head = None
-            if len(data) <= JOIN_MAX_BYTES:
+            if len(data) <= COALESCE_JOIN_MAX_BYTES:
                 self._transport.write(head + bytes(data))
             else:
                 self._transport.write(head)

@@ -22,31 +22,21 @@ import uvicorn
 from fastapi import FastAPI
 
 from services.settings import CommonSettings
+from services.web import limits
 from services.web.access import AccessMiddleware
-from services.web.bounds import ServerLimits
+from services.web.limits import ServerLimits
 from services.web.methods import MethodsMiddleware
 from services.web.server import protocol_class
 from services.web.websocket import QuireWebSocketProtocol
 
 log = logging.getLogger(__name__)
 
-# Bounds of the HTTP server itself (docs/style.md §5); the others are settings.
-HTTP_BACKLOG = 2048
-# uvicorn's default message bound, for services that speak no WebSocket (unused there).
-WS_MAX_SIZE_UNUSED = 16 * 1024 * 1024
-# File descriptors kept for everything but client connections (bookie and ZooKeeper
-# connections, the store, logs).
-FD_RESERVE = 1024
-# Watchers of each listening socket (``FrozenHeapServer``): up to this many connections
-# accepted per turn of the event loop.
-ACCEPT_WATCHERS = 8
-
 
 def connections_allowed(wanted: int) -> int:
     """``wanted`` connections, or fewer if the file descriptor limit cannot hold them:
     the soft limit is raised towards the hard one first."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    need = wanted + FD_RESERVE
+    need = wanted + limits.FD_RESERVE
     if soft != resource.RLIM_INFINITY and soft < need:
         target = need if hard == resource.RLIM_INFINITY else min(need, hard)
         try:
@@ -55,7 +45,7 @@ def connections_allowed(wanted: int) -> int:
         except (ValueError, OSError):
             pass
     if soft != resource.RLIM_INFINITY and soft < need:
-        allowed = max(1, soft - FD_RESERVE)
+        allowed = max(1, soft - limits.FD_RESERVE)
         log.warning(
             "file descriptor limit %d holds only %d connections (connections_max %d)",
             soft,
@@ -74,10 +64,10 @@ def server_config(
     ``websocket_message_max_bytes`` the service also speaks WebSocket (websockets'
     sans-I/O protocol, no compression), with messages up to that size; a larger one is
     refused by the protocol itself (close code 1009)."""
-    limits = ServerLimits.from_settings(settings)
-    allowed = connections_allowed(limits.connections_max)
-    if allowed != limits.connections_max:
-        limits = ServerLimits(**{**limits.__dict__, "connections_max": allowed})
+    server_limits = ServerLimits.from_settings(settings)
+    allowed = connections_allowed(server_limits.connections_max)
+    if allowed != server_limits.connections_max:
+        server_limits = ServerLimits(**{**server_limits.__dict__, "connections_max": allowed})
     access = AccessMiddleware(
         MethodsMiddleware(app, app.router.routes), slow_request_ms=settings.slow_request_ms
     )
@@ -89,7 +79,7 @@ def server_config(
         access_log=False,
         loop="uvloop",
         # The app's lane, if it has one, is served by the protocol (services/web/lane.py).
-        http=protocol_class(limits, getattr(app, "lane", None), access.access),
+        http=protocol_class(server_limits, getattr(app, "lane", None), access.access),
         # Without WebSocket, an Upgrade request is served as plain HTTP (and stays
         # bounded). The sans-I/O protocol reads one message at a time: it stops reading
         # the socket until the application took the last message (bounded memory).
@@ -97,11 +87,11 @@ def server_config(
         # costs CPU on the one core the gateway has.
         # (with one extension: many text messages in one send, services/web/websocket.py)
         ws=QuireWebSocketProtocol if websocket_message_max_bytes is not None else "none",
-        ws_max_size=websocket_message_max_bytes or WS_MAX_SIZE_UNUSED,
+        ws_max_size=websocket_message_max_bytes or limits.WS_MAX_SIZE_UNUSED,
         ws_per_message_deflate=False,
-        backlog=HTTP_BACKLOG,
+        backlog=limits.HTTP_BACKLOG,
         # Typed int by uvicorn, used as a float delay (loop.call_later): ms precision.
-        timeout_keep_alive=cast(int, limits.idle_timeout_s),
+        timeout_keep_alive=cast(int, server_limits.idle_timeout_s),
         # Admission is the protocol's (per client address, JSON answers), not uvicorn's.
         limit_concurrency=None,
         lifespan="on",
@@ -132,7 +122,7 @@ class FrozenHeapServer(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started:
-            await self._watch_accepts(ACCEPT_WATCHERS)
+            await self._watch_accepts(limits.ACCEPT_WATCHERS)
         gc.collect()
         gc.freeze()
 

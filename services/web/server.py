@@ -64,20 +64,13 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from services.request_ids import scope_request_id
 from services.web.access import AccessLog
 from services.web.body import BODY_TIMER, BodyTimer
-from services.web.bounds import ConnectionTable, ServerLimits
 from services.web.coalesce import CoalescingTransport, HeadHoldingTransport
 from services.web.errors import error_bytes, unavailable_app
 from services.web.lane import Lane, LaneCycle, offer, receive_piece, serve
+from services.web.limits import HEAD_TIMEOUT_SHARE_MIN, LINGER_S, ConnectionTable, ServerLimits
 
 log = logging.getLogger(__name__)
 
-# How long a connection we answered ourselves may linger to drain the client's bytes.
-LINGER_S = 1.0
-# A head timer runs for a random share of the time-out, at least this one. Sockets an
-# attacker opens together would otherwise all time out (and be opened again) together,
-# every time: those bursts of closes and accepts stalled the event loop; spread out,
-# the same work barely shows (benchmarks/README.md, "Measured choices").
-HEAD_TIMEOUT_SHARE_MIN = 0.5
 _jitter = random.Random()
 os.register_at_fork(after_in_child=_jitter.seed)  # a forked server draws its own
 

@@ -41,11 +41,10 @@ from websockets.http11 import Request
 from websockets.protocol import State
 from websockets.speedups import apply_mask
 
+from services.web.limits import DRAIN_WAIT_S
+
 SEND_TEXTS = "quire.websocket.send_texts"
 DRAIN = "quire.websocket.drain"
-# How long a connection is given to finish after the server's shutdown began (docs/style.md
-# §5): a stream's adds in flight normally take milliseconds.
-DRAIN_WAIT_S = 5.0
 
 
 # The first byte of a whole, unfragmented binary frame (FIN, no RSV bits, opcode 2).

@@ -62,17 +62,17 @@ from services.errors import (
     QuireError,
 )
 from services.zk import paths as zkpaths
+from services.zk.limits import (
+    CONNECT_ATTEMPT_TIMEOUT_S,
+    CONNECT_DELAY_FIRST_S,
+    CONNECT_DELAY_MAX_S,
+    OPERATION_TIMEOUT_S,
+    STATE_POLL_S,
+    WATCH_SETUP_THREADS_MAX,
+)
 
 log = logging.getLogger(__name__)
 
-OPERATION_TIMEOUT_S = 15.0
-# Connecting in the background (``start_retrying``): each attempt's time-out, and the
-# back-off between attempts (doubling from the first delay up to the last).
-CONNECT_ATTEMPT_TIMEOUT_S = 3.0
-CONNECT_DELAY_FIRST_S = 0.5
-CONNECT_DELAY_MAX_S = 10.0
-STATE_POLL_S = 0.05  # how often ``wait_connected`` looks at the connection
-WATCH_SETUP_THREADS_MAX = 4  # threads making kazoo watches (each reads its znode)
 _SEQ_ROLLOVER = (1 << 31) - 2
 
 

@@ -32,15 +32,13 @@ from typing import Any
 
 from services.errors import MetadataConflict, MetadataUnavailable, NodeExists, NodeNotFound
 from services.zk import paths as zkpaths
+from services.zk.limits import LOCK_ATTEMPTS_MAX, LOCK_RELEASE_ATTEMPTS_MAX, MARK_CAS_ATTEMPTS_MAX
 from services.zk.store import Check, Delete, MetadataStore, Versioned
 from services.zk.walk import walk_ids
 
 ELECTION_PREFIX = "n_"
 DECOMMISSIONING = "decommissioning"
 DECOMMISSIONED = "decommissioned"
-MARK_CAS_ATTEMPTS_MAX = 20
-LOCK_ATTEMPTS_MAX = 3  # creates of one try_lock (one lost with the connection is retried)
-LOCK_RELEASE_ATTEMPTS_MAX = 20  # reads and deletes of one unlock
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ from schemathesis.schemas import APIOperation as GenericOperation
 from schemathesis.schemas import BaseSchema
 from schemathesis.transport.serialization import Binary
 
-from gateway.ledgers.schemas import (
+from gateway.limits import (
     METADATA_KEY_MAX_BYTES,
     METADATA_TOTAL_MAX_BYTES,
     METADATA_VALUE_MAX_BYTES,

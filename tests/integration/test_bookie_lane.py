@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bookie.fastpath import LANE_BODY_MAX_BYTES
+from bookie.limits import LANE_BODY_MAX_BYTES
 from services.wire import framing
 from tests.harness import Cluster, fresh_chroot
 from tests.integration.bookie_support import Bookie, sealed

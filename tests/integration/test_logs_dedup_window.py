@@ -24,7 +24,7 @@ from tests.integration.gateway_support import (
 from tests.integration.log_support import LogClient, error_code
 
 # A short window (and the rebuild's clock-skew allowance, gateway/logs/dedup.py
-# CLOCK_SKEW_MS) so that a ledger can be "older than the window" within a test's time.
+# DEDUP_CLOCK_SKEW_MS) so that a ledger can be "older than the window" within a test's time.
 WINDOW_S = 8.0
 CLOCK_SKEW_S = 5.0
 GATEWAY_FLAGS = ["--idempotency-window-s", str(WINDOW_S), "--log-settle-timeout-ms", "300"]

@@ -25,7 +25,7 @@ from websockets.exceptions import InvalidStatus
 from services.bench import ws_frames
 from services.cluster.processes import ZooKeeperProcess
 from services.limits import ENTRY_SIZE_MAX_BYTES
-from services.web.websocket import DRAIN_WAIT_S
+from services.web.limits import DRAIN_WAIT_S
 from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import (
     Gateway,

@@ -19,8 +19,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.limits import SETTLE_POLL_FIRST_S
 from gateway.logs.dedup import scan_tail
-from gateway.logs.steps import SETTLE_POLL_FIRST_S
 from services.errors import (
     LogNotFound,
     MetadataUnavailable,

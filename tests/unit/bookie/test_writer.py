@@ -6,15 +6,11 @@ import asyncio
 from pathlib import Path
 
 from bookie.ledgers import LedgerIndex
+from bookie.limits import INLINE_BYTES_MAX, INLINE_COMMIT_S_MAX, INLINE_ENTRIES_MAX
 from bookie.metrics import BookieMetrics
 from bookie.operations import AddOp, AddOpResult, DeleteOp, FenceOp, SetLacOp
 from bookie.storage import Reader, create_writer_engine, load_ledgers
-from bookie.writer import (
-    INLINE_BYTES_MAX,
-    INLINE_COMMIT_S_MAX,
-    INLINE_ENTRIES_MAX,
-    GroupCommitWriter,
-)
+from bookie.writer import GroupCommitWriter
 from services.errors import LedgerNotFound
 from services.wire.framing import FramedRecord
 from tests.unit.bookie.writers import Started, metric, sealed

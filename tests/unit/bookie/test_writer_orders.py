@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-import bookie.writer
+import bookie.limits
 from bookie.operations import AddOp, DeleteOp, FenceOp, SetLacOp
 from bookie.storage import DB_FILE
 from tests.unit.bookie.writers import Started, metric, sealed
@@ -60,7 +60,7 @@ def sequence(rng: random.Random) -> list[Step]:
         elif roll < 0.30:
             steps.append(("delete", lid))
         else:
-            count = rng.choice((1, 1, 1, 2, 5, bookie.writer.INLINE_ENTRIES_MAX + 3))
+            count = rng.choice((1, 1, 1, 2, 5, bookie.limits.INLINE_ENTRIES_MAX + 3))
             records = []
             for _ in range(count):
                 lid = rng.choice(LEDGERS)
@@ -155,7 +155,7 @@ async def interleaved(data_dir: Path, steps: list[Step], sync: bool) -> tuple[li
 @pytest.mark.parametrize("seed", SEEDS)
 def test_answers_and_rows_do_not_depend_on_who_commits(tmp_path, monkeypatch, seed, sync):
     # Loop commits are decided by the disk's speed too (INLINE_COMMIT_S_MAX): not here.
-    monkeypatch.setattr(bookie.writer, "INLINE_COMMIT_S_MAX", float("inf"))
+    monkeypatch.setattr(bookie.limits, "INLINE_COMMIT_S_MAX", float("inf"))
     steps = sequence(random.Random(seed))
     alone, mixed = tmp_path / "alone", tmp_path / "mixed"
     alone.mkdir()

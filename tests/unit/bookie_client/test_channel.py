@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 import uvloop
 
-from services.bookie_client.channel import BUSY_TIMEOUTS_MAX, AddChannel
+from services.bookie_client.channel import AddChannel
+from services.bookie_client.limits import BUSY_TIMEOUTS_MAX
 from services.bookie_client.transport import HttpResponse, ProtocolError
 from tests.scripted_http import Script, ScriptedServer, reply
 

@@ -22,7 +22,7 @@ from services.bookie_client import (
     BookieClient,
     BookieClientPool,
     LacInfo,
-    transport,
+    limits,
 )
 from services.bookie_client.transport import split_address
 from services.cluster.processes import free_port
@@ -631,7 +631,7 @@ def test_broken_http_is_bookie_unavailable(answer: bytes):
 def test_a_large_body_is_read_whole_and_a_cut_one_is_refused():
     """A body over the transport's piece size, arriving in small writes, is read whole;
     one cut short after a few pieces is BookieUnavailable, and the next call works."""
-    pad = "p" * (3 * transport.BODY_PIECE_BYTES + 12_345)
+    pad = "p" * (3 * limits.BODY_PIECE_BYTES + 12_345)
     whole = json_answer({"bookie_id": "big", "pad": pad})
     cut = whole[: len(whole) - len(pad) // 2]
 

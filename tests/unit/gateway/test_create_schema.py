@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from gateway.ledgers.schemas import (
+from gateway.ledgers.schemas import CreateLedger
+from gateway.limits import (
     METADATA_KEY_MAX_BYTES,
     METADATA_KEYS_MAX,
     METADATA_TOTAL_MAX_BYTES,
     METADATA_VALUE_MAX_BYTES,
     PASSWORD_LENGTH_MAX,
-    CreateLedger,
 )
 
 

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from gateway.http.json_input import JSON_CONTAINERS_MAX, JSON_DEPTH_MAX, parse_json
+from gateway.http.json_input import parse_json
+from gateway.limits import JSON_CONTAINERS_MAX, JSON_DEPTH_MAX
 from services.errors import InvalidArgument
 
 

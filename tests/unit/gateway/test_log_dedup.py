@@ -11,7 +11,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from gateway.logs import dedup, rebuild
+from gateway import limits
+from gateway.logs import rebuild
 from gateway.logs.dedup import LogWindow, scan_tail
 from gateway.logs.rebuild import TailKind, tail_kind
 from gateway.logs.steps import LOG_METADATA_KEY, WRITER_METADATA_KEY
@@ -101,7 +102,7 @@ def test_scan_tail_stops_after_keys_max_and_entries_max(monkeypatch: pytest.Monk
     entries = [e for i in range(10) for e in keyed(f"k{i}", [b"."], 5000)]
     found = run(scan_tail([(1, 9)], Pages({1: entries}), 5000, 60_000, 3, page_entries=2))
     assert [k for k, _ in found] == ["k6", "k7", "k8", "k9"]  # a page past keys_max
-    monkeypatch.setattr(dedup, "REBUILD_ENTRIES_MAX", 4)
+    monkeypatch.setattr(limits, "DEDUP_REBUILD_ENTRIES_MAX", 4)
     pages = Pages({1: entries})
     found = run(scan_tail([(1, 9)], pages, 5000, 60_000, 100, page_entries=2))
     assert [k for k, _ in found] == ["k6", "k7", "k8", "k9"]

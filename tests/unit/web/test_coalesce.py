@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
-from services.web.coalesce import JOIN_MAX_BYTES, CoalescingTransport, HeadHoldingTransport
+from services.web.coalesce import CoalescingTransport, HeadHoldingTransport
+from services.web.limits import COALESCE_JOIN_MAX_BYTES
 
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n"
 
@@ -83,7 +84,7 @@ def test_a_large_body_is_written_after_the_head_not_joined() -> None:
     async def run() -> None:
         inner = FakeTransport()
         t = HeadHoldingTransport(inner, asyncio.get_running_loop())  # type: ignore[arg-type]
-        body = b"x" * (JOIN_MAX_BYTES + 1)
+        body = b"x" * (COALESCE_JOIN_MAX_BYTES + 1)
         t.write(HEAD)
         t.write(body)
         assert inner.writes == [HEAD, body]

@@ -15,7 +15,7 @@ import uvloop
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from services.cluster.processes import free_port
-from services.web import serve
+from services.web import limits, serve
 
 BURST = 64
 DEADLINE_S = 10.0
@@ -34,7 +34,7 @@ def test_a_burst_of_connections_is_accepted_in_a_few_turns_of_the_loop(
     """64 connections waiting in the accept queue: with one watcher (uvloop as it is)
     they are accepted one per turn of the loop; with 8 watchers within 10 turns. The
     server still answers on them, and after shutdown the port refuses connections."""
-    monkeypatch.setattr(serve, "ACCEPT_WATCHERS", watchers)
+    monkeypatch.setattr(limits, "ACCEPT_WATCHERS", watchers)
     monkeypatch.setattr(gc, "freeze", lambda: None)  # the test process's heap stays as it is
     turn = 0
     accepted_at: list[int] = []

@@ -18,8 +18,8 @@ from services.budget import ByteBudget
 from services.errors import LedgerFenced
 from services.request_ids import REQUEST_ID
 from services.web.body import BODY_TIMER
-from services.web.bounds import ConnectionTable, ServerLimits
 from services.web.lane import JSON_TYPE, error_answer
+from services.web.limits import ConnectionTable, ServerLimits
 from services.web.server import BoundedHttpProtocol, protocol_class
 
 

@@ -1,0 +1,109 @@
+"""The gateway's own bounds (docs/style.md §5), each named with its unit last.
+
+Bounds every service shares (entry and body sizes, pages, listings) are in
+``services/limits.py``; what an operator tunes (time-outs of adds, credits of a stream,
+the dedup window) is a setting (``services/settings.py``). The rest is here, grouped by
+the part of the gateway that applies it.
+"""
+
+from __future__ import annotations
+
+from services.limits import ENTRY_SIZE_MAX_BYTES
+
+# The HTTP plumbing (gateway/http/, gateway/fastpath.py, gateway/app.py).
+
+# The API's JSON bodies are shallow (an object holding an array or a flat map); these
+# bounds on a body's nesting and on its arrays and objects in all leave room for more
+# without letting a body cost the parser more than its size (gateway/http/json_input.py).
+JSON_DEPTH_MAX = 32
+JSON_CONTAINERS_MAX = 10_000
+# A 400 answer to a body that fails validation names where, cut to this many characters
+# (gateway/ledgers/routes.py).
+ERROR_LOCATION_MAX_CHARS = 80
+# The fast path keeps one JSON answer template per set of answer keys, at most this many
+# (an add's answer has two shapes; gateway/fastpath.py).
+ANSWER_TEMPLATES_MAX = 16
+# A gateway whose bookie registry view failed to start tries again after this pause
+# (gateway/app.py).
+REGISTRY_RETRY_DELAY_S = 1.0
+
+# Ledgers (gateway/ledgers/schemas.py).
+
+# docs/api.md: a ledger password is 1-256 printable ASCII characters. It travels in an HTTP
+# header, which servers read as latin-1 and strip of leading white space, so a password
+# that starts or ends with a space could never be presented again either (the pattern in
+# gateway/ledgers/schemas.py).
+PASSWORD_LENGTH_MAX = 256
+# docs/api.md: a ledger's custom metadata is a flat map of string keys to string values,
+# bounded in count and in UTF-8 bytes: a key, a value, and all keys and values together.
+METADATA_KEYS_MAX = 64
+METADATA_KEY_MAX_BYTES = 256
+METADATA_VALUE_MAX_BYTES = 4 * 1024
+METADATA_TOTAL_MAX_BYTES = 16 * 1024
+
+# Ledger passwords (gateway/passwords.py): the threads that hash them and the hashes
+# queued for them; the verified passwords remembered (so a known one is not hashed
+# again); the token bucket of wrong passwords per client address (its burst, its refill
+# rate) and the client addresses it tracks.
+HASH_WORKERS = 2
+HASHES_IN_PROGRESS_MAX = 32
+VERIFIED_CACHE_MAX = 4096
+FAILED_CHECKS_BURST = 20
+FAILED_CHECKS_REFILL_PER_S = 2.0
+CLIENTS_TRACKED_MAX = 10_000
+
+# Logs (gateway/logs/).
+
+# A change to a log's ledger list (truncate, attach, delete) is a compare-and-set on its
+# znode, tried at most this many times against concurrent changes (operations.py).
+LOG_CAS_ATTEMPTS_MAX = 8
+# Ledgers deleted at once when a log is deleted or truncated (operations.py).
+DELETES_IN_FLIGHT_MAX = 16
+# The most ledgers one attach request adds to a log (operations.py).
+ATTACH_LEDGERS_MAX = 10_000
+# A waiting read re-reads the log's list and the ledger's state at least this often
+# (reads.py).
+WAIT_SLICE_MS = 500
+# A read from the log's first record that finds it truncated away meanwhile reads the
+# list again, at most this many times (reads.py).
+TRUNCATED_RETRIES_MAX = 8
+# The window rebuild reads the metadata of the log's last ledgers this many at a time at
+# first, doubling up to the most (one pipelined read each): a log whose tail is mostly
+# attached ledgers, which never end the walk, is walked in few round trips (rebuild.py).
+TAIL_METADATA_BATCH = 16
+TAIL_METADATA_BATCH_MAX = 512
+# A failed window rebuild is tried again this many times, backing off from the first
+# delay (rebuild.py).
+REBUILD_ATTEMPTS_MAX = 6
+REBUILD_RETRY_FIRST_S = 0.2
+# The dedup window's rebuild reads at most this many entries back from the log's end,
+# and reads back past the window by this clock skew allowance between the previous
+# writer and this one (dedup.py).
+DEDUP_REBUILD_ENTRIES_MAX = 200_000
+DEDUP_CLOCK_SKEW_MS = 5_000
+# Waiting for a ledger to close (``closed_end``): the first and the longest poll pause
+# (steps.py).
+SETTLE_POLL_FIRST_S = 0.01
+SETTLE_POLL_MAX_S = 0.2
+# A log writer sets its log's znode watch again this long after ZooKeeper failed to set
+# it (writer.py).
+LOG_WATCH_RETRY_S = 1.0
+
+# Streams (gateway/streams/session.py): bounds of one stream; the credits (records in
+# flight) and their payload bytes are settings (``stream_credits``,
+# ``stream_bytes_in_flight_max``).
+STREAM_GROUP_ENTRIES_MAX = 256  # records in one add
+STREAM_GROUP_BYTES_MAX = 8 * 1024 * 1024  # their payload bytes (the first always goes)
+STREAM_CONTROL_MAX_BYTES = 16 * 1024  # a text (control) message
+STREAM_AUTH_WAIT_MS = 10_000  # for the auth message when the headers are not enough
+# A WebSocket message the server reads at all: a record a little over the entry bound
+# still arrives whole and is answered payload_too_large (4413); a larger one is refused
+# by the WebSocket protocol itself (1009 message too big). gateway/__main__.py hands it
+# to the server.
+STREAM_MESSAGE_MAX_BYTES = ENTRY_SIZE_MAX_BYTES + 1024 * 1024
+
+# The Admin API (gateway/admin/service.py): a bookie that does not answer /v1/info in
+# this time shows null figures; marks read from ZooKeeper at once while listing the
+# under-replicated ledgers.
+BOOKIE_INFO_TIMEOUT_S = 2.0
+MARK_READS_CONCURRENT_MAX = 32

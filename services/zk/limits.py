@@ -1,0 +1,25 @@
+"""The ZooKeeper adapter's own bounds (docs/style.md §5), each named with its unit last.
+
+The session time-out and the hosts are settings (``services/settings.py``); the id bounds
+of the znode paths stay with the paths (``services/zk/paths.py``).
+"""
+
+from __future__ import annotations
+
+# The store (services/zk/store.py): one operation's time-out when the caller gives none.
+OPERATION_TIMEOUT_S = 15.0
+# Connecting in the background (``start_retrying``): each attempt's time-out, and the
+# back-off between attempts (doubling from the first delay up to the last).
+CONNECT_ATTEMPT_TIMEOUT_S = 3.0
+CONNECT_DELAY_FIRST_S = 0.5
+CONNECT_DELAY_MAX_S = 10.0
+STATE_POLL_S = 0.05  # how often ``wait_connected`` looks at the connection
+WATCH_SETUP_THREADS_MAX = 4  # threads making kazoo watches (each reads its znode)
+
+# Under-replication marks and their locks (services/zk/underreplication.py): the
+# compare-and-set of one mark is tried at most this many times against concurrent
+# changes; one try_lock creates at most this many times (one lost with the connection is
+# retried); one unlock reads and deletes at most this many times.
+MARK_CAS_ATTEMPTS_MAX = 20
+LOCK_ATTEMPTS_MAX = 3
+LOCK_RELEASE_ATTEMPTS_MAX = 20
