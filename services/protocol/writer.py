@@ -73,7 +73,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -95,6 +94,7 @@ from services.limits import BATCH_ENTRIES_MAX, STORED_ENTRY_SIZE_MAX_BYTES
 from services.protocol.adds import PendingAdds, PendingEntry, PendingRequest, build_sends
 from services.protocol.cas import CasFailed, CasFresh, CasLimits, CasWritten, MetadataCas
 from services.protocol.ensemble import CloseOutcome, EnsembleChange, close_outcome
+from services.protocol.limits import WriterLimits
 from services.protocol.messages import (
     AckAdds,
     AddRequested,
@@ -117,23 +117,6 @@ from services.protocol.messages import (
 )
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.wire.framing import FramedRecord
-
-
-@dataclass(frozen=True)
-class WriterLimits:
-    """Every bound of a write handle (docs/style.md §5)."""
-
-    adds_in_flight_max: int = 2 * BATCH_ENTRIES_MAX  # entries accepted, not acknowledged
-    add_bytes_in_flight_max: int = 128 * 1024 * 1024  # their payload bytes
-    add_timeout_ms: int = 20_000
-    explicit_lac_delay_ms: int = 20
-    ensemble_change_retry_ms: int = 500
-    ensemble_change_attempts_max: int = 10  # CAS conflicts before waiting a retry period
-    metadata_retry_ms: int = 500
-    metadata_failures_max: int = 10  # store failures in a row before giving up an operation
-    close_attempts_max: int = 10  # close CAS conflicts (ledger still OPEN) before giving up
-    send_batch_entries_max: int = 1_000
-    send_batch_bytes_max: int = 16 * 1024 * 1024
 
 
 class HandleState(StrEnum):

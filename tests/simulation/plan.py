@@ -26,10 +26,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from services.protocol.limits import WriterLimits
 from services.protocol.reads import ReadLimits
 from services.protocol.reads_lac import LacLimits
 from services.protocol.recovery import RecoveryLimits
-from services.protocol.writer import WriterLimits
 from tests.simulation.bookie import BookieModel
 from tests.simulation.world import Faults
 

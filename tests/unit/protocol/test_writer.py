@@ -24,6 +24,7 @@ from services.errors import (
 )
 from services.limits import STORED_ENTRY_SIZE_MAX_BYTES
 from services.protocol.ensemble import CloseOutcome, close_outcome, plan_ensemble_change
+from services.protocol.limits import WriterLimits
 from services.protocol.messages import (
     AckAdds,
     AddRequested,
@@ -48,7 +49,7 @@ from services.protocol.messages import (
     WriteMetadata,
 )
 from services.protocol.metadata import LedgerMetadata, LedgerState
-from services.protocol.writer import HandleState, WriteHandle, WriterLimits
+from services.protocol.writer import HandleState, WriteHandle
 from services.wire.digest import record_ok
 
 POOL = [f"b{i}:3181" for i in range(1, 7)]
