@@ -56,7 +56,8 @@ import psutil
 from services.protocol import log_records
 from services.spark.batch_read import plan
 from services.spark.client import SparkGatewayClient
-from services.spark.options import PARTITION_ENTRIES_MAX, parse_read_options
+from services.spark.limits import PARTITION_ENTRIES_MAX
+from services.spark.options import parse_read_options
 
 FILL_THREADS = 4
 FILL_BATCH_BYTES = 8 << 20

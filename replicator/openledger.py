@@ -32,6 +32,7 @@ import logging
 import random
 from collections.abc import Callable, Collection
 
+from replicator.limits import KEY_CHECK_ENTRIES_MAX, LEGACY_LOGGED_MAX, MISSING_TRACKED_MAX
 from services.bookie_client import BookieClientPool
 from services.errors import QuireError, Unavailable
 from services.ledger_client.context import LedgerClientContext
@@ -46,12 +47,6 @@ from services.zk.registry import BookieRegistry
 
 log = logging.getLogger(__name__)
 
-# Entries read to check an unsealed MAC key before a recovery uses it.
-KEY_CHECK_ENTRIES_MAX = 8
-# Ledgers whose missing sealed key was logged (each once), at most this many remembered.
-LEGACY_LOGGED_MAX = 10_000
-# Bookies whose first absence is remembered, at most this many (the oldest go first).
-MISSING_TRACKED_MAX = 10_000
 _legacy_logged: set[int] = set()
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from replicator.copy import CopyJob, FragmentCopier
+from replicator.limits import LOCK_PROGRESS_INTERVAL_S
 from replicator.metrics import ReplicatorMetrics
 from replicator.openledger import MissingSince, OpenLedgers, digest_key
 from services.bookie_client import BookieClient, BookieClientPool
@@ -66,9 +67,6 @@ from services.zk.registry import BookieRegistry
 from services.zk.underreplication import UnderReplicationStore
 
 log = logging.getLogger(__name__)
-
-# Bounds (docs/style.md §5).
-PROGRESS_INTERVAL_S = 0.5  # the lock's progress is written at most this often
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,6 +326,6 @@ class LedgerRepair:
 
     async def _publish(self, force: bool = False) -> None:
         now = time.monotonic()
-        if force or now - self._reported_at >= PROGRESS_INTERVAL_S:
+        if force or now - self._reported_at >= LOCK_PROGRESS_INTERVAL_S:
             self._reported_at = now
             await self._report(self.progress)

@@ -38,6 +38,12 @@ from typing import Any
 
 from kazoo.protocol.states import KazooState
 
+from replicator.limits import (
+    CONTENTION_RETRY_S,
+    LEDGER_BACKOFF_FIRST_S,
+    LEDGER_BACKOFF_MAX_S,
+    MARKS_SCAN_MAX,
+)
 from replicator.repair import LedgerRepair, Progress, RepairContext
 from services.errors import QuireError
 from services.protocol.repair import Outcome
@@ -45,12 +51,6 @@ from services.zk.store import MetadataStore
 from services.zk.underreplication import LockInfo
 
 log = logging.getLogger(__name__)
-
-# Bounds (docs/style.md §5).
-MARKS_SCAN_MAX = 100_000  # marked ledger ids read in one walk
-BACKOFF_FIRST_S = 0.5
-BACKOFF_MAX_S = 30.0
-CONTENTION_RETRY_S = 1.0  # a ledger locked by another worker is looked at again after this
 
 
 @dataclass
@@ -286,7 +286,7 @@ class Worker:
         self._postponed.discard(ledger_id)  # a failure's back-off is not cut short
         failures = 0 if first else self._failures.get(ledger_id, 0) + 1
         self._failures[ledger_id] = failures
-        delay = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** max(0, failures - 1))
+        delay = min(LEDGER_BACKOFF_MAX_S, LEDGER_BACKOFF_FIRST_S * 2 ** max(0, failures - 1))
         delay *= 0.5 + self._rng.random()
         self._not_before[ledger_id] = time.monotonic() + delay
 

@@ -23,6 +23,7 @@ from services.cli.admin_wait import Poll, View, copied_bytes, wait_until
 from services.cli.client import EXIT_CODES_HELP, GatewayClient, pages, reported
 from services.cli.common import global_options, human_bytes
 from services.cli.ledger_io import err, print_json
+from services.cli.limits import WAIT_POLL_INTERVAL_S, WAIT_PROGRESS_PAGES_MAX
 from services.cli.listing import dash, table_console, when_ms
 from services.errors import GatewayUnreachable, Unavailable
 from services.limits import LIST_LIMIT_MAX
@@ -31,9 +32,6 @@ from services.limits import LIST_LIMIT_MAX
 EXIT_WAIT_TIMEOUT = 11
 # Ctrl-C: the shell's convention for SIGINT.
 EXIT_INTERRUPTED = 130
-# Pages of the under-replicated listing read per poll for the MB figure.
-PROGRESS_PAGES_MAX = 5
-POLL_INTERVAL_S = 2.0
 
 admin_app = typer.Typer(
     help=(
@@ -271,7 +269,7 @@ def poll_gateway(client: GatewayClient, bookie_id: str | None = None) -> Poll:
     doc = client.json("GET", "/v1/admin/cluster")
     copied: dict[int, int] = {}
     params: dict[str, int] = {"limit": LIST_LIMIT_MAX}
-    for _ in range(PROGRESS_PAGES_MAX):
+    for _ in range(WAIT_PROGRESS_PAGES_MAX):
         page = client.json("GET", "/v1/admin/under-replicated", params=params)
         copied.update(copied_bytes(page["ledgers"]))
         if page.get("next") is None:
@@ -380,7 +378,7 @@ def _wait(
 def wait_replicated(
     ctx: typer.Context,
     timeout: Timeout = None,
-    interval: Interval = POLL_INTERVAL_S,
+    interval: Interval = WAIT_POLL_INTERVAL_S,
     quiet: Quiet = False,
 ) -> None:
     """Wait until no ledger is under-replicated, with a progress bar.
@@ -400,7 +398,7 @@ def decommission(
         bool, typer.Option("--wait", help="wait until it is decommissioned, with progress")
     ] = False,
     timeout: Timeout = None,
-    interval: Interval = POLL_INTERVAL_S,
+    interval: Interval = WAIT_POLL_INTERVAL_S,
     as_json: AsJson = False,
     quiet: Quiet = False,
 ) -> None:

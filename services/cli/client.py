@@ -29,6 +29,7 @@ import httpx
 import typer
 from rich.console import Console
 
+from services.cli.limits import CONNECT_TIMEOUT_S, REQUEST_TIMEOUT_S
 from services.errors import (
     Conflict,
     GatewayUnreachable,
@@ -43,9 +44,6 @@ from services.errors import (
     error_for_code,
 )
 
-CONNECT_TIMEOUT_S = 5.0
-# A recovery or a close may wait for slow bookies; reads stream for as long as they run.
-REQUEST_TIMEOUT_S = 120.0
 PASSWORD_HEADER = "X-Ledger-Password"
 
 

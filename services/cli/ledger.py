@@ -38,13 +38,12 @@ from services.cli.ledger_io import (
     read_whole,
     render,
 )
+from services.cli.limits import LIST_PAGE_MAX
 from services.cli.listing import LEDGERS, print_listing
 from services.cli.progress import AppendProgress, ReadProgress, progress_wanted, stdout_is_terminal
 from services.cli.stream_io import LedgerStreamAppender
 from services.errors import QuireError
 from services.limits import BATCH_ENTRIES_MAX
-
-LIST_PAGE_MAX = 1000
 
 ledger_app = typer.Typer(
     help=(

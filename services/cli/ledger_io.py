@@ -15,13 +15,10 @@ from typing import IO, Any
 from rich.console import Console
 
 from services.cli.client import GatewayClient
+from services.cli.limits import APPEND_BATCH_BYTES_MAX
 from services.cli.progress import ReadProgress
 from services.errors import PayloadTooLarge, QuireError
 from services.limits import ENTRY_SIZE_MAX_BYTES
-
-# A JSON batch carries base64 (4/3 of the payload) and must stay under the gateway's
-# 64 MiB body limit: 16 MiB of payload per request leaves room to spare.
-APPEND_BATCH_BYTES_MAX = 16 * 1024 * 1024
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 

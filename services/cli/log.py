@@ -27,9 +27,9 @@ import typer
 from services.cli.client import EXIT_CODES_HELP, GatewayClient, reported
 from services.cli.common import fail, global_options
 from services.cli.ledger_io import batches, err, print_json, quiet_stdout
+from services.cli.limits import APPEND_BATCH_DEFAULT, FOLLOW_WAIT_MS
 from services.cli.listing import LOGS, print_listing
 from services.cli.log_io import (
-    FOLLOW_WAIT_MS,
     PositionedRecord,
     key_option,
     name_argument,
@@ -43,8 +43,6 @@ from services.cli.progress import ReadProgress, progress_wanted, stdout_is_termi
 from services.cli.stream_io import append_input, open_appender
 from services.errors import QuireError
 from services.limits import BATCH_ENTRIES_MAX, LAC_WAIT_MAX_MS, LIST_LIMIT_MAX
-
-APPEND_BATCH_DEFAULT = 1000
 
 log_app = typer.Typer(
     help=(

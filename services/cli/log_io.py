@@ -20,16 +20,11 @@ from typing import IO, Any
 import typer
 
 from services.cli.client import GatewayClient
+from services.cli.limits import EMPTY_POLL_BACKOFF_S
 from services.errors import InvalidArgument, QuireError
 from services.limits import LAC_WAIT_MAX_MS, LIST_LIMIT_MAX
 from services.protocol.log_records import KEY_MAX_CHARS, check_key
 from services.protocol.logs import Position, check_log_name
-
-# A tail that found nothing and came back at once (a log without ledgers answers
-# without waiting) asks again after this long rather than spinning.
-EMPTY_POLL_BACKOFF_S = 0.5
-FOLLOW_WAIT_MS = 10_000  # each long poll of a following tail (the gateway clamps to 30 s)
-
 
 # -- arguments ------------------------------------------------------------------
 

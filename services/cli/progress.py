@@ -6,7 +6,7 @@ and never with ``--quiet`` or ``--json``; otherwise these classes do nothing, so
 scripts capture (stdout and stderr) holds no progress noise. Reads draw one only when
 their output goes to a file: entries printed on the terminal would tear the bar.
 The bar is transient (it is gone when the command ends) and updated at most every
-``UPDATE_EVERY_ITEMS`` items, so a read of a million small entries is not slowed by it.
+``PROGRESS_UPDATE_EVERY_ITEMS`` items, so a read of a million small entries is not slowed by it.
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ from rich.progress import (
 )
 
 from services.cli.common import human_bytes
-
-UPDATE_EVERY_ITEMS = 256
+from services.cli.limits import PROGRESS_UPDATE_EVERY_ITEMS
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -90,7 +89,7 @@ class AppendProgress(_Bar):
 
 class ReadProgress(_Bar):
     """Entries (or records) written so far, of ``total`` when known, with the bytes and
-    the rate; updated every ``UPDATE_EVERY_ITEMS`` items."""
+    the rate; updated every ``PROGRESS_UPDATE_EVERY_ITEMS`` items."""
 
     def __init__(self, enabled: bool, total: int | None, noun: str = "entries") -> None:
         super().__init__(enabled)
@@ -116,14 +115,14 @@ class ReadProgress(_Bar):
         """One more item of ``size`` bytes written."""
         self.items += 1
         self.bytes += size
-        if self.bar is not None and self.items - self._shown >= UPDATE_EVERY_ITEMS:
+        if self.bar is not None and self.items - self._shown >= PROGRESS_UPDATE_EVERY_ITEMS:
             self._show()
 
     def advance_many(self, count: int, size: int) -> None:
         """``count`` more items of ``size`` bytes in all written."""
         self.items += count
         self.bytes += size
-        if self.bar is not None and self.items - self._shown >= UPDATE_EVERY_ITEMS:
+        if self.bar is not None and self.items - self._shown >= PROGRESS_UPDATE_EVERY_ITEMS:
             self._show()
 
     def _show(self) -> None:

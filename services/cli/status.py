@@ -10,7 +10,7 @@ must be the admin token when the gateway has one):
 3. ``GET /v1/admin/bookies``: every bookie with its state, ledgers and free disk.
 4. ``GET /v1/admin/under-replicated?limit=N``: the first ``--first`` of them, with the
    repair progress of each.
-5. ``GET /v1/logs``: how many logs (at most ``LOG_PAGES_MAX`` pages are counted; past
+5. ``GET /v1/logs``: how many logs (at most ``STATUS_LOG_PAGES_MAX`` pages are counted; past
    that ``complete`` is false) and the first names.
 
 The verdict and the exit code are ``services/cli/status_check.py``'s: 0 ok, 12 warning,
@@ -36,6 +36,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from services.cli import limits
 from services.cli.admin import bookies_table, under_replicated_table
 from services.cli.client import GatewayClient, reported
 from services.cli.common import global_options
@@ -49,10 +50,6 @@ from services.cli.status_check import (
 )
 from services.errors import GatewayUnreachable, QuireError, Unauthorized
 from services.limits import LIST_LIMIT_MAX
-
-FIRST_DEFAULT = 5
-FIRST_MAX = 100
-LOG_PAGES_MAX = 10  # logs counted: at most 10 pages of 1,000 names
 
 _SEVERITY_STYLE = {"ok": "bold green", "warning": "bold yellow", "critical": "bold red"}
 
@@ -86,7 +83,7 @@ def _logs(client: GatewayClient, errors: list[dict[str, str]], first: int) -> di
     names: list[str] = []
     count = 0
     after: str | None = None
-    for _ in range(LOG_PAGES_MAX):
+    for _ in range(limits.STATUS_LOG_PAGES_MAX):
         params: dict[str, Any] = {"limit": LIST_LIMIT_MAX}
         if after is not None:
             params["after"] = after
@@ -101,7 +98,7 @@ def _logs(client: GatewayClient, errors: list[dict[str, str]], first: int) -> di
     return {"count": count, "complete": False, "first": names}
 
 
-def collect(client: GatewayClient, first: int = FIRST_DEFAULT) -> dict[str, Any]:
+def collect(client: GatewayClient, first: int = limits.STATUS_FIRST_DEFAULT) -> dict[str, Any]:
     """The status document (keys as the module docstring lists them)."""
     errors: list[dict[str, str]] = []
     doc: dict[str, Any] = {
@@ -205,8 +202,10 @@ def status(
     ] = False,
     first: Annotated[
         int,
-        typer.Option(min=1, max=FIRST_MAX, help="under-replicated ledgers and log names shown"),
-    ] = FIRST_DEFAULT,
+        typer.Option(
+            min=1, max=limits.STATUS_FIRST_MAX, help="under-replicated ledgers and log names shown"
+        ),
+    ] = limits.STATUS_FIRST_DEFAULT,
 ) -> None:
     """The cluster on one screen: gateway, auditor, bookies, under-replication, logs.
 

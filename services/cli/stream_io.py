@@ -19,13 +19,11 @@ from services.cli.client import PASSWORD_HEADER, GatewayClient
 from services.cli.common import GlobalOptions, fail
 from services.cli.ledger_io import append_summary as ledger_summary
 from services.cli.ledger_io import batches, err, input_lines
+from services.cli.limits import STREAM_ACK_TIMEOUT_S, STREAM_OPEN_TIMEOUT_S
 from services.cli.log_io import LogAppender, position_text, request_key
 from services.cli.log_io import append_summary as log_summary
 from services.cli.progress import AppendProgress
 from services.errors import GatewayUnreachable, error_for_code
-
-OPEN_TIMEOUT_S = 10.0
-ACK_TIMEOUT_S = 60.0
 
 
 def stream_url(gateway: str, path: str) -> str:
@@ -51,7 +49,7 @@ class StreamAppender:
         url = stream_url(gateway, path)
         try:
             self._connector = connect(
-                url, additional_headers=headers, open_timeout=OPEN_TIMEOUT_S, max_size=None
+                url, additional_headers=headers, open_timeout=STREAM_OPEN_TIMEOUT_S, max_size=None
             )
             self.ws: ClientConnection = self._connector.__enter__()
         except InvalidStatus as exc:
@@ -66,9 +64,11 @@ class StreamAppender:
 
     def _next(self) -> dict[str, Any]:
         try:
-            text = self.ws.recv(timeout=ACK_TIMEOUT_S)
+            text = self.ws.recv(timeout=STREAM_ACK_TIMEOUT_S)
         except TimeoutError as exc:
-            raise GatewayUnreachable(f"no answer on the stream in {ACK_TIMEOUT_S:g} s") from exc
+            raise GatewayUnreachable(
+                f"no answer on the stream in {STREAM_ACK_TIMEOUT_S:g} s"
+            ) from exc
         except ConnectionClosed as exc:
             raise GatewayUnreachable(f"the stream closed: {exc}") from exc
         doc: dict[str, Any] = json.loads(text)

@@ -16,9 +16,9 @@ from services.ledger_client.context import LedgerClientContext
 from services.ledger_client.runners.recovery import RecoveryRunner
 from services.ledger_client.runners.write import HandleRunner
 from services.ledger_client.senders import SenderTable
-from services.protocol.limits import WriterLimits
+from services.protocol.limits import RecoveryLimits, WriterLimits
 from services.protocol.metadata import LedgerMetadata
-from services.protocol.recovery import LedgerRecovery, RecoveryLimits
+from services.protocol.recovery import LedgerRecovery
 from services.protocol.writer import WriteHandle
 
 

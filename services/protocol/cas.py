@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from services.errors import LedgerNotFound, MetadataUnavailable, QuireError, invariant
+from services.protocol.limits import CasLimits
 from services.protocol.messages import (
     MetadataConflicted,
     MetadataFailed,
@@ -36,14 +37,6 @@ from services.protocol.messages import (
     WriteMetadata,
 )
 from services.protocol.metadata import LedgerMetadata
-
-
-@dataclass(frozen=True, slots=True)
-class CasLimits:
-    """The bounds of one metadata compare-and-set (docs/style.md §5)."""
-
-    failures_max: int = 10  # store failures in a row before giving up
-    retry_ms: int = 500  # back-off after a store failure before re-reading
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,12 +54,11 @@ from services.errors import (
 )
 from services.protocol import log_records
 from services.protocol.dedup import Appended, DedupWindow, InFlight, Unsettled, unknown_outcome
+from services.protocol.limits import APPEND_ATTEMPTS_MAX
 from services.protocol.logs import Position
 
 # Errors after which an add's outcome must be settled (see the module docstring).
 UNKNOWN_OUTCOME = (LedgerFenced, LedgerClosed, QuorumTimeout, NotEnoughBookies)
-# An append is handed to at most this many ledgers in a row (a roll before each new one).
-APPEND_ATTEMPTS_MAX = 3
 
 # ---------------------------------------------------------------- events
 

@@ -44,11 +44,12 @@ from services.errors import (
     invariant,
     present,
 )
+from services.protocol.limits import (
+    LOG_WRITER_ATTEMPTS_MAX,
+    LOG_WRITER_BACKOFF_FIRST_MS,
+    LOG_WRITER_BACKOFF_MAX_MS,
+)
 from services.protocol.logs import LogMetadata
-
-ATTEMPTS_MAX = 8
-BACKOFF_FIRST_MS = 20
-BACKOFF_MAX_MS = 500
 
 # ---------------------------------------------------------------- events
 
@@ -188,7 +189,7 @@ Effect = (
 def backoff_ms(attempt: int, rng: Random) -> int:
     """Back-off before attempt ``attempt`` (1-based): doubling, capped, with jitter so
     duelling writers drift apart."""
-    ceiling = min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS << min(attempt, 10))
+    ceiling = min(LOG_WRITER_BACKOFF_MAX_MS, LOG_WRITER_BACKOFF_FIRST_MS << min(attempt, 10))
     return rng.randint(ceiling // 2, ceiling)
 
 
@@ -232,7 +233,7 @@ class AcquireWriter(_Operation):
     """Take the writer role of log ``name`` for ``gateway`` (see the module docstring)."""
 
     def __init__(
-        self, name: str, gateway: str, rng: Random, attempts_max: int = ATTEMPTS_MAX
+        self, name: str, gateway: str, rng: Random, attempts_max: int = LOG_WRITER_ATTEMPTS_MAX
     ) -> None:
         super().__init__(name, gateway, rng, attempts_max)
         self.log: LogMetadata | None = None
@@ -319,7 +320,7 @@ class AttachLedgers(AcquireWriter):
         ledger_ids: Sequence[int],
         commit: tuple[str, int] | None,
         rng: Random,
-        attempts_max: int = ATTEMPTS_MAX,
+        attempts_max: int = LOG_WRITER_ATTEMPTS_MAX,
     ) -> None:
         super().__init__(name, gateway, rng, attempts_max)
         invariant(bool(ledger_ids), "attaching no ledger")
@@ -379,7 +380,7 @@ class RollLog(_Operation):
         gateway: str,
         epoch: int,
         rng: Random,
-        attempts_max: int = ATTEMPTS_MAX,
+        attempts_max: int = LOG_WRITER_ATTEMPTS_MAX,
         behind: Sequence[int] = (),
         close_behind: bool = True,
     ) -> None:

@@ -41,7 +41,7 @@ from enum import StrEnum
 from typing import overload
 
 from services.errors import BookieUnavailable, EntryNotFound, invariant
-from services.limits import PAGE_BYTES_MAX, PAGE_ENTRIES_MAX
+from services.protocol.limits import ReadLimits
 from services.protocol.messages import Tick
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.read_cover import Share, cover_shares, reask
@@ -127,15 +127,6 @@ def lac_from_answers(lacs: Iterable[int]) -> int:
 
 
 # ---------------------------------------------------------------------- ReadOp
-
-
-@dataclass(frozen=True)
-class ReadLimits:
-    """Every bound of a read (docs/style.md §5)."""
-
-    speculative_read_ms: int = 2_000  # a replica slower than this: ask another too
-    page_entries_max: int = PAGE_ENTRIES_MAX
-    page_bytes_max: int = PAGE_BYTES_MAX  # but the first entry of a page comes whole
 
 
 class ReadPhase(StrEnum):

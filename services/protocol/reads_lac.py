@@ -41,10 +41,10 @@ fails: ``known`` is a floor for answers, not a stand-in for them.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
 from enum import StrEnum
 
 from services.errors import BookieUnavailable, invariant, present
+from services.protocol.limits import LAC_MEMORY_LEDGERS_MAX, LacLimits
 from services.protocol.messages import Tick
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.reads import lac_bookies, lac_from_answers
@@ -58,17 +58,6 @@ from services.protocol.reads_messages import (
     ReadLac,
     RequestFailed,
 )
-
-
-@dataclass(frozen=True)
-class LacLimits:
-    """Every bound of a LAC read (docs/style.md §5)."""
-
-    speculative_read_ms: int = 2_000  # bookies silent this long are not waited for
-    lac_repoll_delay_ms: int = 20  # before re-polling a bookie that answered too early
-
-
-LAC_MEMORY_LEDGERS_MAX = 100_000  # ledgers whose highest LAC a reader keeps (~100 B each)
 
 
 class SeenLacs:

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -60,8 +59,9 @@ from services.errors import (
     invariant,
     present,
 )
-from services.protocol.cas import CasFailed, CasFresh, CasLimits, CasWritten, MetadataCas
+from services.protocol.cas import CasFailed, CasFresh, CasWritten, MetadataCas
 from services.protocol.fencing import FenceAnswers
+from services.protocol.limits import CasLimits, RecoveryLimits
 from services.protocol.messages import (
     BookieAddsDone,
     BookieFailed,
@@ -84,21 +84,6 @@ from services.protocol.messages import (
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.readforward import ReadForward
 from services.protocol.writeback import WriteBacks
-
-
-@dataclass(frozen=True)
-class RecoveryLimits:
-    """Every bound of a recovery (docs/style.md §5)."""
-
-    recovery_read_batch_max: int = 16  # entries being read ahead at once
-    recovery_read_attempts_max: int = 3  # reads of one entry from one bookie
-    speculative_read_ms: int = 2_000  # a bookie silent this long: ask the next one too
-    recovery_write_attempts_max: int = 3  # failed write-backs before a bookie is replaced
-    recovery_write_backs_in_flight_max: int = 64  # entries being written back at once
-    metadata_attempts_max: int = 10  # CAS writes, or store failures in a row, per step
-    metadata_retry_ms: int = 200  # back-off after a store failure before re-reading
-    recovery_timeout_ms: int = 120_000  # the longest run, from start() to its result
-    ensemble_change_attempts_max: int = 5  # replacements of write-back bookies
 
 
 class RecoveryPhase(StrEnum):

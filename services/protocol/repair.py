@@ -21,7 +21,7 @@ bookie's share to it (``CopyShare``: from the fragment's bookies that are not mi
 and, last, from missing ones still registered, which may hold the only copy: a live
 bookie being decommissioned, as with Qw=1, or one the mark names for lacking other
 entries, as with Qa=1; a failed target is replaced by another, up to
-``TARGETS_TRIED_MAX``), then swap the bookie in that fragment by compare-and-set on
+``REPAIR_TARGETS_TRIED_MAX``), then swap the bookie in that fragment by compare-and-set on
 freshly read metadata, only while the repair still applies (same fragment, same span,
 same bookie): a concurrent ensemble change or close is never overwritten; when the span
 changed the round ends and the next one re-plans. A repair of the open-ended last
@@ -72,6 +72,11 @@ from services.errors import (
     invariant,
     present,
 )
+from services.protocol.limits import (
+    REPAIR_ROUNDS_MAX,
+    REPAIR_SWAP_ATTEMPTS_MAX,
+    REPAIR_TARGETS_TRIED_MAX,
+)
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.replication import (
     Repair,
@@ -85,11 +90,6 @@ from services.protocol.replication import (
     spans,
     still_applies,
 )
-
-# Bounds (docs/style.md §5).
-ROUNDS_MAX = 20  # plans of one ledger under one lock before giving up (retried later)
-TARGETS_TRIED_MAX = 4  # targets tried for one fragment before giving up
-SWAP_ATTEMPTS_MAX = 20  # compare-and-set attempts of one swap
 
 
 class Outcome(StrEnum):
@@ -457,8 +457,8 @@ class RepairOp:
 
     def _round(self) -> list[Effect]:
         """Start a round: read the mark, then the metadata, and plan."""
-        if self.rounds >= ROUNDS_MAX:
-            message = f"ledger {self.ledger_id}: still changing after {ROUNDS_MAX} plans"
+        if self.rounds >= REPAIR_ROUNDS_MAX:
+            message = f"ledger {self.ledger_id}: still changing after {REPAIR_ROUNDS_MAX} plans"
             return self._fail(MetadataConflict, message)
         self.rounds += 1
         if not self.view.enabled:
@@ -626,10 +626,10 @@ class RepairOp:
     def _try_target(self) -> list[Effect]:
         current = present(self._current, "choosing a target without a repair")
         repair = current.repair
-        if current.tried >= TARGETS_TRIED_MAX:
+        if current.tried >= REPAIR_TARGETS_TRIED_MAX:
             return self._fail(
                 NotEnoughBookies,
-                f"ledger {self.ledger_id}: {TARGETS_TRIED_MAX} targets failed for the "
+                f"ledger {self.ledger_id}: {REPAIR_TARGETS_TRIED_MAX} targets failed for the "
                 f"fragment at {repair.first}",
             )
         current.tried += 1
@@ -682,7 +682,7 @@ class RepairOp:
 
     def _read_to_swap(self) -> list[Effect]:
         current = present(self._current, "swapping without a repair")
-        if current.swap_attempts >= SWAP_ATTEMPTS_MAX:
+        if current.swap_attempts >= REPAIR_SWAP_ATTEMPTS_MAX:
             return self._round()
         current.swap_attempts += 1
         if not self.view.enabled:

@@ -92,9 +92,9 @@ from services.errors import (
 )
 from services.limits import BATCH_ENTRIES_MAX, STORED_ENTRY_SIZE_MAX_BYTES
 from services.protocol.adds import PendingAdds, PendingEntry, PendingRequest, build_sends
-from services.protocol.cas import CasFailed, CasFresh, CasLimits, CasWritten, MetadataCas
+from services.protocol.cas import CasFailed, CasFresh, CasWritten, MetadataCas
 from services.protocol.ensemble import CloseOutcome, EnsembleChange, close_outcome
-from services.protocol.limits import WriterLimits
+from services.protocol.limits import CasLimits, WriterLimits
 from services.protocol.messages import (
     AckAdds,
     AddRequested,

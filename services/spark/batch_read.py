@@ -19,13 +19,11 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from services.protocol import log_records
+from services.spark import limits
 from services.spark.client import SHORT_READ, QuireSparkError, SparkGatewayClient
 from services.spark.options import ReadOptions, parse_read_options
 from services.spark.plan import LedgerView, Partition, plan_ledgers, plan_log
 
-# Rows and payload bytes of one Arrow batch handed to Spark.
-ARROW_BATCH_ROWS = 10_000
-ARROW_BATCH_BYTES = 16 << 20
 ARROW_SCHEMA = pa.schema(
     [("ledger_id", pa.int64()), ("entry_id", pa.int64()), ("data", pa.binary())]
 )
@@ -137,8 +135,8 @@ def to_batches(ledger_id: int, chunks: Iterator[Columns]) -> Iterator[pa.RecordB
         ids += chunk_ids
         datas += chunk_datas
         size += sum(map(len, chunk_datas))
-        while len(ids) >= ARROW_BATCH_ROWS or size >= ARROW_BATCH_BYTES:
-            cut = min(len(ids), ARROW_BATCH_ROWS)
+        while len(ids) >= limits.ARROW_BATCH_ROWS or size >= limits.ARROW_BATCH_BYTES:
+            cut = min(len(ids), limits.ARROW_BATCH_ROWS)
             yield _batch(ledger_id, ids[:cut], datas[:cut])
             ids, datas = ids[cut:], datas[cut:]
             size = sum(map(len, datas))

@@ -20,11 +20,9 @@ from typing import Any
 import httpx
 
 from services.errors import InvalidArgument
+from services.spark import limits
 from services.wire.entries_stream import MEDIA_TYPE, FrameDecoder
 
-# Bytes asked of the socket per chunk of a streamed range read.
-STREAM_CHUNK_BYTES = 1 << 20
-DEFAULT_TIMEOUT_S = 60.0
 # Codes the connector itself reports (the gateway's own codes are docs/api.md's).
 INVALID_OPTION = "invalid_option"
 GATEWAY_UNREACHABLE = "gateway_unreachable"
@@ -69,7 +67,7 @@ class SparkGatewayClient:
         self,
         url: str,
         token: str | None = None,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
+        timeout_s: float = limits.REQUEST_TIMEOUT_S,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.url = url.rstrip("/")
@@ -191,7 +189,7 @@ def _gathered(response: httpx.Response) -> Iterator[list[bytes]]:
     every byte); the decoder joins a group in one copy. A
     body with a content encoding (never the gateway's own) is decoded first."""
     if response.headers.get("content-encoding", "identity") != "identity":
-        for chunk in response.iter_bytes(STREAM_CHUNK_BYTES):
+        for chunk in response.iter_bytes(limits.STREAM_CHUNK_BYTES):
             yield [chunk]
         return
     group: list[bytes] = []
@@ -199,7 +197,7 @@ def _gathered(response: httpx.Response) -> Iterator[list[bytes]]:
     for chunk in response.iter_raw():
         group.append(chunk)
         size += len(chunk)
-        if size >= STREAM_CHUNK_BYTES:
+        if size >= limits.STREAM_CHUNK_BYTES:
             yield group
             group, size = [], 0
     if group:

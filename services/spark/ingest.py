@@ -33,25 +33,16 @@ from typing import Any, Protocol
 
 import httpx
 
-from services.limits import BATCH_ENTRIES_MAX, ENTRY_SIZE_MAX_BYTES
+from services.limits import ENTRY_SIZE_MAX_BYTES
 from services.protocol import log_records
+from services.spark import limits
 from services.spark.client import QuireSparkError, SparkGatewayClient
 
-# One append request of a task: at most this many records and stored bytes.
-REQUEST_RECORDS_MAX = BATCH_ENTRIES_MAX
-REQUEST_PAYLOAD_MAX_BYTES = 16 * 1024 * 1024
 # The largest record a task writes: a stored entry (record + envelope head) must stay
 # within the ledger API's entry bound.
 RECORD_SIZE_MAX_BYTES = ENTRY_SIZE_MAX_BYTES - log_records.envelope_size(1, None)
-# Attempts of an attach whose outcome stayed unknown.
-ATTACH_ATTEMPTS_MAX = 5
-ATTACH_RETRY_DELAY_S = 1.0
-DEFAULT_TIMEOUT_S = 120.0
-LIST_PAGE = 1_000
 # Custom metadata keys of a task ledger.
 LOG_KEY, JOB_KEY, TASK_KEY = "quire.log", "quire.job", "quire.task"
-# How many ledgers back from a log's end a streaming abort looks for one of its query.
-QUERY_MARK_LOOK_BACK_MAX = 64
 # The gateway's refusal to delete a ledger that a log lists.
 IN_LOG = "ledger_in_log"
 _COMMIT_ID = re.compile(r"[A-Za-z0-9._:-]{1,200}")
@@ -71,7 +62,7 @@ class WriteOptions:
     log: str
     token: str | None = None
     ledger: Mapping[str, int] | None = None  # ensemble_size / write_quorum / ack_quorum
-    request_records: int = REQUEST_RECORDS_MAX  # records per append request
+    request_records: int = limits.REQUEST_RECORDS_MAX  # records per append request
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -92,14 +83,14 @@ class WriteOptions:
                     ledger[key] = int(opts[key])
                 except ValueError:
                     raise _option_error(f"option {key!r} must be an integer") from None
-        request_records = REQUEST_RECORDS_MAX
+        request_records = limits.REQUEST_RECORDS_MAX
         if "request_records" in opts:
             try:
                 request_records = int(opts["request_records"])
             except ValueError:
                 request_records = 0
-            if not 1 <= request_records <= REQUEST_RECORDS_MAX:
-                raise _option_error(f"option request_records: 1 to {REQUEST_RECORDS_MAX}")
+            if not 1 <= request_records <= limits.REQUEST_RECORDS_MAX:
+                raise _option_error(f"option request_records: 1 to {limits.REQUEST_RECORDS_MAX}")
         if "://" not in gateway:
             gateway = "http://" + gateway
         token = opts.get("token") or None
@@ -122,8 +113,8 @@ def as_payload(value: object) -> bytes:
 
 def split_requests(
     payloads: Iterable[bytes],
-    records_max: int = REQUEST_RECORDS_MAX,
-    bytes_max: int = REQUEST_PAYLOAD_MAX_BYTES,
+    records_max: int = limits.REQUEST_RECORDS_MAX,
+    bytes_max: int = limits.REQUEST_PAYLOAD_MAX_BYTES,
 ) -> Iterator[list[bytes]]:
     """The records in order, cut into requests of at most ``records_max`` records and
     ``bytes_max`` stored bytes (each record with its envelope); a request holds at
@@ -202,7 +193,7 @@ class IngestClient:
     def __init__(
         self,
         options: WriteOptions,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
+        timeout_s: float = limits.WRITE_REQUEST_TIMEOUT_S,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.options = options
@@ -269,9 +260,9 @@ class IngestClient:
         if commit is not None:
             body["commit"] = {"id": commit[0], "sequence": commit[1]}
         last: QuireSparkError | None = None
-        for attempt in range(ATTACH_ATTEMPTS_MAX):
+        for attempt in range(limits.ATTACH_ATTEMPTS_MAX):
             if attempt:
-                time.sleep(ATTACH_RETRY_DELAY_S)
+                time.sleep(limits.ATTACH_RETRY_DELAY_S)
             try:
                 doc = self.call("POST", f"{self.log_path}/ledgers", json=body)
             except QuireSparkError as exc:
@@ -321,7 +312,7 @@ class IngestClient:
         after the previous batch's commit, and ids only grow). None when none is among
         the log's last ``QUERY_MARK_LOOK_BACK_MAX`` ledgers (the query's first batch)."""
         doc = self.call("GET", self.log_path)
-        for ledger_id in reversed(doc["ledgers"][-QUERY_MARK_LOOK_BACK_MAX:]):
+        for ledger_id in reversed(doc["ledgers"][-limits.QUERY_MARK_LOOK_BACK_MAX :]):
             try:
                 meta = self.call("GET", f"/v1/ledgers/{ledger_id}")
             except QuireSparkError as exc:
@@ -339,7 +330,11 @@ class IngestClient:
         sends no message; a task that died before it could delete its own)."""
         found: list[int] = []
         while True:
-            params = {"limit": LIST_PAGE} if after is None else {"limit": LIST_PAGE, "after": after}
+            params = (
+                {"limit": limits.LIST_PAGE_LEDGERS}
+                if after is None
+                else {"limit": limits.LIST_PAGE_LEDGERS, "after": after}
+            )
             page = self.call("GET", "/v1/ledgers", params=params)
             for ledger_id in page["ledgers"]:
                 try:

@@ -25,13 +25,14 @@ from dataclasses import dataclass
 from services.errors import InvalidArgument
 from services.protocol.logs import Position, check_log_name
 from services.spark.client import INVALID_OPTION, QuireSparkError
+from services.spark.limits import (
+    DEFAULT_PARTITION_BYTES,
+    DEFAULT_PARTITION_ENTRIES,
+    PARTITION_BYTES_MAX,
+    PARTITION_BYTES_MIN,
+    PARTITION_ENTRIES_MAX,
+)
 
-DEFAULT_PARTITION_ENTRIES = 100_000
-DEFAULT_PARTITION_BYTES = 64 << 20
-# Bounds of the partition size options (one entry .. 100 million; 1 KiB .. 64 GiB).
-PARTITION_ENTRIES_MAX = 100_000_000
-PARTITION_BYTES_MIN = 1 << 10
-PARTITION_BYTES_MAX = 64 << 30
 LEDGER_ID_MAX = (1 << 63) - 1
 _URL = re.compile(r"https?://[^\s/]+(/\S*)?")
 _ID = re.compile(r"0|[1-9][0-9]*")

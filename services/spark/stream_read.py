@@ -39,15 +39,16 @@ from services.errors import InvalidArgument
 from services.protocol import log_records
 from services.protocol.logs import Position, check_log_name
 from services.spark.client import INVALID_OPTION, QuireSparkError
+from services.spark.limits import (
+    BOUNDARY_SCAN_ENTRIES,
+    DEFAULT_PARTITION_ENTRIES,
+    PARTITION_ENTRIES_MAX,
+)
 from services.spark.stream_client import StreamClient
 
-DEFAULT_PARTITION_ENTRIES = 100_000
-PARTITION_ENTRIES_MAX = 100_000_000
 # The code of a position no longer in the log (its ledger truncated or deleted).
 POSITION_GONE = "position_not_in_log"
 BAD_OFFSET = "bad_offset"
-# Entries read per step when looking back from the LAC for the end of a whole batch.
-BOUNDARY_SCAN_ENTRIES = 64
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,11 +23,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from services.errors import MetadataUnavailable, QuireError, invariant
-from services.protocol.limits import WriterLimits
+from services.protocol.limits import RecoveryLimits, WriterLimits
 from services.protocol.logs import LogMetadata
 from services.protocol.messages import AckAdds, CloseDone, CloseFailed, Effect, FailAdds
 from services.protocol.reads import read_sequence, record_usable
-from services.protocol.recovery import RecoveryLimits
 from tests.simulation.checker import Violation
 from tests.simulation.plan import Config, LedgerPlan
 from tests.simulation.scenario import LedgerSim, Simulation

@@ -26,10 +26,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from services.protocol.limits import WriterLimits
-from services.protocol.reads import ReadLimits
-from services.protocol.reads_lac import LacLimits
-from services.protocol.recovery import RecoveryLimits
+from services.protocol.limits import LacLimits, ReadLimits, RecoveryLimits, WriterLimits
 from tests.simulation.bookie import BookieModel
 from tests.simulation.world import Faults
 

@@ -18,6 +18,7 @@ from pyspark.sql import Row
 from pyspark.sql.types import StringType, StructField, StructType
 
 from services.spark import ingest
+from services.spark import limits as spark_limits
 from services.spark.batch_write import QuireCommitMessage, QuireWriter
 from services.spark.stream_write import QuireStreamWriter
 from tests.harness import Cluster
@@ -75,7 +76,7 @@ class Lossy(httpx.BaseTransport):
 def lossy(monkeypatch: pytest.MonkeyPatch) -> Lossy:
     """Every IngestClient the connector makes goes through one ``Lossy`` transport."""
     transport = Lossy()
-    monkeypatch.setattr(ingest, "ATTACH_RETRY_DELAY_S", 0.0)
+    monkeypatch.setattr(spark_limits, "ATTACH_RETRY_DELAY_S", 0.0)
     patched = functools.partial(ingest.IngestClient, transport=transport)
     monkeypatch.setattr(ingest, "IngestClient", patched)
     return transport

@@ -33,10 +33,11 @@ from typing import Protocol
 from services.errors import InvariantViolation, QuireError, invariant
 from services.ledger_client.context import LedgerClientContext
 from services.limits import PAGE_ENTRIES_MAX
+from services.protocol.limits import LacLimits, ReadLimits
 from services.protocol.messages import Tick
 from services.protocol.metadata import LedgerMetadata
-from services.protocol.reads import ReadLimits, ReadOp
-from services.protocol.reads_lac import LacLimits, LacOp
+from services.protocol.reads import ReadOp
+from services.protocol.reads_lac import LacOp
 from services.protocol.reads_messages import (
     CancelRequests,
     EntryAnswered,

@@ -12,13 +12,13 @@ from typer.testing import CliRunner
 
 from services.cli.app import app
 from services.cli.ledger_io import (
-    APPEND_BATCH_BYTES_MAX,
     ReadFormat,
     batches,
     input_lines,
     read_whole,
     render,
 )
+from services.cli.limits import APPEND_BATCH_BYTES_MAX
 from services.errors import PayloadTooLarge
 from services.limits import ENTRY_SIZE_MAX_BYTES
 

@@ -12,6 +12,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from services.cli import limits as cli_limits
 from services.cli import status as cli_status
 from services.cli.app import app
 from services.cli.client import GatewayClient
@@ -222,7 +223,7 @@ def test_unreachable_gateway_is_exit_3() -> None:
 def test_logs_beyond_the_counted_pages_are_marked_incomplete(
     fake: Fake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cli_status, "LOG_PAGES_MAX", 1)
+    monkeypatch.setattr(cli_limits, "STATUS_LOG_PAGES_MAX", 1)
     monkeypatch.setattr(cli_status, "LIST_LIMIT_MAX", 3)
     _, doc = status_json()
     assert doc["logs"] == {"count": 3, "complete": False, "first": fake.logs[:3]}

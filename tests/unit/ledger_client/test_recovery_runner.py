@@ -22,8 +22,8 @@ from services.ledger_client.handles import HandleTable, Recoveries
 from services.ledger_client.runners.recovery import read_entries
 from services.ledger_client.senders import SenderLimits, SenderTable
 from services.protocol import messages as m
+from services.protocol.limits import RecoveryLimits
 from services.protocol.metadata import LedgerMetadata, LedgerState
-from services.protocol.recovery import RecoveryLimits
 from services.wire.digest import seal
 from services.wire.framing import FramedRecord
 from tests.unit.ledger_client.fakes import FakeBookie, FakeBookies, FakeLedgerStore, make_context

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from services.errors import InvariantViolation, LedgerNotFound, MetadataUnavailable
-from services.protocol.cas import CasFailed, CasFresh, CasLimits, CasWritten, MetadataCas
+from services.protocol.cas import CasFailed, CasFresh, CasWritten, MetadataCas
+from services.protocol.limits import CasLimits
 from services.protocol.messages import (
     MetadataConflicted,
     MetadataFailed,

@@ -16,13 +16,18 @@ from services.errors import (
     NotWriter,
 )
 from services.protocol import log_writer as lw
+from services.protocol.limits import (
+    LOG_WRITER_ATTEMPTS_MAX,
+    LOG_WRITER_BACKOFF_FIRST_MS,
+    LOG_WRITER_BACKOFF_MAX_MS,
+)
 from services.protocol.logs import LOG_LEDGERS_MAX, LogMetadata, WriterRole
 
 ME = "me:1"
 CREATE = lw.CreateLedger(3, 2, 2)
 
 
-def acquire(attempts_max: int = lw.ATTEMPTS_MAX) -> lw.AcquireWriter:
+def acquire(attempts_max: int = LOG_WRITER_ATTEMPTS_MAX) -> lw.AcquireWriter:
     op = lw.AcquireWriter("log", ME, Random(1), attempts_max)
     assert op.start() == [lw.ReadLog("log")]
     return op
@@ -64,7 +69,10 @@ def test_acquire_conflict_backs_off_reuses_its_ledger_and_is_bounded() -> None:
     op.handle(lw.LedgersRecovered())
     op.handle(lw.LedgerCreated(5))
     (wait,) = op.handle(lw.LogConflict())
-    assert isinstance(wait, lw.Wait) and lw.BACKOFF_FIRST_MS // 2 <= wait.ms <= lw.BACKOFF_MAX_MS
+    assert (
+        isinstance(wait, lw.Wait)
+        and LOG_WRITER_BACKOFF_FIRST_MS // 2 <= wait.ms <= LOG_WRITER_BACKOFF_MAX_MS
+    )
     assert op.handle(lw.Waited()) == [lw.ReadLog("log")]
     moved = LogMetadata("log", ledgers=(1, 2), writer=WriterRole("x:1", 1), epoch=1)
     assert op.handle(lw.LogRead(moved, 1)) == [lw.RecoverLedgers((1, 2))]
@@ -81,7 +89,7 @@ def test_acquire_conflict_backs_off_reuses_its_ledger_and_is_bounded() -> None:
 def test_backoff_doubles_and_is_capped() -> None:
     rng = Random(3)
     for attempt in range(1, 20):
-        ceiling = min(lw.BACKOFF_MAX_MS, lw.BACKOFF_FIRST_MS << attempt)
+        ceiling = min(LOG_WRITER_BACKOFF_MAX_MS, LOG_WRITER_BACKOFF_FIRST_MS << attempt)
         assert ceiling // 2 <= lw.backoff_ms(attempt, rng) <= ceiling
 
 
@@ -163,7 +171,7 @@ def test_acquire_a_full_log_is_refused() -> None:
 HELD = LogMetadata("log", ledgers=(1, 2), writer=WriterRole(ME, 3), epoch=3)
 
 
-def roll(log: LogMetadata = HELD, attempts_max: int = lw.ATTEMPTS_MAX) -> lw.RollLog:
+def roll(log: LogMetadata = HELD, attempts_max: int = LOG_WRITER_ATTEMPTS_MAX) -> lw.RollLog:
     return lw.RollLog(log, 7, ME, 3, Random(2), attempts_max)
 
 

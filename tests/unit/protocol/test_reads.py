@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from services.errors import BookieUnavailable, EntryNotFound
 from services.protocol import reads
+from services.protocol.limits import ReadLimits
 from services.protocol.messages import Tick
 from services.protocol.metadata import LedgerMetadata
-from services.protocol.reads import ReadLimits, ReadOp
+from services.protocol.reads import ReadOp
 from services.protocol.reads_messages import (
     CancelRequests,
     EntryAnswered,

@@ -7,9 +7,10 @@ LAC the reader saw before (``known``, kept in ``SeenLacs``) is a floor for every
 from __future__ import annotations
 
 from services.errors import BookieUnavailable
+from services.protocol.limits import LacLimits
 from services.protocol.messages import Tick
 from services.protocol.metadata import LedgerMetadata
-from services.protocol.reads_lac import LacLimits, LacOp, SeenLacs
+from services.protocol.reads_lac import LacOp, SeenLacs
 from services.protocol.reads_messages import (
     CancelRequests,
     LacAnswered,

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from services.errors import LedgerNotFound, MetadataUnavailable, NotEnoughBookies, QuorumTimeout
+from services.protocol.limits import RecoveryLimits
 from services.protocol.messages import (
     BookieAddsDone,
     Effect,
@@ -34,7 +35,7 @@ from services.protocol.messages import (
     WriteMetadata,
 )
 from services.protocol.metadata import Fragment, LedgerMetadata, LedgerState
-from services.protocol.recovery import LedgerRecovery, RecoveryLimits, RecoveryPhase
+from services.protocol.recovery import LedgerRecovery, RecoveryPhase
 from services.wire.digest import seal
 from services.wire.framing import FramedRecord
 

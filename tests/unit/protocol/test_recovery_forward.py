@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from services.errors import NotEnoughBookies
+from services.protocol.limits import RecoveryLimits
 from services.protocol.messages import (
     BookieAddsDone,
     Effect,
@@ -26,7 +27,7 @@ from services.protocol.messages import (
     WriteMetadata,
 )
 from services.protocol.metadata import LedgerMetadata, LedgerState
-from services.protocol.recovery import LedgerRecovery, RecoveryLimits, RecoveryPhase
+from services.protocol.recovery import LedgerRecovery, RecoveryPhase
 from services.wire.digest import seal
 from services.wire.framing import FramedRecord
 

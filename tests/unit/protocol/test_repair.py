@@ -8,9 +8,9 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from services.errors import NotEnoughBookies
+from services.protocol.limits import REPAIR_TARGETS_TRIED_MAX
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.repair import (
-    TARGETS_TRIED_MAX,
     AskStored,
     ClearMark,
     Copied,
@@ -267,17 +267,17 @@ def test_an_open_last_fragment_whose_bookie_answers_is_left_to_the_writer() -> N
 def test_no_target_fails_the_repair_and_failed_targets_are_bounded() -> None:
     """With no writable bookie outside the fragment the repair fails (NotEnoughBookies: the
     worker backs off); a target that fails is excluded and another chosen, at most
-    TARGETS_TRIED_MAX times."""
+    REPAIR_TARGETS_TRIED_MAX times."""
     op = _op(_view("a", "b"))
     failed = _action(_plan(op, {"c"}, _closed()))
     assert isinstance(failed, Failed)
     assert failed.error is NotEnoughBookies
 
-    spares = [f"s{i}" for i in range(TARGETS_TRIED_MAX + 2)]
+    spares = [f"s{i}" for i in range(REPAIR_TARGETS_TRIED_MAX + 2)]
     op = _op(_view("a", "b", *spares))
     effect = _action(_plan(op, {"c"}, _closed()))
     tried = []
-    for _ in range(TARGETS_TRIED_MAX):
+    for _ in range(REPAIR_TARGETS_TRIED_MAX):
         assert isinstance(effect, CopyShare)
         assert effect.target not in tried
         tried.append(effect.target)

@@ -12,6 +12,7 @@ import pytest
 
 from services.protocol import log_records
 from services.spark import batch_read
+from services.spark import limits as spark_limits
 from services.spark.client import QuireSparkError
 from services.spark.plan import Partition
 from services.wire.entries_stream import FrameDecoder, encode_frames
@@ -71,7 +72,7 @@ def test_fewer_entries_than_planned_is_a_short_read() -> None:
 
 
 def test_batches_are_bounded_in_rows(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(batch_read, "ARROW_BATCH_ROWS", 4)
+    monkeypatch.setattr(spark_limits, "ARROW_BATCH_ROWS", 4)
     entries = [(i, b"y" * 3) for i in range(10)]
     reading = batch_read.read_partition(
         cast(Any, FakeClient(entries, chunk=1000)), Partition(1, 0, 9, 9, False), None

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from services.spark import client as client_module
+from services.spark import limits as spark_limits
 from services.spark.client import QuireSparkError, SparkGatewayClient
 from services.wire.entries_stream import MEDIA_TYPE, encode_frames
 
@@ -50,7 +51,7 @@ def spans_read(client: SparkGatewayClient) -> list[tuple[int, bytes]]:
 def test_every_frame_comes_once_in_order_however_the_body_is_cut(
     size: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(client_module, "STREAM_CHUNK_BYTES", 100_000)
+    monkeypatch.setattr(spark_limits, "STREAM_CHUNK_BYTES", 100_000)
     with gateway(BODY, size) as client:
         assert spans_read(client) == ENTRIES
 

@@ -16,6 +16,7 @@ import pytest
 from services.limits import ENTRY_SIZE_MAX_BYTES
 from services.protocol import log_records
 from services.spark import ingest
+from services.spark import limits as spark_limits
 from services.spark.client import QuireSparkError
 from services.spark.ingest import IngestClient, WriteOptions
 
@@ -51,7 +52,7 @@ def test_default_bounds() -> None:
     assert sizes == [3, 2]
     for request in ingest.split_requests(big):
         stored = sum(len(e) for e in log_records.encode(request, 0))
-        assert stored <= ingest.REQUEST_PAYLOAD_MAX_BYTES
+        assert stored <= spark_limits.REQUEST_PAYLOAD_MAX_BYTES
 
 
 def test_record_too_large_refused() -> None:
@@ -188,7 +189,7 @@ class FakeGateway:
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> FakeGateway:
-    monkeypatch.setattr(ingest, "ATTACH_RETRY_DELAY_S", 0.0)
+    monkeypatch.setattr(spark_limits, "ATTACH_RETRY_DELAY_S", 0.0)
     return FakeGateway()
 
 

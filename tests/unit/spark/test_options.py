@@ -9,9 +9,8 @@ import pytest
 
 from services.protocol.logs import Position
 from services.spark.client import QuireSparkError
+from services.spark.limits import DEFAULT_PARTITION_BYTES, DEFAULT_PARTITION_ENTRIES
 from services.spark.options import (
-    DEFAULT_PARTITION_BYTES,
-    DEFAULT_PARTITION_ENTRIES,
     parse_read_options,
 )
 
