@@ -25,8 +25,8 @@ from kazoo.protocol.serialization import (
     reply_header_struct,
 )
 
+from services.cluster.limits import STOP_GRACE_S
 from services.cluster.processes import (
-    STOP_GRACE_S,
     ServiceProcess,
     ZooKeeperProcess,
     free_port,

@@ -5,17 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-LEDGER_CREATE_THREADS = 16
-WRITABLE_WAIT_S = 30.0
-START_DELAY_S = 1.0  # the load processes import and connect before the clock starts
-LOAD_SLACK_S = 90.0  # a load process that outlives its window by this much is killed
-FSYNC_PROBE_S = 2.0
-CLIENTS_MAX = 10_000
-LEDGERS_MAX = 100_000
-HANDOVER_BUSY_CLIENTS_MAX = 8  # threads that keep the first writer busy during a hand-over
-HANDOVER_BUSY_WAIT_S = 30.0  # until they have had appends acknowledged
-HANDOVER_APPEND_DEADLINE_S = 30.0  # the new writer's first acknowledged append
-
 
 class BenchError(RuntimeError):
     """The benchmark cannot run; the message is one line for people."""

@@ -8,14 +8,13 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
+from services.bench import limits
 from services.bench.histogram import bucket_of
+from services.bench.limits import RESPONSE_BODY_MAX_BYTES, RESPONSE_HEAD_MAX_BYTES
 
 if TYPE_CHECKING:
     from services.bench.load import GatewayLoad
 
-REQUEST_TIMEOUT_S = 60.0
-RESPONSE_HEAD_MAX_BYTES = 64 * 1024
-RESPONSE_BODY_MAX_BYTES = 1024 * 1024
 _WRITE_ONCE_MAX_BYTES = 256 * 1024  # a larger body goes out without a joined copy
 
 
@@ -140,7 +139,7 @@ class RequestConnection(LoadConnection):
         return self.started > 0.0
 
     def overdue(self, now: float) -> bool:
-        return self.started > 0.0 and now - self.started > REQUEST_TIMEOUT_S
+        return self.started > 0.0 and now - self.started > limits.REQUEST_TIMEOUT_S
 
     def stop(self) -> None:
         if not self.started and self.transport is not None:

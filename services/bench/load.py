@@ -41,19 +41,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
-from services.bench.connections import (
-    REQUEST_TIMEOUT_S,
-    LoadConnection,
-    Pacing,
-    RequestConnection,
-    parse_head,
-)
+from services.bench import limits
+from services.bench.connections import LoadConnection, Pacing, RequestConnection, parse_head
 from services.bench.histogram import percentile_s
-
-RECONNECT_DELAY_S = 0.1
-PROGRESS_INTERVAL_S = 0.5
-WATCH_INTERVAL_S = 1.0
-ERROR_TEXT_MAX_CHARS = 300
+from services.bench.limits import ERROR_TEXT_MAX_CHARS, PROGRESS_INTERVAL_S, RECONNECT_DELAY_S
 
 T = TypeVar("T")
 
@@ -198,12 +189,14 @@ class GatewayLoad:
         check a second for every connection, instead of a timer per request. It runs
         until the run has ended, so a request hung when the run stops ends it too."""
         while True:
-            await asyncio.sleep(WATCH_INTERVAL_S)
+            await asyncio.sleep(limits.WATCH_INTERVAL_S)
             now = time.perf_counter()
             for conn in list(self.connections):
                 if conn.overdue(now):
                     if self.counting and not self.stopping:
-                        self.stats.error(f"TimeoutError: no answer within {REQUEST_TIMEOUT_S:g}s")
+                        self.stats.error(
+                            f"TimeoutError: no answer within {limits.REQUEST_TIMEOUT_S:g}s"
+                        )
                     conn.fail()
 
     def emit(self, doc: dict) -> None:
@@ -245,7 +238,7 @@ class GatewayLoad:
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
         for conn in list(self.connections):
             conn.stop()
-        done, pending = await asyncio.wait(tasks, timeout=REQUEST_TIMEOUT_S)
+        done, pending = await asyncio.wait(tasks, timeout=limits.REQUEST_TIMEOUT_S)
         for task in pending:
             task.cancel()
         for task in done:

@@ -36,20 +36,19 @@ import threading
 import time
 from typing import Any
 
-from services.bench.config import (
+from services.bench.config import BenchConfig, BenchError
+from services.bench.limits import (
     HANDOVER_APPEND_DEADLINE_S,
     HANDOVER_BUSY_CLIENTS_MAX,
     HANDOVER_BUSY_WAIT_S,
+    LOG_RETRY_DELAY_S,
     WRITABLE_WAIT_S,
-    BenchConfig,
-    BenchError,
 )
 from services.bench.window import measure, note
 from services.cli.client import GatewayClient
 from services.errors import NotEnoughBookies, NotWriter, QuireError, Unavailable
 
 LOG_NAME_PREFIX = "bench-"
-RETRY_DELAY_S = 0.2
 RAW = {"Content-Type": "application/octet-stream"}
 
 
@@ -78,7 +77,7 @@ def create_log(config: BenchConfig, url: str, name: str) -> dict[str, Any]:
             except NotEnoughBookies:
                 if time.monotonic() > end:
                     raise
-                time.sleep(RETRY_DELAY_S)
+                time.sleep(LOG_RETRY_DELAY_S)
 
 
 def delete_log(config: BenchConfig, url: str, name: str) -> None:
@@ -179,7 +178,7 @@ class Busy:
                     with self._lock:
                         self.errors += 1
                         self.first_error = self.first_error or f"{exc.code}: {exc.message}"
-                    self._stop_event.wait(RETRY_DELAY_S)
+                    self._stop_event.wait(LOG_RETRY_DELAY_S)
                     continue
                 with self._lock:
                     self.acked += 1
@@ -201,7 +200,7 @@ def take_over(config: BenchConfig, url: str, name: str) -> tuple[float, float]:
             except Unavailable:
                 if time.monotonic() > end:
                     raise
-                time.sleep(RETRY_DELAY_S / 10)
+                time.sleep(LOG_RETRY_DELAY_S / 10)
 
 
 def handover(config: BenchConfig, first: str, second: str, name: str) -> dict[str, Any]:

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import psutil
 
-FSYNC_BLOCK_BYTES = 4096
-SAMPLE_INTERVAL_S = 0.1
+from services.bench.limits import FSYNC_BLOCK_BYTES, SAMPLE_INTERVAL_S
 
 
 def raw_fsync(directory: Path, seconds: float) -> dict:

@@ -14,13 +14,11 @@ from rich.progress import Progress as RichProgress
 
 from services import native
 from services.bench.histogram import merge_histograms, percentile_s
+from services.bench.limits import PROGRESS_PLAIN_INTERVAL_S, PROGRESS_TTY_INTERVAL_S
 from services.bench.measure import Sampler
 
 if TYPE_CHECKING:
     from services.bench.config import BenchConfig
-
-PROGRESS_TTY_INTERVAL_S = 0.5
-PROGRESS_PLAIN_INTERVAL_S = 2.0
 
 
 class Progress:

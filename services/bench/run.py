@@ -48,13 +48,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from services.bench.config import (
-    FSYNC_PROBE_S,
-    LEDGER_CREATE_THREADS,
-    WRITABLE_WAIT_S,
-    BenchConfig,
-    BenchError,
-)
+from services.bench.config import BenchConfig, BenchError
+from services.bench.limits import FSYNC_PROBE_S, LEDGER_CREATE_THREADS, WRITABLE_WAIT_S
 from services.bench.log_bench import run_log
 from services.bench.measure import local_pid_listening_on, raw_fsync
 from services.bench.report import report

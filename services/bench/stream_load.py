@@ -22,13 +22,9 @@ import struct
 import time
 from typing import Any
 
-from services.bench.connections import (
-    REQUEST_TIMEOUT_S,
-    RESPONSE_HEAD_MAX_BYTES,
-    LoadConnection,
-    Pacing,
-)
+from services.bench.connections import LoadConnection, Pacing
 from services.bench.histogram import bucket_of
+from services.bench.limits import REQUEST_TIMEOUT_S, RESPONSE_HEAD_MAX_BYTES
 from services.bench.load import GatewayLoad
 from services.bench.ws_frames import (
     CLOSE_NORMAL,

@@ -10,7 +10,8 @@ import sys
 import time
 from typing import Any
 
-from services.bench.config import LOAD_SLACK_S, START_DELAY_S, BenchConfig
+from services.bench.config import BenchConfig
+from services.bench.limits import LOAD_SLACK_S, START_DELAY_S
 from services.bench.measure import Sampler, busy_cpu_s, profile_report
 from services.bench.procs import LoadProcesses, load_specs
 from services.bench.report import Progress, summarize

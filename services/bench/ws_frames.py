@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 from websockets.speedups import apply_mask
 
+from services.bench.limits import MESSAGE_MAX_BYTES
+
 OP_CONTINUATION = 0x0
 OP_TEXT = 0x1
 OP_BINARY = 0x2
@@ -26,7 +28,6 @@ OP_CLOSE = 0x8
 OP_PING = 0x9
 OP_PONG = 0xA
 CLOSE_NORMAL = 1000
-MESSAGE_MAX_BYTES = 1024 * 1024  # what the gateway sends us: small JSON messages
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 

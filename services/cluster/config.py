@@ -8,12 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-BOOKIES_MAX = 32
-ZOOKEEPER_START_DEADLINE_S = 90.0
-SERVICE_START_DEADLINE_S = 90.0
-EXTERNAL_ZOOKEEPER_DEADLINE_S = 10.0
-SUPERVISE_INTERVAL_S = 0.5
-LOG_TAIL_LINES = 8
+from services.cluster.limits import SERVICE_START_DEADLINE_S
+
 CLUSTER_SECRET_BYTES = 32
 SECRET_ENV = "QUIRE_CLUSTER_SECRET"
 

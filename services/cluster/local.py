@@ -52,22 +52,24 @@ from contextlib import contextmanager
 from typing import IO
 
 from services.cluster.config import (
-    BOOKIES_MAX,
     CLUSTER_SECRET_BYTES,
-    EXTERNAL_ZOOKEEPER_DEADLINE_S,
-    LOG_TAIL_LINES,
     SECRET_ENV,
     SERVICES,
-    SUPERVISE_INTERVAL_S,
-    ZOOKEEPER_START_DEADLINE_S,
     ClusterError,
     Planned,
     StopRequested,
     UpConfig,
     port_free,
 )
-from services.cluster.processes import (
+from services.cluster.limits import (
+    BOOKIES_MAX,
+    EXTERNAL_ZOOKEEPER_DEADLINE_S,
+    LOG_TAIL_LINES,
     STOP_GRACE_S,
+    SUPERVISE_INTERVAL_S,
+    ZOOKEEPER_START_DEADLINE_S,
+)
+from services.cluster.processes import (
     ManagedProcess,
     ProcessError,
     ServiceProcess,

@@ -25,12 +25,12 @@ import httpx
 import psutil
 
 from services.cluster.config import port_free
+from services.cluster.limits import BLOCK_TRIES, STOP_GRACE_S
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")
 SLF4J_SIMPLE_JAR = Path("/usr/share/java/slf4j-simple.jar")
 ZOOKEEPER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
-STOP_GRACE_S = 10.0
 
 
 class ProcessError(RuntimeError):
@@ -47,7 +47,6 @@ PORT_RANGE_ENV = "QUIRE_PORT_RANGE"
 # another TMPDIR still share their parent's cursor.
 PORT_CURSOR_DIR_ENV = "QUIRE_PORT_CURSOR_DIR"
 BLOCK_LOW, BLOCK_HIGH = 20000, 32000  # blocks outside a range: below the ephemeral ports
-BLOCK_TRIES = 200
 
 
 def free_port(host: str = "127.0.0.1") -> int:

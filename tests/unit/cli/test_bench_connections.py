@@ -10,8 +10,7 @@ import time
 
 import pytest
 
-from services.bench import connections
-from services.bench import load as load_module
+from services.bench import limits as bench_limits
 from services.bench.load import GatewayLoad
 from tests.scripted_http import Script, ScriptedServer
 
@@ -83,9 +82,8 @@ def test_every_answer_is_counted_once_and_refusals_are_errors() -> None:
 
 
 def test_an_unanswered_request_times_out_as_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    for module in (connections, load_module):
-        monkeypatch.setattr(module, "REQUEST_TIMEOUT_S", 0.3)
-    monkeypatch.setattr(load_module, "WATCH_INTERVAL_S", 0.05)
+    monkeypatch.setattr(bench_limits, "REQUEST_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(bench_limits, "WATCH_INTERVAL_S", 0.05)
     server = ScriptedServer(answers(hang_after=3))  # the 4th request on hang
     _, result, elapsed = asyncio.run(_run(server, 1.0))
     assert result["requests"] == 3
