@@ -167,7 +167,9 @@ class Appenders:
     alternating single records and batches of ``batch`` records with unique payloads
     (and an Idempotency-Key each when ``keys``). A thread ends at its first answer that
     is not a 200 or 409 not_writer (a dead gateway) or after ``not_writer_max`` answers
-    409 not_writer."""
+    409 not_writer. With ``await_move``, only the not_writer answers to requests sent after
+    the test called ``role_moved`` count: the clients are sure to append after the test
+    saw the role move, however fast they learnt it."""
 
     url: str
     name: str
@@ -175,10 +177,12 @@ class Appenders:
     batch: int = 3
     keys: bool = False
     not_writer_max: int = 3
+    await_move: bool = False
     requests: list[Request] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
+        self._moved_at: float | None = None
         self._lock = threading.Lock()
         self._threads = [
             threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(self.threads)
@@ -192,6 +196,15 @@ class Appenders:
     @property
     def running(self) -> int:
         return sum(t.is_alive() for t in self._threads)
+
+    def role_moved(self, at: float) -> None:
+        """The writer role left this gateway at monotonic time ``at`` (``await_move``)."""
+        self._moved_at = at
+
+    def _counts(self, request: Request) -> bool:
+        if not self.await_move:
+            return True
+        return self._moved_at is not None and request.sent_at > self._moved_at
 
     def stop(self, join_s: float = 60.0) -> None:
         self._stop.set()
@@ -243,7 +256,7 @@ class Appenders:
                 request.detail = f"{r.status_code} {r.text}"
                 if r.status_code == 409 and error_code(r) == NOT_WRITER:
                     request.outcome = NOT_WRITER
-                    not_writer += 1
+                    not_writer += self._counts(request)
                     if not_writer >= self.not_writer_max:
                         return
                     continue

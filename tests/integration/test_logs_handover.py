@@ -69,13 +69,15 @@ def test_handover_under_load_keeps_every_acknowledged_record_once_and_first(
     name = "handover-load"
     a.create(name)
     epoch_a = a.take_writer(name)["epoch"]
-    load = Appenders(a.url, name, threads=4, batch=3).start()
+    load = Appenders(a.url, name, threads=4, batch=3, await_move=True).start()
     try:
         load.wait_acked(40)
         taken = b.take_writer(name)
         taken_at = time.monotonic()
+        load.role_moved(taken_at)
         assert taken["epoch"] > epoch_a
-        # Every client of A learns it lost the role (each ends after 3 not_writer).
+        # Every client of A learns it lost the role (each ends after 3 not_writer to
+        # appends sent after the test saw B take it).
         load.wait_done(30)
     finally:
         load.stop()
