@@ -215,10 +215,10 @@ class Host:
         """A socket of this host: connections from it leave from this host's address."""
         return self.call(socket.socket, family, kind)
 
-    def http_client(self, timeout_s: float = 30.0, **kwargs: object) -> httpx.Client:
+    def http_client(self, timeout_s: float = 30.0) -> httpx.Client:
         """An HTTP client whose connections leave from this host; host names of the
         network resolve to their addresses."""
-        return httpx.Client(transport=HostTransport(self), timeout=timeout_s, **kwargs)  # type: ignore[arg-type]
+        return httpx.Client(transport=HostTransport(self), timeout=timeout_s)
 
     def http(self) -> httpx.Client:
         """This host's own client, for health checks from the host itself (short
