@@ -17,13 +17,14 @@ TEST_WORKERS ?= 3
 FAST_WORKERS ?= 2
 SEEDS ?= 100000
 
-.PHONY: native run test test-fast lint format bench compare-peers sim sim-logs fuzz fuzz-decoders openapi setup java zookeeper browser node clients spark-cluster clean
+.PHONY: native run test test-fast lint format bench compare-peers sim sim-logs fuzz fuzz-decoders openapi setup java zookeeper browser iptables node clients spark-cluster clean
 
 # ZooKeeper and Spark (pyspark, a pinned dependency) both run on Java: a JRE 17+.
 # The admin page's browser tests need Debian's chromium (Playwright's download cannot work).
+# The multi-host tests (tests/multihost/) partition hosts with Debian's iptables.
 # The generated clients (openapi/clients/): the Python one installed in the venv, the
 # TypeScript one's npm packages and the generators themselves.
-setup: $(STAMP) native java zookeeper browser clients
+setup: $(STAMP) native java zookeeper browser iptables clients
 
 $(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -69,6 +70,12 @@ zookeeper: java
 browser:
 	@test -x /usr/bin/chromium || { $(SUDO) apt-get update -q && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q chromium; }
+
+# The multi-host tests' tools: iproute2's ip (hosts) and iptables-nft (partitions), the
+# backend tests/multihost/network.py names.
+iptables:
+	@{ command -v ip && command -v iptables-nft; } >/dev/null || { $(SUDO) apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q iproute2 iptables; }
 
 run: setup
 	$(VENV)/bin/quire up

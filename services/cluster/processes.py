@@ -181,15 +181,24 @@ def set_spawner(spawner: Spawner) -> Spawner:
 
 
 class ManagedProcess:
-    """A child process with its log file; stopped by pid, never by name."""
+    """A child process with its log file; stopped by pid, never by name.
+
+    ``spawner`` starts it where the default one cannot: the multi-host test harness
+    (tests/multihost/) execs each process inside its host's network namespace."""
 
     def __init__(
-        self, name: str, argv: Sequence[str], log_path: Path, env: dict[str, str] | None = None
+        self,
+        name: str,
+        argv: Sequence[str],
+        log_path: Path,
+        env: dict[str, str] | None = None,
+        spawner: Spawner | None = None,
     ):
         self.name = name
         self.argv = list(argv)
         self.log_path = log_path
         self.env = env
+        self.spawner = spawner
         self.proc: Child | None = None
 
     @property
@@ -200,7 +209,7 @@ class ManagedProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ if self.env is None else self.env)
         env.setdefault("PYTHONUNBUFFERED", "1")
-        self.proc = _spawner(self.argv, self.log_path, env)
+        self.proc = (self.spawner or _spawner)(self.argv, self.log_path, env)
         return self
 
     def alive(self) -> bool:
@@ -311,6 +320,7 @@ class ZooKeeperProcess(ManagedProcess):
         server_id: int | None = None,
         servers: Sequence[tuple[int, str, int, int]] = (),
         name: str = "zookeeper",
+        spawner: Spawner | None = None,
     ):
         if not ZOOKEEPER_JAR.exists():
             raise ProcessError(
@@ -339,7 +349,7 @@ class ZooKeeperProcess(ManagedProcess):
             ZOOKEEPER_MAIN,
             str(cfg),
         ]
-        super().__init__(name, argv, self.data_dir / "zookeeper.log")
+        super().__init__(name, argv, self.data_dir / "zookeeper.log", spawner=spawner)
 
     @property
     def connect_string(self) -> str:
@@ -368,12 +378,13 @@ class ServiceProcess(ManagedProcess):
         log_path: Path,
         env: dict[str, str] | None = None,
         name: str | None = None,
+        spawner: Spawner | None = None,
     ):
         self.module = module
         self.host = host
         self.port = port
         argv = [sys.executable, "-m", module, "--host", host, "--port", str(port), *args]
-        super().__init__(name or f"{module}@{host}:{port}", argv, log_path, env)
+        super().__init__(name or f"{module}@{host}:{port}", argv, log_path, env, spawner)
 
     @property
     def url(self) -> str:

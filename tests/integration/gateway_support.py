@@ -32,12 +32,15 @@ class Gateway:
         token: str | None = None,
         timeout_s: float = 30.0,
         local_address: str | None = None,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
         """``local_address`` binds the client's side (e.g. "127.0.0.3"): the gateway sees
-        another client address, with its own wrong-password budget."""
+        another client address, with its own wrong-password budget. ``transport`` carries
+        the calls another way: from a host of tests/multihost/, say."""
         self.proc = proc
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        transport = httpx.HTTPTransport(local_address=local_address) if local_address else None
+        if local_address:
+            transport = httpx.HTTPTransport(local_address=local_address)
         self.http = httpx.Client(
             base_url=proc.url, headers=headers, timeout=timeout_s, transport=transport
         )

@@ -1,0 +1,201 @@
+"""Quire's processes on hosts of a ``Network``: a ZooKeeper ensemble with one server
+per host, bookies and gateways each on a host of its own, bound to the host's
+address and advertising its name (a bookie's id is ``bookie1:3181``).
+
+Each host has a network stack of its own, so every service of a kind uses the same
+well-known port. A process is a ``ServiceProcess`` or ``ZooKeeperProcess`` exec'd
+inside its host (``Host.spawner``), driven as anywhere else by pid: kill, pause,
+resume, restart; readiness is checked from its own host. Auditors, replicators and
+Spark are not laid out yet.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from services.cluster.processes import (
+    STOP_GRACE_S,
+    ServiceProcess,
+    ZooKeeperProcess,
+    stop_processes,
+    tail,
+    zookeeper_ready,
+)
+from tests.multihost.network import Host, Network
+
+ZOOKEEPER_CLIENT_PORT = 2181
+ZOOKEEPER_PEER_PORT = 2888
+ZOOKEEPER_ELECTION_PORT = 3888
+BOOKIE_PORT = 3181
+GATEWAY_PORT = 8080
+ZOOKEEPER_READY_S = 90.0
+SERVICE_HEALTHY_S = 60.0
+# Short, so a host cut from ZooKeeper loses its session within a test's patience.
+SESSION_TIMEOUT_S = 4
+
+
+class HostService(ServiceProcess):
+    """A Quire service exec'd inside ``node``, listening on its address under its name."""
+
+    def __init__(
+        self,
+        node: Host,
+        module: str,
+        args: Sequence[str],
+        port: int,
+        log_path: Path,
+        env: dict[str, str] | None = None,
+    ):
+        self.node = node
+        name = f"{module}@{node.name}"
+        super().__init__(
+            module, args, node.name, port, log_path, env, name=name, spawner=node.spawner
+        )
+
+    def wait_healthy(self, deadline_s: float = SERVICE_HEALTHY_S) -> None:
+        """Until ``/health`` answers 200, asked from the service's own host."""
+        self.wait_until(self.healthy, deadline_s, "healthy")
+
+    def healthy(self) -> bool:
+        try:
+            return self.node.http().get(f"{self.url}/health").status_code == 200
+        except httpx.HTTPError:
+            return False
+
+
+class HostZooKeeper(ZooKeeperProcess):
+    """A ZooKeeper server exec'd inside ``node``: client, quorum and election ports
+    bound on the host's address."""
+
+    def __init__(
+        self,
+        node: Host,
+        data_dir: Path,
+        server_id: int,
+        servers: Sequence[tuple[int, str, int, int]],
+    ):
+        self.node = node
+        super().__init__(
+            data_dir,
+            ZOOKEEPER_CLIENT_PORT,
+            host=node.name,
+            server_id=server_id,
+            servers=servers,
+            name=f"zookeeper@{node.name}",
+            spawner=node.spawner,
+        )
+
+    def wait_ready(self, deadline_s: float = ZOOKEEPER_READY_S) -> None:
+        """Until the server answers ``srvr`` as serving, asked from its own host."""
+        address = self.node.address
+        self.wait_until(
+            lambda: self.node.call(zookeeper_ready, address, self.port), deadline_s, "serving"
+        )
+
+
+@dataclass
+class Layout:
+    """What ``start_layout`` started, by role; the test's client is a host of its own."""
+
+    network: Network
+    zookeepers: list[HostZooKeeper]
+    bookies: list[HostService]
+    gateways: list[HostService]
+    client: Host
+    zk_root: str
+    processes: list[ServiceProcess | ZooKeeperProcess] = field(default_factory=list)
+
+    @property
+    def zk_connect(self) -> str:
+        return ",".join(z.connect_string for z in self.zookeepers)
+
+    @property
+    def zookeeper_hosts(self) -> list[Host]:
+        return [z.node for z in self.zookeepers]
+
+    @property
+    def bookie_hosts(self) -> list[Host]:
+        return [b.node for b in self.bookies]
+
+    def log_tails(self, lines: int = 40) -> str:
+        return "\n".join(
+            f"----- {p.name} (pid {p.pid}) {p.log_path}\n{tail(p.log_path, lines)}"
+            for p in self.processes
+        )
+
+    def stop(self) -> None:
+        stop_processes(list(reversed(self.processes)), STOP_GRACE_S)
+
+
+def service_args(zk_connect: str, zk_root: str) -> list[str]:
+    return [
+        "--zk",
+        zk_connect,
+        "--zk-root",
+        zk_root,
+        "--zk-session-timeout",
+        str(SESSION_TIMEOUT_S),
+    ]
+
+
+def start_layout(
+    network: Network,
+    base_dir: Path,
+    zookeepers: int = 3,
+    bookies: int = 3,
+    gateways: int = 2,
+    zk_root: str = "/quire",
+    gateway_args: Sequence[str] = (),
+) -> Layout:
+    """Hosts ``zk1``…, ``bookie1``…, ``gateway1``… and ``client`` on ``network``, and on
+    each its process: the ZooKeeper servers first (started together, then waited for),
+    then the bookies and gateways together. Every process is stopped by the network's
+    ``close`` too."""
+    zk_hosts = network.add_hosts(f"zk{i}" for i in range(1, zookeepers + 1))
+    bookie_hosts = network.add_hosts(f"bookie{i}" for i in range(1, bookies + 1))
+    gateway_hosts = network.add_hosts(f"gateway{i}" for i in range(1, gateways + 1))
+    client = network.add_host("client")
+    servers = [
+        (i, host.name, ZOOKEEPER_PEER_PORT, ZOOKEEPER_ELECTION_PORT)
+        for i, host in enumerate(zk_hosts, 1)
+    ]
+    ensemble = [
+        HostZooKeeper(host, base_dir / host.name, server_id, servers)
+        for (server_id, *_), host in zip(servers, zk_hosts, strict=True)
+    ]
+    layout = Layout(network, ensemble, [], [], client, zk_root)
+    start = time.monotonic()
+    for server in ensemble:
+        _launch(layout, server)
+    for server in ensemble:
+        server.wait_ready(max(1.0, ZOOKEEPER_READY_S - (time.monotonic() - start)))
+    common = service_args(layout.zk_connect, zk_root)
+    for host in bookie_hosts:
+        data = ["--data-dir", str(base_dir / host.name / "data")]
+        bookie = HostService(
+            host, "bookie", [*common, *data], BOOKIE_PORT, base_dir / host.name / "bookie.log"
+        )
+        layout.bookies.append(bookie)
+        _launch(layout, bookie)
+    for host in gateway_hosts:
+        args = [*common, *gateway_args]
+        gateway = HostService(
+            host, "gateway", args, GATEWAY_PORT, base_dir / host.name / "gateway.log"
+        )
+        layout.gateways.append(gateway)
+        _launch(layout, gateway)
+    start = time.monotonic()
+    for proc in [*layout.bookies, *layout.gateways]:
+        proc.wait_healthy(max(1.0, SERVICE_HEALTHY_S - (time.monotonic() - start)))
+    return layout
+
+
+def _launch(layout: Layout, proc: ServiceProcess | ZooKeeperProcess) -> None:
+    layout.processes.append(proc)
+    layout.network.track(proc)
+    proc.start()
