@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
+from services.bench.limits import CLIENTS_MAX, LEDGERS_MAX
 from services.cli.common import global_options
+from services.cluster.limits import BOOKIES_MAX
 
 
 def bench_command(
@@ -30,7 +32,7 @@ def bench_command(
         str | None,
         typer.Option(show_default=False, help="API token [default: the global --token]"),
     ] = None,
-    ledgers: Annotated[int, typer.Option(min=1, max=100_000, help="ledgers written")] = 1,
+    ledgers: Annotated[int, typer.Option(min=1, max=LEDGERS_MAX, help="ledgers written")] = 1,
     ensemble: Annotated[int, typer.Option("--ensemble", "-e", min=1, help="ensemble size E")] = 3,
     write_quorum: Annotated[
         int, typer.Option("--write-quorum", "-w", min=1, help="write quorum Qw")
@@ -41,7 +43,7 @@ def bench_command(
     ] = 1024,
     concurrency: Annotated[
         int,
-        typer.Option(min=1, max=10_000, help="clients, each with one request in flight"),
+        typer.Option(min=1, max=CLIENTS_MAX, help="clients, each with one request in flight"),
     ] = 64,
     batch: Annotated[
         int,
@@ -54,7 +56,7 @@ def bench_command(
     ] = 0.0,
     duration: Annotated[float, typer.Option(min=0.1, help="seconds counted")] = 10.0,
     warmup: Annotated[float, typer.Option(min=0.0, help="seconds before counting")] = 1.0,
-    bookies: Annotated[int, typer.Option(min=1, max=32, help="bookies of --local")] = 3,
+    bookies: Annotated[int, typer.Option(min=1, max=BOOKIES_MAX, help="bookies of --local")] = 3,
     load_procs: Annotated[int, typer.Option(min=1, max=64, help="load generator processes")] = 1,
     keep_ledgers: Annotated[
         bool,

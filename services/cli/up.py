@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from services.cli.common import check_zk
+from services.cluster.limits import BOOKIES_MAX
 
 if TYPE_CHECKING:
     from services.cluster.config import ClusterError
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def up(
-    bookies: Annotated[int, typer.Option(min=1, max=32, help="number of bookies")] = 4,
+    bookies: Annotated[int, typer.Option(min=1, max=BOOKIES_MAX, help="number of bookies")] = 4,
     data_dir: Annotated[
         Path, typer.Option(help="where ZooKeeper, the bookies and the logs keep their files")
     ] = Path("./quire-data"),

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import httpx
 
+from services.cluster.limits import STOP_GRACE_S
 from services.cluster.processes import (
-    STOP_GRACE_S,
     ServiceProcess,
     ZooKeeperProcess,
     stop_processes,

@@ -51,8 +51,8 @@ import httpx
 import psutil
 from httpcore._backends.sync import SyncStream
 
+from services.cluster.limits import STOP_GRACE_S
 from services.cluster.processes import (
-    STOP_GRACE_S,
     Child,
     ManagedProcess,
     exec_child,
