@@ -121,3 +121,39 @@ def test_a_writer_cut_from_zookeeper_is_fenced_by_a_recovery_elsewhere(
     again = writer.request("POST", f"/v1/ledgers/{lid}/entries", content=b"later")
     assert_error(again, 409, "ledger_fenced")
     assert writer.metadata(lid) == closed
+
+
+def test_a_bookie_cut_from_the_writer_is_replaced_and_nothing_acknowledged_is_lost(
+    network: Network, layout: Layout, logs_on_failure: None
+) -> None:
+    """Failure while writing (docs/protocol.md "Failure while writing"): one bookie of an
+    E=2 ensemble partitioned from the writer gateway (still up, still registered, and
+    reachable from everyone else) is replaced at its index by the third bookie, and adds
+    go on; the ledger, closed by its writer, holds every acknowledged entry byte-exact
+    and nothing never sent, read through the other gateway; the cut-off bookie is in the
+    first fragment only."""
+    writer_service, other_service = layout.gateways
+    writer, other = client_of(layout, writer_service), client_of(layout, other_service)
+    wait_writable(writer, 3)
+    lid = writer.create(ensemble_size=2, write_quorum=2, ack_quorum=2)["ledger_id"]
+    acked: dict[int, bytes] = {}
+    for n in range(ENTRIES_BEFORE):
+        acked[writer.add(lid, payload_for(n))["entry_id"]] = payload_for(n)
+    first_ensemble = writer.metadata(lid)["fragments"][0]["bookies"]
+    victim = next(b for b in layout.bookies if f"{b.node.name}:{b.port}" in first_ensemble)
+    victim_id = f"{victim.node.name}:{victim.port}"
+    network.partition([writer_service.node], [victim.node])
+    try:
+        for n in range(ENTRIES_BEFORE, ENTRIES_BEFORE + ENTRIES_CUT_OFF):
+            acked[writer.add(lid, payload_for(n))["entry_id"]] = payload_for(n)
+        closed = writer.close(lid)
+    finally:
+        network.heal()
+    fragments = closed["fragments"]
+    assert len(fragments) == 2, fragments
+    assert victim_id in fragments[0]["bookies"]
+    assert victim_id not in fragments[1]["bookies"]
+    assert fragments[1]["first_entry_id"] <= ENTRIES_BEFORE
+    sent = {payload_for(n) for n in range(ENTRIES_BEFORE + ENTRIES_CUT_OFF)}
+    check_read_back(other.read_all(lid), closed["last_entry_id"], acked, sent)
+    assert closed["last_entry_id"] == ENTRIES_BEFORE + ENTRIES_CUT_OFF - 1
