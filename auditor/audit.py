@@ -43,6 +43,7 @@ from auditor.decisions import (
 )
 from auditor.limits import AUDIT_PAGE_LEDGERS, MARKS_READ_BATCH_MAX, PAGES_AHEAD_MAX
 from auditor.replicas import ReplicaChecker
+from services.clock import wall_ms
 from services.errors import InvalidArgument, LedgerNotFound
 from services.protocol.metadata import LedgerMetadata
 from services.zk.ledger_store import LedgerStore
@@ -100,10 +101,6 @@ class AuditView:
         return self.registered - self.lost
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class Audit:
     def __init__(
         self,
@@ -124,7 +121,7 @@ class Audit:
         self.checker = checker
         self._slots = asyncio.Semaphore(concurrency)
         self.on_marked = on_marked
-        self.report = AuditReport(kind, now_ms())
+        self.report = AuditReport(kind, wall_ms())
         self._marked_before: dict[int, int] = {}  # ledger id -> its mark's version then
         self._seen: set[int] = set()
 
@@ -145,7 +142,7 @@ class Audit:
         if self.checker is not None:
             self.report.bookies_skipped = sorted(self.checker.skipped)
         self.report.duration_s = time.monotonic() - start
-        self.report.finished_at_ms = now_ms()
+        self.report.finished_at_ms = wall_ms()
         return self.report
 
     async def _read_marks(self) -> dict[int, int]:
@@ -218,7 +215,7 @@ class Audit:
             return
         if not await self.confirm():
             raise NotElected
-        at = now_ms()
+        at = wall_ms()
         before = await asyncio.gather(
             *(self._write_mark(lid, missing, at) for lid, missing in verdicts.items())
         )
@@ -258,7 +255,7 @@ class Audit:
         the version read, never the worker's."""
         ledger_id = judged.ledger_id
         async with self._slots:
-            owner = await self.underreplication.try_lock(ledger_id, LOCK_HOLDER, now_ms())
+            owner = await self.underreplication.try_lock(ledger_id, LOCK_HOLDER, wall_ms())
             if owner is None:
                 return False  # a worker is on it
             try:

@@ -24,13 +24,14 @@ from typing import Any
 
 from kazoo.protocol.states import KazooState
 
-from auditor.audit import FULL, PLACEMENT, Audit, AuditReport, AuditView, NotElected, now_ms
+from auditor.audit import FULL, PLACEMENT, Audit, AuditReport, AuditView, NotElected
 from auditor.decisions import BookieWatch, bookie_counts, decommission_done
 from auditor.election import Election
 from auditor.limits import COUNT_TIMEOUT_S, DECOMMISSION_RECHECK_S, FAILED_AUDIT_RETRY_S
 from auditor.metrics import AuditorMetrics
 from auditor.replicas import ReplicaChecker
 from services.bookie_client import BookieClientPool
+from services.clock import wall_ms
 from services.errors import QuireError
 from services.settings import AuditorSettings
 from services.zk import paths as zkpaths
@@ -186,7 +187,7 @@ class Auditor:
         has been gone for the delay (and is still gone)."""
         while True:
             self._bookies_changed.clear()
-            now = now_ms()
+            now = wall_ms()
             if self.store.state == KazooState.CONNECTED:
                 known = self.cookies | self.named
                 self.watch.observe(self.registry.bookies.keys(), known, now)
@@ -247,7 +248,7 @@ class Auditor:
 
     async def _audit(self, kind: str) -> bool:
         """Run one check; False when it failed (it is retried)."""
-        now = now_ms()
+        now = wall_ms()
         self.watch.observe(self.registry.bookies.keys(), self.cookies | self.named, now)
         try:
             self.decommissions = await self.underreplication.decommissions()

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from gateway.passwords import check_password, new_password_hash
 from gateway.service import Gateway
+from services.clock import wall_ms
 from services.errors import (
     LedgerNotFound,
     NotWriter,
@@ -52,7 +52,7 @@ async def create_ledger(
         digest_type=digest_type,
         password_hash=password_hash,
         custom=custom,
-        created_at=int(time.time() * 1000),
+        created_at=wall_ms(),
         # Which instance of each bookie the fragment is written to (recovery.py).
         instances=writable.instance_map(),
         # Replication workers verify the entries they copy with it (``metadata.py``).

@@ -28,6 +28,7 @@ from replicator.limits import LOCK_PROGRESS_INTERVAL_S
 from replicator.metrics import ReplicatorMetrics
 from replicator.openledger import MissingSince, OpenLedgers, digest_key
 from services.bookie_client import BookieClient, BookieClientPool
+from services.clock import wall_ms
 from services.errors import InvariantViolation, LedgerNotFound, MetadataConflict, QuireError
 from services.protocol.repair import (
     AskStored,
@@ -89,10 +90,6 @@ class Progress:
             "entries_copied": self.entries_copied,
             "bytes_copied": self.bytes_copied,
         }
-
-
-def wall_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass

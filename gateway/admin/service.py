@@ -20,12 +20,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gateway.limits import BOOKIE_INFO_TIMEOUT_S, MARK_READS_CONCURRENT_MAX
+from services.clock import wall_ms
 from services.errors import BookieNotFound, NodeNotFound, QuireError
 from services.zk import paths as zkpaths
 from services.zk.registry import BookieRegistry
@@ -50,10 +50,6 @@ class InfoSource(Protocol):
     """What the admin API asks of one bookie (``BookieClient.info``)."""
 
     async def info(self) -> dict[str, Any]: ...
-
-
-def wall_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True, slots=True)

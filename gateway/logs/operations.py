@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import TYPE_CHECKING
 
 from gateway import operations as ledger_ops
 from gateway.limits import ATTACH_LEDGERS_MAX, DELETES_IN_FLIGHT_MAX, LOG_CAS_ATTEMPTS_MAX
 from gateway.logs.steps import LOG_METADATA_KEY, WRITER_METADATA_KEY, close_for_good, run
+from services.clock import wall_ms
 from services.errors import (
     InvalidArgument,
     InvariantViolation,
@@ -53,7 +53,7 @@ async def create(
         ensemble_size=ensemble_size,
         write_quorum=write_quorum,
         ack_quorum=ack_quorum,
-        created_at=int(time.time() * 1000),
+        created_at=wall_ms(),
     )
     stored, created = await gw.logs.logs.create(new)
     return stored.log, created

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from enum import Enum
 from typing import TYPE_CHECKING
@@ -31,6 +30,7 @@ from gateway.limits import (
 )
 from gateway.logs.dedup import LogWindow, TailScan
 from gateway.logs.steps import LOG_METADATA_KEY, WRITER_METADATA_KEY
+from services.clock import wall_ms
 from services.errors import QuireError
 from services.ledger_client.runners import read as reads
 from services.protocol.dedup import Appended
@@ -42,10 +42,6 @@ if TYPE_CHECKING:  # the gateway builds its log writers with itself (gateway/app
     from gateway.service import Gateway
 
 log = logging.getLogger(__name__)
-
-
-def wall_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class TailKind(Enum):

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from gateway.limits import LOG_WATCH_RETRY_S
 from gateway.logs import rebuild, steps
 from gateway.logs.dedup import LogWindow
-from gateway.logs.rebuild import wall_ms
+from services.clock import wall_ms
 from services.errors import (
     InvariantViolation,
     LogNotFound,

@@ -51,6 +51,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from bookie.stored import runs_of
 from services.bookie_client import BookieAddResult
 from services.errors import InvariantViolation
 from services.protocol.messages import RecoveryDone
@@ -446,7 +447,7 @@ class ReplicationWorker:
 
         def answer(result: Any) -> None:
             if isinstance(result, list):
-                self._answer(job, StoredRead(_runs(result), corrupt=False))
+                self._answer(job, StoredRead(tuple(runs_of(result)), corrupt=False))
             else:
                 self._answer(job, StoredUnknown())
 
@@ -659,14 +660,3 @@ class _View:
 
     def back(self, bookie: str) -> None:
         self.worker._silent.pop(bookie, None)
-
-
-def _runs(ids: list[int]) -> tuple[tuple[int, int], ...]:
-    """Ascending ids as maximal runs ``(first, last)``, as a bookie's ranges answer."""
-    runs: list[tuple[int, int]] = []
-    for entry_id in ids:
-        if runs and runs[-1][1] == entry_id - 1:
-            runs[-1] = (runs[-1][0], entry_id)
-        else:
-            runs.append((entry_id, entry_id))
-    return tuple(runs)
