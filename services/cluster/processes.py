@@ -292,8 +292,9 @@ def zookeeper_config(
     return "\n".join(lines) + "\n"
 
 
-def zookeeper_ready(host: str, port: int) -> bool:
-    """True once the server answers ``srvr`` as serving (a quorum member or standalone)."""
+def zookeeper_mode(host: str, port: int) -> str | None:
+    """The server's ``Mode:`` from ``srvr`` (``leader``, ``follower``, ``standalone``),
+    or None while it does not answer as serving."""
     try:
         with socket.create_connection((host, port), timeout=0.5) as sock:
             sock.sendall(b"srvr")
@@ -305,8 +306,16 @@ def zookeeper_ready(host: str, port: int) -> bool:
                     break
                 chunks.append(chunk)
     except OSError:
-        return False
-    return b"Mode:" in b"".join(chunks)
+        return None
+    for line in b"".join(chunks).decode(errors="replace").splitlines():
+        if line.startswith("Mode:"):
+            return line.removeprefix("Mode:").strip()
+    return None
+
+
+def zookeeper_ready(host: str, port: int) -> bool:
+    """True once the server answers ``srvr`` as serving (a quorum member or standalone)."""
+    return zookeeper_mode(host, port) is not None
 
 
 class ZooKeeperProcess(ManagedProcess):

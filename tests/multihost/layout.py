@@ -24,6 +24,7 @@ from services.cluster.processes import (
     ZooKeeperProcess,
     stop_processes,
     tail,
+    zookeeper_mode,
     zookeeper_ready,
 )
 from tests.multihost.network import Host, Network
@@ -97,6 +98,10 @@ class HostZooKeeper(ZooKeeperProcess):
             lambda: self.node.call(zookeeper_ready, address, self.port), deadline_s, "serving"
         )
 
+    def mode(self) -> str | None:
+        """``leader``, ``follower`` or None while not serving, asked from its own host."""
+        return self.node.call(zookeeper_mode, self.node.address, self.port)
+
 
 @dataclass
 class Layout:
@@ -113,6 +118,17 @@ class Layout:
     @property
     def zk_connect(self) -> str:
         return ",".join(z.connect_string for z in self.zookeepers)
+
+    def zookeeper_leader(self, deadline_s: float = ZOOKEEPER_READY_S) -> HostZooKeeper:
+        """The server that answers ``srvr`` as leader, polled until one does."""
+        deadline = time.monotonic() + deadline_s
+        while True:
+            for server in self.zookeepers:
+                if server.alive() and server.mode() == "leader":
+                    return server
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no ZooKeeper leader within {deadline_s} s")
+            time.sleep(0.1)
 
     @property
     def zookeeper_hosts(self) -> list[Host]:

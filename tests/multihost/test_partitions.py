@@ -157,3 +157,10 @@ def test_a_bookie_cut_from_the_writer_is_replaced_and_nothing_acknowledged_is_lo
     sent = {payload_for(n) for n in range(ENTRIES_BEFORE + ENTRIES_CUT_OFF)}
     check_read_back(other.read_all(lid), closed["last_entry_id"], acked, sent)
     assert closed["last_entry_id"] == ENTRIES_BEFORE + ENTRIES_CUT_OFF - 1
+
+
+def test_the_ensemble_has_one_leader_and_the_others_follow(layout: Layout) -> None:
+    leader = layout.zookeeper_leader()
+    modes = sorted(str(z.mode()) for z in layout.zookeepers if z is not leader)
+    assert leader.mode() == "leader"
+    assert modes == ["follower", "follower"]
