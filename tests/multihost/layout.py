@@ -5,8 +5,7 @@ address and advertising its name (a bookie's id is ``bookie1:3181``).
 Each host has a network stack of its own, so every service of a kind uses the same
 well-known port. A process is a ``ServiceProcess`` or ``ZooKeeperProcess`` exec'd
 inside its host (``Host.spawner``), driven as anywhere else by pid: kill, pause,
-resume, restart; readiness is checked from its own host. Auditors, replicators and
-Spark are not laid out yet.
+resume, restart; readiness is checked from its own host. Spark is not laid out yet.
 """
 
 from __future__ import annotations
@@ -34,6 +33,8 @@ ZOOKEEPER_PEER_PORT = 2888
 ZOOKEEPER_ELECTION_PORT = 3888
 BOOKIE_PORT = 3181
 GATEWAY_PORT = 8080
+AUDITOR_PORT = 8090
+REPLICATOR_PORT = 8091
 ZOOKEEPER_READY_S = 90.0
 SERVICE_HEALTHY_S = 60.0
 # Short, so a host cut from ZooKeeper loses its session within a test's patience.
@@ -113,6 +114,8 @@ class Layout:
     gateways: list[HostService]
     client: Host
     zk_root: str
+    auditors: list[HostService] = field(default_factory=list)
+    replicators: list[HostService] = field(default_factory=list)
     processes: list[ServiceProcess | ZooKeeperProcess] = field(default_factory=list)
 
     @property
@@ -167,14 +170,20 @@ def start_layout(
     gateways: int = 2,
     zk_root: str = "/quire",
     gateway_args: Sequence[str] = (),
+    auditors: int = 0,
+    replicators: int = 0,
+    auditor_args: Sequence[str] = (),
+    replicator_args: Sequence[str] = (),
 ) -> Layout:
-    """Hosts ``zk1``…, ``bookie1``…, ``gateway1``… and ``client`` on ``network``, and on
-    each its process: the ZooKeeper servers first (started together, then waited for),
-    then the bookies and gateways together. Every process is stopped by the network's
-    ``close`` too."""
+    """Hosts ``zk1``…, ``bookie1``…, ``gateway1``…, ``auditor1``…, ``replicator1``…
+    and ``client`` on ``network``, and on each its process: the ZooKeeper servers first
+    (started together, then waited for), then every other service together. Every
+    process is stopped by the network's ``close`` too."""
     zk_hosts = network.add_hosts(f"zk{i}" for i in range(1, zookeepers + 1))
     bookie_hosts = network.add_hosts(f"bookie{i}" for i in range(1, bookies + 1))
     gateway_hosts = network.add_hosts(f"gateway{i}" for i in range(1, gateways + 1))
+    auditor_hosts = network.add_hosts(f"auditor{i}" for i in range(1, auditors + 1))
+    replicator_hosts = network.add_hosts(f"replicator{i}" for i in range(1, replicators + 1))
     client = network.add_host("client")
     servers = [
         (i, host.name, ZOOKEEPER_PEER_PORT, ZOOKEEPER_ELECTION_PORT)
@@ -205,8 +214,18 @@ def start_layout(
         )
         layout.gateways.append(gateway)
         _launch(layout, gateway)
+    for role, hosts, port, extra, started in (
+        ("auditor", auditor_hosts, AUDITOR_PORT, auditor_args, layout.auditors),
+        ("replicator", replicator_hosts, REPLICATOR_PORT, replicator_args, layout.replicators),
+    ):
+        for host in hosts:
+            proc = HostService(
+                host, role, [*common, *extra], port, base_dir / host.name / f"{role}.log"
+            )
+            started.append(proc)
+            _launch(layout, proc)
     start = time.monotonic()
-    for proc in [*layout.bookies, *layout.gateways]:
+    for proc in [*layout.bookies, *layout.gateways, *layout.auditors, *layout.replicators]:
         proc.wait_healthy(max(1.0, SERVICE_HEALTHY_S - (time.monotonic() - start)))
     return layout
 
