@@ -284,7 +284,7 @@ def test_no_secret_value_in_the_manifests(objects: list[dict[str, Any]]) -> None
 
 def test_the_documented_secret_command_names_every_key() -> None:
     """docs/operations.md creates the Secret with every required key."""
-    text = (REPO / "docs/operations.md").read_text()
+    text = (REPO / "docs" / "operations.md").read_text()
     command = re.search(r"kubectl -n \S+ create secret generic " + SECRET_NAME + r"\b[^`]*", text)
     assert command, "docs/operations.md does not create the Secret"
     for key, required in SECRET_KEYS.items():
@@ -420,7 +420,7 @@ def test_environment_is_real_documented_settings(objects: list[dict[str, Any]]) 
     """Every QUIRE_* variable of a Quire container is a setting of its module, documented
     in docs/api.md, and the settings accept the values; any other variable is a helper
     used through $(NAME) by another variable or the command."""
-    api = (REPO / "docs/api.md").read_text()
+    api = (REPO / "docs" / "api.md").read_text()
     for module, (_, container) in _quire_workloads(objects).items():
         env = _env(objects, container)
         values: dict[str, str] = {}
@@ -433,7 +433,9 @@ def test_environment_is_real_documented_settings(objects: list[dict[str, Any]]) 
                 continue
             field = name.removeprefix("QUIRE_").lower()
             assert field in SETTINGS[module].model_fields, f"{module}: {name}"
-            assert f"`--{field.replace('_', '-')}`" in api, f"{name} is not in docs/api.md"
+            assert f"`--{field.replace('_', '-')}`" in api, (
+                f"{name} is not documented (docs/api.md)"
+            )
             values[field] = value if isinstance(value, str) else "x"
         values["host"] = "bookie-0.bookie.quire.svc.cluster.local"
         SETTINGS[module].model_validate(values)
