@@ -1,7 +1,9 @@
 """docker-compose.yml and the Dockerfile, checked statically (no Docker engine here).
 
-What must hold: a three-node ZooKeeper ensemble; every Quire service sets only
-real settings of services/settings.py, with values those settings accept;
+What must hold: the layout of the multi-host tests (tests/multihost/layout.py): a
+three-node ZooKeeper ensemble (ids, quorum and election ports), five bookies spread
+over racks, two gateways, two auditors and two replicators; every Quire service sets
+only real settings of services/settings.py, with values those settings accept;
 each listens on and advertises its own host name; ports, ZooKeeper
 connection strings, volumes and depends_on are consistent. A Spark master and
 worker run the pip package's spark-class from the image's "spark" stage (the
@@ -110,12 +112,41 @@ def test_a_three_node_zookeeper_ensemble(services: dict[str, dict[str, Any]]) ->
     assert {int(m[1]): m[2] for m in entries if m} == {
         int(_env(s)["ZOO_MY_ID"]): name for name, s in zookeepers.items()
     }
+    for match in entries:
+        assert match
+        client_port = int(match[5] or 2181)
+        assert len({int(match[3]), int(match[4]), client_port}) == 3, match[0]
+    for name, service in zookeepers.items():
+        assert _env(service)["ZOO_STANDALONE_ENABLED"] == "false", f"{name} may run alone"
 
 
 def test_every_quire_service_is_there(services: dict[str, dict[str, Any]]) -> None:
-    """Four bookies (a spare for re-replication), a gateway, an auditor and a replicator."""
+    """Five bookies (spares for re-replication beside an ensemble of three), and two of
+    each coordinating service: gateways, auditors (one elected) and replicators."""
     modules = [module for module, _ in _quire_services(services).values()]
-    assert sorted(modules) == sorted(["bookie"] * 4 + ["gateway", "auditor", "replicator"])
+    assert sorted(modules) == sorted(["bookie"] * 5 + ["gateway", "auditor", "replicator"] * 2)
+
+
+def _racks(services: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Bookie service -> the rack its command names with ``--rack``."""
+    racks = {}
+    for name, (module, service) in _quire_services(services).items():
+        if module == "bookie":
+            command = [str(c) for c in service["command"]]
+            racks[name] = _flag(command, "--rack")
+    return racks
+
+
+def test_bookies_are_spread_over_racks(services: dict[str, dict[str, Any]]) -> None:
+    """Each bookie names its rack (``--rack``, which rack-aware placement reads); there are
+    at least three racks, so an ensemble of three can have each replica in its own, and
+    no rack holds more than two of the five bookies."""
+    racks = _racks(services)
+    assert len(racks) == 5, racks
+    for name, rack in racks.items():
+        assert re.fullmatch(r"[a-z0-9][a-z0-9-]*", rack), f"{name}: rack {rack!r}"
+    counts = {rack: list(racks.values()).count(rack) for rack in set(racks.values())}
+    assert len(counts) >= 3 and max(counts.values()) <= 2, counts
 
 
 def test_environment_names_are_real_settings(services: dict[str, dict[str, Any]]) -> None:
@@ -156,7 +187,8 @@ def test_ports_are_consistent(services: dict[str, dict[str, Any]]) -> None:
             assert int(parts[-1]) == port, f"{name} publishes {mapping} but listens on {port}"
             published.append(int(parts[-2]) if len(parts) > 1 else port)
     assert len(published) == len(set(published)), "two services publish the same host port"
-    assert "gateway" in services and services["gateway"].get("ports"), "publish the gateway"
+    gateways = [s for module, s in _quire_services(services).values() if module == "gateway"]
+    assert gateways and all(s.get("ports") for s in gateways), "publish every gateway"
 
 
 def test_zookeeper_connection_string_lists_the_ensemble(
@@ -267,7 +299,10 @@ def test_a_spark_master_and_worker(services: dict[str, dict[str, Any]]) -> None:
         assert int(_flag(args, "--cores")) >= 1
         assert re.fullmatch(r"\d+[mg]", _flag(args, "--memory"))
         depends = services[name].get("depends_on", {})
-        assert master in depends and "gateway" in depends, f"{name} depends on {depends}"
+        gateways = {
+            n for n, (module, _) in _quire_services(services).items() if module == "gateway"
+        }
+        assert master in depends and gateways & set(depends), f"{name} depends on {depends}"
     for name in spark:
         env = _env(services[name])
         if "SPARK_MASTER_URL" in env:
