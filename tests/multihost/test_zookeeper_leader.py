@@ -493,7 +493,7 @@ def test_a_repair_and_a_log_hand_over_complete_through_a_leader_kill(
         # The victim is a bookie of the repaired ledger but not of the log's ledger (the
         # log's writer then has no ensemble change to make while ZooKeeper elects).
         while True:
-            ledger = gw1.create(**body)["ledger_id"]
+            ledger = gw1.create(ensemble_size=2, write_quorum=2, ack_quorum=2)["ledger_id"]
             ensemble = gw1.metadata(ledger)["fragments"][0]["bookies"]
             if set(ensemble) != set(log_ensemble):
                 break
