@@ -52,6 +52,17 @@ FAILED_CHECKS_BURST = 20
 FAILED_CHECKS_REFILL_PER_S = 2.0
 CLIENTS_TRACKED_MAX = 10_000
 
+# The metadata kept for reads (gateway/metadata_cache.py): the most ledgers and logs
+# kept (least recently used dropped first; a closed ledger's metadata is about a
+# kilobyte per fragment); how long a read that has a kept copy waits for ZooKeeper
+# before it is served the kept copy; how long a closed ledger's kept copy is served
+# without asking ZooKeeper again (the longest a swap or a delete made by another
+# gateway goes unseen while ZooKeeper answers).
+METADATA_CACHE_LEDGERS_MAX = 10_000
+METADATA_CACHE_LOGS_MAX = 1_000
+METADATA_WAIT_KEPT_S = 0.5
+CLOSED_LEDGER_RECHECK_S = 30.0
+
 # Logs (gateway/logs/).
 
 # A change to a log's ledger list (truncate, attach, delete) is a compare-and-set on its

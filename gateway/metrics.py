@@ -95,6 +95,14 @@ class GatewayMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        # Reads served from kept metadata (gateway/metadata_cache.py), by reason: a
+        # closed ledger's (ZooKeeper not asked), or ZooKeeper not answering.
+        self.metadata_cache_hits = Counter(
+            "quire_gateway_metadata_cache_hits_total",
+            "Reads served ledger or log metadata this gateway kept, by reason",
+            ["reason"],
+            registry=r,
+        )
         self.zookeeper = ZooKeeperMetrics(r, "gateway")
         self._streams = Gauge(
             "quire_gateway_streams", "Streaming appends open (authorized)", registry=r

@@ -69,12 +69,14 @@ async def create_ledger(
 async def metadata_for(
     gw: Gateway, ledger_id: int, password: str | None, check: bool = True
 ) -> LedgerMetadata:
-    """The ledger's metadata, after checking the password (401) when ``check``."""
+    """The ledger's metadata for a read, after checking the password (401) when
+    ``check``: this gateway's write handle's, else the kept or current copy
+    (``MetadataCache.ledger``)."""
     runner = gw.handles.get(ledger_id)
     if runner is not None and runner.live:
         metadata = runner.handle.metadata
     else:
-        metadata = (await gw.ctx.ledgers.get(ledger_id)).metadata
+        metadata = await gw.metadata.ledger(ledger_id)
     if check:
         await check_password(password, metadata.password_hash)
     return metadata
@@ -159,10 +161,13 @@ async def delete(
     every bookie that stores a fragment. A bookie that is down keeps its copy until
     it is formatted; that is logged, not an error. With ``unless_changed`` (a znode and
     its version: the ledger's log, checked not to list it) the metadata is deleted only
-    while that znode is unchanged (``MetadataConflict`` otherwise, nothing deleted)."""
+    while that znode is unchanged (``MetadataConflict`` otherwise, nothing deleted).
+    Once the metadata is deleted this gateway serves the ledger no more
+    (``MetadataCache.forget``)."""
     metadata = (await gw.ctx.ledgers.get(ledger_id)).metadata
     await check_password(password, metadata.password_hash)
     await gw.ctx.ledgers.delete(ledger_id, unless_changed)
+    gw.metadata.forget(ledger_id)
     runner = gw.handles.get(ledger_id)
     gw.handles.forget(ledger_id)
     if runner is not None:

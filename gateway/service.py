@@ -1,5 +1,6 @@
 """What the routes work with: the gateway's settings and metrics, the ledger client's
-long-lived context, and the write handles and recoveries this gateway runs.
+long-lived context, the write handles and recoveries this gateway runs, and the
+metadata it keeps for reads (``gateway/metadata_cache.py``).
 
 Built whole in the lifespan (``gateway/app.py``) and never partial: the context holds
 only long-lived clients and stores, with the client's settings and metrics (built from
@@ -13,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from gateway.metadata_cache import MetadataCache
 from gateway.metrics import GatewayMetrics
 from services.errors import Unavailable
 from services.ledger_client.context import LedgerClientContext
@@ -31,6 +33,7 @@ class Gateway:
     ctx: LedgerClientContext
     handles: HandleTable
     recoveries: Recoveries
+    metadata: MetadataCache
     # The log layer (gateway/logs/writers.py ``serve_logs``), where logs are served: the
     # gateway app serves them, a replication worker does not.
     log_writers: list[LogWriters] = field(default_factory=list)
@@ -42,7 +45,8 @@ class Gateway:
         """The gateway over ``ctx``, which holds ``settings.ledger_client()`` and
         ``metrics.client``."""
         senders = SenderTable(ctx.bookie, SenderLimits.from_settings(ctx.settings))
-        return cls(settings, metrics, ctx, HandleTable(ctx, senders), Recoveries(ctx))
+        metadata = MetadataCache(ctx.ledgers, metrics.metadata_cache_hits)
+        return cls(settings, metrics, ctx, HandleTable(ctx, senders), Recoveries(ctx), metadata)
 
     @property
     def logs(self) -> LogWriters:

@@ -8,13 +8,12 @@ import asyncio
 import collections
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
 import pybase64
 
 from gateway.service import Gateway
-from services.errors import BookieUnavailable
 from services.ledger_client.runners import read as reads
 from services.limits import PAGE_ENTRIES_MAX, RANGE_ENTRIES_MAX, READ_AHEAD_PAGES
 from services.protocol.metadata import LedgerMetadata
@@ -24,16 +23,17 @@ from services.wire import entries_stream
 T = TypeVar("T")
 
 
-async def timed_read(gw: Gateway, ledger_id: int, read: Awaitable[T]) -> T:
-    """Await a read of entries, observed in the read latency histogram. When no replica
-    could serve it, a ledger deleted meanwhile (by another gateway, while this one still
-    holds its write handle and so its metadata) is 404 ledger_not_found, not 503."""
+async def timed_read(
+    gw: Gateway, metadata: LedgerMetadata, read: Callable[[LedgerMetadata], Awaitable[T]]
+) -> T:
+    """``read(metadata)``, observed in the read latency histogram. When no replica could
+    serve it, ZooKeeper's current metadata is read (``MetadataCache.reading``): a kept
+    copy that names a bookie swapped out since is read again with it, and a ledger
+    deleted meanwhile (by another gateway, while this one kept its metadata or holds
+    its write handle) is 404 ledger_not_found, not 503."""
     started = time.monotonic()
     try:
-        return await read
-    except BookieUnavailable:
-        await gw.ctx.ledgers.get(ledger_id)  # raises LedgerNotFound when it is gone
-        raise
+        return await gw.metadata.reading(metadata, read)
     finally:
         gw.metrics.read_latency.observe(time.monotonic() - started)
 
@@ -69,8 +69,10 @@ async def read_ahead(
     async def read(first: int, last: int) -> reads.Page:
         return await timed_read(
             gw,
-            metadata.ledger_id,
-            reads.read_page(gw.ctx, metadata, first, last, key, entries_max=last - first + 1),
+            metadata,
+            lambda current: reads.read_page(
+                gw.ctx, current, first, last, key, entries_max=last - first + 1
+            ),
         )
 
     def plan(first: int) -> None:

@@ -308,7 +308,7 @@ async def read_entries(
     # The first page is read before answering, so that an error there (no replica)
     # is still an {"error", "message"} answer and not a 200 with a broken stream.
     page = await pages.timed_read(
-        gw, ledger_id, reads.read_page(gw.ctx, metadata, start, stop, key)
+        gw, metadata, lambda current: reads.read_page(gw.ctx, current, start, stop, key)
     )
     accept = request.headers.get("accept", "")
     if entries_stream.MEDIA_TYPE in accept:
@@ -356,6 +356,6 @@ async def read_entry(
     end = await pages.last_readable(gw, metadata)
     key = digest_key(metadata, password)
     data = await pages.timed_read(
-        gw, ledger_id, reads.read_single(gw.ctx, metadata, entry_id, end, key)
+        gw, metadata, lambda current: reads.read_single(gw.ctx, current, entry_id, end, key)
     )
     return Response(data, media_type="application/octet-stream")

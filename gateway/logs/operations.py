@@ -64,6 +64,13 @@ async def get(gw: Gateway, name: str) -> VersionedLog:
     return await gw.logs.logs.get(name)
 
 
+async def get_for_read(gw: Gateway, name: str) -> LogMetadata:
+    """The log's metadata for a read: ZooKeeper's, or the list this gateway read last
+    while ZooKeeper cannot answer (``MetadataCache.log``)."""
+    check_log_name(name)
+    return await gw.metadata.log(name, gw.logs.logs.get)
+
+
 async def not_writer(gw: Gateway, name: str, exc: NotWriter) -> NotWriter:
     """``exc`` (409 ``not_writer``), unless the log does not exist (any more): then 404
     ``log_not_found`` is raised (docs/api.md: an unknown log is 404 on every route)."""
@@ -134,6 +141,7 @@ async def delete(gw: Gateway, name: str) -> None:
         except MetadataConflict:
             continue
         gw.logs.forget(name)
+        gw.metadata.forget_log(name)
         await delete_ledgers(gw, current.log.ledgers)
         return
     raise MetadataConflict(f"log {name}: it kept changing; delete again")

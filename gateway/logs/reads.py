@@ -18,12 +18,18 @@ writer is seen) until a record is readable or the time is up.
 A listed ledger that is gone is never skipped: truncated while the read went through
 the list, the records read so far are answered (or the read is 400 like any truncated
 position); still listed, the read fails with ``log_ledger_missing``.
+
+The list and the ledgers' metadata come from ``MetadataCache`` (gateway/metadata_cache.py):
+while ZooKeeper cannot answer, a read goes through the list this gateway read last and
+the ledgers' metadata it kept, so it answers a prefix of the log's one order rather
+than 503 (docs/logs.md "While ZooKeeper elects a leader").
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -78,7 +84,7 @@ async def read(
     deadline = time.monotonic() + wait_ms / 1000
     truncated = 0
     while True:
-        current = (await log_ops.get(gw, name)).log
+        current = await log_ops.get_for_read(gw, name)
         try:
             page, waiting_on = await _read_once(gw, current, start, limit)
         except _Truncated as exc:
@@ -106,7 +112,7 @@ async def _ledger(gw: Gateway, ledger_id: int, last: bool) -> _Ledger | None:
     if runner is not None:
         return _Ledger(runner.handle.metadata, runner.lac, False)
     try:
-        metadata = (await gw.ctx.ledgers.get(ledger_id)).metadata
+        metadata = await gw.metadata.ledger(ledger_id)
     except LedgerNotFound:
         return None  # truncated or deleted meanwhile
     if metadata.state is LedgerState.CLOSED:
@@ -144,7 +150,10 @@ async def _read_once(
                 f"position {position} is past the end of ledger {position.ledger_id} "
                 f"(last entry {ledger.end})"
             )
-        full = await _read_ledger(gw, ledger, position, limit, page)
+        try:
+            full = await _read_ledger(gw, ledger, position, limit, page)
+        except LedgerNotFound:  # its kept metadata outlived it: truncated or deleted
+            await _missing(gw, log.name, position, page)
         if full:
             return page, None
         if not ledger.closed:
@@ -191,7 +200,7 @@ async def _read_ledger(
     first = position.entry_id
     while first <= ledger.end:
         want = min(ledger.end, first + (limit - len(page.records)) - 1)
-        got = await reads.read_page(gw.ctx, ledger.metadata, first, want, key)
+        got = await gw.metadata.reading(ledger.metadata, _page_of(gw, first, want, key))
         if not got.entries:
             return False
         for entry_id, data in got.entries:
@@ -207,6 +216,17 @@ async def _read_ledger(
                 return True
         first = got.entries[-1][0] + 1
     return False
+
+
+def _page_of(
+    gw: Gateway, first: int, last: int, key: bytes
+) -> Callable[[LedgerMetadata], Awaitable[reads.Page]]:
+    """The read of entries ``first``..``last`` of a ledger, given its metadata."""
+
+    def read(metadata: LedgerMetadata) -> Awaitable[reads.Page]:
+        return reads.read_page(gw.ctx, metadata, first, last, key)
+
+    return read
 
 
 async def _wait(gw: Gateway, ledger: _Ledger | None, wait_ms: int) -> None:

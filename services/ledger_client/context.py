@@ -32,6 +32,11 @@ from services.zk.ledger_store import VersionedLedger
 class LedgerMetadataStore(Protocol):
     """Ledger metadata with versions (``services.zk.ledger_store.LedgerStore``)."""
 
+    @property
+    def connected(self) -> bool:
+        """Whether ZooKeeper can answer now (its session is connected)."""
+        ...
+
     async def new_ledger_id(self) -> int: ...
 
     async def create(self, metadata: LedgerMetadata) -> VersionedLedger: ...

@@ -27,6 +27,11 @@ class LedgerStore:
     def __init__(self, store: MetadataStore) -> None:
         self.store = store
 
+    @property
+    def connected(self) -> bool:
+        """Whether the ZooKeeper session is connected now (not SUSPENDED or LOST)."""
+        return self.store.connected
+
     async def new_ledger_id(self) -> int:
         return await self.store.generate_ledger_id()
 

@@ -13,6 +13,14 @@ OPERATION_TIMEOUT_S = 15.0
 CONNECT_ATTEMPT_TIMEOUT_S = 3.0
 CONNECT_DELAY_FIRST_S = 0.5
 CONNECT_DELAY_MAX_S = 10.0
+# kazoo's reconnection after a connection is lost (kazoo's ``connection_retry``): the
+# pause before the first attempt and the longest between attempts (doubling, jittered),
+# tried for ever. While the ensemble elects a leader every server refuses sessions; the
+# longest pause is what a client may lose after the new leader serves, so it is short
+# (a refused attempt costs a server one accept and close; measured in
+# benchmarks/README.md "ZooKeeper leader election").
+RECONNECT_DELAY_FIRST_S = 0.05
+RECONNECT_DELAY_MAX_S = 0.25
 STATE_POLL_S = 0.05  # how often ``wait_connected`` looks at the connection
 WATCH_SETUP_THREADS_MAX = 4  # threads making kazoo watches (each reads its znode)
 

@@ -67,6 +67,8 @@ from services.zk.limits import (
     CONNECT_DELAY_FIRST_S,
     CONNECT_DELAY_MAX_S,
     OPERATION_TIMEOUT_S,
+    RECONNECT_DELAY_FIRST_S,
+    RECONNECT_DELAY_MAX_S,
     STATE_POLL_S,
     WATCH_SETUP_THREADS_MAX,
 )
@@ -154,7 +156,11 @@ class MetadataStore:
         self._client = KazooClient(
             hosts=hosts,
             timeout=session_timeout_s,
-            connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1.0},
+            connection_retry={
+                "max_tries": -1,
+                "delay": RECONNECT_DELAY_FIRST_S,
+                "max_delay": RECONNECT_DELAY_MAX_S,
+            },
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._starting: asyncio.Future[None] | None = None

@@ -11,6 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from gateway.app import create_app
+from gateway.metadata_cache import MetadataCache
+from gateway.metrics import GatewayMetrics
 from services.errors import LedgerNotFound
 from services.settings import GatewaySettings
 
@@ -19,6 +21,8 @@ NOT_CANONICAL = ["1.0", "+1", "%201", "1%20", "01", "00", "-0", "1e0", "0x1", "1
 
 
 class Ledgers:
+    connected = True
+
     async def get(self, ledger_id: int):  # type: ignore[no-untyped-def]
         raise LedgerNotFound(f"no ledger {ledger_id}")
 
@@ -30,8 +34,10 @@ class Ledgers:
 def client() -> TestClient:
     app = create_app(GatewaySettings())
     # No lifespan: a stand-in gateway whose ledgers all do not exist.
+    ledgers = Ledgers()
     app.state.gateway = SimpleNamespace(
-        ctx=SimpleNamespace(ledgers=Ledgers(), store=SimpleNamespace(connected=True)),
+        ctx=SimpleNamespace(ledgers=ledgers, store=SimpleNamespace(connected=True)),
+        metadata=MetadataCache(ledgers, GatewayMetrics().metadata_cache_hits),  # type: ignore[arg-type]
         handles=SimpleNamespace(get=lambda _: None, live=lambda _: None),
     )
     return TestClient(app)

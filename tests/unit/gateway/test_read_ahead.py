@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 
 from gateway.ledgers.pages import read_ahead
+from gateway.metadata_cache import MetadataCache
 from gateway.metrics import GatewayMetrics
 from services.ledger_client.runners import read as reads
 from services.limits import PAGE_ENTRIES_MAX, RANGE_ENTRIES_MAX, READ_AHEAD_PAGES
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.reads_messages import ReadDone
+from tests.unit.ledger_client.fakes import FakeLedgerStore
 
 METADATA = LedgerMetadata.new(1, ["a:1", "b:2", "c:3"], 3, 2)
 
@@ -52,7 +54,9 @@ class FakePages:
 
 def _stream(pages: FakePages, stop: int, take: int | None = None) -> list[int]:
     async def run() -> list[int]:
-        gw = SimpleNamespace(ctx=SimpleNamespace(), metrics=GatewayMetrics())
+        metrics = GatewayMetrics()
+        metadata = MetadataCache(FakeLedgerStore(), metrics.metadata_cache_hits)
+        gw = SimpleNamespace(ctx=SimpleNamespace(), metrics=metrics, metadata=metadata)
         first = await pages.read_page(gw.ctx, METADATA, 0, min(stop, 999), b"")
         seen: list[int] = []
         stream = read_ahead(gw, METADATA, first, stop, b"")  # type: ignore[arg-type]

@@ -32,6 +32,7 @@ class FakeLedgerStore:
         self.nodes: dict[int, VersionedLedger] = {}
         self.writes: list[LedgerMetadata] = []
         self._next_id = 1
+        self.connected = True
 
     async def new_ledger_id(self) -> int:
         self._next_id += 1
