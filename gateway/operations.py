@@ -146,6 +146,7 @@ async def recover(gw: Gateway, ledger_id: int, password: str | None) -> dict[str
     metadata, _ = await gw.recoveries.recover(
         current.metadata, current.version, digest_key(current.metadata, password)
     )
+    gw.handles.recovered(ledger_id)
     return metadata.to_api()
 
 
