@@ -33,7 +33,10 @@ def test_a_short_seed_keeps_every_property(tmp_path: Path) -> None:
     records = read(tmp_path / "history.jsonl")
     faults = [r for r in records if r.type == FAULT]
     assert len(outcome.schedule) >= FAULTS_MIN
-    assert [f.f for f in faults] == [f.kind for f in outcome.schedule]
+    # logged once applied, so a slow one (iptables rules) may be logged after the next
+    assert sorted((f.value["at_s"], f.f) for f in faults) == [
+        (round(f.at_s, 3), f.kind) for f in outcome.schedule
+    ]
     assert Counter(r.type for r in records)[HEAL] == len(faults)
     assert all("error" not in f.value for f in faults), [f.value for f in faults]
     invoked = {r.process for r in records if r.type == INVOKE}

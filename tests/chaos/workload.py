@@ -44,7 +44,7 @@ import httpx
 from websockets.exceptions import ConnectionClosed, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
-from tests.chaos.history import FAIL, OK, UNKNOWN, History
+from tests.chaos.history import FAIL, OK, UNKNOWN, History, Record
 from tests.multihost.network import Host
 
 # Ledger shapes (E, Qw, Qa) the writers draw from; all fit on three of five bookies.
@@ -399,38 +399,37 @@ class LogStreamer(LogWriter):
             self.gateway = self.other_gateway()
             self.take_writer()
             return pending
-        invocations = []
+        invocations: list[Record] = []
         acked = 0
-        try:
-            credits = json.loads(conn.recv(timeout=REQUEST_TIMEOUT_S)).get("credits", 0)
-            for key, records in pending[: max(0, credits)]:
-                value = {
-                    "gateway": gateway,
-                    "log": self.log,
-                    "key": key,
-                    "records": records,
-                    "via": "stream",
-                }
-                invocations.append(self.ctx.history.invoke(self.name, "log_append", value))
-                conn.send(json.dumps({"key": key}))
-                conn.send(records[0].encode())
-            conn.send(json.dumps({"end": True}))
-            while acked < len(invocations):
-                doc = json.loads(conn.recv(timeout=REQUEST_TIMEOUT_S))
-                if "error" in doc:
-                    if doc["error"] == "not_writer":
-                        self.follow_writer()
-                    break
-                if "seq" in doc:
-                    position = [doc["position"]["ledger_id"], doc["position"]["entry_id"]]
-                    self.ctx.history.complete(
-                        invocations[doc["seq"]], OK, {"first": position, "last": position}
-                    )
-                    acked += 1
-        except (ConnectionClosed, OSError, WebSocketException, TimeoutError, ValueError):
-            pass  # the stream broke: what it did not acknowledge is settled over REST
-        finally:
-            conn.close()
+        with conn:
+            try:
+                credits = json.loads(conn.recv(timeout=REQUEST_TIMEOUT_S)).get("credits", 0)
+                for key, records in pending[: max(0, credits)]:
+                    value = {
+                        "gateway": gateway,
+                        "log": self.log,
+                        "key": key,
+                        "records": records,
+                        "via": "stream",
+                    }
+                    invocations.append(self.ctx.history.invoke(self.name, "log_append", value))
+                    conn.send(json.dumps({"key": key}))
+                    conn.send(records[0].encode())
+                conn.send(json.dumps({"end": True}))
+                while acked < len(invocations):
+                    doc = json.loads(conn.recv(timeout=REQUEST_TIMEOUT_S))
+                    if "error" in doc:
+                        if doc["error"] == "not_writer":
+                            self.follow_writer()
+                        break
+                    if "seq" in doc:
+                        position = [doc["position"]["ledger_id"], doc["position"]["entry_id"]]
+                        self.ctx.history.complete(
+                            invocations[doc["seq"]], OK, {"first": position, "last": position}
+                        )
+                        acked += 1
+            except (ConnectionClosed, OSError, WebSocketException, TimeoutError, ValueError):
+                pass  # the stream broke: what it did not acknowledge is settled over REST
         for invocation in invocations[acked:]:
             self.ctx.history.complete(invocation, UNKNOWN, {"error": "stream ended"})
         return pending[acked:]
