@@ -16,8 +16,10 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 3
 FAST_WORKERS ?= 2
 SEEDS ?= 100000
+SECONDS ?= 600
+SEED ?= 1
 
-.PHONY: native run test test-fast lint format bench compare-peers sim sim-logs fuzz fuzz-decoders openapi setup java zookeeper browser iptables node clients spark-cluster clean
+.PHONY: native run test test-fast lint format bench compare-peers sim sim-logs chaos fuzz fuzz-decoders openapi setup java zookeeper browser iptables node clients spark-cluster clean
 
 # ZooKeeper and Spark (pyspark, a pinned dependency) both run on Java: a JRE 17+.
 # The admin page's browser tests need Debian's chromium (Playwright's download cannot work).
@@ -135,6 +137,12 @@ sim: setup
 sim-logs: setup
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --sim-seeds=$(SEEDS) \
 		tests/simulation/test_log_simulation.py -k 'real_acquire or duelling or idempotent'
+
+# A chaos run (not a CI step; CI runs one short seed, tests/chaos/test_chaos.py): the
+# seeded workload and faults for SECONDS seconds on hosts of their own (root only), then
+# the checker; the history and figures go to chaos-out/seed-SEED (docs/development.md).
+chaos: setup
+	$(PY) -m tests.chaos.run --seconds $(SECONDS) --seed $(SEED) --out chaos-out/seed-$(SEED)
 
 # The decoders' property tests (bookie framing, bulk read format, add bodies) with the
 # "fuzz" Hypothesis profile (tests/conftest.py: 20,000 random examples each instead of

@@ -144,10 +144,14 @@ async def recover(gw: Gateway, ledger_id: int, password: str | None) -> dict[str
     current = await gw.ctx.ledgers.get(ledger_id)
     await check_password(password, current.metadata.password_hash)
     if current.metadata.state is LedgerState.CLOSED:
-        return current.metadata.to_api()
-    metadata, _ = await gw.recoveries.recover(
-        current.metadata, current.version, digest_key(current.metadata, password)
-    )
+        metadata = current.metadata
+    else:
+        metadata, _ = await gw.recoveries.recover(
+            current.metadata, current.version, digest_key(current.metadata, password)
+        )
+    # A write handle of a closed ledger is stale, however it got closed (here, or by a
+    # recovery elsewhere while the handle hung): fence it, so reads here see the close.
+    gw.handles.recovered(ledger_id)
     return metadata.to_api()
 
 

@@ -90,6 +90,16 @@ class HandleTable:
         runner = self.get(ledger_id)
         return runner if runner is not None and runner.live else None
 
+    def recovered(self, ledger_id: int) -> None:
+        """This client's own recovery closed the ledger: its live write handle, if it
+        holds one, is fenced now (the recovery fenced the bookies, but a handle whose
+        adds hang, say in an ensemble change that cannot reach ZooKeeper, would learn it
+        only later). Its pending adds fail ``ledger_fenced`` (outcome unknown) and reads
+        on this client stop taking its OPEN metadata and LAC for the ledger's end."""
+        runner = self.live(ledger_id)
+        if runner is not None:
+            runner.fenced()
+
     def writer_lac(self, ledger_id: int) -> int | None:
         """The LAC of this client's live write handle of the ledger, else None."""
         runner = self.live(ledger_id)

@@ -111,6 +111,12 @@ class HandleRunner(EffectRunner):
         self._feed(m.CloseRequested(rid, self.ctx.clock()))
         return await future
 
+    def fenced(self) -> None:
+        """The ledger was fenced under the handle (``HandleTable.recovered``): fed as a
+        bookie's fence refusal, which fences the handle whatever it waits for."""
+        bookie = self.handle.metadata.ensemble[0]
+        self._feed(m.BookieFailed(bookie, m.RejectReason.FENCED))
+
     async def wait_lac(self, after: int, timeout_s: float) -> int:
         """Wait up to ``timeout_s`` for the LAC to pass ``after``; return the LAC."""
 

@@ -268,3 +268,49 @@ def test_a_bookie_reformatted_before_the_recovery_does_not_close_the_ledger_shor
         assert closed.state is LedgerState.CLOSED and closed.last_entry_id == 7
 
     run(body)
+
+
+def test_a_recovery_by_the_writers_own_client_fences_its_stuck_write_handle() -> None:
+    """Fencing and recovery (docs/protocol.md) on the writer's own gateway: an add stuck
+    on a bookie that never answers it (Qa = Qw = 3) while this client recovers and closes
+    the ledger at the entry the other bookies hold. Told by ``HandleTable.recovered``,
+    the handle is fenced at once: the stuck add fails ``ledger_fenced`` (its outcome is
+    unknown; here the ledger holds it) and the handle is no longer live, so reads stop
+    ending at its LAC (1) rather than at the closed ledger's last entry (2). The chaos
+    suite found a gateway serving a CLOSED ledger short this way (tests/chaos/)."""
+
+    async def body() -> None:
+        bookies, store = FakeBookies(POOL), FakeLedgerStore()
+        ctx = make_context(bookies, store)
+        senders = SenderTable(ctx.bookie, SenderLimits.from_settings(ctx.settings))
+        table = HandleTable(ctx, senders)
+        created = await store.create(LedgerMetadata.new(8, POOL, 3, 3))
+        writer = table.open(created.metadata, created.version, b"")
+        for i in range(2):
+            await writer.add((b"entry %d" % i,))
+        b2 = bookies.bookies["b2:1"]
+        plain_add = b2.add
+
+        async def hang_normal_adds(
+            records: list[FramedRecord], timeout_s: float | None = None
+        ) -> object:
+            if any(not r.recovery for r in records):
+                await asyncio.Event().wait()
+            return await plain_add(records, timeout_s)
+
+        b2.add = hang_normal_adds  # type: ignore[method-assign]
+        stuck = await writer.submit((b"entry 2",))
+        for _ in range(100):
+            await asyncio.sleep(0)
+        assert not stuck.done() and table.writer_lac(8) == 1
+
+        current = await store.get(8)
+        closed, _ = await Recoveries(ctx).recover(current.metadata, current.version, b"")
+        assert closed.last_entry_id == 2
+        table.recovered(8)
+        with pytest.raises(LedgerFenced):
+            await stuck
+        assert table.live(8) is None and table.writer_lac(8) is None
+        await table.aclose()
+
+    run(body)

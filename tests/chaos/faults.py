@@ -1,0 +1,499 @@
+"""The chaos run's faults: a seeded schedule, planned before the run, and the nemesis
+that carries it out on a layout of hosts (tests/multihost/layout.py).
+
+A fault kind is one small class: ``plan`` draws one fault of its kind from the hosts
+still free at a time (or None), ``apply`` does it and ``heal`` undoes it. The planner
+(``plan_schedule``) is pure and seeded: the same seed, length and layout give the same
+faults at the same offsets. It keeps progress possible: at most a minority of the
+bookies and of the ZooKeeper servers, and all but one of each other service, are
+impaired at once (down, paused or cut off on one side of a partition); a host has one
+fault at a time, and stays taken for a while after its heal (``settle_s``: a restarted
+process needs time to come back); one partition at a time (``Network.heal`` heals them
+all). Every fault ends before the run does.
+
+Kinds here: ``kill`` (SIGKILL, restarted at the heal), ``pause`` (SIGSTOP, SIGCONT at
+the heal), ``restart`` (SIGTERM, then started again), ``partition`` and
+``partition_one_way`` between two host sets, and ``zookeeper_leader_kill`` (the leader
+of the moment, found when the fault starts). Filling or wiping a bookie's disk and rack
+faults are not here yet.
+
+The nemesis runs each fault in a thread of its own (a graceful stop may take seconds;
+faults of disjoint hosts do not wait for one another) and logs every fault and heal,
+with its time and what it touched, into the history.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from services.cluster.processes import ManagedProcess
+from tests.chaos.history import History
+from tests.multihost.layout import Layout
+
+ZOOKEEPER, BOOKIE, GATEWAY, AUDITOR, REPLICATOR, CLIENT = (
+    "zookeeper",
+    "bookie",
+    "gateway",
+    "auditor",
+    "replicator",
+    "client",
+)
+# Faults start no earlier than this into the run (the workload gets going first).
+FIRST_FAULT_S = 2.0
+# How long a host stays taken after its fault healed, by what the heal does.
+SETTLE_RESTART_S = {ZOOKEEPER: 8.0, BOOKIE: 4.0, GATEWAY: 4.0, AUDITOR: 3.0, REPLICATOR: 3.0}
+SETTLE_RESUME_S = 1.5
+SETTLE_PARTITION_S = 2.0
+LEADER_WAIT_S = 5.0
+
+
+@dataclass(frozen=True)
+class Roles:
+    """The hosts of a layout by role (the client's host has the role ``client``)."""
+
+    hosts: Mapping[str, tuple[str, ...]]
+
+    @classmethod
+    def of(cls, layout: Layout) -> Roles:
+        return cls(
+            {
+                ZOOKEEPER: tuple(z.node.name for z in layout.zookeepers),
+                BOOKIE: tuple(b.node.name for b in layout.bookies),
+                GATEWAY: tuple(g.node.name for g in layout.gateways),
+                AUDITOR: tuple(a.node.name for a in layout.auditors),
+                REPLICATOR: tuple(r.node.name for r in layout.replicators),
+                CLIENT: (layout.client.name,),
+            }
+        )
+
+    def role_of(self, host: str) -> str:
+        return next(role for role, hosts in self.hosts.items() if host in hosts)
+
+    def budget(self, role: str) -> int:
+        """How many hosts of ``role`` may be impaired at once."""
+        count = len(self.hosts.get(role, ()))
+        if role in (ZOOKEEPER, BOOKIE):
+            return (count - 1) // 2
+        return 0 if role == CLIENT else max(0, count - 1)
+
+    @property
+    def services(self) -> list[str]:
+        return [h for role, hosts in self.hosts.items() if role != CLIENT for h in hosts]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One planned fault: its kind, when it starts and how long it lasts, the hosts it
+    acts on (a partition: one side; a leader kill: every ZooKeeper server, one of which
+    it kills) and a partition's other side."""
+
+    kind: str
+    at_s: float
+    duration_s: float
+    hosts: tuple[str, ...]
+    others: tuple[str, ...] = ()
+
+    @property
+    def end_s(self) -> float:
+        return self.at_s + self.duration_s
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"at_s": round(self.at_s, 3), "duration_s": round(self.duration_s, 3)}
+        doc["hosts"] = list(self.hosts)
+        if self.others:
+            doc["others"] = list(self.others)
+        return doc
+
+
+@dataclass
+class Free:
+    """What a kind may use at a time: the hosts with no fault, the impairments each
+    role can still take, and whether a partition is on."""
+
+    hosts: dict[str, list[str]]
+    room: Counter[str]
+    partition_on: bool
+
+    def usable(self, role: str) -> list[str]:
+        return self.hosts.get(role, []) if self.room[role] > 0 else []
+
+
+class Cluster(Protocol):
+    """What faults act on (``LayoutCluster`` in a run, fakes in unit tests)."""
+
+    def process(self, host: str) -> ManagedProcess: ...
+
+    def zookeeper_leader(self) -> str: ...
+
+    def partition(self, a: Sequence[str], b: Sequence[str], one_way: bool) -> None: ...
+
+    def heal_partitions(self) -> None: ...
+
+
+class FaultKind(Protocol):
+    name: str
+    weight: float
+
+    def plan(self, rng: random.Random, at_s: float, free: Free, roles: Roles) -> Fault | None: ...
+
+    def impairs(self, fault: Fault, roles: Roles) -> Counter[str]:
+        """The impairments by role the fault costs while it lasts."""
+        ...
+
+    def settle_s(self, fault: Fault, roles: Roles) -> float: ...
+
+    def apply(self, cluster: Cluster, fault: Fault) -> dict[str, Any]: ...
+
+    def heal(self, cluster: Cluster, fault: Fault, applied: dict[str, Any]) -> dict[str, Any]: ...
+
+
+def _pick_process_host(rng: random.Random, free: Free, roles: Roles) -> str | None:
+    choices = [h for role in roles.hosts if role != CLIENT for h in free.usable(role)]
+    return rng.choice(choices) if choices else None
+
+
+class _ProcessFault:
+    """A fault of one process, chosen among the free hosts of every service."""
+
+    name = ""
+    weight = 1.0
+    duration_range_s = (0.5, 3.0)
+
+    def plan(self, rng: random.Random, at_s: float, free: Free, roles: Roles) -> Fault | None:
+        host = _pick_process_host(rng, free, roles)
+        if host is None:
+            return None
+        return Fault(self.name, at_s, rng.uniform(*self.duration_range_s), (host,))
+
+    def impairs(self, fault: Fault, roles: Roles) -> Counter[str]:
+        return Counter(roles.role_of(h) for h in fault.hosts)
+
+    def settle_s(self, fault: Fault, roles: Roles) -> float:
+        return max(SETTLE_RESTART_S[roles.role_of(h)] for h in fault.hosts)
+
+
+class Kill(_ProcessFault):
+    """SIGKILL a process; the heal starts it again on the same data."""
+
+    name = "kill"
+    weight = 3.0
+    duration_range_s = (0.5, 4.0)
+
+    def apply(self, cluster: Cluster, fault: Fault) -> dict[str, Any]:
+        proc = cluster.process(fault.hosts[0])
+        pid = proc.pid
+        proc.kill()
+        return {"pid": pid}
+
+    def heal(self, cluster: Cluster, fault: Fault, applied: dict[str, Any]) -> dict[str, Any]:
+        proc = cluster.process(fault.hosts[0])
+        proc.start()
+        return {"pid": proc.pid}
+
+
+class Restart(_ProcessFault):
+    """Stop a process gracefully (SIGTERM: a gateway drains its streams) and start it
+    again at the heal."""
+
+    name = "restart"
+    weight = 1.0
+    duration_range_s = (0.2, 1.5)
+
+    def apply(self, cluster: Cluster, fault: Fault) -> dict[str, Any]:
+        proc = cluster.process(fault.hosts[0])
+        pid = proc.pid
+        return {"pid": pid, "exit": proc.stop()}
+
+    def heal(self, cluster: Cluster, fault: Fault, applied: dict[str, Any]) -> dict[str, Any]:
+        proc = cluster.process(fault.hosts[0])
+        proc.start()
+        return {"pid": proc.pid}
+
+
+class Pause(_ProcessFault):
+    """SIGSTOP a process (a hung process: connections open, nothing answered); SIGCONT
+    at the heal."""
+
+    name = "pause"
+    weight = 2.0
+    duration_range_s = (0.5, 3.0)
+
+    def settle_s(self, fault: Fault, roles: Roles) -> float:
+        return SETTLE_RESUME_S
+
+    def apply(self, cluster: Cluster, fault: Fault) -> dict[str, Any]:
+        proc = cluster.process(fault.hosts[0])
+        proc.pause()
+        return {"pid": proc.pid}
+
+    def heal(self, cluster: Cluster, fault: Fault, applied: dict[str, Any]) -> dict[str, Any]:
+        cluster.process(fault.hosts[0]).resume()
+        return {}
+
+
+class ZooKeeperLeaderKill:
+    """SIGKILL the ZooKeeper leader of the moment (an election follows); the heal starts
+    it again. Planned only while no ZooKeeper server has a fault: it takes them all, as
+    which one it kills is known only when it starts."""
+
+    name = "zookeeper_leader_kill"
+    weight = 1.0
+
+    def plan(self, rng: random.Random, at_s: float, free: Free, roles: Roles) -> Fault | None:
+        servers = roles.hosts[ZOOKEEPER]
+        if free.room[ZOOKEEPER] < 1 or sorted(free.hosts.get(ZOOKEEPER, [])) != sorted(servers):
+            return None
+        return Fault(self.name, at_s, rng.uniform(1.0, 4.0), tuple(servers))
+
+    def impairs(self, fault: Fault, roles: Roles) -> Counter[str]:
+        return Counter({ZOOKEEPER: 1})
+
+    def settle_s(self, fault: Fault, roles: Roles) -> float:
+        return SETTLE_RESTART_S[ZOOKEEPER]
+
+    def apply(self, cluster: Cluster, fault: Fault) -> dict[str, Any]:
+        leader = cluster.zookeeper_leader()
+        proc = cluster.process(leader)
+        pid = proc.pid
+        proc.kill()
+        return {"leader": leader, "pid": pid}
+
+    def heal(self, cluster: Cluster, fault: Fault, applied: dict[str, Any]) -> dict[str, Any]:
+        proc = cluster.process(applied["leader"])
+        proc.start()
+        return {"leader": applied["leader"], "pid": proc.pid}
+
+
+class Partition:
+    """Cut one or two hosts (side a) from a random set of the others, the client's host
+    among them (side b): both ways, or only b's packets to a (``one_way``)."""
+
+    weight = 2.0
+
+    def __init__(self, one_way: bool):
+        self.one_way = one_way
+        self.name = "partition_one_way" if one_way else "partition"
+
+    def plan(self, rng: random.Random, at_s: float, free: Free, roles: Roles) -> Fault | None:
+        if free.partition_on:
+            return None
+        side: list[str] = []
+        room = Counter(free.room)
+        for _ in range(rng.choice((1, 1, 2))):
+            choices = [
+                h
+                for role in roles.hosts
+                if role != CLIENT and room[role] > 0
+                for h in free.hosts.get(role, [])
+                if h not in side
+            ]
+            if not choices:
+                break
+            host = rng.choice(choices)
+            side.append(host)
+            room[roles.role_of(host)] -= 1
+        if not side:
+            return None
+        rest = [h for hosts in roles.hosts.values() for h in hosts if h not in side]
+        others = sorted(rng.sample(rest, rng.randint(1, len(rest))))
+        return Fault(self.name, at_s, rng.uniform(1.0, 5.0), tuple(side), tuple(others))
+
+    def impairs(self, fault: Fault, roles: Roles) -> Counter[str]:
+        return Counter(roles.role_of(h) for h in fault.hosts)
+
+    def settle_s(self, fault: Fault, roles: Roles) -> float:
+        return SETTLE_PARTITION_S
+
+    def apply(self, cluster: Cluster, fault: Fault) -> dict[str, Any]:
+        # one way: b's packets to a are dropped, a still reaches b
+        cluster.partition(fault.others, fault.hosts, self.one_way)
+        return {}
+
+    def heal(self, cluster: Cluster, fault: Fault, applied: dict[str, Any]) -> dict[str, Any]:
+        cluster.heal_partitions()
+        return {}
+
+
+def kinds() -> list[FaultKind]:
+    """Every fault kind this suite has, in a fixed order (the planner draws by weight)."""
+    return [Kill(), Pause(), Restart(), ZooKeeperLeaderKill(), Partition(False), Partition(True)]
+
+
+@dataclass(frozen=True)
+class _Taken:
+    until_s: float
+    hosts: tuple[str, ...]
+    impairs: Counter[str]
+    partition: bool
+
+
+def plan_schedule(
+    seed: int,
+    seconds: float,
+    roles: Roles,
+    interval_s: float,
+    fault_kinds: Sequence[FaultKind] | None = None,
+) -> list[Fault]:
+    """The faults of a run of ``seconds``: one every ``interval_s`` on average (a draw
+    that finds nothing free is tried again a little later), each healed and settled
+    before the end."""
+    rng = random.Random(seed)
+    table = {k.name: k for k in (fault_kinds if fault_kinds is not None else kinds())}
+    faults: list[Fault] = []
+    taken: list[_Taken] = []
+    t = FIRST_FAULT_S
+    while True:
+        t += rng.uniform(0.5, 1.5) * interval_s
+        if t >= seconds:
+            return faults
+        taken = [x for x in taken if x.until_s > t]
+        busy = {h for x in taken for h in x.hosts}
+        load: Counter[str] = Counter()
+        for x in taken:
+            load.update(x.impairs)
+        free = Free(
+            {role: [h for h in hosts if h not in busy] for role, hosts in roles.hosts.items()},
+            Counter({role: roles.budget(role) - load[role] for role in roles.hosts}),
+            any(x.partition for x in taken),
+        )
+        names = sorted(table)
+        order = rng.choices(names, [table[n].weight for n in names], k=len(names) * 2)
+        for name in order:
+            kind = table[name]
+            fault = kind.plan(rng, t, free, roles)
+            if fault is None:
+                continue
+            settle = kind.settle_s(fault, roles)
+            room = seconds - t - settle
+            if room < 0.2:
+                continue
+            fault = Fault(fault.kind, t, min(fault.duration_s, room), fault.hosts, fault.others)
+            faults.append(fault)
+            taken.append(
+                _Taken(
+                    fault.end_s + settle,
+                    fault.hosts,
+                    kind.impairs(fault, roles),
+                    isinstance(kind, Partition),
+                )
+            )
+            break
+
+
+class LayoutCluster:
+    """A ``Cluster`` over a running layout."""
+
+    def __init__(self, layout: Layout):
+        self.layout = layout
+        self._processes: dict[str, ManagedProcess] = {}
+        for proc in [*layout.bookies, *layout.gateways, *layout.auditors, *layout.replicators]:
+            self._processes[proc.node.name] = proc
+        for server in layout.zookeepers:
+            self._processes[server.node.name] = server
+
+    def process(self, host: str) -> ManagedProcess:
+        return self._processes[host]
+
+    def zookeeper_leader(self) -> str:
+        return self.layout.zookeeper_leader(LEADER_WAIT_S).node.name
+
+    def partition(self, a: Sequence[str], b: Sequence[str], one_way: bool) -> None:
+        hosts = self.layout.network.hosts
+        self.layout.network.partition([hosts[h] for h in a], [hosts[h] for h in b], one_way)
+
+    def heal_partitions(self) -> None:
+        self.layout.network.heal()
+
+    def heal_everything(self) -> list[str]:
+        """After the run: heal partitions, resume and start every process that is not
+        running. Returns what it had to do (a fault that did not heal is a suite bug)."""
+        done = []
+        self.heal_partitions()
+        for host, proc in self._processes.items():
+            proc.resume()
+            if not proc.alive():
+                proc.start()
+                done.append(f"started {host}")
+        return done
+
+
+class Nemesis:
+    """Carries out a schedule from the moment ``start`` is called: each fault in a
+    thread of its own, which waits for the fault's time, applies it, waits for its end
+    and heals it, logging both into the history."""
+
+    def __init__(self, cluster: Cluster, schedule: Sequence[Fault], history: History):
+        self.cluster = cluster
+        self.schedule = list(schedule)
+        self.history = history
+        self.errors: list[str] = []
+        self.applied = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._table = {k.name: k for k in kinds()}
+        self._launcher = threading.Thread(target=self._launch, name="nemesis", daemon=True)
+        self._start = 0.0
+
+    def start(self) -> Nemesis:
+        self._start = time.monotonic()
+        self._launcher.start()
+        return self
+
+    def _launch(self) -> None:
+        for fault in self.schedule:
+            if self._wait_until(fault.at_s - 0.05):
+                return
+            thread = threading.Thread(
+                target=self._run_fault, args=(fault,), name=f"fault-{fault.kind}", daemon=True
+            )
+            thread.start()
+            with self._lock:
+                self._threads.append(thread)
+
+    def _wait_until(self, offset_s: float) -> bool:
+        """Sleep until ``offset_s`` into the run; True if stopped meanwhile."""
+        return self._stop.wait(max(0.0, offset_s - (time.monotonic() - self._start)))
+
+    def _run_fault(self, fault: Fault) -> None:
+        kind = self._table[fault.kind]
+        self._wait_until(fault.at_s)
+        try:
+            applied = kind.apply(self.cluster, fault)
+        except Exception as exc:  # the fault failed to happen: logged, the run goes on
+            self._error(f"{fault.kind} {fault.hosts}: apply: {exc!r}")
+            applied = {"error": repr(exc)}
+        record = self.history.fault(fault.kind, {**fault.to_json(), **applied})
+        with self._lock:
+            self.applied += 1
+        self._wait_until(fault.end_s)
+        if "error" in applied:
+            self.history.heal(record, {"error": "not applied"})
+            return
+        try:
+            healed = kind.heal(self.cluster, fault, applied)
+        except Exception as exc:  # healed after the run by heal_everything
+            self._error(f"{fault.kind} {fault.hosts}: heal: {exc!r}")
+            healed = {"error": repr(exc)}
+        self.history.heal(record, healed)
+
+    def _error(self, message: str) -> None:
+        with self._lock:
+            self.errors.append(message)
+
+    def join(self, timeout_s: float) -> None:
+        """Wait for every fault to be applied and healed (the schedule ends before the
+        run does); past ``timeout_s``, stop launching new ones."""
+        deadline = time.monotonic() + timeout_s
+        self._launcher.join(max(0.0, deadline - time.monotonic()))
+        self._stop.set()
+        with self._lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
