@@ -93,12 +93,6 @@ def disk_of(layout: Layout, bookie: HostService) -> Path:
     return disk
 
 
-def free_bytes(layout: Layout, bookie: HostService) -> int:
-    """The bytes free on ``bookie``'s disk, as the bookie measures them."""
-    stat = os.statvfs(disk_of(layout, bookie))
-    return stat.f_bavail * stat.f_frsize
-
-
 def fill_disk(layout: Layout, bookie: HostService, leave_bytes: int = 0) -> int:
     """Take the free space of ``bookie``'s disk down to about ``leave_bytes`` with a
     ballast file beside its data dir (grown if there already); returns the bytes added."""
