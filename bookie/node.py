@@ -93,6 +93,9 @@ class BookieNode:
         self.free_ratio = 1.0
         self.free_bytes = 0
         self.total_bytes = 0
+        # The free bytes a disk check found just after a commit failed on a full disk;
+        # None while no such failure holds the bookie read-only (``disk_full``).
+        self.full_at_free_bytes: int | None = None
         self.instance_id = ""
         self.index = LedgerIndex()
         self.store: MetadataStore | None = None
@@ -202,6 +205,7 @@ class BookieNode:
             asyncio.get_running_loop(),
             self._deliver,
             on_vacuum=self.check_disk,
+            on_disk_full=self.disk_full,
         )
         writer.start(states)
         self._writer = writer
@@ -348,11 +352,19 @@ class BookieNode:
 
     def check_disk(self) -> None:
         """Measure free space; switch read-only when it falls under the threshold and
-        back when it is there again; publish the state in ZooKeeper."""
+        back when it is there again; publish the state in ZooKeeper.
+
+        After a commit found the disk full (``disk_full``) the bookie stays read-only
+        until there is more free space than just after that failure, as well as free
+        space over the threshold: a disk can fill before the threshold is crossed (a
+        small disk, a large write), and the threshold alone would turn it writable
+        again at once."""
         usage = shutil.disk_usage(self.data_dir)
         self.free_bytes, self.total_bytes = usage.free, usage.total
         self.free_ratio = usage.free / usage.total if usage.total else 0.0
-        readonly = self.free_ratio < self.readonly_free_ratio
+        if self.full_at_free_bytes is not None and self.free_bytes > self.full_at_free_bytes:
+            self.full_at_free_bytes = None
+        readonly = self.free_ratio < self.readonly_free_ratio or self.full_at_free_bytes is not None
         if readonly != self.readonly:
             self.readonly = readonly
             log.warning(
@@ -372,6 +384,12 @@ class BookieNode:
         self.metrics.free_bytes.set(self.free_bytes)
         self.metrics.total_bytes.set(self.total_bytes)
         self.metrics.bytes_stored.set(store_size_bytes(self.data_dir))
+
+    def disk_full(self) -> None:
+        """A commit failed on a full disk (bookie/writer.py): read-only at once, until
+        room is freed (``check_disk``)."""
+        self.full_at_free_bytes = shutil.disk_usage(self.data_dir).free
+        self.check_disk()
 
     def set_readonly_threshold(self, ratio: float) -> None:
         self.readonly_free_ratio = ratio

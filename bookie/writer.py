@@ -50,8 +50,13 @@ for most of it, time the event loop then waits for. The range reads do the same
 (bookie/storage.py).
 
 If a commit fails (disk full, I/O error), the transaction is rolled back,
-every operation of the batch fails with ``BookieUnavailable``, and the
-writer reloads its copy of the ledger states from the database.
+every operation of the batch fails, and the writer reloads its copy of the
+ledger states from the database. A full disk (SQLite's ``SQLITE_FULL``, an
+``ENOSPC``) fails the batch with ``BookieReadOnly`` and calls ``on_disk_full``
+first, so the bookie turns read-only before the answers leave (bookie/node.py,
+"disk space and read-only mode"): writers replace it as they replace a bookie
+that went read-only at its disk check, which a write larger than the free space
+left under the threshold can outrun. Any other failure is ``BookieUnavailable``.
 
 Commits on the event loop. With one add in flight (a writer that waits for each
 acknowledgement) the hand-off to the thread and back is two wake-ups of a sleeping
@@ -75,8 +80,10 @@ gateway and under load: benchmarks/README.md, "Measured choices".
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import queue
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -89,7 +96,7 @@ from bookie.apply import LedgerState, Row, apply_add, apply_other
 from bookie.metrics import BookieMetrics
 from bookie.operations import AddOp, AddOpResult, DeleteOp, Deliver, FenceOp, Op, Snapshot
 from bookie.storage import INSERT_ENTRY_SQL, UPSERT_LEDGER_SQL, load_ledgers_on
-from services.errors import BookieUnavailable, invariant
+from services.errors import BookieReadOnly, BookieUnavailable, QuireError, invariant
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +116,7 @@ class GroupCommitWriter:
         loop: asyncio.AbstractEventLoop,
         deliver: Deliver,
         on_vacuum: Callable[[], None] | None = None,
+        on_disk_full: Callable[[], None] | None = None,
     ) -> None:
         self._engine = engine
         self._journal_sync = journal_sync
@@ -116,6 +124,7 @@ class GroupCommitWriter:
         self._loop = loop
         self._deliver = deliver
         self._on_vacuum = on_vacuum
+        self._on_disk_full = on_disk_full
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._ledgers: dict[int, LedgerState] = {}
         self._held: Any = None
@@ -226,7 +235,21 @@ class GroupCommitWriter:
                     return
 
     def _fail(self, batch: list[Op], exc: Exception) -> None:
-        err = BookieUnavailable(f"storage failure: {type(exc).__name__}: {exc}")
+        """Answer every operation of ``batch`` with the failure (module docstring): a
+        full disk tells the node first, on the loop, ahead of the answers."""
+        err: QuireError
+        if disk_full(exc):
+            err = BookieReadOnly(
+                f"the bookie's disk is full ({exc}): nothing of the request was stored; "
+                "the bookie is read-only until room is freed"
+            )
+            if self._on_disk_full is not None:
+                if self._on_loop:
+                    self._on_disk_full()
+                else:
+                    self._loop.call_soon_threadsafe(self._on_disk_full)
+        else:
+            err = BookieUnavailable(f"storage failure: {type(exc).__name__}: {exc}")
         self._hand_back({}, [(op.future, err) for op in batch])
 
     def _take_batch(self) -> tuple[list[Op], bool]:
@@ -324,7 +347,10 @@ class GroupCommitWriter:
             elapsed = time.perf_counter() - started
             self._commit_s += (elapsed - self._commit_s) * _COMMIT_S_WEIGHT
         except Exception as exc:  # noqa: BLE001 - every waiter gets the failure
-            log.exception("group commit of %d operations failed", len(batch))
+            if disk_full(exc):
+                log.warning("group commit of %d operations: the disk is full: %s", len(batch), exc)
+            else:
+                log.exception("group commit of %d operations failed", len(batch))
             self._reload()
             self._fail(batch, exc)
             return
@@ -372,3 +398,10 @@ class GroupCommitWriter:
         self._ledgers = {
             lid: [lac, last, f or lid in fenced] for lid, (lac, last, f) in states.items()
         }
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` says the disk (or the store's size limit) is full."""
+    if isinstance(exc, sqlite3.Error):
+        return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+    return isinstance(exc, OSError) and exc.errno == errno.ENOSPC

@@ -31,6 +31,7 @@ GROUPS: dict[str, str] = {
     "tests/integration/test_bench_smoke.py": "bench",
     "tests/integration/test_zk_ensemble.py": "bench",
     "tests/multihost/test_partitions.py": "bench",
+    "tests/multihost/test_bookie_partitions.py": "bench",
     "tests/chaos/": "bench",
 }
 

@@ -227,6 +227,8 @@ class Appender:
     password: str | None = None
     token: str | None = None
     timeout_s: float = 30.0
+    # Carries the calls another way: from a host of tests/multihost/, say.
+    transport: httpx.BaseTransport | None = None
     acked: dict[int, bytes] = field(default_factory=dict)
     sent: set[bytes] = field(default_factory=set)
     errors: list[str] = field(default_factory=list)
@@ -271,7 +273,8 @@ class Appender:
         return headers
 
     def _run(self) -> None:
-        with httpx.Client(base_url=self.url, timeout=self.timeout_s) as http:
+        client = httpx.Client(base_url=self.url, timeout=self.timeout_s, transport=self.transport)
+        with client as http:
             path = f"/v1/ledgers/{self.ledger_id}/entries"
             while not self._stop.is_set():
                 payloads = [payload_for(self._counter + i) for i in range(self.batch)]

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.multihost.layout import Layout
 from tests.multihost.network import Network, unavailable
 
 
@@ -29,3 +30,12 @@ def network() -> Iterator[Network]:
     require_namespaces()
     with Network() as net:
         yield net
+
+
+@pytest.fixture
+def logs_on_failure(layout: Layout, request: pytest.FixtureRequest) -> Iterator[None]:
+    """The tail of every log of the module's ``layout`` when the test failed
+    (tests/conftest.py records each phase's report on the item)."""
+    yield
+    if getattr(getattr(request.node, "rep_call", None), "failed", False):
+        print(layout.log_tails())

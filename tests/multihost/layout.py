@@ -26,6 +26,7 @@ from services.cluster.processes import (
     zookeeper_mode,
     zookeeper_ready,
 )
+from tests.multihost.faults import mount_tmpfs
 from tests.multihost.network import Host, Network
 
 ZOOKEEPER_CLIENT_PORT = 2181
@@ -117,6 +118,8 @@ class Layout:
     auditors: list[HostService] = field(default_factory=list)
     replicators: list[HostService] = field(default_factory=list)
     processes: list[ServiceProcess | ZooKeeperProcess] = field(default_factory=list)
+    # Each bookie's data dir, by bookie id (on a tmpfs of its own with bookie_disk_bytes).
+    data_dirs: dict[str, Path] = field(default_factory=dict)
 
     @property
     def zk_connect(self) -> str:
@@ -174,11 +177,14 @@ def start_layout(
     replicators: int = 0,
     auditor_args: Sequence[str] = (),
     replicator_args: Sequence[str] = (),
+    bookie_disk_bytes: int | None = None,
 ) -> Layout:
     """Hosts ``zk1``…, ``bookie1``…, ``gateway1``…, ``auditor1``…, ``replicator1``…
     and ``client`` on ``network``, and on each its process: the ZooKeeper servers first
     (started together, then waited for), then every other service together. Every
-    process is stopped by the network's ``close`` too."""
+    process is stopped by the network's ``close`` too. With ``bookie_disk_bytes``, each
+    bookie's data dir is on a tmpfs of that size (tests/multihost/faults.py), unmounted
+    when the network closes."""
     zk_hosts = network.add_hosts(f"zk{i}" for i in range(1, zookeepers + 1))
     bookie_hosts = network.add_hosts(f"bookie{i}" for i in range(1, bookies + 1))
     gateway_hosts = network.add_hosts(f"gateway{i}" for i in range(1, gateways + 1))
@@ -201,10 +207,14 @@ def start_layout(
         server.wait_ready(max(1.0, ZOOKEEPER_READY_S - (time.monotonic() - start)))
     common = service_args(layout.zk_connect, zk_root)
     for host in bookie_hosts:
-        data = ["--data-dir", str(base_dir / host.name / "data")]
+        disk = base_dir / host.name
+        if bookie_disk_bytes is not None:
+            disk = mount_tmpfs(network, host.name, disk / "disk", bookie_disk_bytes)
+        data = ["--data-dir", str(disk / "data")]
         bookie = HostService(
             host, "bookie", [*common, *data], BOOKIE_PORT, base_dir / host.name / "bookie.log"
         )
+        layout.data_dirs[bookie.address] = disk / "data"
         layout.bookies.append(bookie)
         _launch(layout, bookie)
     for host in gateway_hosts:

@@ -19,14 +19,14 @@ the host's namespace by a thread that entered it (``Host.socket``,
 Faults: ``partition`` drops packets with iptables rules (``IPTABLES``, the nft
 backend, which works in a namespace here) in the INPUT chain of the receiving
 hosts, as a network that loses them silently would; ``heal`` deletes exactly the
-rules it added. Filling or wiping a bookie's disk is not here yet.
+rules it added. A bookie's disk filled or wiped: tests/multihost/faults.py.
 
-Clean-up: ``close`` stops every process started through the network's hosts, then
-deletes its namespaces (which takes the bridge, the veths and the rules with them)
-and their ``/etc/netns`` directories. It runs from the context manager, from the
-pytest fixture that holds the network and at exit; and ``sweep``, run as a network
-is made, removes what networks of dead processes left, never anything whose owner
-pid is alive.
+Clean-up: ``close`` stops every process started through the network's hosts, runs
+what was registered with ``at_close`` (unmounting disks), then deletes its namespaces
+(which takes the bridge, the veths and the rules with them) and their ``/etc/netns``
+directories. It runs from the context manager, from the pytest fixture that holds the
+network and at exit; and ``sweep``, run as a network is made, removes what networks of
+dead processes left, never anything whose owner pid is alive.
 """
 
 from __future__ import annotations
@@ -293,6 +293,7 @@ class Network:
         self.hosts: dict[str, Host] = {}
         self.processes: list[ManagedProcess] = []
         self._rules: list[tuple[Host, tuple[str, ...]]] = []
+        self._at_close: list[Callable[[], None]] = []
         self._closed = False
         self.swept = sweep()
         self.switch = f"{self.prefix}-{SWITCH}"
@@ -390,15 +391,25 @@ class Network:
 
     # ------------------------------------------------------------ clean-up
 
+    def at_close(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` when the network closes, once its processes stopped (newest first)."""
+        self._at_close.append(fn)
+
     def close(self) -> None:
-        """Stop the processes, then delete the namespaces and their /etc/netns
-        directories. Idempotent; every step runs even if one fails."""
+        """Stop the processes, run what ``at_close`` registered, then delete the
+        namespaces and their /etc/netns directories. Idempotent; every step runs even
+        if one fails."""
         if self._closed:
             return
         self._closed = True
         atexit.unregister(self.close)
         errors: list[str] = []
         stop_processes(list(reversed(self.processes)), STOP_GRACE_S)
+        while self._at_close:
+            try:
+                self._at_close.pop()()
+            except Exception as exc:  # every step runs; reported at the end
+                errors.append(f"{type(exc).__name__}: {exc}")
         self._rules.clear()  # they go with their namespaces
         for host in self.hosts.values():
             host.close()

@@ -19,8 +19,9 @@ from tests.integration.gateway_support import (
     payload_for,
     wait_writable,
 )
-from tests.multihost.layout import HostService, Layout, start_layout
-from tests.multihost.network import HostTransport, Network
+from tests.multihost.checks import client_of
+from tests.multihost.layout import Layout, start_layout
+from tests.multihost.network import Network
 
 ENTRIES_BEFORE = 20
 ENTRIES_CUT_OFF = 20
@@ -36,20 +37,6 @@ def layout(network: Network, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         yield started
     finally:
         started.stop()
-
-
-@pytest.fixture
-def logs_on_failure(layout: Layout, request: pytest.FixtureRequest) -> Iterator[None]:
-    """The tail of every log of the layout when the test failed (tests/conftest.py
-    records each phase's report on the item)."""
-    yield
-    if getattr(getattr(request.node, "rep_call", None), "failed", False):
-        print(layout.log_tails())
-
-
-def client_of(layout: Layout, gateway: HostService) -> Gateway:
-    """The gateway as the test's client host reaches it."""
-    return Gateway(gateway, transport=HostTransport(layout.client))
 
 
 class Appender:
