@@ -25,8 +25,9 @@ from kazoo.client import KazooClient
 from services.zk import paths as zkpaths
 from tests.harness import wait_for
 from tests.integration.gateway_support import Gateway, payload_for
-from tests.multihost.layout import HostService, HostZooKeeper, Layout, start_layout
-from tests.multihost.network import HostTransport, Network
+from tests.multihost.checks import client_of
+from tests.multihost.layout import HostZooKeeper, Layout, start_layout
+from tests.multihost.network import Network
 
 ELECTION_S = 30.0  # a new leader, and every service connected to it again, within this
 CALM_S = 1.0  # probes run this long before the fault and after everything recovered
@@ -62,17 +63,6 @@ def layout(network: Network, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         yield started
     finally:
         started.stop()
-
-
-@pytest.fixture
-def logs_on_failure(layout: Layout, request: pytest.FixtureRequest) -> Iterator[None]:
-    yield
-    if getattr(getattr(request.node, "rep_call", None), "failed", False):
-        print(layout.log_tails())
-
-
-def client_of(layout: Layout, gateway: HostService) -> Gateway:
-    return Gateway(gateway, transport=HostTransport(layout.client))
 
 
 # ---------------------------------------------------------------------- probes
