@@ -51,10 +51,15 @@ class View:
     since: dict[str, int] = field(default_factory=dict)
     enabled: bool = True
     backs: list[str] = field(default_factory=list)
+    rack_of: dict[str, str] = field(default_factory=dict)  # bookie -> its rack, if any
 
     @property
     def writable(self) -> Collection[str]:
         return self.writable_bookies
+
+    @property
+    def racks(self) -> dict[str, str | None]:
+        return {b: self.rack_of.get(b) for b in self.registered}
 
     def usable(self, bookie: str) -> bool:
         return bookie in self.registered
