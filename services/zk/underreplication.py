@@ -21,7 +21,9 @@ through these znodes (paths in ``services.zk.paths``):
   "requested_at"}``;
 - ``/auditor/election/n_{seq}`` (ephemeral sequential, data: the candidate's id): the
   lowest sequence is the elected auditor; ``/auditor/audit-request``, whose data the
-  gateway bumps to ask the auditor for a full check now.
+  gateway bumps to ask the auditor for a full check now; ``/auditor/placement``, the
+  elected auditor's last placement report (JSON, ``auditor.audit.PlacementReport``),
+  which the gateway's Admin API serves.
 """
 
 from __future__ import annotations
@@ -380,6 +382,22 @@ class UnderReplicationStore:
             seen[:] = [version]
 
         return self.store.watch_data(zkpaths.AUDIT_REQUEST, on_data)
+
+    async def set_placement_report(self, report: dict[str, Any]) -> None:
+        """Write the auditor's last placement report (created if missing)."""
+        data = _dump(report)
+        try:
+            await self.store.set(zkpaths.PLACEMENT_REPORT, data, -1)
+        except NodeNotFound:
+            try:
+                await self.store.create(zkpaths.PLACEMENT_REPORT, data)
+            except NodeExists:
+                await self.store.set(zkpaths.PLACEMENT_REPORT, data, -1)
+
+    async def placement_report(self) -> dict[str, Any] | None:
+        """The auditor's last placement report, or None before its first check."""
+        node = await self.store.get_or_none(zkpaths.PLACEMENT_REPORT)
+        return None if node is None else _json(node.data)
 
     async def candidates(self) -> list[tuple[str, str]]:
         """Election candidates ``(node name, id)``, the elected one (lowest) first."""
