@@ -73,6 +73,10 @@ class LastAudit(BaseModel):
     cleared: int = Field(description="stale marks deleted")
     bookies_skipped: list[str] = Field(description="bookies that did not answer in time")
     complete: bool
+    placement_violations: int = Field(
+        description="ledgers whose write quorums span fewer racks than the rack policy "
+        "wants (GET /v1/admin/placement of a gateway lists them)"
+    )
 
 
 class Status(BaseModel):

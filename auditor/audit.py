@@ -6,7 +6,10 @@ gets in flight (``concurrency``); a producer task reads the next pages while the
 current one is checked (at most ``PAGES_AHEAD_MAX`` pages wait), so the walk is
 pipelined. For each ledger:
 
-1. placement: fragments naming a lost or decommissioning bookie;
+1. placement: fragments naming a lost or decommissioning bookie; and fragments whose
+   write quorums span too few racks (docs/operations.md "Racks"), counted in the
+   report's ``PlacementReport``; when a move to a bookie on another rack can fix a
+   settled one, the ledger's mark asks for it (``misplaced``);
 2. replicas (full audits only): each live bookie is asked in bulk what it stores of
    the settled spans it must hold (``ReplicaChecker``); a bookie lacking an entry or
    holding a corrupt one is missing too;
@@ -31,21 +34,29 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from auditor.decisions import (
     StoredView,
     mark_clearable,
+    misplaced,
     named_bookies,
     placement_missing,
     replica_missing,
 )
-from auditor.limits import AUDIT_PAGE_LEDGERS, MARKS_READ_BATCH_MAX, PAGES_AHEAD_MAX
+from auditor.limits import (
+    AUDIT_PAGE_LEDGERS,
+    MARKS_READ_BATCH_MAX,
+    PAGES_AHEAD_MAX,
+    PLACEMENT_REPORT_LEDGERS_MAX,
+)
 from auditor.replicas import ReplicaChecker
 from services.clock import wall_ms
 from services.errors import InvalidArgument, LedgerNotFound
 from services.protocol.metadata import LedgerMetadata
+from services.protocol.placement import rack_counts
 from services.zk.ledger_store import LedgerStore
 from services.zk.underreplication import UnderReplicationStore
 
@@ -62,6 +73,36 @@ class NotElected(Exception):
 
 
 @dataclass
+class PlacementReport:
+    """The ledgers whose placement breaks the rack policy, as one check found them: how
+    many, and the first ``PLACEMENT_REPORT_LEDGERS_MAX`` with their fragments and
+    whether a move can fix them (docs/api.md "Admin", ``GET /v1/admin/placement``)."""
+
+    racks: dict[str, int]  # bookies per rack, registered ones
+    violations: int = 0
+    movable: int = 0
+    ledgers: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, ledger_id: int, fragments: list[int], movable: bool) -> None:
+        self.violations += 1
+        self.movable += movable
+        if len(self.ledgers) < PLACEMENT_REPORT_LEDGERS_MAX:
+            self.ledgers.append(
+                {"ledger_id": ledger_id, "fragments": fragments, "movable": movable}
+            )
+
+    def to_api(self, checked_at_ms: int) -> dict[str, Any]:
+        return {
+            "checked_at": checked_at_ms,
+            "racks": self.racks,
+            "violations": self.violations,
+            "movable": self.movable,
+            "ledgers": self.ledgers,
+            "truncated": self.violations > len(self.ledgers),
+        }
+
+
+@dataclass
 class AuditReport:
     kind: str
     started_at_ms: int
@@ -73,6 +114,7 @@ class AuditReport:
     bookies_skipped: list[str] = field(default_factory=list)
     complete: bool = False
     named: set[str] = field(default_factory=set)
+    placement: PlacementReport = field(default_factory=lambda: PlacementReport({}))
 
     def to_api(self) -> dict[str, object]:
         return {
@@ -85,6 +127,7 @@ class AuditReport:
             "cleared": self.cleared,
             "bookies_skipped": sorted(self.bookies_skipped),
             "complete": self.complete,
+            "placement_violations": self.placement.violations,
         }
 
 
@@ -95,6 +138,8 @@ class AuditView:
     registered: frozenset[str]
     lost: frozenset[str]
     decommissioning: frozenset[str]
+    racks: Mapping[str, str | None] = field(default_factory=dict)  # registered -> rack
+    writable: frozenset[str] = frozenset()
 
     @property
     def live(self) -> frozenset[str]:
@@ -121,7 +166,9 @@ class Audit:
         self.checker = checker
         self._slots = asyncio.Semaphore(concurrency)
         self.on_marked = on_marked
-        self.report = AuditReport(kind, wall_ms())
+        self.report = AuditReport(
+            kind, wall_ms(), placement=PlacementReport(rack_counts(view.racks))
+        )
         self._marked_before: dict[int, int] = {}  # ledger id -> its mark's version then
         self._seen: set[int] = set()
 
@@ -181,12 +228,19 @@ class Audit:
     async def _check_page(self, page: Sequence[LedgerMetadata]) -> None:
         view = self.view
         verdicts: dict[int, set[str]] = {}
+        moves: set[int] = set()
         for metadata in page:
-            self._seen.add(metadata.ledger_id)
+            lid = metadata.ledger_id
+            self._seen.add(lid)
             self.report.named |= named_bookies(metadata)
             missing = placement_missing(metadata, view.lost, view.decommissioning)
             if missing:
-                verdicts[metadata.ledger_id] = missing
+                verdicts[lid] = missing
+            fragments, movable = misplaced(metadata, view.racks, view.writable)
+            if fragments:
+                self.report.placement.add(lid, fragments, movable)
+            if movable:
+                moves.add(lid)
         self.report.ledgers += len(page)
         whole: set[int] = set()
         if self.checker is not None:
@@ -199,25 +253,31 @@ class Audit:
                     verdicts.setdefault(lid, set()).update(lacking)
                 elif complete:
                     whole.add(lid)
-        await self._mark(verdicts)
+        await self._mark(verdicts, moves)
         if self.checker is not None:
             clearable = [
                 m
                 for m in page
                 if m.ledger_id in self._marked_before
                 and m.ledger_id not in verdicts
+                and m.ledger_id not in moves
                 and mark_clearable(m, view.registered, view.decommissioning, m.ledger_id in whole)
             ]
             await self._clear(clearable)
 
-    async def _mark(self, verdicts: dict[int, set[str]]) -> None:
-        if not verdicts:
+    async def _mark(self, verdicts: dict[int, set[str]], moves: set[int]) -> None:
+        """Mark the ledgers of ``verdicts`` (their missing bookies) and of ``moves``
+        (a placement move wanted)."""
+        if not verdicts and not moves:
             return
         if not await self.confirm():
             raise NotElected
         at = wall_ms()
         before = await asyncio.gather(
-            *(self._write_mark(lid, missing, at) for lid, missing in verdicts.items())
+            *(
+                self._write_mark(lid, verdicts.get(lid, set()), at, lid in moves)
+                for lid in sorted(verdicts.keys() | moves)
+            )
         )
         written = sum(before)
         if written:
@@ -225,14 +285,24 @@ class Audit:
             self.report.marked += written
             self.on_marked(written)
 
-    async def _write_mark(self, ledger_id: int, missing: set[str], at: int) -> bool:
-        """Mark; True when the mark is new or names a bookie it did not name before."""
+    async def _write_mark(self, ledger_id: int, missing: set[str], at: int, move: bool) -> bool:
+        """Mark; True when the mark is new, names a bookie it did not name before, or
+        asks for a placement move it did not ask for."""
         async with self._slots:
             current = await self.underreplication.get_mark(ledger_id)
-            if current is not None and missing <= set(current.missing_bookies):
+            if (
+                current is not None
+                and missing <= set(current.missing_bookies)
+                and current.misplaced >= move
+            ):
                 return False
-            await self.underreplication.mark(ledger_id, missing, at)
-            log.info("marked ledger %d under-replicated: missing %s", ledger_id, sorted(missing))
+            await self.underreplication.mark(ledger_id, missing, at, misplaced=move)
+            if missing:
+                log.info(
+                    "marked ledger %d under-replicated: missing %s", ledger_id, sorted(missing)
+                )
+            if move:
+                log.info("marked ledger %d for a placement move (racks)", ledger_id)
             return True
 
     async def _clear(self, judged: Collection[LedgerMetadata]) -> None:

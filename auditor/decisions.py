@@ -9,6 +9,8 @@
   decommissioned: the ledger's mark names them.
 - ``replica_missing``: the bookies that answered for a ledger but lack an entry they
   must hold (their share of each entry's write set) or hold a corrupt one.
+- ``misplaced``: the fragments of a ledger that break the rack policy, and whether a
+  placement move can fix one (docs/operations.md "Racks"): then the mark asks for it.
 - ``mark_clearable``: a mark is cleared when every bookie the ledger's fragments name
   is registered and not decommissioning, and every one answered the replica check
   whole.
@@ -25,7 +27,15 @@ from typing import Protocol
 
 from auditor.limits import REPLICA_WALK_ENTRIES_MAX
 from services.protocol.metadata import LedgerMetadata
-from services.protocol.replication import count_on, entries_on, holds, spans
+from services.protocol.placement import Racks
+from services.protocol.replication import (
+    count_on,
+    entries_on,
+    holds,
+    misplaced_spans,
+    placement_moves,
+    spans,
+)
 
 
 class StoredView(Protocol):
@@ -89,6 +99,19 @@ def placement_missing(
     """Bookies some fragment names that are lost or being decommissioned. Empty
     fragments of a CLOSED ledger count too: the bookie must leave them as well."""
     return {b for b in named_bookies(metadata) if b in lost or b in decommissioning}
+
+
+def misplaced(
+    metadata: LedgerMetadata, racks: Racks, writable: Collection[str]
+) -> tuple[list[int], bool]:
+    """The first entry ids of the fragments whose write quorums span fewer racks than the
+    policy wants (``racks``: every registered bookie and its rack), and whether a writable
+    bookie on another rack can improve a settled one (a placement move)."""
+    registered = racks.keys()
+    firsts = [span.first for span in misplaced_spans(metadata, racks, registered)]
+    if not firsts:
+        return [], False
+    return firsts, bool(placement_moves(metadata, racks, registered, writable))
 
 
 def settled_shares(metadata: LedgerMetadata) -> dict[str, list[tuple[int, int, int]]]:

@@ -41,3 +41,7 @@ COUNT_TIMEOUT_S = 5.0
 # An auditor that could not start (ZooKeeper unreachable) tries again after this pause
 # (auditor/app.py).
 START_RETRY_DELAY_S = 1.0
+
+# The placement report (auditor/audit.py ``PlacementReport``): the ledgers breaking the
+# rack policy it lists by id (all are counted); the report is one znode the gateway reads.
+PLACEMENT_REPORT_LEDGERS_MAX = 100

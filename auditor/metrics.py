@@ -74,4 +74,10 @@ class AuditorMetrics:
             "Bookies skipped by a replica check (no answer in time)",
             registry=r,
         )
+        self.placement_violations = Gauge(
+            "quire_auditor_placement_violations",
+            "Ledgers whose write quorums span fewer racks than the rack policy wants, as "
+            'the last complete check found them (docs/operations.md "Racks")',
+            registry=r,
+        )
         self.zookeeper = ZooKeeperMetrics(r, "auditor")

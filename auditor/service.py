@@ -33,6 +33,7 @@ from auditor.replicas import ReplicaChecker
 from services.bookie_client import BookieClientPool
 from services.clock import wall_ms
 from services.errors import QuireError
+from services.protocol.placement import rack_counts
 from services.settings import AuditorSettings
 from services.zk import paths as zkpaths
 from services.zk.ledger_store import LedgerStore
@@ -65,6 +66,7 @@ class Auditor:
         self.cookies: set[str] = set()
         self.decommissions: dict[str, str] = {}
         self.named: set[str] = set()  # bookies the last complete walk saw in fragments
+        self.racks_seen: frozenset[str] = frozenset()  # the racks of the registered bookies
         self.election = Election(store, self.underreplication, self.id, self._on_elected)
         self.last_audit: AuditReport | None = None
         self.audit_running = False
@@ -192,6 +194,12 @@ class Auditor:
                 known = self.cookies | self.named
                 self.watch.observe(self.registry.bookies.keys(), known, now)
                 fresh = self.watch.newly_lost(now)
+                racks = frozenset(rack_counts(self.registry.racks))
+                if racks - self.racks_seen and self.racks_seen:
+                    # A rack is back (or new): placement moves may help now.
+                    log.info("racks registered: %s", sorted(racks - self.racks_seen))
+                    self.request(PLACEMENT)
+                self.racks_seen = racks
                 if fresh:
                     log.info("bookies lost (gone for %.1f s): %s", self.settings.lost_bookie_delay,
                              sorted(fresh))  # fmt: skip
@@ -266,6 +274,8 @@ class Auditor:
             registered=frozenset(self.registry.bookies),
             lost=frozenset(self.watch.lost(now)),
             decommissioning=frozenset(self.decommissions),
+            racks=self.registry.racks,
+            writable=frozenset(self.registry.writable),
         )
         checker = None
         if kind == FULL:
@@ -310,6 +320,13 @@ class Auditor:
         self.metrics.marks_cleared.inc(report.cleared)
         self.last_audit = report
         self.named = report.named
+        self.metrics.placement_violations.set(report.placement.violations)
+        try:
+            await self.underreplication.set_placement_report(
+                report.placement.to_api(report.finished_at_ms)
+            )
+        except QuireError as exc:
+            log.warning("cannot write the placement report: %s", exc)
         self._bookies_changed.set()
         log.info("%s check: %s", kind, report.to_api())
         await self._finish_decommissions(decommissioning, report)

@@ -131,6 +131,9 @@ class BookieInfo(BaseModel):
     address: str = Field(description="Base URL of the bookie, http://host:port")
     state: Literal["writable", "readonly"] = Field(description="Whether it takes normal adds")
     instance_id: str = Field(description="The cookie's instance id (bound to the data dir)")
+    rack: str | None = Field(
+        description="The rack it registered (--rack); null: none, the default rack"
+    )
     free_ratio: float = Field(description="Free fraction of the data dir's disk at the last check")
     readonly_free_ratio: float = Field(description="The read-only threshold in force")
     journal_sync: bool = Field(description="Whether adds are fsynced before the answer")

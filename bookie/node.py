@@ -211,7 +211,9 @@ class BookieNode:
         self._writer = writer
         self.reader = Reader(self.data_dir)
         self.check_disk()
-        self.registration = Registration(store, self.bookie_id, self.address, self.instance_id)
+        self.registration = Registration(
+            store, self.bookie_id, self.address, self.instance_id, s.rack
+        )
         self.registration.set_state("readonly" if self.readonly else "writable")
         await self.registration.start()
         self._disk_task = asyncio.create_task(self._watch_disk(), name="bookie-disk-watch")
@@ -223,6 +225,7 @@ class BookieNode:
                     "bookie_id": self.bookie_id,
                     "data_dir": str(self.data_dir),
                     "instance_id": self.instance_id,
+                    "rack": s.rack,
                     "ledgers": len(states),
                     "journal_sync": s.journal_sync,
                     "native": native.STATUS,
@@ -414,6 +417,7 @@ class BookieNode:
             "address": self.address,
             "state": self.state,
             "instance_id": self.instance_id,
+            "rack": self.settings.rack,
             "free_ratio": self.free_ratio,
             "readonly_free_ratio": self.readonly_free_ratio,
             "journal_sync": self.journal_sync,

@@ -30,11 +30,19 @@ log = logging.getLogger(__name__)
 
 
 class Registration:
-    def __init__(self, store: MetadataStore, bookie_id: str, address: str, instance_id: str):
+    def __init__(
+        self,
+        store: MetadataStore,
+        bookie_id: str,
+        address: str,
+        instance_id: str,
+        rack: str | None = None,
+    ):
         self.store = store
         self.bookie_id = bookie_id
         self.address = address
         self.instance_id = instance_id
+        self.rack = rack  # --rack; every reader of /bookies learns it (zk/registry.py)
         self.path = zkpaths.bookie(bookie_id)
         self.state = "writable"
         self.registered = False
@@ -49,6 +57,7 @@ class Registration:
                 "address": self.address,
                 "state": self.state,
                 "instance_id": self.instance_id,
+                "rack": self.rack,
             }
         ).encode()
 

@@ -41,7 +41,11 @@ async def create_ledger(
     # Validate before touching ZooKeeper: a bad request creates nothing.
     quorum.check_sizes(ensemble_size, write_quorum, ack_quorum)
     writable = gw.ctx.writable_event()
-    ensemble = placement.choose_ensemble(writable.bookies, ensemble_size, gw.ctx.rng)
+    racks = writable.rack_map()
+    placed = placement.choose_ensemble(
+        writable.bookies, ensemble_size, write_quorum, gw.ctx.rng, racks
+    )
+    ensemble = placed.bookies
     password_hash = await new_password_hash(password) if password is not None else None
     ledger_id = await gw.ctx.ledgers.new_ledger_id()
     metadata = LedgerMetadata.new(
@@ -63,6 +67,18 @@ async def create_ledger(
         ),
     )
     created = await gw.ctx.ledgers.create(metadata)
+    if not placed.spread:
+        log.warning(
+            "ensemble placed without the rack spread: too few racks or bookies on them",
+            extra={
+                "fields": {
+                    "ledger_id": ledger_id,
+                    "ensemble": list(ensemble),
+                    "write_quorum": write_quorum,
+                    "racks": placement.rack_counts({b: racks.get(b) for b in writable.bookies}),
+                }
+            },
+        )
     return gw.handles.open(created.metadata, created.version, digest_key(metadata, password))
 
 

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,6 +137,10 @@ class WorkerView:
     def writable(self) -> Collection[str]:
         return self.ctx.registry.writable
 
+    @property
+    def racks(self) -> Mapping[str, str | None]:
+        return self.ctx.registry.racks
+
     def usable(self, bookie: str) -> bool:
         registry = self.ctx.registry
         return bookie in registry.bookies and bookie not in registry.decommissioned
@@ -201,7 +205,7 @@ class LedgerRepair:
             mark = await ctx.marks.get_mark(ledger_id)
             if mark is None:
                 return NoMark()
-            return MarkRead(frozenset(mark.missing_bookies), mark.version)
+            return MarkRead(frozenset(mark.missing_bookies), mark.version, mark.misplaced)
         if isinstance(effect, ReadMetadata):
             try:
                 current = await ctx.ledgers.get(ledger_id)

@@ -19,6 +19,7 @@ from services.ledger_client.settings import LedgerClientSettings
 from services.limits import BATCH_ENTRIES_MAX, BODY_SIZE_MAX_BYTES
 
 _HOSTPORT = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:\d{1,5}$")
+_RACK = re.compile(r"^[A-Za-z0-9._/\-]{1,64}$")
 
 
 class CommonSettings(BaseSettings):
@@ -118,6 +119,20 @@ class BookieSettings(CommonSettings):
     body_read_timeout_ms: int = Field(
         30_000, ge=1, le=600_000, description="longest wait for one add request's body bytes"
     )
+    rack: str | None = Field(
+        None,
+        description="the rack (failure domain) this bookie is on, registered with it; new "
+        "ensembles put each write quorum on distinct racks (none: the default rack)",
+    )
+
+    @field_validator("rack")
+    @classmethod
+    def _rack(cls, value: str | None) -> str | None:
+        if value is not None and not _RACK.match(value):
+            raise ValueError(
+                f"--rack must be 1 to 64 letters, digits and . _ - / characters, got {value!r}"
+            )
+        return value
 
 
 class GatewaySettings(CommonSettings):

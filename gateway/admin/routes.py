@@ -3,7 +3,8 @@
 The admin token rules are applied before routing (``gateway.http.auth``). Extensions to
 docs/api.md's objects: per-bookie figures in the bookie listing, ``marked_at``, ``progress``
 and ``worker`` of an under-replicated ledger with ``?limit=&after=`` paging, the answer
-of ``POST /v1/admin/audit``, and ``GET /v1/admin/bookies/{id}``.
+of ``POST /v1/admin/audit``, ``GET /v1/admin/bookies/{id}``, and racks: each bookie's,
+the cluster's, and the auditor's placement report (``GET /v1/admin/placement``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from gateway.admin.schemas import (
     AuditRequested,
     BookieList,
     Cluster,
+    PlacementReport,
     UnderReplicatedList,
 )
 from gateway.admin.service import AdminService
@@ -110,6 +112,20 @@ async def list_under_replicated(
         -1 if after is None else after, min(limit, LIST_LIMIT_MAX)
     )
     return {"ledgers": ledgers, "next": next_after}
+
+
+@router.get(
+    "/placement",
+    response_model=PlacementReport,
+    summary="Ledgers whose write quorums span too few racks, as the auditor last found them",
+    description="The elected auditor's placement report of its last complete check "
+    '(docs/operations.md "Racks"): bookies per rack, how many ledgers break the rack '
+    "policy, how many a placement move can fix now (they are marked, and the replication "
+    "workers move them), and the first 100 with their fragments.",
+    responses=error_responses(ADMIN_UNAUTHORIZED, *ADMIN_UNAVAILABLE),
+)
+async def get_placement(admin: AdminDep) -> dict[str, Any]:
+    return await admin.placement()
 
 
 @router.post(

@@ -34,8 +34,17 @@ class Cluster(BaseModel):
     auditor_elected: bool
     auditor_id: str | None = Field(description="the elected auditor's host:port")
     replication_enabled: bool
-    under_replicated_ledgers: int = Field(description="the number of marks now")
+    under_replicated_ledgers: int = Field(
+        description="the number of marks now (placement moves included)"
+    )
     bookies: BookieCounts
+    racks: dict[str, int] = Field(
+        description="registered bookies per rack (/default-rack: those that registered none)"
+    )
+    placement_violations: int | None = Field(
+        description="ledgers whose write quorums span fewer racks than the rack policy wants, "
+        "as the auditor's last complete check found them; null before its first"
+    )
 
 
 BookieState = Literal["writable", "readonly", "down", "decommissioning", "decommissioned"]
@@ -54,6 +63,10 @@ class AdminBookie(BaseModel):
     total_bytes: int | None = Field(description="disk size of its data dir, or null")
     free_ratio: float | None = Field(description="free_bytes / total_bytes, or null")
     instance_id: str | None = Field(description="the instance id of its cookie")
+    rack: str | None = Field(
+        description="the rack it registered (--rack); null when it registered none (the "
+        "default rack) or is not registered"
+    )
     entries_added: int | None = Field(
         description="entries the bookie stored since it started (a rate over two readings "
         "is its adds per second), or null"
@@ -66,7 +79,11 @@ class BookieList(BaseModel):
 
 class UnderReplicatedLedger(BaseModel):
     ledger_id: int
-    missing_bookies: list[str]
+    missing_bookies: list[str] = Field(description="may be empty when only a move is asked")
+    misplaced: bool = Field(
+        description="a placement move is asked for too: a fragment's write quorums span too "
+        "few racks, and a bookie on another rack can fix it"
+    )
     marked_at: int = Field(description="when it was first marked, ms since the Unix epoch")
     progress: dict[str, Any] | None = Field(
         description="the repair progress the worker holding its lock reports, or null when "
@@ -78,6 +95,31 @@ class UnderReplicatedLedger(BaseModel):
 class UnderReplicatedList(BaseModel):
     ledgers: list[UnderReplicatedLedger] = Field(description="in ledger id order")
     next: int | None = Field(description="pass as ?after= for the next page; null on the last page")
+
+
+class MisplacedLedger(BaseModel):
+    ledger_id: int
+    fragments: list[int] = Field(
+        description="the first entry ids of its fragments whose write quorums span too few racks"
+    )
+    movable: bool = Field(
+        description="a move to a bookie on another rack can fix a settled one: the ledger is "
+        "marked for it, and a replication worker moves it"
+    )
+
+
+class PlacementReport(BaseModel):
+    checked_at: int | None = Field(
+        description="when the auditor's last complete check ended, ms since the Unix epoch; "
+        "null before its first"
+    )
+    racks: dict[str, int] = Field(description="registered bookies per rack, as that check saw")
+    violations: int = Field(
+        description="ledgers whose write quorums span fewer racks than min(Qw, racks)"
+    )
+    movable: int = Field(description="of those, the ones a placement move can fix now")
+    ledgers: list[MisplacedLedger] = Field(description="the first 100 of them, in id order")
+    truncated: bool = Field(description="true when there are more than listed")
 
 
 class AuditRequested(BaseModel):

@@ -10,6 +10,9 @@ under ``/decommission``), then ``writable`` / ``readonly`` (registered), then ``
 (a cookie under ``/cookies`` but not registered). A bookie that has neither a cookie,
 a registration nor a decommission node is unknown: ``BookieNotFound``.
 
+Racks come from the registry (each bookie registers its own); the placement report is
+the elected auditor's, as its last complete check wrote it (``/auditor/placement``).
+
 Per-bookie figures (ledger count, disk space, instance id) come from each registered
 bookie's ``GET /v1/info``, asked of all bookies at once with a short time-out, so a
 hung or dead bookie shows nulls instead of holding the answer up.
@@ -27,6 +30,7 @@ from typing import Any, Protocol
 from gateway.limits import BOOKIE_INFO_TIMEOUT_S, MARK_READS_CONCURRENT_MAX
 from services.clock import wall_ms
 from services.errors import BookieNotFound, NodeNotFound, QuireError
+from services.protocol.placement import rack_counts
 from services.zk import paths as zkpaths
 from services.zk.registry import BookieRegistry
 from services.zk.store import MetadataStore
@@ -59,6 +63,7 @@ class KnownBookie:
     state: str
     registered: bool
     cookie_instance_id: str | None
+    rack: str | None = None
 
 
 def _number(value: Any) -> int | float | None:
@@ -89,11 +94,12 @@ class AdminService:
     # ------------------------------------------------------------------ cluster
 
     async def cluster(self) -> dict[str, Any]:
-        auditor_id, enabled, marks, known = await asyncio.gather(
+        auditor_id, enabled, marks, known, report = await asyncio.gather(
             self.replication.auditor_id(),
             self.replication.replication_enabled(),
             self.replication.count(),
             self.known_bookies(),
+            self.replication.placement_report(),
         )
         writable = set(self.registry.writable)
         counts = {"writable": 0, "readonly": 0, "unavailable": 0}
@@ -108,7 +114,24 @@ class AdminService:
             "replication_enabled": enabled,
             "under_replicated_ledgers": marks,
             "bookies": counts,
+            "racks": rack_counts(self.registry.racks),
+            "placement_violations": report.get("violations") if report else None,
         }
+
+    async def placement(self) -> dict[str, Any]:
+        """The auditor's last placement report; before its first check, an empty one
+        with the racks registered now."""
+        report = await self.replication.placement_report()
+        if not report:
+            return {
+                "checked_at": None,
+                "racks": rack_counts(self.registry.racks),
+                "violations": 0,
+                "movable": 0,
+                "ledgers": [],
+                "truncated": False,
+            }
+        return report
 
     async def set_replication(self, enabled: bool) -> dict[str, Any]:
         await self.replication.set_replication_enabled(enabled)
@@ -157,8 +180,11 @@ class AdminService:
             else:
                 state = DOWN
             address = info.address if info is not None else bookie_id
+            rack = info.rack if info is not None else None
             out.append(
-                KnownBookie(bookie_id, address, state, info is not None, cookies.get(bookie_id))
+                KnownBookie(
+                    bookie_id, address, state, info is not None, cookies.get(bookie_id), rack
+                )
             )
         return out
 
@@ -228,6 +254,7 @@ def _bookie_object(bookie: KnownBookie, info: dict[str, Any] | None) -> dict[str
         "total_bytes": _number(info.get("total_bytes")),
         "free_ratio": _number(info.get("free_ratio")),
         "instance_id": str(instance) if instance else None,
+        "rack": bookie.rack,
         "entries_added": _number(info.get("entries_added")),
     }
 
@@ -236,6 +263,7 @@ def _mark_object(mark: Mark, lock: LockInfo | None) -> dict[str, Any]:
     return {
         "ledger_id": mark.ledger_id,
         "missing_bookies": list(mark.missing_bookies),
+        "misplaced": mark.misplaced,
         "marked_at": mark.marked_at,
         "progress": dict(lock.progress) if lock is not None else None,
         "worker": lock.worker if lock is not None and lock.worker else None,

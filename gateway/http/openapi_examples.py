@@ -87,6 +87,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                 "replication_enabled": True,
                 "under_replicated_ledgers": 0,
                 "bookies": {"writable": 4, "readonly": 0, "unavailable": 0},
+                "racks": {"rack-a": 2, "rack-b": 1, "rack-c": 1},
+                "placement_violations": 0,
             }
         }
     },

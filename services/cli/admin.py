@@ -1,7 +1,7 @@
 """``quire admin ...``: the Admin API of a gateway (docs/api.md "Admin"), for operators.
 
-``cluster``, ``bookies`` and ``under-replicated`` print rich tables (``--json`` for
-the API's object instead); ``audit``, ``replication enable|disable`` and
+``cluster``, ``bookies``, ``under-replicated`` and ``placement`` print rich tables
+(``--json`` for the API's object instead); ``audit``, ``replication enable|disable`` and
 ``decommission`` change something and say what; ``decommission --wait`` and
 ``wait-replicated`` show a progress bar (ledgers left, MB copied, rate) until the
 cluster is whole again, with ``--timeout``. Talks to the gateway of the global
@@ -35,8 +35,8 @@ EXIT_INTERRUPTED = 130
 
 admin_app = typer.Typer(
     help=(
-        "Cluster administration: cluster, bookies, under-replicated, audit, replication "
-        "enable|disable, decommission, wait-replicated.\n\n"
+        "Cluster administration: cluster, bookies, under-replicated, placement, audit, "
+        "replication enable|disable, decommission, wait-replicated.\n\n"
         "Talks to the gateway of the global --gateway option (env QUIRE_GATEWAY) with its "
         "--token (env QUIRE_TOKEN; the admin token when the gateway has one); both go "
         "before 'admin'.\n\n"
@@ -98,6 +98,9 @@ def cluster_table(doc: dict[str, Any]) -> Table:
     counts = doc.get("bookies") or {}
     for key in ("writable", "readonly", "unavailable"):
         table.add_row(f"bookies {key}", dash(counts.get(key)))
+    racks = doc.get("racks") or {}
+    table.add_row("racks", ", ".join(f"{r} ({n})" for r, n in racks.items()) or "-")
+    table.add_row("placement violations", dash(doc.get("placement_violations")))
     return table
 
 
@@ -119,6 +122,7 @@ def bookies_table(bookies: list[dict[str, Any]]) -> Table:
     table = Table(title="Bookies", title_justify="left")
     table.add_column("id", overflow="fold")
     table.add_column("state", no_wrap=True)
+    table.add_column("rack", overflow="fold")
     table.add_column("ledgers", justify="right")
     table.add_column("free", justify="right")
     table.add_column("total", justify="right")
@@ -129,6 +133,7 @@ def bookies_table(bookies: list[dict[str, Any]]) -> Table:
         table.add_row(
             str(b.get("id")),
             f"[{_STATE_STYLE.get(state, '')}]{state}[/]" if state in _STATE_STYLE else state,
+            dash(b.get("rack")),
             dash(b.get("ledgers")),
             human_bytes(b.get("free_bytes")),
             human_bytes(b.get("total_bytes")),
@@ -139,7 +144,7 @@ def bookies_table(bookies: list[dict[str, Any]]) -> Table:
 
 @admin_app.command()
 def bookies(ctx: typer.Context, as_json: AsJson = False) -> None:
-    """Every known bookie with its state, ledger count and free disk.
+    """Every known bookie with its state, rack, ledger count and free disk.
 
     States: writable, readonly, down, decommissioning, decommissioned.
     """
@@ -174,6 +179,7 @@ def under_replicated_table(ledgers: list[dict[str, Any]]) -> Table:
     table.add_column("ledger", justify="right", no_wrap=True)
     # Ids are never cut short: a narrow terminal folds them onto more lines.
     table.add_column("missing bookies", overflow="fold")
+    table.add_column("move", no_wrap=True)
     table.add_column("marked at (UTC)", no_wrap=True)
     table.add_column("worker", overflow="fold")
     table.add_column("progress")
@@ -181,6 +187,7 @@ def under_replicated_table(ledgers: list[dict[str, Any]]) -> Table:
         table.add_row(
             str(row["ledger_id"]),
             ", ".join(row.get("missing_bookies") or []),
+            "move" if row.get("misplaced") else "-",
             when_ms(row.get("marked_at")),
             dash(row.get("worker")),
             _progress_text(row.get("progress")),
@@ -203,7 +210,8 @@ def under_replicated(
 ) -> None:
     """Under-replicated ledgers in id order, with the repair progress of each.
 
-    Shows the missing bookies of each ledger, and the worker repairing it.
+    Shows the missing bookies of each ledger, whether a placement move to another rack
+    is asked for (move), and the worker repairing it.
     """
     rows: list[dict[str, Any]] = []
     next_after = after
@@ -220,6 +228,44 @@ def under_replicated(
         err.print("no under-replicated ledgers", markup=False)
     if next_after is not None:
         err.print(f"more after {next_after}: --after {next_after}, or --all", markup=False)
+
+
+# -- placement ----------------------------------------------------------------
+
+
+def placement_table(doc: dict[str, Any]) -> Table:
+    racks = ", ".join(f"{r} ({n})" for r, n in (doc.get("racks") or {}).items()) or "-"
+    checked = when_ms(doc.get("checked_at"))
+    title = (
+        f"Placement: {doc.get('violations', 0)} ledger(s) on too few racks, "
+        f"{doc.get('movable', 0)} movable now; racks {racks}; checked {checked}"
+    )
+    table = Table(title=title, title_justify="left")
+    table.add_column("ledger", justify="right", no_wrap=True)
+    table.add_column("fragments (first entry)", overflow="fold")
+    table.add_column("movable", no_wrap=True)
+    for row in doc.get("ledgers") or []:
+        table.add_row(
+            str(row["ledger_id"]),
+            ", ".join(str(f) for f in row.get("fragments") or []),
+            "yes" if row.get("movable") else "no: no bookie on a rack it lacks",
+        )
+    return table
+
+
+@admin_app.command()
+def placement(ctx: typer.Context, as_json: AsJson = False) -> None:
+    """Ledgers whose write quorums span too few racks, as the auditor's last check found
+    them, and whether a move to another rack can fix each now (the workers then move
+    it; docs/operations.md "Racks")."""
+    with reported(), _client(ctx) as client:
+        doc = client.json("GET", "/v1/admin/placement")
+    if as_json:
+        print_json(doc)
+        return
+    table_console().print(placement_table(doc))
+    if doc.get("truncated"):
+        err.print("more ledgers than listed (the report lists the first 100)", markup=False)
 
 
 # -- audit, replication switch ------------------------------------------------

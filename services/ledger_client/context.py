@@ -70,6 +70,11 @@ class BookieRegistryView(Protocol):
         """The instance id the bookie registered with (None: unknown)."""
         ...
 
+    @property
+    def racks(self) -> Mapping[str, str | None]:
+        """Every registered bookie and its rack (None: it registered none)."""
+        ...
+
 
 class BookieApi(Protocol):
     """What the gateway asks of one bookie (``services.bookie_client.BookieClient``). Its
@@ -136,7 +141,8 @@ class LedgerClientContext:
         """The writable bookies with their registered instances, for the protocol core
         (new fragments record which instance of each bookie they were written to)."""
         ids = self.registry.writable
-        return WritableBookies(tuple(ids), tuple(self.registry.instance_of(b) for b in ids))
+        racks = tuple((b, r) for b, r in sorted(self.registry.racks.items()) if r is not None)
+        return WritableBookies(tuple(ids), tuple(self.registry.instance_of(b) for b in ids), racks)
 
     def bookie(self, bookie_id: str) -> BookieApi:
         """The long-lived client of a bookie, reached at its registered address."""

@@ -86,14 +86,17 @@ class MetadataCas:
         self._attempts_max = attempts_max
         self._failures = 0
 
-    def write(self, target: LedgerMetadata, version: int) -> WriteMetadata | None:
-        """The next write of the operation, or None once ``attempts_max`` were issued."""
+    def write(
+        self, target: LedgerMetadata, version: int, spread: bool = True
+    ) -> WriteMetadata | None:
+        """The next write of the operation, or None once ``attempts_max`` were issued
+        (``spread``: see ``WriteMetadata``)."""
         invariant(not self._in_flight, "a metadata write while one is in flight")
         if self.attempts >= self._attempts_max:
             return None
         self.attempts += 1
         self._in_flight = True
-        return WriteMetadata(target, version)
+        return WriteMetadata(target, version, spread)
 
     def cancel(self) -> None:
         """Forget the outstanding write: its answer will be ignored."""

@@ -41,16 +41,24 @@ def plan_ensemble_change(
     lac: int,
     rng: random.Random,
     instances: Mapping[str, str | None] | None = None,
-) -> LedgerMetadata:
+    racks: placement.Racks = placement.NO_RACKS,
+) -> tuple[LedgerMetadata, bool]:
     """The metadata with every failed bookie of the last ensemble replaced, in a
-    fragment starting at ``lac + 1`` (``NotEnoughBookies`` when impossible). The new
-    fragment records the replacements' instances from ``instances`` (their registered
-    ones) and keeps the recorded instances of the bookies it keeps."""
+    fragment starting at ``lac + 1`` (``NotEnoughBookies`` when impossible), and
+    whether the new ensemble meets the rack policy (``placement.Placement.spread``).
+    The new fragment records the replacements' instances from ``instances`` (their
+    registered ones) and keeps the recorded instances of the bookies it keeps."""
     ensemble = metadata.ensemble
-    new_ensemble = placement.choose_replacements(
-        ensemble, [b for b in ensemble if b in failed], writable, rng, exclude=failed
+    placed = placement.choose_replacements(
+        ensemble,
+        [b for b in ensemble if b in failed],
+        writable,
+        metadata.write_quorum,
+        rng,
+        racks,
+        exclude=failed,
     )
-    return metadata.with_ensemble(lac + 1, new_ensemble, instances)
+    return metadata.with_ensemble(lac + 1, placed.bookies, instances), placed.spread
 
 
 class EnsembleChange:
@@ -83,6 +91,7 @@ class EnsembleChange:
         self._attempts_max = attempts_max
         self._writable: tuple[str, ...] = ()
         self._instances: dict[str, str | None] = {}  # the writable bookies' instances
+        self._racks: dict[str, str] = {}  # the registered bookies' racks
         self._active = False
         self._waiting = False  # for writable bookies, until ``_retry_at``
         self._cas_begun = False  # its metadata operation (bounded attempts) has started
@@ -118,6 +127,7 @@ class EnsembleChange:
     def take_writable(self, event: WritableBookies) -> None:
         self._writable = tuple(event.bookies)
         self._instances = event.instance_map()
+        self._racks = event.rack_map()
 
     def replaces_any(self, ensemble: Sequence[str]) -> bool:
         """Whether a bookie of ``ensemble`` failed (else there is nothing to replace)."""
@@ -135,8 +145,8 @@ class EnsembleChange:
         replace a failed one, or this operation used its attempts)."""
         invariant(self._active, "an ensemble change planned while none is in progress")
         try:
-            target = plan_ensemble_change(
-                metadata, self.failed, self._writable, lac, self._rng, self._instances
+            target, spread = plan_ensemble_change(
+                metadata, self.failed, self._writable, lac, self._rng, self._instances, self._racks
             )
         except NotEnoughBookies:
             self.wait(now)
@@ -144,7 +154,7 @@ class EnsembleChange:
         if not self._cas_begun:
             self._cas_begun = True
             self._cas.begin(self._attempts_max)
-        write = self._cas.write(target, version)
+        write = self._cas.write(target, version, spread)
         if write is None:  # it kept losing the CAS: wait a retry period, then start again
             self.wait(now)
             return None

@@ -95,3 +95,8 @@ APPEND_ATTEMPTS_MAX = 3
 REPAIR_ROUNDS_MAX = 20
 REPAIR_TARGETS_TRIED_MAX = 4
 REPAIR_SWAP_ATTEMPTS_MAX = 20
+
+# Placement (``placement.choose_ensemble``): racks tried, over all positions, by the
+# search for a sequence of racks meeting the rack policy before it falls back to the
+# rack-unaware choice (a few hundred cover every feasible layout of up to 16 bookies).
+PLACEMENT_SEARCH_STEPS_MAX = 2_000

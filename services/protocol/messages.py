@@ -24,7 +24,9 @@ SendAdds               ``POST /v1/entries`` with ``records`` to ``bookie``.
 SendLac                ``POST /v1/ledgers/{id}/lac`` to each bookie; fire
                        and forget, nothing is fed back.
 WriteMetadata          CAS the znode to ``metadata.to_json()`` at
-                       ``expected_version``. Success -> ``MetadataWritten(
+                       ``expected_version`` (``spread`` false: a fragment
+                       it adds could not spread its write quorums over
+                       racks, and the runner logs a warning). Success -> ``MetadataWritten(
                        metadata, new_version)``. Bad version -> read it ->
                        ``MetadataConflicted(current, version)``. Unreachable
                        store (outcome unknown) or no znode ->
@@ -33,7 +35,8 @@ ReadMetadata           read the znode -> ``MetadataRead(metadata, version)``
                        or ``MetadataFailed``.
 ReadWritableBookies    list the writable bookies (registered, not read-only,
                        not decommissioning) -> ``WritableBookies(ids,
-                       instances)`` (each one's registered instance id). Both
+                       instances, racks)`` (each one's registered instance
+                       id; the racks of the registered bookies). Both
                        the write handle and the recovery ask for it (to
                        replace a failed bookie). The runner may also send
                        ``WritableBookies`` to the write handle unasked.
@@ -146,14 +149,22 @@ class BookieFailed:
 class WritableBookies:
     """The writable bookies, and each one's instance id as registered (parallel to
     ``bookies``; ``()`` or None where unknown). New fragments record the instances of
-    the bookies they choose (``metadata.Fragment.instances``)."""
+    the bookies they choose (``metadata.Fragment.instances``). ``racks`` pairs every
+    registered bookie (writable or not: an ensemble keeps read-only ones) that
+    registered a rack with it; placement spreads write quorums over them
+    (``placement.py``)."""
 
     bookies: tuple[str, ...]
     instances: tuple[str | None, ...] = ()
+    racks: tuple[tuple[str, str], ...] = ()
 
     def instance_map(self) -> dict[str, str | None]:
         """bookie -> its registered instance (only the known ones)."""
         return {b: i for b, i in zip(self.bookies, self.instances, strict=False) if i is not None}
+
+    def rack_map(self) -> dict[str, str]:
+        """bookie -> its registered rack (only the bookies that registered one)."""
+        return dict(self.racks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +275,9 @@ class SendLac:
 class WriteMetadata:
     metadata: LedgerMetadata
     expected_version: int
+    # False when a new fragment of ``metadata`` could not meet the rack policy
+    # (``placement.Placement.spread``): the runner logs a warning.
+    spread: bool = True
 
 
 @dataclass(frozen=True, slots=True)

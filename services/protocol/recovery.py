@@ -219,7 +219,7 @@ class LedgerRecovery:
         return self._write_metadata(target, version)
 
     def _write_metadata(self, target: LedgerMetadata, version: int) -> list[Effect]:
-        write = self._cas.write(target, version)
+        write = self._cas.write(target, version, self._writebacks.spread)
         if write is None:
             return self._fail(MetadataUnavailable, "the metadata kept changing under the CAS")
         return [write]
@@ -400,7 +400,9 @@ class LedgerRecovery:
         if writebacks.changes >= self.limits.ensemble_change_attempts_max:
             return self._fail(NotEnoughBookies, "write-backs kept failing on new bookies")
         try:
-            writebacks.change_ensemble(event.bookies, self._rng, event.instance_map())
+            writebacks.change_ensemble(
+                event.bookies, self._rng, event.instance_map(), event.rack_map()
+            )
         except NotEnoughBookies as exc:
             return self._fail(
                 NotEnoughBookies,

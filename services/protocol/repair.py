@@ -45,6 +45,18 @@ swap's compare-and-set: a replacement by itself. Later rounds skip a bookie fill
 place only while it is registered as the instance filled: one that left meanwhile is
 replaced (the auditor's mark already names it, so its marking changes nothing).
 
+A mark may also ask for PLACEMENT MOVES (``MarkRead.misplaced``: the auditor found a
+settled fragment whose write quorums span too few racks, docs/operations.md "Racks").
+Once a round finds nothing missing, it plans one move per misplaced settled fragment
+that a writable bookie on another rack improves (``replication.placement_moves``,
+judged afresh on the round's metadata and registry): the moving bookie is a healthy
+replica, so it is not asked to fill in place; its share is copied to a target on a rack
+its write quorums lack (read from the fragment's bookies, itself included), and only
+then swapped out, by the same compare-and-set as a repair. The last good replica is
+never dropped: the copy lands before the swap, and a target that does not improve the
+spread ends the repair (retried later) instead of moving anything. Each move leaves
+fewer write quorums short, so the rounds end.
+
 When a round finds nothing to repair the mark is deleted at the version read at the
 round's start, in one transaction with a check that the metadata is still at the version
 planned on; if either changed meanwhile (the auditor added a bookie; a close or an
@@ -78,6 +90,7 @@ from services.protocol.limits import (
     REPAIR_TARGETS_TRIED_MAX,
 )
 from services.protocol.metadata import LedgerMetadata
+from services.protocol.placement import Racks, rack_count, short_quorums
 from services.protocol.replication import (
     Repair,
     Span,
@@ -85,6 +98,7 @@ from services.protocol.replication import (
     entries_on,
     last_fragment_affected,
     missing_entries,
+    placement_moves,
     repairs,
     replace_bookie,
     spans,
@@ -110,6 +124,11 @@ class RepairView(Protocol):
     @property
     def writable(self) -> Collection[str]:
         """Registered writable bookies, none being decommissioned."""
+        ...
+
+    @property
+    def racks(self) -> Racks:
+        """Every registered bookie and its rack (None: it registered none)."""
         ...
 
     def usable(self, bookie: str) -> bool:
@@ -142,6 +161,7 @@ class RepairView(Protocol):
 class MarkRead:
     missing: frozenset[str]
     version: int
+    misplaced: bool = False  # the auditor asks for placement moves too
 
 
 @dataclass(frozen=True, slots=True)
@@ -501,6 +521,11 @@ class RepairOp:
         self._planned = [
             r for r in repairs(event.metadata, self._missing) if not self._still_filled(r)
         ]
+        if not self._planned and mark.misplaced:
+            racks = view.racks
+            self._planned = placement_moves(
+                event.metadata, racks, racks.keys(), view.writable, self._missing
+            )
         self._probed = tuple(
             sorted({r.bookie for r in self._planned if r.is_open_last and view.usable(r.bookie)})
         )
@@ -574,7 +599,7 @@ class RepairOp:
         current = self._current = _Current(
             repair, span, tuple(wanted), self._missing - registered, registered
         )
-        if not view.usable(repair.bookie):
+        if repair.move or not view.usable(repair.bookie):
             return self._try_target()
         fragment = next(f for f in metadata.fragments if f.first_entry_id == repair.first)
         recorded = fragment.instances[repair.bookie_index] if fragment.instances else None
@@ -639,6 +664,12 @@ class RepairOp:
             if not self._renewable(current):
                 return self._fail(NotEnoughBookies, str(exc))
             target = repair.bookie
+        if repair.move and not self._improves(current, target):
+            return self._fail(
+                NotEnoughBookies,
+                f"ledger {self.ledger_id}: no bookie on another rack can take the share of "
+                f"{repair.bookie} in the fragment at {repair.first}",
+            )
         current.target = target
         current.instance = self.view.instance_of(target)  # the instance the copy goes to
         current.swap_attempts = 0
@@ -652,11 +683,24 @@ class RepairOp:
         bookie registered and writable again (back in time, or named for lacking entries
         of another fragment), which may be the only one left in a small cluster."""
         span, bookie = current.span.bookies, current.repair.bookie
-        writable, rng = self.view.writable, self.rng
+        writable, rng, racks = self.view.writable, self.rng, self.view.racks
+        quorum = present(self._metadata, "choosing without metadata").write_quorum
         try:
-            return choose_target(span, bookie, writable, rng, self._missing | current.excluded)
+            return choose_target(
+                span, bookie, writable, quorum, rng, racks, self._missing | current.excluded
+            )
         except NotEnoughBookies:
-            return choose_target(span, bookie, writable, rng, current.excluded)
+            return choose_target(span, bookie, writable, quorum, rng, racks, current.excluded)
+
+    def _improves(self, current: _Current, target: str) -> bool:
+        """Whether moving the repair's bookie to ``target`` leaves fewer write quorums of
+        its fragment short of racks."""
+        racks, bookies = self.view.racks, current.span.bookies
+        quorum = present(self._metadata, "judging without metadata").write_quorum
+        racks_there = rack_count(racks.keys(), racks)
+        moved = tuple(target if b == current.repair.bookie else b for b in bookies)
+        before = short_quorums(bookies, quorum, racks, racks_there)
+        return len(short_quorums(moved, quorum, racks, racks_there)) < len(before)
 
     def _renewable(self, current: _Current) -> bool:
         """No other bookie is free, and the missing one is a formatted bookie, writable

@@ -3,7 +3,10 @@
 Which fragments of a ledger name a bookie that is gone, which entries that bookie
 had to hold (its share of each entry's write set), who replaces it, and the
 metadata after the swap. The auditor, the replication workers and the simulator
-all decide with these functions.
+all decide with these functions. Which fragments break the rack policy
+(``placement.py``) and which bookie of each to move to another rack are decided
+here too (``misplaced_spans``, ``placement_moves``): a move is a repair of a
+bookie that is not missing, copied to a bookie on another rack and swapped in.
 
 A fragment's span is ``[first, last]``: ``last`` is the entry before the next
 fragment starts, or the ledger's last entry once it is CLOSED; the last fragment
@@ -22,7 +25,14 @@ from dataclasses import dataclass
 
 from services.errors import invariant
 from services.protocol.metadata import LedgerMetadata, LedgerState
-from services.protocol.placement import choose_replacements
+from services.protocol.placement import (
+    NO_RACKS,
+    Racks,
+    choose_replacements,
+    move_for,
+    rack_count,
+    short_quorums,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +58,8 @@ class Repair:
     bookie: str
     bookie_index: int
     is_open_last: bool  # the open-ended last fragment of a ledger that is not CLOSED
+    # ``bookie`` is not missing: it moves to a bookie on another rack (``placement_moves``)
+    move: bool = False
 
 
 def spans(metadata: LedgerMetadata) -> list[Span]:
@@ -129,14 +141,58 @@ def choose_target(
     fragment_bookies: Sequence[str],
     bookie: str,
     writable: Iterable[str],
+    write_quorum: int,
     rng: random.Random,
+    racks: Racks = NO_RACKS,
     exclude: Collection[str] = (),
 ) -> str:
-    """A writable bookie, not in the fragment, not excluded, to replace ``bookie``, on a
-    host the rest of the fragment does not use when one is free (``NotEnoughBookies``
-    when there is none)."""
-    replaced = choose_replacements(fragment_bookies, [bookie], writable, rng, exclude)
-    return replaced[list(fragment_bookies).index(bookie)]
+    """A writable bookie, not in the fragment, not excluded, to replace ``bookie``: on a
+    rack the rest of its write quorums do not use, and a host the rest of the fragment
+    does not use, when one is free (``placement.choose_replacements``;
+    ``NotEnoughBookies`` when there is none)."""
+    replaced = choose_replacements(
+        fragment_bookies, [bookie], writable, write_quorum, rng, racks, exclude
+    )
+    return replaced.bookies[list(fragment_bookies).index(bookie)]
+
+
+def misplaced_spans(
+    metadata: LedgerMetadata, racks: Racks, registered: Collection[str]
+) -> list[Span]:
+    """The non-empty fragments whose write quorums span fewer racks than the rack policy
+    wants, given the racks of the ``registered`` bookies (``racks`` maps each to its rack
+    or None). A fragment naming a bookie that is not registered is left out: it is
+    under-replicated, and judged once repaired."""
+    racks_there = rack_count(registered, racks)
+    out: list[Span] = []
+    for span in spans(metadata):
+        if span.empty or any(b not in registered for b in span.bookies):
+            continue
+        if short_quorums(span.bookies, metadata.write_quorum, racks, racks_there):
+            out.append(span)
+    return out
+
+
+def placement_moves(
+    metadata: LedgerMetadata,
+    racks: Racks,
+    registered: Collection[str],
+    writable: Iterable[str],
+    exclude: Collection[str] = (),
+) -> list[Repair]:
+    """One move per misplaced settled fragment (not the open-ended last fragment, the
+    writer's) that a writable bookie on another rack can improve: the bookie
+    ``placement.move_for`` names, as a ``Repair`` with ``move`` set."""
+    racks_there = rack_count(registered, racks)
+    writable = list(writable)
+    out: list[Repair] = []
+    for span in misplaced_spans(metadata, racks, registered):
+        if span.last is None:
+            continue
+        index = move_for(span.bookies, metadata.write_quorum, writable, racks, racks_there, exclude)
+        if index is not None:
+            out.append(Repair(span.first, span.last, span.bookies[index], index, False, True))
+    return out
 
 
 def replace_bookie(

@@ -40,6 +40,7 @@ from services.protocol import quorum
 from services.protocol.ensemble import plan_ensemble_change
 from services.protocol.messages import SendAdds
 from services.protocol.metadata import LedgerMetadata
+from services.protocol.placement import NO_RACKS, Racks
 from services.wire.framing import FramedRecord
 
 
@@ -58,6 +59,7 @@ class WriteBacks:
         self.attempts_max = attempts_max
         self.in_flight_max = in_flight_max
         self.failed: set[str] = set()
+        self.spread = True  # every ensemble change met the rack policy (placement.py)
         self._failures: dict[str, int] = {}
         self.changes = 0
         self._entries: dict[int, _WriteBack] = {}
@@ -154,14 +156,17 @@ class WriteBacks:
         writable: Iterable[str],
         rng: random.Random,
         instances: Mapping[str, str | None] | None = None,
+        racks: Racks = NO_RACKS,
     ) -> None:
         """Replace the failed bookies of the last ensemble from the first pending entry on
         (``NotEnoughBookies`` when there are not enough writable bookies); the new
-        fragment records the replacements' registered ``instances``."""
+        fragment records the replacements' registered ``instances``, and spreads over
+        ``racks`` when it can (else ``spread`` turns false)."""
         first = self.pending()[0]
-        self.metadata = plan_ensemble_change(
-            self.metadata, self.failed, writable, first - 1, rng, instances
+        self.metadata, spread = plan_ensemble_change(
+            self.metadata, self.failed, writable, first - 1, rng, instances, racks
         )
+        self.spread = self.spread and spread
         self.changes += 1
 
     def merged_into(self, fresh: LedgerMetadata, fenced: LedgerMetadata) -> LedgerMetadata | None:

@@ -93,6 +93,7 @@ def log_name(child: str) -> str | None:
 
 DECOMMISSION = "/decommission"
 AUDIT_REQUEST = "/auditor/audit-request"
+PLACEMENT_REPORT = "/auditor/placement"
 MARKS_CHANGED = f"{UNDER_REPLICATION}/changed"
 
 

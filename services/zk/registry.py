@@ -1,9 +1,9 @@
 """The gateway's view of the bookie registry (``/bookies`` in ZooKeeper).
 
 A children watch keeps the set of registered bookies current; each bookie's
-JSON (address, state) is read when it appears and re-read on changes, so the
-writer knows which bookies are writable (placement, ensemble changes) and
-where each one is reached.
+JSON (address, state, instance, rack) is read when it appears and re-read on
+changes, so the writer knows which bookies are writable, on which racks
+(placement, ensemble changes), and where each one is reached.
 
 Bookies being decommissioned (a node under ``/decommission``, docs/api.md "Admin") are
 never ``writable``: a children watch keeps that set current too, so no new ensemble
@@ -32,6 +32,7 @@ class BookieInfo:
     address: str
     state: str  # "writable" | "readonly"
     instance_id: str | None = None  # the bookie's cookie instance (new after a format)
+    rack: str | None = None  # the rack it registered (--rack); None: the default rack
 
 
 class BookieRegistry:
@@ -67,6 +68,11 @@ class BookieRegistry:
         return sorted(
             b for b, info in self.bookies.items() if info.state == "writable" and b not in excluded
         )
+
+    @property
+    def racks(self) -> dict[str, str | None]:
+        """Every registered bookie and its rack (None: it registered none)."""
+        return {b: info.rack for b, info in self.bookies.items()}
 
     def exclude(self, bookie_id: str) -> None:
         """Leave ``bookie_id`` out of ``writable`` from now on (its decommission was just
@@ -123,9 +129,11 @@ class BookieRegistry:
                     state = str(doc.get("state") or "writable")
                     instance = doc.get("instance_id")
                     instance = str(instance) if instance else None
+                    rack = doc.get("rack")
+                    rack = str(rack) if rack else None
                 except (ValueError, AttributeError):
-                    address, state, instance = bookie_id, "writable", None
-                self.bookies[bookie_id] = BookieInfo(bookie_id, address, state, instance)
+                    address, state, instance, rack = bookie_id, "writable", None, None
+                self.bookies[bookie_id] = BookieInfo(bookie_id, address, state, instance, rack)
             self._notify()
 
         return on_data

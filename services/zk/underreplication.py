@@ -4,8 +4,11 @@ The auditor, the replication workers and the gateway's admin API coordinate only
 through these znodes (paths in ``services.zk.paths``):
 
 - a **mark** per under-replicated ledger, ``/underreplication/ledgers/<hierarchy>``,
-  JSON ``{"missing_bookies": [ids], "marked_at": ms}``; marking again merges the
-  missing bookies by CAS; whoever makes the ledger whole deletes it, guarded by the
+  JSON ``{"missing_bookies": [ids], "marked_at": ms, "misplaced": bool}``; marking again
+  merges the missing bookies (and ``misplaced``) by CAS. ``misplaced`` asks for
+  placement moves: a settled fragment's write quorums span too few racks and a bookie
+  on another rack can fix it (docs/operations.md "Racks"); such a mark may name no
+  missing bookie at all; whoever makes the ledger whole deletes it, guarded by the
   version it read so that a bookie added to the mark meanwhile is not lost. The
   under-replicated count is always the number of marks now (a walk), never a counter;
 - ``/underreplication/changed``, whose data the auditor bumps after marking, so
@@ -18,7 +21,9 @@ through these znodes (paths in ``services.zk.paths``):
   "requested_at"}``;
 - ``/auditor/election/n_{seq}`` (ephemeral sequential, data: the candidate's id): the
   lowest sequence is the elected auditor; ``/auditor/audit-request``, whose data the
-  gateway bumps to ask the auditor for a full check now.
+  gateway bumps to ask the auditor for a full check now; ``/auditor/placement``, the
+  elected auditor's last placement report (JSON, ``auditor.audit.PlacementReport``),
+  which the gateway's Admin API serves.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ class Mark:
     missing_bookies: tuple[str, ...]
     marked_at: int
     version: int
+    misplaced: bool = False  # placement moves asked for (docs/operations.md "Racks")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +78,8 @@ def _dump(doc: dict[str, Any]) -> bytes:
 def _mark_from(ledger_id: int, node: Versioned) -> Mark:
     doc = _json(node.data)
     missing = tuple(sorted(str(b) for b in doc.get("missing_bookies") or []))
-    return Mark(ledger_id, missing, int(doc.get("marked_at") or 0), node.version)
+    misplaced = doc.get("misplaced") is True
+    return Mark(ledger_id, missing, int(doc.get("marked_at") or 0), node.version, misplaced)
 
 
 class UnderReplicationStore:
@@ -95,29 +102,37 @@ class UnderReplicationStore:
 
     # ------------------------------------------------------------------ marks
 
-    async def mark(self, ledger_id: int, missing: Iterable[str], now_ms: int) -> Mark:
-        """Mark ``ledger_id`` under-replicated, adding ``missing`` to an existing mark."""
+    async def mark(
+        self, ledger_id: int, missing: Iterable[str], now_ms: int, misplaced: bool = False
+    ) -> Mark:
+        """Mark ``ledger_id`` under-replicated, adding ``missing`` (and ``misplaced``:
+        placement moves wanted) to an existing mark."""
         path = zkpaths.under_replicated(ledger_id)
         wanted = set(missing)
         for _ in range(MARK_CAS_ATTEMPTS_MAX):
             node = await self.store.get_or_none(path)
             if node is None:
                 doc = {"missing_bookies": sorted(wanted), "marked_at": now_ms}
+                if misplaced:
+                    doc["misplaced"] = True
                 try:
                     await self.store.create(path, _dump(doc))
                 except NodeExists:
                     continue
-                return Mark(ledger_id, tuple(sorted(wanted)), now_ms, 0)
+                return Mark(ledger_id, tuple(sorted(wanted)), now_ms, 0, misplaced)
             current = _mark_from(ledger_id, node)
-            if wanted <= set(current.missing_bookies):
+            if wanted <= set(current.missing_bookies) and current.misplaced >= misplaced:
                 return current
             merged = sorted(wanted | set(current.missing_bookies))
+            either = current.misplaced or misplaced
             doc = {"missing_bookies": merged, "marked_at": current.marked_at}
+            if either:
+                doc["misplaced"] = True
             try:
                 version = await self.store.set(path, _dump(doc), node.version)
             except (MetadataConflict, NodeNotFound):
                 continue
-            return Mark(ledger_id, tuple(merged), current.marked_at, version)
+            return Mark(ledger_id, tuple(merged), current.marked_at, version, either)
         raise MetadataConflict(f"marking ledger {ledger_id} lost {MARK_CAS_ATTEMPTS_MAX} races")
 
     async def get_mark(self, ledger_id: int) -> Mark | None:
@@ -367,6 +382,22 @@ class UnderReplicationStore:
             seen[:] = [version]
 
         return self.store.watch_data(zkpaths.AUDIT_REQUEST, on_data)
+
+    async def set_placement_report(self, report: dict[str, Any]) -> None:
+        """Write the auditor's last placement report (created if missing)."""
+        data = _dump(report)
+        try:
+            await self.store.set(zkpaths.PLACEMENT_REPORT, data, -1)
+        except NodeNotFound:
+            try:
+                await self.store.create(zkpaths.PLACEMENT_REPORT, data)
+            except NodeExists:
+                await self.store.set(zkpaths.PLACEMENT_REPORT, data, -1)
+
+    async def placement_report(self) -> dict[str, Any] | None:
+        """The auditor's last placement report, or None before its first check."""
+        node = await self.store.get_or_none(zkpaths.PLACEMENT_REPORT)
+        return None if node is None else _json(node.data)
 
     async def candidates(self) -> list[tuple[str, str]]:
         """Election candidates ``(node name, id)``, the elected one (lowest) first."""

@@ -22,18 +22,18 @@ from playwright.sync_api import expect
 from services.cluster.processes import ServiceProcess
 from services.zk import paths as zkpaths
 from tests.browser.conftest import Page
-from tests.harness import Cluster, wait_for
+from tests.harness import Cluster, wait_for, wait_healthy
 from tests.integration.gateway_support import (
     Appender,
     Gateway,
     module_cluster,
-    start_bookies,
     start_gateway,
     wait_writable,
 )
 
 ADMIN_TOKEN = "admin-token-page-41d2"
 BOOKIES = 5
+RACKS = ("rack-a", "rack-a", "rack-b", "rack-b", "rack-c")  # one per bookie
 STALENESS_S = 2.0  # what the page promises (it polls every second)
 SLACK_S = 1.0  # a loaded CI machine: one more poll's worth
 PAGE_SIZE = 20  # ledgers per page in the ledger browser
@@ -69,7 +69,9 @@ class Env:
 def env(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:  # type: ignore[no-untyped-def]
     base = tmp_path_factory.mktemp("admin-page")
     with module_cluster(zookeeper, base) as cluster:
-        bookies = start_bookies(cluster, BOOKIES, ["--zk-session-timeout", "4"])
+        args = ["--zk-session-timeout", "4", "--rack"]
+        bookies = [cluster.start_bookie(extra_args=[*args, r], wait=False) for r in RACKS]
+        wait_healthy(bookies)
         gateway = start_gateway(cluster, ["--admin-token", ADMIN_TOKEN], token=ADMIN_TOKEN)
         wait_writable(gateway, BOOKIES)
         zk = KazooClient(hosts=zookeeper.connect_string + cluster.zk_root, timeout=10.0)
@@ -169,8 +171,9 @@ def test_the_page_and_its_assets_are_served_without_a_token(env: Env) -> None:
 
 
 def test_cluster_and_bookies_match_the_api(tab: Page, env: Env) -> None:
-    """Every figure on the page is the API's: the cluster cards, and one row per bookie
-    with its address, state, ledger count and free disk."""
+    """Every figure on the page is the API's: the cluster cards (racks and placement
+    violations included), and one row per bookie with its address, state, rack, ledger
+    count and free disk."""
     create_ledger(env, 3)
     page = login(tab, env)
     cluster = env.get("/v1/admin/cluster")
@@ -183,6 +186,8 @@ def test_cluster_and_bookies_match_the_api(tab: Page, env: Env) -> None:
     expect(page.locator("#replication")).to_have_text("enabled")
     expect(page.locator("#under-count")).to_have_text("0")
     expect(page.locator("#under-empty")).to_be_visible()
+    expect(page.locator("#racks")).to_have_text("rack-a (2), rack-b (2), rack-c (1)")
+    expect(page.locator("#placement-count")).to_have_text("–")  # no auditor has checked
     rows = page.locator("#bookies tbody tr")
     expect(rows).to_have_count(BOOKIES)
     assert [rows.nth(i).get_attribute("data-bookie") for i in range(BOOKIES)] == [
@@ -192,6 +197,7 @@ def test_cluster_and_bookies_match_the_api(tab: Page, env: Env) -> None:
         row = page.locator(f'tr[data-bookie="{b["id"]}"]')
         expect(row.locator("th")).to_have_text(b["address"])
         expect(row.locator(".state")).to_have_text("writable")
+        expect(row.locator(".rack")).to_have_text(b["rack"])
         expect(row.locator(".ledgers")).to_have_text(str(b["ledgers"]))
         expect(row.locator(".free")).to_contain_text(f"({100 * b['free_ratio']:.0f}%)")
         expect(row.get_by_role("button", name=f"Decommission {b['id']}")).to_be_enabled()

@@ -40,6 +40,8 @@ CLUSTER_KEYS = {
     "replication_enabled",
     "under_replicated_ledgers",
     "bookies",
+    "racks",
+    "placement_violations",
 }
 BOOKIE_KEYS = {
     "id",
@@ -50,13 +52,15 @@ BOOKIE_KEYS = {
     "total_bytes",
     "free_ratio",
     "instance_id",
+    "rack",
     "entries_added",
 }
-MARK_KEYS = {"ledger_id", "missing_bookies", "marked_at", "progress", "worker"}
+MARK_KEYS = {"ledger_id", "missing_bookies", "misplaced", "marked_at", "progress", "worker"}
 ADMIN_CALLS = [
     ("GET", "/v1/admin/cluster"),
     ("GET", "/v1/admin/bookies"),
     ("GET", "/v1/admin/under-replicated"),
+    ("GET", "/v1/admin/placement"),
     ("POST", "/v1/admin/replication/enable"),
     ("POST", "/v1/admin/replication/disable"),
     ("POST", "/v1/admin/audit"),

@@ -178,13 +178,15 @@ def start_layout(
     auditor_args: Sequence[str] = (),
     replicator_args: Sequence[str] = (),
     bookie_disk_bytes: int | None = None,
+    racks: Sequence[str | None] = (),
 ) -> Layout:
     """Hosts ``zk1``…, ``bookie1``…, ``gateway1``…, ``auditor1``…, ``replicator1``…
     and ``client`` on ``network``, and on each its process: the ZooKeeper servers first
     (started together, then waited for), then every other service together. Every
     process is stopped by the network's ``close`` too. With ``bookie_disk_bytes``, each
     bookie's data dir is on a tmpfs of that size (tests/multihost/faults.py), unmounted
-    when the network closes."""
+    when the network closes. ``racks[i]`` is the ``--rack`` of bookie ``i + 1`` (None,
+    or past the end: none)."""
     zk_hosts = network.add_hosts(f"zk{i}" for i in range(1, zookeepers + 1))
     bookie_hosts = network.add_hosts(f"bookie{i}" for i in range(1, bookies + 1))
     gateway_hosts = network.add_hosts(f"gateway{i}" for i in range(1, gateways + 1))
@@ -206,11 +208,14 @@ def start_layout(
     for server in ensemble:
         server.wait_ready(max(1.0, ZOOKEEPER_READY_S - (time.monotonic() - start)))
     common = service_args(layout.zk_connect, zk_root)
-    for host in bookie_hosts:
+    for index, host in enumerate(bookie_hosts):
         disk = base_dir / host.name
         if bookie_disk_bytes is not None:
             disk = mount_tmpfs(network, host.name, disk / "disk", bookie_disk_bytes)
         data = ["--data-dir", str(disk / "data")]
+        rack = racks[index] if index < len(racks) else None
+        if rack is not None:
+            data += ["--rack", rack]
         bookie = HostService(
             host, "bookie", [*common, *data], BOOKIE_PORT, base_dir / host.name / "bookie.log"
         )

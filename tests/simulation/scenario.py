@@ -66,7 +66,9 @@ class LedgerSim:
         self.lost = world.lost
         self.request_timeout_ms = world.request_timeout_ms
         self.key = mac_key(plan.password) if plan.digest_type == "hmac-sha256" else b""
-        ensemble = choose_ensemble(world.config.bookies, plan.ensemble_size, self.rng)
+        ensemble = choose_ensemble(
+            world.config.bookies, plan.ensemble_size, plan.write_quorum, self.rng
+        ).bookies
         metadata = LedgerMetadata.new(
             plan.ledger_id,
             ensemble,

@@ -645,6 +645,11 @@ class _View:
             if b.bookie_id not in world.down_since and not b.readonly
         ]  # fmt: skip
 
+    @property
+    def racks(self) -> dict[str, str | None]:
+        """The simulated bookies register no rack: one rack, placement asks nothing."""
+        return {b.bookie_id: None for b in self.world.bookie_list if self.usable(b.bookie_id)}
+
     def usable(self, bookie: str) -> bool:
         auditor = self.world.auditor
         return auditor is None or not auditor.gone(bookie)

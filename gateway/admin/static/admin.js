@@ -102,6 +102,9 @@ function renderCluster(cluster) {
   const b = cluster.bookies;
   $("bookie-counts").textContent = `${b.writable} / ${b.readonly} / ${b.unavailable}`;
   $("under-count").textContent = String(cluster.under_replicated_ledgers);
+  $("racks").textContent = Object.entries(cluster.racks).map(([rack, n]) => `${rack} (${n})`).join(", ") || "–";
+  // The auditor's last complete check (null before its first); GET /v1/admin/placement lists them.
+  $("placement-count").textContent = cluster.placement_violations === null ? "–" : String(cluster.placement_violations);
 }
 
 function addsPerSecond(bookie, now) {
@@ -127,6 +130,7 @@ function renderBookies(bookies) {
     return el("tr", { "data-bookie": b.id },
       el("th", { scope: "row" }, b.id),
       el("td", { class: `state state-${b.state}` }, b.state),
+      el("td", { class: "rack" }, b.rack === null ? "–" : b.rack),
       el("td", { class: "ledgers" }, b.ledgers === null ? "–" : b.ledgers),
       el("td", { class: "free" }, free),
       el("td", { class: "adds" }, addsPerSecond(b, now)),
@@ -151,7 +155,8 @@ function renderUnder(doc) {
   $("under").hidden = marks.length === 0;
   $("under").tBodies[0].replaceChildren(...marks.map((m) => el("tr", { "data-ledger": m.ledger_id },
     el("th", { scope: "row" }, m.ledger_id),
-    el("td", {}, m.missing_bookies.join(", ")),
+    el("td", { class: "missing" }, [m.missing_bookies.join(", "), m.misplaced ? "placement move to another rack" : ""]
+      .filter(Boolean).join("; ")),
     el("td", {}, new Date(m.marked_at).toLocaleTimeString()),
     el("td", {}, m.worker || "–"),
     el("td", {}, repairCell(m)))));

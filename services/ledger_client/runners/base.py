@@ -4,18 +4,23 @@ A runner feeds events to one state machine at a time, on the event loop, and
 carries out its effects (docs/style.md §1). This base holds the parts common to
 the write handle's and the recovery's runners: feeding (never re-entrant),
 the timer that feeds ``Tick`` by the machine's ``next_deadline()``, spawned
-tasks, and the metadata effects.
+tasks, and the metadata effects (a written fragment that could not spread its
+write quorums over racks is logged as a warning: ``WriteMetadata.spread``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Coroutine
 from typing import Any
 
 from services.errors import MetadataConflict, QuireError, invariant
 from services.ledger_client.context import LedgerClientContext
 from services.protocol import messages as m
+from services.protocol.placement import rack_counts
+
+log = logging.getLogger(__name__)
 
 
 class EffectRunner:
@@ -103,6 +108,19 @@ class EffectRunner:
         except QuireError as exc:
             self._feed(m.MetadataFailed(exc.code, exc.message, now=self.ctx.clock()))
             return
+        if not effect.spread:
+            metadata = written.metadata
+            log.warning(
+                "ensemble placed without the rack spread: too few racks or bookies on them",
+                extra={
+                    "fields": {
+                        "ledger_id": metadata.ledger_id,
+                        "ensemble": list(metadata.ensemble),
+                        "write_quorum": metadata.write_quorum,
+                        "racks": rack_counts(self.ctx.registry.racks),
+                    }
+                },
+            )
         self._feed(m.MetadataWritten(written.metadata, written.version))
 
     async def _read_metadata(self, ledger_id: int, conflicted: bool = False) -> None:

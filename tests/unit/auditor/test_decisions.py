@@ -9,6 +9,7 @@ from auditor.decisions import (
     bookie_counts,
     decommission_done,
     mark_clearable,
+    misplaced,
     placement_missing,
     replica_missing,
     replica_whole,
@@ -139,3 +140,16 @@ def test_bookie_counts_match_the_admin_cluster_object() -> None:
     )
     assert counts == {"writable": 1, "readonly": 2, "unavailable": 1}
     assert bookie_counts([], [], [], []) == {"writable": 0, "readonly": 0, "unavailable": 0}
+
+
+def test_misplaced_reports_fragments_and_whether_a_move_fixes_them() -> None:
+    """docs/operations.md Racks: a fragment with a write quorum on one rack breaks the
+    policy; it is movable only while a writable bookie on a rack it lacks exists, and a
+    cluster of one rack (no --rack anywhere) has no violation at all."""
+    md = LedgerMetadata.new(1, ["a", "b", "c"], 2, 2).closed(9, 90)
+    three: dict[str, str | None] = {"a": "r1", "b": "r2", "c": "r1", "d": "r3"}
+    assert misplaced(md, three, ["d"]) == ([0], True)
+    assert misplaced(md, three, []) == ([0], False)
+    two = {"a": "r1", "b": "r2", "c": "r1", "d": "r2"}
+    assert misplaced(md, two, ["d"]) == ([0], False)
+    assert misplaced(md, {"a": None, "b": None, "c": None}, ["d"]) == ([], False)

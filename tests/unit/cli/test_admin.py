@@ -21,6 +21,17 @@ from services.cli.app import app
 from services.cli.client import GatewayClient
 
 TOKEN = "admin-token-x1"
+PLACEMENT = {
+    "checked_at": 1_700_000_000_000,
+    "racks": {"rack-1": 1, "rack-2": 1},
+    "violations": 2,
+    "movable": 1,
+    "ledgers": [
+        {"ledger_id": 4, "fragments": [0, 50], "movable": True},
+        {"ledger_id": 8, "fragments": [0], "movable": False},
+    ],
+    "truncated": False,
+}
 ALPHA, BETA = "127.0.0.1:3181", "127.0.0.1:3182"
 
 
@@ -34,6 +45,7 @@ def _bookie(bookie_id: str, state: str, ledgers: int | None = 12) -> dict[str, A
         "total_bytes": None if ledgers is None else 10 * 1024**3,
         "free_ratio": None if ledgers is None else 0.3,
         "instance_id": "inst-" + bookie_id[-1],
+        "rack": "rack-" + bookie_id[-1],
     }
 
 
@@ -105,6 +117,8 @@ class FakeGateway:
             page = rows[:limit]
             nxt = page[-1]["ledger_id"] if len(rows) > limit else None
             return httpx.Response(200, json={"ledgers": page, "next": nxt})
+        if path == "/v1/admin/placement":
+            return httpx.Response(200, json=PLACEMENT)
         if path == "/v1/admin/audit":
             self.audits += 1
             return httpx.Response(202, json={"requested": True, "auditor_id": self.auditor})
@@ -171,6 +185,7 @@ def test_bookies_table_and_json(fake: FakeGateway) -> None:
     alpha = next(line for line in lines if ALPHA in line)
     beta = next(line for line in lines if BETA in line)
     assert "writable" in alpha and "3.0 GiB" in alpha and "30.0" in alpha
+    assert "rack-1" in alpha and "rack-2" in beta
     assert "down" in beta and "-" in beta
     doc = json.loads(run("bookies", "--json").stdout)
     assert [b["id"] for b in doc["bookies"]] == [ALPHA, BETA]
@@ -353,3 +368,18 @@ def test_quiet_and_json_waits_print_no_progress(fake: FakeGateway) -> None:
     assert result.stderr == ""
     assert json.loads(result.stdout)["state"] == "decommissioning"
     assert fake.states[BETA] == "decommissioned"
+
+
+def test_placement_lists_the_misplaced_ledgers(fake: FakeGateway) -> None:
+    """`placement` shows the auditor's report (docs/api.md GET /v1/admin/placement): the
+    counts and racks in the title, each ledger's fragments and whether it is movable;
+    --json is the API's object; a mark asking for a move says so."""
+    table = run("placement")
+    assert table.exit_code == 0, table.output
+    assert "2 ledger(s) on too few racks, 1 movable" in table.stdout
+    rows = [line.strip("│ ") for line in table.stdout.splitlines()]
+    assert "0, 50" in next(line for line in rows if line.startswith("4 "))
+    assert "no" in next(line for line in rows if line.startswith("8 "))
+    assert json.loads(run("placement", "--json").stdout) == PLACEMENT
+    fake.marks = [{**_mark(3), "missing_bookies": [], "misplaced": True}]
+    assert "move" in run("under-replicated").stdout

@@ -122,6 +122,7 @@ async def _setup(
         doc = {
             "address": f"http://{bookie_id}",
             "state": "readonly" if bookie_id == C else "writable",
+            "rack": "r1" if bookie_id == A else None,
         }
         await store.create(zkpaths.bookie(bookie_id), json.dumps(doc).encode())
     for bookie_id in (A, B, C, D):
@@ -218,8 +219,38 @@ async def test_under_replicated_page_next_and_count() -> None:
     assert rows[0] == {
         "ledger_id": 6,
         "missing_bookies": [D],
+        "misplaced": False,
         "marked_at": 1006,
         "progress": None,
         "worker": None,
     }
     assert (await admin.cluster())["under_replicated_ledgers"] == 3
+
+
+@synchronous
+async def test_racks_and_the_placement_report() -> None:
+    """docs/api.md Admin: each bookie shows the rack it registered (null: none), the
+    cluster counts bookies per rack, a placement move shows in the mark, and the placement
+    report is the auditor's (an empty one with today's racks before its first check)."""
+    _, _, admin = await _setup()
+    racks = {b["id"]: b["rack"] for b in await admin.bookies()}
+    assert racks == {A: "r1", B: None, C: None, D: None}
+    cluster = await admin.cluster()
+    assert cluster["racks"] == {"/default-rack": 2, "r1": 1}
+    assert cluster["placement_violations"] is None
+    report = await admin.placement()
+    assert (report["checked_at"], report["violations"], report["racks"]) == (
+        None,
+        0,
+        {"/default-rack": 2, "r1": 1},
+    )
+    written = {"checked_at": 5, "racks": {"r1": 3}, "violations": 1, "movable": 1,
+               "ledgers": [{"ledger_id": 7, "fragments": [0], "movable": True}],
+               "truncated": False}  # fmt: skip
+    await admin.replication.set_placement_report(written)
+    assert await admin.placement() == written
+    assert (await admin.cluster())["placement_violations"] == 1
+    await admin.replication.mark(7, [], 10, misplaced=True)
+    await admin.replication.mark(7, [D], 11)
+    rows, _ = await admin.under_replicated(-1, 10)
+    assert (rows[0]["missing_bookies"], rows[0]["misplaced"]) == ([D], True)

@@ -175,6 +175,10 @@ class FakeBookies:
         bookie = self.bookies.get(bookie_id)
         return bookie.instance_id if bookie is not None else None
 
+    @property
+    def racks(self) -> dict[str, str | None]:
+        return {b: None for b in self.bookies}
+
     def get(self, bookie_id: str, address: str | None = None) -> FakeBookie:
         return self.bookies[bookie_id]
 

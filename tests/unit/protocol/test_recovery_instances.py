@@ -189,14 +189,14 @@ def test_an_ensemble_change_records_new_bookies_and_keeps_the_kept_ones() -> Non
     the registry's newer one."""
     md = ledger()
     event = WritableBookies(("d:1", B, C), ("d-1", "b-2", "c-1"))
-    changed = plan_ensemble_change(
+    changed, _spread = plan_ensemble_change(
         md, {A}, event.bookies, 4, random.Random(1), event.instance_map()
     )
     last = changed.last_fragment
     assert (last.first_entry_id, last.bookies) == (5, ("d:1", B, C))
     assert last.instances == ("d-1", "b-1", "c-1")
     assert changed.fragments[0].instances == ("a-1", "b-1", "c-1")
-    unknown = plan_ensemble_change(md, {A}, ("d:1",), 4, random.Random(1))
+    unknown, _spread = plan_ensemble_change(md, {A}, ("d:1",), 4, random.Random(1))
     assert unknown.last_fragment.instances == (None, "b-1", "c-1")
 
 

@@ -51,10 +51,15 @@ class View:
     since: dict[str, int] = field(default_factory=dict)
     enabled: bool = True
     backs: list[str] = field(default_factory=list)
+    rack_of: dict[str, str] = field(default_factory=dict)  # bookie -> its rack, if any
 
     @property
     def writable(self) -> Collection[str]:
         return self.writable_bookies
+
+    @property
+    def racks(self) -> dict[str, str | None]:
+        return {b: self.rack_of.get(b) for b in self.registered}
 
     def usable(self, bookie: str) -> bool:
         return bookie in self.registered
@@ -342,3 +347,42 @@ def test_the_open_fragments_fate_is_decided_on_a_plan_made_after_the_other_repai
     assert isinstance(_action(op.handle(Swapped(), GRACE_MS)), ReadMark)
     op.handle(MarkRead(frozenset({"c"}), 1), GRACE_MS)
     assert _action(op.handle(MetadataRead(swap.after, 5), GRACE_MS)) == Probe(("c",))
+
+
+def test_a_placement_move_copies_to_the_missing_rack_then_swaps() -> None:
+    """docs/operations.md Racks: a mark asking for a placement move, on a CLOSED a-b-c
+    ledger (E=3, Qw=2) with a and c on one rack: the share of a or c is copied to d, on
+    the rack the ensemble lacks, read from the fragment's bookies (the moving one
+    included: it is a good replica), and only then swapped out; the next round finds the
+    spread met and clears the mark."""
+    view = _view("a", "b", "c", "d")
+    view.rack_of.update({"a": "r1", "b": "r2", "c": "r1", "d": "r3"})
+    op = _op(view)
+    md = _closed()
+    assert isinstance(_action(op.start(0)), ReadMark)
+    assert isinstance(_action(op.handle(MarkRead(frozenset(), 1, misplaced=True), 0)), ReadMetadata)
+    effects = op.handle(MetadataRead(md, 3), 0)
+    assert Planned(1) in effects
+    copy = _action(effects)
+    assert isinstance(copy, CopyShare)
+    moving = copy.repair.bookie
+    assert moving in ("a", "c") and copy.repair.move and copy.target == "d"
+    assert not copy.unusable and not copy.last_resort  # every replica may be read
+    assert isinstance(_action(op.handle(Copied(), 0)), ReadMetadata)
+    swap = _action(op.handle(MetadataRead(md, 4), 0))
+    assert isinstance(swap, Swap)
+    assert "d" in swap.after.fragments[0].bookies and moving not in swap.after.fragments[0].bookies
+    assert isinstance(_action(op.handle(Swapped(), 0)), ReadMark)
+    op.handle(MarkRead(frozenset(), 1, misplaced=True), 0)
+    assert _action(op.handle(MetadataRead(swap.after, 5), 0)) == ClearMark(1, frozenset(), 5)
+
+
+def test_no_placement_move_while_no_rack_can_fix_it() -> None:
+    """docs/operations.md Racks: with two racks E=3, Qw=2 cannot be spread, so a mark
+    asking for a move finds none to make and is cleared, nothing copied."""
+    view = _view("a", "b", "c", "d")
+    view.rack_of.update({"a": "r1", "b": "r2", "c": "r1", "d": "r2"})
+    op = _op(view)
+    assert isinstance(_action(op.start(0)), ReadMark)
+    op.handle(MarkRead(frozenset(), 1, misplaced=True), 0)
+    assert isinstance(_action(op.handle(MetadataRead(_closed(), 3), 0)), ClearMark)

@@ -79,11 +79,41 @@ def test_choose_target_avoids_the_fragment_and_exclusions() -> None:
     """The target is writable, outside the fragment and not excluded."""
     rng = random.Random(1)
     target = replication.choose_target(
-        ("a:1", "b:1", "c:1"), "c:1", ["a:1", "d:1", "e:1"], rng, {"e:1"}
+        ("a:1", "b:1", "c:1"), "c:1", ["a:1", "d:1", "e:1"], 2, rng, exclude={"e:1"}
     )
     assert target == "d:1"
     with pytest.raises(NotEnoughBookies):
-        replication.choose_target(("a:1", "b:1", "c:1"), "c:1", ["a:1", "b:1"], rng)
+        replication.choose_target(("a:1", "b:1", "c:1"), "c:1", ["a:1", "b:1"], 2, rng)
+
+
+def test_choose_target_takes_a_rack_its_write_quorums_lack() -> None:
+    """docs/operations.md Racks: a replacement goes to a rack the other bookies of its
+    write quorums do not use, whatever the seed, when a writable bookie is there."""
+    racks = {"a:1": "r1", "b:1": "r2", "c:1": "r3", "d:1": "r1", "e:1": "r3"}
+    for seed in range(20):
+        target = replication.choose_target(
+            ("a:1", "b:1", "c:1"), "c:1", ["d:1", "e:1"], 2, random.Random(seed), racks
+        )
+        assert target == "e:1"
+
+
+def test_placement_moves_name_one_bookie_per_misplaced_settled_fragment() -> None:
+    """docs/operations.md Racks: a CLOSED ledger whose fragment has a write quorum on one
+    rack gets one move, of a bookie of that rack, once a bookie of a third rack is
+    writable; none while no move helps, and none for a fragment naming an unregistered
+    bookie (that one is under-replicated first), nor for an open ledger's last
+    fragment (its writer's)."""
+    racks: dict[str, str | None] = {"a:1": "r1", "b:1": "r2", "c:1": "r1", "d:1": "r3"}
+    md = LedgerMetadata.new(3, ["a:1", "b:1", "c:1"], 2, 2).closed(9, 100)
+    assert [s.first for s in replication.misplaced_spans(md, racks, racks)] == [0]
+    moves = replication.placement_moves(md, racks, racks, ["d:1"])
+    assert [(m.first, m.bookie in ("a:1", "c:1"), m.move) for m in moves] == [(0, True, True)]
+    two = {b: r for b, r in racks.items() if r != "r3"}
+    assert replication.placement_moves(md, two, two, []) == []
+    assert replication.misplaced_spans(md, racks, ["a:1", "b:1"]) == []
+    open_md = LedgerMetadata.new(4, ["a:1", "b:1", "c:1"], 2, 2)
+    assert [s.first for s in replication.misplaced_spans(open_md, racks, racks)] == [0]
+    assert replication.placement_moves(open_md, racks, racks, ["d:1"]) == []  # the writer's
 
 
 def test_sealed_mac_key_round_trip_and_hidden_from_api() -> None:

@@ -464,7 +464,8 @@ def test_plan_ensemble_change_is_pure() -> None:
     """Ensemble-change planning: new fragment from the first unacknowledged entry; the
     replacement is not in the ensemble; NotEnoughBookies when there is none."""
     md = LedgerMetadata.new(1, POOL[:3], 2, 2)
-    new = plan_ensemble_change(md, {"b2:3181"}, POOL, 9, random.Random(3))
+    new, spread = plan_ensemble_change(md, {"b2:3181"}, POOL, 9, random.Random(3))
+    assert spread  # no racks: the policy asks nothing
     assert [f.first_entry_id for f in new.fragments] == [0, 10]
     assert new.ensemble[0] == "b1:3181" and new.ensemble[2] == "b3:3181"
     assert new.ensemble[1] in POOL[3:]

@@ -157,6 +157,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/placement": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Ledgers whose write quorums span too few racks, as the auditor last found them
+         * @description The elected auditor's placement report of its last complete check (docs/operations.md "Racks"): bookies per rack, how many ledgers break the rack policy, how many a placement move can fix now (they are marked, and the replication workers move them), and the first 100 with their fragments.
+         */
+        get: operations["get_placement"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/admin/replication/disable": {
         parameters: {
             query?: never;
@@ -524,6 +544,11 @@ export interface components {
              */
             ledgers: number | null;
             /**
+             * Rack
+             * @description the rack it registered (--rack); null when it registered none (the default rack) or is not registered
+             */
+            rack: string | null;
+            /**
              * State
              * @description decommissioning/decommissioned (a decommission was requested) win over writable/readonly (registered) and down (a cookie but not registered)
              * @enum {string}
@@ -624,11 +649,23 @@ export interface components {
              */
             auditor_id: string | null;
             bookies: components["schemas"]["BookieCounts"];
+            /**
+             * Placement Violations
+             * @description ledgers whose write quorums span fewer racks than the rack policy wants, as the auditor's last complete check found them; null before its first
+             */
+            placement_violations: number | null;
+            /**
+             * Racks
+             * @description registered bookies per rack (/default-rack: those that registered none)
+             */
+            racks: {
+                [key: string]: number;
+            };
             /** Replication Enabled */
             replication_enabled: boolean;
             /**
              * Under Replicated Ledgers
-             * @description the number of marks now
+             * @description the number of marks now (placement moves included)
              */
             under_replicated_ledgers: number;
         };
@@ -809,6 +846,56 @@ export interface components {
             name: string;
             writer: components["schemas"]["WriterModel"] | null;
         };
+        /** MisplacedLedger */
+        MisplacedLedger: {
+            /**
+             * Fragments
+             * @description the first entry ids of its fragments whose write quorums span too few racks
+             */
+            fragments: number[];
+            /** Ledger Id */
+            ledger_id: number;
+            /**
+             * Movable
+             * @description a move to a bookie on another rack can fix a settled one: the ledger is marked for it, and a replication worker moves it
+             */
+            movable: boolean;
+        };
+        /** PlacementReport */
+        PlacementReport: {
+            /**
+             * Checked At
+             * @description when the auditor's last complete check ended, ms since the Unix epoch; null before its first
+             */
+            checked_at: number | null;
+            /**
+             * Ledgers
+             * @description the first 100 of them, in id order
+             */
+            ledgers: components["schemas"]["MisplacedLedger"][];
+            /**
+             * Movable
+             * @description of those, the ones a placement move can fix now
+             */
+            movable: number;
+            /**
+             * Racks
+             * @description registered bookies per rack, as that check saw
+             */
+            racks: {
+                [key: string]: number;
+            };
+            /**
+             * Truncated
+             * @description true when there are more than listed
+             */
+            truncated: boolean;
+            /**
+             * Violations
+             * @description ledgers whose write quorums span fewer racks than min(Qw, racks)
+             */
+            violations: number;
+        };
         /**
          * PositionModel
          * @description A record's place in a log (``LID:EID`` in URLs).
@@ -857,7 +944,15 @@ export interface components {
              * @description when it was first marked, ms since the Unix epoch
              */
             marked_at: number;
-            /** Missing Bookies */
+            /**
+             * Misplaced
+             * @description a placement move is asked for too: a fragment's write quorums span too few racks, and a bookie on another rack can fix it
+             */
+            misplaced: boolean;
+            /**
+             * Missing Bookies
+             * @description may be empty when only a move is asked
+             */
             missing_bookies: string[];
             /**
              * Progress
@@ -1237,11 +1332,55 @@ export interface operations {
                      *         "unavailable": 0,
                      *         "writable": 4
                      *       },
+                     *       "placement_violations": 0,
+                     *       "racks": {
+                     *         "rack-a": 2,
+                     *         "rack-b": 1,
+                     *         "rack-c": 1
+                     *       },
                      *       "replication_enabled": true,
                      *       "under_replicated_ledgers": 0
                      *     }
                      */
                     "application/json": components["schemas"]["Cluster"];
+                };
+            };
+            /** @description unauthorized: missing or wrong token (the admin token when the gateway runs with --admin-token; the API token is not enough then) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable / metadata_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_placement: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PlacementReport"];
                 };
             };
             /** @description unauthorized: missing or wrong token (the admin token when the gateway runs with --admin-token; the API token is not enough then) */

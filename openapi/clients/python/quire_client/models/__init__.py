@@ -14,6 +14,7 @@ from .batch_appended import BatchAppended
 from .bookie_counts import BookieCounts
 from .bookie_list import BookieList
 from .cluster import Cluster
+from .cluster_racks import ClusterRacks
 from .commit_model import CommitModel
 from .create_ledger import CreateLedger
 from .create_ledger_metadata import CreateLedgerMetadata
@@ -29,6 +30,9 @@ from .ledger_list import LedgerList
 from .ledger_metadata import LedgerMetadata
 from .log_list import LogList
 from .log_model import LogModel
+from .misplaced_ledger import MisplacedLedger
+from .placement_report import PlacementReport
+from .placement_report_racks import PlacementReportRacks
 from .position_model import PositionModel
 from .record_model import RecordModel
 from .record_page import RecordPage
@@ -54,6 +58,7 @@ __all__ = (
     "BookieCounts",
     "BookieList",
     "Cluster",
+    "ClusterRacks",
     "CommitModel",
     "CreateLedger",
     "CreateLedgerMetadata",
@@ -69,6 +74,9 @@ __all__ = (
     "LedgerMetadata",
     "LogList",
     "LogModel",
+    "MisplacedLedger",
+    "PlacementReport",
+    "PlacementReportRacks",
     "PositionModel",
     "RecordModel",
     "RecordPage",

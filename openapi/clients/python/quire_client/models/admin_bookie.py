@@ -23,6 +23,8 @@ class AdminBookie:
         id (str): the bookie's id, its advertised host:port
         instance_id (None | str): the instance id of its cookie
         ledgers (int | None): ledgers stored; null when the bookie is down or did not answer in time
+        rack (None | str): the rack it registered (--rack); null when it registered none (the default rack) or is not
+            registered
         state (AdminBookieState): decommissioning/decommissioned (a decommission was requested) win over
             writable/readonly (registered) and down (a cookie but not registered)
         total_bytes (int | None): disk size of its data dir, or null
@@ -35,6 +37,7 @@ class AdminBookie:
     id: str
     instance_id: None | str
     ledgers: int | None
+    rack: None | str
     state: AdminBookieState
     total_bytes: int | None
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
@@ -59,6 +62,9 @@ class AdminBookie:
         ledgers: int | None
         ledgers = self.ledgers
 
+        rack: None | str
+        rack = self.rack
+
         state = self.state.value
 
         total_bytes: int | None
@@ -75,6 +81,7 @@ class AdminBookie:
                 "id": id,
                 "instance_id": instance_id,
                 "ledgers": ledgers,
+                "rack": rack,
                 "state": state,
                 "total_bytes": total_bytes,
             }
@@ -124,6 +131,13 @@ class AdminBookie:
 
         ledgers = _parse_ledgers(d.pop("ledgers"))
 
+        def _parse_rack(data: object) -> None | str:
+            if data is None:
+                return data
+            return cast(None | str, data)
+
+        rack = _parse_rack(d.pop("rack"))
+
         state = AdminBookieState(d.pop("state"))
 
         def _parse_total_bytes(data: object) -> int | None:
@@ -141,6 +155,7 @@ class AdminBookie:
             id=id,
             instance_id=instance_id,
             ledgers=ledgers,
+            rack=rack,
             state=state,
             total_bytes=total_bytes,
         )

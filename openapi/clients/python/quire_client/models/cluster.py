@@ -8,6 +8,7 @@ from attrs import field as _attrs_field
 
 if TYPE_CHECKING:
     from ..models.bookie_counts import BookieCounts
+    from ..models.cluster_racks import ClusterRacks
 
 
 T = TypeVar("T", bound="Cluster")
@@ -20,13 +21,18 @@ class Cluster:
         auditor_elected (bool):
         auditor_id (None | str): the elected auditor's host:port
         bookies (BookieCounts):
+        placement_violations (int | None): ledgers whose write quorums span fewer racks than the rack policy wants, as
+            the auditor's last complete check found them; null before its first
+        racks (ClusterRacks): registered bookies per rack (/default-rack: those that registered none)
         replication_enabled (bool):
-        under_replicated_ledgers (int): the number of marks now
+        under_replicated_ledgers (int): the number of marks now (placement moves included)
     """
 
     auditor_elected: bool
     auditor_id: None | str
     bookies: BookieCounts
+    placement_violations: int | None
+    racks: ClusterRacks
     replication_enabled: bool
     under_replicated_ledgers: int
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
@@ -39,6 +45,11 @@ class Cluster:
 
         bookies = self.bookies.to_dict()
 
+        placement_violations: int | None
+        placement_violations = self.placement_violations
+
+        racks = self.racks.to_dict()
+
         replication_enabled = self.replication_enabled
 
         under_replicated_ledgers = self.under_replicated_ledgers
@@ -50,6 +61,8 @@ class Cluster:
                 "auditor_elected": auditor_elected,
                 "auditor_id": auditor_id,
                 "bookies": bookies,
+                "placement_violations": placement_violations,
+                "racks": racks,
                 "replication_enabled": replication_enabled,
                 "under_replicated_ledgers": under_replicated_ledgers,
             }
@@ -60,6 +73,7 @@ class Cluster:
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
         from ..models.bookie_counts import BookieCounts  # noqa: PLC0415
+        from ..models.cluster_racks import ClusterRacks  # noqa: PLC0415
 
         d = dict(src_dict)
         auditor_elected = d.pop("auditor_elected")
@@ -73,6 +87,15 @@ class Cluster:
 
         bookies = BookieCounts.from_dict(d.pop("bookies"))
 
+        def _parse_placement_violations(data: object) -> int | None:
+            if data is None:
+                return data
+            return cast(int | None, data)
+
+        placement_violations = _parse_placement_violations(d.pop("placement_violations"))
+
+        racks = ClusterRacks.from_dict(d.pop("racks"))
+
         replication_enabled = d.pop("replication_enabled")
 
         under_replicated_ledgers = d.pop("under_replicated_ledgers")
@@ -81,6 +104,8 @@ class Cluster:
             auditor_elected=auditor_elected,
             auditor_id=auditor_id,
             bookies=bookies,
+            placement_violations=placement_violations,
+            racks=racks,
             replication_enabled=replication_enabled,
             under_replicated_ledgers=under_replicated_ledgers,
         )

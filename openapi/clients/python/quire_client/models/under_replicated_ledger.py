@@ -19,7 +19,9 @@ class UnderReplicatedLedger:
     Attributes:
         ledger_id (int):
         marked_at (int): when it was first marked, ms since the Unix epoch
-        missing_bookies (list[str]):
+        misplaced (bool): a placement move is asked for too: a fragment's write quorums span too few racks, and a bookie
+            on another rack can fix it
+        missing_bookies (list[str]): may be empty when only a move is asked
         progress (None | UnderReplicatedLedgerProgressType0): the repair progress the worker holding its lock reports,
             or null when no worker holds it
         worker (None | str): the id of the worker repairing it, or null
@@ -27,6 +29,7 @@ class UnderReplicatedLedger:
 
     ledger_id: int
     marked_at: int
+    misplaced: bool
     missing_bookies: list[str]
     progress: None | UnderReplicatedLedgerProgressType0
     worker: None | str
@@ -38,6 +41,8 @@ class UnderReplicatedLedger:
         ledger_id = self.ledger_id
 
         marked_at = self.marked_at
+
+        misplaced = self.misplaced
 
         missing_bookies = self.missing_bookies
 
@@ -56,6 +61,7 @@ class UnderReplicatedLedger:
             {
                 "ledger_id": ledger_id,
                 "marked_at": marked_at,
+                "misplaced": misplaced,
                 "missing_bookies": missing_bookies,
                 "progress": progress,
                 "worker": worker,
@@ -72,6 +78,8 @@ class UnderReplicatedLedger:
         ledger_id = d.pop("ledger_id")
 
         marked_at = d.pop("marked_at")
+
+        misplaced = d.pop("misplaced")
 
         missing_bookies = cast(list[str], d.pop("missing_bookies"))
 
@@ -100,6 +108,7 @@ class UnderReplicatedLedger:
         under_replicated_ledger = cls(
             ledger_id=ledger_id,
             marked_at=marked_at,
+            misplaced=misplaced,
             missing_bookies=missing_bookies,
             progress=progress,
             worker=worker,
