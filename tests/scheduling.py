@@ -17,9 +17,9 @@ import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 # Path prefix -> the scope every test under it belongs to: the modules that start JVMs of
-# their own (Spark; `quire up` and `quire bench --local` with their own ZooKeeper; a
-# three-server ensemble, on loopback or on hosts of tests/multihost/), so that no two of
-# a kind compete for the cores at once.
+# their own (Spark, also on hosts of tests/multihost/; `quire up` and `quire bench
+# --local` with their own ZooKeeper; a three-server ensemble, on loopback or on hosts of
+# tests/multihost/), so that no two of a kind compete for the cores at once.
 GROUPS: dict[str, str] = {
     "tests/spark/": "spark",
     "tests/integration/test_quire_up.py": "quire-up",
@@ -31,6 +31,7 @@ GROUPS: dict[str, str] = {
     "tests/integration/test_bench_smoke.py": "bench",
     "tests/integration/test_zk_ensemble.py": "bench",
     "tests/multihost/test_partitions.py": "bench",
+    "tests/multihost/test_spark_faults.py": "spark",
 }
 
 # Modules whose tests are each a scope of their own: each test starts the processes it
