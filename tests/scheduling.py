@@ -17,9 +17,10 @@ import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 # Path prefix -> the scope every test under it belongs to: the modules that start JVMs of
-# their own (Spark; `quire up` and `quire bench --local` with their own ZooKeeper; a
-# three-server ensemble, on loopback or on hosts of tests/multihost/, the chaos suite's
-# among them), so that no two of a kind compete for the cores at once.
+# their own (Spark, also on hosts of tests/multihost/; `quire up` and `quire bench
+# --local` with their own ZooKeeper; a three-server ensemble, on loopback or on hosts of
+# tests/multihost/, the chaos suite's among them), so that no two of a kind compete for
+# the cores at once.
 GROUPS: dict[str, str] = {
     "tests/spark/": "spark",
     "tests/integration/test_quire_up.py": "quire-up",
@@ -33,6 +34,7 @@ GROUPS: dict[str, str] = {
     "tests/multihost/test_partitions.py": "bench",
     "tests/multihost/test_bookie_partitions.py": "bench",
     "tests/chaos/": "bench",
+    "tests/multihost/test_spark_faults.py": "spark",
 }
 
 # Modules whose tests are each a scope of their own: each test starts the processes it

@@ -14,10 +14,11 @@ partition reaches the commit), and the ledger of an attempt that lost is deleted
 commit (it finds the job's ledgers by their quire.job tag among the ids made since the
 job started). Only mode "append": overwrite is refused.
 
-Options: ``gateway`` (URL), ``log``, ``token`` (API token), ``request_records`` (records
-per append request, at most 10,000), ``ensemble_size`` / ``write_quorum`` /
-``ack_quorum`` of the task ledgers. Workers run Python: set ``PYSPARK_PYTHON`` to an
-interpreter with this package, pyspark and pyarrow installed.
+Options: ``gateway`` (URL, or URLs separated by commas), ``log``, ``token`` (API
+token), ``request_records`` (records per append request, at most 10,000),
+``ensemble_size`` / ``write_quorum`` / ``ack_quorum`` of the task ledgers. Workers
+run Python: set ``PYSPARK_PYTHON`` to an interpreter with this package, pyspark and
+pyarrow installed.
 """
 
 from __future__ import annotations

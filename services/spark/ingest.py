@@ -9,11 +9,13 @@ every task's ledger, in partition order, to the log in ONE call (``POST
 /v1/logs/{name}/ledgers``; ``attach``), or deletes them all (``discard``).
 
 Requests hold at most ``REQUEST_RECORDS_MAX`` records and ``REQUEST_PAYLOAD_MAX_BYTES``
-of stored entries (``split_requests``). An attach whose outcome is unknown (the gateway
-unreachable, a 5xx) is settled by sending it again: the gateway recognises an attach
-whose ledgers the log lists already and answers it as committed. Nothing here deletes
-a ledger a log lists: the gateway refuses (409 ``ledger_in_log``) and that ledger is
-left.
+of stored entries (``split_requests``). Every call but an append is sent again when its
+outcome is unknown (no answer, 503/504; ``client.py``): an attach that landed is
+recognised by the gateway, which answers it as committed, and a ledger created twice
+carries the job's tag, so the job's commit deletes it. An append is never sent twice:
+its records could land twice, so the task fails and Spark runs it again (its ledger
+deleted). Nothing here deletes a ledger a log lists: the gateway refuses (409
+``ledger_in_log``) and that ledger is left.
 
 Every failure raises ``QuireSparkError`` (the connector's one error, ``client.py``), whose
 text says what the gateway said, so a failed
@@ -36,7 +38,7 @@ import httpx
 from services.limits import ENTRY_SIZE_MAX_BYTES
 from services.protocol import log_records
 from services.spark import limits
-from services.spark.client import QuireSparkError, SparkGatewayClient
+from services.spark.client import QuireSparkError, SparkGatewayClient, gateway_list
 
 # The largest record a task writes: a stored entry (record + envelope head) must stay
 # within the ledger API's entry bound.
@@ -58,7 +60,7 @@ def _option_error(message: str) -> QuireSparkError:
 class WriteOptions:
     """The options of a write (``df.write.format("quire").option(...)``)."""
 
-    gateway: str
+    gateway: str  # one URL or several separated by commas (client.py)
     log: str
     token: str | None = None
     ledger: Mapping[str, int] | None = None  # ensemble_size / write_quorum / ack_quorum
@@ -68,7 +70,7 @@ class WriteOptions:
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
         opts = {str(k).lower(): str(v) for k, v in options.items()}
         gateway, log = opts.get("gateway", "").strip(), opts.get("log", "").strip()
-        if not gateway:
+        if not gateway_list(gateway):
             raise _option_error('option "gateway" (the gateway URL) is required')
         if not log:
             raise _option_error('option "log" (the log to write) is required')
@@ -91,10 +93,9 @@ class WriteOptions:
                 request_records = 0
             if not 1 <= request_records <= limits.REQUEST_RECORDS_MAX:
                 raise _option_error(f"option request_records: 1 to {limits.REQUEST_RECORDS_MAX}")
-        if "://" not in gateway:
-            gateway = "http://" + gateway
+        urls = [url if "://" in url else "http://" + url for url in gateway_list(gateway)]
         token = opts.get("token") or None
-        return cls(gateway.rstrip("/"), log, token, ledger or None, request_records)
+        return cls(",".join(urls), log, token, ledger or None, request_records)
 
 
 # ------------------------------------------------------------------ pure parts
@@ -205,9 +206,17 @@ class IngestClient:
     def __exit__(self, *exc: object) -> None:
         self.gateway.close()
 
-    def call(self, method: str, path: str, ok: tuple[int, ...] = (200,), **kw: Any) -> Any:
-        """One JSON call: its answer (None for 204), or ``QuireSparkError``."""
-        return self.gateway.request(method, path, ok=ok, **kw)
+    def call(
+        self,
+        method: str,
+        path: str,
+        ok: tuple[int, ...] = (200,),
+        repeatable: bool = True,
+        **kw: Any,
+    ) -> Any:
+        """One JSON call: its answer (None for 204), or ``QuireSparkError``; sent again
+        when its outcome is unknown unless not ``repeatable``."""
+        return self.gateway.request(method, path, ok=ok, repeatable=repeatable, **kw)
 
     @property
     def log_path(self) -> str:
@@ -222,7 +231,7 @@ class IngestClient:
 
     def append(self, ledger_id: int, payloads: Sequence[bytes]) -> None:
         body = request_body(payloads, int(time.time() * 1000))
-        self.call("POST", f"/v1/ledgers/{ledger_id}/entries", json=body)
+        self.call("POST", f"/v1/ledgers/{ledger_id}/entries", repeatable=False, json=body)
 
     def close_ledger(self, ledger_id: int) -> None:
         self.call("POST", f"/v1/ledgers/{ledger_id}/close")
@@ -253,25 +262,15 @@ class IngestClient:
         """Attach ``ledger_ids`` (in order) to the log in one CAS; with ``commit`` (id,
         sequence) exactly once. True: they are in the log now; False: the commit was
         recorded before with other ledgers (the caller deletes its own). An unknown
-        outcome (no answer, a 5xx) is settled by sending the same attach again: the
-        gateway answers True when these ledgers are in the log already (an attempt whose
-        answer was lost landed), so no separate read of the log can race a late write."""
+        outcome (no answer, a 503/504) is settled by the client sending the same attach
+        again, to this gateway or another: the gateway answers True when these ledgers
+        are in the log already (an attempt whose answer was lost landed), so no separate
+        read of the log can race a late write."""
         body: dict[str, Any] = {"ledgers": list(ledger_ids)}
         if commit is not None:
             body["commit"] = {"id": commit[0], "sequence": commit[1]}
-        last: QuireSparkError | None = None
-        for attempt in range(limits.ATTACH_ATTEMPTS_MAX):
-            if attempt:
-                time.sleep(limits.ATTACH_RETRY_DELAY_S)
-            try:
-                doc = self.call("POST", f"{self.log_path}/ledgers", json=body)
-            except QuireSparkError as exc:
-                if not _unknown_outcome(exc):
-                    raise
-                last = exc
-                continue
-            return bool(doc["committed"])
-        raise last or QuireSparkError("attach_failed", "attaching the task ledgers never answered")
+        doc = self.call("POST", f"{self.log_path}/ledgers", json=body)
+        return bool(doc["committed"])
 
     def commit(
         self, ledger_ids: Sequence[int], others: Sequence[int], commit: tuple[str, int] | None
@@ -349,10 +348,6 @@ class IngestClient:
             if page.get("next") is None:
                 return found
             after = int(page["next"])
-
-
-def _unknown_outcome(exc: QuireSparkError) -> bool:
-    return exc.code == "gateway_unreachable" or exc.status >= 500
 
 
 # ------------------------------------------------------------------ one task

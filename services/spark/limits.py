@@ -12,9 +12,13 @@ from services.limits import BATCH_ENTRIES_MAX
 
 # The gateway client (services/spark/client.py): a call waits at most this long unless
 # its caller says otherwise (reads and their planning); a streamed range read asks the
-# socket for this many bytes per chunk.
+# socket for this many bytes per chunk. A call without an answer, or answered 503/504,
+# is sent again this long apart for at most this long (a ZooKeeper election, a gateway
+# restarting): past it the call fails, and with it the task or the job.
 REQUEST_TIMEOUT_S = 60.0
 STREAM_CHUNK_BYTES = 1 << 20
+RETRY_DELAY_S = 0.5
+RETRY_BUDGET_S = 30.0
 
 # Batch reads (services/spark/batch_read.py): rows and payload bytes of one Arrow batch
 # handed to Spark.
@@ -36,14 +40,11 @@ BOUNDARY_SCAN_ENTRIES = 64
 
 # Writes (services/spark/ingest.py): each call a write makes (creates, appends, closes,
 # attaches) waits at most this long; one append request of a task holds at most this
-# many records and stored bytes; an attach whose outcome stayed unknown is sent at most
-# this many times, this long apart; ledgers listed per page when a commit or an abort
+# many records and stored bytes; ledgers listed per page when a commit or an abort
 # looks for a job's ledgers; how many ledgers back from a log's end a streaming abort
 # looks for one of its query.
 WRITE_REQUEST_TIMEOUT_S = 120.0
 REQUEST_RECORDS_MAX = BATCH_ENTRIES_MAX
 REQUEST_PAYLOAD_MAX_BYTES = 16 * 1024 * 1024
-ATTACH_ATTEMPTS_MAX = 5
-ATTACH_RETRY_DELAY_S = 1.0
 LIST_PAGE_LEDGERS = 1_000
 QUERY_MARK_LOOK_BACK_MAX = 64

@@ -1,6 +1,7 @@
 """The options of a Quire batch read, parsed and checked before anything is read.
 
-    gateway            the gateway's URL (required), e.g. http://127.0.0.1:8080
+    gateway            the gateway's URL (required), e.g. http://127.0.0.1:8080, or
+                       several separated by commas, used in turn (client.py)
     token              the API token (Authorization: Bearer), when the gateway wants one
     password           the ledger password (X-Ledger-Password), for password ledgers
     log | ledgers      what to read: a log's name, or ledger ids "1,2,7" (exactly one)
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 
 from services.errors import InvalidArgument
 from services.protocol.logs import Position, check_log_name
-from services.spark.client import INVALID_OPTION, QuireSparkError
+from services.spark.client import INVALID_OPTION, QuireSparkError, gateway_list
 from services.spark.limits import (
     DEFAULT_PARTITION_BYTES,
     DEFAULT_PARTITION_ENTRIES,
@@ -64,13 +65,16 @@ def _get(options: Mapping[str, str], key: str) -> str | None:
 
 
 def gateway_url(options: Mapping[str, str]) -> str:
-    url = _get(options, "gateway")
-    if url is None or not url.strip():
+    """The ``gateway`` option: one URL or several separated by commas, each checked,
+    given back without spaces and trailing slashes."""
+    text = _get(options, "gateway")
+    urls = gateway_list(text or "")
+    if not urls:
         raise bad("gateway", "is required: the gateway's URL, e.g. http://127.0.0.1:8080")
-    url = url.strip().rstrip("/")
-    if not _URL.fullmatch(url):
-        raise bad("gateway", f"must be an http:// or https:// URL, not {url!r}")
-    return url
+    for url in urls:
+        if not _URL.fullmatch(url):
+            raise bad("gateway", f"must be http:// or https:// URLs, not {url!r}")
+    return ",".join(urls)
 
 
 def parse_ledgers(text: str) -> tuple[int, ...]:

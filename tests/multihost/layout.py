@@ -5,7 +5,8 @@ address and advertising its name (a bookie's id is ``bookie1:3181``).
 Each host has a network stack of its own, so every service of a kind uses the same
 well-known port. A process is a ``ServiceProcess`` or ``ZooKeeperProcess`` exec'd
 inside its host (``Host.spawner``), driven as anywhere else by pid: kill, pause,
-resume, restart; readiness is checked from its own host. Spark is not laid out yet.
+resume, restart; readiness is checked from its own host. Spark's master, worker and
+driver go on hosts of their own beside a layout (tests/multihost/spark_hosts.py).
 """
 
 from __future__ import annotations

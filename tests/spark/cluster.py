@@ -155,7 +155,8 @@ def cluster_env(base_dir: Path, python: str = PYTHON) -> dict[str, str]:
     return env
 
 
-def _spark_class(*args: str) -> list[str]:
+def spark_class(*args: str) -> list[str]:
+    """The command that runs a Spark daemon's main class with ``args``."""
     return [str(spark_home() / "bin" / "spark-class"), *args]
 
 
@@ -207,7 +208,7 @@ def standalone_cluster(
         try:
             cluster.master = ManagedProcess(
                 "spark-master",
-                _spark_class(
+                spark_class(
                     MASTER_CLASS,
                     "--host",
                     HOST,
@@ -223,7 +224,7 @@ def standalone_cluster(
             for i in range(workers):
                 worker = ManagedProcess(
                     f"spark-worker-{i + 1}",
-                    _spark_class(
+                    spark_class(
                         WORKER_CLASS,
                         cluster.master_url,
                         "--host",

@@ -28,6 +28,7 @@ def test_a_module_is_one_scope_a_group_one_scope_a_spread_test_its_own() -> None
     assert scheduling.scope_of("tests/spark/test_jobs.py::test_x") == "spark"
     assert scheduling.scope_of("tests/spark/test_cluster.py::test_y") == "spark"
     assert scheduling.scope_of("tests/chaos/test_chaos.py::test_z") == "bench"
+    assert scheduling.scope_of("tests/multihost/test_spark_faults.py::test_z") == "spark"
     spread = "tests/integration/test_auditor.py::test_failover_by_sigkill_of_the_leader"
     assert scheduling.scope_of(spread) == spread
 

@@ -189,7 +189,7 @@ class FakeGateway:
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> FakeGateway:
-    monkeypatch.setattr(spark_limits, "ATTACH_RETRY_DELAY_S", 0.0)
+    monkeypatch.setattr(spark_limits, "RETRY_DELAY_S", 0.0)
     return FakeGateway()
 
 

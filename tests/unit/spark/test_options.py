@@ -96,3 +96,13 @@ def test_the_error_pickles_with_its_text() -> None:
         404,
         "gateway said 404 log_not_found: log x does not exist",
     )
+
+
+def test_several_gateways() -> None:
+    """The gateway option may list several URLs (used in turn); each is checked."""
+    opts = parse_read_options({"gateway": f" {GW}/ , https://g2:8443", "log": "x"})
+    assert opts.gateway == f"{GW},https://g2:8443"
+    with pytest.raises(QuireSparkError, match="g2:8080"):
+        parse_read_options({"gateway": f"{GW},g2:8080", "log": "x"})
+    with pytest.raises(QuireSparkError, match="is required"):
+        parse_read_options({"gateway": ",", "log": "x"})
