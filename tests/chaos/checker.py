@@ -146,6 +146,7 @@ def complete(ops: list[Operation], final: Final) -> list[Violation]:
 
 def acknowledged_entries(ops: list[Operation], final: Final) -> list[Violation]:
     found = []
+    entries: dict[tuple[int, str], dict[int, str]] = {}  # each read's entries, made once
     for op in ops:
         if op.f != "ledger_add" or not op.ok:
             continue
@@ -156,7 +157,9 @@ def acknowledged_entries(ops: list[Operation], final: Final) -> list[Violation]:
                 why = read["error"] if read else "not read back"
                 found.append(Violation("acknowledged", f"ledger {lid} on {gateway}: {why}"))
                 continue
-            held = _entries(read)
+            if (lid, gateway) not in entries:
+                entries[(lid, gateway)] = _entries(read)
+            held = entries[(lid, gateway)]
             for offset, data in enumerate(op.value["entries"]):
                 eid = first + offset
                 if held.get(eid) != data:
@@ -172,6 +175,10 @@ def acknowledged_entries(ops: list[Operation], final: Final) -> list[Violation]:
 
 def ledgers_agree(ops: list[Operation], final: Final) -> list[Violation]:
     found = []
+    closes: dict[int, list[Operation]] = defaultdict(list)
+    for op in ops:
+        if op.f == "ledger_close" and op.ok:
+            closes[op.value["ledger_id"]].append(op)
     for lid_text, reads in final["ledgers"].items():
         lid = int(lid_text)
         seen: dict[str, tuple[str, int, list[Any]]] = {}
@@ -199,17 +206,16 @@ def ledgers_agree(ops: list[Operation], final: Final) -> list[Violation]:
         elif len({repr(e) for _, _, e in seen.values()}) > 1:
             found.append(Violation("agreement", f"ledger {lid} reads differently by gateway"))
         ends = {last for _, last, _ in seen.values()}
-        for op in ops:
-            if op.f == "ledger_close" and op.ok and op.value["ledger_id"] == lid:
-                answered = op.result["last_entry_id"]
-                if ends and ends != {answered}:
-                    found.append(
-                        Violation(
-                            "agreement",
-                            f"ledger {lid}: close #{op.invoke.i} answered last entry "
-                            f"{answered}, read back {sorted(ends)}",
-                        )
+        for op in closes[lid]:
+            answered = op.result["last_entry_id"]
+            if ends and ends != {answered}:
+                found.append(
+                    Violation(
+                        "agreement",
+                        f"ledger {lid}: close #{op.invoke.i} answered last entry "
+                        f"{answered}, read back {sorted(ends)}",
                     )
+                )
     return found
 
 
@@ -285,14 +291,19 @@ def logs_agree(ops: list[Operation], final: Final) -> list[Violation]:
 
 def acknowledged_records(ops: list[Operation], final: Final) -> list[Violation]:
     found = []
+    positions: dict[str, dict[tuple[int, int], str] | None] = {}  # each log's, made once
     for op in ops:
         if op.f != "log_append" or not op.ok:
             continue
         name = op.value["log"]
-        records = _log_records(final, name)
-        if records is None:
+        if name not in positions:
+            records = _log_records(final, name)
+            positions[name] = (
+                None if records is None else {(lid, eid): data for lid, eid, data in records}
+            )
+        at = positions[name]
+        if at is None:
             continue  # reported by ``logs_agree``
-        at = {(lid, eid): data for lid, eid, data in records}
         wanted = op.value["records"]
         for end, data in ((op.result["first"], wanted[0]), (op.result["last"], wanted[-1])):
             position = (int(end[0]), int(end[1]))
@@ -404,6 +415,8 @@ def one_writer(ops: list[Operation], final: Final) -> list[Violation]:
 def readers_see_prefixes(ops: list[Operation], final: Final) -> list[Violation]:
     found = []
     cursors: dict[tuple[str, str], int] = defaultdict(int)
+    logs: dict[str, list[tuple[int, int, str]] | None] = {}  # each log's records, made once
+    entries: dict[tuple[int, str], dict[int, str]] = {}
     done = sorted(
         (op for op in ops if op.ok and op.f in ("log_read", "ledger_read")),
         key=lambda op: op.completion.t if op.completion is not None else 0.0,
@@ -413,7 +426,9 @@ def readers_see_prefixes(ops: list[Operation], final: Final) -> list[Violation]:
             lid = op.value["ledger_id"]
             reads = _ledger_reads(final, lid)
             for gateway, read in sorted(reads.items()):
-                held = _entries(read)
+                if (lid, gateway) not in entries:
+                    entries[(lid, gateway)] = _entries(read)
+                held = entries[(lid, gateway)]
                 for eid, data in op.result["entries"]:
                     if held.get(eid) != data:
                         found.append(
@@ -425,7 +440,9 @@ def readers_see_prefixes(ops: list[Operation], final: Final) -> list[Violation]:
                         )
             continue
         name = op.value["log"]
-        records = _log_records(final, name)
+        if name not in logs:
+            logs[name] = _log_records(final, name)
+        records = logs[name]
         if records is None:
             continue
         cursor = cursors[(op.invoke.process, name)]

@@ -188,6 +188,8 @@ def _read_back(
     gateways = ctx.gateways
     first = next(iter(gateways.values()))
     ledgers = sorted(set(ctx.ledgers))
+    # First: the bound is the repair's, not the read-back's (minutes after a long run).
+    replication = _wait_replicated(layout, http, first, healed_at)
     for url in gateways.values():  # the first closes each ledger; the others see it closed
         for lid in ledgers:
             _retry(http, "POST", f"{url}/v1/ledgers/{lid}/recover")
@@ -207,7 +209,7 @@ def _read_back(
             final["ledgers"][str(lid)][gateway] = _read_ledger(http, url, lid)
         for name in logs:
             final["logs"][name][gateway] = _read_log(http, url, name)
-    final["replication"] = _wait_replicated(layout, http, first, healed_at)
+    final["replication"] = replication
     every = sorted(set(ledgers) | set(log_ledgers))
     final["metadata"] = {}
     for lid in every:
