@@ -49,6 +49,11 @@ from tests.multihost.network import Host
 
 # Ledger shapes (E, Qw, Qa) the writers draw from; all fit on three of five bookies.
 SHAPES = ((3, 2, 2), (3, 3, 2), (2, 2, 2), (3, 2, 1))
+# Those with Qa = Qw. An entry acknowledged by Qa < Qw bookies whose other copies then
+# fail stays on Qa bookies: the writer stops tracking it once acknowledged, and no
+# audit looks for entries missing inside a fragment (found by the chaos suite: a
+# 30-minute run and one CI seed in four; open on issue 38).
+FULL_QUORUM_SHAPES = ((3, 2, 2), (2, 2, 2), (3, 3, 3))
 FILLER = string.ascii_letters + string.digits
 # One call's time-out: longer than a gateway's own waits for a settled answer.
 REQUEST_TIMEOUT_S = 8.0
@@ -199,8 +204,10 @@ class LedgerWriter(Worker):
         close_p: float = 0.7,
         pause_s: float = 0.0,
         ledgers_per_step: int = 1,
+        shapes: tuple[tuple[int, int, int], ...] = SHAPES,
     ):
         super().__init__(name, ctx, seed)
+        self.shapes = shapes
         self.adds, self.batch_p, self.batch = adds, batch_p, batch
         self.close_p, self.pause_s, self.ledgers_per_step = close_p, pause_s, ledgers_per_step
         self.sequence = 0
@@ -212,7 +219,7 @@ class LedgerWriter(Worker):
 
     def one_ledger(self) -> None:
         gateway = self.rng.choice(self.gateways)
-        e, qw, qa = self.rng.choice(SHAPES)
+        e, qw, qa = self.rng.choice(self.shapes)
         shape = {"ensemble_size": e, "write_quorum": qw, "ack_quorum": qa}
         created = self.op(
             "ledger_create",
@@ -524,6 +531,7 @@ class Plan:
     ledger_readers: int = 1
     batchers: int = 1
     streamers: int = 1
+    shapes: tuple[tuple[int, int, int], ...] = SHAPES
 
     def log_names(self) -> list[str]:
         return [f"chaos-{n}" for n in range(self.logs)]
@@ -542,7 +550,7 @@ def workers(ctx: Context, seed: int, plan: Plan) -> list[Worker]:
         return seeds.randrange(2**32)
 
     for n in range(plan.ledger_writers):
-        out.append(LedgerWriter(f"ledger-writer-{n}", ctx, next_seed()))
+        out.append(LedgerWriter(f"ledger-writer-{n}", ctx, next_seed(), shapes=plan.shapes))
     for n in range(plan.batchers):
         out.append(
             LedgerWriter(
@@ -555,6 +563,7 @@ def workers(ctx: Context, seed: int, plan: Plan) -> list[Worker]:
                 close_p=1.0,
                 pause_s=2.0,
                 ledgers_per_step=3,
+                shapes=plan.shapes,
             )
         )
     for log in plan.log_names():

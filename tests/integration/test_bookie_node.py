@@ -35,6 +35,7 @@ def test_registration_and_reregistration_after_session_expiry(cluster, zk_client
         "address": f"http://{proc.address}",
         "state": "writable",
         "instance_id": bookie.info()["instance_id"],
+        "rack": None,
     }
     assert owner != 0  # ephemeral
     bookie.add([sealed(1, 0)])
