@@ -130,20 +130,12 @@ class MetadataCache:
         ):
             self._hits.labels(HIT_CLOSED).inc()
             return kept.value
-        generation = self._generation
-        try:
-            current = await self._ask(lambda: self._store.get(ledger_id), kept is not None)
-        except LedgerNotFound:
-            self._ledgers.pop(ledger_id)
-            raise
-        except MetadataUnavailable:
-            if kept is None:
-                raise
-            self._hits.labels(HIT_UNAVAILABLE).inc()
-            return kept.value
-        if generation == self._generation:
-            self._ledgers.put(ledger_id, current.metadata, self._clock())
-        return current.metadata
+        return await self._fresh(
+            self._ledgers, ledger_id, kept, LedgerNotFound, self._ledger_from_zookeeper
+        )
+
+    async def _ledger_from_zookeeper(self, ledger_id: int) -> LedgerMetadata:
+        return (await self._store.get(ledger_id)).metadata
 
     async def reading(
         self, metadata: LedgerMetadata, read: Callable[[LedgerMetadata], Awaitable[T]]
@@ -174,20 +166,11 @@ class MetadataCache:
         answering) the list this gateway read last. ``LogNotFound`` when it does not
         exist."""
         kept = self._logs.get(name)
-        generation = self._generation
-        try:
-            current = await self._ask(lambda: get(name), kept is not None)
-        except LogNotFound:
-            self._logs.pop(name)
-            raise
-        except MetadataUnavailable:
-            if kept is None:
-                raise
-            self._hits.labels(HIT_UNAVAILABLE).inc()
-            return kept.value
-        if generation == self._generation:
-            self._logs.put(name, current.log, self._clock())
-        return current.log
+
+        async def from_zookeeper(key: str) -> LogMetadata:
+            return (await get(key)).log
+
+        return await self._fresh(self._logs, name, kept, LogNotFound, from_zookeeper)
 
     def forget(self, ledger_id: int) -> None:
         """Drop a ledger this gateway deleted (after ZooKeeper acknowledged the delete)."""
@@ -198,6 +181,32 @@ class MetadataCache:
         """Drop a log this gateway deleted (after ZooKeeper acknowledged the delete)."""
         self._generation += 1
         self._logs.pop(name)
+
+    async def _fresh(
+        self,
+        kept_map: _Lru[K, V],
+        key: K,
+        kept: _Kept[V] | None,
+        not_found: type[Exception],
+        fetch: Callable[[K], Awaitable[V]],
+    ) -> V:
+        """ZooKeeper's value for ``key`` (``fetch``), kept unless a ``forget`` came while
+        it was fetched; dropped when ZooKeeper says it does not exist (``not_found``);
+        the kept copy when ZooKeeper does not answer and there is one."""
+        generation = self._generation
+        try:
+            current = await self._ask(lambda: fetch(key), kept is not None)
+        except not_found:
+            kept_map.pop(key)
+            raise
+        except MetadataUnavailable:
+            if kept is None:
+                raise
+            self._hits.labels(HIT_UNAVAILABLE).inc()
+            return kept.value
+        if generation == self._generation:
+            kept_map.put(key, current, self._clock())
+        return current
 
     async def _ask(self, call: Callable[[], Awaitable[T]], kept: bool) -> T:
         """ZooKeeper's answer to ``call()``. With a kept copy to fall back on, not asked

@@ -68,17 +68,7 @@ async def create_ledger(
     )
     created = await gw.ctx.ledgers.create(metadata)
     if not placed.spread:
-        log.warning(
-            "ensemble placed without the rack spread: too few racks or bookies on them",
-            extra={
-                "fields": {
-                    "ledger_id": ledger_id,
-                    "ensemble": list(ensemble),
-                    "write_quorum": write_quorum,
-                    "racks": placement.rack_counts({b: racks.get(b) for b in writable.bookies}),
-                }
-            },
-        )
+        gw.ctx.warn_unspread(created.metadata)
     return gw.handles.open(created.metadata, created.version, digest_key(metadata, password))
 
 

@@ -12,6 +12,7 @@ bookies, a fixed clock). The write handles and recoveries are not here:
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -24,9 +25,12 @@ from services.ledger_client.metrics import LedgerClientMetrics
 from services.ledger_client.settings import LedgerClientSettings
 from services.protocol.messages import WritableBookies
 from services.protocol.metadata import LedgerMetadata
+from services.protocol.placement import rack_counts
 from services.protocol.reads_lac import SeenLacs
 from services.wire.framing import FramedRecord
 from services.zk.ledger_store import VersionedLedger
+
+log = logging.getLogger(__name__)
 
 
 class LedgerMetadataStore(Protocol):
@@ -143,6 +147,21 @@ class LedgerClientContext:
         ids = self.registry.writable
         racks = tuple((b, r) for b, r in sorted(self.registry.racks.items()) if r is not None)
         return WritableBookies(tuple(ids), tuple(self.registry.instance_of(b) for b in ids), racks)
+
+    def warn_unspread(self, metadata: LedgerMetadata) -> None:
+        """Log that ``metadata``'s last fragment was placed without the rack spread
+        (``placement.Placement.spread`` false): too few racks, or bookies on them."""
+        log.warning(
+            "ensemble placed without the rack spread: too few racks or bookies on them",
+            extra={
+                "fields": {
+                    "ledger_id": metadata.ledger_id,
+                    "ensemble": list(metadata.ensemble),
+                    "write_quorum": metadata.write_quorum,
+                    "racks": rack_counts(self.registry.racks),
+                }
+            },
+        )
 
     def bookie(self, bookie_id: str) -> BookieApi:
         """The long-lived client of a bookie, reached at its registered address."""

@@ -45,6 +45,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from services.errors import InvalidArgument, NotEnoughBookies
+from services.protocol import quorum
 from services.protocol.limits import PLACEMENT_SEARCH_STEPS_MAX
 
 DEFAULT_RACK = "/default-rack"
@@ -84,10 +85,9 @@ def racks_wanted(write_quorum: int, racks_there: int) -> int:
     return max(1, min(write_quorum, racks_there))
 
 
-def _windows(ensemble_size: int, write_quorum: int, index: int) -> list[list[int]]:
-    """The write quorums (as index lists) that hold ``index``."""
-    starts = {(index - i) % ensemble_size for i in range(write_quorum)}
-    return [[(s + i) % ensemble_size for i in range(write_quorum)] for s in sorted(starts)]
+def _windows(ensemble_size: int, write_quorum: int, index: int) -> list[tuple[int, ...]]:
+    """The write quorums (as index tuples) that hold ``index``."""
+    return [w for w in quorum.write_quorums(ensemble_size, write_quorum) if index in w]
 
 
 def short_quorums(
@@ -104,8 +104,8 @@ def _short(on: Sequence[str], write_quorum: int, racks_there: int) -> list[int]:
     want = racks_wanted(write_quorum, racks_there)
     if want <= 1 or size == 0:
         return []
-    quorum = min(write_quorum, size)
-    return [s for s in range(size) if len({on[(s + i) % size] for i in range(quorum)}) < want]
+    sets = quorum.write_quorums(size, min(write_quorum, size))
+    return [start for start, members in enumerate(sets) if len({on[i] for i in members}) < want]
 
 
 def _spread(candidates: list[str], count: int, used_hosts: set[str]) -> list[str]:
@@ -249,10 +249,10 @@ def choose_replacements(
     kept = [b for b in ensemble if b not in failed_set]
     banned = set(ensemble) | set(exclude)
     candidates = sorted(b for b in set(writable) if b not in banned)
-    quorum = min(write_quorum, len(ensemble))
+    qw = min(write_quorum, len(ensemble))
     if not failed_set:
         racks_there = rack_count([*candidates, *kept], racks)
-        return Placement(tuple(ensemble), not short_quorums(ensemble, quorum, racks, racks_there))
+        return Placement(tuple(ensemble), not short_quorums(ensemble, qw, racks, racks_there))
     if len(candidates) < len(failed_set):
         raise NotEnoughBookies(
             f"replacing {len(failed_set)} bookie(s) of ensemble {list(ensemble)} needs as many "
@@ -260,7 +260,7 @@ def choose_replacements(
         )
     rng.shuffle(candidates)
     racks_there = rack_count([*candidates, *kept], racks)
-    want = racks_wanted(quorum, racks_there)
+    want = racks_wanted(qw, racks_there)
     hosts = {host_of(b) for b in kept}
     if want <= 1:
         replacements = iter(_spread(candidates, len(failed_set), hosts))
@@ -273,7 +273,7 @@ def choose_replacements(
         best = min(
             candidates,
             key=lambda b: (
-                *_cost(new, index, rack_of(b, racks), quorum, want, racks),
+                *_cost(new, index, rack_of(b, racks), qw, want, racks),
                 host_of(b) in hosts,
             ),
         )
@@ -281,7 +281,7 @@ def choose_replacements(
         hosts.add(host_of(best))
         new[index] = best
     placed = tuple(b for b in new if b is not None)
-    return Placement(placed, not short_quorums(placed, quorum, racks, racks_there))
+    return Placement(placed, not short_quorums(placed, qw, racks, racks_there))
 
 
 def move_for(
@@ -295,8 +295,8 @@ def move_for(
     """The index of the bookie to move to another rack so that fewer write quorums of
     ``ensemble`` are short of racks, moving to a writable bookie outside the ensemble
     and ``exclude``; None when the ensemble meets the policy or no move helps."""
-    quorum = min(write_quorum, len(ensemble))
-    short_now = len(short_quorums(ensemble, quorum, racks, racks_there))
+    qw = min(write_quorum, len(ensemble))
+    short_now = len(short_quorums(ensemble, qw, racks, racks_there))
     if short_now == 0:
         return None
     banned = set(ensemble) | set(exclude)
@@ -305,7 +305,7 @@ def move_for(
     for index in range(len(ensemble)):
         for rack in free_racks:
             moved = [rack if i == index else rack_of(b, racks) for i, b in enumerate(ensemble)]
-            short = len(_short(moved, quorum, racks_there))
+            short = len(_short(moved, qw, racks_there))
             if short < short_now and (best is None or short < best[0]):
                 best = (short, index)
     return None if best is None else best[1]

@@ -11,16 +11,12 @@ write quorums over racks is logged as a warning: ``WriteMetadata.spread``).
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Coroutine
 from typing import Any
 
 from services.errors import MetadataConflict, QuireError, invariant
 from services.ledger_client.context import LedgerClientContext
 from services.protocol import messages as m
-from services.protocol.placement import rack_counts
-
-log = logging.getLogger(__name__)
 
 
 class EffectRunner:
@@ -109,18 +105,7 @@ class EffectRunner:
             self._feed(m.MetadataFailed(exc.code, exc.message, now=self.ctx.clock()))
             return
         if not effect.spread:
-            metadata = written.metadata
-            log.warning(
-                "ensemble placed without the rack spread: too few racks or bookies on them",
-                extra={
-                    "fields": {
-                        "ledger_id": metadata.ledger_id,
-                        "ensemble": list(metadata.ensemble),
-                        "write_quorum": metadata.write_quorum,
-                        "racks": rack_counts(self.ctx.registry.racks),
-                    }
-                },
-            )
+            self.ctx.warn_unspread(written.metadata)
         self._feed(m.MetadataWritten(written.metadata, written.version))
 
     async def _read_metadata(self, ledger_id: int, conflicted: bool = False) -> None:
