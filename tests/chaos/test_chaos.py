@@ -24,8 +24,8 @@ def test_a_short_seed_keeps_every_property(tmp_path: Path) -> None:
     """Every property of tests/chaos/checker.py holds after a seeded run of faults of
     every kind (docs/protocol.md, docs/logs.md); every scheduled fault was applied and
     healed, every client made progress and every operation completed. Ledgers with
-    Qa < Qw are left to the long runs until entries missing inside a fragment are found
-    and repaired (tests/chaos/workload.py ``FULL_QUORUM_SHAPES``)."""
+    Qa < Qw are left to the long runs until a gap they leave on a bookie is understood
+    (tests/chaos/workload.py ``FULL_QUORUM_SHAPES``)."""
     reason = unavailable()
     if reason is not None:
         pytest.skip(f"the chaos suite needs network namespaces: {reason}")
