@@ -188,16 +188,21 @@ def _read_back(
     gateways = ctx.gateways
     first = next(iter(gateways.values()))
     ledgers = sorted(set(ctx.ledgers))
-    # First: the bound is the repair's, not the read-back's (minutes after a long run).
-    replication = _wait_replicated(layout, http, first, healed_at)
-    for url in gateways.values():  # the first closes each ledger; the others see it closed
-        for lid in ledgers:
-            _retry(http, "POST", f"{url}/v1/ledgers/{lid}/recover")
+    # Close every ledger first (a writer the faults killed left it open): the audit
+    # checks only settled spans, and a Qa < Qw ledger's last fragment may lack entries
+    # on a bookie that only the audit after its close can see.
+    for lid in ledgers:
+        _retry(http, "POST", f"{first}/v1/ledgers/{lid}/recover")
     logs = [*plan.log_names(), *plan.stream_logs()]
     log_ledgers: list[int] = []
-    for name in logs:
+    for name in logs:  # fences the log's last ledgers
         _retry(http, "POST", f"{first}/v1/logs/{name}/writer")
         log_ledgers += _retry(http, "GET", f"{first}/v1/logs/{name}").json()["ledgers"]
+    # Then the bound is the repair's, not the read-back's (minutes after a long run).
+    replication = _wait_replicated(layout, http, first, healed_at)
+    for url in list(gateways.values())[1:]:  # the others see each ledger closed
+        for lid in ledgers:
+            _retry(http, "POST", f"{url}/v1/ledgers/{lid}/recover")
     final: checker.Final = {
         "gateways": sorted(gateways),
         "addresses": {g: ctx.address(g) for g in gateways},
