@@ -134,6 +134,14 @@ class MetadataCache:
             self._ledgers, ledger_id, kept, LedgerNotFound, self._ledger_from_zookeeper
         )
 
+    async def current(self, ledger_id: int) -> LedgerMetadata:
+        """The ledger's metadata as ZooKeeper has it now (``GET /v1/ledgers/{id}`` shows a
+        close or a swap made elsewhere), else, ZooKeeper not answering, the kept copy."""
+        kept = self._ledgers.get(ledger_id)
+        return await self._fresh(
+            self._ledgers, ledger_id, kept, LedgerNotFound, self._ledger_from_zookeeper
+        )
+
     async def _ledger_from_zookeeper(self, ledger_id: int) -> LedgerMetadata:
         return (await self._store.get(ledger_id)).metadata
 

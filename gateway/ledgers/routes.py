@@ -134,9 +134,9 @@ async def list_ledgers(
     responses=error_responses(InvalidArgument, LEDGER_UNAUTHORIZED, *LEDGER_NOT_FOUND),
 )
 async def get_ledger(ledger_id: LedgerIdPath, gw: GatewayDep) -> dict[str, Any]:
-    # ZooKeeper decides (the writer's view may trail it after a recovery elsewhere).
-    current = (await gw.ctx.ledgers.get(ledger_id)).metadata
-    return ops.api_object(gw, current)
+    # ZooKeeper decides (the writer's view may trail it after a recovery elsewhere);
+    # while it cannot answer, the copy this gateway read last (docs/operations.md).
+    return ops.api_object(gw, await gw.metadata.current(ledger_id))
 
 
 @router.post(

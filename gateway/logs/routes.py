@@ -164,7 +164,7 @@ async def list_logs(
     responses=error_responses(LOG_INVALID, Unauthorized, LogNotFound),
 )
 async def get_log(name: LogNamePath, gw: GatewayDep) -> dict[str, Any]:
-    return (await log_ops.get(gw, _name(name))).log.to_api()
+    return (await log_ops.get_for_read(gw, _name(name))).to_api()
 
 
 @router.delete(

@@ -194,6 +194,15 @@ def read_closed(gw: Gateway, ledger_id: int) -> Callable[[], int]:
     return call
 
 
+def get_object(gw: Gateway, path: str) -> Callable[[], int]:
+    """``GET /v1/ledgers/{id}`` or ``GET /v1/logs/{name}``: the object's metadata."""
+
+    def call() -> int:
+        return gw.request("GET", path).status_code
+
+    return call
+
+
 def tail_log(gw: Gateway, name: str) -> Callable[[], int]:
     """Reads the log from its start, following ``next``: it reaches the open ledger the
     writer appends to, and then tails it."""
@@ -327,6 +336,8 @@ def through_election(
         gw = client_of(layout, service)
         probes.append(Probe(f"closed ledger via {service.node.name}", read_closed(gw, closed)))
         probes.append(Probe(f"log via {service.node.name}", tail_log(gw, log)))
+        for path in (f"/v1/ledgers/{closed}", f"/v1/logs/{log}"):
+            probes.append(Probe(f"GET {path} via {service.node.name}", get_object(gw, path)))
     writer = Writer(client_of(layout, layout.gateways[0]), log, open_ledger)
     auditors = AuditorWatch(layout)
     leader = layout.zookeeper_leader()
@@ -397,7 +408,8 @@ def test_reads_answer_and_writers_go_on_while_the_leader_is_lost(
 ) -> None:
     """docs/logs.md "While ZooKeeper elects a leader": the ZooKeeper leader killed (then
     restarted), or cut from every other host (then healed), while a reader reads a
-    closed ledger and tails a log through each gateway and a writer appends to the log,
+    closed ledger, tails a log and gets both objects through each gateway and a writer
+    appends to the log,
     adds to a ledger and creates and closes ledgers. Every read answers 200 throughout;
     every write is acknowledged once the ensemble has a leader again; at most one
     auditor is elected at any moment, and exactly one at the end; the log holds every

@@ -293,3 +293,26 @@ def test_a_log_is_zookeepers_while_it_answers_and_the_last_list_read_while_not()
             await cache.log("orders", get)
 
     run(scenario())
+
+
+def test_the_current_metadata_is_zookeepers_and_the_kept_copy_while_it_cannot_answer() -> None:
+    """``GET /v1/ledgers/{id}`` (``current``): a close made elsewhere shows at once, a
+    closed ledger is asked again each time; with ZooKeeper down the last copy answers,
+    and with nothing kept the call is 503 ``metadata_unavailable``."""
+    store = Store()
+    run(store.create(OPEN))
+    cache, metrics = _cache(store)
+    assert run(cache.current(7)) == OPEN
+    run(store.compare_and_set(CLOSED, 0))
+    store.reads = 0
+    assert run(cache.current(7)) == CLOSED
+    assert run(cache.current(7)) == CLOSED
+    assert store.reads == 2
+    store.down = True
+    assert run(cache.current(7)) == CLOSED
+    assert _hits(metrics, HIT_UNAVAILABLE) == 1
+    with pytest.raises(MetadataUnavailable):
+        run(cache.current(8))
+    store.down = False
+    with pytest.raises(LedgerNotFound):
+        run(cache.current(8))
