@@ -141,8 +141,10 @@ sim-logs: setup
 # A chaos run (not a CI step; CI runs one short seed, tests/chaos/test_chaos.py): the
 # seeded workload and faults for SECONDS seconds on hosts of their own (root only), then
 # the checker; the history and figures go to chaos-out/seed-SEED (docs/development.md).
+# CHAOS_ARGS adds run options: --spark (Spark batch reads), --shapes all (Qa = 1 too).
+CHAOS_ARGS ?=
 chaos: setup
-	$(PY) -m tests.chaos.run --seconds $(SECONDS) --seed $(SEED) --out chaos-out/seed-$(SEED)
+	$(PY) -m tests.chaos.run --seconds $(SECONDS) --seed $(SEED) --out chaos-out/seed-$(SEED) $(CHAOS_ARGS)
 
 # The decoders' property tests (bookie framing, bulk read format, add bodies) with the
 # "fuzz" Hypothesis profile (tests/conftest.py: 20,000 random examples each instead of

@@ -445,7 +445,8 @@ def readers_see_prefixes(ops: list[Operation], final: Final) -> list[Violation]:
         records = logs[name]
         if records is None:
             continue
-        cursor = cursors[(op.invoke.process, name)]
+        # a tailing reader goes on from its last read; a Spark read starts at the start
+        cursor = 0 if op.value.get("from_start") else cursors[(op.invoke.process, name)]
         got = [(int(lid), int(eid), data) for lid, eid, data in op.result["records"]]
         want = records[cursor : cursor + len(got)]
         if got != want:

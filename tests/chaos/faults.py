@@ -13,9 +13,14 @@ all). Every fault ends before the run does.
 
 Kinds here: ``kill`` (SIGKILL, restarted at the heal), ``pause`` (SIGSTOP, SIGCONT at
 the heal), ``restart`` (SIGTERM, then started again), ``partition`` and
-``partition_one_way`` between two host sets, and ``zookeeper_leader_kill`` (the leader
-of the moment, found when the fault starts). Filling or wiping a bookie's disk and rack
-faults are not here yet.
+``partition_one_way`` between two host sets, ``zookeeper_leader_kill`` (the leader of
+the moment, found when the fault starts), ``disk_full`` (a bookie's disk filled, freed
+at the heal), ``rack_loss`` (every bookie of one rack killed, started at the heal) and
+``wipe`` (a bookie's data dir emptied; at the heal it is formatted and started as a new
+instance). A wipe is the one fault that loses data: only ``kinds(wipes=True)`` has it,
+for runs whose every ledger has Qa >= 2 (an entry acknowledged by one bookie is lost
+with that bookie's disk: the guarantee is Qa - 1 disks), and two wipes are
+``WIPE_SPACING_S`` apart, time for the repairs to restore what the first took.
 
 The nemesis runs each fault in a thread of its own (a graceful stop may take seconds;
 faults of disjoint hosts do not wait for one another) and logs every fault and heal,
@@ -24,17 +29,19 @@ with its time and what it touched, into the history.
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from services.cluster.processes import ManagedProcess
 from tests.chaos.history import History
-from tests.multihost.layout import Layout
+from tests.multihost import faults as disks
+from tests.multihost.layout import HostService, Layout
 
 ZOOKEEPER, BOOKIE, GATEWAY, AUDITOR, REPLICATOR, CLIENT = (
     "zookeeper",
@@ -50,7 +57,13 @@ FIRST_FAULT_S = 2.0
 SETTLE_RESTART_S = {ZOOKEEPER: 8.0, BOOKIE: 4.0, GATEWAY: 4.0, AUDITOR: 3.0, REPLICATOR: 3.0}
 SETTLE_RESUME_S = 1.5
 SETTLE_PARTITION_S = 2.0
+# A freed disk: the bookie's next disk check (1 s) makes it writable, then registers so.
+SETTLE_DISK_S = 3.0
 LEADER_WAIT_S = 5.0
+# From one wipe's heal to the next wipe: the auditor's replica check (a full audit) and
+# the replicators restore the wiped bookie's share first (a 30-minute run's bookie holds
+# a few thousand ledgers).
+WIPE_SPACING_S = 90.0
 
 
 @dataclass(frozen=True)
@@ -58,9 +71,14 @@ class Roles:
     """The hosts of a layout by role (the client's host has the role ``client``)."""
 
     hosts: Mapping[str, tuple[str, ...]]
+    # The bookie hosts of each rack (a layout whose bookies have racks).
+    racks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, layout: Layout) -> Roles:
+        racks: dict[str, list[str]] = {}
+        for host, rack in layout.racks.items():
+            racks.setdefault(rack, []).append(host)
         return cls(
             {
                 ZOOKEEPER: tuple(z.node.name for z in layout.zookeepers),
@@ -69,7 +87,8 @@ class Roles:
                 AUDITOR: tuple(a.node.name for a in layout.auditors),
                 REPLICATOR: tuple(r.node.name for r in layout.replicators),
                 CLIENT: (layout.client.name,),
-            }
+            },
+            {rack: tuple(sorted(hosts)) for rack, hosts in sorted(racks.items())},
         )
 
     def role_of(self, host: str) -> str:
@@ -135,10 +154,20 @@ class Cluster(Protocol):
 
     def heal_partitions(self) -> None: ...
 
+    def fill_disk(self, host: str) -> None: ...
+
+    def free_disk(self, host: str) -> None: ...
+
+    def lose_disk(self, host: str) -> None: ...
+
+    def format_and_start(self, host: str) -> None: ...
+
 
 class FaultKind(Protocol):
     name: str
     weight: float
+    # The least time from the end of one fault of this kind to the start of the next.
+    spacing_s: float
 
     def plan(self, rng: random.Random, at_s: float, free: Free, roles: Roles) -> Fault | None: ...
 
@@ -163,6 +192,7 @@ class _ProcessFault:
 
     name = ""
     weight = 1.0
+    spacing_s = 0.0
     duration_range_s = (0.5, 3.0)
 
     def plan(self, rng: random.Random, at_s: float, free: Free, roles: Roles) -> Fault | None:
@@ -244,6 +274,7 @@ class ZooKeeperLeaderKill:
 
     name = "zookeeper_leader_kill"
     weight = 1.0
+    spacing_s = 0.0
 
     def plan(self, rng: random.Random, at_s: float, free: Free, roles: Roles) -> Fault | None:
         servers = roles.hosts[ZOOKEEPER]
@@ -275,6 +306,7 @@ class Partition:
     among them (side b): both ways, or only b's packets to a (``one_way``)."""
 
     weight = 2.0
+    spacing_s = 0.0
 
     def __init__(self, one_way: bool):
         self.one_way = one_way
@@ -320,9 +352,124 @@ class Partition:
         return {}
 
 
-def kinds() -> list[FaultKind]:
-    """Every fault kind this suite has, in a fixed order (the planner draws by weight)."""
-    return [Kill(), Pause(), Restart(), ZooKeeperLeaderKill(), Partition(False), Partition(True)]
+class DiskFull:
+    """A bookie's disk filled to the last block (the bookie turns read-only, writers
+    move on); freed at the heal, when the bookie becomes writable again."""
+
+    name = "disk_full"
+    weight = 1.0
+    spacing_s = 0.0
+
+    def plan(self, rng: random.Random, at_s: float, free: Free, roles: Roles) -> Fault | None:
+        bookies = free.usable(BOOKIE)
+        if not bookies:
+            return None
+        return Fault(self.name, at_s, rng.uniform(1.0, 6.0), (rng.choice(bookies),))
+
+    def impairs(self, fault: Fault, roles: Roles) -> Counter[str]:
+        return Counter({BOOKIE: 1})
+
+    def settle_s(self, fault: Fault, roles: Roles) -> float:
+        return SETTLE_DISK_S
+
+    def apply(self, cluster: Cluster, fault: Fault) -> dict[str, Any]:
+        cluster.fill_disk(fault.hosts[0])
+        return {}
+
+    def heal(self, cluster: Cluster, fault: Fault, applied: dict[str, Any]) -> dict[str, Any]:
+        cluster.free_disk(fault.hosts[0])
+        return {}
+
+
+class RackLoss:
+    """Every bookie of one rack killed at once (a rack's power or switch gone), for
+    longer than the lost-bookie delay of a chaos run, so repairs start; started again
+    at the heal. Planned only when the whole rack is free and fits the bookies'
+    budget."""
+
+    name = "rack_loss"
+    weight = 0.5
+    spacing_s = 0.0
+
+    def plan(self, rng: random.Random, at_s: float, free: Free, roles: Roles) -> Fault | None:
+        free_bookies = set(free.usable(BOOKIE))
+        whole = [
+            hosts
+            for _, hosts in sorted(roles.racks.items())
+            if set(hosts) <= free_bookies and len(hosts) <= free.room[BOOKIE]
+        ]
+        if not whole:
+            return None
+        return Fault(self.name, at_s, rng.uniform(4.0, 10.0), rng.choice(whole))
+
+    def impairs(self, fault: Fault, roles: Roles) -> Counter[str]:
+        return Counter({BOOKIE: len(fault.hosts)})
+
+    def settle_s(self, fault: Fault, roles: Roles) -> float:
+        return SETTLE_RESTART_S[BOOKIE]
+
+    def apply(self, cluster: Cluster, fault: Fault) -> dict[str, Any]:
+        pids = {}
+        for host in fault.hosts:
+            proc = cluster.process(host)
+            pids[host] = proc.pid
+            proc.kill()
+        return {"pids": pids}
+
+    def heal(self, cluster: Cluster, fault: Fault, applied: dict[str, Any]) -> dict[str, Any]:
+        pids = {}
+        for host in fault.hosts:
+            proc = cluster.process(host)
+            proc.start()
+            pids[host] = proc.pid
+        return {"pids": pids}
+
+
+class Wipe:
+    """A bookie's disk lost: SIGKILL and its data dir emptied; at the heal it is
+    formatted (once ZooKeeper dropped its old registration) and started as a new
+    instance that holds nothing. The planner keeps wipes ``spacing_s`` apart."""
+
+    name = "wipe"
+    weight = 0.5
+    spacing_s = WIPE_SPACING_S
+
+    def plan(self, rng: random.Random, at_s: float, free: Free, roles: Roles) -> Fault | None:
+        bookies = free.usable(BOOKIE)
+        if not bookies:
+            return None
+        return Fault(self.name, at_s, rng.uniform(0.5, 3.0), (rng.choice(bookies),))
+
+    def impairs(self, fault: Fault, roles: Roles) -> Counter[str]:
+        return Counter({BOOKIE: 1})
+
+    def settle_s(self, fault: Fault, roles: Roles) -> float:
+        return SETTLE_RESTART_S[BOOKIE]
+
+    def apply(self, cluster: Cluster, fault: Fault) -> dict[str, Any]:
+        pid = cluster.process(fault.hosts[0]).pid
+        cluster.lose_disk(fault.hosts[0])
+        return {"pid": pid}
+
+    def heal(self, cluster: Cluster, fault: Fault, applied: dict[str, Any]) -> dict[str, Any]:
+        cluster.format_and_start(fault.hosts[0])
+        return {"pid": cluster.process(fault.hosts[0]).pid}
+
+
+def kinds(wipes: bool = False) -> list[FaultKind]:
+    """Every fault kind of a run, in a fixed order (the planner draws by weight); the
+    wipe only with ``wipes`` (module docstring)."""
+    out: list[FaultKind] = [
+        Kill(),
+        Pause(),
+        Restart(),
+        ZooKeeperLeaderKill(),
+        Partition(False),
+        Partition(True),
+        DiskFull(),
+        RackLoss(),
+    ]
+    return [*out, Wipe()] if wipes else out
 
 
 @dataclass(frozen=True)
@@ -347,6 +494,7 @@ def plan_schedule(
     table = {k.name: k for k in (fault_kinds if fault_kinds is not None else kinds())}
     faults: list[Fault] = []
     taken: list[_Taken] = []
+    last_end: dict[str, float] = {}
     t = FIRST_FAULT_S
     while True:
         t += rng.uniform(0.5, 1.5) * interval_s
@@ -366,6 +514,8 @@ def plan_schedule(
         order = rng.choices(names, [table[n].weight for n in names], k=len(names) * 2)
         for name in order:
             kind = table[name]
+            if name in last_end and t < last_end[name] + kind.spacing_s:
+                continue
             fault = kind.plan(rng, t, free, roles)
             if fault is None:
                 continue
@@ -375,6 +525,7 @@ def plan_schedule(
                 continue
             fault = Fault(fault.kind, t, min(fault.duration_s, room), fault.hosts, fault.others)
             faults.append(fault)
+            last_end[name] = fault.end_s
             taken.append(
                 _Taken(
                     fault.end_s + settle,
@@ -410,11 +561,30 @@ class LayoutCluster:
     def heal_partitions(self) -> None:
         self.layout.network.heal()
 
+    def _bookie(self, host: str) -> HostService:
+        return next(b for b in self.layout.bookies if b.node.name == host)
+
+    def fill_disk(self, host: str) -> None:
+        disks.fill_disk(self.layout, self._bookie(host))
+
+    def free_disk(self, host: str) -> None:
+        disks.free_disk(self.layout, self._bookie(host))
+
+    def lose_disk(self, host: str) -> None:
+        disks.lose_disk(self.layout, self._bookie(host))
+
+    def format_and_start(self, host: str) -> None:
+        disks.format_and_start(self.layout, self._bookie(host))
+
     def heal_everything(self) -> list[str]:
-        """After the run: heal partitions, resume and start every process that is not
-        running. Returns what it had to do (a fault that did not heal is a suite bug)."""
+        """After the run: heal partitions, free every filled disk, resume and start every
+        process that is not running. Returns what it had to do (a fault that did not
+        heal is a suite bug)."""
         done = []
         self.heal_partitions()
+        for bookie in self.layout.bookies:
+            if os.path.ismount(self.layout.data_dirs[bookie.address].parent):
+                disks.free_disk(self.layout, bookie)
         for host, proc in self._processes.items():
             proc.resume()
             if not proc.alive():
@@ -437,7 +607,7 @@ class Nemesis:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._table = {k.name: k for k in kinds()}
+        self._table = {k.name: k for k in kinds(wipes=True)}
         self._launcher = threading.Thread(target=self._launch, name="nemesis", daemon=True)
         self._start = 0.0
 

@@ -1,11 +1,12 @@
 """One chaos run: ``python -m tests.chaos.run --seconds S --seed N --out DIR``.
 
 Starts the full layout of hosts (tests/multihost/layout.py: three ZooKeeper servers,
-five bookies, two gateways, two auditors, two replicators, short timers), runs the
+five bookies on three racks with a tmpfs disk each, two gateways, two auditors, two
+replicators, short timers; with ``--spark``, Spark on hosts of its own), runs the
 seeded workload (tests/chaos/workload.py) and the seeded fault schedule
 (tests/chaos/faults.py) for S seconds, heals everything, closes every ledger and log
-(a recovery, and a final writer take-over per log), reads everything back from every
-gateway, asks for a full audit and waits for the under-replicated list to empty, reads
+(a recovery, and a final writer take-over per log), asks for a full audit and waits for
+the under-replicated list to empty, reads everything back from every gateway, reads
 what every bookie stores, and runs the checker (tests/chaos/checker.py). It prints a
 summary and exits 1 on any violation.
 
@@ -28,11 +29,12 @@ from typing import Any
 import httpx
 
 from tests.chaos import checker
-from tests.chaos.faults import Fault, LayoutCluster, Nemesis, Roles, plan_schedule
+from tests.chaos.faults import Fault, LayoutCluster, Nemesis, Roles, kinds, plan_schedule
 from tests.chaos.history import History, read
-from tests.chaos.workload import Context, Plan, latin1, workers
+from tests.chaos.workload import DURABLE_SHAPES, SHAPES, Context, Plan, latin1, workers
 from tests.multihost.layout import Layout, start_layout
 from tests.multihost.network import Network
+from tests.multihost.spark_hosts import start_spark
 
 GATEWAY_ARGS = (
     "--log-roll-entries",
@@ -44,6 +46,10 @@ GATEWAY_ARGS = (
 )
 AUDITOR_ARGS = ("--lost-bookie-delay", "3", "--audit-interval", "30")
 REPLICATOR_ARGS = ("--open-ledger-grace", "5", "--marks-poll-interval", "1")
+# The bookies' racks (a rack loss kills a whole one) and disks (a tmpfs each, which a
+# disk_full fault fills; a 30-minute run stores about 40 MB on each bookie).
+RACKS = ("rack-a", "rack-a", "rack-b", "rack-b", "rack-c")
+BOOKIE_DISK_BYTES = 256 * 1024 * 1024
 # One fault every this many seconds on average.
 FAULT_INTERVAL_S = 1.3
 # The read-back's patience: a call retried until it answers, every service healthy.
@@ -86,6 +92,8 @@ def run(
             gateway_args=GATEWAY_ARGS,
             auditor_args=AUDITOR_ARGS,
             replicator_args=REPLICATOR_ARGS,
+            bookie_disk_bytes=BOOKIE_DISK_BYTES,
+            racks=RACKS,
         )
         try:
             return _run(layout, seconds, seed, out, plan, fault_interval_s)
@@ -97,7 +105,7 @@ def _run(
     layout: Layout, seconds: float, seed: int, out: Path, plan: Plan, fault_interval_s: float
 ) -> Outcome:
     roles = Roles.of(layout)
-    schedule = plan_schedule(seed, seconds, roles, fault_interval_s)
+    schedule = plan_schedule(seed, seconds, roles, fault_interval_s, kinds(wipes=plan.durable))
     (out / "schedule.json").write_text(
         json.dumps([{"kind": f.kind, **f.to_json()} for f in schedule], indent=1)
     )
@@ -107,9 +115,12 @@ def _run(
     ctx = Context(history, gateways, layout.client)
     http = layout.client.http_client(timeout_s=30.0)
     notes: list[str] = []
+    spark = None
+    if plan.spark:
+        spark = start_spark(layout.network, out / "spark", list(gateways.values()))
     try:
         _prepare(http, gateways, plan)
-        clients = workers(ctx, seed, plan)
+        clients = workers(ctx, seed, plan, spark.driver if spark is not None else None)
         for client in clients:
             client.start()
         nemesis = Nemesis(cluster, schedule, history).start()
@@ -126,6 +137,8 @@ def _run(
         _wait_healthy(layout)
         final = _read_back(layout, http, ctx, plan, healed_at)
     finally:
+        if spark is not None:
+            spark.stop()
         http.close()
         history.close()
     (out / "final.json").write_text(json.dumps(final))
@@ -340,8 +353,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--fault-interval", type=float, default=FAULT_INTERVAL_S, help="mean seconds between faults"
     )
+    parser.add_argument(
+        "--shapes",
+        choices=("durable", "all"),
+        default="durable",
+        help="durable: ledgers with Qa >= 2 only, and bookies are wiped; all: Qa = 1 "
+        "ledgers too, and no wipes (a disk lost with one acknowledged copy loses it)",
+    )
+    parser.add_argument("--spark", action="store_true", help="Spark batch reads of the logs")
     args = parser.parse_args(argv)
-    outcome = run(args.seconds, args.seed, args.out, fault_interval_s=args.fault_interval)
+    shapes = DURABLE_SHAPES if args.shapes == "durable" else SHAPES
+    plan = Plan(shapes=shapes, spark=args.spark)
+    outcome = run(args.seconds, args.seed, args.out, plan, fault_interval_s=args.fault_interval)
     print_summary(outcome, args.out)
     return 1 if outcome.violations else 0
 

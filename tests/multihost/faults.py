@@ -8,9 +8,10 @@ resumed and restarted by pid).
 - ``fill_disk`` / ``free_disk``: a ballast file beside the data dir takes the disk's free
   space down to what is asked (all of it by default); deleting it gives it back.
 - ``wipe``: the bookie's disk is lost and it comes back as a new instance under the same
-  id, as an operator does it: kill it, empty its data dir, ``quire bookie format`` (which
-  deletes its cookie from ZooKeeper once its old registration expired), start it; the
-  bookie then has a new instance id and holds nothing.
+  id, as an operator does it: kill it, empty its data dir (``lose_disk``), then
+  ``quire bookie format`` (which deletes its cookie from ZooKeeper once its old
+  registration expired) and start it (``format_and_start``); the bookie then has a new
+  instance id and holds nothing.
 
 A tmpfs's source is named after the network's prefix (``qh<pid>n<seq>-<host>``), like its
 namespaces, so ``sweep_mounts`` removes what a killed test process left, and never
@@ -119,9 +120,13 @@ def free_disk(layout: Layout, bookie: HostService) -> None:
 
 def wipe(layout: Layout, bookie: HostService) -> None:
     """``bookie`` loses its disk and comes back empty under the same id, as a new
-    instance: SIGKILL, its data dir emptied, ``quire bookie format --force`` run inside
-    its host (retried while ZooKeeper still holds the killed bookie's registration: the
-    format refuses until its session expired), then started and healthy again."""
+    instance: ``lose_disk``, then ``format_and_start``."""
+    lose_disk(layout, bookie)
+    format_and_start(layout, bookie)
+
+
+def lose_disk(layout: Layout, bookie: HostService) -> None:
+    """SIGKILL ``bookie`` and empty its data dir: what it stored is gone."""
     bookie.kill()
     data_dir = layout.data_dirs[bookie.address]
     for child in data_dir.iterdir():
@@ -129,6 +134,13 @@ def wipe(layout: Layout, bookie: HostService) -> None:
             run(["rm", "-rf", "--one-file-system", str(child)])
         else:
             child.unlink()
+
+
+def format_and_start(layout: Layout, bookie: HostService) -> None:
+    """``quire bookie format --force`` run inside the killed ``bookie``'s host (retried
+    while ZooKeeper still holds its old registration: the format refuses until that
+    session expired), then the bookie started, a new instance, and healthy again."""
+    data_dir = layout.data_dirs[bookie.address]
     argv = [
         sys.executable, "-m", "services.cli", "bookie", "format", "--force",
         "--data-dir", str(data_dir), "--bookie-id", bookie.address,

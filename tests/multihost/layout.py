@@ -121,6 +121,8 @@ class Layout:
     processes: list[ServiceProcess | ZooKeeperProcess] = field(default_factory=list)
     # Each bookie's data dir, by bookie id (on a tmpfs of its own with bookie_disk_bytes).
     data_dirs: dict[str, Path] = field(default_factory=dict)
+    # Each bookie's rack, by its host's name (only those given one).
+    racks: dict[str, str] = field(default_factory=dict)
 
     @property
     def zk_connect(self) -> str:
@@ -217,6 +219,7 @@ def start_layout(
         rack = racks[index] if index < len(racks) else None
         if rack is not None:
             data += ["--rack", rack]
+            layout.racks[host.name] = rack
         bookie = HostService(
             host, "bookie", [*common, *data], BOOKIE_PORT, base_dir / host.name / "bookie.log"
         )

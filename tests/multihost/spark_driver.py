@@ -21,6 +21,8 @@ at a time, in the order of ``n``. ``ready`` appears once every executor register
                    a processing-time trigger of ``trigger_ms``); answered once started
     stream_stop    stops that query; answers its exception (None when it ran clean)
                    and the number of micro-batches it ran
+    read           a batch read of log ``log`` from its start: its ``records`` as
+                   [ledger id, entry id, data as latin-1 text], in the log's order
 """
 
 from __future__ import annotations
@@ -140,6 +142,18 @@ class Driver:
         query.stop()
         query.awaitTermination(STREAM_STOP_S)
         return {"exception": None if failure is None else str(failure), "batches": batches}
+
+    def read(self, req: dict[str, Any]) -> dict[str, Any]:
+        rows = (
+            self.spark.read.format("quire")
+            .option("gateway", self.gateways)
+            .option("log", req["log"])
+            .load()
+            .orderBy("ledger_id", "entry_id")  # a log's ledgers are made in id order
+            .collect()
+        )
+        records = [[r.ledger_id, r.entry_id, bytes(r.data).decode("latin-1")] for r in rows]
+        return {"records": records}
 
     def serve(self, requests: Path, answers: Path) -> None:
         """Each request in turn until ``stop``."""

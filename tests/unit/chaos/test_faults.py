@@ -9,12 +9,14 @@ from collections import Counter
 
 from tests.chaos.faults import (
     FIRST_FAULT_S,
+    WIPE_SPACING_S,
     Fault,
     Partition,
     Roles,
     kinds,
     plan_schedule,
 )
+from tests.chaos.test_chaos import FAULT_INTERVAL_S, FAULTS_MIN, SECONDS, SEED
 
 ROLES = Roles(
     {
@@ -24,9 +26,10 @@ ROLES = Roles(
         "auditor": ("auditor1", "auditor2"),
         "replicator": ("replicator1", "replicator2"),
         "client": ("client",),
-    }
+    },
+    {"rack-a": ("bookie1", "bookie2"), "rack-b": ("bookie3", "bookie4"), "rack-c": ("bookie5",)},
 )
-TABLE = {k.name: k for k in kinds()}
+TABLE = {k.name: k for k in kinds(wipes=True)}
 
 
 def active(schedule: list[Fault], t: float) -> list[Fault]:
@@ -36,18 +39,34 @@ def active(schedule: list[Fault], t: float) -> list[Fault]:
 def test_the_same_seed_plans_the_same_faults_another_seed_others() -> None:
     assert plan_schedule(7, 120, ROLES, 1.0) == plan_schedule(7, 120, ROLES, 1.0)
     assert plan_schedule(7, 120, ROLES, 1.0) != plan_schedule(8, 120, ROLES, 1.0)
+    wipes = kinds(wipes=True)
+    assert plan_schedule(7, 120, ROLES, 1.0, wipes) == plan_schedule(7, 120, ROLES, 1.0, wipes)
 
 
 def test_a_short_run_has_every_kind_and_enough_faults() -> None:
     """The CI seed's length (tests/chaos/test_chaos.py) gets at least 50 faults."""
-    schedule = plan_schedule(1, 75, ROLES, 1.3)
-    assert len(schedule) >= 50
-    assert {f.kind for f in plan_schedule(1, 600, ROLES, 1.3)} == set(TABLE)
+    schedule = plan_schedule(SEED, SECONDS, ROLES, FAULT_INTERVAL_S, kinds(wipes=True))
+    assert len(schedule) >= FAULTS_MIN
+    assert {f.kind for f in schedule} == set(TABLE)
+    assert "wipe" not in {f.kind for f in plan_schedule(1, 600, ROLES, 1.3)}
+
+
+def test_wipes_are_apart_and_a_rack_loss_takes_a_whole_rack() -> None:
+    """Two wipes are never closer than the repairs need (tests/chaos/faults.py
+    ``WIPE_SPACING_S``); a rack loss kills every bookie of one rack and nothing else."""
+    for seed in range(10):
+        schedule = plan_schedule(seed, 1200, ROLES, 0.8, kinds(wipes=True))
+        wipes = [f for f in schedule if f.kind == "wipe"]
+        assert len(wipes) >= 5, seed
+        pairs = zip(wipes, wipes[1:], strict=False)
+        assert all(b.at_s >= a.end_s + WIPE_SPACING_S for a, b in pairs)
+        losses = [f.hosts for f in schedule if f.kind == "rack_loss"]
+        assert losses and all(hosts in ROLES.racks.values() for hosts in losses), losses
 
 
 def test_impairments_stay_within_the_budgets_and_faults_within_the_run() -> None:
     for seed in range(20):
-        schedule = plan_schedule(seed, 300, ROLES, 0.5)
+        schedule = plan_schedule(seed, 300, ROLES, 0.5, kinds(wipes=True))
         assert all(FIRST_FAULT_S < f.at_s and f.end_s <= 300 for f in schedule)
         for fault in schedule:
             now = active(schedule, fault.at_s)
