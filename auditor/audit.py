@@ -6,7 +6,10 @@ gets in flight (``concurrency``); a producer task reads the next pages while the
 current one is checked (at most ``PAGES_AHEAD_MAX`` pages wait), so the walk is
 pipelined. For each ledger:
 
-1. placement: fragments naming a lost or decommissioning bookie; and fragments whose
+1. placement: fragments naming a lost or decommissioning bookie, or a bookie registered
+   now as another instance than the fragment recorded (formatted since: it lost its
+   share; the open last fragment of an open ledger included, which the replica check
+   does not look at, and whose writer cannot tell); and fragments whose
    write quorums span too few racks (docs/operations.md "Racks"), counted in the
    report's ``PlacementReport``; when a move to a bookie on another rack can fix a
    settled one, the ledger's mark asks for it (``misplaced``);
@@ -57,6 +60,7 @@ from services.clock import wall_ms
 from services.errors import InvalidArgument, LedgerNotFound
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.placement import rack_counts
+from services.protocol.replication import formatted
 from services.zk.ledger_store import LedgerStore
 from services.zk.underreplication import UnderReplicationStore
 
@@ -140,6 +144,7 @@ class AuditView:
     decommissioning: frozenset[str]
     racks: Mapping[str, str | None] = field(default_factory=dict)  # registered -> rack
     writable: frozenset[str] = frozenset()
+    instances: Mapping[str, str | None] = field(default_factory=dict)  # registered -> instance
 
     @property
     def live(self) -> frozenset[str]:
@@ -234,6 +239,7 @@ class Audit:
             self._seen.add(lid)
             self.report.named |= named_bookies(metadata)
             missing = placement_missing(metadata, view.lost, view.decommissioning)
+            missing |= formatted(metadata, view.instances.get)
             if missing:
                 verdicts[lid] = missing
             fragments, movable = misplaced(metadata, view.racks, view.writable)

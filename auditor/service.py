@@ -4,8 +4,9 @@ Every auditor (elected or not) watches the bookie registry, the cookies and the
 decommission nodes, so a standby that takes over knows since when each bookie has
 been gone. Only the elected one acts: its work task runs the checks one at a time —
 
-- a *placement* check when a bookie has been gone for the lost-bookie delay, or a
-  decommission was requested (fragments naming such bookies are marked);
+- a *placement* check when a bookie has been gone for the lost-bookie delay, is
+  registered again as a new instance (formatted), or a decommission was requested
+  (fragments naming such bookies, or the old instance, are marked);
 - a *full* check (placement and replicas, stale marks cleared) when elected, every
   ``--audit-interval``, and on demand (``/auditor/audit-request`` bumped by the
   gateway's ``POST /v1/admin/audit`` or this auditor's ``POST /v1/audit``).
@@ -67,6 +68,9 @@ class Auditor:
         self.decommissions: dict[str, str] = {}
         self.named: set[str] = set()  # bookies the last complete walk saw in fragments
         self.racks_seen: frozenset[str] = frozenset()  # the racks of the registered bookies
+        # Each bookie's instance as last registered: one registered again as another was
+        # formatted, and every fragment that recorded the old one lost its share.
+        self.instances_seen: dict[str, str] = {}
         self.election = Election(store, self.underreplication, self.id, self._on_elected)
         self.last_audit: AuditReport | None = None
         self.audit_running = False
@@ -186,7 +190,8 @@ class Auditor:
 
     async def _track_bookies(self) -> None:
         """Feed the registry into the watch; ask for a placement check when a bookie
-        has been gone for the delay (and is still gone)."""
+        has been gone for the delay (and is still gone), or is registered again as a new
+        instance (formatted)."""
         while True:
             self._bookies_changed.clear()
             now = wall_ms()
@@ -200,6 +205,8 @@ class Auditor:
                     log.info("racks registered: %s", sorted(racks - self.racks_seen))
                     self.request(PLACEMENT)
                 self.racks_seen = racks
+                if self._renewed_instances():
+                    self.request(PLACEMENT)
                 if fresh:
                     log.info("bookies lost (gone for %.1f s): %s", self.settings.lost_bookie_delay,
                              sorted(fresh))  # fmt: skip
@@ -213,6 +220,15 @@ class Auditor:
                     await self._bookies_changed.wait()
             except TimeoutError:
                 pass
+
+    def _renewed_instances(self) -> list[str]:
+        """The bookies registered now as another instance than when last seen (logged)."""
+        instances = {b: i.instance_id for b, i in self.registry.bookies.items() if i.instance_id}
+        renewed = sorted(b for b, i in instances.items() if self.instances_seen.get(b, i) != i)
+        self.instances_seen.update(instances)
+        if renewed:
+            log.info("bookies registered as new instances (formatted): %s", renewed)
+        return renewed
 
     # ------------------------------------------------------------------ the work
 
@@ -276,6 +292,7 @@ class Auditor:
             decommissioning=frozenset(self.decommissions),
             racks=self.registry.racks,
             writable=frozenset(self.registry.writable),
+            instances={b: info.instance_id for b, info in self.registry.bookies.items()},
         )
         checker = None
         if kind == FULL:

@@ -29,7 +29,10 @@ fragment waits for the grace period, counted from when its bookie was first seen
 (``RepairView.missing_since``, never the mark's time: an old mark for another fragment's
 bookie must not let a bookie that is restarting now fence its writer), and then recovers
 the ledger (``Recover``: fence and close). A bookie of the open last fragment that is
-registered and answers (``Probe``) is left to the writer.
+registered and answers (``Probe``) is left to the writer, unless it is registered as
+another instance than the fragment recorded: formatted since, it lost its share while
+the writer, whose adds the new instance takes, cannot tell; it is waited for and
+recovered like a missing one.
 
 A bookie the mark names that is registered again (back after the lost-bookie delay, or
 alive and found lacking entries by the auditor's replica check), not being
@@ -96,6 +99,7 @@ from services.protocol.replication import (
     Span,
     choose_target,
     entries_on,
+    formatted,
     last_fragment_affected,
     missing_entries,
     placement_moves,
@@ -526,8 +530,18 @@ class RepairOp:
             self._planned = placement_moves(
                 event.metadata, racks, racks.keys(), view.writable, self._missing
             )
+        # A formatted bookie of the open last fragment answers, but lost its share: the
+        # writer does not know (the new instance takes its adds), so it is not probed but
+        # waited for and recovered like a missing one.
+        formatted_last = formatted(event.metadata, view.instance_of, -1)
         self._probed = tuple(
-            sorted({r.bookie for r in self._planned if r.is_open_last and view.usable(r.bookie)})
+            sorted(
+                {
+                    r.bookie
+                    for r in self._planned
+                    if r.is_open_last and view.usable(r.bookie) and r.bookie not in formatted_last
+                }
+            )
         )
         if self._probed:
             self._state = _State.PROBE

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import bisect
 import random
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from services.errors import invariant
@@ -60,6 +60,27 @@ class Repair:
     is_open_last: bool  # the open-ended last fragment of a ledger that is not CLOSED
     # ``bookie`` is not missing: it moves to a bookie on another rack (``placement_moves``)
     move: bool = False
+
+
+def formatted(
+    metadata: LedgerMetadata,
+    instance_of: Callable[[str], str | None],
+    fragment_index: int | None = None,
+) -> set[str]:
+    """The bookies of the ledger's fragments (of fragment ``fragment_index`` only, when
+    given) registered now as another instance than the fragment recorded: formatted
+    since it was written, so they lost their share of it. A bookie not registered, or
+    a fragment written before instances were recorded, tells nothing."""
+    fragments = metadata.fragments
+    if fragment_index is not None:
+        fragments = (fragments[fragment_index],)
+    out: set[str] = set()
+    for fragment in fragments:
+        for bookie, recorded in zip(fragment.bookies, fragment.instances, strict=True):
+            current = instance_of(bookie)
+            if recorded is not None and current is not None and current != recorded:
+                out.add(bookie)
+    return out
 
 
 def spans(metadata: LedgerMetadata) -> list[Span]:

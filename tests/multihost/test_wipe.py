@@ -26,6 +26,8 @@ ENTRIES = 20
 LOST_BOOKIE_DELAY_S = 120
 AUDIT_INTERVAL_S = 2
 REPAIRED_S = 60.0
+# How long a worker leaves an open ledger's last fragment to its writer.
+OPEN_LEDGER_GRACE_S = 2
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +47,9 @@ def layout(network: Network, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             "--lost-bookie-delay", str(LOST_BOOKIE_DELAY_S),
             "--audit-interval", str(AUDIT_INTERVAL_S),
         ],
-        replicator_args=["--marks-poll-interval", "1"],
+        replicator_args=[
+            "--marks-poll-interval", "1", "--open-ledger-grace", str(OPEN_LEDGER_GRACE_S),
+        ],
     )  # fmt: skip
     try:
         yield started
@@ -114,3 +118,36 @@ def test_a_wiped_bookie_back_as_a_new_instance_is_refilled_by_the_replicators(
     )
     for lid, payloads in written.items():
         assert gateway.read_all(lid) == list(enumerate(payloads)), f"ledger {lid}"
+
+
+def test_an_open_ledger_whose_bookie_is_wiped_is_recovered_and_refilled(
+    layout: Layout, logs_on_failure: None
+) -> None:
+    """An OPEN ledger with an idle writer: a bookie of its only fragment is wiped and back
+    as a new instance before it counts as lost. The bookie answers, and the writer
+    cannot tell (the new instance would take its next adds), but the share it held is
+    gone; the replica check never looks at an open fragment. The auditor marks the
+    ledger because the fragment recorded the old instance (docs/protocol.md
+    "Auto-recovery"); after the open-ledger grace the worker recovers it (the gateway's
+    writer is fenced) and copies it as a CLOSED ledger: every acknowledged entry is on
+    its write set again, byte-exact, so that losing another bookie later loses nothing."""
+    gateway = client_of(layout, layout.gateways[0])
+    wait_writable(gateway, 4)
+    lid = gateway.create(ensemble_size=3, write_quorum=2, ack_quorum=2)["ledger_id"]
+    payloads = [payload_for(50_000 + i, 200) for i in range(ENTRIES)]
+    gateway.add_batch(lid, payloads)
+    ensemble = gateway.metadata(lid)["fragments"][0]["bookies"]
+    victim = next(b for b in layout.bookies if b.address == ensemble[1])
+
+    wipe(layout, victim)
+    assert not stored_on(layout, victim.address, lid, ENTRIES - 1)
+
+    def recovered_and_replicated() -> bool:
+        metadata = gateway.metadata(lid)
+        return metadata["state"] == "CLOSED" and replicated(layout, gateway, {lid: payloads})
+
+    wait_for(recovered_and_replicated, REPAIRED_S, "the open ledger recovered and refilled")
+    assert gateway.metadata(lid)["last_entry_id"] == ENTRIES - 1
+    assert gateway.read_all(lid) == list(enumerate(payloads))
+    late = gateway.request("POST", f"/v1/ledgers/{lid}/entries", content=b"late")
+    assert late.status_code == 409, late.text

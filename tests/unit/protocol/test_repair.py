@@ -386,3 +386,23 @@ def test_no_placement_move_while_no_rack_can_fix_it() -> None:
     assert isinstance(_action(op.start(0)), ReadMark)
     op.handle(MarkRead(frozenset(), 1, misplaced=True), 0)
     assert isinstance(_action(op.handle(MetadataRead(_closed(), 3), 0)), ClearMark)
+
+
+def test_an_open_last_fragment_whose_bookie_was_formatted_is_recovered_not_probed() -> None:
+    """A bookie of the open last fragment registered as another instance than recorded
+    answers, but lost its share, and the writer (whose adds the new instance takes)
+    cannot tell: it is not probed and left to the writer, but waited for and the ledger
+    recovered, as for a missing bookie."""
+    view = _view("a", "b", "c", "d")
+    view.registered["c"] = "c#2"
+    view.since["c"] = 5_000
+    op = _op(view)
+    md = _open()
+    assert _action(_plan(op, {"c"}, md)) == Finished(Outcome.POSTPONED, 5_000 + GRACE_MS)
+    op = _op(view)
+    assert isinstance(_action(op.start(5_000 + GRACE_MS)), ReadMark)
+    op.handle(MarkRead(frozenset({"c"}), 1), 5_000 + GRACE_MS)
+    effects = op.handle(MetadataRead(md, 3), 5_000 + GRACE_MS)
+    assert isinstance(_action(effects), ReadMetadata)
+    recover = _action(op.handle(MetadataRead(md, 3), 5_000 + GRACE_MS))
+    assert recover == Recover(md, 3, ("c",))

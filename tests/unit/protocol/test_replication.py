@@ -56,6 +56,22 @@ def test_repairs_name_each_fragment_and_flag_the_open_last_one() -> None:
     assert replication.missing_bookies(md, {"b:1", "c:1", "d:1"}) == {"a:1"}
 
 
+def test_formatted_bookies_are_those_registered_as_another_instance() -> None:
+    """A bookie registered as another instance than a fragment recorded was formatted
+    since and lost its share of it; unregistered bookies and unrecorded instances tell
+    nothing; ``fragment_index`` looks at one fragment (-1: the last)."""
+    md = LedgerMetadata.new(3, ["a", "b", "c"], 2, 2, instances={"a": "a1", "b": "b1", "c": "c1"})
+    md = md.with_ensemble(10, ["a", "b", "d"], {"d": "d1"})
+    now = {"a": "a1", "b": "b1", "c": "c2", "d": "d1"}
+    assert replication.formatted(md, now.get) == {"c"}
+    assert replication.formatted(md, now.get, -1) == set()
+    assert replication.formatted(md, now.get, 0) == {"c"}
+    assert replication.formatted(md, {"d": "d2", "a": "a1"}.get, -1) == {"d"}
+    unrecorded = LedgerMetadata.new(4, ["a", "b"], 2, 2)
+    assert replication.formatted(unrecorded, {"a": "a2"}.get) == set()
+    assert replication.formatted(md, {}.get) == set()
+
+
 def test_replace_bookie_and_still_applies() -> None:
     """The swap keeps the index; a swap planned on changed metadata no longer applies."""
     md = _ledger().closed(12, 100)
