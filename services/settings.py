@@ -148,6 +148,14 @@ class GatewaySettings(CommonSettings):
     admission_wait_ms: int = Field(
         30_000, ge=1, le=600_000, description="longest wait of an add for room in its ledger"
     )
+    add_timeout_ms: int = Field(
+        20_000,
+        ge=100,
+        le=600_000,
+        description="longest wait of an add for its ack quorum; then it fails with 504 "
+        "quorum_timeout (outcome unknown) and the ledger is closed at its last acknowledged "
+        "entry",
+    )
     explicit_lac_delay_ms: int = Field(
         200, ge=1, le=60_000, description="idle time before a ledger's LAC is sent explicitly"
     )

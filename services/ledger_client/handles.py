@@ -36,7 +36,10 @@ class HandleTable:
         # (coalesced across ledgers per bookie, services/ledger_client/senders.py).
         # Tailing readers see the last entry within this delay; busy ledgers carry the
         # LAC on every add.
-        self.limits = WriterLimits(explicit_lac_delay_ms=ctx.settings.explicit_lac_delay_ms)
+        self.limits = WriterLimits(
+            add_timeout_ms=ctx.settings.add_timeout_ms,
+            explicit_lac_delay_ms=ctx.settings.explicit_lac_delay_ms,
+        )
         self.closed_kept_max = ctx.settings.closed_handles_kept_max
         self._live: dict[int, HandleRunner] = {}
         self._closed: OrderedDict[int, HandleRunner] = OrderedDict()

@@ -15,9 +15,11 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class LedgerClientSettings:
-    # Writes: the longest wait of an add for room in its ledger; the idle time before a
-    # ledger's LAC is sent explicitly; closed write handles remembered.
+    # Writes: the longest wait of an add for room in its ledger; the longest wait of an
+    # add for its ack quorum (services/protocol/writer.py "Time-out"); the idle time
+    # before a ledger's LAC is sent explicitly; closed write handles remembered.
     admission_wait_ms: int = 30_000
+    add_timeout_ms: int = 20_000
     explicit_lac_delay_ms: int = 200
     closed_handles_kept_max: int = 100_000
     # Reads and recoveries: a replica slower than this gets another one asked too; the
