@@ -34,6 +34,7 @@ The properties (docs/protocol.md and docs/logs.md give the rules):
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -445,8 +446,12 @@ def readers_see_prefixes(ops: list[Operation], final: Final) -> list[Violation]:
         records = logs[name]
         if records is None:
             continue
-        # a tailing reader goes on from its last read; a Spark read starts at the start
-        cursor = 0 if op.value.get("from_start") else cursors[(op.invoke.process, name)]
+        # a tailing reader goes on from its last read; a Spark read starts at ``start``
+        if "start" in op.value:
+            lid, eid = op.value["start"].split(":")
+            cursor = bisect.bisect_left(records, (int(lid), int(eid)))
+        else:
+            cursor = cursors[(op.invoke.process, name)]
         got = [(int(lid), int(eid), data) for lid, eid, data in op.result["records"]]
         want = records[cursor : cursor + len(got)]
         if got != want:

@@ -19,8 +19,8 @@ recording every operation's invocation and outcome into the history
   from the last one's ``next``.
 - ``LedgerReader``: reads a ledger the writers made, from its first entry, through
   either gateway.
-- ``SparkReader`` (``Plan(spark=True)``): a Spark batch read of a log from its start,
-  every 20 seconds, through the connector with both gateways.
+- ``SparkReader`` (``Plan(spark=True)``): a Spark batch read of a log's last 20
+  ledgers every 20 seconds, through the connector with both gateways.
 
 Outcomes: a 2xx is ``ok``; a refused connection (nothing sent) and a clear refusal
 (another 4xx) are ``fail``; a time-out or reset after the request was sent, 409
@@ -72,6 +72,7 @@ STREAM_OPEN_TIMEOUT_S = 5.0
 # A Spark reader's pace, and its patience with one job (the connector retries a
 # gateway for up to 30 s, services/spark/limits.py).
 SPARK_READ_EVERY_S = 20.0
+SPARK_READ_LEDGERS = 20
 SPARK_READ_DEADLINE_S = 180.0
 
 
@@ -533,9 +534,10 @@ class SparkDriverLike(Protocol):
 
 
 class SparkReader(Worker):
-    """Every ``SPARK_READ_EVERY_S``, a Spark batch read of one log from its start through
-    the connector (both gateways, tests/multihost/spark_driver.py): what it returns
-    must be a prefix of the log's one order, as any reader's."""
+    """Every ``SPARK_READ_EVERY_S``, a Spark batch read of one log's last
+    ``SPARK_READ_LEDGERS`` ledgers, from the first entry of the first, through the
+    connector (both gateways, tests/multihost/spark_driver.py): what it returns must be
+    the log's one order from there on, as for any reader."""
 
     def __init__(
         self, name: str, ctx: Context, seed: int, driver: SparkDriverLike, logs: list[str]
@@ -548,15 +550,21 @@ class SparkReader(Worker):
         if self.pause(SPARK_READ_EVERY_S):
             return
         log = self.rng.choice(self.logs)
+        gateway = self.rng.choice(self.gateways)
+        listed = send(self.http, "GET", self.url(gateway, f"/v1/logs/{log}"), False)
+        if listed.outcome != OK or not listed.body["ledgers"]:
+            return
+        ledgers = listed.body["ledgers"]
+        start = f"{ledgers[max(0, len(ledgers) - SPARK_READ_LEDGERS)]}:0"
 
         def call() -> Answer:
             try:
-                done = self.driver.call("read", SPARK_READ_DEADLINE_S, log=log)
+                done = self.driver.call("read", SPARK_READ_DEADLINE_S, log=log, start=start)
             except AssertionError as exc:  # the job failed: the connector gave up
                 return Answer(FAIL, {"error": str(exc).splitlines()[0][:300]})
             return Answer(OK, {"records": done["records"], "next": None})
 
-        self.op("log_read", {"gateway": "spark", "log": log, "from_start": True}, call)
+        self.op("log_read", {"gateway": "spark", "log": log, "start": start}, call)
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,9 @@ at a time, in the order of ``n``. ``ready`` appears once every executor register
                    a processing-time trigger of ``trigger_ms``); answered once started
     stream_stop    stops that query; answers its exception (None when it ran clean)
                    and the number of micro-batches it ran
-    read           a batch read of log ``log`` from its start: its ``records`` as
-                   [ledger id, entry id, data as latin-1 text], in the log's order
+    read           a batch read of log ``log`` from position ``start`` (its start when
+                   absent): its ``records`` as [ledger id, entry id, data as latin-1
+                   text], in the log's order
 """
 
 from __future__ import annotations
@@ -144,10 +145,11 @@ class Driver:
         return {"exception": None if failure is None else str(failure), "batches": batches}
 
     def read(self, req: dict[str, Any]) -> dict[str, Any]:
+        reader = self.spark.read.format("quire").option("gateway", self.gateways)
+        if req.get("start"):
+            reader = reader.option("start", req["start"])
         rows = (
-            self.spark.read.format("quire")
-            .option("gateway", self.gateways)
-            .option("log", req["log"])
+            reader.option("log", req["log"])
             .load()
             .orderBy("ledger_id", "entry_id")  # a log's ledgers are made in id order
             .collect()

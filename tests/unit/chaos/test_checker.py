@@ -227,6 +227,18 @@ def test_a_reader_that_saw_another_order_is_reported() -> None:
     assert "prefix" in checks(s, final)
 
 
+def test_a_spark_read_from_a_position_is_judged_from_that_position() -> None:
+    """A Spark reader's batch read starts at its ``start`` (tests/chaos/workload.py
+    ``SparkReader``), not where its last read ended."""
+    s, final = clean()
+    value = {"gateway": "spark", "log": "log", "start": "20:1"}
+    s.op("spark-reader", "log_read", value, "ok", {"records": [[20, 1, "k2/0"]], "next": None})
+    s.op("spark-reader", "log_read", value, "ok", {"records": [[20, 1, "k2/0"]], "next": None})
+    assert checker.check(s.records, final) == []
+    s.op("spark-reader", "log_read", value, "ok", {"records": [[20, 0, "k1/0"]], "next": None})
+    assert checks(s, final) == {"prefix"}
+
+
 def test_a_ledger_reader_that_saw_other_bytes_is_reported() -> None:
     s, final = clean()
     s.op("lr", "ledger_read", {"gateway": "gateway1", "ledger_id": 7}, "ok",
