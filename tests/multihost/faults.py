@@ -105,12 +105,14 @@ def fill_disk(layout: Layout, bookie: HostService, leave_bytes: int = 0) -> int:
         return 0
     with open(disk / BALLAST, "ab") as f:
         start = f.seek(0, os.SEEK_END)
-        try:
-            os.posix_fallocate(f.fileno(), start, want)
-        except OSError:  # the bookie took some pages meanwhile: leave it a few more
-            want -= BALLAST_SLACK_BLOCKS * block
-            os.posix_fallocate(f.fileno(), start, max(block, want))
-    return want
+        while True:
+            try:
+                os.posix_fallocate(f.fileno(), start, want)
+                return want
+            except OSError:  # the bookie took some pages meanwhile: leave it a few more
+                want -= max(BALLAST_SLACK_BLOCKS * block, want // 8 // block * block)
+                if want < block:
+                    return 0
 
 
 def free_disk(layout: Layout, bookie: HostService) -> None:
