@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import ssl
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -49,29 +50,44 @@ class TlsFiles:
     client_auth: bool = False  # require client certificates signed by ``ca``
 
 
-def _load_chain(context: ssl.SSLContext, files: TlsFiles) -> None:
+def _check_readable(path: Path) -> None:
+    """Name the file that is missing or unreadable: OpenSSL's own error does not."""
     try:
-        context.load_cert_chain(files.cert, files.key)
-    except FileNotFoundError as exc:
-        raise TlsError(f"{exc.filename}: no such file") from None
-    except PermissionError as exc:
-        raise TlsError(f"{exc.filename}: permission denied") from None
-    except ssl.SSLError as exc:
+        with path.open("rb"):
+            pass
+    except FileNotFoundError:
+        raise TlsError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise TlsError(f"{path}: {exc.strerror or 'cannot be read'}") from None
+
+
+def _encrypted(key: Path) -> bytes:
+    """OpenSSL asks for a password: without this it would prompt on the terminal."""
+    raise TlsError(f"{key}: the key is encrypted; give it unencrypted")
+
+
+def _load_chain(context: ssl.SSLContext, files: TlsFiles) -> None:
+    _check_readable(files.cert)
+    _check_readable(files.key)
+    try:
+        context.load_cert_chain(files.cert, files.key, password=partial(_encrypted, files.key))
+    except (OSError, ValueError) as exc:
+        reason = exc.reason if isinstance(exc, ssl.SSLError) else None
         raise TlsError(
             f"{files.cert} and {files.key}: not a PEM certificate chain and its matching "
-            f"key ({exc.reason or exc})"
+            f"key ({reason or type(exc).__name__})"
         ) from None
 
 
 def _load_ca(context: ssl.SSLContext, files: TlsFiles) -> None:
+    _check_readable(files.ca)
     try:
         context.load_verify_locations(cafile=files.ca)
-    except FileNotFoundError:
-        raise TlsError(f"{files.ca}: no such file") from None
-    except PermissionError:
-        raise TlsError(f"{files.ca}: permission denied") from None
-    except ssl.SSLError as exc:
-        raise TlsError(f"{files.ca}: not a PEM CA bundle ({exc.reason or exc})") from None
+    except (OSError, ValueError) as exc:
+        reason = exc.reason if isinstance(exc, ssl.SSLError) else None
+        raise TlsError(
+            f"{files.ca}: not a PEM CA bundle ({reason or type(exc).__name__})"
+        ) from None
 
 
 def server_context(files: TlsFiles) -> ssl.SSLContext:
