@@ -10,9 +10,12 @@ from pathlib import Path
 
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
+from services.settings import BookieSettings, GatewaySettings, load_settings
 from services.tls.certificates import CertificateAuthority, Issued
 from services.tls.contexts import TlsContexts, TlsError, TlsFiles, client_context
+from services.web.serve import tls_contexts
 
 HANDSHAKE_ROUNDS_MAX = 10
 
@@ -136,11 +139,50 @@ def test_reload_in_place(tmp_path: Path, ca: CertificateAuthority) -> None:
 
 
 def test_errors_name_the_file(tmp_path: Path, ca: CertificateAuthority) -> None:
-    """A missing or unreadable file is one message naming it, with none of its content."""
+    """A missing, unusable or encrypted file is one message naming it, with none of its
+    content (an encrypted key is never prompted for)."""
     files = _files(tmp_path, ca, ca.issue("s", ["localhost"]), auth=False)
     missing = TlsFiles(files.cert, files.key, tmp_path / "nope.pem")
     with pytest.raises(TlsError, match="nope.pem: no such file"):
         TlsContexts(missing)
+    encrypted = ca.issue("s", ["localhost"]).key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(b"secret"),
+    )
+    (tmp_path / "encrypted.key").write_bytes(encrypted)
+    with pytest.raises(TlsError, match="encrypted.key: the key is encrypted"):
+        TlsContexts(TlsFiles(files.cert, tmp_path / "encrypted.key", files.ca))
     (tmp_path / "junk.pem").write_text("not a certificate")
     with pytest.raises(TlsError, match="junk.pem: not a PEM CA bundle"):
         TlsContexts(TlsFiles(files.cert, files.key, tmp_path / "junk.pem"))
+
+
+def test_tls_flags_go_together(capsys: pytest.CaptureFixture[str]) -> None:
+    """TLS is on with all three of --tls-cert, --tls-key and --tls-ca; some of them, or
+    --tls-client-auth without them, stop the service at start-up with one line
+    (docs/api.md, "Processes and how they start")."""
+    assert load_settings(GatewaySettings, []).tls_files is None
+    files = load_settings(
+        BookieSettings,
+        ["--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-ca", "ca.pem", "--tls-client-auth"],
+    ).tls_files
+    assert files == TlsFiles(Path("c.pem"), Path("k.pem"), Path("ca.pem"), client_auth=True)
+    for argv in (["--tls-cert", "c.pem"], ["--tls-client-auth"]):
+        with pytest.raises(SystemExit) as stopped:
+            load_settings(GatewaySettings, argv, prog="gw")
+        assert stopped.value.code == 2
+        line = capsys.readouterr().err
+        assert line.startswith("gw: error: --tls-") and line.count("\n") == 1, line
+
+
+def test_unusable_files_stop_the_service(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A TLS file that cannot be used stops the service at start-up with one line naming
+    it (services/web/serve.py, ``tls_contexts``)."""
+    argv = ["--tls-cert", str(tmp_path / "c.pem"), "--tls-key", "k.pem", "--tls-ca", "ca.pem"]
+    with pytest.raises(SystemExit) as stopped:
+        tls_contexts(load_settings(GatewaySettings, argv), "gw")
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err == f"gw: error: TLS: {tmp_path / 'c.pem'}: no such file\n"
