@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
@@ -104,7 +105,9 @@ async def _connect(app: FastAPI, auditor: Auditor, store: MetadataStore) -> None
     log.info("auditor %s ready", auditor.id)
 
 
-def create_app(settings: AuditorSettings) -> FastAPI:
+def create_app(settings: AuditorSettings, ssl_context: ssl.SSLContext | None = None) -> FastAPI:
+    """The auditor's application; ``ssl_context`` (the client context of its TLS, None
+    when TLS is off) is what it reaches the bookies with (docs/security.md, "TLS")."""
     metrics = AuditorMetrics()
     secret = settings.cluster_secret
 
@@ -112,7 +115,7 @@ def create_app(settings: AuditorSettings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = MetadataStore(settings.zk_hosts, session_timeout_s=settings.zk_session_timeout)
         metrics.zookeeper.watch(store)
-        auditor = Auditor(settings, store, metrics)
+        auditor = Auditor(settings, store, metrics, ssl_context)
         app.state.store = store
         connecting = asyncio.create_task(_connect(app, auditor, store), name="auditor-connect")
         try:

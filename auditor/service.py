@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from typing import Any
 
@@ -50,7 +51,13 @@ log = logging.getLogger(__name__)
 
 
 class Auditor:
-    def __init__(self, settings: AuditorSettings, store: MetadataStore, metrics: AuditorMetrics):
+    def __init__(
+        self,
+        settings: AuditorSettings,
+        store: MetadataStore,
+        metrics: AuditorMetrics,
+        ssl_context: ssl.SSLContext | None = None,
+    ):
         self.settings = settings
         self.id = settings.address
         self.store = store
@@ -62,6 +69,7 @@ class Auditor:
             settings.cluster_secret,
             request_timeout_s=settings.bookie_request_timeout_ms / 1000,
             connect_timeout_s=min(2.0, settings.bookie_request_timeout_ms / 1000),
+            ssl_context=ssl_context,
         )
         self.watch = BookieWatch(int(settings.lost_bookie_delay * 1000))
         self.cookies: set[str] = set()

@@ -18,7 +18,7 @@ from bookie.storage import lock_data_dir
 from services.errors import DataDirInUse
 from services.json_logging import setup_logging
 from services.settings import BookieSettings, load_settings
-from services.web.serve import serve
+from services.web.serve import serve, tls_contexts
 
 PROG = "python -m bookie"
 EXIT_REFUSED = 3
@@ -32,6 +32,7 @@ def refuse(message: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     settings = load_settings(BookieSettings, argv, prog=PROG)
     setup_logging("bookie", settings.log_level)
+    tls = tls_contexts(settings, PROG)
     try:
         lock_data_dir(settings.data_dir)
     except DataDirInUse as exc:
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> None:
         signal.raise_signal(signum)
 
     signal.signal(signal.SIGTERM, after_sigterm)
-    serve(app, settings)
+    serve(app, settings, tls=tls)
     if app.state.refusal is not None:
         refuse(app.state.refusal)
 

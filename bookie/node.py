@@ -86,7 +86,9 @@ class BookieNode:
         self.metrics = metrics
         self.data_dir = Path(settings.data_dir)
         self.bookie_id = settings.address
-        self.address = f"http://{settings.address}"
+        # What it registers: HTTPS with TLS on (docs/security.md, "TLS").
+        scheme = "http" if settings.tls_files is None else "https"
+        self.address = f"{scheme}://{settings.address}"
         self.journal_sync = settings.journal_sync
         self.readonly_free_ratio = settings.readonly_free_ratio
         self.readonly = False

@@ -6,7 +6,7 @@ from gateway.app import create_app
 from gateway.limits import STREAM_MESSAGE_MAX_BYTES
 from services.json_logging import setup_logging
 from services.settings import GatewaySettings, load_settings
-from services.web.serve import serve
+from services.web.serve import serve, tls_contexts
 
 PROG = "python -m gateway"
 
@@ -14,7 +14,13 @@ PROG = "python -m gateway"
 def main(argv: list[str] | None = None) -> None:
     settings = load_settings(GatewaySettings, argv, prog=PROG)
     setup_logging("gateway", settings.log_level)
-    serve(create_app(settings), settings, websocket_message_max_bytes=STREAM_MESSAGE_MAX_BYTES)
+    tls = tls_contexts(settings, PROG)
+    serve(
+        create_app(settings, tls.client if tls else None),
+        settings,
+        websocket_message_max_bytes=STREAM_MESSAGE_MAX_BYTES,
+        tls=tls,
+    )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -125,7 +126,9 @@ async def _connect(
     log.info("gateway ready", extra={"fields": {"native": native.STATUS}})
 
 
-def create_app(settings: GatewaySettings) -> FastAPI:
+def create_app(settings: GatewaySettings, ssl_context: ssl.SSLContext | None = None) -> FastAPI:
+    """The gateway's application; ``ssl_context`` (the client context of its TLS, None
+    when TLS is off) is what it reaches the bookies with (docs/security.md, "TLS")."""
     metrics = GatewayMetrics()
     # The payload bytes in flight of all streams together (gateway/streams/session.py).
     stream_budget = ByteBudget(settings.streams_bytes_in_flight_max)
@@ -143,6 +146,7 @@ def create_app(settings: GatewaySettings) -> FastAPI:
             settings.cluster_secret,
             connect_timeout_s=settings.bookie_connect_timeout_ms / 1000,
             request_timeout_s=settings.bookie_request_timeout_ms / 1000,
+            ssl_context=ssl_context,
         )
         ctx = LedgerClientContext(
             settings=settings.ledger_client(),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -73,7 +74,9 @@ class WorkerStatus(BaseModel):
     in_flight: list[LedgerProgress]
 
 
-def _build(settings: ReplicatorSettings, metrics: ReplicatorMetrics) -> tuple[Any, ...]:
+def _build(
+    settings: ReplicatorSettings, metrics: ReplicatorMetrics, ssl_context: ssl.SSLContext | None
+) -> tuple[Any, ...]:
     store = MetadataStore(settings.zk_hosts, session_timeout_s=settings.zk_session_timeout)
     registry = BookieRegistry(store)
     timeout_ms = settings.bookie_request_timeout_ms
@@ -81,6 +84,7 @@ def _build(settings: ReplicatorSettings, metrics: ReplicatorMetrics) -> tuple[An
         settings.cluster_secret,
         connect_timeout_s=min(timeout_ms, BOOKIE_CONNECT_TIMEOUT_MS_MAX) / 1000,
         request_timeout_s=timeout_ms / 1000,
+        ssl_context=ssl_context,
     )
     ledgers = LedgerStore(store)
     rng = random.Random()
@@ -130,12 +134,14 @@ async def _start(
     await worker.run()
 
 
-def create_app(settings: ReplicatorSettings) -> FastAPI:
+def create_app(settings: ReplicatorSettings, ssl_context: ssl.SSLContext | None = None) -> FastAPI:
+    """The worker's application; ``ssl_context`` (the client context of its TLS, None
+    when TLS is off) is what it reaches the bookies with (docs/security.md, "TLS")."""
     metrics = ReplicatorMetrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        store, registry, pool, worker = _build(settings, metrics)
+        store, registry, pool, worker = _build(settings, metrics, ssl_context)
         metrics.zookeeper.watch(store)
         app.state.store = store
         running = asyncio.create_task(_start(app, store, registry, worker), name="replicator")

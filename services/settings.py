@@ -12,11 +12,12 @@ import sys
 from pathlib import Path
 from typing import TypeVar
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from services.ledger_client.settings import LedgerClientSettings
 from services.limits import BATCH_ENTRIES_MAX, BODY_SIZE_MAX_BYTES
+from services.tls.contexts import TlsFiles
 
 _HOSTPORT = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:\d{1,5}$")
 _RACK = re.compile(r"^[A-Za-z0-9._/\-]{1,64}$")
@@ -68,6 +69,44 @@ class CommonSettings(BaseSettings):
     connections_per_client_max: int = Field(
         512, ge=1, le=1_000_000, description="open connections per client address; more get 503"
     )
+
+    # TLS (docs/security.md, "TLS"): on when the three files are given, for the port
+    # and for every call to another service; one cluster is all TLS or all plain.
+    tls_cert: Path | None = Field(
+        None,
+        description="PEM certificate chain to serve HTTPS with (TLS is on when --tls-cert, "
+        "--tls-key and --tls-ca are all given)",
+    )
+    tls_key: Path | None = Field(
+        None,
+        description="PEM private key of --tls-cert, unencrypted (readable by the service only)",
+    )
+    tls_ca: Path | None = Field(
+        None,
+        description="PEM CA bundle that peers' certificates are verified against; with TLS "
+        "on, calls to other services are HTTPS and a bookie must be named by its id's host",
+    )
+    tls_client_auth: bool = Field(
+        False,
+        description="mutual TLS: refuse a client without a certificate signed by --tls-ca "
+        "(the services present their own)",
+    )
+
+    @model_validator(mode="after")
+    def _tls(self) -> CommonSettings:
+        given = [self.tls_cert, self.tls_key, self.tls_ca]
+        if any(given) and not all(given):
+            raise ValueError("--tls-cert, --tls-key and --tls-ca go together: give all three")
+        if self.tls_client_auth and not all(given):
+            raise ValueError("--tls-client-auth needs --tls-cert, --tls-key and --tls-ca")
+        return self
+
+    @property
+    def tls_files(self) -> TlsFiles | None:
+        """Where the TLS material is, or None when TLS is off."""
+        if self.tls_cert is None or self.tls_key is None or self.tls_ca is None:
+            return None
+        return TlsFiles(self.tls_cert, self.tls_key, self.tls_ca, self.tls_client_auth)
 
     @field_validator("zk")
     @classmethod
@@ -334,9 +373,11 @@ def load_settings(cls: type[S], argv: list[str] | None = None, prog: str | None 
         return cls(_cli_parse_args=args, _cli_prog_name=prog)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = "--" + "-".join(str(p) for p in first.get("loc", ())).replace("_", "-")
+        loc = first.get("loc", ())
+        # A check of several flags together (a model validator) names them itself.
+        where = "--" + "-".join(str(p) for p in loc).replace("_", "-") + ": " if loc else ""
         msg = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
-        print(f"{prog or 'quire'}: error: {where}: {msg}", file=sys.stderr)
+        print(f"{prog or 'quire'}: error: {where}{msg}", file=sys.stderr)
         raise SystemExit(2) from None
     except SettingsError as exc:
         print(f"{prog or 'quire'}: error: {exc}", file=sys.stderr)

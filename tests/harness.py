@@ -33,6 +33,7 @@ from services.cluster.processes import (
     stop_processes,
     tail,
 )
+from services.tls.contexts import TlsFiles
 
 if TYPE_CHECKING:
     from services.zk.store import MetadataStore
@@ -176,19 +177,32 @@ def _zk_frame(answers: BinaryIO) -> bytes | None:
 
 
 class Cluster:
-    """Processes of one test: services on free loopback ports under one chroot."""
+    """Processes of one test: services on free loopback ports under one chroot. With
+    ``tls`` every service serves HTTPS with these files (docs/security.md, "TLS"); the
+    ``client_auth`` of ``tls`` is left to each service's own flags."""
 
-    def __init__(self, zk_connect: str, zk_root: str, base_dir: Path, secret: str | None = None):
+    def __init__(
+        self,
+        zk_connect: str,
+        zk_root: str,
+        base_dir: Path,
+        secret: str | None = None,
+        tls: TlsFiles | None = None,
+    ):
         self.zk_connect = zk_connect
         self.zk_root = zk_root
         self.base_dir = base_dir
         self.secret = secret
+        self.tls = tls
         self.processes: list[ServiceProcess] = []
 
     def common_args(self) -> list[str]:
         args = ["--zk", self.zk_connect, "--zk-root", self.zk_root, "--zk-session-timeout", "4"]
         if self.secret:
             args += ["--cluster-secret", self.secret]
+        if self.tls:
+            args += ["--tls-cert", str(self.tls.cert), "--tls-key", str(self.tls.key)]
+            args += ["--tls-ca", str(self.tls.ca)]
         return args
 
     def start(
@@ -210,6 +224,8 @@ class Cluster:
             self.base_dir / "logs" / f"{label}.log",
             env=env,
             name=label,
+            tls_ca=self.tls.ca if self.tls else None,
+            tls_client=(self.tls.cert, self.tls.key) if self.tls else None,
         )
         self.processes.append(proc)
         proc.start()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
@@ -44,10 +45,16 @@ class CallbackAdds:
     raises."""
 
     def __init__(
-        self, host: str, port: int, headers: Mapping[str, str], connect_timeout_s: float
+        self,
+        host: str,
+        port: int,
+        headers: Mapping[str, str],
+        connect_timeout_s: float,
+        ssl_context: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
     ) -> None:
         self.address = f"{host}:{port}"
-        self.channel = AddChannel(host, port, connect_timeout_s)
+        self.channel = AddChannel(host, port, connect_timeout_s, ssl_context, server_hostname)
         fixed = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
         self._head_start = (
             f"POST /v1/entries HTTP/1.1\r\nHost: {self.address}\r\nContent-Length: "

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import ssl
 import time
 from collections.abc import Callable
 
@@ -205,10 +206,20 @@ class AddChannel:
     """Callback-driven requests to one bookie on keep-alive connections of its own (the
     module docstring)."""
 
-    def __init__(self, host: str, port: int, connect_timeout_s: float) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        connect_timeout_s: float,
+        ssl_context: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
+    ) -> None:
         self.host = host
         self.port = port
         self.connect_timeout_s = connect_timeout_s
+        # TLS as the transport's (services/bookie_client/transport.py).
+        self.ssl_context = ssl_context
+        self.server_hostname = (server_hostname or host) if ssl_context is not None else None
         self._idle: list[_AddConnection] = []
         self._busy: set[_AddConnection] = set()
         self._connecting: set[asyncio.Task[None]] = set()
@@ -261,7 +272,11 @@ class AddChannel:
         try:
             async with asyncio.timeout(wait_s):
                 _, conn = await loop.create_connection(
-                    lambda: _AddConnection(self), self.host, self.port
+                    lambda: _AddConnection(self),
+                    self.host,
+                    self.port,
+                    ssl=self.ssl_context,
+                    server_hostname=self.server_hostname,
                 )
         except TimeoutError:
             self._end(request, ProtocolError(f"connect timed out after {wait_s:g}s"))

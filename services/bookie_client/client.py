@@ -41,6 +41,12 @@ status, a malformed answer, and every transport error (refused, reset,
 timeout) become ``BookieUnavailable`` raised from the cause. The cluster secret
 is sent in a header and never appears in a message or a log line.
 
+TLS. With an ``ssl_context`` every connection to the bookie is TLS, and the bookie's
+certificate must be signed by the context's CA bundle and name ``server_hostname``
+(default: the host it is reached at); ``BookieClientPool`` passes the host part of the
+bookie's id, so a bookie is verified against what it registered as
+(docs/security.md, "TLS").
+
 Request ids. A call made while a request is served (services/request_ids.py:
 ``REQUEST_ID`` is set) sends that id as ``X-Request-Id``, so the bookie's log lines
 of the call carry the id of the gateway request behind it.
@@ -51,6 +57,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import ssl
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -125,6 +132,8 @@ class BookieClient:
         connections_max: int = CONNECTIONS_MAX,
         long_polls_max: int = LONG_POLLS_MAX,
         transport: HttpTransport | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
     ) -> None:
         self.host, self.port = split_address(address)
         self.address = f"{self.host}:{self.port}"
@@ -139,6 +148,8 @@ class BookieClient:
             self.port,
             connect_timeout_s=connect_timeout_s,
             connections_max=connections_max,
+            ssl_context=ssl_context,
+            server_hostname=server_hostname,
         )
         # Long polls hold a connection for up to LAC_WAIT_MAX_MS; they get their own.
         self._poll_transport: HttpTransport = (
@@ -149,11 +160,15 @@ class BookieClient:
                 self.port,
                 connect_timeout_s=connect_timeout_s,
                 connections_max=long_polls_max,
+                ssl_context=ssl_context,
+                server_hostname=server_hostname,
             )
         )
 
         # The gateway's batched adds (``start_add``): callbacks, no task per request.
-        self._adds = CallbackAdds(self.host, self.port, self._headers, connect_timeout_s)
+        self._adds = CallbackAdds(
+            self.host, self.port, self._headers, connect_timeout_s, ssl_context, server_hostname
+        )
 
     def __repr__(self) -> str:  # no secret here
         return f"BookieClient({self.address!r})"

@@ -7,6 +7,12 @@ several times the client CPU per request and served fewer requests a second
 (benchmarks/README.md, "Measured choices"). Anything that speaks ``HttpTransport``
 can be given to ``BookieClient`` instead.
 
+With an ``ssl_context`` the connections are TLS (docs/security.md, "TLS"): the bookie's
+certificate is verified against the context's CA bundle and its name against
+``server_hostname``, the host part of the bookie's id, which is what the bookie is
+(the address it is reached at may differ). The handshake is part of the connect and of
+its time-out; a bookie that fails it is unavailable like one that refuses connections.
+
 A request holds one connection from write to the end of the response body; a
 connection is reused only after a complete response that did not say
 ``Connection: close``. Any error, timeout or cancellation in the middle
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -99,11 +106,15 @@ class StreamTransport:
         *,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
         connections_max: int = CONNECTIONS_MAX,
+        ssl_context: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
     ) -> None:
         if connections_max < 1:
             raise ValueError("connections_max must be at least 1")
         self.host = host
         self.port = port
+        self.ssl_context = ssl_context
+        self.server_hostname = (server_hostname or host) if ssl_context is not None else None
         self.connect_timeout_s = connect_timeout_s
         self.connections_max = connections_max
         self._host_header = f"{host}:{port}"
@@ -156,7 +167,11 @@ class StreamTransport:
         try:
             async with asyncio.timeout(self.connect_timeout_s):
                 reader, writer = await asyncio.open_connection(
-                    self.host, self.port, limit=RESPONSE_HEAD_MAX_BYTES
+                    self.host,
+                    self.port,
+                    limit=RESPONSE_HEAD_MAX_BYTES,
+                    ssl=self.ssl_context,
+                    server_hostname=self.server_hostname,
                 )
         except TimeoutError as exc:
             raise ProtocolError(f"connect timed out after {self.connect_timeout_s:g}s") from exc
@@ -293,11 +308,9 @@ async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
 
 
 def split_address(address: str) -> tuple[str, int]:
-    """``host:port`` or ``http://host:port[/]`` → (host, port)."""
-    rest = address.strip()
-    if rest.startswith("https://"):
-        raise ValueError(f"bookie address {address!r}: https is not supported")
-    rest = rest.removeprefix("http://").rstrip("/")
+    """``host:port`` or ``http[s]://host:port[/]`` → (host, port). Whether the bookie
+    is reached over TLS is the client's setting, not the address's."""
+    rest = address.strip().removeprefix("https://").removeprefix("http://").rstrip("/")
     host, sep, port = rest.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"bookie address must be host:port, got {address!r}")

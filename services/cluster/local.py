@@ -75,7 +75,6 @@ from services.cluster.processes import (
     ServiceProcess,
     ZooKeeperProcess,
     ended,
-    health_ok,
     port_is_open,
     stop_processes,
     tail,
@@ -276,9 +275,7 @@ class LocalCluster:
             self._spawn(proc)
             started.append(proc)
         for proc in started:
-            self._wait(
-                proc, lambda p=proc: health_ok(p.url), "healthy", self.config.start_deadline_s
-            )
+            self._wait(proc, proc.healthy, "healthy", self.config.start_deadline_s)
             self.ui.started(self._describe(proc, proc.url))
 
     def _spawn(self, proc: ManagedProcess) -> None:

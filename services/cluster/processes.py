@@ -13,6 +13,7 @@ import os
 import random
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -377,15 +378,22 @@ class ZooKeeperProcess(ManagedProcess):
         self.wait_until(lambda: zookeeper_ready(self.host, self.port), deadline_s, "serving")
 
 
-def health_ok(url: str) -> bool:
+def health_ok(url: str, verify: ssl.SSLContext | bool = True) -> bool:
+    """Whether ``url``'s ``/health`` answers 200 (over HTTPS, verified with ``verify``)."""
     try:
-        return httpx.get(f"{url}/health", timeout=1.0).status_code == 200
+        return httpx.get(f"{url}/health", timeout=1.0, verify=verify).status_code == 200
     except httpx.HTTPError:
         return False
 
 
 class ServiceProcess(ManagedProcess):
-    """A Quire service (``python -m bookie`` …) with its URL and readiness check."""
+    """A Quire service (``python -m bookie`` …) with its URL and readiness check.
+
+    ``tls_ca``: the service serves HTTPS (its ``--tls-*`` flags are among ``args`` or in
+    ``env``), and its certificate is verified against this CA bundle, for the name
+    ``host`` (docs/security.md, "TLS"). ``client_context`` is what a caller reaches it
+    with: the CA, and ``tls_client`` (a certificate and key) when the service requires
+    client certificates."""
 
     def __init__(
         self,
@@ -397,23 +405,42 @@ class ServiceProcess(ManagedProcess):
         env: dict[str, str] | None = None,
         name: str | None = None,
         spawner: Spawner | None = None,
+        tls_ca: Path | None = None,
+        tls_client: tuple[Path, Path] | None = None,
     ):
         self.module = module
         self.host = host
         self.port = port
+        self.tls_ca = tls_ca
+        self.tls_client = tls_client
         argv = [sys.executable, "-m", module, "--host", host, "--port", str(port), *args]
         super().__init__(name or f"{module}@{host}:{port}", argv, log_path, env, spawner)
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        scheme = "http" if self.tls_ca is None else "https"
+        return f"{scheme}://{self.host}:{self.port}"
+
+    def client_context(self) -> ssl.SSLContext | None:
+        """The TLS context to call this service with; None without TLS."""
+        if self.tls_ca is None:
+            return None
+        context = ssl.create_default_context(cafile=self.tls_ca)
+        if self.tls_client is not None:
+            context.load_cert_chain(*self.tls_client)
+        return context
 
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
     def wait_healthy(self, deadline_s: float = 30.0) -> None:
-        self.wait_until(lambda: health_ok(self.url), deadline_s, "healthy")
+        verify = self.client_context() or True
+        self.wait_until(lambda: health_ok(self.url, verify), deadline_s, "healthy")
+
+    def healthy(self) -> bool:
+        """Whether its ``/health`` answers 200 now (over TLS with ``client_context``)."""
+        return health_ok(self.url, self.client_context() or True)
 
     def restart(self, deadline_s: float = 30.0) -> None:
         self.stop()

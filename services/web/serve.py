@@ -6,6 +6,15 @@ connections per client address, JSON answers of its own), ``MethodsMiddleware``
 (services/web/methods.py: ``HEAD`` of GET routes, ``Allow`` on 405) and, outermost,
 ``AccessMiddleware`` (services/web/access.py: ``X-Request-Id``, the access log, slow
 requests) around the app.
+
+With TLS (``tls_contexts``: the ``--tls-*`` flags, docs/security.md "TLS") the port
+speaks HTTPS only, WebSocket included (wss): the server context of the service's
+``TlsContexts`` is handed to uvicorn, and every listening socket is wrapped with it; a
+client speaking plain HTTP fails the handshake and is closed without an answer. The
+bounded protocol runs unchanged above TLS: a connection is admitted, timed and counted
+once its handshake is done. SIGHUP re-reads the certificate, key and CA bundle into the
+live contexts (``TlsContexts.reload``): new handshakes use them, connections in progress
+go on with theirs.
 """
 
 from __future__ import annotations
@@ -15,13 +24,16 @@ import gc
 import logging
 import os
 import resource
+import signal
 import socket
+import sys
 from typing import cast
 
 import uvicorn
 from fastapi import FastAPI
 
 from services.settings import CommonSettings
+from services.tls.contexts import TlsContexts, TlsError
 from services.web import limits
 from services.web.access import AccessMiddleware
 from services.web.limits import ServerLimits
@@ -56,14 +68,32 @@ def connections_allowed(wanted: int) -> int:
     return wanted
 
 
+def tls_contexts(settings: CommonSettings, prog: str) -> TlsContexts | None:
+    """The service's TLS contexts when its ``--tls-*`` flags turn TLS on, else None. A
+    file that cannot be used ends the process at start-up with one line naming it
+    (exit 2, as an impossible flag)."""
+    files = settings.tls_files
+    if files is None:
+        return None
+    try:
+        return TlsContexts(files)
+    except TlsError as exc:
+        print(f"{prog}: error: TLS: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+
+
 def server_config(
-    app: FastAPI, settings: CommonSettings, websocket_message_max_bytes: int | None = None
+    app: FastAPI,
+    settings: CommonSettings,
+    websocket_message_max_bytes: int | None = None,
+    tls: TlsContexts | None = None,
 ) -> uvicorn.Config:
     """The uvicorn configuration of a service: its app wrapped for request ids and the
     access log, HEAD and Allow, served by the bounded protocol. With
     ``websocket_message_max_bytes`` the service also speaks WebSocket (websockets'
     sans-I/O protocol, no compression), with messages up to that size; a larger one is
-    refused by the protocol itself (close code 1009)."""
+    refused by the protocol itself (close code 1009). With ``tls`` the port speaks
+    HTTPS with its server context (the module docstring)."""
     server_limits = ServerLimits.from_settings(settings)
     allowed = connections_allowed(server_limits.connections_max)
     if allowed != server_limits.connections_max:
@@ -95,6 +125,8 @@ def server_config(
         # Admission is the protocol's (per client address, JSON answers), not uvicorn's.
         limit_concurrency=None,
         lifespan="on",
+        # The live context itself, not one uvicorn builds: SIGHUP reloads it in place.
+        ssl_context_factory=None if tls is None else (lambda _config, _default: tls.server),
     )
 
 
@@ -117,12 +149,21 @@ class FrozenHeapServer(uvicorn.Server):
     servers with the same protocol factory (closed with the others by uvicorn's
     shutdown). The price: every new connection also wakes the other watchers, whose
     ``accept`` finds nothing; 8 watchers cost little loop CPU per connection, 16 more
-    (same section)."""
+    (same section).
+
+    With ``tls``, SIGHUP reloads the TLS files into the live contexts (module
+    docstring)."""
+
+    def __init__(self, config: uvicorn.Config, tls: TlsContexts | None = None) -> None:
+        super().__init__(config)
+        self.tls = tls
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started:
             await self._watch_accepts(limits.ACCEPT_WATCHERS)
+            if self.tls is not None:
+                asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.tls.reload_logged)
         gc.collect()
         gc.freeze()
 
@@ -145,17 +186,21 @@ class FrozenHeapServer(uvicorn.Server):
                     duplicate = socket.socket(fileno=os.dup(listening.fileno()))
                     self.servers.append(
                         await loop.create_server(
-                            create_protocol, sock=duplicate, backlog=config.backlog
+                            create_protocol, sock=duplicate, ssl=config.ssl, backlog=config.backlog
                         )
                     )
 
 
 def serve(
-    app: FastAPI, settings: CommonSettings, websocket_message_max_bytes: int | None = None
+    app: FastAPI,
+    settings: CommonSettings,
+    websocket_message_max_bytes: int | None = None,
+    tls: TlsContexts | None = None,
 ) -> None:
     """Serve ``app`` on the settings' host and port until SIGINT/SIGTERM (with WebSocket
-    when ``websocket_message_max_bytes`` is given: ``server_config``)."""
-    server = FrozenHeapServer(server_config(app, settings, websocket_message_max_bytes))
+    when ``websocket_message_max_bytes`` is given, over TLS with ``tls``:
+    ``server_config``)."""
+    server = FrozenHeapServer(server_config(app, settings, websocket_message_max_bytes, tls), tls)
     server.run()
     if not server.started:
         # Start-up failed (the lifespan raised): uvicorn has logged why.

@@ -125,7 +125,11 @@ class BookieRegistry:
             else:
                 try:
                     doc = json.loads(node.data)
-                    address = str(doc.get("address") or bookie_id).removeprefix("http://")
+                    address = (
+                        str(doc.get("address") or bookie_id)
+                        .removeprefix("https://")
+                        .removeprefix("http://")
+                    )
                     state = str(doc.get("state") or "writable")
                     instance = doc.get("instance_id")
                     instance = str(instance) if instance else None

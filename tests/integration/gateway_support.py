@@ -17,6 +17,7 @@ import httpx
 from kazoo.client import KazooClient
 
 from services.cluster.processes import ServiceProcess
+from services.tls.contexts import TlsFiles
 from tests.harness import Cluster, fresh_chroot, wait_for
 
 # Small enough to keep the tests fast, big enough to cross a few pages.
@@ -42,7 +43,11 @@ class Gateway:
         if local_address:
             transport = httpx.HTTPTransport(local_address=local_address)
         self.http = httpx.Client(
-            base_url=proc.url, headers=headers, timeout=timeout_s, transport=transport
+            base_url=proc.url,
+            headers=headers,
+            timeout=timeout_s,
+            transport=transport,
+            verify=proc.client_context() or True,  # a TLS gateway: its test CA
         )
 
     @property
@@ -327,11 +332,13 @@ def check_read_back(
 
 
 @contextmanager
-def module_cluster(zookeeper, base_dir: Path, secret: str | None = None) -> Iterator[Cluster]:  # type: ignore[no-untyped-def]
+def module_cluster(  # type: ignore[no-untyped-def]
+    zookeeper, base_dir: Path, secret: str | None = None, tls: TlsFiles | None = None
+) -> Iterator[Cluster]:
     """A cluster shared by the tests of one module (its own chroot), stopped by pid and
-    its chroot deleted at the end, also on failure."""
+    its chroot deleted at the end, also on failure; every service over TLS with ``tls``."""
     root = fresh_chroot()
-    c = Cluster(zookeeper.connect_string, root, base_dir, secret)
+    c = Cluster(zookeeper.connect_string, root, base_dir, secret, tls)
     try:
         yield c
     finally:

@@ -5,6 +5,7 @@ records every acknowledgement and the error that ended the stream."""
 from __future__ import annotations
 
 import json
+import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +42,10 @@ class Stream:
         password: str | None = None,
         auth_message: dict[str, str] | None = None,
         expect_credits: bool = True,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> Stream:
+        """A stream to ``path``; over wss when ``http_url`` is https (with
+        ``ssl_context``)."""
         headers = {}
         if token is not None:
             headers["Authorization"] = f"Bearer {token}"
@@ -53,6 +57,7 @@ class Stream:
             open_timeout=10,
             close_timeout=5,
             max_size=None,
+            ssl=ssl_context,
         )
         stream = cls(connector.__enter__(), connector)
         if auth_message is not None:

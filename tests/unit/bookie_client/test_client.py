@@ -372,11 +372,13 @@ def test_keep_alive_connections_are_reused_and_bounded():
 
 
 def test_split_address():
-    """Addresses are host:port, with or without http:// and a trailing slash."""
+    """Addresses are host:port, with or without http:// or https:// (a TLS bookie
+    registers the latter) and a trailing slash."""
     assert split_address("10.0.0.1:3181") == ("10.0.0.1", 3181)
     assert split_address("http://b1:80/") == ("b1", 80)
+    assert split_address("https://b1:443") == ("b1", 443)
     assert split_address("http://[::1]:3181") == ("::1", 3181)
-    for bad in ("b1", "http://b1", "b1:x", "https://b1:1", "b1:70000"):
+    for bad in ("b1", "http://b1", "https://b1", "b1:x", "b1:70000"):
         with pytest.raises(ValueError):
             split_address(bad)
 
