@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+
 from gateway.app import create_app
+from gateway.http.scopes import TokenFileError
 from gateway.limits import STREAM_MESSAGE_MAX_BYTES
 from services.json_logging import setup_logging
 from services.settings import GatewaySettings, load_settings
@@ -14,7 +17,12 @@ PROG = "python -m gateway"
 def main(argv: list[str] | None = None) -> None:
     settings = load_settings(GatewaySettings, argv, prog=PROG)
     setup_logging("gateway", settings.log_level)
-    serve(create_app(settings), settings, websocket_message_max_bytes=STREAM_MESSAGE_MAX_BYTES)
+    try:
+        app = create_app(settings)
+    except TokenFileError as exc:  # one line, as an impossible setting is refused
+        print(f"{PROG}: error: --token-file {settings.token_file}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    serve(app, settings, websocket_message_max_bytes=STREAM_MESSAGE_MAX_BYTES)
 
 
 if __name__ == "__main__":
