@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+
 from gateway.app import create_app
+from gateway.http.scopes import TokenFileError
 from gateway.limits import STREAM_MESSAGE_MAX_BYTES
 from services.json_logging import setup_logging
 from services.settings import GatewaySettings, load_settings
@@ -15,12 +18,12 @@ def main(argv: list[str] | None = None) -> None:
     settings = load_settings(GatewaySettings, argv, prog=PROG)
     setup_logging("gateway", settings.log_level)
     tls = tls_contexts(settings, PROG)
-    serve(
-        create_app(settings, tls.client if tls else None),
-        settings,
-        websocket_message_max_bytes=STREAM_MESSAGE_MAX_BYTES,
-        tls=tls,
-    )
+    try:
+        app = create_app(settings, tls.client if tls else None)
+    except TokenFileError as exc:  # one line, as an impossible setting is refused
+        print(f"{PROG}: error: --token-file {settings.token_file}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    serve(app, settings, websocket_message_max_bytes=STREAM_MESSAGE_MAX_BYTES, tls=tls)
 
 
 if __name__ == "__main__":

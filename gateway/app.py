@@ -1,8 +1,9 @@
 """The gateway's FastAPI application.
 
-``create_app`` builds the application without I/O (the OpenAPI document is
-exported from it anywhere); the lifespan builds the gateway, serves at once and
-connects to ZooKeeper and starts the bookie registry view in the background
+``create_app`` builds the application without I/O but the token file's first read
+(the OpenAPI document is exported from it anywhere, with no token file); the lifespan
+builds the gateway, reloads the token file when it changes, serves at once and connects
+to ZooKeeper and starts the bookie registry view in the background
 (``/health`` says 503 and ``/v1/`` calls 503 ``unavailable`` until then), and on
 shutdown fails what is still waiting and closes everything.
 """
@@ -15,6 +16,7 @@ import random
 import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -22,9 +24,10 @@ from gateway.admin import page as admin_page
 from gateway.admin import routes as admin
 from gateway.admin.service import AdminService
 from gateway.fastpath import AddFastPath, AddRoutes
-from gateway.http.auth import TokenMiddleware, TokenPolicy, token_required
+from gateway.http.auth import TokenMiddleware, TokenPolicy, document_forbidden, token_required
 from gateway.http.openapi_examples import add_examples
 from gateway.http.openapi_links import LINKS
+from gateway.http.token_file import TokenFile
 from gateway.ledgers import routes as ledgers
 from gateway.limits import REGISTRY_RETRY_DELAY_S
 from gateway.logs import routes as logs
@@ -55,7 +58,9 @@ DESCRIPTION = """The public API of a Quire gateway: ledgers (quorum writes, fenc
 reads) and the Admin API (cluster, bookies, under-replication, decommission) — see
 docs/api.md. Errors are `{"error": CODE, "message": TEXT}`. When the gateway runs
 with `--api-token`, every `/v1/` call needs `Authorization: Bearer <token>`; `/v1/admin/`
-calls need the admin token when `--admin-token` is set.
+calls need the admin token when `--admin-token` is set. With `--token-file`, scoped tokens
+(read, write or admin over ledger ids and log-name prefixes) are accepted too; a known
+token whose scope does not cover a call is 403 `forbidden`.
 
 ## Streaming appends (WebSocket)
 
@@ -88,8 +93,9 @@ TOKEN_SCHEME = {
     "scheme": "bearer",
     "description": "`Authorization: Bearer <token>`: required on /v1 calls when the gateway "
     "runs with --api-token (the admin token is accepted too), on /v1/admin calls when it runs "
-    "with --admin-token (then only the admin token); optional otherwise. The document a "
-    "gateway serves marks it required exactly where that gateway requires it.",
+    "with --admin-token (then only the admin token), on every /v1 call when it runs with "
+    "--token-file (a scoped token of the file, or one of the two); optional otherwise. The "
+    "document a gateway serves marks it required exactly where that gateway requires it.",
 }
 
 
@@ -126,9 +132,19 @@ async def _connect(
     log.info("gateway ready", extra={"fields": {"native": native.STATUS}})
 
 
+def _finish_openapi(doc: dict[str, Any]) -> None:
+    """The gateway's additions to its OpenAPI document: examples, and the 403 of scoped
+    tokens on every /v1 operation."""
+    add_examples(doc)
+    document_forbidden(doc)
+
+
 def create_app(settings: GatewaySettings, ssl_context: ssl.SSLContext | None = None) -> FastAPI:
     """The gateway's application; ``ssl_context`` (the client context of its TLS, None
-    when TLS is off) is what it reaches the bookies with (docs/security.md, "TLS")."""
+    when TLS is off) is what it reaches the bookies with (docs/security.md, "TLS").
+    ``TokenFileError`` when ``--token-file`` cannot be used."""
+    # Read now: a gateway never serves a moment without its tokens.
+    token_file = TokenFile(settings.token_file) if settings.token_file is not None else None
     metrics = GatewayMetrics()
     # The payload bytes in flight of all streams together (gateway/streams/session.py).
     stream_budget = ByteBudget(settings.streams_bytes_in_flight_max)
@@ -169,14 +185,18 @@ def create_app(settings: GatewaySettings, ssl_context: ssl.SSLContext | None = N
         connecting = asyncio.create_task(
             _connect(app, gateway, store, registry, admin_service), name="gateway-connect"
         )
+        tasks = [connecting]
+        if token_file is not None:
+            tasks.append(asyncio.create_task(token_file.watch(), name="gateway-token-file"))
         try:
             yield
         finally:
             app.state.gateway = None
             app.state.admin = None
             app.state.metadata_store = None
-            connecting.cancel()
-            await asyncio.gather(connecting, return_exceptions=True)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             await gateway.aclose()
             await pool.aclose()
             await store.stop()
@@ -194,14 +214,16 @@ def create_app(settings: GatewaySettings, ssl_context: ssl.SSLContext | None = N
         app,
         "bearerToken",
         TOKEN_SCHEME,
-        lambda path: token_required(path, settings.api_token, settings.admin_token),
+        lambda path: token_required(
+            path, settings.api_token, settings.admin_token, token_file is not None
+        ),
         LINKS,
-        add_examples,
+        _finish_openapi,
     )
     app.state.gateway = None
     app.state.admin = None
     app.state.metadata_store = None
-    app.state.token_required = bool(settings.api_token or settings.admin_token)
+    app.state.token_required = bool(settings.api_token or settings.admin_token or token_file)
     app.state.stream_budget = stream_budget
     app.state.body_budget = body_budget
     install_error_handlers(app)
@@ -219,7 +241,7 @@ def create_app(settings: GatewaySettings, ssl_context: ssl.SSLContext | None = N
     app.include_router(logs.router)
     app.include_router(admin.router)
     app.include_router(admin_page.router)
-    tokens = TokenPolicy(settings.api_token, settings.admin_token)
+    tokens = TokenPolicy(settings.api_token, settings.admin_token, token_file)
     app.add_middleware(TokenMiddleware, policy=tokens)
     if settings.fast_path:  # below FastAPI's stack, with the same token check
         routes = AddRoutes(lambda: app.state.gateway, tokens.allows, body_budget)

@@ -26,6 +26,13 @@ ANSWER_TEMPLATES_MAX = 16
 # A gateway whose bookie registry view failed to start tries again after this pause
 # (gateway/app.py).
 REGISTRY_RETRY_DELAY_S = 1.0
+# The token file (gateway/http/scopes.py, token_file.py): its size, its tokens, the
+# ledger ids, ranges and log patterns one token lists, and how often its modification
+# time is looked at (a reload is also asked for with SIGHUP).
+TOKEN_FILE_SIZE_MAX_BYTES = 4 * 1024 * 1024
+TOKENS_MAX = 10_000
+TOKEN_COVERS_MAX = 1_000
+TOKEN_FILE_POLL_S = 1.0
 
 # Ledgers (gateway/ledgers/schemas.py).
 

@@ -18,6 +18,7 @@ at its creation with ``InvariantViolation``.
     QuireError (500 internal)
     +-- InvalidArgument (400)
     +-- Unauthorized (401)
+    +-- Forbidden (403)
     +-- NotFound (404 not_found)
     |   +-- LedgerNotFound, EntryNotFound, LogNotFound, BookieNotFound
     |   +-- NodeNotFound                      (metadata store)
@@ -136,6 +137,12 @@ class Unauthorized(QuireError):
     """Missing or wrong token, cluster secret or ledger password."""
 
     code, http_status = "unauthorized", 401
+
+
+class Forbidden(QuireError):
+    """A known token whose scope does not allow the call (the gateway's token file)."""
+
+    code, http_status = "forbidden", 403
 
 
 class NotFound(QuireError):

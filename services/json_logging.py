@@ -1,7 +1,10 @@
 """Structured logs: one JSON object per line, on stderr.
 
 Secrets never reach a log: the formatter masks the values of known secret
-fields, and code never logs tokens, passwords or the cluster secret.
+fields, and the secrets in the dumps a library writes at debug level (the websockets
+handshake logs every header as ``< name: value``, and each frame, a stream's auth message
+``{"token": ...}`` included), and code never logs tokens, passwords or the cluster
+secret.
 
 A line emitted while a request is served carries its id as ``request_id``
 (services/request_ids.py): ``RequestIdFilter`` on the handler copies it onto the
@@ -12,12 +15,29 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 
 from services.request_ids import REQUEST_ID
 
 _SECRET_KEYS = ("secret", "token", "password", "authorization")
+# A header line of a library's debug dump whose value is a secret: kept up to the colon.
+_SECRET_HEADER_LINE = re.compile(
+    r"^([<>] (?:proxy-)?authorization|[<>] x-ledger-password|[<>] x-cluster-secret"
+    r"|[<>] cookie)(\s*:).*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+# The token or password of a WebSocket auth message in a library's dump of a frame
+# (gateway/streams/session.py), maybe cut short: masked up to its closing quote.
+_SECRET_JSON_VALUE = re.compile(r"""(["'](?:token|password)["']\s*:\s*["'])[^"']*""")
+
+
+def _masked(message: str) -> str:
+    """``message`` with the secrets of library dumps masked (the module docstring)."""
+    if ":" not in message:
+        return message
+    return _SECRET_JSON_VALUE.sub(r"\1***", _SECRET_HEADER_LINE.sub(r"\1\2 ***", message))
 
 
 class RequestIdFilter(logging.Filter):
@@ -41,7 +61,7 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname.lower(),
             "service": self.service,
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": _masked(record.getMessage()),
         }
         request_id = getattr(record, "request_id", None)
         if request_id is not None:

@@ -178,6 +178,12 @@ class GatewaySettings(CommonSettings):
     port: int = Field(8080, ge=1, le=65535, description="port to listen on")
     api_token: str | None = Field(None, description="token every /v1/ call needs")
     admin_token: str | None = Field(None, description="token /v1/admin/ calls need")
+    token_file: Path | None = Field(
+        None,
+        description="TOML file of scoped tokens (read, write or admin over ledger ids and "
+        "log-name prefixes; their SHA-256 only), beside the two tokens above; reloaded when "
+        "it changes and on SIGHUP",
+    )
     # Tunables of the write and read paths (docs/style.md §5): each a flag and a QUIRE_*
     # variable, with its unit last. Those of the ledger client have its names and its
     # defaults (services/ledger_client/settings.py; tests/unit/test_settings.py checks).

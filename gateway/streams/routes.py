@@ -4,7 +4,8 @@ protocol). A plain GET of these paths (no upgrade) is 400 ``invalid_argument``.
 
 Each connection is accepted first, so that every refusal is a message with docs/api.md's
 error code and a close code a browser can read (4000 + the HTTP status), never a
-failed handshake: the token (``gateway/http/auth.py``), then the target (400 bad id or name,
+failed handshake: the token (``gateway/http/auth.py``: 401, or 403 for a scope that does
+not allow appending there), then the target (400 bad id or name,
 404, the ledger password: 401, this gateway not the writer: 409), then the credits.
 """
 
@@ -33,6 +34,7 @@ from gateway.streams.session import (
 )
 from gateway.streams.targets import LedgerTarget, LogTarget
 from services.errors import (
+    Forbidden,
     InvalidArgument,
     NotFound,
     QuireError,
@@ -60,18 +62,26 @@ class _Auth:
 
     def __init__(self, ws: WebSocket) -> None:
         self.ws = ws
-        self.authorized, self.check_token = websocket_authorization(ws.scope)
+        self.refusal, self.check_token = websocket_authorization(ws.scope)
         self.password = ws.headers.get(PASSWORD_HEADER)
         self.message: dict[str, str] | None = None
 
     async def token(self) -> None:
-        if self.authorized:
+        """Return once a token allows the stream: the headers', or (when they carried
+        none the gateway knows) the auth message's; raise the refusal otherwise. A known
+        token whose scope is short is refused at once (403)."""
+        if self.refusal is None:
             return
+        if isinstance(self.refusal, Forbidden):
+            raise self.refusal
         doc = await self._message()
         token = doc.get("token")
-        if token is None or not self.check_token(token):
+        if token is None:
             raise Unauthorized("missing or wrong token")
-        self.authorized = True
+        refusal = self.check_token(token)
+        if refusal is not None:
+            raise refusal
+        self.refusal = None
 
     async def ledger_password(self, needed: bool) -> str | None:
         if needed and self.password is None:
@@ -162,20 +172,19 @@ async def stream_log_plain(name: str, request: Request) -> None:
 
 def websocket_fallback(default: ASGIApp) -> ASGIApp:
     """The router's default for what no route matched: a WebSocket upgrade there gets an
-    HTTP answer with a docs/api.md error (401 first when the headers lack a required token,
-    as unknown /v1 routes do; else 404 not_found) rather than Starlette's bare 403;
+    HTTP answer with a docs/api.md error (401 or 403 first when the headers lack a token
+    allowed there, as unknown /v1 routes do; else 404 not_found) rather than Starlette's bare 403;
     anything else goes to ``default``."""
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "websocket":
             await default(scope, receive, send)
             return
-        authorized, _ = websocket_authorization(scope)
+        refused, _ = websocket_authorization(scope)
         v1 = scope["path"] == "/v1" or scope["path"].startswith("/v1/")
-        if v1 and not authorized:
-            refusal: QuireError = Unauthorized("missing or wrong bearer token")
-        else:
-            refusal = NotFound("no WebSocket at this path")
+        refusal: QuireError = NotFound("no WebSocket at this path")
+        if v1 and refused is not None:
+            refusal = refused
         body = error_body(refusal)
         await send(
             {

@@ -10,12 +10,13 @@ from collections.abc import Callable
 from typing import Any
 
 from gateway import operations as ops
+from gateway.http.auth import TokenCheck
 from gateway.logs import operations as log_ops
 from gateway.logs.writer import AppendOrder, AppendTurn, LogWriter
 from gateway.passwords import check_password
 from gateway.service import Gateway
 from gateway.streams.session import StreamRecord, ledger_ack_json, log_ack_json, retrieve
-from services.errors import InvalidArgument, NotWriter, Unauthorized
+from services.errors import InvalidArgument, NotWriter
 from services.ledger_client.runners.write import AddOutcome, HandleRunner
 
 Acks = list[str]  # one JSON text per record (gateway/streams/session.py, ``ledger_ack_json``)
@@ -28,13 +29,14 @@ class _Authorized:
 
     password_hash: str | None = None
 
-    def __init__(self, check_token: Callable[[str], bool]) -> None:
+    def __init__(self, check_token: TokenCheck) -> None:
         self.check_token = check_token
 
     async def late_auth(self, doc: dict[str, Any]) -> None:
         token = doc.get("token")
-        if token is not None and not self.check_token(token):
-            raise Unauthorized("wrong token in the auth message")
+        refusal = self.check_token(token) if token is not None else None
+        if refusal is not None:
+            raise refusal
         if "password" in doc:
             await check_password(doc["password"], self.password_hash)
 
@@ -42,9 +44,7 @@ class _Authorized:
 class LedgerTarget(_Authorized):
     accepts_keys = False
 
-    def __init__(
-        self, gw: Gateway, runner: HandleRunner, check_token: Callable[[str], bool]
-    ) -> None:
+    def __init__(self, gw: Gateway, runner: HandleRunner, check_token: TokenCheck) -> None:
         super().__init__(check_token)
         self.gw = gw
         self.runner = runner
@@ -75,9 +75,7 @@ class LedgerTarget(_Authorized):
 class LogTarget(_Authorized):
     accepts_keys = True
 
-    def __init__(
-        self, gw: Gateway, name: str, writer: LogWriter, check_token: Callable[[str], bool]
-    ) -> None:
+    def __init__(self, gw: Gateway, name: str, writer: LogWriter, check_token: TokenCheck) -> None:
         super().__init__(check_token)
         self.gw = gw
         self.name = name

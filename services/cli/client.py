@@ -32,6 +32,7 @@ from rich.console import Console
 from services.cli.limits import CONNECT_TIMEOUT_S, REQUEST_TIMEOUT_S
 from services.errors import (
     Conflict,
+    Forbidden,
     GatewayUnreachable,
     InvalidArgument,
     NotFound,
@@ -58,12 +59,14 @@ EXIT_CODES: tuple[tuple[type[QuireError], int], ...] = (
     (PayloadTooLarge, 8),
     (Unavailable, 9),
     (QuorumTimeout, 10),
+    (Forbidden, 14),
 )
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok, 1 other error, 2 bad usage, 3 gateway unreachable, 4 invalid argument, "
     "5 unauthorized (token or ledger password), 6 not found, 7 conflict (closed, fenced, "
     "not the writer), 8 payload too large, 9 unavailable (not enough bookies), "
-    "10 quorum timeout (outcome unknown)."
+    "10 quorum timeout (outcome unknown), 14 forbidden (the token's scope does not allow "
+    "the call)."
 )
 
 _err = Console(stderr=True, highlight=False, soft_wrap=True)

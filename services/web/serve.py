@@ -24,7 +24,6 @@ import gc
 import logging
 import os
 import resource
-import signal
 import socket
 import sys
 from typing import cast
@@ -39,6 +38,7 @@ from services.web.access import AccessMiddleware
 from services.web.limits import ServerLimits
 from services.web.methods import MethodsMiddleware
 from services.web.server import protocol_class
+from services.web.sighup import on_sighup
 from services.web.websocket import QuireWebSocketProtocol
 
 log = logging.getLogger(__name__)
@@ -163,7 +163,7 @@ class FrozenHeapServer(uvicorn.Server):
         if self.started:
             await self._watch_accepts(limits.ACCEPT_WATCHERS)
             if self.tls is not None:
-                asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.tls.reload_logged)
+                on_sighup(self.tls.reload_logged)
         gc.collect()
         gc.freeze()
 

@@ -17,6 +17,7 @@ from services.errors import InvariantViolation, QuireError, error_for_code
 API_CODES = {
     "invalid_argument": 400,
     "unauthorized": 401,
+    "forbidden": 403,
     "ledger_not_found": 404,
     "entry_not_found": 404,
     "log_not_found": 404,

@@ -141,3 +141,23 @@ def test_new_ids_are_32_hex_digits_unique_and_differ_in_a_forked_child() -> None
         os.waitpid(pid, 0)
     parent = "".join(new_request_id() for _ in range(4))
     assert len(child) == len(parent) == 128 and child != parent
+
+
+def test_library_dumps_of_secret_headers_and_auth_messages_are_masked(
+    json_lines: tuple[logging.Logger, io.StringIO],
+) -> None:
+    """A library's debug dump of a request's headers (websockets: ``< name: value``) or
+    of a WebSocket auth message keeps the names and masks the secret values, cut short
+    or not; other lines are untouched."""
+    logger, out = json_lines
+    logger.debug("< %s: %s", "Authorization", "Bearer t0ps3cret-1")
+    logger.debug("< %s: %s", "x-ledger-password", "t0ps3cret-2")
+    logger.debug("> %s: %s", "X-Cluster-Secret", "t0ps3cret-3")
+    logger.debug("< TEXT %r [40 bytes]", '{"token": "t0ps3cret-4", "password": "t0ps3cret-5"}')
+    logger.debug("< TEXT %s", """'{"token": "t0ps3cret-6...""")
+    logger.info("< host: 127.0.0.1:8080")
+    lines = [json.loads(line)["msg"] for line in out.getvalue().splitlines()]
+    assert "t0ps3cret" not in out.getvalue()
+    assert lines[0] == "< Authorization: ***" and lines[2] == "> X-Cluster-Secret: ***"
+    assert '"token": "***"' in lines[3] and '"password": "***"' in lines[3]
+    assert lines[5] == "< host: 127.0.0.1:8080"

@@ -10,9 +10,12 @@ const LOG_LEDGERS_SHOWN = 50;
 
 const $ = (id) => document.getElementById(id);
 const state = { adds: new Map(), ledgerPages: [null], logAfter: null, logNext: null,
-  detail: null, polling: false, needToken: false };
+  detail: null, polling: false, needToken: false, actionError: "" };
 
 class NeedToken extends Error {}
+// A 403: the gateway knows the token, but its scope does not allow the call (a read
+// token shows the cluster and cannot act; docs/api.md "Scoped tokens").
+class Refused extends Error {}
 
 async function api(method, path) {
   const headers = { Accept: "application/json" };
@@ -30,6 +33,9 @@ async function api(method, path) {
     throw new NeedToken();
   }
   const body = response.status === 204 ? null : await response.json();
+  if (response.status === 403) {
+    throw new Refused(`Refused (403 forbidden): ${body && body.message ? body.message : "this token may not do this"}`);
+  }
   if (!response.ok) {
     throw new Error(`${body && body.error ? body.error : response.status}: ${body && body.message ? body.message : ""}`);
   }
@@ -84,11 +90,13 @@ async function act(text, method, path) {
   if (!(await confirmAction(text))) return;
   try {
     await api(method, path);
-    showError("");
+    state.actionError = "";
   } catch (err) {
     if (err instanceof NeedToken) return askToken();
-    showError(err.message);
+    // Kept in the banner across polls (a refusal must not flash by) until the next action.
+    state.actionError = err.message;
   }
+  showError(state.actionError);
   await poll();
 }
 
@@ -175,12 +183,14 @@ async function poll() {
     if (state.detail) await state.detail();
     $("token-form").hidden = true;
     $("main").hidden = false;
-    showError("");
+    showError(state.actionError);
     $("status").textContent = `Updated ${new Date().toLocaleTimeString()}`;
     $("status").dataset.updated = String(Date.now());
   } catch (err) {
     if (err instanceof NeedToken) askToken();
     else showError(err.message);
+    // A token that may not even look at the cluster: offer to use another one.
+    if (err instanceof Refused && $("main").hidden) $("token-form").hidden = false;
   } finally {
     state.polling = false;
   }

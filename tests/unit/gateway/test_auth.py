@@ -52,7 +52,8 @@ def test_token_rules(
     policy = TokenPolicy(api.decode() if api else None, admin.decode() if admin else None)
     assert policy.allowed(path, token) is allowed
     headers = [] if token is None else [(b"authorization", b"Bearer " + token)]
-    assert policy.allows({"path": path, "headers": headers}) is allowed
+    scope = {"method": "GET", "path": path, "query_string": b"", "headers": headers}
+    assert policy.allows(scope) is allowed
 
 
 def _app() -> FastAPI:

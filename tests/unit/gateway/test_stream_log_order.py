@@ -109,7 +109,7 @@ def test_groups_settling_out_of_order_land_in_the_order_sent() -> None:
         logs = HeldLogs(LogMetadata("s"))
         serve_logs(gw, cast(LogStore, logs))
         writer: LogWriter = await gw.logs.acquire("s")
-        target = LogTarget(gw, "s", writer, lambda _: True)
+        target = LogTarget(gw, "s", writer, lambda _: None)
         first_ledger = writer.ledger_id
 
         acked_before = await (await target.submit(records(0, 2)))
