@@ -763,7 +763,7 @@ export interface components {
              * @description The error code (docs/api.md); the HTTP status follows from it
              * @enum {string}
              */
-            error: "internal" | "invalid_argument" | "unauthorized" | "not_found" | "ledger_not_found" | "entry_not_found" | "log_not_found" | "bookie_not_found" | "method_not_allowed" | "conflict" | "ledger_closed" | "ledger_fenced" | "entry_exists" | "not_writer" | "metadata_conflict" | "idempotency_key_reused" | "ledger_in_log" | "payload_too_large" | "unavailable" | "not_enough_bookies" | "bookie_read_only" | "bookie_unavailable" | "metadata_unavailable" | "quorum_timeout" | "log_ledger_missing";
+            error: "internal" | "invalid_argument" | "unauthorized" | "forbidden" | "not_found" | "ledger_not_found" | "entry_not_found" | "log_not_found" | "bookie_not_found" | "method_not_allowed" | "conflict" | "ledger_closed" | "ledger_fenced" | "entry_exists" | "not_writer" | "metadata_conflict" | "idempotency_key_reused" | "ledger_in_log" | "payload_too_large" | "unavailable" | "not_enough_bookies" | "bookie_read_only" | "bookie_unavailable" | "metadata_unavailable" | "quorum_timeout" | "log_ledger_missing";
             /** @description What went wrong, for people */
             message: string;
         };
@@ -1141,6 +1141,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description unavailable / metadata_unavailable */
             503: {
                 headers: {
@@ -1172,6 +1181,15 @@ export interface operations {
             };
             /** @description unauthorized: missing or wrong token (the admin token when the gateway runs with --admin-token; the API token is not enough then) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1222,6 +1240,15 @@ export interface operations {
             };
             /** @description unauthorized: missing or wrong token (the admin token when the gateway runs with --admin-token; the API token is not enough then) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1281,6 +1308,15 @@ export interface operations {
             };
             /** @description unauthorized: missing or wrong token (the admin token when the gateway runs with --admin-token; the API token is not enough then) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1354,6 +1390,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description unavailable / metadata_unavailable */
             503: {
                 headers: {
@@ -1385,6 +1430,15 @@ export interface operations {
             };
             /** @description unauthorized: missing or wrong token (the admin token when the gateway runs with --admin-token; the API token is not enough then) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1430,6 +1484,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description unavailable / metadata_unavailable */
             503: {
                 headers: {
@@ -1461,6 +1524,15 @@ export interface operations {
             };
             /** @description unauthorized: missing or wrong token (the admin token when the gateway runs with --admin-token; the API token is not enough then) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1519,6 +1591,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description unavailable / metadata_unavailable */
             503: {
                 headers: {
@@ -1563,6 +1644,15 @@ export interface operations {
             };
             /** @description unauthorized (token or ledger password) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1648,6 +1738,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description not_enough_bookies (on an add: outcome unknown) / bookie_unavailable / unavailable */
             503: {
                 headers: {
@@ -1724,6 +1823,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description ledger_not_found / entry_not_found */
             404: {
                 headers: {
@@ -1774,6 +1882,15 @@ export interface operations {
             };
             /** @description unauthorized (token or ledger password) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1862,6 +1979,15 @@ export interface operations {
             };
             /** @description unauthorized (token or ledger password) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1967,6 +2093,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description ledger_not_found / entry_not_found */
             404: {
                 headers: {
@@ -2048,6 +2183,15 @@ export interface operations {
             };
             /** @description unauthorized (token or ledger password) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2146,6 +2290,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description ledger_not_found / entry_not_found */
             404: {
                 headers: {
@@ -2217,6 +2370,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description ledger_not_found / entry_not_found */
             404: {
                 headers: {
@@ -2272,6 +2434,15 @@ export interface operations {
             };
             /** @description unauthorized (token or ledger password) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2350,6 +2521,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     get_log: {
@@ -2384,6 +2564,15 @@ export interface operations {
             };
             /** @description unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2461,6 +2650,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     delete_log: {
@@ -2493,6 +2691,15 @@ export interface operations {
             };
             /** @description unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2560,6 +2767,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description log_not_found */
             404: {
                 headers: {
@@ -2607,6 +2823,15 @@ export interface operations {
             };
             /** @description unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2697,6 +2922,15 @@ export interface operations {
             };
             /** @description unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2797,6 +3031,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description log_not_found */
             404: {
                 headers: {
@@ -2883,6 +3126,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description log_not_found */
             404: {
                 headers: {
@@ -2947,6 +3199,15 @@ export interface operations {
             };
             /** @description unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3021,6 +3282,15 @@ export interface operations {
             };
             /** @description unauthorized */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -8,6 +8,7 @@ class ErrorError(StrEnum):
     CONFLICT = "conflict"
     ENTRY_EXISTS = "entry_exists"
     ENTRY_NOT_FOUND = "entry_not_found"
+    FORBIDDEN = "forbidden"
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
     INTERNAL = "internal"
     INVALID_ARGUMENT = "invalid_argument"
