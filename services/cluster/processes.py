@@ -215,6 +215,10 @@ class ManagedProcess:
         return self.proc.pid if self.proc else None
 
     def start(self) -> ManagedProcess:
+        """Spawn the process; refused while the one started before is still running (a
+        second one beside it would be an orphan nobody stops)."""
+        if self.alive():
+            raise ProcessError(f"{self.name} is running (pid {self.pid}): stop it first")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ if self.env is None else self.env)
         env.setdefault("PYTHONUNBUFFERED", "1")

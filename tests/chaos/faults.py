@@ -34,9 +34,11 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import httpx
 
 from services.cluster.processes import ManagedProcess
 from tests.chaos.history import History
@@ -60,10 +62,15 @@ SETTLE_PARTITION_S = 2.0
 # A freed disk: the bookie's next disk check (1 s) makes it writable, then registers so.
 SETTLE_DISK_S = 3.0
 LEADER_WAIT_S = 5.0
-# From one wipe's heal to the next wipe: the auditor's replica check (a full audit) and
-# the replicators restore the wiped bookie's share first (a 30-minute run's bookie holds
-# a few thousand ledgers).
+# From one wipe's heal to the next wipe: time for the auditor to mark what the wiped
+# bookie lost (it does so as soon as the new instance registers).
 WIPE_SPACING_S = 90.0
+# A wipe also waits, at most this long, until no under-replicated mark names a bookie
+# wiped before (its share is restored: a 30-minute run's bookie holds thousands of
+# ledgers, whose refill can take minutes); past it the wipe is skipped and says so.
+WIPE_WAIT_S = 120.0
+WIPE_POLL_S = 1.0
+MARKS_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -161,6 +168,11 @@ class Cluster(Protocol):
     def lose_disk(self, host: str) -> None: ...
 
     def format_and_start(self, host: str) -> None: ...
+
+    def marks_name(self, hosts: Collection[str]) -> bool | None:
+        """Whether an under-replicated mark names a bookie of ``hosts`` (None: no gateway
+        answered)."""
+        ...
 
 
 class FaultKind(Protocol):
@@ -428,7 +440,10 @@ class RackLoss:
 class Wipe:
     """A bookie's disk lost: SIGKILL and its data dir emptied; at the heal it is
     formatted (once ZooKeeper dropped its old registration) and started as a new
-    instance that holds nothing. The planner keeps wipes ``spacing_s`` apart."""
+    instance that holds nothing. The planner keeps wipes ``spacing_s`` apart, and a wipe
+    waits until the share of every bookie wiped before is restored (no mark names it),
+    or is skipped: a second disk lost before the first was refilled is past what Qa = 2
+    promises."""
 
     name = "wipe"
     weight = 0.5
@@ -446,12 +461,23 @@ class Wipe:
     def settle_s(self, fault: Fault, roles: Roles) -> float:
         return SETTLE_RESTART_S[BOOKIE]
 
+    def __init__(self) -> None:
+        self._wiped: set[str] = set()
+
     def apply(self, cluster: Cluster, fault: Fault) -> dict[str, Any]:
+        deadline = time.monotonic() + WIPE_WAIT_S
+        while self._wiped and cluster.marks_name(self._wiped) is not False:
+            if time.monotonic() > deadline:
+                return {"skipped": f"marks still name a bookie wiped before after {WIPE_WAIT_S} s"}
+            time.sleep(WIPE_POLL_S)
         pid = cluster.process(fault.hosts[0]).pid
         cluster.lose_disk(fault.hosts[0])
+        self._wiped.add(fault.hosts[0])
         return {"pid": pid}
 
     def heal(self, cluster: Cluster, fault: Fault, applied: dict[str, Any]) -> dict[str, Any]:
+        if "skipped" in applied:
+            return {}
         cluster.format_and_start(fault.hosts[0])
         return {"pid": cluster.process(fault.hosts[0]).pid}
 
@@ -537,6 +563,20 @@ def plan_schedule(
             break
 
 
+def _marks_name(http: httpx.Client, url: str, ids: set[str]) -> bool:
+    """Whether a mark of the gateway's under-replicated list names a bookie of ``ids``."""
+    params: dict[str, Any] = {"limit": 1000}
+    while True:
+        r = http.get(f"{url}/v1/admin/under-replicated", params=params)
+        r.raise_for_status()
+        doc = r.json()
+        if any(ids & set(m["missing_bookies"]) for m in doc["ledgers"]):
+            return True
+        if doc["next"] is None:
+            return False
+        params = {"limit": 1000, "after": doc["next"]}
+
+
 class LayoutCluster:
     """A ``Cluster`` over a running layout."""
 
@@ -576,6 +616,16 @@ class LayoutCluster:
     def format_and_start(self, host: str) -> None:
         disks.format_and_start(self.layout, self._bookie(host))
 
+    def marks_name(self, hosts: Collection[str]) -> bool | None:
+        ids = {self._bookie(h).address for h in hosts}
+        with self.layout.client.http_client(timeout_s=MARKS_TIMEOUT_S) as http:
+            for gateway in self.layout.gateways:
+                try:
+                    return _marks_name(http, gateway.url, ids)
+                except (httpx.HTTPError, ValueError, KeyError):
+                    continue
+        return None
+
     def heal_everything(self) -> list[str]:
         """After the run: heal partitions, free every filled disk, resume and start every
         process that is not running. Returns what it had to do (a fault that did not
@@ -608,6 +658,10 @@ class Nemesis:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._table = {k.name: k for k in kinds(wipes=True)}
+        # One fault at a time per host, however long an apply or a heal takes (a
+        # graceful stop waits out its grace under load): the planner's spacing assumes
+        # faults end on time, and two at once would start a process twice.
+        self._hosts = {h: threading.Lock() for f in self.schedule for h in f.hosts}
         self._launcher = threading.Thread(target=self._launch, name="nemesis", daemon=True)
         self._start = 0.0
 
@@ -632,8 +686,19 @@ class Nemesis:
         return self._stop.wait(max(0.0, offset_s - (time.monotonic() - self._start)))
 
     def _run_fault(self, fault: Fault) -> None:
-        kind = self._table[fault.kind]
+        locks = [self._hosts[h] for h in sorted(fault.hosts)]
         self._wait_until(fault.at_s)
+        for lock in locks:
+            lock.acquire()
+        try:
+            self._apply_and_heal(fault)
+        finally:
+            for lock in reversed(locks):
+                lock.release()
+
+    def _apply_and_heal(self, fault: Fault) -> None:
+        kind = self._table[fault.kind]
+        started_s = time.monotonic() - self._start
         try:
             applied = kind.apply(self.cluster, fault)
         except Exception as exc:  # the fault failed to happen: logged, the run goes on
@@ -642,7 +707,7 @@ class Nemesis:
         record = self.history.fault(fault.kind, {**fault.to_json(), **applied})
         with self._lock:
             self.applied += 1
-        self._wait_until(fault.end_s)
+        self._wait_until(max(fault.end_s, started_s + fault.duration_s))
         if "error" in applied:
             self.history.heal(record, {"error": "not applied"})
             return

@@ -5,17 +5,28 @@ every fault over before the run ends."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any, cast
 
+import pytest
+
+from tests.chaos import faults
 from tests.chaos.faults import (
     FIRST_FAULT_S,
     WIPE_SPACING_S,
+    Cluster,
     Fault,
+    Nemesis,
     Partition,
     Roles,
     kinds,
     plan_schedule,
 )
+from tests.chaos.history import History
 from tests.chaos.test_chaos import FAULT_INTERVAL_S, FAULTS_MIN, SECONDS, SEED
 
 ROLES = Roles(
@@ -78,3 +89,77 @@ def test_impairments_stay_within_the_budgets_and_faults_within_the_run() -> None
             assert sum(isinstance(TABLE[f.kind], Partition) for f in now) <= 1, now
             hosts = [h for f in now for h in f.hosts]
             assert len(hosts) == len(set(hosts)), now
+
+
+class SlowCluster:
+    """A ``Cluster`` whose graceful stop takes longer than the planner allowed (a drain
+    under load), recording the order of stops and starts per host."""
+
+    def __init__(self, stop_s: float) -> None:
+        self.stop_s = stop_s
+        self.events: list[tuple[str, str]] = []
+        self.marked: set[str] = set()
+        self.lock = threading.Lock()
+
+    def process(self, host: str) -> Any:
+        cluster = self
+
+        class Proc:
+            pid = 1
+
+            def stop(self) -> int:
+                with cluster.lock:
+                    cluster.events.append(("stop", host))
+                time.sleep(cluster.stop_s)
+                return 0
+
+            def start(self) -> None:
+                with cluster.lock:
+                    cluster.events.append(("start", host))
+
+        return Proc()
+
+    def marks_name(self, hosts: Collection[str]) -> bool | None:
+        return bool(self.marked & set(hosts))
+
+    def lose_disk(self, host: str) -> None:
+        self.events.append(("wipe", host))
+
+
+def test_faults_of_one_host_never_overlap_however_long_a_stop_takes(tmp_path: Path) -> None:
+    """Two restarts of one host planned back to back, the first stop taking longer than
+    the gap: the second waits for the first's heal, so no process is started twice."""
+    schedule = [
+        Fault("restart", 0.0, 0.05, ("gateway1",)),
+        Fault("restart", 0.1, 0.05, ("gateway1",)),
+    ]
+    cluster = SlowCluster(stop_s=0.4)
+    history = History(tmp_path / "history.jsonl")
+    nemesis = Nemesis(cast(Cluster, cluster), schedule, history).start()
+    nemesis.join(timeout_s=5.0)
+    history.close()
+    assert cluster.events == [
+        ("stop", "gateway1"), ("start", "gateway1"), ("stop", "gateway1"), ("start", "gateway1"),
+    ]  # fmt: skip
+
+
+def test_a_wipe_waits_for_the_refill_of_the_bookie_wiped_before_or_is_skipped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A second wipe while a mark still names the first wiped bookie would lose what only
+    the two held: it waits for the mark to go, and past ``WIPE_WAIT_S`` it is skipped."""
+    monkeypatch.setattr(faults, "WIPE_WAIT_S", 0.3)
+    monkeypatch.setattr(faults, "WIPE_POLL_S", 0.05)
+    cluster = SlowCluster(stop_s=0.0)
+    wipe = faults.Wipe()
+    first = wipe.apply(cast(Cluster, cluster), Fault("wipe", 0.0, 1.0, ("bookie1",)))
+    assert "skipped" not in first
+    cluster.marked = {"bookie1"}
+    second = wipe.apply(cast(Cluster, cluster), Fault("wipe", 100.0, 1.0, ("bookie2",)))
+    assert "skipped" in second
+    assert wipe.heal(cast(Cluster, cluster), Fault("wipe", 100.0, 1.0, ("bookie2",)), second) == {}
+    cluster.marked = set()
+    assert "skipped" not in wipe.apply(
+        cast(Cluster, cluster), Fault("wipe", 200.0, 1.0, ("bookie2",))
+    )
+    assert cluster.events == [("wipe", "bookie1"), ("wipe", "bookie2")]
