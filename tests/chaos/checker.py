@@ -24,8 +24,8 @@ The properties (docs/protocol.md and docs/logs.md give the rules):
   comes first in the log;
 - ``prefix``: what a tailing reader read of a log, in order, is a prefix of the log's
   final order; what a ledger reader read is what the ledger holds;
-- ``replication``: with the faults healed, the under-replicated list emptied within its
-  bound;
+- ``replication``: with the faults healed and every ledger closed, the under-replicated
+  list emptied within its bound;
 - ``placement``: every bookie a fragment names holds the fragment's entries of its
   write sets (read from the bookies themselves);
 - ``complete``: every invocation has its completion (a worker that died mid-operation
