@@ -64,6 +64,26 @@ def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
+def _builder(
+    subject: x509.Name,
+    issuer: x509.Name,
+    public_key: ec.EllipticCurvePublicKey,
+    now: datetime.datetime,
+    valid_days: int,
+) -> x509.CertificateBuilder:
+    """A certificate of ``subject`` signed by ``issuer``, valid from a little before
+    ``now`` for ``valid_days``, with a random serial number; extensions still to add."""
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _BACKDATE)
+        .not_valid_after(now + datetime.timedelta(days=valid_days))
+    )
+
+
 def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
@@ -78,13 +98,7 @@ class CertificateAuthority(Issued):
         key = ec.generate_private_key(ec.SECP256R1())
         now = _now()
         certificate = (
-            x509.CertificateBuilder()
-            .subject_name(_name(name))
-            .issuer_name(_name(name))
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - _BACKDATE)
-            .not_valid_after(now + datetime.timedelta(days=valid_days))
+            _builder(_name(name), _name(name), key.public_key(), now, valid_days)
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
             .add_extension(
                 x509.KeyUsage(
@@ -132,13 +146,9 @@ class CertificateAuthority(Issued):
         names: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
         names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
         certificate = (
-            x509.CertificateBuilder()
-            .subject_name(_name(common_name))
-            .issuer_name(self.certificate.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - _BACKDATE)
-            .not_valid_after(now + datetime.timedelta(days=valid_days))
+            _builder(
+                _name(common_name), self.certificate.subject, key.public_key(), now, valid_days
+            )
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(
                 x509.KeyUsage(
