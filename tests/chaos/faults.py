@@ -440,9 +440,10 @@ class RackLoss:
 class Wipe:
     """A bookie's disk lost: SIGKILL and its data dir emptied; at the heal it is
     formatted (once ZooKeeper dropped its old registration) and started as a new
-    instance that holds nothing. The planner keeps wipes ``spacing_s`` apart, and a wipe
-    waits until the share of every bookie wiped before is restored (no mark names it),
-    or is skipped: a second disk lost before the first was refilled is past what Qa = 2
+    instance that holds nothing. The planner keeps wipes ``spacing_s`` apart; when they
+    run, one wipe at a time, ``WIPE_SPACING_S`` after the last one healed, and only once
+    the share of every bookie wiped before is restored (no mark names it), else it is
+    skipped: a second disk lost before the first was refilled is past what Qa = 2
     promises."""
 
     name = "wipe"
@@ -463,22 +464,39 @@ class Wipe:
 
     def __init__(self) -> None:
         self._wiped: set[str] = set()
+        # One wipe at a time in execution too, from its apply to its heal: two that
+        # waited for the same refill would otherwise both go once it is done.
+        self._turn = threading.Lock()
+        self._healed_at = -WIPE_SPACING_S  # monotonic seconds of the last wipe's heal
 
     def apply(self, cluster: Cluster, fault: Fault) -> dict[str, Any]:
         deadline = time.monotonic() + WIPE_WAIT_S
-        while self._wiped and cluster.marks_name(self._wiped) is not False:
-            if time.monotonic() > deadline:
-                return {"skipped": f"marks still name a bookie wiped before after {WIPE_WAIT_S} s"}
-            time.sleep(WIPE_POLL_S)
-        pid = cluster.process(fault.hosts[0]).pid
-        cluster.lose_disk(fault.hosts[0])
+        if not self._turn.acquire(timeout=WIPE_WAIT_S):
+            return {"skipped": f"another wipe still in progress after {WIPE_WAIT_S} s"}
+        try:
+            while time.monotonic() < self._healed_at + WIPE_SPACING_S or (
+                self._wiped and cluster.marks_name(self._wiped) is not False
+            ):
+                if time.monotonic() > deadline:
+                    self._turn.release()
+                    return {"skipped": f"a bookie wiped before not refilled after {WIPE_WAIT_S} s"}
+                time.sleep(WIPE_POLL_S)
+            pid = cluster.process(fault.hosts[0]).pid
+            cluster.lose_disk(fault.hosts[0])
+        except BaseException:
+            self._turn.release()
+            raise
         self._wiped.add(fault.hosts[0])
         return {"pid": pid}
 
     def heal(self, cluster: Cluster, fault: Fault, applied: dict[str, Any]) -> dict[str, Any]:
         if "skipped" in applied:
             return {}
-        cluster.format_and_start(fault.hosts[0])
+        try:
+            cluster.format_and_start(fault.hosts[0])
+        finally:
+            self._healed_at = time.monotonic()
+            self._turn.release()
         return {"pid": cluster.process(fault.hosts[0]).pid}
 
 

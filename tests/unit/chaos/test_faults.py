@@ -150,10 +150,14 @@ def test_a_wipe_waits_for_the_refill_of_the_bookie_wiped_before_or_is_skipped(
     the two held: it waits for the mark to go, and past ``WIPE_WAIT_S`` it is skipped."""
     monkeypatch.setattr(faults, "WIPE_WAIT_S", 0.3)
     monkeypatch.setattr(faults, "WIPE_POLL_S", 0.05)
+    monkeypatch.setattr(faults, "WIPE_SPACING_S", 0.0)
     cluster = SlowCluster(stop_s=0.0)
+    cluster.format_and_start = lambda host: None  # type: ignore[attr-defined]
     wipe = faults.Wipe()
-    first = wipe.apply(cast(Cluster, cluster), Fault("wipe", 0.0, 1.0, ("bookie1",)))
+    fault = Fault("wipe", 0.0, 1.0, ("bookie1",))
+    first = wipe.apply(cast(Cluster, cluster), fault)
     assert "skipped" not in first
+    wipe.heal(cast(Cluster, cluster), fault, first)
     cluster.marked = {"bookie1"}
     second = wipe.apply(cast(Cluster, cluster), Fault("wipe", 100.0, 1.0, ("bookie2",)))
     assert "skipped" in second
@@ -163,3 +167,35 @@ def test_a_wipe_waits_for_the_refill_of_the_bookie_wiped_before_or_is_skipped(
         cast(Cluster, cluster), Fault("wipe", 200.0, 1.0, ("bookie2",))
     )
     assert cluster.events == [("wipe", "bookie1"), ("wipe", "bookie2")]
+
+
+def test_two_wipes_waiting_for_the_same_refill_go_one_after_the_other(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two wipes that both wait for the first wiped bookie's refill: once it is done,
+    only one goes; the other waits for its heal and the spacing, then for the refill of
+    the bookie just wiped, and is skipped when that does not come in time."""
+    monkeypatch.setattr(faults, "WIPE_WAIT_S", 0.6)
+    monkeypatch.setattr(faults, "WIPE_POLL_S", 0.02)
+    monkeypatch.setattr(faults, "WIPE_SPACING_S", 0.0)
+    cluster = SlowCluster(stop_s=0.0)
+    cluster.format_and_start = lambda host: None  # type: ignore[attr-defined]
+    wipe = faults.Wipe()
+    first = Fault("wipe", 0.0, 1.0, ("bookie1",))
+    wipe.heal(cast(Cluster, cluster), first, wipe.apply(cast(Cluster, cluster), first))
+    cluster.marked = {"bookie1"}
+    results: dict[str, dict[str, Any]] = {}
+
+    def run(host: str) -> None:
+        results[host] = wipe.apply(cast(Cluster, cluster), Fault("wipe", 1.0, 1.0, (host,)))
+
+    threads = [threading.Thread(target=run, args=(h,)) for h in ("bookie2", "bookie3")]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.1)
+    cluster.marked = set()  # bookie1 refilled: one of the two goes, and stays unhealed
+    for thread in threads:
+        thread.join()
+    gone = [h for h, r in results.items() if "skipped" not in r]
+    assert len(gone) == 1, results
+    assert cluster.events == [("wipe", "bookie1"), ("wipe", gone[0])]
