@@ -1,5 +1,6 @@
 """The auditor's decisions, pure (docs/style.md §1): no I/O, no clock, no kazoo or asyncio.
 
+- ``InstanceWatch``: which bookies registered again as a new instance (formatted).
 - ``BookieWatch``: which bookies are *lost* (gone longer than the lost-bookie delay).
   A bookie is known when it is registered, has a cookie, or a fragment names it; a
   known bookie that is not registered is gone since the auditor first saw it missing
@@ -87,6 +88,22 @@ class BookieWatch:
         """When the next gone bookie becomes lost (None: none is pending)."""
         ends = (since + self.delay_ms for since in self.gone_since.values())
         return min((end for end in ends if end > now_ms), default=None)
+
+
+@dataclass
+class InstanceWatch:
+    """Each bookie's instance as last registered: one registered again as another was
+    formatted, and every fragment that recorded the old one lost its share."""
+
+    seen: dict[str, str] = field(default_factory=dict)
+
+    def renewed(self, registered: Mapping[str, str | None]) -> list[str]:
+        """The bookies of ``registered`` (id -> instance) whose instance is not the one
+        seen last; what is registered becomes the instance seen."""
+        known = {b: i for b, i in registered.items() if i}
+        renewed = sorted(b for b, i in known.items() if self.seen.get(b, i) != i)
+        self.seen.update(known)
+        return renewed
 
 
 def named_bookies(metadata: LedgerMetadata) -> set[str]:

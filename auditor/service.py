@@ -27,7 +27,7 @@ from typing import Any
 from kazoo.protocol.states import KazooState
 
 from auditor.audit import FULL, PLACEMENT, Audit, AuditReport, AuditView, NotElected
-from auditor.decisions import BookieWatch, bookie_counts, decommission_done
+from auditor.decisions import BookieWatch, InstanceWatch, bookie_counts, decommission_done
 from auditor.election import Election
 from auditor.limits import COUNT_TIMEOUT_S, DECOMMISSION_RECHECK_S, FAILED_AUDIT_RETRY_S
 from auditor.metrics import AuditorMetrics
@@ -76,9 +76,7 @@ class Auditor:
         self.decommissions: dict[str, str] = {}
         self.named: set[str] = set()  # bookies the last complete walk saw in fragments
         self.racks_seen: frozenset[str] = frozenset()  # the racks of the registered bookies
-        # Each bookie's instance as last registered: one registered again as another was
-        # formatted, and every fragment that recorded the old one lost its share.
-        self.instances_seen: dict[str, str] = {}
+        self.instances = InstanceWatch()  # bookies registered again as new instances
         self.election = Election(store, self.underreplication, self.id, self._on_elected)
         self.last_audit: AuditReport | None = None
         self.audit_running = False
@@ -213,7 +211,9 @@ class Auditor:
                     log.info("racks registered: %s", sorted(racks - self.racks_seen))
                     self.request(PLACEMENT)
                 self.racks_seen = racks
-                if self._renewed_instances():
+                renewed = self.instances.renewed(self.registry.instances)
+                if renewed:
+                    log.info("bookies registered as new instances (formatted): %s", renewed)
                     self.request(PLACEMENT)
                 if fresh:
                     log.info("bookies lost (gone for %.1f s): %s", self.settings.lost_bookie_delay,
@@ -228,15 +228,6 @@ class Auditor:
                     await self._bookies_changed.wait()
             except TimeoutError:
                 pass
-
-    def _renewed_instances(self) -> list[str]:
-        """The bookies registered now as another instance than when last seen (logged)."""
-        instances = {b: i.instance_id for b, i in self.registry.bookies.items() if i.instance_id}
-        renewed = sorted(b for b, i in instances.items() if self.instances_seen.get(b, i) != i)
-        self.instances_seen.update(instances)
-        if renewed:
-            log.info("bookies registered as new instances (formatted): %s", renewed)
-        return renewed
 
     # ------------------------------------------------------------------ the work
 
@@ -300,7 +291,7 @@ class Auditor:
             decommissioning=frozenset(self.decommissions),
             racks=self.registry.racks,
             writable=frozenset(self.registry.writable),
-            instances={b: info.instance_id for b, info in self.registry.bookies.items()},
+            instances=self.registry.instances,
         )
         checker = None
         if kind == FULL:

@@ -147,10 +147,6 @@ class TokenPolicy:
             f"the token {entry.name!r} (scope {entry.scope.label}) lacks {access.describe()}"
         )
 
-    def allowed(self, path: str, token: bytes | None, method: str = "GET") -> bool:
-        """Whether a call of ``method`` on ``path`` (no query) is allowed with ``token``."""
-        return self.check(method, path, b"", token) is None
-
     def allows(self, scope: Scope) -> bool:
         """Whether an HTTP call's bearer token is good for it."""
         return (

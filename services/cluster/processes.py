@@ -417,6 +417,7 @@ class ServiceProcess(ManagedProcess):
         self.port = port
         self.tls_ca = tls_ca
         self.tls_client = tls_client
+        self._client_context: ssl.SSLContext | None = None  # made once, on first use
         argv = [sys.executable, "-m", module, "--host", host, "--port", str(port), *args]
         super().__init__(name or f"{module}@{host}:{port}", argv, log_path, env, spawner)
 
@@ -426,13 +427,16 @@ class ServiceProcess(ManagedProcess):
         return f"{scheme}://{self.host}:{self.port}"
 
     def client_context(self) -> ssl.SSLContext | None:
-        """The TLS context to call this service with; None without TLS."""
+        """The TLS context to call this service with (made once: health checks poll
+        with it); None without TLS."""
         if self.tls_ca is None:
             return None
-        context = ssl.create_default_context(cafile=self.tls_ca)
-        if self.tls_client is not None:
-            context.load_cert_chain(*self.tls_client)
-        return context
+        if self._client_context is None:
+            context = ssl.create_default_context(cafile=self.tls_ca)
+            if self.tls_client is not None:
+                context.load_cert_chain(*self.tls_client)
+            self._client_context = context
+        return self._client_context
 
     @property
     def address(self) -> str:

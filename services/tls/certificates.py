@@ -84,6 +84,22 @@ def _builder(
     )
 
 
+def _key_usage(ca: bool) -> x509.KeyUsage:
+    """A CA signs certificates (and revocation lists); a leaf signs and agrees keys
+    (ECDHE handshakes)."""
+    return x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=not ca,
+        key_cert_sign=ca,
+        crl_sign=ca,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
 def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
@@ -100,20 +116,7 @@ class CertificateAuthority(Issued):
         certificate = (
             _builder(_name(name), _name(name), key.public_key(), now, valid_days)
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
+            .add_extension(_key_usage(ca=True), critical=True)
             .add_extension(
                 x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False
             )
@@ -150,20 +153,7 @@ class CertificateAuthority(Issued):
                 _name(common_name), self.certificate.subject, key.public_key(), now, valid_days
             )
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=True,
-                    key_cert_sign=False,
-                    crl_sign=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
+            .add_extension(_key_usage(ca=False), critical=True)
             .add_extension(
                 x509.ExtendedKeyUsage(
                     [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]

@@ -74,6 +74,11 @@ class BookieRegistry:
         """Every registered bookie and its rack (None: it registered none)."""
         return {b: info.rack for b, info in self.bookies.items()}
 
+    @property
+    def instances(self) -> dict[str, str | None]:
+        """Every registered bookie and its instance id (None: it registered none)."""
+        return {b: info.instance_id for b, info in self.bookies.items()}
+
     def exclude(self, bookie_id: str) -> None:
         """Leave ``bookie_id`` out of ``writable`` from now on (its decommission was just
         requested; the watch confirms it)."""

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -54,6 +55,17 @@ class Page:
             lambda msg: self.errors.append(f"console: {msg.text}") if msg.type == "error" else None,
         )
         self.page.on("pageerror", lambda exc: self.errors.append(f"page error: {exc}"))
+
+    def log_in(self, gateway_url: str, token: str) -> Any:
+        """Open the gateway's admin page, give its token form ``token``, and wait for the
+        page's main part; the Playwright page."""
+        page = self.page
+        page.goto(f"{gateway_url}/admin")
+        expect(page.locator("#token-form")).to_be_visible()
+        page.fill("#token", token)
+        page.press("#token", "Enter")
+        expect(page.locator("#main")).to_be_visible()
+        return page
 
     def shot(self, name: str) -> Path:
         path = self.shots / f"{name}.png"

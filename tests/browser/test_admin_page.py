@@ -86,12 +86,7 @@ def env(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:  
 
 def login(tab: Page, env: Env) -> Any:
     """Open the page, give it the admin token, and wait for the first poll's figures."""
-    page = tab.page
-    page.goto(f"{env.gateway.url}/admin")
-    expect(page.locator("#token-form")).to_be_visible()
-    page.fill("#token", ADMIN_TOKEN)
-    page.press("#token", "Enter")
-    expect(page.locator("#main")).to_be_visible()
+    page = tab.log_in(env.gateway.url, ADMIN_TOKEN)
     expect(page.locator("#status")).to_have_attribute("data-updated", _any())
     return page
 

@@ -38,12 +38,7 @@ def test_a_read_token_shows_the_cluster_and_its_actions_are_refused_clearly(
     """The page asks for a token (the gateway requires one), shows the cluster with a
     read token, and a confirmed action answers 403: the banner says it was refused and
     which scope is missing, the replication state is unchanged and polling goes on."""
-    page = tab.page
-    page.goto(f"{gateway.url}/admin")
-    expect(page.locator("#token-form")).to_be_visible()
-    page.fill("#token", READER)
-    page.press("#token", "Enter")
-    expect(page.locator("#main")).to_be_visible()
+    page = tab.log_in(gateway.url, READER)
     expect(page.locator("#replication")).to_have_text("enabled")
 
     page.click("#replication-disable")

@@ -364,22 +364,29 @@ class Partition:
         return {}
 
 
-class DiskFull:
-    """A bookie's disk filled to the last block (the bookie turns read-only, writers
-    move on); freed at the heal, when the bookie becomes writable again."""
+class _BookieFault:
+    """A fault of one bookie's disk, chosen among the free bookies."""
 
-    name = "disk_full"
+    name = ""
     weight = 1.0
     spacing_s = 0.0
+    duration_range_s = (1.0, 6.0)
 
     def plan(self, rng: random.Random, at_s: float, free: Free, roles: Roles) -> Fault | None:
         bookies = free.usable(BOOKIE)
         if not bookies:
             return None
-        return Fault(self.name, at_s, rng.uniform(1.0, 6.0), (rng.choice(bookies),))
+        return Fault(self.name, at_s, rng.uniform(*self.duration_range_s), (rng.choice(bookies),))
 
     def impairs(self, fault: Fault, roles: Roles) -> Counter[str]:
         return Counter({BOOKIE: 1})
+
+
+class DiskFull(_BookieFault):
+    """A bookie's disk filled to the last block (the bookie turns read-only, writers
+    move on); freed at the heal, when the bookie becomes writable again."""
+
+    name = "disk_full"
 
     def settle_s(self, fault: Fault, roles: Roles) -> float:
         return SETTLE_DISK_S
@@ -437,7 +444,7 @@ class RackLoss:
         return {"pids": pids}
 
 
-class Wipe:
+class Wipe(_BookieFault):
     """A bookie's disk lost: SIGKILL and its data dir emptied; at the heal it is
     formatted (once ZooKeeper dropped its old registration) and started as a new
     instance that holds nothing. The planner keeps wipes ``spacing_s`` apart; when they
@@ -449,18 +456,7 @@ class Wipe:
     name = "wipe"
     weight = 0.5
     spacing_s = WIPE_SPACING_S
-
-    def plan(self, rng: random.Random, at_s: float, free: Free, roles: Roles) -> Fault | None:
-        bookies = free.usable(BOOKIE)
-        if not bookies:
-            return None
-        return Fault(self.name, at_s, rng.uniform(0.5, 3.0), (rng.choice(bookies),))
-
-    def impairs(self, fault: Fault, roles: Roles) -> Counter[str]:
-        return Counter({BOOKIE: 1})
-
-    def settle_s(self, fault: Fault, roles: Roles) -> float:
-        return SETTLE_RESTART_S[BOOKIE]
+    duration_range_s = (0.5, 3.0)
 
     def __init__(self) -> None:
         self._wiped: set[str] = set()
@@ -468,6 +464,9 @@ class Wipe:
         # waited for the same refill would otherwise both go once it is done.
         self._turn = threading.Lock()
         self._healed_at = -WIPE_SPACING_S  # monotonic seconds of the last wipe's heal
+
+    def settle_s(self, fault: Fault, roles: Roles) -> float:
+        return SETTLE_RESTART_S[BOOKIE]
 
     def apply(self, cluster: Cluster, fault: Fault) -> dict[str, Any]:
         deadline = time.monotonic() + WIPE_WAIT_S

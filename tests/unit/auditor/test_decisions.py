@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from auditor.decisions import (
     BookieWatch,
+    InstanceWatch,
     bookie_counts,
     decommission_done,
     mark_clearable,
@@ -153,3 +154,15 @@ def test_misplaced_reports_fragments_and_whether_a_move_fixes_them() -> None:
     two = {"a": "r1", "b": "r2", "c": "r1", "d": "r2"}
     assert misplaced(md, two, ["d"]) == ([0], False)
     assert misplaced(md, {"a": None, "b": None, "c": None}, ["d"]) == ([], False)
+
+
+def test_a_bookie_registered_again_as_another_instance_is_renewed_once() -> None:
+    """A bookie formatted and registered again has a new instance: it is reported once;
+    one seen for the first time, one that registered none, or one gone (not registered
+    now) are not."""
+    watch = InstanceWatch()
+    assert watch.renewed({"a": "a1", "b": "b1", "c": None}) == []
+    assert watch.renewed({"a": "a2", "b": "b1"}) == ["a"]
+    assert watch.renewed({"a": "a2", "b": "b1"}) == []
+    assert watch.renewed({"b": "b1", "d": "d1"}) == []
+    assert watch.renewed({"a": "a3", "c": "c1"}) == ["a"]

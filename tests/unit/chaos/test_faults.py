@@ -99,6 +99,7 @@ class SlowCluster:
         self.stop_s = stop_s
         self.events: list[tuple[str, str]] = []
         self.marked: set[str] = set()
+        self.asked = threading.Event()  # marks_name was called
         self.lock = threading.Lock()
 
     def process(self, host: str) -> Any:
@@ -120,10 +121,14 @@ class SlowCluster:
         return Proc()
 
     def marks_name(self, hosts: Collection[str]) -> bool | None:
+        self.asked.set()
         return bool(self.marked & set(hosts))
 
     def lose_disk(self, host: str) -> None:
         self.events.append(("wipe", host))
+
+    def format_and_start(self, host: str) -> None:
+        pass
 
 
 def test_faults_of_one_host_never_overlap_however_long_a_stop_takes(tmp_path: Path) -> None:
@@ -143,22 +148,29 @@ def test_faults_of_one_host_never_overlap_however_long_a_stop_takes(tmp_path: Pa
     ]  # fmt: skip
 
 
+@pytest.fixture
+def wiped_once(monkeypatch: pytest.MonkeyPatch) -> tuple[faults.Wipe, SlowCluster]:
+    """A wipe kind (short waits, no spacing) that has wiped and healed bookie1, and its
+    cluster, where a mark names bookie1 until a test clears ``marked``."""
+    monkeypatch.setattr(faults, "WIPE_WAIT_S", 0.6)
+    monkeypatch.setattr(faults, "WIPE_POLL_S", 0.02)
+    monkeypatch.setattr(faults, "WIPE_SPACING_S", 0.0)
+    cluster = SlowCluster(stop_s=0.0)
+    wipe = faults.Wipe()
+    first = Fault("wipe", 0.0, 1.0, ("bookie1",))
+    applied = wipe.apply(cast(Cluster, cluster), first)
+    assert "skipped" not in applied
+    wipe.heal(cast(Cluster, cluster), first, applied)
+    cluster.marked = {"bookie1"}
+    return wipe, cluster
+
+
 def test_a_wipe_waits_for_the_refill_of_the_bookie_wiped_before_or_is_skipped(
-    monkeypatch: pytest.MonkeyPatch,
+    wiped_once: tuple[faults.Wipe, SlowCluster],
 ) -> None:
     """A second wipe while a mark still names the first wiped bookie would lose what only
     the two held: it waits for the mark to go, and past ``WIPE_WAIT_S`` it is skipped."""
-    monkeypatch.setattr(faults, "WIPE_WAIT_S", 0.3)
-    monkeypatch.setattr(faults, "WIPE_POLL_S", 0.05)
-    monkeypatch.setattr(faults, "WIPE_SPACING_S", 0.0)
-    cluster = SlowCluster(stop_s=0.0)
-    cluster.format_and_start = lambda host: None  # type: ignore[attr-defined]
-    wipe = faults.Wipe()
-    fault = Fault("wipe", 0.0, 1.0, ("bookie1",))
-    first = wipe.apply(cast(Cluster, cluster), fault)
-    assert "skipped" not in first
-    wipe.heal(cast(Cluster, cluster), fault, first)
-    cluster.marked = {"bookie1"}
+    wipe, cluster = wiped_once
     second = wipe.apply(cast(Cluster, cluster), Fault("wipe", 100.0, 1.0, ("bookie2",)))
     assert "skipped" in second
     assert wipe.heal(cast(Cluster, cluster), Fault("wipe", 100.0, 1.0, ("bookie2",)), second) == {}
@@ -170,20 +182,13 @@ def test_a_wipe_waits_for_the_refill_of_the_bookie_wiped_before_or_is_skipped(
 
 
 def test_two_wipes_waiting_for_the_same_refill_go_one_after_the_other(
-    monkeypatch: pytest.MonkeyPatch,
+    wiped_once: tuple[faults.Wipe, SlowCluster],
 ) -> None:
     """Two wipes that both wait for the first wiped bookie's refill: once it is done,
     only one goes; the other waits for its heal and the spacing, then for the refill of
     the bookie just wiped, and is skipped when that does not come in time."""
-    monkeypatch.setattr(faults, "WIPE_WAIT_S", 0.6)
-    monkeypatch.setattr(faults, "WIPE_POLL_S", 0.02)
-    monkeypatch.setattr(faults, "WIPE_SPACING_S", 0.0)
-    cluster = SlowCluster(stop_s=0.0)
-    cluster.format_and_start = lambda host: None  # type: ignore[attr-defined]
-    wipe = faults.Wipe()
-    first = Fault("wipe", 0.0, 1.0, ("bookie1",))
-    wipe.heal(cast(Cluster, cluster), first, wipe.apply(cast(Cluster, cluster), first))
-    cluster.marked = {"bookie1"}
+    wipe, cluster = wiped_once
+    cluster.asked.clear()
     results: dict[str, dict[str, Any]] = {}
 
     def run(host: str) -> None:
@@ -192,7 +197,7 @@ def test_two_wipes_waiting_for_the_same_refill_go_one_after_the_other(
     threads = [threading.Thread(target=run, args=(h,)) for h in ("bookie2", "bookie3")]
     for thread in threads:
         thread.start()
-    time.sleep(0.1)
+    assert cluster.asked.wait(5.0)  # one is waiting for the refill, the other for its turn
     cluster.marked = set()  # bookie1 refilled: one of the two goes, and stays unhealed
     for thread in threads:
         thread.join()

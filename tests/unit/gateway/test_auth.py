@@ -50,7 +50,7 @@ def test_token_rules(
     """docs/api.md: --api-token guards /v1/; --admin-token guards /v1/admin/ (the API token
     is not enough there) and is accepted wherever the API token is."""
     policy = TokenPolicy(api.decode() if api else None, admin.decode() if admin else None)
-    assert policy.allowed(path, token) is allowed
+    assert (policy.check("GET", path, b"", token) is None) is allowed
     headers = [] if token is None else [(b"authorization", b"Bearer " + token)]
     scope = {"method": "GET", "path": path, "query_string": b"", "headers": headers}
     assert policy.allows(scope) is allowed

@@ -11,20 +11,27 @@ import signal
 from services.web.sighup import on_sighup
 
 
-async def _hup_and_settle() -> None:
+async def _hup(done: asyncio.Event) -> None:
+    """SIGHUP this process and wait until ``done`` is set by the last reload to run."""
+    done.clear()
     os.kill(os.getpid(), signal.SIGHUP)
-    for _ in range(50):  # the loop's signal handler runs on a later turn
-        await asyncio.sleep(0.01)
+    await asyncio.wait_for(done.wait(), 5.0)
 
 
 def test_every_registered_reload_runs_and_a_removed_one_no_more() -> None:
     async def main() -> list[str]:
         calls: list[str] = []
+        done = asyncio.Event()
+
+        def tokens() -> None:
+            calls.append("tokens")
+            done.set()
+
         stop_tls = on_sighup(lambda: calls.append("tls"))
-        stop_tokens = on_sighup(lambda: calls.append("tokens"))
-        await _hup_and_settle()
+        stop_tokens = on_sighup(tokens)
+        await _hup(done)
         stop_tls()
-        await _hup_and_settle()
+        await _hup(done)  # reloads run in order: tls, had it stayed, would be first
         stop_tokens()
         assert asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP) is False
         return calls
@@ -35,12 +42,17 @@ def test_every_registered_reload_runs_and_a_removed_one_no_more() -> None:
 def test_a_failing_reload_does_not_stop_the_others() -> None:
     async def main() -> list[str]:
         calls: list[str] = []
+        done = asyncio.Event()
 
         def broken() -> None:
             raise RuntimeError("bad file")
 
-        stops = [on_sighup(broken), on_sighup(lambda: calls.append("tokens"))]
-        await _hup_and_settle()
+        def tokens() -> None:
+            calls.append("tokens")
+            done.set()
+
+        stops = [on_sighup(broken), on_sighup(tokens)]
+        await _hup(done)
         for stop in stops:
             stop()
         return calls
