@@ -150,6 +150,57 @@ def test_impossible_environment_value_exits_2(
     assert capsys.readouterr().err.count("\n") == 1
 
 
+def test_zk_credentials_come_from_a_file_or_a_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/api.md, "Processes and how they start": --zk-auth-file (QUIRE_ZK_AUTH_FILE) or
+    QUIRE_ZK_AUTH; neither means no credentials (open ACLs, as before)."""
+    assert load_settings(BookieSettings, []).zk_credentials is None
+    path = tmp_path / "zk-auth"
+    path.write_text("quire:from-file\n")
+    by_flag = load_settings(BookieSettings, ["--zk-auth-file", str(path)]).zk_credentials
+    assert by_flag is not None and by_flag.password.get_secret_value() == "from-file"
+    monkeypatch.setenv("QUIRE_ZK_AUTH_FILE", str(path))
+    by_file_variable = load_settings(AuditorSettings, []).zk_credentials
+    assert by_file_variable is not None and by_file_variable.user == "quire"
+    monkeypatch.delenv("QUIRE_ZK_AUTH_FILE")
+    monkeypatch.setenv("QUIRE_ZK_AUTH", "other:from-variable")
+    by_variable = load_settings(ReplicatorSettings, []).zk_credentials
+    assert by_variable is not None and by_variable.user == "other"
+
+
+def test_zk_credentials_are_never_a_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    """A password on a command line is visible to every user of the host: there is no
+    --zk-auth, so giving one stops the service (exit 2)."""
+    with pytest.raises(SystemExit) as exc:
+        load_settings(GatewaySettings, ["--zk-auth", "quire:secret"], prog="gateway")
+    assert exc.value.code == 2
+    assert "--zk-auth" not in capsys.readouterr().out
+
+
+def test_zk_credentials_show_in_no_repr_dump_or_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The password is in no repr or dump of the settings, and a refused value is named
+    by its source in one line, never quoted."""
+    monkeypatch.setenv("QUIRE_ZK_AUTH", "quire:hunter2-secret")
+    settings = load_settings(GatewaySettings, [])
+    for text in (repr(settings), str(settings), settings.model_dump_json()):
+        assert "hunter2" not in text
+    assert "hunter2" not in repr(settings.zk_credentials)
+    monkeypatch.setenv("QUIRE_ZK_AUTH", "no-colon-hunter2")
+    with pytest.raises(SystemExit) as exc:
+        load_settings(GatewaySettings, [], prog="gateway")
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err == "gateway: error: QUIRE_ZK_AUTH must hold one line USER:PASSWORD\n"
+    path = tmp_path / "zk-auth"
+    path.write_text("quire:from-file")
+    with pytest.raises(SystemExit):
+        load_settings(GatewaySettings, ["--zk-auth-file", str(path)], prog="gateway")
+    assert "not both" in capsys.readouterr().err
+
+
 # -- the quire command line -------------------------------------------------
 
 
