@@ -97,8 +97,8 @@ async def _format(
     except ImportError:
         fail("the bookie is not installed here (no bookie.cookie module)")
     store = MetadataStore(zk_hosts, credentials=credentials)
-    await store.start(timeout_s=15.0)
-    try:
+    try:  # a start refused by ZooKeeper leaves a client to stop too
+        await store.start(timeout_s=15.0)
         # format_bookie refuses while the bookie is registered or holds its data dir.
         result = format_bookie(store, bookie_id, data_dir)
         if inspect.isawaitable(result):

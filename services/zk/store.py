@@ -62,6 +62,7 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import KazooTimeoutError, SequentialThreadingHandler
 from kazoo.protocol.states import KazooState
+from kazoo.security import ACL
 
 from services.errors import (
     MetadataConflict,
@@ -487,6 +488,11 @@ class MetadataStore:
         """Compare-and-set: write only if the znode is at ``version``; return the new version."""
         stat = await self._call(path, self._client.set_async, path, data, version)
         return int(stat.version)
+
+    async def set_acls(self, path: str, acl: Sequence[ACL]) -> None:
+        """Replace the znode's ACL (needs the ADMIN right on it): ``services/zk/acls.py``
+        locks a tree made before the cluster had credentials."""
+        await self._call(path, self._client.set_acls_async, path, list(acl))
 
     async def delete(self, path: str, version: int = -1) -> None:
         await self._call(path, self._client.delete_async, path, version)

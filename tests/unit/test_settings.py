@@ -239,8 +239,8 @@ def _invoke(argv: list[str]) -> Result:
 
 @pytest.mark.parametrize(
     "argv",
-    [[], ["up"], ["bookie"], ["bookie", "format"]],
-    ids=["quire", "up", "bookie", "bookie-format"],
+    [[], ["up"], ["bookie"], ["bookie", "format"], ["zk"], ["zk", "lock"], ["zk", "unlock"]],
+    ids=["quire", "up", "bookie", "bookie-format", "zk", "zk-lock", "zk-unlock"],
 )
 def test_cli_help_exits_0(argv: list[str]) -> None:
     """`quire ... --help` works for every command."""
@@ -273,6 +273,31 @@ def test_cli_up_rejects_impossible_zookeeper_options(tmp_path: Path) -> None:
         result = _invoke(["up", "--data-dir", str(tmp_path), *bad])
         assert result.exit_code == 2, result.stderr
         assert not (tmp_path / "logs").exists()
+
+
+def test_cli_zk_commands_need_credentials_and_a_chroot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """quire zk lock|unlock, and bookie format, read the credentials as the services do;
+    lock and unlock refuse to run without them or on ZooKeeper's own root, before they
+    connect to anything."""
+    for command in ("lock", "unlock"):
+        result = _invoke(["zk", command, "--zk", "127.0.0.1:1"])
+        assert result.exit_code == 1
+        assert "--zk-auth-file or QUIRE_ZK_AUTH" in result.stderr
+    monkeypatch.setenv("QUIRE_ZK_AUTH", "quire:secret")
+    result = _invoke(["zk", "lock", "--zk", "127.0.0.1:1", "--zk-root", "/"])
+    assert result.exit_code == 1 and "chroot of its own" in result.stderr
+    monkeypatch.setenv("QUIRE_ZK_AUTH", "malformed")
+    result = _invoke(["zk", "lock"])
+    assert result.exit_code == 2 and "USER:PASSWORD" in result.stderr
+    monkeypatch.delenv("QUIRE_ZK_AUTH")
+    missing = "no-such-file"  # short: the error box wraps a long line
+    result = _invoke(
+        ["bookie", "format", "--data-dir", str(tmp_path), "--bookie-id", "h:1"]
+        + ["--zk-auth-file", missing, "--force"]
+    )
+    assert result.exit_code == 2 and "no such file" in result.stderr
 
 
 @pytest.mark.parametrize("module", SERVICE_MODULES)
