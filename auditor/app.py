@@ -113,7 +113,11 @@ def create_app(settings: AuditorSettings, ssl_context: ssl.SSLContext | None = N
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        store = MetadataStore(settings.zk_hosts, session_timeout_s=settings.zk_session_timeout)
+        store = MetadataStore(
+            settings.zk_hosts,
+            session_timeout_s=settings.zk_session_timeout,
+            credentials=settings.zk_credentials,
+        )
         metrics.zookeeper.watch(store)
         auditor = Auditor(settings, store, metrics, ssl_context)
         app.state.store = store

@@ -154,13 +154,16 @@ class BookieNode:
 
     async def _connect(self) -> None:
         """Connect to ZooKeeper and verify the cookie, retrying with back-off while
-        ZooKeeper cannot be reached; each failed attempt is logged once."""
+        ZooKeeper cannot be reached or refuses the bookie's principal; each failed attempt
+        is logged once."""
         s = self.settings
         delay = ZK_RETRY_FIRST_S
         attempt = 0
         while True:
             attempt += 1
-            store = MetadataStore(s.zk_hosts, session_timeout_s=s.zk_session_timeout)
+            store = MetadataStore(
+                s.zk_hosts, session_timeout_s=s.zk_session_timeout, credentials=s.zk_credentials
+            )
             self.metrics.zookeeper.watch(store)
             try:
                 await store.start(ZK_CONNECT_ATTEMPT_S)
@@ -170,17 +173,19 @@ class BookieNode:
             except MetadataUnavailable as exc:
                 await store.stop()
                 self.not_open_reason = (
-                    f"the bookie cannot reach ZooKeeper at {s.zk} yet (attempt {attempt}, "
-                    "retrying): not serving data"
+                    f"the bookie cannot use ZooKeeper at {s.zk} yet (attempt {attempt}, "
+                    "retrying; its log says why): not serving data"
                 )
+                # The error's own words: ZooKeeper out of reach, or refusing our principal
+                # (wrong credentials, or none for a locked tree).
                 log.warning(
-                    "cannot reach ZooKeeper; retrying",
+                    "%s; retrying",
+                    exc.message,
                     extra={
                         "fields": {
                             "zk": s.zk,
                             "attempt": attempt,
                             "retry_in_s": delay,
-                            "error": exc.message,
                         }
                     },
                 )

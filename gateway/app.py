@@ -155,7 +155,11 @@ def create_app(settings: GatewaySettings, ssl_context: ssl.SSLContext | None = N
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        store = MetadataStore(settings.zk_hosts, session_timeout_s=settings.zk_session_timeout)
+        store = MetadataStore(
+            settings.zk_hosts,
+            session_timeout_s=settings.zk_session_timeout,
+            credentials=settings.zk_credentials,
+        )
         metrics.zookeeper.watch(store)
         registry = BookieRegistry(store)
         pool = BookieClientPool(

@@ -77,7 +77,11 @@ class WorkerStatus(BaseModel):
 def _build(
     settings: ReplicatorSettings, metrics: ReplicatorMetrics, ssl_context: ssl.SSLContext | None
 ) -> tuple[Any, ...]:
-    store = MetadataStore(settings.zk_hosts, session_timeout_s=settings.zk_session_timeout)
+    store = MetadataStore(
+        settings.zk_hosts,
+        session_timeout_s=settings.zk_session_timeout,
+        credentials=settings.zk_credentials,
+    )
     registry = BookieRegistry(store)
     timeout_ms = settings.bookie_request_timeout_ms
     pool = BookieClientPool(

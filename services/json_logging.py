@@ -3,8 +3,9 @@
 Secrets never reach a log: the formatter masks the values of known secret
 fields, and the secrets in the dumps a library writes at debug level (the websockets
 handshake logs every header as ``< name: value``, and each frame, a stream's auth message
-``{"token": ...}`` included), and code never logs tokens, passwords or the cluster
-secret.
+``{"token": ...}`` included; kazoo logs each request it sends, the ``Auth`` of the
+ZooKeeper credentials and the digest ACL of each create included), and code never logs
+tokens, passwords or the cluster secret.
 
 A line emitted while a request is served carries its id as ``request_id``
 (services/request_ids.py): ``RequestIdFilter`` on the handler copies it onto the
@@ -31,13 +32,22 @@ _SECRET_HEADER_LINE = re.compile(
 # The token or password of a WebSocket auth message in a library's dump of a frame
 # (gateway/streams/session.py), maybe cut short: masked up to its closing quote.
 _SECRET_JSON_VALUE = re.compile(r"""(["'](?:token|password)["']\s*:\s*["'])[^"']*""")
+# kazoo's dump of a request: the credentials of an Auth (a repr'd string, either quote)
+# and the password digest in a digest ACL's id (services/zk/auth.py).
+_SECRET_KAZOO_AUTH = re.compile(
+    r"""(Auth\(auth_type=\d+, scheme='[^']*', auth=)(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")"""
+)
+_SECRET_KAZOO_DIGEST = re.compile(r"(Id\(scheme='digest', id='[^':]*:)[^']*")
 
 
 def _masked(message: str) -> str:
     """``message`` with the secrets of library dumps masked (the module docstring)."""
     if ":" not in message:
         return message
-    return _SECRET_JSON_VALUE.sub(r"\1***", _SECRET_HEADER_LINE.sub(r"\1\2 ***", message))
+    message = _SECRET_JSON_VALUE.sub(r"\1***", _SECRET_HEADER_LINE.sub(r"\1\2 ***", message))
+    if "scheme=" in message:
+        message = _SECRET_KAZOO_DIGEST.sub(r"\1***", _SECRET_KAZOO_AUTH.sub(r"\1'***'", message))
+    return message
 
 
 class RequestIdFilter(logging.Filter):

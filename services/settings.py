@@ -7,17 +7,19 @@ Impossible values are refused at start-up with a one-line message.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import sys
 from pathlib import Path
 from typing import TypeVar
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from services.ledger_client.settings import LedgerClientSettings
 from services.limits import BATCH_ENTRIES_MAX, BODY_SIZE_MAX_BYTES
 from services.tls.contexts import TlsFiles
+from services.zk.auth import AUTH_ENV, ZkCredentials, load_credentials
 
 _HOSTPORT = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:\d{1,5}$")
 _RACK = re.compile(r"^[A-Za-z0-9._/\-]{1,64}$")
@@ -40,6 +42,16 @@ class CommonSettings(BaseSettings):
     zk_session_timeout: float = Field(
         10.0, ge=1.0, le=600.0, description="ZooKeeper session timeout in seconds"
     )
+    # ZooKeeper digest authentication (docs/security.md, "ZooKeeper authentication"). The
+    # credentials come from this file or from the variable QUIRE_ZK_AUTH, which is not a
+    # field on purpose: every field is a flag too, and a command line is public on a host.
+    zk_auth_file: Path | None = Field(
+        None,
+        description="file of one line USER:PASSWORD (or the variable QUIRE_ZK_AUTH, never a "
+        "flag): authenticate with ZooKeeper's digest scheme, and give every znode created an "
+        "ACL of all rights to that principal and none to anyone else",
+    )
+    _zk_credentials: ZkCredentials | None = PrivateAttr(None)
     cluster_secret: str | None = Field(
         None, description="secret shared by the services; bookies refuse data calls without it"
     )
@@ -100,6 +112,16 @@ class CommonSettings(BaseSettings):
         if self.tls_client_auth and not all(given):
             raise ValueError("--tls-client-auth needs --tls-cert, --tls-key and --tls-ca")
         return self
+
+    @model_validator(mode="after")
+    def _zk_auth(self) -> CommonSettings:
+        self._zk_credentials = load_credentials(self.zk_auth_file, os.environ.get(AUTH_ENV))
+        return self
+
+    @property
+    def zk_credentials(self) -> ZkCredentials | None:
+        """The ZooKeeper digest credentials, or None: no authentication, open ACLs."""
+        return self._zk_credentials
 
     @property
     def tls_files(self) -> TlsFiles | None:

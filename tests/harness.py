@@ -179,7 +179,9 @@ def _zk_frame(answers: BinaryIO) -> bytes | None:
 class Cluster:
     """Processes of one test: services on free loopback ports under one chroot. With
     ``tls`` every service serves HTTPS with these files (docs/security.md, "TLS"); the
-    ``client_auth`` of ``tls`` is left to each service's own flags."""
+    ``client_auth`` of ``tls`` is left to each service's own flags. With ``zk_auth_file``
+    every service authenticates with ZooKeeper with its credentials and locks what it
+    creates (docs/security.md, "ZooKeeper authentication")."""
 
     def __init__(
         self,
@@ -188,12 +190,14 @@ class Cluster:
         base_dir: Path,
         secret: str | None = None,
         tls: TlsFiles | None = None,
+        zk_auth_file: Path | None = None,
     ):
         self.zk_connect = zk_connect
         self.zk_root = zk_root
         self.base_dir = base_dir
         self.secret = secret
         self.tls = tls
+        self.zk_auth_file = zk_auth_file
         self.processes: list[ServiceProcess] = []
 
     def common_args(self) -> list[str]:
@@ -203,6 +207,8 @@ class Cluster:
         if self.tls:
             args += ["--tls-cert", str(self.tls.cert), "--tls-key", str(self.tls.key)]
             args += ["--tls-ca", str(self.tls.ca)]
+        if self.zk_auth_file:
+            args += ["--zk-auth-file", str(self.zk_auth_file)]
         return args
 
     def start(

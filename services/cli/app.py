@@ -10,8 +10,9 @@ Commands: ``quire up`` (a local cluster, ``services/cluster/local.py``), ``quire
 ledger ...`` (``services/cli/ledger.py``), ``quire bench``
 (``services/bench/run.py``), ``quire bookie format`` and ``quire admin ...``
 (``services/cli/admin.py``), ``quire log ...`` (``services/cli/log.py``), ``quire status``
-(``services/cli/status.py``). Shell completion: ``quire --install-completion`` or
-``quire --show-completion`` (typer's, for the shell it runs in; docs/cli.md).
+(``services/cli/status.py``), ``quire zk lock|unlock`` (``services/cli/zk.py``). Shell
+completion: ``quire --install-completion`` or ``quire --show-completion`` (typer's, for
+the shell it runs in; docs/cli.md).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from services.cli.ledger import ledger_app
 from services.cli.log import log_app
 from services.cli.status import status
 from services.cli.up import up
+from services.cli.zk import zk_app
 
 app = typer.Typer(
     name="quire",
@@ -44,6 +46,7 @@ app.add_typer(bookie_app, name="bookie")
 app.add_typer(ledger_app, name="ledger")
 app.add_typer(log_app, name="log")
 app.add_typer(admin_app, name="admin")
+app.add_typer(zk_app, name="zk")
 app.command("bench")(bench_command)
 
 

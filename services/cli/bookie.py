@@ -7,11 +7,14 @@ import inspect
 import re
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from services.cli.common import check_zk, fail
+
+if TYPE_CHECKING:
+    from services.zk.auth import ZkCredentials
 
 _HOSTPORT = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:\d{1,5}$")
 
@@ -34,6 +37,15 @@ def bookie_format(
     zk_root: Annotated[str, typer.Option(envvar="QUIRE_ZK_ROOT", help="ZooKeeper chroot")] = (
         "/quire"
     ),
+    zk_auth_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="QUIRE_ZK_AUTH_FILE",
+            show_default=False,
+            help="file of the cluster's ZooKeeper credentials USER:PASSWORD (or the "
+            "variable QUIRE_ZK_AUTH)",
+        ),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="do not ask for confirmation")] = False,
 ) -> None:
     """Erase a bookie's data dir and give it a new identity (cookie), so it can start again.
@@ -45,7 +57,7 @@ def bookie_format(
     """
     if not _HOSTPORT.match(bookie_id):
         raise typer.BadParameter(f"must be HOST:PORT, got {bookie_id!r}", param_hint="--bookie-id")
-    check_zk(zk, zk_root)
+    credentials = check_zk(zk, zk_root, auth_file=zk_auth_file)
     where = f"{zk}{'' if zk_root == '/' else zk_root}"
     if not force:
         if not sys.stdin.isatty():
@@ -61,7 +73,7 @@ def bookie_format(
         if not confirmed:
             fail("not confirmed; nothing changed")
     try:
-        result = asyncio.run(_format(bookie_id, data_dir, where))
+        result = asyncio.run(_format(bookie_id, data_dir, where, credentials))
     except Exception as exc:  # noqa: BLE001 - reported in one line
         from services.errors import QuireError
 
@@ -75,16 +87,18 @@ def bookie_format(
     )
 
 
-async def _format(bookie_id: str, data_dir: Path, zk_hosts: str) -> object:
+async def _format(
+    bookie_id: str, data_dir: Path, zk_hosts: str, credentials: ZkCredentials | None
+) -> object:
     from services.zk.store import MetadataStore
 
     try:
         from bookie.cookie import format_bookie
     except ImportError:
         fail("the bookie is not installed here (no bookie.cookie module)")
-    store = MetadataStore(zk_hosts)
-    await store.start(timeout_s=15.0)
-    try:
+    store = MetadataStore(zk_hosts, credentials=credentials)
+    try:  # a start refused by ZooKeeper leaves a client to stop too
+        await store.start(timeout_s=15.0)
         # format_bookie refuses while the bookie is registered or holds its data dir.
         result = format_bookie(store, bookie_id, data_dir)
         if inspect.isawaitable(result):

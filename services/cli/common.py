@@ -8,10 +8,14 @@ also when it runs as ``python -m services.cli.app``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NoReturn
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from services.zk.auth import ZkCredentials
 
 DEFAULT_GATEWAY = "http://127.0.0.1:8080"
 
@@ -50,21 +54,31 @@ def global_options(ctx: typer.Context) -> GlobalOptions:
     return GlobalOptions(DEFAULT_GATEWAY, None)
 
 
-def check_zk(zk: str | None, zk_root: str, session_timeout: float | None = None) -> None:
-    """Refuse impossible ZooKeeper options with the same rules the services apply."""
+def check_zk(
+    zk: str | None,
+    zk_root: str,
+    session_timeout: float | None = None,
+    auth_file: Path | None = None,
+) -> ZkCredentials | None:
+    """Refuse impossible ZooKeeper options with the same rules the services apply; the
+    ZooKeeper credentials of ``auth_file`` or ``QUIRE_ZK_AUTH`` (docs/security.md,
+    "ZooKeeper authentication"), None without either."""
     from pydantic import ValidationError
 
     from services.settings import CommonSettings
 
-    values: dict[str, object] = {"zk_root": zk_root}
+    values: dict[str, object] = {"zk_root": zk_root, "zk_auth_file": auth_file}
     if zk is not None:
         values["zk"] = zk
     if session_timeout is not None:
         values["zk_session_timeout"] = session_timeout
     try:
-        CommonSettings.model_validate(values)
+        settings = CommonSettings.model_validate(values)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = "--" + "-".join(str(p) for p in first.get("loc", ())).replace("_", "-")
+        loc = first.get("loc", ())
+        # A check of several options together (a model validator) names them itself.
+        where = "--" + "-".join(str(p) for p in loc).replace("_", "-") + ": " if loc else ""
         msg = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
-        raise typer.BadParameter(f"{where}: {msg}") from None
+        raise typer.BadParameter(f"{where}{msg}") from None
+    return settings.zk_credentials

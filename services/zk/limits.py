@@ -23,6 +23,12 @@ RECONNECT_DELAY_FIRST_S = 0.05
 RECONNECT_DELAY_MAX_S = 0.25
 STATE_POLL_S = 0.05  # how often ``wait_connected`` looks at the connection
 WATCH_SETUP_THREADS_MAX = 4  # threads making kazoo watches (each reads its znode)
+# The credentials file (services/zk/auth.py): one line USER:PASSWORD; a larger file is
+# refused rather than read into memory.
+AUTH_FILE_BYTES_MAX = 4096
+# Setting the ACL of a whole tree (services/zk/acls.py): requests sent before their
+# answers are waited for.
+ACL_BATCH_NODES_MAX = 1000
 
 # Under-replication marks and their locks (services/zk/underreplication.py): the
 # compare-and-set of one mark is tried at most this many times against concurrent

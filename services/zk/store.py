@@ -15,10 +15,18 @@ LOST): an ephemeral node whose owner is that session is still ours, so a caller
 whose call failed with the connection waits it out (``wait_connected``) and reads
 the node back rather than guessing (a create may have landed, a delete may not).
 
+With credentials (``services/zk/auth.py``) the client authenticates on every
+connection and every znode it creates, the chroot included, gets the ACL that gives
+their principal all rights and nobody else any. ``start`` then reads the chroot before
+it says it is connected, so a service with wrong credentials, or with none against a
+locked tree, fails there with one clear message rather than at its first real call.
+
 kazoo exceptions are mapped at this boundary into ``services.errors``: NoNode ->
 ``NodeNotFound``, NodeExists -> ``NodeExists``, NotEmpty -> ``NodeNotEmpty``,
 BadVersion -> ``MetadataConflict``, connection problems and timeouts ->
-``MetadataUnavailable``. The ``Node*`` errors are the store's vocabulary: callers
+``MetadataUnavailable``, and so is NoAuth (ZooKeeper refused the store's principal: the
+metadata is out of its reach, the message says whose credentials were refused). The
+``Node*`` errors are the store's vocabulary: callers
 catch them (a missing znode is free, an existing one lost a race) and translate
 them into API errors; they live in ``services.errors`` with the rest so that every
 code is registered in one place.
@@ -43,6 +51,7 @@ from kazoo.exceptions import (
     ConnectionClosedError,
     ConnectionLoss,
     KazooException,
+    NoAuthError,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -53,6 +62,7 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import KazooTimeoutError, SequentialThreadingHandler
 from kazoo.protocol.states import KazooState
+from kazoo.security import ACL
 
 from services.errors import (
     MetadataConflict,
@@ -63,6 +73,7 @@ from services.errors import (
     QuireError,
 )
 from services.zk import paths as zkpaths
+from services.zk.auth import ZkCredentials
 from services.zk.limits import (
     CONNECT_ATTEMPT_TIMEOUT_S,
     CONNECT_DELAY_FIRST_S,
@@ -119,7 +130,12 @@ class Delete:
 Step = Check | SetData | Delete
 
 
-def _translate(exc: BaseException, path: str) -> BaseException:
+def _translate(exc: BaseException, path: str, principal: str) -> BaseException:
+    if isinstance(exc, NoAuthError):
+        return MetadataUnavailable(
+            f"ZooKeeper denied {principal} access to {path} (NoAuth): the credentials are "
+            "wrong, or none were given for a locked tree (--zk-auth-file or QUIRE_ZK_AUTH)"
+        )
     if isinstance(exc, NoNodeError):
         return NodeNotFound(f"no znode {path}")
     if isinstance(exc, NodeExistsError):
@@ -179,10 +195,15 @@ class MetadataStore:
         hosts: str,
         session_timeout_s: float = 10.0,
         operation_timeout_s: float = OPERATION_TIMEOUT_S,
+        credentials: ZkCredentials | None = None,
     ) -> None:
         self.hosts = hosts
         self.session_timeout_s = session_timeout_s
         self.operation_timeout_s = operation_timeout_s
+        self.credentials = credentials
+        self.principal = (
+            credentials.principal if credentials is not None else "a client without credentials"
+        )
         self._client = KazooClient(
             hosts=hosts,
             timeout=session_timeout_s,
@@ -192,6 +213,7 @@ class MetadataStore:
                 "delay": RECONNECT_DELAY_FIRST_S,
                 "max_delay": RECONNECT_DELAY_MAX_S,
             },
+            **_auth_options(credentials),
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._starting: asyncio.Future[None] | None = None
@@ -253,6 +275,16 @@ class MetadataStore:
             self._client.start(timeout_s)
         except KazooTimeoutError as exc:
             raise MetadataUnavailable(f"cannot reach ZooKeeper at {self.hosts}") from exc
+        except KazooException as exc:
+            raise _translate(exc, chroot or "/", self.principal) from exc
+        # Reading the chroot needs the READ right: a principal that may not use the
+        # tree is told here, once per attempt, not by its first real call.
+        try:
+            self._client.get_async("/").get(timeout=timeout_s)
+        except KazooTimeoutError as exc:
+            raise MetadataUnavailable(f"cannot reach ZooKeeper at {self.hosts}") from exc
+        except KazooException as exc:
+            raise _translate(exc, chroot or "/", self.principal) from exc
 
     async def start_retrying(
         self,
@@ -284,7 +316,7 @@ class MetadataStore:
 
     def _ensure_chroot(self, chroot: str, timeout_s: float) -> None:
         base = self.hosts.split("/", 1)[0]
-        bootstrap = KazooClient(hosts=base, timeout=10.0)
+        bootstrap = KazooClient(hosts=base, timeout=10.0, **_auth_options(self.credentials))
         bootstrap.start(timeout_s)
         try:
             bootstrap.ensure_path(chroot)
@@ -338,7 +370,7 @@ class MetadataStore:
             try:
                 value = result.get_nowait()
             except BaseException as exc:  # noqa: BLE001 - delivered to the awaiting task
-                err = _translate(exc, path)
+                err = _translate(exc, path, self.principal)
                 loop.call_soon_threadsafe(_set_exception, future, err, exc)
             else:
                 loop.call_soon_threadsafe(_set_result, future, value)
@@ -346,7 +378,7 @@ class MetadataStore:
         try:
             method(*args, **kw).rawlink(done)
         except BaseException as exc:  # noqa: BLE001
-            raise _translate(exc, path) from exc
+            raise _translate(exc, path, self.principal) from exc
         try:
             async with asyncio.timeout(self.operation_timeout_s):
                 return await future
@@ -378,7 +410,7 @@ class MetadataStore:
                 except NoNodeError:
                     value = None
                 except BaseException as exc:  # noqa: BLE001 - delivered to the awaiting task
-                    value = _translate(exc, path)
+                    value = _translate(exc, path, self.principal)
                 results[index] = value
                 with lock:
                     remaining[0] -= 1
@@ -393,7 +425,7 @@ class MetadataStore:
                 self._client.get_async(path).rawlink(answer(index, path))
             except BaseException as exc:  # noqa: BLE001
                 future.cancel()
-                raise _translate(exc, path) from exc
+                raise _translate(exc, path, self.principal) from exc
         try:
             async with asyncio.timeout(self.operation_timeout_s):
                 await future
@@ -457,6 +489,11 @@ class MetadataStore:
         stat = await self._call(path, self._client.set_async, path, data, version)
         return int(stat.version)
 
+    async def set_acls(self, path: str, acl: Sequence[ACL]) -> None:
+        """Replace the znode's ACL (needs the ADMIN right on it): ``services/zk/acls.py``
+        locks a tree made before the cluster had credentials."""
+        await self._call(path, self._client.set_acls_async, path, list(acl))
+
     async def delete(self, path: str, version: int = -1) -> None:
         await self._call(path, self._client.delete_async, path, version)
 
@@ -479,7 +516,7 @@ class MetadataStore:
             if isinstance(result, RolledBackError | RuntimeInconsistency):
                 continue
             if isinstance(result, BaseException):
-                error = _translate(result, step.path)
+                error = _translate(result, step.path, self.principal)
                 if isinstance(error, MetadataUnavailable):
                     raise error from result
                 if isinstance(error, QuireError):
@@ -595,6 +632,14 @@ class MetadataStore:
                 await self.create(f"{zkpaths.IDGEN}/{hob + 1:010d}")
             except NodeExists:
                 pass
+
+
+def _auth_options(credentials: ZkCredentials | None) -> dict[str, Any]:
+    """kazoo's options for ``credentials``: the digest sent on each connection and the
+    ACL of each znode created; none without credentials (kazoo's open ACL)."""
+    if credentials is None:
+        return {}
+    return {"auth_data": credentials.auth_data(), "default_acl": credentials.acl()}
 
 
 def _log_watch_failure(done: asyncio.Future[None], path: str) -> None:

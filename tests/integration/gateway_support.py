@@ -18,6 +18,7 @@ from kazoo.client import KazooClient
 
 from services.cluster.processes import ServiceProcess
 from services.tls.contexts import TlsFiles
+from services.zk.auth import load_credentials
 from tests.harness import Cluster, fresh_chroot, wait_for
 
 # Small enough to keep the tests fast, big enough to cross a few pages.
@@ -333,17 +334,27 @@ def check_read_back(
 
 @contextmanager
 def module_cluster(  # type: ignore[no-untyped-def]
-    zookeeper, base_dir: Path, secret: str | None = None, tls: TlsFiles | None = None
+    zookeeper,
+    base_dir: Path,
+    secret: str | None = None,
+    tls: TlsFiles | None = None,
+    zk_auth_file: Path | None = None,
 ) -> Iterator[Cluster]:
     """A cluster shared by the tests of one module (its own chroot), stopped by pid and
-    its chroot deleted at the end, also on failure; every service over TLS with ``tls``."""
+    its chroot deleted at the end, also on failure; every service over TLS with ``tls``,
+    and with the ZooKeeper credentials of ``zk_auth_file`` (which delete the chroot)."""
     root = fresh_chroot()
-    c = Cluster(zookeeper.connect_string, root, base_dir, secret, tls)
+    c = Cluster(zookeeper.connect_string, root, base_dir, secret, tls, zk_auth_file)
+    credentials = load_credentials(zk_auth_file, None)
     try:
         yield c
     finally:
         c.stop_all()
-        client = KazooClient(hosts=zookeeper.connect_string, timeout=10.0)
+        client = KazooClient(
+            hosts=zookeeper.connect_string,
+            timeout=10.0,
+            auth_data=credentials.auth_data() if credentials else None,
+        )
         client.start(10.0)
         try:
             client.delete(root, recursive=True)

@@ -157,8 +157,8 @@ class Layout:
         stop_processes(list(reversed(self.processes)), STOP_GRACE_S)
 
 
-def service_args(zk_connect: str, zk_root: str) -> list[str]:
-    return [
+def service_args(zk_connect: str, zk_root: str, zk_auth_file: Path | None = None) -> list[str]:
+    args = [
         "--zk",
         zk_connect,
         "--zk-root",
@@ -166,6 +166,9 @@ def service_args(zk_connect: str, zk_root: str) -> list[str]:
         "--zk-session-timeout",
         str(SESSION_TIMEOUT_S),
     ]
+    if zk_auth_file is not None:
+        args += ["--zk-auth-file", str(zk_auth_file)]
+    return args
 
 
 def start_layout(
@@ -182,6 +185,7 @@ def start_layout(
     replicator_args: Sequence[str] = (),
     bookie_disk_bytes: int | None = None,
     racks: Sequence[str | None] = (),
+    zk_auth_file: Path | None = None,
 ) -> Layout:
     """Hosts ``zk1``…, ``bookie1``…, ``gateway1``…, ``auditor1``…, ``replicator1``…
     and ``client`` on ``network``, and on each its process: the ZooKeeper servers first
@@ -189,7 +193,8 @@ def start_layout(
     process is stopped by the network's ``close`` too. With ``bookie_disk_bytes``, each
     bookie's data dir is on a tmpfs of that size (tests/multihost/faults.py), unmounted
     when the network closes. ``racks[i]`` is the ``--rack`` of bookie ``i + 1`` (None,
-    or past the end: none)."""
+    or past the end: none). With ``zk_auth_file`` every service holds those ZooKeeper
+    credentials (docs/security.md, "ZooKeeper authentication")."""
     zk_hosts = network.add_hosts(f"zk{i}" for i in range(1, zookeepers + 1))
     bookie_hosts = network.add_hosts(f"bookie{i}" for i in range(1, bookies + 1))
     gateway_hosts = network.add_hosts(f"gateway{i}" for i in range(1, gateways + 1))
@@ -210,7 +215,7 @@ def start_layout(
         _launch(layout, server)
     for server in ensemble:
         server.wait_ready(max(1.0, ZOOKEEPER_READY_S - (time.monotonic() - start)))
-    common = service_args(layout.zk_connect, zk_root)
+    common = service_args(layout.zk_connect, zk_root, zk_auth_file)
     for index, host in enumerate(bookie_hosts):
         disk = base_dir / host.name
         if bookie_disk_bytes is not None:

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
+from kazoo.protocol.serialization import Auth, Create
 
 from services.json_logging import JsonFormatter, RequestIdFilter
 from services.request_ids import (
@@ -23,6 +24,7 @@ from services.request_ids import (
     request_id_from,
     scope_request_id,
 )
+from services.zk.auth import ZkCredentials
 
 NEW_ID = re.compile(r"[0-9a-f]{32}")
 
@@ -161,3 +163,21 @@ def test_library_dumps_of_secret_headers_and_auth_messages_are_masked(
     assert lines[0] == "< Authorization: ***" and lines[2] == "> X-Cluster-Secret: ***"
     assert '"token": "***"' in lines[3] and '"password": "***"' in lines[3]
     assert lines[5] == "< host: 127.0.0.1:8080"
+
+
+def test_kazoo_dumps_of_zookeeper_credentials_are_masked(
+    json_lines: tuple[logging.Logger, io.StringIO],
+) -> None:
+    """kazoo's debug dump of the requests it sends shows the ZooKeeper credentials of an
+    ``Auth`` and the password digest of a digest ACL: both are masked, whatever quotes
+    the password holds (docs/security.md, "ZooKeeper authentication")."""
+    logger, out = json_lines
+    credentials = ZkCredentials.parse("quire:t0ps3cret-1'\"x", "test")
+    scheme, auth = credentials.auth_data()[0]
+    logger.debug("Sending request(xid=%s): %s", -4, Auth(0, scheme, auth))
+    logger.debug("Sending request(xid=%s): %s", 7, Create("/quire", b"", credentials.acl(), 0))
+    digest = credentials.acl()[0].id.id.split(":", 1)[1]
+    assert "t0ps3cret" not in out.getvalue() and digest not in out.getvalue()
+    lines = [json.loads(line)["msg"] for line in out.getvalue().splitlines()]
+    assert "scheme='digest', auth='***')" in lines[0]
+    assert "id='quire:***'" in lines[1]

@@ -150,6 +150,57 @@ def test_impossible_environment_value_exits_2(
     assert capsys.readouterr().err.count("\n") == 1
 
 
+def test_zk_credentials_come_from_a_file_or_a_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/api.md, "Processes and how they start": --zk-auth-file (QUIRE_ZK_AUTH_FILE) or
+    QUIRE_ZK_AUTH; neither means no credentials (open ACLs, as before)."""
+    assert load_settings(BookieSettings, []).zk_credentials is None
+    path = tmp_path / "zk-auth"
+    path.write_text("quire:from-file\n")
+    by_flag = load_settings(BookieSettings, ["--zk-auth-file", str(path)]).zk_credentials
+    assert by_flag is not None and by_flag.password.get_secret_value() == "from-file"
+    monkeypatch.setenv("QUIRE_ZK_AUTH_FILE", str(path))
+    by_file_variable = load_settings(AuditorSettings, []).zk_credentials
+    assert by_file_variable is not None and by_file_variable.user == "quire"
+    monkeypatch.delenv("QUIRE_ZK_AUTH_FILE")
+    monkeypatch.setenv("QUIRE_ZK_AUTH", "other:from-variable")
+    by_variable = load_settings(ReplicatorSettings, []).zk_credentials
+    assert by_variable is not None and by_variable.user == "other"
+
+
+def test_zk_credentials_are_never_a_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    """A password on a command line is visible to every user of the host: there is no
+    --zk-auth, so giving one stops the service (exit 2)."""
+    with pytest.raises(SystemExit) as exc:
+        load_settings(GatewaySettings, ["--zk-auth", "quire:secret"], prog="gateway")
+    assert exc.value.code == 2
+    assert "--zk-auth" not in capsys.readouterr().out
+
+
+def test_zk_credentials_show_in_no_repr_dump_or_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The password is in no repr or dump of the settings, and a refused value is named
+    by its source in one line, never quoted."""
+    monkeypatch.setenv("QUIRE_ZK_AUTH", "quire:hunter2-secret")
+    settings = load_settings(GatewaySettings, [])
+    for text in (repr(settings), str(settings), settings.model_dump_json()):
+        assert "hunter2" not in text
+    assert "hunter2" not in repr(settings.zk_credentials)
+    monkeypatch.setenv("QUIRE_ZK_AUTH", "no-colon-hunter2")
+    with pytest.raises(SystemExit) as exc:
+        load_settings(GatewaySettings, [], prog="gateway")
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err == "gateway: error: QUIRE_ZK_AUTH must hold one line USER:PASSWORD\n"
+    path = tmp_path / "zk-auth"
+    path.write_text("quire:from-file")
+    with pytest.raises(SystemExit):
+        load_settings(GatewaySettings, ["--zk-auth-file", str(path)], prog="gateway")
+    assert "not both" in capsys.readouterr().err
+
+
 # -- the quire command line -------------------------------------------------
 
 
@@ -188,8 +239,8 @@ def _invoke(argv: list[str]) -> Result:
 
 @pytest.mark.parametrize(
     "argv",
-    [[], ["up"], ["bookie"], ["bookie", "format"]],
-    ids=["quire", "up", "bookie", "bookie-format"],
+    [[], ["up"], ["bookie"], ["bookie", "format"], ["zk"], ["zk", "lock"], ["zk", "unlock"]],
+    ids=["quire", "up", "bookie", "bookie-format", "zk", "zk-lock", "zk-unlock"],
 )
 def test_cli_help_exits_0(argv: list[str]) -> None:
     """`quire ... --help` works for every command."""
@@ -222,6 +273,31 @@ def test_cli_up_rejects_impossible_zookeeper_options(tmp_path: Path) -> None:
         result = _invoke(["up", "--data-dir", str(tmp_path), *bad])
         assert result.exit_code == 2, result.stderr
         assert not (tmp_path / "logs").exists()
+
+
+def test_cli_zk_commands_need_credentials_and_a_chroot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """quire zk lock|unlock, and bookie format, read the credentials as the services do;
+    lock and unlock refuse to run without them or on ZooKeeper's own root, before they
+    connect to anything."""
+    for command in ("lock", "unlock"):
+        result = _invoke(["zk", command, "--zk", "127.0.0.1:1"])
+        assert result.exit_code == 1
+        assert "--zk-auth-file or QUIRE_ZK_AUTH" in result.stderr
+    monkeypatch.setenv("QUIRE_ZK_AUTH", "quire:secret")
+    result = _invoke(["zk", "lock", "--zk", "127.0.0.1:1", "--zk-root", "/"])
+    assert result.exit_code == 1 and "chroot of its own" in result.stderr
+    monkeypatch.setenv("QUIRE_ZK_AUTH", "malformed")
+    result = _invoke(["zk", "lock"])
+    assert result.exit_code == 2 and "USER:PASSWORD" in result.stderr
+    monkeypatch.delenv("QUIRE_ZK_AUTH")
+    missing = "no-such-file"  # short: the error box wraps a long line
+    result = _invoke(
+        ["bookie", "format", "--data-dir", str(tmp_path), "--bookie-id", "h:1"]
+        + ["--zk-auth-file", missing, "--force"]
+    )
+    assert result.exit_code == 2 and "no such file" in result.stderr
 
 
 @pytest.mark.parametrize("module", SERVICE_MODULES)
