@@ -257,9 +257,9 @@ class MetadataStore:
     async def start(self, timeout_s: float = 30.0) -> None:
         """Connect (creating the chroot if missing); raise ``MetadataUnavailable`` on time-out."""
         self._loop = asyncio.get_running_loop()
+        # The chroot follows the last host ("h1:2181,h2:2181/quire"), the one host or many.
         chroot = ""
-        first_host = self.hosts.split(",")[0]
-        if "/" in first_host:
+        if "/" in self.hosts:
             chroot = "/" + self.hosts.split("/", 1)[1]
         # Shielded: a caller cancelled meanwhile (shutdown) leaves the attempt running in
         # its thread, and ``stop`` waits for it before stopping the client.
