@@ -14,7 +14,9 @@ class BenchError(RuntimeError):
 class BenchConfig:
     gateway: str | None = None
     token: str | None = None
+    ca_file: Path | None = None  # verifies an https:// gateway (with --local --tls: its CA)
     local: bool = False
+    tls: bool = False  # --local over TLS (services/cluster/tls.py)
     bookies: int = 3
     ledgers: int = 1
     ensemble: int = 3

@@ -34,17 +34,20 @@ import asyncio
 import base64
 import json
 import os
+import ssl
 import sys
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any, TypeVar
 
 from services.bench import limits
 from services.bench.connections import LoadConnection, Pacing, RequestConnection, parse_head
 from services.bench.histogram import percentile_s
 from services.bench.limits import ERROR_TEXT_MAX_CHARS, PROGRESS_INTERVAL_S, RECONNECT_DELAY_S
+from services.tls.contexts import verifying_context
 
 T = TypeVar("T")
 
@@ -126,6 +129,12 @@ class GatewayLoad:
         self.start_at: float = spec.get("start_at", time.time())
         self.progress_interval_s: float = spec.get("progress_interval_s", PROGRESS_INTERVAL_S)
         token = spec.get("token")
+        # One context for the process: each connection pays its handshake once and then
+        # keeps it (keep-alive), as a real client would.
+        self.ssl: ssl.SSLContext | None = None
+        if spec.get("tls"):
+            ca_file = spec.get("ca_file")
+            self.ssl = verifying_context(Path(ca_file)) if ca_file else ssl.create_default_context()
         self.payload = os.urandom(self.size)
         if self.batch == 1:
             content_type, self.body = "application/octet-stream", self.payload
@@ -163,7 +172,11 @@ class GatewayLoad:
         while not self.stopping:
             try:
                 _, conn = await loop.create_connection(
-                    partial(self.connection, index, pacing), self.host, self.port
+                    partial(self.connection, index, pacing),
+                    self.host,
+                    self.port,
+                    ssl=self.ssl,
+                    server_hostname=self.host if self.ssl is not None else None,
                 )
             except OSError as exc:
                 if self.stopping:

@@ -68,7 +68,7 @@ def create_log(config: BenchConfig, url: str, name: str) -> dict[str, Any]:
         "ack_quorum": config.ack_quorum,
     }
     end = time.monotonic() + WRITABLE_WAIT_S
-    with GatewayClient(url, config.token) as client:
+    with GatewayClient(url, config.token, ca_file=config.ca_file) as client:
         client.json("PUT", f"/v1/logs/{name}", json=body)
         while True:
             try:
@@ -82,7 +82,7 @@ def create_log(config: BenchConfig, url: str, name: str) -> dict[str, Any]:
 
 def delete_log(config: BenchConfig, url: str, name: str) -> None:
     try:
-        with GatewayClient(url, config.token) as client:
+        with GatewayClient(url, config.token, ca_file=config.ca_file) as client:
             client.request("DELETE", f"/v1/logs/{name}")
     except QuireError as exc:
         note(f"quire bench: log {name} could not be deleted: {exc.code}: {exc.message}")
@@ -93,7 +93,7 @@ class Roller(threading.Thread):
 
     def __init__(self, config: BenchConfig, url: str, name: str) -> None:
         super().__init__(daemon=True)
-        self.client = GatewayClient(url, config.token)
+        self.client = GatewayClient(url, config.token, ca_file=config.ca_file)
         self.path = f"/v1/logs/{name}/roll"
         self.every_s = config.roll_every_s
         self.latencies_s: list[float] = []
@@ -163,7 +163,7 @@ class Busy:
             thread.join()
 
     def _run(self) -> None:
-        with GatewayClient(self.url, self.config.token) as client:
+        with GatewayClient(self.url, self.config.token, ca_file=self.config.ca_file) as client:
             while not self._stop_event.is_set():
                 try:
                     if self.config.batch == 1:
@@ -187,7 +187,7 @@ class Busy:
 def take_over(config: BenchConfig, url: str, name: str) -> tuple[float, float]:
     """``POST /writer`` on ``url``, then one record appended there until acknowledged:
     (seconds to the writer answer, seconds to the acknowledged append)."""
-    with GatewayClient(url, config.token) as client:
+    with GatewayClient(url, config.token, ca_file=config.ca_file) as client:
         client.json("GET", f"/v1/logs/{name}")  # connected before the clock starts
         started = time.perf_counter()
         client.json("POST", f"/v1/logs/{name}/writer")
@@ -281,7 +281,7 @@ def run_log(
             note(f"quire bench: {config.handover_reps} writer hand-overs between {url} "
                  f"and {second}")  # fmt: skip
             result.update(handover(config, url, second, name))
-        with GatewayClient(url, config.token) as client:
+        with GatewayClient(url, config.token, ca_file=config.ca_file) as client:
             result["ledgers"] = len(client.json("GET", f"/v1/logs/{name}")["ledgers"])
         result.update({"mode": "log", "log": name, "idempotency_keys": config.idempotency_keys})
         return result

@@ -103,8 +103,8 @@ def load_specs(config: BenchConfig, url: str, ledger_ids: list[int], start_at: f
     parts = urlsplit(url)
     host = parts.hostname or "127.0.0.1"
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    if parts.scheme != "http":
-        raise BenchError("the load generator speaks plain http:// only")
+    if parts.scheme not in ("http", "https"):
+        raise BenchError(f"the gateway URL must be http:// or https://, got {url}")
     assignment = client_ledgers(ledger_ids, config.concurrency)
     procs = max(1, config.load_procs)
     specs = []
@@ -115,6 +115,8 @@ def load_specs(config: BenchConfig, url: str, ledger_ids: list[int], start_at: f
                 "host": host,
                 "port": port,
                 "token": config.token,
+                "tls": parts.scheme == "https",
+                "ca_file": str(config.ca_file) if config.ca_file is not None else None,
                 "client_ledgers": mine,
                 "batch": config.batch,
                 "entry_size": config.entry_size,

@@ -81,6 +81,7 @@ def start_local_cluster(config: BenchConfig, data_dir: Path) -> LocalCluster:
             zk_port=free_port(),
             zk_root="/quire-bench",
             without=frozenset({"auditor", "replicator"}),
+            tls=config.tls,
         ),
         ui=Ui("quire bench", out=sys.stderr),
     )
@@ -126,7 +127,7 @@ def create_ledgers(config: BenchConfig, url: str) -> list[int]:
     def create_one(_: int = 0) -> int:
         client = getattr(local, "client", None)
         if client is None:
-            client = local.client = GatewayClient(url, config.token)
+            client = local.client = GatewayClient(url, config.token, ca_file=config.ca_file)
         return client.json("POST", "/v1/ledgers", json=body)["ledger_id"]
 
     end = time.monotonic() + WRITABLE_WAIT_S
@@ -151,7 +152,7 @@ def delete_ledgers(config: BenchConfig, url: str, ledger_ids: list[int]) -> int:
     def delete_one(ledger_id: int) -> None:
         nonlocal failed
         try:
-            with GatewayClient(url, config.token) as client:
+            with GatewayClient(url, config.token, ca_file=config.ca_file) as client:
                 client.request("DELETE", f"/v1/ledgers/{ledger_id}")
         except QuireError:
             with lock:
@@ -185,6 +186,8 @@ def run(config: BenchConfig) -> dict:
             cluster = start_local_cluster(config, work / "cluster")
             gateway_proc = next(p for p in cluster.services if p.name == "gateway")
             url = gateway_proc.url
+            if cluster.tls is not None:
+                config.ca_file = cluster.tls.ca
             gateway_pid = gateway_proc.pid
             bookie_pids = [p.pid for p in cluster.services if p.module == "bookie"]
         else:

@@ -71,7 +71,7 @@ Quiet = Annotated[
 
 def _client(ctx: typer.Context) -> GatewayClient:
     options = global_options(ctx)
-    return GatewayClient(options.gateway, options.token)
+    return GatewayClient(options.gateway, options.token, ca_file=options.ca_file)
 
 
 _STATE_STYLE = {

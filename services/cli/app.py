@@ -1,8 +1,10 @@
 """The ``quire`` command line.
 
 Global options come before the subcommand: ``--gateway URL`` (env
-``QUIRE_GATEWAY``, default ``http://127.0.0.1:8080``) and ``--token`` (env
-``QUIRE_TOKEN``); a flag wins over its variable. Commands that talk to a
+``QUIRE_GATEWAY``, default ``http://127.0.0.1:8080``), ``--token`` (env
+``QUIRE_TOKEN``) and ``--ca-file`` (env ``QUIRE_CA_FILE``: the CA bundle an
+``https://`` gateway's certificate is verified against, instead of the system's); a
+flag wins over its variable. Commands that talk to a
 gateway read them with ``global_options(ctx)`` (``services/cli/common.py``,
 which sub-apps import, so there is no import cycle).
 
@@ -18,6 +20,7 @@ the shell it runs in; docs/cli.md).
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -65,10 +68,21 @@ def _global(
             envvar="QUIRE_TOKEN", show_default=False, help="API (or admin) token for the gateway"
         ),
     ] = None,
+    ca_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="QUIRE_CA_FILE",
+            show_default=False,
+            exists=True,
+            dir_okay=False,
+            readable=True,
+            help="CA bundle (PEM) that an https:// gateway's certificate is verified against",
+        ),
+    ] = None,
 ) -> None:
     if not re.match(r"^https?://[^/\s]+", gateway):
         raise typer.BadParameter(f"must be an http:// or https:// URL, got {gateway!r}")
-    ctx.obj = GlobalOptions(gateway.rstrip("/"), token or None)
+    ctx.obj = GlobalOptions(gateway.rstrip("/"), token or None, ca_file)
 
 
 def main() -> None:

@@ -32,6 +32,25 @@ def bench_command(
         str | None,
         typer.Option(show_default=False, help="API token [default: the global --token]"),
     ] = None,
+    ca_file: Annotated[
+        Path | None,
+        typer.Option(
+            show_default=False,
+            exists=True,
+            dir_okay=False,
+            readable=True,
+            help="CA bundle an https:// gateway is verified against "
+            "[default: the global --ca-file / QUIRE_CA_FILE]",
+        ),
+    ] = None,
+    tls: Annotated[
+        bool,
+        typer.Option(
+            "--tls",
+            help="with --local: every service over TLS, with certificates of a CA made for "
+            "the run (as quire up --tls), the load too",
+        ),
+    ] = False,
     ledgers: Annotated[int, typer.Option(min=1, max=LEDGERS_MAX, help="ledgers written")] = 1,
     ensemble: Annotated[int, typer.Option("--ensemble", "-e", min=1, help="ensemble size E")] = 3,
     write_quorum: Annotated[
@@ -157,10 +176,18 @@ def bench_command(
     options = global_options(ctx)
     if local and gateway is not None:
         raise typer.BadParameter("give --gateway or --local, not both", param_hint="--local")
+    if tls and not local:
+        raise typer.BadParameter(
+            "--tls starts a --local cluster over TLS; for a gateway of yours give its "
+            "https:// URL and --ca-file",
+            param_hint="--tls",
+        )
     config = BenchConfig(
         gateway=None if local else (gateway or options.gateway).rstrip("/"),
         token=token or options.token,
+        ca_file=ca_file or options.ca_file,
         local=local,
+        tls=tls,
         bookies=bookies,
         ledgers=ledgers,
         ensemble=ensemble,

@@ -20,9 +20,12 @@ token nor the password ever appears in a message.
 
 from __future__ import annotations
 
+import functools
 import json
+import ssl
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -44,6 +47,7 @@ from services.errors import (
     Unavailable,
     error_for_code,
 )
+from services.tls.contexts import TlsError, verifying_context
 
 PASSWORD_HEADER = "X-Ledger-Password"
 
@@ -105,6 +109,41 @@ def api_error(response: httpx.Response) -> QuireError:
     return QuireError(f"HTTP {response.status_code} {reason} from {response.request.url}")
 
 
+@functools.cache
+def tls_context(ca_file: Path | None) -> ssl.SSLContext | None:
+    """How an https:// gateway is verified: against ``ca_file`` (``--ca-file`` or
+    ``QUIRE_CA_FILE``), one context per bundle for the whole process, since loading a
+    bundle is the costly part of a client's TLS; None without one (the client's
+    default: the system's CA bundle). A bundle that cannot be used is an
+    ``InvalidArgument``."""
+    if ca_file is None:
+        return None
+    try:
+        return verifying_context(ca_file)
+    except TlsError as exc:
+        raise InvalidArgument(f"--ca-file: {exc}") from None
+
+
+def _transport_failure(url: str, exc: httpx.HTTPError) -> str:
+    """Why ``url`` could not be used, for people: TLS failures say what to change."""
+    detail = str(exc) or type(exc).__name__
+    if "CERTIFICATE_VERIFY_FAILED" in detail:
+        reason = detail.split("certificate verify failed:", 1)[-1].split("(_ssl", 1)[0]
+        return (
+            f"the gateway at {url} presented a certificate that does not verify "
+            f"({reason.strip() or 'certificate verify failed'}); give the CA bundle that "
+            "signed it with --ca-file or QUIRE_CA_FILE"
+        )
+    if "WRONG_VERSION_NUMBER" in detail or "record layer failure" in detail:
+        return f"the gateway at {url} does not speak TLS: use an http:// URL"
+    if isinstance(exc, httpx.RemoteProtocolError) and url.startswith("http://"):
+        return (
+            f"the gateway at {url} closed the connection without an answer "
+            "(does it serve https://?)"
+        )
+    return f"cannot reach the gateway at {url}: {detail}"
+
+
 class GatewayClient:
     """Calls of one command to one gateway; use as a context manager."""
 
@@ -115,6 +154,7 @@ class GatewayClient:
         password: str | None = None,
         timeout_s: float = REQUEST_TIMEOUT_S,
         transport: httpx.BaseTransport | None = None,
+        ca_file: Path | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -124,6 +164,7 @@ class GatewayClient:
             headers=headers,
             timeout=httpx.Timeout(timeout_s, connect=CONNECT_TIMEOUT_S),
             transport=transport,
+            verify=tls_context(ca_file) or True,
         )
 
     def __enter__(self) -> GatewayClient:
@@ -140,10 +181,9 @@ class GatewayClient:
 
     def _unreachable(self, exc: httpx.HTTPError) -> GatewayUnreachable:
         what = type(exc).__name__
-        detail = str(exc) or what
         if isinstance(exc, httpx.TimeoutException):
             return GatewayUnreachable(f"no answer from the gateway at {self.url} in time ({what})")
-        return GatewayUnreachable(f"cannot reach the gateway at {self.url}: {detail}")
+        return GatewayUnreachable(_transport_failure(self.url, exc))
 
     def request(
         self,

@@ -26,6 +26,7 @@ _err = Console(stderr=True, highlight=False, soft_wrap=True)
 class GlobalOptions:
     gateway: str
     token: str | None
+    ca_file: Path | None = None  # --ca-file / QUIRE_CA_FILE: verifies an https:// gateway
 
 
 def fail(message: str, code: int = 1, prog: str = "quire") -> NoReturn:
@@ -47,7 +48,7 @@ def human_bytes(size: int | None) -> str:
 
 
 def global_options(ctx: typer.Context) -> GlobalOptions:
-    """The resolved ``--gateway`` / ``--token`` of this invocation."""
+    """The resolved ``--gateway`` / ``--token`` / ``--ca-file`` of this invocation."""
     root = ctx.find_root()
     if isinstance(root.obj, GlobalOptions):
         return root.obj

@@ -82,7 +82,7 @@ class Digest(StrEnum):
 
 def _client(ctx: typer.Context, password: str | None = None) -> GatewayClient:
     options = global_options(ctx)
-    return GatewayClient(options.gateway, options.token, password)
+    return GatewayClient(options.gateway, options.token, password, ca_file=options.ca_file)
 
 
 def _parse_meta(items: Iterable[str]) -> dict[str, str]:
@@ -216,7 +216,7 @@ def append(
     with reported(), _client(ctx, password) as client:
         options = global_options(ctx)
         appender: LedgerAppender = (
-            LedgerStreamAppender(options.gateway, options.token, password, ledger_id)
+            LedgerStreamAppender(options, password, ledger_id)
             if stream
             else Appender(client, ledger_id)
         )

@@ -86,7 +86,7 @@ Quiet = Annotated[
 
 def _client(ctx: typer.Context) -> GatewayClient:
     options = global_options(ctx)
-    return GatewayClient(options.gateway, options.token)
+    return GatewayClient(options.gateway, options.token, ca_file=options.ca_file)
 
 
 @log_app.command()

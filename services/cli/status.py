@@ -216,7 +216,8 @@ def status(
     (the admin token is needed when the gateway has one).
     """
     options = global_options(ctx)
-    with reported(), GatewayClient(options.gateway, options.token) as client:
+    client = GatewayClient(options.gateway, options.token, ca_file=options.ca_file)
+    with reported(), client:
         doc = collect(client, first)
     if as_json:
         print_json(doc)

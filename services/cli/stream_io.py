@@ -15,7 +15,7 @@ from typing import IO, Any
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
-from services.cli.client import PASSWORD_HEADER, GatewayClient
+from services.cli.client import PASSWORD_HEADER, GatewayClient, tls_context
 from services.cli.common import GlobalOptions, fail
 from services.cli.ledger_io import append_summary as ledger_summary
 from services.cli.ledger_io import batches, err, input_lines
@@ -39,17 +39,23 @@ class StreamAppender:
     (``_acked``)."""
 
     def __init__(
-        self, gateway: str, token: str | None, path: str, headers: dict[str, str] | None = None
+        self, options: GlobalOptions, path: str, headers: dict[str, str] | None = None
     ) -> None:
+        token = options.token
         headers = {**(headers or {}), **({"Authorization": f"Bearer {token}"} if token else {})}
         self.records = 0  # acknowledged
         self.sent = 0
         self.bytes = 0
         self.sizes: list[int] = []  # of the records in flight, oldest first
-        url = stream_url(gateway, path)
+        url = stream_url(options.gateway, path)
+        context = tls_context(options.ca_file) if url.startswith("wss://") else None
         try:
             self._connector = connect(
-                url, additional_headers=headers, open_timeout=STREAM_OPEN_TIMEOUT_S, max_size=None
+                url,
+                additional_headers=headers,
+                open_timeout=STREAM_OPEN_TIMEOUT_S,
+                max_size=None,
+                ssl=context,
             )
             self.ws: ClientConnection = self._connector.__enter__()
         except InvalidStatus as exc:
@@ -127,12 +133,12 @@ class LogStreamAppender(StreamAppender):
     ``request_key(key, N)`` (the same command run again appends nothing twice). Same
     summary as ``LogAppender``."""
 
-    def __init__(self, gateway: str, token: str | None, name: str, key: str | None) -> None:
+    def __init__(self, options: GlobalOptions, name: str, key: str | None) -> None:
         self.name = name
         self.key = key
         self.first_position: str | None = None
         self.last_position: str | None = None
-        super().__init__(gateway, token, f"/v1/logs/{name}/stream")
+        super().__init__(options, f"/v1/logs/{name}/stream")
 
     def _control(self, seq: int) -> str | None:
         return None if self.key is None else json.dumps({"key": request_key(self.key, seq)})
@@ -153,15 +159,13 @@ class LedgerStreamAppender(StreamAppender):
     """Entries to ledger ``ledger_id`` (which this gateway writes); the same summary
     and counters as ``ledger_io.Appender``."""
 
-    def __init__(
-        self, gateway: str, token: str | None, password: str | None, ledger_id: int
-    ) -> None:
+    def __init__(self, options: GlobalOptions, password: str | None, ledger_id: int) -> None:
         self.ledger_id = ledger_id
         self.first_entry_id: int | None = None
         self.last_entry_id: int | None = None
         self.lac: int | None = None
         headers = {PASSWORD_HEADER: password} if password is not None else {}
-        super().__init__(gateway, token, f"/v1/ledgers/{ledger_id}/stream", headers)
+        super().__init__(options, f"/v1/ledgers/{ledger_id}/stream", headers)
 
     @property
     def entries(self) -> int:
@@ -194,7 +198,7 @@ def open_appender(
 ) -> Appender:
     """A ``StreamAppender`` with ``stream``, else a ``LogAppender`` (one request per batch)."""
     if stream:
-        return LogStreamAppender(options.gateway, options.token, name, key)
+        return LogStreamAppender(options, name, key)
     return LogAppender(client, name, key)
 
 

@@ -48,6 +48,14 @@ def up(
             help="do not start this service (gateway, auditor or replicator); repeatable",
         ),
     ] = None,
+    tls: Annotated[
+        bool,
+        typer.Option(
+            "--tls",
+            help="every service over TLS, with certificates of a CA kept in DATA_DIR/tls "
+            "(printed: how to call the gateway with it)",
+        ),
+    ] = False,
     zk_port: Annotated[
         int, typer.Option(min=1, max=65535, hidden=True, help="port of the ZooKeeper it starts")
     ] = 2181,
@@ -60,8 +68,11 @@ def up(
     Prints each process's URL, pid and log (logs are in DATA_DIR/logs/), then
     keeps running. Ctrl-C or SIGTERM stops everything and exits 0. The data
     dir is reused by the next start (use the same --gateway-port: a bookie's
-    identity is its host:port). A child that dies is reported and the rest keep
-    running; if ZooKeeper dies, or no service is left, quire up stops and exits 1.
+    identity is its host:port). With --tls every service serves HTTPS with
+    certificates of a CA kept in DATA_DIR/tls, and the lines printed say how to
+    call the gateway with it (curl --cacert, QUIRE_CA_FILE). A child that dies
+    is reported and the rest keep running; if ZooKeeper dies, or no service is
+    left, quire up stops and exits 1.
     """
     from services.cluster.config import SERVICES, ClusterError, StopRequested, UpConfig
     from services.cluster.local import LocalCluster
@@ -82,6 +93,7 @@ def up(
             zk_session_timeout=zk_session_timeout,
             start_deadline_s=start_timeout,
             without=frozenset(without or ()),
+            tls=tls,
         )
     )
 
@@ -97,6 +109,9 @@ def up(
             try:
                 cluster.start()
                 cluster.ui.started(cluster.summary())
+                how = cluster.how_to_call()
+                if how is not None:
+                    cluster.ui.started(how)
                 cluster.supervise()
             except StopRequested:
                 pass

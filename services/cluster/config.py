@@ -63,6 +63,7 @@ class UpConfig:
     zk_session_timeout: float | None = None
     start_deadline_s: float = SERVICE_START_DEADLINE_S
     without: frozenset[str] = frozenset()
+    tls: bool = False  # every service over TLS, a CA in DATA_DIR/tls (services/cluster/tls.py)
     # None: QUIRE_CLUSTER_SECRET if set, else a random one (module docstring).
     cluster_secret: str | None = field(default=None, repr=False)
 

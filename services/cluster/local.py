@@ -32,6 +32,10 @@ environment), and hands it to every service it starts in the
 ``QUIRE_CLUSTER_SECRET`` environment variable: never on a command line (which
 ``ps`` shows and the logs record) and never printed.
 
+With ``--tls`` (``UpConfig.tls``) every service serves HTTPS with a certificate of a
+CA kept in ``DATA_DIR/tls`` (``services/cluster/tls.py``) and verifies its peers
+with it; the summary says how to call the gateway with that CA.
+
 The data dir is reused on the next start: ZooKeeper's data and each bookie's
 data dir (with its cookie) stay where they were, and a bookie's id is its
 ``host:port``, so the same ``--gateway-port`` gives every bookie its old
@@ -80,6 +84,7 @@ from services.cluster.processes import (
     tail,
     zookeeper_ready,
 )
+from services.cluster.tls import LocalTls, tls_args
 from services.console import Ui
 
 
@@ -96,6 +101,7 @@ class LocalCluster:
         self.services: list[ServiceProcess] = []
         self._reported: set[int] = set()
         self._lock_file: IO[str] | None = None
+        self.tls: LocalTls | None = None  # with config.tls, once started
         self._cluster_secret = (
             config.cluster_secret
             or os.environ.get(SECRET_ENV)
@@ -162,6 +168,8 @@ class LocalCluster:
         planned = self.plan()
         self._check_ports(planned)
         self._lock_data_dir()
+        if self.config.tls:
+            self.tls = LocalTls.prepare(self.data_dir / "tls", self.config.host)
         if self.config.zk is None:
             self._start_zookeeper()
         else:
@@ -262,14 +270,16 @@ class LocalCluster:
         """Start ``items`` together, then wait for each to be healthy."""
         started = []
         for item in items:
+            files = self.tls.issue(item.name) if self.tls is not None else None
             proc = ServiceProcess(
                 item.module,
-                item.args,
+                [*item.args, *(tls_args(files) if files is not None else [])],
                 self.config.host,
                 item.port,
                 self.logs_dir / f"{item.name}.log",
                 env={**os.environ, SECRET_ENV: self._cluster_secret},
                 name=item.name,
+                tls_ca=files.ca if files is not None else None,
             )
             self.services.append(proc)
             self._spawn(proc)
@@ -325,6 +335,18 @@ class LocalCluster:
             f"quire up: ready: {', '.join(what)}; ZooKeeper {self.zk_connect}"
             f"{self.config.zk_root}; data in {self.data_dir}; "
             f"Ctrl-C or SIGTERM to pid {os.getpid()} stops everything"
+        )
+
+    def how_to_call(self) -> str | None:
+        """With TLS, how to reach the gateway with the cluster's CA; None without."""
+        gateway = next((p for p in self.services if p.name == "gateway"), None)
+        if self.tls is None or gateway is None:
+            return None
+        ca = self.tls.ca
+        return (
+            f"quire up: TLS on every service; the CA certificate is {ca}\n"
+            f"    curl --cacert {ca} {gateway.url}/v1/ledgers\n"
+            f"    export QUIRE_GATEWAY={gateway.url} QUIRE_CA_FILE={ca}"
         )
 
     # -- run ----------------------------------------------------------------

@@ -80,14 +80,16 @@ def _load_chain(context: ssl.SSLContext, files: TlsFiles) -> None:
 
 
 def _load_ca(context: ssl.SSLContext, files: TlsFiles) -> None:
-    _check_readable(files.ca)
+    _load_bundle(context, files.ca)
+
+
+def _load_bundle(context: ssl.SSLContext, ca: Path) -> None:
+    _check_readable(ca)
     try:
-        context.load_verify_locations(cafile=files.ca)
+        context.load_verify_locations(cafile=ca)
     except (OSError, ValueError) as exc:
         reason = exc.reason if isinstance(exc, ssl.SSLError) else None
-        raise TlsError(
-            f"{files.ca}: not a PEM CA bundle ({reason or type(exc).__name__})"
-        ) from None
+        raise TlsError(f"{ca}: not a PEM CA bundle ({reason or type(exc).__name__})") from None
 
 
 def server_context(files: TlsFiles) -> ssl.SSLContext:
@@ -107,6 +109,16 @@ def client_context(files: TlsFiles) -> ssl.SSLContext:
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     _load_ca(context, files)
     _load_chain(context, files)
+    return context
+
+
+def verifying_context(ca: Path) -> ssl.SSLContext:
+    """What a client of the services (the CLI, ``quire bench``) reaches them with when
+    given a CA bundle: servers verified against ``ca`` alone, their names checked, TLS
+    1.2 or later. ``TlsError`` names the file when it cannot be used."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED, check_hostname
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    _load_bundle(context, ca)
     return context
 
 

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -331,6 +332,85 @@ def test_up_generates_a_cluster_secret_and_never_prints_it(
         assert given not in again.output()
     finally:
         again.kill_everything()
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("QUIRE_")}
+    return subprocess.run(
+        [*_quire(), *args], capture_output=True, text=True, timeout=60, env={**base, **(env or {})}
+    )
+
+
+def test_up_tls_serves_https_and_its_ca_is_what_the_clients_need(
+    run_up, zookeeper: ZooKeeperProcess, zk_root: str, tmp_path: Path
+) -> None:
+    """quire up --tls: every service on https:// with certificates of a CA kept in
+    DATA_DIR/tls (keys 0600), the printed curl and export lines name it; with it the CLI
+    (--ca-file, QUIRE_CA_FILE, a stream) and quire bench work, without it the CLI says in
+    one line what to give; plain http is refused; a restart keeps the CA."""
+    bookies = 2
+    port = free_port_block(ports_needed(bookies))
+    data_dir = tmp_path / "data"
+    args = [
+        "--tls",
+        "--bookies", str(bookies),
+        "--data-dir", str(data_dir),
+        "--gateway-port", str(port),
+        "--zk", zookeeper.connect_string,
+        "--zk-root", zk_root,
+        "--zk-session-timeout", "4",
+        "--without", "replicator",
+    ]  # fmt: skip
+    up = run_up(*args)
+    started = up.wait_ready()
+    ca = data_dir / "tls" / "ca.pem"
+    url = f"https://127.0.0.1:{port}"
+    assert {e["where"].split("://")[0] for n, e in started.items() if n != "zookeeper"} == {"https"}
+    assert started["gateway"]["where"] == url
+    printed = "\n".join(up.stdout)
+    assert f"curl --cacert {ca} {url}/v1/ledgers" in printed, printed
+    assert f"export QUIRE_GATEWAY={url} QUIRE_CA_FILE={ca}" in printed, printed
+    keys = sorted((data_dir / "tls").glob("*.key"))
+    assert {k.stem for k in keys} == {"ca", "gateway", "auditor", "bookie-1", "bookie-2"}
+    assert all(k.stat().st_mode & 0o777 == 0o600 for k in keys)
+    ca_bytes = ca.read_bytes()
+
+    env = {"QUIRE_GATEWAY": url, "QUIRE_CA_FILE": str(ca)}
+    verify = ssl.create_default_context(cafile=ca)
+    assert httpx.get(f"{url}/v1/ledgers", verify=verify, timeout=10.0).status_code == 200
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"http://127.0.0.1:{port}/v1/ledgers", timeout=10.0)
+    # The gateway reaches the bookies and the auditor over TLS: `quire status` is OK.
+    wait_for(lambda: _cli("status", env=env).returncode == 0, 30.0, "quire status OK over TLS")
+
+    created = _cli("--gateway", url, "--ca-file", str(ca), "ledger", "create", "-q", "-e", "2")
+    assert created.returncode == 0, created.stderr
+    lid = created.stdout.strip()
+    appended = _cli("ledger", "append", lid, "over", "tls", env=env)
+    assert appended.returncode == 0, appended.stderr
+    streamed = _cli("ledger", "append", lid, "--stream", "streamed", env=env)
+    assert streamed.returncode == 0, streamed.stderr
+    read = _cli("ledger", "read", lid, env=env)
+    assert read.stdout.splitlines() == ["over", "tls", "streamed"], read.stderr
+    refused = _cli("--gateway", url, "ledger", "read", lid)
+    assert refused.returncode == 3, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert "does not verify" in refused.stderr and "--ca-file" in refused.stderr
+    bench = _cli(
+        "bench", "--duration", "0.5", "--warmup", "0.1", "--concurrency", "2", "-e", "2", "-q",
+        env=env,
+    )  # fmt: skip
+    assert bench.returncode == 0, bench.stderr
+    summary = json.loads(bench.stdout.strip().splitlines()[-1])
+    assert summary["errors"] == 0 and summary["entries"] > 0, summary
+
+    assert up.stop(signal.SIGTERM) == 0, up.output()
+    _assert_all_gone(up, started)
+    again = run_up(*args)
+    again.wait_ready()
+    assert ca.read_bytes() == ca_bytes  # clients holding the CA keep working
+    assert _cli("ledger", "read", lid, env=env).stdout.splitlines()[0] == "over"
+    assert again.stop(signal.SIGTERM) == 0, again.output()
 
 
 def test_up_starts_its_own_zookeeper_and_survives_a_dead_bookie(run_up, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import io
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -133,7 +134,8 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGateway]:
     gateway = FakeGateway()
     transport = httpx.MockTransport(lambda request: gateway.handle(request))
 
-    def client(url: str, token: str | None = None) -> GatewayClient:
+    def client(url: str, token: str | None = None, ca_file: Path | None = None) -> GatewayClient:
+        assert ca_file is None
         return GatewayClient(url, token, transport=transport)
 
     monkeypatch.setattr(cli_admin, "GatewayClient", client)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 
@@ -38,10 +39,14 @@ def test_load_specs_split_clients_and_rate() -> None:
     json.dumps(specs)  # goes on a command line
 
 
-def test_https_is_refused() -> None:
-    """The raw generator speaks plain HTTP only; an https gateway is a clear error."""
-    with pytest.raises(BenchError):
-        load_specs(BenchConfig(), "https://gw:443", [1], 0.0)
+def test_https_goes_to_the_load_with_its_ca_and_other_schemes_are_refused() -> None:
+    """An https gateway is loaded over TLS (port 443 by default) with the CA bundle of
+    --ca-file; a URL of another scheme is a clear error."""
+    spec = load_specs(BenchConfig(ca_file=Path("/ca.pem")), "https://gw", [1], 0.0)[0]
+    assert (spec["tls"], spec["ca_file"], spec["port"]) == (True, "/ca.pem", 443)
+    assert load_specs(BenchConfig(), "http://gw:80", [1], 0.0)[0]["tls"] is False
+    with pytest.raises(BenchError, match="http:// or https://"):
+        load_specs(BenchConfig(), "ftp://gw:21", [1], 0.0)
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -98,7 +99,8 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[Fake]:
     gateway = Fake()
     transport = httpx.MockTransport(gateway.handle)
 
-    def client(url: str, token: str | None = None) -> GatewayClient:
+    def client(url: str, token: str | None = None, ca_file: Path | None = None) -> GatewayClient:
+        assert ca_file is None
         return GatewayClient(url, token, transport=transport)
 
     monkeypatch.setattr(cli_status, "GatewayClient", client)
