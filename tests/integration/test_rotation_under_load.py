@@ -4,7 +4,7 @@ HTTPS, the bookies require client certificates, the gateway takes scoped tokens 
 file.
 While the bench adds over keep-alive connections, the services move to certificates of
 a new CA (the bundle already trusted both, as an operator distributes it first), are
-sent SIGHUP, and the token file is rewritten twice; the bench ends with no failed
+sent SIGHUP, and the token file is rewritten (one token out, one in); the bench ends with no failed
 operation and every reload took effect. One cluster for the module."""
 
 from __future__ import annotations
