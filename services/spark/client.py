@@ -25,7 +25,9 @@ An https gateway is verified against the CA bundle of ``TlsOptions`` (the option
 ``caFile``, ``certFile`` and ``keyFile``, services/spark/options.py), or the system's
 without one. A gateway whose certificate does not verify is no gateway to wait for: the
 call goes to the next gateway when there is one, and fails at once, naming the URL and
-what it was verified against, when there is none (docs/security.md, "TLS").
+what it was verified against, when there is none (docs/security.md, "TLS"); so does
+one that refuses the handshake (it requires a client certificate, ``certFile`` and
+``keyFile``, signed by its CA).
 """
 
 from __future__ import annotations
@@ -48,6 +50,11 @@ from services.wire.entries_stream import MEDIA_TYPE, FrameDecoder
 INVALID_OPTION = "invalid_option"
 GATEWAY_UNREACHABLE = "gateway_unreachable"
 GATEWAY_NOT_VERIFIED = "gateway_not_verified"
+GATEWAY_TLS_REFUSED = "gateway_tls_refused"
+# TLS failures no wait will mend, where the gateway served no request: its certificate
+# does not verify, or it refused the handshake (an alert: our certificate missing or
+# not signed by its CA). Transient ones (a connection cut mid-handshake) are not here.
+TLS_FAILURES = frozenset({GATEWAY_NOT_VERIFIED, GATEWAY_TLS_REFUSED})
 SHORT_READ = "short_read"
 # Answers that say "try again": the gateway's retriable errors (services/errors.py).
 RETRIABLE_STATUSES = frozenset({503, 504})
@@ -193,14 +200,15 @@ class SparkGatewayClient:
             except httpx.HTTPError as exc:
                 failure = self._unreachable(exc, what)
                 self._next_gateway()
-                if not isinstance(exc, NOT_SENT):
-                    if not repeatable:
-                        raise failure from exc
-                elif untried > 0:
-                    untried -= 1
-                    continue
-                elif failure.code == GATEWAY_NOT_VERIFIED:
-                    raise failure from exc  # waiting will not make it verify
+                tls_failure = failure.code in TLS_FAILURES
+                if tls_failure or isinstance(exc, NOT_SENT):
+                    if untried > 0:
+                        untried -= 1
+                        continue
+                    if tls_failure:
+                        raise failure from exc  # waiting will not make the handshake pass
+                elif not repeatable:
+                    raise failure from exc
             else:
                 if response.status_code in ok:
                     return None if response.status_code == 204 else response.json()
@@ -273,12 +281,24 @@ class SparkGatewayClient:
             raise QuireSparkError(SHORT_READ, f"{what}: the stream ended inside a frame")
 
     def _unreachable(self, exc: httpx.HTTPError, what: str) -> QuireSparkError:
-        refused = _verification_error(exc)
-        if refused is not None:
+        tls = _tls_error(exc)
+        if isinstance(tls, ssl.SSLCertVerificationError):
             return QuireSparkError(
                 GATEWAY_NOT_VERIFIED,
                 f"{what}: the certificate of {self.url} is not verified by "
-                f"{self._trusted()}: {refused.verify_message or refused.reason}",
+                f"{self._trusted()}: {tls.verify_message or tls.reason}",
+            )
+        if tls is not None and "_ALERT_" in (tls.reason or ""):
+            shown = (
+                f"the certificate {self.tls.cert_file} (options 'certFile' and 'keyFile')"
+                if self.tls.cert_file is not None
+                else "none (a client certificate is given with the options 'certFile' and "
+                "'keyFile')"
+            )
+            return QuireSparkError(
+                GATEWAY_TLS_REFUSED,
+                f"{what}: {self.url} refused the TLS handshake ({tls.reason}); the client "
+                f"certificate shown: {shown}",
             )
         return QuireSparkError(
             GATEWAY_UNREACHABLE, f"{what} on {self.url}: {type(exc).__name__}: {exc}"
@@ -294,12 +314,12 @@ class SparkGatewayClient:
         return f"the CA bundle {self.tls.ca_file} ({self.tls.ca_source})"
 
 
-def _verification_error(exc: BaseException) -> ssl.SSLCertVerificationError | None:
-    """The certificate verification failure under an httpx error, if that is what it
-    is (httpx and httpcore each chain the error they translate)."""
+def _tls_error(exc: BaseException) -> ssl.SSLError | None:
+    """The TLS failure under an httpx error, if that is what it is (httpx and httpcore
+    each chain the error they translate)."""
     seen: BaseException | None = exc
     for _ in range(limits.ERROR_CHAIN_MAX):
-        if seen is None or isinstance(seen, ssl.SSLCertVerificationError):
+        if seen is None or isinstance(seen, ssl.SSLError):
             return seen
         seen = seen.__cause__ or seen.__context__
     return None

@@ -4,8 +4,9 @@ variable QUIRE_CA_FILE), ``certFile`` and ``keyFile`` are checked on the driver,
 that cannot be used refused naming its option; every read and write, batch and
 streaming, carries them to its clients, which survive pickling to executors; a process
 builds one context per (CA, certificate, key) and builds it again only when a file
-changes; a gateway whose certificate does not verify fails the call at once, naming
-the gateway and the CA bundle, or sends it to the next gateway."""
+changes; a gateway whose certificate does not verify, or that refuses the handshake,
+fails the call at once, naming the gateway and the CA bundle or the client certificate,
+or sends it to the next gateway."""
 
 from __future__ import annotations
 
@@ -192,3 +193,42 @@ def test_an_unverified_gateway_sends_the_call_to_the_next() -> None:
     with SparkGatewayClient(gateways, transport=httpx.MockTransport(answer)) as client:
         assert client.request("GET", "/v1/logs/x") == {"name": "x"}
         assert client.url == "https://g2:8443"
+
+
+def refused_handshake(request: httpx.Request) -> httpx.Response:
+    """What httpx raises when a gateway requiring client certificates gets none (TLS 1.3
+    sends the alert after the handshake: the first read gets it)."""
+    cause = ssl.SSLError(1, "[SSL: TLSV13_ALERT_CERTIFICATE_REQUIRED] alert")
+    cause.reason = "TLSV13_ALERT_CERTIFICATE_REQUIRED"
+    raise httpx.ReadError("[SSL: TLSV13_ALERT_CERTIFICATE_REQUIRED]", request=request) from cause
+
+
+def test_a_refused_handshake_fails_at_once_saying_which_certificate(
+    pki: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gateway that refuses the handshake served no request: any call, an append too,
+    goes to the next gateway, and past the last fails at once with gateway_tls_refused,
+    OpenSSL's reason and the client certificate shown (none, or the certFile)."""
+    monkeypatch.setattr(spark_limits, "RETRY_DELAY_S", 10.0)  # a retry would show
+    calls: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        calls.append(str(request.url.host))
+        return refused_handshake(request)
+
+    gateways = "https://g1:8443,https://g2:8443"
+    with SparkGatewayClient(gateways, transport=httpx.MockTransport(answer)) as client:
+        with pytest.raises(QuireSparkError) as caught:
+            client.request("POST", "/v1/ledgers/1/entries", repeatable=False)
+    assert calls == ["g1", "g2"]
+    assert caught.value.code == "gateway_tls_refused"
+    assert "https://g2:8443 refused the TLS handshake (TLSV13_ALERT_CERTIFICATE_REQUIRED)" in str(
+        caught.value
+    )
+    assert "certificate shown: none (a client certificate is given with the options" in str(
+        caught.value
+    )
+    tls = TlsOptions(str(pki / "ca.pem"), str(pki / "cert.pem"), str(pki / "key.pem"))
+    with SparkGatewayClient(GW, tls=tls, transport=httpx.MockTransport(answer)) as client:
+        with pytest.raises(QuireSparkError, match=f"shown: the certificate {pki / 'cert.pem'}"):
+            client.request("GET", "/v1/logs/x")
