@@ -60,6 +60,14 @@ SHORT_READ = "short_read"
 RETRIABLE_STATUSES = frozenset({503, 504})
 # Transport errors raised before the request left: nothing reached the gateway.
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout)
+# The gateway closed the connection without an answer. Over TLS 1.3 that is also how the
+# gateway (asyncio's TLS) refuses a client without a certificate when it requires one:
+# no alert comes, so a message says what to check.
+CLOSED = (httpx.RemoteProtocolError, httpx.ReadError)
+NO_CERTIFICATE_HINT = (
+    " (no client certificate was shown: if the gateway requires one, give the options "
+    "'certFile' and 'keyFile')"
+)
 
 
 class QuireSparkError(Exception):
@@ -300,8 +308,11 @@ class SparkGatewayClient:
                 f"{what}: {self.url} refused the TLS handshake ({tls.reason}); the client "
                 f"certificate shown: {shown}",
             )
+        hint = ""
+        if isinstance(exc, CLOSED) and self.url.startswith("https:") and not self.tls.cert_file:
+            hint = NO_CERTIFICATE_HINT
         return QuireSparkError(
-            GATEWAY_UNREACHABLE, f"{what} on {self.url}: {type(exc).__name__}: {exc}"
+            GATEWAY_UNREACHABLE, f"{what} on {self.url}: {type(exc).__name__}: {exc}{hint}"
         )
 
     def _trusted(self) -> str:

@@ -6,7 +6,8 @@ streaming, carries them to its clients, which survive pickling to executors; a p
 builds one context per (CA, certificate, key) and builds it again only when a file
 changes; a gateway whose certificate does not verify, or that refuses the handshake,
 fails the call at once, naming the gateway and the CA bundle or the client certificate,
-or sends it to the next gateway."""
+or sends it to the next gateway; a connection closed on a client without a certificate
+says which options give one."""
 
 from __future__ import annotations
 
@@ -232,3 +233,28 @@ def test_a_refused_handshake_fails_at_once_saying_which_certificate(
     with SparkGatewayClient(GW, tls=tls, transport=httpx.MockTransport(answer)) as client:
         with pytest.raises(QuireSparkError, match=f"shown: the certificate {pki / 'cert.pem'}"):
             client.request("GET", "/v1/logs/x")
+
+
+def test_a_closed_https_connection_without_a_certificate_says_how_to_give_one(
+    pki: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gateway requiring client certificates closes the connection of a client without
+    one, no alert sent: the failure (retried like any other) names the options that give
+    a certificate; over http, or with a certificate shown, no such hint."""
+    monkeypatch.setattr(spark_limits, "RETRY_BUDGET_S", 0.0)
+
+    def closed(request: httpx.Request) -> httpx.Response:
+        raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+
+    hint = "no client certificate was shown: if the gateway requires one, give the options"
+    with_certificate = TlsOptions(str(pki / "ca.pem"), str(pki / "cert.pem"), str(pki / "key.pem"))
+    for url, tls, hinted in [
+        (GW, TlsOptions(), True),
+        ("http://127.0.0.1:8080", TlsOptions(), False),
+        (GW, with_certificate, False),
+    ]:
+        with SparkGatewayClient(url, tls=tls, transport=httpx.MockTransport(closed)) as client:
+            with pytest.raises(QuireSparkError) as caught:
+                client.request("GET", "/v1/logs/x")
+        assert caught.value.code == "gateway_unreachable"
+        assert (hint in str(caught.value)) == hinted, caught.value
