@@ -25,6 +25,7 @@ from services.spark import client as client_module
 from services.spark import limits as spark_limits
 from services.spark.client import QuireSparkError, SparkGatewayClient, TlsOptions, tls_context
 from services.spark.ingest import IngestClient, WriteOptions
+from services.spark.jobs import common
 from services.spark.options import CA_FILE_VARIABLE, parse_read_options, tls_options
 from services.spark.stream_read import QuireStreamReader
 from services.tls.certificates import CertificateAuthority
@@ -258,3 +259,13 @@ def test_a_closed_https_connection_without_a_certificate_says_how_to_give_one(
                 client.request("GET", "/v1/logs/x")
         assert caught.value.code == "gateway_unreachable"
         assert (hint in str(caught.value)) == hinted, caught.value
+
+
+def test_the_example_jobs_take_a_ca_file() -> None:
+    """The example jobs' --ca-file becomes the option caFile (docs/spark.md, "The example
+    jobs"); without it the option is left out, so QUIRE_CA_FILE still applies."""
+    args = common.parser("a job").parse_args(["--gateway", GW, "--ca-file", "/etc/quire/ca.pem"])
+    assert common.connection(args) == {"gateway": GW, "caFile": "/etc/quire/ca.pem"}
+    assert common.connection(common.parser("a job").parse_args(["--gateway", GW])) == {
+        "gateway": GW
+    }
