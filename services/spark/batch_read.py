@@ -175,7 +175,7 @@ class QuireReader(DataSourceReader):
         self.schema = schema
 
     def _client(self) -> SparkGatewayClient:
-        return SparkGatewayClient(self.options.gateway, self.options.token)
+        return SparkGatewayClient(self.options.gateway, self.options.token, tls=self.options.tls)
 
     def partitions(self) -> list[QuirePartition]:
         with plain_errors(), self._client() as client:

@@ -16,7 +16,8 @@ job started). Only mode "append": overwrite is refused.
 
 Options: ``gateway`` (URL, or URLs separated by commas), ``log``, ``token`` (API
 token), ``request_records`` (records per append request, at most 10,000),
-``ensemble_size`` / ``write_quorum`` / ``ack_quorum`` of the task ledgers. Workers
+``ensemble_size`` / ``write_quorum`` / ``ack_quorum`` of the task ledgers, and the TLS
+options ``caFile`` / ``certFile`` / ``keyFile`` (services/spark/options.py). Workers
 run Python: set ``PYSPARK_PYTHON`` to an interpreter with this package, pyspark and
 pyarrow installed.
 """

@@ -20,14 +20,24 @@ not be repeated (an append, which would land twice: its task fails instead, and
 Spark runs it again). Every other call of the connector may be repeated: reads,
 closes and deletes are idempotent, an attach that landed answers the same again
 (docs/api.md), and a ledger created twice is one its job's commit deletes.
+
+An https gateway is verified against the CA bundle of ``TlsOptions`` (the options
+``caFile``, ``certFile`` and ``keyFile``, services/spark/options.py), or the system's
+without one. A gateway whose certificate does not verify is no gateway to wait for: the
+call goes to the next gateway when there is one, and fails at once, naming the URL and
+what it was verified against, when there is none (docs/security.md, "TLS"); so does
+one that refuses the handshake (it requires a client certificate, ``certFile`` and
+``keyFile``, signed by its CA).
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import ssl
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -39,11 +49,25 @@ from services.wire.entries_stream import MEDIA_TYPE, FrameDecoder
 # Codes the connector itself reports (the gateway's own codes are docs/api.md's).
 INVALID_OPTION = "invalid_option"
 GATEWAY_UNREACHABLE = "gateway_unreachable"
+GATEWAY_NOT_VERIFIED = "gateway_not_verified"
+GATEWAY_TLS_REFUSED = "gateway_tls_refused"
+# TLS failures no wait will mend, where the gateway served no request: its certificate
+# does not verify, or it refused the handshake (an alert: our certificate missing or
+# not signed by its CA). Transient ones (a connection cut mid-handshake) are not here.
+TLS_FAILURES = frozenset({GATEWAY_NOT_VERIFIED, GATEWAY_TLS_REFUSED})
 SHORT_READ = "short_read"
 # Answers that say "try again": the gateway's retriable errors (services/errors.py).
 RETRIABLE_STATUSES = frozenset({503, 504})
 # Transport errors raised before the request left: nothing reached the gateway.
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout)
+# The gateway closed the connection without an answer. Over TLS 1.3 that is also how the
+# gateway (asyncio's TLS) refuses a client without a certificate when it requires one:
+# no alert comes, so a message says what to check.
+CLOSED = (httpx.RemoteProtocolError, httpx.ReadError)
+NO_CERTIFICATE_HINT = (
+    " (no client certificate was shown: if the gateway requires one, give the options "
+    "'certFile' and 'keyFile')"
+)
 
 
 class QuireSparkError(Exception):
@@ -82,10 +106,26 @@ def gateway_list(text: str) -> tuple[str, ...]:
     return tuple(url.strip().rstrip("/") for url in text.split(",") if url.strip())
 
 
+@dataclass(frozen=True, slots=True)
+class TlsOptions:
+    """What the connector trusts and shows on an https gateway: ``ca_file``, a PEM bundle
+    of the CAs that sign the gateway's certificate (None: the system's bundle), and
+    ``cert_file`` with ``key_file``, a certificate chain and its unencrypted key, for a
+    gateway that requires client certificates. Paths are absolute (made so on the
+    driver), so an executor in another directory reads the same files. ``ca_source``
+    says where the CA bundle was named (the option or the variable), for messages."""
+
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    ca_source: str = field(default="option 'caFile'", compare=False)
+
+
 class SparkGatewayClient:
     """A gateway, or several in turn (``url``: URLs separated by commas; ``url`` is then
-    the one in use), with the API token (``Authorization: Bearer``) when given. A ledger
-    password goes with each call that reads entries or the LAC."""
+    the one in use), with the API token (``Authorization: Bearer``) when given, verified
+    over https as ``tls`` says. A ledger password goes with each call that reads entries
+    or the LAC."""
 
     def __init__(
         self,
@@ -93,11 +133,13 @@ class SparkGatewayClient:
         token: str | None = None,
         timeout_s: float = limits.REQUEST_TIMEOUT_S,
         transport: httpx.BaseTransport | None = None,
+        tls: TlsOptions = TlsOptions(),
     ) -> None:
         self.urls = gateway_list(url) or (url,)
         self.current = 0
         self.token = token
         self.timeout_s = timeout_s
+        self.tls = tls
         self._transport = transport  # tests: a mock gateway (never pickled)
         self._http: httpx.Client | None = None
 
@@ -107,7 +149,10 @@ class SparkGatewayClient:
         return self.urls[self.current]
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (SparkGatewayClient, (",".join(self.urls), self.token, self.timeout_s))
+        return (
+            SparkGatewayClient,
+            (",".join(self.urls), self.token, self.timeout_s, None, self.tls),
+        )
 
     def __enter__(self) -> SparkGatewayClient:
         return self
@@ -129,7 +174,7 @@ class SparkGatewayClient:
                 headers=headers,
                 timeout=self.timeout_s,
                 transport=self._transport,
-                verify=tls_context(),
+                verify=tls_context(self.tls),
             )
         return self._http
 
@@ -163,12 +208,15 @@ class SparkGatewayClient:
             except httpx.HTTPError as exc:
                 failure = self._unreachable(exc, what)
                 self._next_gateway()
-                if not isinstance(exc, NOT_SENT):
-                    if not repeatable:
-                        raise failure from exc
-                elif untried > 0:
-                    untried -= 1
-                    continue
+                tls_failure = failure.code in TLS_FAILURES
+                if tls_failure or isinstance(exc, NOT_SENT):
+                    if untried > 0:
+                        untried -= 1
+                        continue
+                    if tls_failure:
+                        raise failure from exc  # waiting will not make the handshake pass
+                elif not repeatable:
+                    raise failure from exc
             else:
                 if response.status_code in ok:
                     return None if response.status_code == 204 else response.json()
@@ -241,9 +289,51 @@ class SparkGatewayClient:
             raise QuireSparkError(SHORT_READ, f"{what}: the stream ended inside a frame")
 
     def _unreachable(self, exc: httpx.HTTPError, what: str) -> QuireSparkError:
+        tls = _tls_error(exc)
+        if isinstance(tls, ssl.SSLCertVerificationError):
+            return QuireSparkError(
+                GATEWAY_NOT_VERIFIED,
+                f"{what}: the certificate of {self.url} is not verified by "
+                f"{self._trusted()}: {tls.verify_message or tls.reason}",
+            )
+        if tls is not None and "_ALERT_" in (tls.reason or ""):
+            shown = (
+                f"the certificate {self.tls.cert_file} (options 'certFile' and 'keyFile')"
+                if self.tls.cert_file is not None
+                else "none (a client certificate is given with the options 'certFile' and "
+                "'keyFile')"
+            )
+            return QuireSparkError(
+                GATEWAY_TLS_REFUSED,
+                f"{what}: {self.url} refused the TLS handshake ({tls.reason}); the client "
+                f"certificate shown: {shown}",
+            )
+        hint = ""
+        if isinstance(exc, CLOSED) and self.url.startswith("https:") and not self.tls.cert_file:
+            hint = NO_CERTIFICATE_HINT
         return QuireSparkError(
-            GATEWAY_UNREACHABLE, f"{what} on {self.url}: {type(exc).__name__}: {exc}"
+            GATEWAY_UNREACHABLE, f"{what} on {self.url}: {type(exc).__name__}: {exc}{hint}"
         )
+
+    def _trusted(self) -> str:
+        """What this client verifies a gateway against, as a message says it."""
+        if self.tls.ca_file is None:
+            return (
+                "the system's CA bundle (name the gateway's CA with the option 'caFile' "
+                "or the variable QUIRE_CA_FILE)"
+            )
+        return f"the CA bundle {self.tls.ca_file} ({self.tls.ca_source})"
+
+
+def _tls_error(exc: BaseException) -> ssl.SSLError | None:
+    """The TLS failure under an httpx error, if that is what it is (httpx and httpcore
+    each chain the error they translate)."""
+    seen: BaseException | None = exc
+    for _ in range(limits.ERROR_CHAIN_MAX):
+        if seen is None or isinstance(seen, ssl.SSLError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _gathered(response: httpx.Response) -> Iterator[list[bytes]]:
@@ -267,13 +357,69 @@ def _gathered(response: httpx.Response) -> Iterator[list[bytes]]:
         yield group
 
 
-@functools.cache
-def tls_context() -> ssl.SSLContext:
-    """The one verifying TLS context of this process (httpx's default: its CA bundle,
-    or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``). httpx would otherwise build one for every
-    client, loading the CA bundle each time, paid by every Spark task and every planning
-    of a job (benchmarks/README.md, "Measured choices")."""
-    return httpx.create_ssl_context()
+def tls_context(tls: TlsOptions = TlsOptions()) -> ssl.SSLContext:
+    """The verifying TLS context of this process for ``tls``: one per (CA bundle,
+    certificate, key) and the files' modification times, so a Python worker, which
+    Spark keeps for many tasks, builds it once and a rewritten file is read again. httpx
+    would otherwise build one for every client, loading the CA bundle each time, paid by
+    every Spark task and every planning of a job (benchmarks/README.md, "Measured
+    choices"). A file that cannot be used is a ``QuireSparkError`` (``invalid_option``)
+    naming its option."""
+    stamps = tuple(_modified_ns(path, option) for path, option in _files(tls))
+    return _context(tls, stamps)
+
+
+def _files(tls: TlsOptions) -> list[tuple[str, str]]:
+    """The files of ``tls`` with the option (or variable) that named each."""
+    named = [(tls.ca_file, tls.ca_source), (tls.cert_file, "option 'certFile'")]
+    named.append((tls.key_file, "option 'keyFile'"))
+    return [(path, option) for path, option in named if path is not None]
+
+
+def _unusable(option: str, path: str, why: str) -> QuireSparkError:
+    return QuireSparkError(INVALID_OPTION, f"{option}: {path}: {why}")
+
+
+def _modified_ns(path: str, option: str) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError as exc:
+        raise _unusable(option, path, exc.strerror or "cannot be read") from None
+
+
+def _encrypted_key() -> bytes:
+    """OpenSSL asks for a password: without this it would prompt on the terminal."""
+    raise ValueError("the key is encrypted")
+
+
+@functools.lru_cache(maxsize=limits.TLS_CONTEXTS_MAX)
+def _context(tls: TlsOptions, stamps: tuple[int, ...]) -> ssl.SSLContext:
+    """``tls_context``'s context, built (``stamps`` is part of the cache's key only)."""
+    if tls.ca_file is None:
+        context = httpx.create_ssl_context()  # its CA bundle, or SSL_CERT_FILE / _DIR
+    else:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED, check_hostname
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        try:
+            context.load_verify_locations(cafile=tls.ca_file)
+        except (OSError, ValueError) as exc:
+            raise _unusable(tls.ca_source, tls.ca_file, _why(exc, "not a PEM CA bundle")) from None
+    if tls.cert_file is not None and tls.key_file is not None:
+        try:
+            context.load_cert_chain(tls.cert_file, tls.key_file, password=_encrypted_key)
+        except (OSError, ValueError) as exc:
+            why = _why(exc, "not a PEM certificate chain and its matching unencrypted key")
+            raise _unusable("options 'certFile' and 'keyFile'", tls.cert_file, why) from None
+    return context
+
+
+def _why(exc: OSError | ValueError, what: str) -> str:
+    """Why a file was refused: the system's reason for one that cannot be read, else
+    ``what`` it should have been and OpenSSL's reason (never the file's content)."""
+    if isinstance(exc, OSError) and not isinstance(exc, ssl.SSLError):
+        return exc.strerror or "cannot be read"
+    reason = exc.reason if isinstance(exc, ssl.SSLError) else str(exc)
+    return f"{what} ({reason or type(exc).__name__})"
 
 
 def password_header(password: str | None) -> Mapping[str, str]:

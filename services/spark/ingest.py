@@ -38,7 +38,8 @@ import httpx
 from services.limits import ENTRY_SIZE_MAX_BYTES
 from services.protocol import log_records
 from services.spark import limits
-from services.spark.client import QuireSparkError, SparkGatewayClient, gateway_list
+from services.spark.client import QuireSparkError, SparkGatewayClient, TlsOptions, gateway_list
+from services.spark.options import tls_options
 
 # The largest record a task writes: a stored entry (record + envelope head) must stay
 # within the ledger API's entry bound.
@@ -65,6 +66,7 @@ class WriteOptions:
     token: str | None = None
     ledger: Mapping[str, int] | None = None  # ensemble_size / write_quorum / ack_quorum
     request_records: int = limits.REQUEST_RECORDS_MAX  # records per append request
+    tls: TlsOptions = TlsOptions()  # caFile, certFile, keyFile (options.tls_options)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -95,7 +97,8 @@ class WriteOptions:
                 raise _option_error(f"option request_records: 1 to {limits.REQUEST_RECORDS_MAX}")
         urls = [url if "://" in url else "http://" + url for url in gateway_list(gateway)]
         token = opts.get("token") or None
-        return cls(",".join(urls), log, token, ledger or None, request_records)
+        tls = tls_options(options)
+        return cls(",".join(urls), log, token, ledger or None, request_records, tls)
 
 
 # ------------------------------------------------------------------ pure parts
@@ -198,7 +201,9 @@ class IngestClient:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.options = options
-        self.gateway = SparkGatewayClient(options.gateway, options.token, timeout_s, transport)
+        self.gateway = SparkGatewayClient(
+            options.gateway, options.token, timeout_s, transport, options.tls
+        )
 
     def __enter__(self) -> IngestClient:
         return self

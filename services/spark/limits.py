@@ -48,3 +48,10 @@ REQUEST_RECORDS_MAX = BATCH_ENTRIES_MAX
 REQUEST_PAYLOAD_MAX_BYTES = 16 * 1024 * 1024
 LIST_PAGE_LEDGERS = 1_000
 QUERY_MARK_LOOK_BACK_MAX = 64
+
+# TLS (services/spark/client.py): verifying contexts one process keeps, one per CA
+# bundle, client certificate and key and their files' versions (a job names one; a
+# rotated file adds one); links of an httpx error's chain searched for a certificate
+# verification failure (httpx's error, httpcore's, then OpenSSL's).
+TLS_CONTEXTS_MAX = 8
+ERROR_CHAIN_MAX = 8

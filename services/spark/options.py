@@ -11,7 +11,12 @@
     partition_entries  target entries per partition (default 100,000)
     partition_bytes    target payload bytes per partition (default 64 MiB), estimated
                        from each ledger's length; a partition holds at most both
+    caFile             a PEM bundle of the CAs that sign an https gateway's certificate
+                       (default: the variable QUIRE_CA_FILE, else the system's bundle)
+    certFile, keyFile  a certificate chain and its unencrypted key (PEM), for a gateway
+                       that requires client certificates (both or neither)
 
+The TLS options (``tls_options``) are every read's and write's, batch and streaming.
 Spark hands options over case-insensitively (keys in lower case); options this
 module does not know are left to the other parts of the connector. A bad option is a
 ``QuireSparkError`` with code ``invalid_option`` naming the option.
@@ -19,13 +24,20 @@ module does not know are left to the other parts of the connector. A bad option 
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from services.errors import InvalidArgument
 from services.protocol.logs import Position, check_log_name
-from services.spark.client import INVALID_OPTION, QuireSparkError, gateway_list
+from services.spark.client import (
+    INVALID_OPTION,
+    QuireSparkError,
+    TlsOptions,
+    gateway_list,
+    tls_context,
+)
 from services.spark.limits import (
     DEFAULT_PARTITION_BYTES,
     DEFAULT_PARTITION_ENTRIES,
@@ -35,6 +47,8 @@ from services.spark.limits import (
 )
 
 LEDGER_ID_MAX = (1 << 63) - 1
+# The variable naming the CA bundle when the option caFile does not (the driver's).
+CA_FILE_VARIABLE = "QUIRE_CA_FILE"
 _URL = re.compile(r"https?://[^\s/]+(/\S*)?")
 _ID = re.compile(r"0|[1-9][0-9]*")
 
@@ -50,6 +64,7 @@ class ReadOptions:
     end: Position | None
     partition_entries: int
     partition_bytes: int
+    tls: TlsOptions
 
 
 def bad(option: str, why: str) -> QuireSparkError:
@@ -75,6 +90,35 @@ def gateway_url(options: Mapping[str, str]) -> str:
         if not _URL.fullmatch(url):
             raise bad("gateway", f"must be http:// or https:// URLs, not {url!r}")
     return ",".join(urls)
+
+
+def _path(options: Mapping[str, str], key: str) -> str | None:
+    text = _get(options, key)
+    if text is None or not text.strip():
+        return None
+    return os.path.abspath(text.strip())
+
+
+def tls_options(options: Mapping[str, str]) -> TlsOptions:
+    """The options ``caFile`` (else the variable ``QUIRE_CA_FILE``), ``certFile`` and
+    ``keyFile``, paths made absolute, their files loaded once here, on the driver: a
+    file that cannot be used fails the job before any task runs, naming its option
+    (executors read the same paths, and must have the same files)."""
+    ca_file = _path(options, "cafile")
+    source = "option 'caFile'"
+    if ca_file is None and os.environ.get(CA_FILE_VARIABLE, "").strip():
+        ca_file = os.path.abspath(os.environ[CA_FILE_VARIABLE].strip())
+        source = f"the variable {CA_FILE_VARIABLE}"
+    cert_file, key_file = _path(options, "certfile"), _path(options, "keyfile")
+    if (cert_file is None) != (key_file is None):
+        raise QuireSparkError(
+            INVALID_OPTION,
+            "give both options 'certFile' and 'keyFile' (a client certificate and its key) "
+            "or neither",
+        )
+    tls = TlsOptions(ca_file, cert_file, key_file, source)
+    tls_context(tls)
+    return tls
 
 
 def parse_ledgers(text: str) -> tuple[int, ...]:
@@ -159,4 +203,5 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
             PARTITION_BYTES_MIN,
             PARTITION_BYTES_MAX,
         ),
+        tls=tls_options(options),
     )

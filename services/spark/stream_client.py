@@ -12,14 +12,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from services.spark.client import SHORT_READ, QuireSparkError, SparkGatewayClient
+from services.spark.client import SHORT_READ, QuireSparkError, SparkGatewayClient, TlsOptions
 
 
 class StreamClient:
-    """One gateway (``url``) with the API token and the ledger password when given."""
+    """One gateway (``url``) with the API token and the ledger password when given,
+    verified over https as ``tls`` says."""
 
-    def __init__(self, url: str, token: str | None = None, password: str | None = None) -> None:
-        self.gateway = SparkGatewayClient(url, token)
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        password: str | None = None,
+        tls: TlsOptions = TlsOptions(),
+    ) -> None:
+        self.gateway = SparkGatewayClient(url, token, tls=tls)
         self.password = password
 
     def close(self) -> None:

@@ -2,7 +2,8 @@
 
 Offsets are positions: ``{"position": "LID:EID"}``, the next record to read (so a
 micro-batch reads ``[start, end)``); ``{"position": null}`` is the beginning of a log
-that had no ledger yet. Options, besides ``gateway``, ``log``, ``token``, ``password``:
+that had no ledger yet. Options, besides ``gateway``, ``log``, ``token``, ``password``
+and the TLS options (``caFile``, ``certFile``, ``keyFile``: services/spark/options.py):
 
     startingPosition   where a new query (no checkpoint) starts: "earliest" (default,
                        the log's first ledger, entry 0), "latest" (what is readable
@@ -44,6 +45,7 @@ from services.spark.limits import (
     DEFAULT_PARTITION_ENTRIES,
     PARTITION_ENTRIES_MAX,
 )
+from services.spark.options import tls_options
 from services.spark.stream_client import StreamClient
 
 # The code of a position no longer in the log (its ledger truncated or deleted).
@@ -99,7 +101,10 @@ class QuireStreamReader(DataSourceStreamReader):
         except InvalidArgument as exc:
             raise QuireSparkError(INVALID_OPTION, f"option 'log': {exc}") from exc
         self.client = StreamClient(
-            gateway.strip(), _option(options, "token"), _option(options, "password")
+            gateway.strip(),
+            _option(options, "token"),
+            _option(options, "password"),
+            tls_options(options),
         )
         self.starting = (_option(options, "startingPosition") or "earliest").strip()
         if self.starting not in ("earliest", "latest"):

@@ -12,11 +12,17 @@ DEFAULT_MASTER = "local[2]"
 
 
 def parser(description: str) -> argparse.ArgumentParser:
-    """An argument parser with ``--gateway``, ``--token``, ``--password``, ``--master``."""
+    """An argument parser with ``--gateway``, ``--token``, ``--password``, ``--ca-file``,
+    ``--master``."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--gateway", required=True, help="the gateway's URL, e.g. http://h:8080")
     p.add_argument("--token", help="the API token (Authorization: Bearer)")
     p.add_argument("--password", help="the ledger password, for password ledgers")
+    p.add_argument(
+        "--ca-file",
+        help="a PEM bundle of the CAs that sign an https gateway's certificate "
+        "(default: QUIRE_CA_FILE, else the system's)",
+    )
     p.add_argument(
         "--master",
         default=None,
@@ -52,4 +58,6 @@ def connection(args: argparse.Namespace) -> dict[str, str]:
         options["token"] = args.token
     if args.password:
         options["password"] = args.password
+    if args.ca_file:
+        options["caFile"] = args.ca_file
     return options

@@ -79,7 +79,7 @@ def test_clients_share_one_tls_context(monkeypatch: pytest.MonkeyPatch) -> None:
         return made[-1]
 
     monkeypatch.setattr(httpx, "create_ssl_context", counting)
-    client_module.tls_context.cache_clear()
+    client_module._context.cache_clear()
     try:
         clients = [SparkGatewayClient(f"https://gw{i}") for i in range(3)]
         for each in clients:
@@ -87,4 +87,4 @@ def test_clients_share_one_tls_context(monkeypatch: pytest.MonkeyPatch) -> None:
             each.close()
         assert len(made) == 1
     finally:
-        client_module.tls_context.cache_clear()
+        client_module._context.cache_clear()
