@@ -212,16 +212,23 @@ def _globals(argv: list[str]) -> dict:
 
 
 def test_cli_global_defaults() -> None:
-    """Without flags or variables the gateway is http://127.0.0.1:8080 and there is no token."""
+    """Without flags or variables the gateway is http://127.0.0.1:8080 and there is no token
+    and no CA bundle."""
     params = _globals(["up", "--help"])
-    assert params == {"gateway": DEFAULT_GATEWAY, "token": None}
+    assert params == {"gateway": DEFAULT_GATEWAY, "token": None, "ca_file": None}
 
 
-def test_cli_global_variables(monkeypatch: pytest.MonkeyPatch) -> None:
-    """QUIRE_GATEWAY and QUIRE_TOKEN set the global options."""
+def test_cli_global_variables(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """QUIRE_GATEWAY, QUIRE_TOKEN and QUIRE_CA_FILE set the global options."""
+    (tmp_path / "ca.pem").write_text("")
     monkeypatch.setenv("QUIRE_GATEWAY", "http://gw.example:9000")
     monkeypatch.setenv("QUIRE_TOKEN", "from-env")
-    assert _globals(["up"]) == {"gateway": "http://gw.example:9000", "token": "from-env"}
+    monkeypatch.setenv("QUIRE_CA_FILE", str(tmp_path / "ca.pem"))
+    assert _globals(["up"]) == {
+        "gateway": "http://gw.example:9000",
+        "token": "from-env",
+        "ca_file": tmp_path / "ca.pem",
+    }
 
 
 def test_cli_global_flag_wins_over_variable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -229,7 +236,7 @@ def test_cli_global_flag_wins_over_variable(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("QUIRE_GATEWAY", "http://gw.example:9000")
     monkeypatch.setenv("QUIRE_TOKEN", "from-env")
     params = _globals(["--gateway", "http://127.0.0.1:9999", "--token", "from-flag", "up"])
-    assert params == {"gateway": "http://127.0.0.1:9999", "token": "from-flag"}
+    assert params == {"gateway": "http://127.0.0.1:9999", "token": "from-flag", "ca_file": None}
 
 
 def _invoke(argv: list[str]) -> Result:
