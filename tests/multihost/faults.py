@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 BALLAST = "ballast"
 # What fill_disk leaves when the bookie took pages between the measure and the fill.
 BALLAST_SLACK_BLOCKS = 16
+FILL_ATTEMPTS = 20
 FORMAT_TIMEOUT_S = 60.0
 FORMAT_RETRY_S = 0.5
 
@@ -96,23 +97,26 @@ def disk_of(layout: Layout, bookie: HostService) -> Path:
 
 def fill_disk(layout: Layout, bookie: HostService, leave_bytes: int = 0) -> int:
     """Take the free space of ``bookie``'s disk down to about ``leave_bytes`` with a
-    ballast file beside its data dir (grown if there already); returns the bytes added."""
+    ballast file beside its data dir (grown if there already); returns the bytes added.
+    A bookie writing meanwhile can take pages between the look at the free space and the
+    allocation, which then fails whole (tmpfs gives a failed allocation back): look
+    again and leave a few more blocks each time, never a fixed share of the disk."""
     disk = disk_of(layout, bookie)
-    stat = os.statvfs(disk)
-    block = stat.f_frsize
-    want = max(0, stat.f_bavail * block - leave_bytes) // block * block
-    if want == 0:
-        return 0
     with open(disk / BALLAST, "ab") as f:
         start = f.seek(0, os.SEEK_END)
-        while True:
+        for attempt in range(FILL_ATTEMPTS):
+            stat = os.statvfs(disk)
+            block = stat.f_frsize
+            slack = attempt * BALLAST_SLACK_BLOCKS * block
+            want = max(0, stat.f_bavail * block - leave_bytes - slack) // block * block
+            if want == 0:
+                return 0
             try:
                 os.posix_fallocate(f.fileno(), start, want)
                 return want
-            except OSError:  # the bookie took some pages meanwhile: leave it a few more
-                want -= max(BALLAST_SLACK_BLOCKS * block, want // 8 // block * block)
-                if want < block:
-                    return 0
+            except OSError:
+                continue
+    raise NetworkError(f"{bookie.name}: its disk could not be filled in {FILL_ATTEMPTS} tries")
 
 
 def free_disk(layout: Layout, bookie: HostService) -> None:
