@@ -124,9 +124,9 @@ def tls_context(ca_file: Path | None) -> ssl.SSLContext | None:
         raise InvalidArgument(f"--ca-file: {exc}") from None
 
 
-def _transport_failure(url: str, exc: httpx.HTTPError) -> str:
-    """Why ``url`` could not be used, for people: TLS failures say what to change."""
-    detail = str(exc) or type(exc).__name__
+def tls_failure(url: str, detail: str) -> str | None:
+    """What to change when ``detail`` (a transport error's text) is a TLS failure of
+    the gateway at ``url``; None when it is not one."""
     if "CERTIFICATE_VERIFY_FAILED" in detail:
         reason = detail.split("certificate verify failed:", 1)[-1].split("(_ssl", 1)[0]
         return (
@@ -136,6 +136,14 @@ def _transport_failure(url: str, exc: httpx.HTTPError) -> str:
         )
     if "WRONG_VERSION_NUMBER" in detail or "record layer failure" in detail:
         return f"the gateway at {url} does not speak TLS: use an http:// URL"
+    return None
+
+
+def _transport_failure(url: str, exc: httpx.HTTPError) -> str:
+    """Why ``url`` could not be used, for people: TLS failures say what to change."""
+    detail = str(exc) or type(exc).__name__
+    if (hint := tls_failure(url, detail)) is not None:
+        return hint
     if isinstance(exc, httpx.RemoteProtocolError) and url.startswith("http://"):
         return (
             f"the gateway at {url} closed the connection without an answer "

@@ -15,7 +15,7 @@ from typing import IO, Any
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
-from services.cli.client import PASSWORD_HEADER, GatewayClient, tls_context
+from services.cli.client import PASSWORD_HEADER, GatewayClient, tls_context, tls_failure
 from services.cli.common import GlobalOptions, fail
 from services.cli.ledger_io import append_summary as ledger_summary
 from services.cli.ledger_io import batches, err, input_lines
@@ -61,7 +61,8 @@ class StreamAppender:
         except InvalidStatus as exc:
             raise GatewayUnreachable(f"{url}: refused the stream ({exc})") from exc
         except (OSError, InvalidHandshake, TimeoutError) as exc:
-            raise GatewayUnreachable(f"cannot open a stream to {url}: {exc}") from exc
+            hint = tls_failure(options.gateway, str(exc))
+            raise GatewayUnreachable(hint or f"cannot open a stream to {url}: {exc}") from exc
         hello = self._next()
         self.credits = int(hello.get("credits", 0))
 

@@ -396,6 +396,8 @@ def test_up_tls_serves_https_and_its_ca_is_what_the_clients_need(
     assert refused.returncode == 3, refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
     assert "does not verify" in refused.stderr and "--ca-file" in refused.stderr
+    refused = _cli("--gateway", url, "ledger", "append", lid, "--stream", "never")
+    assert refused.returncode == 3 and "does not verify" in refused.stderr, refused.stderr
     bench = _cli(
         "bench", "--duration", "0.5", "--warmup", "0.1", "--concurrency", "2", "-e", "2", "-q",
         env=env,
