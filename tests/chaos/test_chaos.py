@@ -16,8 +16,8 @@ from tests.chaos.workload import DURABLE_SHAPES, Plan
 from tests.multihost.network import unavailable
 
 SEED = 10
-SECONDS = 70.0
-FAULT_INTERVAL_S = 1.2
+SECONDS = 55.0
+FAULT_INTERVAL_S = 0.8
 FAULTS_MIN = 50
 
 
