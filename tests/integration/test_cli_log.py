@@ -1,5 +1,8 @@
-"""`quire log ...` against a real cluster (the standard cluster's two gateways), run as the
-installed `quire` console script in a subprocess, the way people run it."""
+"""`quire log ...` against a real cluster (the standard cluster's two gateways). The
+walks through the commands (``log``) run them in-process through typer's CliRunner
+(tests/integration/test_cli_ledger.py ``here``); the hand-over to the second gateway and
+`tail --follow` with its signals run the installed `quire` console script in a
+subprocess, the way people run it."""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from tests.integration.test_cli_ledger import (
     QUIRE,
     USAGE,
     error,
+    here,
     ok,
     quire,
 )
@@ -41,7 +45,7 @@ def env(shared_cluster: StandardCluster) -> Env:
 
 
 def log(env: Env, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    return quire("log", *args, gateway=env.first.url, stdin=stdin)
+    return here("log", *args, gateway=env.first.url, stdin=stdin)
 
 
 def doc(proc: subprocess.CompletedProcess) -> dict:
@@ -149,8 +153,9 @@ def test_errors(env: Env) -> None:
     ok(quire("log", "writer", name, gateway=env.second.url))
     appended = doc(quire("log", "append", name, "new", gateway=env.second.url))
     assert appended["records"] == 1
-    # Both gateways read the old writer's one record, then the new writer's.
-    assert ok(log(env, "read", name)) == "body-1\nnew\n"
+    # Both gateways read the old writer's one record, then the new writer's: the other
+    # gateway once the bookies know the new record is confirmed (its LAC, sent after it).
+    wait_for(lambda: ok(log(env, "read", name)) == "body-1\nnew\n", 10.0, "the new record")
     error(log(env, "append", name, "late"), CONFLICT, "not_writer")
     assert ok(quire("log", "read", name, gateway=env.second.url)) == "body-1\nnew\n"
 
