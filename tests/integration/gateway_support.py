@@ -17,6 +17,7 @@ import httpx
 from kazoo.client import KazooClient
 
 from services.cluster.processes import ServiceProcess
+from services.tls.certificates import CertificateAuthority
 from services.tls.contexts import TlsFiles
 from services.zk.auth import load_credentials
 from tests.harness import Cluster, fresh_chroot, wait_for
@@ -330,6 +331,15 @@ def check_read_back(
             assert data == acked[eid], f"entry {eid} differs"
         else:
             assert data in sent, f"entry {eid} was never sent"
+
+
+def loopback_tls(base: Path, ca_name: str) -> tuple[CertificateAuthority, TlsFiles]:
+    """A test CA and one certificate for every service on loopback (localhost,
+    127.0.0.1), written under ``base`` (ca.pem, ca.key, cert.pem, key.pem)."""
+    ca = CertificateAuthority.create(ca_name)
+    ca.write(base / "ca.pem", base / "ca.key")
+    ca.issue("services", ["localhost"], ["127.0.0.1"]).write(base / "cert.pem", base / "key.pem")
+    return ca, TlsFiles(base / "cert.pem", base / "key.pem", base / "ca.pem")
 
 
 @contextmanager

@@ -24,8 +24,8 @@ from quire_client.api.ledgers import add_entries, create_ledger, read_entries
 from quire_client.models import AddEntriesJsonBody, BatchAddResult, CreateLedger, EntryPage, Ledger
 
 from services.tls.certificates import CertificateAuthority
-from services.tls.contexts import TlsFiles
 from tests.integration.gateway_support import (
+    loopback_tls,
     module_cluster,
     start_bookies,
     start_gateway,
@@ -70,10 +70,7 @@ class Env:
 @pytest.fixture(scope="module")
 def env(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:  # type: ignore[no-untyped-def]
     base = tmp_path_factory.mktemp("generated-clients-tls")
-    ca = CertificateAuthority.create("generated clients test CA")
-    ca.write(base / "ca.pem", base / "ca.key")
-    ca.issue("services", ["localhost"], ["127.0.0.1"]).write(base / "cert.pem", base / "key.pem")
-    files = TlsFiles(base / "cert.pem", base / "key.pem", base / "ca.pem")
+    _, files = loopback_tls(base, "generated clients test CA")
     with module_cluster(zookeeper, base, tls=files) as cluster:
         start_bookies(cluster, BOOKIES)
         args = ["--api-token", API_TOKEN, "--admin-token", ADMIN_TOKEN]

@@ -35,6 +35,7 @@ from tests.integration.gateway_support import (
     start_gateway,
     wait_writable,
 )
+from tests.integration.test_gateway_scoped_tokens import replace_file
 
 QUIRE = Path(sys.executable).parent / "quire"
 BOOKIES = 3
@@ -52,13 +53,6 @@ def token_file(*tokens: tuple[str, str]) -> str:
         'ledgers = "*"\nlogs = "*"\n\n'
         for name, token in tokens
     )
-
-
-def replace(path: Path, data: bytes) -> None:
-    """Write a file whole and rename it over the old one: a reader never sees half."""
-    new = path.with_suffix(".new")
-    new.write_bytes(data)
-    os.replace(new, path)
 
 
 @dataclass
@@ -143,13 +137,13 @@ def test_certificates_ca_and_tokens_rotate_under_quire_bench(env: Env, tmp_path:
         wait_for(adding, 30.0, "the bench adding")
 
         base = env.files.cert.parent
-        replace(env.files.key, (base / "next-key.pem").read_bytes())
-        replace(env.files.cert, (base / "next-cert.pem").read_bytes())
+        replace_file(env.files.key, (base / "next-key.pem").read_text())
+        replace_file(env.files.cert, (base / "next-cert.pem").read_text())
         for proc in [*env.bookies, env.gateway.proc]:
             proc.signal(signal.SIGHUP)
         wait_for(lambda: "new" in _served_issuer(env), 10.0, "the new CA's certificate served")
 
-        replace(env.tokens, token_file(("bench", BENCH_TOKEN), ("incoming", NEW_TOKEN)).encode())
+        replace_file(env.tokens, token_file(("bench", BENCH_TOKEN), ("incoming", NEW_TOKEN)))
         wait_for(lambda: _status(env, NEW_TOKEN) == 200, 10.0, "the new token accepted")
         assert _status(env, OLD_TOKEN) == 401
 

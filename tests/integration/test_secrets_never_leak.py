@@ -22,12 +22,11 @@ import pytest
 
 from gateway.http.scopes import token_digest
 from services.cluster.processes import ServiceProcess
-from services.tls.certificates import CertificateAuthority
-from services.tls.contexts import TlsFiles
 from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import (
     Gateway,
     log_text,
+    loopback_tls,
     module_cluster,
     start_bookies,
     start_gateway,
@@ -80,10 +79,7 @@ class Env:
 @pytest.fixture(scope="module")
 def env(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:  # type: ignore[no-untyped-def]
     base = tmp_path_factory.mktemp("leaks")
-    ca = CertificateAuthority.create("leak scan CA")
-    ca.write(base / "ca.pem", base / "ca.key")
-    ca.issue("services", ["localhost"], ["127.0.0.1"]).write(base / "cert.pem", base / "key.pem")
-    files = TlsFiles(base / "cert.pem", base / "key.pem", base / "ca.pem")
+    _, files = loopback_tls(base, "leak scan CA")
     auth = base / "zk-auth"
     auth.write_text(f"quire-leak-scan:{ZK_PASSWORD}\n")
     auth.chmod(0o600)

@@ -26,6 +26,7 @@ from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import (
     Gateway,
     log_text,
+    loopback_tls,
     module_cluster,
     start_bookies,
     start_gateway,
@@ -56,10 +57,7 @@ class Env:
 @pytest.fixture(scope="module")
 def env(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:  # type: ignore[no-untyped-def]
     base = tmp_path_factory.mktemp("tls")
-    ca = CertificateAuthority.create("tls test CA")
-    ca.write(base / "ca.pem", base / "ca.key")
-    ca.issue("services", ["localhost"], ["127.0.0.1"]).write(base / "cert.pem", base / "key.pem")
-    files = TlsFiles(base / "cert.pem", base / "key.pem", base / "ca.pem")
+    ca, files = loopback_tls(base, "tls test CA")
     with module_cluster(zookeeper, base, SECRET, tls=files) as cluster:
         bookies = start_bookies(cluster, BOOKIES, ["--tls-client-auth"])
         gateway = start_gateway(cluster)

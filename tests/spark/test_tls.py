@@ -22,10 +22,10 @@ from pyspark.sql import SparkSession
 
 from services.spark import limits as spark_limits
 from services.spark.client import QuireSparkError, SparkGatewayClient, TlsOptions
-from services.tls.certificates import CertificateAuthority
 from services.tls.contexts import TlsFiles
 from tests.integration.gateway_support import (
     Gateway,
+    loopback_tls,
     module_cluster,
     start_bookies,
     start_gateway,
@@ -55,10 +55,7 @@ def env(  # type: ignore[no-untyped-def]
     zookeeper, spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Env]:
     base = tmp_path_factory.mktemp("spark-tls")
-    ca = CertificateAuthority.create("spark tls test CA")
-    ca.write(base / "ca.pem", base / "ca.key")
-    ca.issue("services", ["localhost"], ["127.0.0.1"]).write(base / "cert.pem", base / "key.pem")
-    files = TlsFiles(base / "cert.pem", base / "key.pem", base / "ca.pem")
+    _, files = loopback_tls(base, "spark tls test CA")
     with module_cluster(zookeeper, base, tls=files) as cluster:
         start_bookies(cluster, BOOKIES)
         gateway = start_gateway(cluster)
