@@ -27,6 +27,9 @@ from services.cluster.processes import (
     zookeeper_mode,
     zookeeper_ready,
 )
+from services.cluster.tls import tls_args
+from services.tls.certificates import CertificateAuthority
+from services.tls.contexts import TlsFiles
 from tests.multihost.faults import mount_tmpfs
 from tests.multihost.network import Host, Network
 
@@ -54,20 +57,42 @@ class HostService(ServiceProcess):
         port: int,
         log_path: Path,
         env: dict[str, str] | None = None,
+        tls: TlsFiles | None = None,
     ):
+        """With ``tls`` the service serves HTTPS with those files (the flags are added),
+        and its health is asked with their CA and certificate."""
         self.node = node
         name = f"{module}@{node.name}"
+        if tls is not None:
+            args = [*args, *tls_args(tls), *(["--tls-client-auth"] if tls.client_auth else [])]
         super().__init__(
-            module, args, node.name, port, log_path, env, name=name, spawner=node.spawner
+            module,
+            args,
+            node.name,
+            port,
+            log_path,
+            env,
+            name=name,
+            spawner=node.spawner,
+            tls_ca=tls.ca if tls is not None else None,
+            tls_client=(tls.cert, tls.key) if tls is not None else None,
         )
+        self._health: httpx.Client | None = None
 
     def wait_healthy(self, deadline_s: float = SERVICE_HEALTHY_S) -> None:
         """Until ``/health`` answers 200, asked from the service's own host."""
         self.wait_until(self.healthy, deadline_s, "healthy")
 
     def healthy(self) -> bool:
+        if self._health is None:
+            context = self.client_context()
+            self._health = (
+                self.node.http()
+                if context is None
+                else self.node.http_client(timeout_s=1.0, ssl_context=context)
+            )
         try:
-            return self.node.http().get(f"{self.url}/health").status_code == 200
+            return self._health.get(f"{self.url}/health").status_code == 200
         except httpx.HTTPError:
             return False
 
@@ -186,6 +211,7 @@ def start_layout(
     bookie_disk_bytes: int | None = None,
     racks: Sequence[str | None] = (),
     zk_auth_file: Path | None = None,
+    tls: CertificateAuthority | None = None,
 ) -> Layout:
     """Hosts ``zk1``…, ``bookie1``…, ``gateway1``…, ``auditor1``…, ``replicator1``…
     and ``client`` on ``network``, and on each its process: the ZooKeeper servers first
@@ -194,7 +220,9 @@ def start_layout(
     bookie's data dir is on a tmpfs of that size (tests/multihost/faults.py), unmounted
     when the network closes. ``racks[i]`` is the ``--rack`` of bookie ``i + 1`` (None,
     or past the end: none). With ``zk_auth_file`` every service holds those ZooKeeper
-    credentials (docs/security.md, "ZooKeeper authentication")."""
+    credentials (docs/security.md, "ZooKeeper authentication"). With ``tls`` every
+    service serves HTTPS with a certificate of that CA for its host's name and address,
+    and the bookies require client certificates (``host_tls``)."""
     zk_hosts = network.add_hosts(f"zk{i}" for i in range(1, zookeepers + 1))
     bookie_hosts = network.add_hosts(f"bookie{i}" for i in range(1, bookies + 1))
     gateway_hosts = network.add_hosts(f"gateway{i}" for i in range(1, gateways + 1))
@@ -226,7 +254,12 @@ def start_layout(
             data += ["--rack", rack]
             layout.racks[host.name] = rack
         bookie = HostService(
-            host, "bookie", [*common, *data], BOOKIE_PORT, base_dir / host.name / "bookie.log"
+            host,
+            "bookie",
+            [*common, *data],
+            BOOKIE_PORT,
+            base_dir / host.name / "bookie.log",
+            tls=host_tls(tls, host, base_dir, client_auth=True),
         )
         layout.data_dirs[bookie.address] = disk / "data"
         layout.bookies.append(bookie)
@@ -234,7 +267,12 @@ def start_layout(
     for host in gateway_hosts:
         args = [*common, *gateway_args]
         gateway = HostService(
-            host, "gateway", args, GATEWAY_PORT, base_dir / host.name / "gateway.log"
+            host,
+            "gateway",
+            args,
+            GATEWAY_PORT,
+            base_dir / host.name / "gateway.log",
+            tls=host_tls(tls, host, base_dir),
         )
         layout.gateways.append(gateway)
         _launch(layout, gateway)
@@ -244,7 +282,12 @@ def start_layout(
     ):
         for host in hosts:
             proc = HostService(
-                host, role, [*common, *extra], port, base_dir / host.name / f"{role}.log"
+                host,
+                role,
+                [*common, *extra],
+                port,
+                base_dir / host.name / f"{role}.log",
+                tls=host_tls(tls, host, base_dir),
             )
             started.append(proc)
             _launch(layout, proc)
@@ -252,6 +295,24 @@ def start_layout(
     for proc in [*layout.bookies, *layout.gateways, *layout.auditors, *layout.replicators]:
         proc.wait_healthy(max(1.0, SERVICE_HEALTHY_S - (time.monotonic() - start)))
     return layout
+
+
+def host_tls(
+    ca: CertificateAuthority | None, host: Host, base_dir: Path, client_auth: bool = False
+) -> TlsFiles | None:
+    """A certificate of ``ca`` for ``host`` (its name and address) under
+    ``base_dir/<host>/tls``, with the CA beside it; None without a CA."""
+    if ca is None:
+        return None
+    directory = base_dir / host.name / "tls"
+    directory.mkdir(parents=True, exist_ok=True)
+    ca.write(directory / "ca.pem", directory / "ca.key")
+    (directory / "ca.key").unlink()  # a service host holds no CA key
+    files = TlsFiles(
+        directory / "cert.pem", directory / "key.pem", directory / "ca.pem", client_auth
+    )
+    ca.issue(host.name, [host.name], [host.address]).write(files.cert, files.key)
+    return files
 
 
 def _launch(layout: Layout, proc: ServiceProcess | ZooKeeperProcess) -> None:

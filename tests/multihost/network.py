@@ -39,6 +39,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -215,10 +216,12 @@ class Host:
         """A socket of this host: connections from it leave from this host's address."""
         return self.call(socket.socket, family, kind)
 
-    def http_client(self, timeout_s: float = 30.0) -> httpx.Client:
+    def http_client(
+        self, timeout_s: float = 30.0, ssl_context: ssl.SSLContext | None = None
+    ) -> httpx.Client:
         """An HTTP client whose connections leave from this host; host names of the
-        network resolve to their addresses."""
-        return httpx.Client(transport=HostTransport(self), timeout=timeout_s)
+        network resolve to their addresses; https verified with ``ssl_context``."""
+        return httpx.Client(transport=HostTransport(self, ssl_context), timeout=timeout_s)
 
     def http(self) -> httpx.Client:
         """This host's own client, for health checks from the host itself (short
@@ -274,9 +277,11 @@ class HostTransport(httpx.HTTPTransport):
     """httpx's transport over ``HostBackend``: the only change is where sockets come
     from (httpx takes no network backend, so its pool is replaced)."""
 
-    def __init__(self, host: Host):
+    def __init__(self, host: Host, ssl_context: ssl.SSLContext | None = None):
         super().__init__()
-        self._pool = httpcore.ConnectionPool(network_backend=HostBackend(host))
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=ssl_context, network_backend=HostBackend(host)
+        )
 
 
 class Network:
