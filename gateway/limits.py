@@ -18,7 +18,7 @@ from services.limits import ENTRY_SIZE_MAX_BYTES
 JSON_DEPTH_MAX = 32
 JSON_CONTAINERS_MAX = 10_000
 # A 400 answer to a body that fails validation names where, cut to this many characters
-# (gateway/ledgers/routes.py).
+# (gateway/http/json_input.py).
 ERROR_LOCATION_MAX_CHARS = 80
 # The fast path keeps one JSON answer template per set of answer keys, at most this many
 # (an add's answer has two shapes; gateway/fastpath.py).

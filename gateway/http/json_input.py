@@ -14,16 +14,24 @@ Parsing refuses the ``NaN`` / ``Infinity`` literals Python accepts but JSON does
 strings holding a lone UTF-16 surrogate (``"\\ud800"``), which are not text and cannot be
 encoded again. Every refusal is ``InvalidArgument`` (400) with a message that quotes
 nothing of the body.
+
+``validated`` checks a parsed document against a pydantic model the same way: its
+refusal names where the body is wrong and what is wrong there, never the value found
+(pydantic's own message quotes it, and a body may hold a ledger password).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, TypeVar
 
-from gateway.limits import JSON_CONTAINERS_MAX, JSON_DEPTH_MAX
+from pydantic import BaseModel, ValidationError
+
+from gateway.limits import ERROR_LOCATION_MAX_CHARS, JSON_CONTAINERS_MAX, JSON_DEPTH_MAX
 from services.errors import InvalidArgument
+
+Model = TypeVar("Model", bound=BaseModel)
 
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 # A \u escape in the surrogate range (hex digits in either case); rare in real bodies,
@@ -49,6 +57,20 @@ def parse_json(raw: bytes) -> Any:
     if _SURROGATE_ESCAPE.search(raw) and _has_lone_surrogate(doc):
         raise InvalidArgument("body is not valid JSON: a string holds a lone UTF-16 surrogate")
     return doc
+
+
+def validated(model: type[Model], doc: Any, what: str = "") -> Model:
+    """``doc`` as ``model``, or ``InvalidArgument`` with ``what`` and the first error's
+    location and message (module docstring: never the value given)."""
+    try:
+        return model.model_validate(doc)
+    except ValidationError as exc:
+        first = exc.errors(include_input=False, include_url=False)[0]
+        # The location may hold a key of the body: quote only the start of it.
+        where = ".".join(str(p) for p in first["loc"])[:ERROR_LOCATION_MAX_CHARS]
+        message = f"{where}: {first['msg']}" if where else first["msg"]
+        # Not chained: the pydantic error holds the input, which no traceback may show.
+        raise InvalidArgument(f"{what}{message}") from None
 
 
 _TOO_DEEP = f"body is nested more than {JSON_DEPTH_MAX} levels deep"

@@ -21,7 +21,7 @@ from gateway.http.deps import (
     remember_client,
 )
 from gateway.http.errors import TIMED_OUT
-from gateway.http.json_input import parse_json
+from gateway.http.json_input import parse_json, validated
 from gateway.ledgers import answers, pages
 from gateway.ledgers.schemas import (
     LEDGER_CONFLICT,
@@ -36,7 +36,6 @@ from gateway.ledgers.schemas import (
     Ledger,
     LedgerList,
 )
-from gateway.limits import ERROR_LOCATION_MAX_CHARS
 from gateway.logs import operations as log_ops
 from services.errors import (
     InvalidArgument,
@@ -86,10 +85,7 @@ async def create_ledger(request: Request, gw: GatewayDep) -> JSONResponse:
     doc = _json_body(raw) if raw.strip() else {}
     if not isinstance(doc, dict):
         raise InvalidArgument("body must be a JSON object")
-    try:
-        body = CreateLedger.model_validate(doc)
-    except ValueError as exc:
-        raise InvalidArgument(_first_error(exc)) from exc
+    body = validated(CreateLedger, doc)
     runner = await ops.create_ledger(
         gw,
         body.ensemble_size,
@@ -100,16 +96,6 @@ async def create_ledger(request: Request, gw: GatewayDep) -> JSONResponse:
         body.metadata,
     )
     return JSONResponse(ops.api_object(gw, runner.handle.metadata), status_code=201)
-
-
-def _first_error(exc: ValueError) -> str:
-    errs = getattr(exc, "errors", None)
-    if callable(errs):
-        first = errs()[0]
-        # The location may hold a key of the body: quote only the start of it.
-        where = ".".join(str(p) for p in first.get("loc", ()))[:ERROR_LOCATION_MAX_CHARS]
-        return f"{where}: {first.get('msg')}" if where else str(first.get("msg"))
-    return str(exc)
 
 
 @router.get(

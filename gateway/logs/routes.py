@@ -13,7 +13,7 @@ from starlette.routing import Match
 from gateway.http.batches import ADD_BODY
 from gateway.http.deps import GatewayDep, canonical_integer_queries
 from gateway.http.errors import FENCED, TIMED_OUT
-from gateway.http.json_input import parse_json
+from gateway.http.json_input import parse_json, validated
 from gateway.logs import answers
 from gateway.logs import operations as log_ops
 from gateway.logs import reads as log_reads
@@ -129,10 +129,7 @@ async def create_log(name: LogNamePath, request: Request, gw: GatewayDep) -> JSO
     doc = parse_json(raw) if raw.strip() else {}
     if not isinstance(doc, dict):
         raise InvalidArgument("body must be a JSON object")
-    try:
-        body = CreateLog.model_validate(doc)
-    except ValueError as exc:
-        raise InvalidArgument(f"invalid log settings: {exc}") from exc
+    body = validated(CreateLog, doc, "invalid log settings: ")
     log, created = await log_ops.create(
         gw, name, body.ensemble_size, body.write_quorum, body.ack_quorum
     )
@@ -318,10 +315,7 @@ async def attach_ledgers(name: LogNamePath, request: Request, gw: GatewayDep) ->
     doc = parse_json(await read_small_body(request))
     if not isinstance(doc, dict):
         raise InvalidArgument("body must be a JSON object")
-    try:
-        body = AttachLedgers.model_validate(doc)
-    except ValueError as exc:
-        raise InvalidArgument(f"invalid body: {exc}") from exc
+    body = validated(AttachLedgers, doc, "invalid body: ")
     commit = (body.commit.id, body.commit.sequence) if body.commit is not None else None
     log, committed = await log_ops.attach(gw, name, body.ledgers, commit)
     return {"log": log.to_api(), "epoch": log.epoch, "committed": committed}

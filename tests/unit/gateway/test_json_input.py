@@ -1,6 +1,7 @@
 """Bounded JSON parsing of request bodies (gateway/http/json_input.py): deep nesting, too many
 containers, NaN / Infinity and lone surrogates are 400 invalid_argument before (or
-instead of) a RecursionError or a value that breaks whoever handles it later."""
+instead of) a RecursionError or a value that breaks whoever handles it later; a body
+that fails its model is refused without quoting what it holds."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import time
 
 import pytest
 
-from gateway.http.json_input import parse_json
+from gateway.http.json_input import parse_json, validated
+from gateway.ledgers.schemas import CreateLedger
 from gateway.limits import JSON_CONTAINERS_MAX, JSON_DEPTH_MAX
+from gateway.logs.schemas import CreateLog
 from services.errors import InvalidArgument
 
 
@@ -98,3 +101,28 @@ def test_the_bounds_cost_little_next_to_parsing() -> None:
     started = time.process_time()
     assert len(parse_json(body)["entries"]) == 2_000_021
     assert time.process_time() - started < 3 * parse_s + 0.5
+
+
+PASSWORD = "pw/never-quoted+9=e"
+
+
+@pytest.mark.parametrize(
+    ("model", "doc", "where"),
+    [
+        (CreateLog, {"password": PASSWORD}, "password: Extra inputs are not permitted"),
+        (CreateLedger, {"password": PASSWORD + " "}, "password: String should match pattern"),
+        (CreateLedger, {"password": PASSWORD * 30}, "password: String should have at most"),
+        (CreateLedger, {"ensemble_size": PASSWORD}, "ensemble_size: Input should be"),
+    ],
+)
+def test_a_refused_body_is_never_quoted(model: type, doc: dict, where: str) -> None:
+    """A body that fails its model (an extra key, a bad value) is 400 naming where and
+    what is wrong, never the value given: it may be a ledger password
+    (docs/security.md, "What is tested"); nor does the error carry pydantic's, which
+    quotes it, as its cause."""
+    with pytest.raises(InvalidArgument) as caught:
+        validated(model, doc, "invalid: ")
+    message = str(caught.value)
+    assert message.startswith(f"invalid: {where}"), message
+    assert "never-quoted" not in message
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__
