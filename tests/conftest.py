@@ -20,11 +20,13 @@ from services.cluster.processes import (
     PORT_CURSOR_DIR_ENV,
     PORT_RANGE_ENV,
     ZooKeeperProcess,
+    exec_child,
     free_port,
     set_spawner,
 )
 from tests import scheduling
 from tests.harness import Cluster, ZooKeeperEnsemble, fresh_chroot
+from tests.leak_scan import SecretRecorder
 from tests.shared import StandardCluster, standard_cluster
 from tests.warm_start import EXEC_ENV, WarmStarter
 
@@ -40,11 +42,18 @@ os.environ[PORT_RANGE_ENV] = f"{_low}-{_low + PORT_RANGE_SIZE - 1}"
 os.environ[PORT_CURSOR_DIR_ENV] = tempfile.gettempdir()
 
 # The services each test process starts are forked from an interpreter that has them
-# imported (tests/warm_start.py), unless QUIRE_TEST_EXEC=1: a new interpreter each.
+# imported (tests/warm_start.py), unless QUIRE_TEST_EXEC=1: a new interpreter each. Every
+# start is noted with its log and the secrets it is handed, for the scan at the end of
+# the session (tests/leak_scan.py).
+_secret_recorder = SecretRecorder(exec_child)
 if os.environ.get(EXEC_ENV) != "1":
     _warm_starter = WarmStarter()
-    set_spawner(_warm_starter)
+    _secret_recorder.inner = _warm_starter
     atexit.register(_warm_starter.stop)
+set_spawner(_secret_recorder)
+# The leaks each pytest-xdist worker found, gathered by the controller as workers end.
+_workers_leaks: list[str] = []
+LEAKS_KEY = "secret_leaks"
 
 # Hypothesis profiles, chosen with HYPOTHESIS_PROFILE. "ci" (the default) is deterministic
 # and bounded: the same examples on every run and machine (derandomize, no example
@@ -80,6 +89,37 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 # How long the interpreter may take to exit once the session is over.
 EXIT_GRACE_S = 60.0
 STDERR_FD = 2  # the process's stderr, whatever capturing did to sys.stderr
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Every log of the services this process started searched for every secret they
+    were handed (tests/leak_scan.py). A pytest-xdist worker hands what it found to the
+    controller, which fails the run: the run fails, naming the files, when a log holds
+    one."""
+    leaks = _secret_recorder.leaks()
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput[LEAKS_KEY] = leaks
+        return
+    leaks += _workers_leaks
+    if not leaks:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    lines = ["secrets of the run found in its logs (tests/leak_scan.py):", *leaks]
+    if reporter is not None:
+        reporter.ensure_newline()
+    for line in lines:
+        if reporter is not None:
+            reporter.write_line(line, red=True)
+        else:
+            print(line, file=sys.stderr)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """pytest-xdist, on the controller: a worker ended; keep the leaks it found."""
+    _workers_leaks.extend(getattr(node, "workeroutput", {}).get(LEAKS_KEY, []))
 
 
 @pytest.hookimpl(trylast=True)
