@@ -51,33 +51,35 @@ def quire(
     )
 
 
+def invoke(
+    *args: str,
+    gateway: str | None = None,
+    stdin: bytes | None = None,
+    env: dict[str, str] | None = None,
+) -> Result:
+    """Run the command in this process through typer's CliRunner, for usage errors and
+    --help, where the process boundary shows nothing more (click 8.2+: stdout and stderr
+    kept apart), and for ``here``; no QUIRE_* variable of the test run leaks in."""
+    unset: dict[str, str | None] = {k: None for k in os.environ if k.startswith("QUIRE_")}
+    argv = [*(["--gateway", gateway] if gateway else []), *args]
+    return CliRunner().invoke(
+        app, argv, prog_name="quire", env={**unset, **(env or {})}, input=stdin or b""
+    )
+
+
 def here(
     *args: str,
     gateway: str | None = None,
     stdin: bytes | None = None,
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
-    """``quire`` run in this process, as a ``CompletedProcess`` (no QUIRE_* variable of
-    the test run leaks in); an exception the command did not turn into an exit shows in
-    its stderr."""
-    unset: dict[str, str | None] = {k: None for k in os.environ if k.startswith("QUIRE_")}
-    argv = [*(["--gateway", gateway] if gateway else []), *args]
-    result = CliRunner().invoke(
-        app, argv, prog_name="quire", env={**unset, **(env or {})}, input=stdin or b""
-    )
+    """``invoke`` as a ``CompletedProcess``, like ``quire``'s; an exception the command
+    did not turn into an exit shows in its stderr."""
+    result = invoke(*args, gateway=gateway, stdin=stdin, env=env)
     stderr = result.stderr_bytes
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         stderr += repr(result.exception).encode()
-    return subprocess.CompletedProcess(argv, result.exit_code, result.stdout_bytes, stderr)
-
-
-def invoke(*args: str, gateway: str | None = None) -> Result:
-    """Run the command in this process through typer's CliRunner, for usage errors and
-    --help, where the process boundary shows nothing more (click 8.2+: stdout and stderr
-    kept apart); no QUIRE_* variable of the test run leaks in."""
-    unset: dict[str, str | None] = {k: None for k in os.environ if k.startswith("QUIRE_")}
-    argv = [*(["--gateway", gateway] if gateway else []), *args]
-    return CliRunner().invoke(app, argv, prog_name="quire", env=unset)
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout_bytes, stderr)
 
 
 def ok(proc: subprocess.CompletedProcess) -> str:

@@ -196,10 +196,15 @@ def test_python_client_error_is_typed_with_its_code(env: Env) -> None:
 def test_typescript_client_with_node_test(env: Env) -> None:
     """``npm test`` compiles the client and its test with tsc and runs them with
     ``node --test`` against this gateway: every test passes."""
+    npm_test(dict(os.environ, QUIRE_GATEWAY=env.gateway.url, QUIRE_TOKEN=ADMIN_TOKEN))
+
+
+def npm_test(environ: dict[str, str]) -> None:
+    """``npm test`` of the TypeScript client with ``environ``: every one of its tests
+    passes."""
     npm = shutil.which("npm")
     assert npm is not None, "npm is missing: run 'make setup'"
     assert (TS_DIR / "node_modules" / ".bin" / "tsc").exists(), "run 'make setup' (npm ci)"
-    environ = dict(os.environ, QUIRE_GATEWAY=env.gateway.url, QUIRE_TOKEN=ADMIN_TOKEN)
     done = subprocess.run(
         [npm, "test", "--silent"],
         cwd=TS_DIR,

@@ -28,6 +28,7 @@ from services.cluster import processes
 from services.cluster.config import port_free
 from services.cluster.processes import ZooKeeperProcess, free_port, free_port_block
 from tests.harness import wait_for
+from tests.integration.test_cli_ledger import UNREACHABLE, error, ok, quire
 
 START_DEADLINE_S = 150.0
 STOP_DEADLINE_S = 45.0
@@ -334,13 +335,6 @@ def test_up_generates_a_cluster_secret_and_never_prints_it(
         again.kill_everything()
 
 
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("QUIRE_")}
-    return subprocess.run(
-        [*_quire(), *args], capture_output=True, text=True, timeout=60, env={**base, **(env or {})}
-    )
-
-
 def test_up_tls_serves_https_and_its_ca_is_what_the_clients_need(
     run_up, zookeeper: ZooKeeperProcess, zk_root: str, tmp_path: Path
 ) -> None:
@@ -381,29 +375,26 @@ def test_up_tls_serves_https_and_its_ca_is_what_the_clients_need(
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"http://127.0.0.1:{port}/v1/ledgers", timeout=10.0)
     # The gateway reaches the bookies and the auditor over TLS: `quire status` is OK.
-    wait_for(lambda: _cli("status", env=env).returncode == 0, 30.0, "quire status OK over TLS")
+    wait_for(lambda: quire("status", env=env).returncode == 0, 30.0, "quire status OK over TLS")
 
-    created = _cli("--gateway", url, "--ca-file", str(ca), "ledger", "create", "-q", "-e", "2")
-    assert created.returncode == 0, created.stderr
-    lid = created.stdout.strip()
-    appended = _cli("ledger", "append", lid, "over", "tls", env=env)
-    assert appended.returncode == 0, appended.stderr
-    streamed = _cli("ledger", "append", lid, "--stream", "streamed", env=env)
-    assert streamed.returncode == 0, streamed.stderr
-    read = _cli("ledger", "read", lid, env=env)
-    assert read.stdout.splitlines() == ["over", "tls", "streamed"], read.stderr
-    refused = _cli("--gateway", url, "ledger", "read", lid)
-    assert refused.returncode == 3, refused.stderr
-    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
-    assert "does not verify" in refused.stderr and "--ca-file" in refused.stderr
-    refused = _cli("--gateway", url, "ledger", "append", lid, "--stream", "never")
-    assert refused.returncode == 3 and "does not verify" in refused.stderr, refused.stderr
-    bench = _cli(
+    lid = ok(
+        quire("ledger", "create", "-q", "-e", "2", gateway=url, env={"QUIRE_CA_FILE": str(ca)})
+    )
+    lid = lid.strip()
+    ok(quire("ledger", "append", lid, "over", "tls", env=env))
+    ok(quire("ledger", "append", lid, "--stream", "streamed", env=env))
+    assert ok(quire("ledger", "read", lid, env=env)).splitlines() == ["over", "tls", "streamed"]
+    for refused in (
+        quire("ledger", "read", lid, gateway=url),
+        quire("ledger", "append", lid, "--stream", "never", gateway=url),
+    ):
+        stderr = error(refused, UNREACHABLE, "gateway_unreachable")
+        assert "does not verify" in stderr and "--ca-file" in stderr
+    bench = ok(quire(
         "bench", "--duration", "0.5", "--warmup", "0.1", "--concurrency", "2", "-e", "2", "-q",
         env=env,
-    )  # fmt: skip
-    assert bench.returncode == 0, bench.stderr
-    summary = json.loads(bench.stdout.strip().splitlines()[-1])
+    ))  # fmt: skip
+    summary = json.loads(bench.strip().splitlines()[-1])
     assert summary["errors"] == 0 and summary["entries"] > 0, summary
 
     assert up.stop(signal.SIGTERM) == 0, up.output()
@@ -411,7 +402,7 @@ def test_up_tls_serves_https_and_its_ca_is_what_the_clients_need(
     again = run_up(*args)
     again.wait_ready()
     assert ca.read_bytes() == ca_bytes  # clients holding the CA keep working
-    assert _cli("ledger", "read", lid, env=env).stdout.splitlines()[0] == "over"
+    assert ok(quire("ledger", "read", lid, env=env)).splitlines()[0] == "over"
     assert again.stop(signal.SIGTERM) == 0, again.output()
 
 
