@@ -53,14 +53,10 @@ CORRUPT_LISTED_MAX = STORED_RUNS_MAX
 # answers at once.
 LAC_WAITERS_MAX = 10_000
 
-# ZooKeeper (bookie/node.py, bookie/registration.py). At start-up while ZooKeeper cannot
+# ZooKeeper (bookie/node.py, services/zk/registration.py). At start-up while ZooKeeper cannot
 # be reached, one connection attempt waits this long, then the next one starts after a
 # back-off doubling from first to max; kazoo's repeated log lines pass once per window.
 ZK_CONNECT_ATTEMPT_S = 2.0
 ZK_RETRY_FIRST_S = 0.5
 ZK_RETRY_MAX_S = 5.0
 KAZOO_REPEAT_WINDOW_S = 60.0
-# The bookie's registration znodes are checked at least this often, and a failed check
-# is tried again after this pause.
-REGISTRATION_RECHECK_INTERVAL_S = 5.0
-REGISTRATION_RETRY_DELAY_S = 0.25

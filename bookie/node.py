@@ -30,7 +30,6 @@ from bookie.limits import (
 )
 from bookie.metrics import BookieMetrics
 from bookie.operations import AddOp, AddOpResult, DeleteOp, FenceOp, SetLacOp, Snapshot
-from bookie.registration import Registration
 from bookie.storage import (
     Reader,
     create_writer_engine,
@@ -51,6 +50,8 @@ from services.errors import (
 )
 from services.settings import BookieSettings
 from services.wire.framing import FramedRecord
+from services.zk import paths as zkpaths
+from services.zk.registration import Registration
 from services.zk.store import MetadataStore
 
 log = logging.getLogger(__name__)
@@ -219,9 +220,8 @@ class BookieNode:
         self.reader = Reader(self.data_dir)
         self.check_disk()
         self.registration = Registration(
-            store, self.bookie_id, self.address, self.instance_id, s.rack
+            store, zkpaths.bookie(self.bookie_id), self.instance_id, self._registered, "bookie"
         )
-        self.registration.set_state("readonly" if self.readonly else "writable")
         await self.registration.start()
         self._disk_task = asyncio.create_task(self._watch_disk(), name="bookie-disk-watch")
         self._is_open = True
@@ -388,7 +388,7 @@ class BookieNode:
                 },
             )
         if self.registration is not None:
-            self.registration.set_state(self.state)
+            self.registration.refresh()
         self.metrics.read_only.set(1 if self.readonly else 0)
         self.metrics.free_ratio.set(self.free_ratio)
         self.metrics.free_bytes.set(self.free_bytes)
@@ -417,6 +417,15 @@ class BookieNode:
     @property
     def state(self) -> str:
         return "readonly" if self.readonly else "writable"
+
+    def _registered(self) -> dict[str, Any]:
+        """What the bookie's registration znode says (services/zk/registry.py reads it)."""
+        return {
+            "id": self.bookie_id,
+            "address": self.address,
+            "state": self.state,
+            "rack": self.settings.rack,
+        }
 
     def info(self) -> dict[str, Any]:
         return {

@@ -115,6 +115,7 @@ async def _connect(
             try:
                 await admin_service.replication.ensure_paths()
                 await registry.start()
+                await gateway.logs.owners.start()
                 break
             except (MetadataUnavailable, TimeoutError) as exc:
                 log.warning(
@@ -176,7 +177,7 @@ def create_app(settings: GatewaySettings, ssl_context: ssl.SSLContext | None = N
             metrics=metrics.client,
             rng=random.Random(),
         )
-        gateway = serve_logs(Gateway.build(settings, metrics, ctx), LogStore(store))
+        gateway = serve_logs(Gateway.build(settings, metrics, ctx), LogStore(store), ssl_context)
         admin_service = AdminService(
             store,
             UnderReplicationStore(store),
@@ -236,7 +237,11 @@ def create_app(settings: GatewaySettings, ssl_context: ssl.SSLContext | None = N
         store = app.state.metadata_store
         return app.state.gateway is not None and store is not None and store.connected
 
-    add_health_route(app, ready)
+    def draining() -> bool:
+        gateway = app.state.gateway
+        return gateway is not None and gateway.logs.owners.draining
+
+    add_health_route(app, ready, draining)
     add_metrics_route(app, metrics.registry)
     # Before the others: the logs router ends with a catch-all route.
     app.include_router(stream.router)

@@ -40,12 +40,14 @@ from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 from gateway.ledgers.answers import add_answer
 from gateway.limits import ANSWER_TEMPLATES_MAX
 from gateway.logs.answers import append_answer
+from gateway.logs.owners import Caller
 from gateway.passwords import client_address
 from gateway.service import Gateway
 from services.budget import BudgetShare, ByteBudget
 from services.errors import PayloadTooLarge, QuireError
 from services.limits import BODY_SIZE_MAX_BYTES, ID_MAX
 from services.protocol.log_records import KEY_MAX_CHARS
+from services.protocol.logs import POSITION_PATTERN
 from services.web.body import content_length, is_json_type, take_untimed
 from services.web.lane import JSON_TYPE, Answer, LaneCall, error_answer
 
@@ -54,7 +56,17 @@ log = logging.getLogger(__name__)
 _LEDGER_ADD = re.compile(r"/v1/ledgers/(0|[1-9][0-9]{0,18})/entries")
 _LOG_APPEND = re.compile(r"/v1/logs/([A-Za-z0-9._-]{1,200})/records")
 _KEY = re.compile(f"[ -~]{{1,{KEY_MAX_CHARS}}}")
-_HEADERS_READ = {b"content-length", b"content-type", b"x-ledger-password", b"idempotency-key"}
+_EXPECTED = re.compile(rf"none|{POSITION_PATTERN[1:-1]}")
+_HEADERS_READ = {
+    b"content-length",
+    b"content-type",
+    b"x-ledger-password",
+    b"idempotency-key",
+    b"expected-last-position",
+    b"authorization",
+    b"x-quire-forwarded-by",
+    b"x-cluster-secret",
+}
 
 
 class _Disconnected(Exception):
@@ -115,7 +127,24 @@ class AddRoutes:
         key = headers.get(b"idempotency-key")
         if key is not None and _KEY.fullmatch(key) is None:
             return None
-        return partial(_append, gw, append.group(1), key, batch, path)  # type: ignore[union-attr]
+        expected = headers.get(b"expected-last-position")
+        if expected is not None and _EXPECTED.fullmatch(expected) is None:
+            return None
+        caller = Caller(
+            headers.get(b"authorization"),
+            headers.get(b"x-quire-forwarded-by"),
+            headers.get(b"x-cluster-secret"),
+        )
+        return partial(
+            _append,
+            gw,
+            append.group(1),  # type: ignore[union-attr]
+            key,
+            batch,
+            path,
+            expected,
+            caller,
+        )
 
 
 async def _add(
@@ -132,9 +161,16 @@ async def _add(
 
 
 async def _append(
-    gw: Gateway, name: str, key: str | None, batch: bool, path: str, raw: bytes
+    gw: Gateway,
+    name: str,
+    key: str | None,
+    batch: bool,
+    path: str,
+    expected: str | None,
+    caller: Caller,
+    raw: bytes,
 ) -> Answer:
-    return await _answer(append_answer(gw, name, key, raw, batch), path)
+    return await _answer(append_answer(gw, name, key, raw, batch, expected, caller), path)
 
 
 async def _answer(call: Awaitable[dict[str, Any]], path: str) -> Answer:

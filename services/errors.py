@@ -28,6 +28,7 @@ at its creation with ``InvariantViolation``.
     |   |   IdempotencyKeyReused, CookieMismatch, LedgerInLog
     |   +-- NodeExists, NodeNotEmpty           (metadata store)
     |   +-- BookieRunning, DataDirInUse        (bookie start-up and format)
+    +-- PositionMismatch (412)                 (Expected-Last-Position is not the last record)
     +-- PayloadTooLarge (413)
     +-- Unavailable (503, retriable)
     |   +-- NotEnoughBookies, BookieReadOnly, MetadataUnavailable, BookieUnavailable
@@ -103,6 +104,9 @@ class QuireError(Exception):
     # An add that failed with an unknown outcome: the entry ids it was given (first,
     # last). Set by the write handle's runner; never part of an answer.
     entries: tuple[int, int] | None = None
+    # Fields of the answer beside "error" and "message" (e.g. a 412's "last_position"),
+    # never secrets: they are shown to the caller.
+    details: Mapping[str, Any] = MappingProxyType({})
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -115,8 +119,8 @@ class QuireError(Exception):
     def message(self) -> str:
         return str(self.args[0]) if self.args else self.code
 
-    def to_json(self) -> dict[str, str]:
-        return {"error": self.code, "message": self.message}
+    def to_json(self) -> dict[str, Any]:
+        return {**self.details, "error": self.code, "message": self.message}
 
 
 _register(QuireError)
@@ -125,6 +129,16 @@ _register(QuireError)
 def error_for_code(code: str) -> type[QuireError]:
     """The error class for an API error code (``QuireError`` for an unknown one)."""
     return _BY_CODE.get(code, QuireError)
+
+
+def error_from_json(doc: Mapping[str, Any]) -> QuireError:
+    """The error an answer's body ``{"error", "message", ...}`` states, with its other
+    fields kept (another gateway's answer passed on unchanged: a forwarded append)."""
+    cls = error_for_code(str(doc.get("error")))
+    exc = cls.__new__(cls)
+    Exception.__init__(exc, str(doc.get("message") or cls.code))
+    exc.details = {k: v for k, v in doc.items() if k not in ("error", "message")}
+    return exc
 
 
 class InvalidArgument(QuireError):
@@ -264,6 +278,18 @@ class DataDirInUse(Conflict):
     """Another process holds the data dir."""
 
     code = "data_dir_in_use"
+
+
+class PositionMismatch(QuireError):
+    """An append's ``Expected-Last-Position`` is not the log's last record: nothing was
+    appended. ``last_position`` is the actual one (``LID:EID``; None for a log with no
+    record), shown in the answer."""
+
+    code, http_status = "position_mismatch", 412
+
+    def __init__(self, message: str | None = None, last_position: str | None = None) -> None:
+        super().__init__(message)
+        self.details = {"last_position": last_position}
 
 
 class PayloadTooLarge(QuireError):

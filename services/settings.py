@@ -305,6 +305,11 @@ class GatewaySettings(CommonSettings):
         description="longest wait, after a log append's ledger was fenced, for the ledger "
         "to close and tell whether the append is in it",
     )
+    log_forwarding: bool = Field(
+        True,
+        description="take appends for every log: forward one to the gateway writing the log, "
+        "or take the role when the log has no live writer (off: 409 not_writer, as before)",
+    )
 
     # REST bodies (services/budget.py): the bytes all request bodies may hold.
     requests_bytes_in_flight_max: int = Field(

@@ -21,12 +21,14 @@ from gateway.admin.schemas import (
     AuditRequested,
     BookieList,
     Cluster,
+    Drained,
+    GatewayList,
     PlacementReport,
     UnderReplicatedList,
 )
 from gateway.admin.service import AdminService
-from gateway.http.deps import canonical_integer_queries
-from services.errors import BookieNotFound, InvalidArgument, Unavailable
+from gateway.http.deps import GatewayDep, canonical_integer_queries
+from services.errors import BookieNotFound, InvalidArgument, NotFound, Unavailable
 from services.limits import ID_MAX, LIST_LIMIT_MAX
 from services.web.errors import error_responses
 
@@ -45,6 +47,9 @@ async def get_admin(request: Request) -> AdminService:
 
 
 AdminDep = Annotated[AdminService, Depends(get_admin)]
+GatewayIdPath = Annotated[
+    str, Path(min_length=1, max_length=255, description="the gateway's id (host:port)")
+]
 BookieIdPath = Annotated[
     str, Path(min_length=1, max_length=255, description="the bookie's id (host:port)")
 ]
@@ -157,3 +162,24 @@ async def disable_replication(admin: AdminDep) -> dict[str, Any]:
 )
 async def request_audit(admin: AdminDep) -> JSONResponse:
     return JSONResponse(await admin.request_audit(), status_code=202)
+
+
+@router.get(
+    "/gateways",
+    response_model=GatewayList,
+    summary="The live gateways (registered in ZooKeeper), and which are draining",
+    responses=error_responses(ADMIN_UNAUTHORIZED, *ADMIN_UNAVAILABLE),
+)
+async def list_gateways(gw: GatewayDep) -> dict[str, Any]:
+    return {"gateways": await gw.logs.owners.gateways()}
+
+
+@router.post(
+    "/gateways/{gateway_id}/drain",
+    response_model=Drained,
+    summary="Drain a gateway: it takes no log any more and hands the logs it writes to "
+    "the other gateways; its /health says 503 from then on (any gateway takes the call)",
+    responses=error_responses(InvalidArgument, ADMIN_UNAUTHORIZED, NotFound, *ADMIN_UNAVAILABLE),
+)
+async def drain_gateway(gateway_id: GatewayIdPath, request: Request, gw: GatewayDep) -> Any:
+    return await gw.logs.owners.drain_gateway(gateway_id, request.headers.get("authorization"))

@@ -128,3 +128,28 @@ class AuditRequested(BaseModel):
         description="the elected auditor that will run the check; null when none runs "
         "(the request waits for one)"
     )
+
+
+class GatewayEntry(BaseModel):
+    address: str = Field(description="host:port: the id a log's writer names")
+    scheme: str = Field(description="http or https")
+    draining: bool
+
+
+class GatewayList(BaseModel):
+    gateways: list[GatewayEntry]
+
+
+class DrainFailure(BaseModel):
+    log: str
+    gateway: str = Field(description="the gateway that was to take it")
+    error: str
+
+
+class Drained(BaseModel):
+    gateway: str
+    draining: bool
+    handed_over: int = Field(description="logs another gateway writes now")
+    failed: list[DrainFailure] = Field(
+        description="logs still written here (drain again to retry them)"
+    )

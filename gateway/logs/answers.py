@@ -1,6 +1,13 @@
 """The answer to ``POST /v1/logs/{name}/records`` once its body is read, shared by the
 route (gateway/logs/routes.py) and the fast path (gateway/fastpath.py), so that both
-answer an append with the same code."""
+answer an append with the same code.
+
+The append is served by this gateway's writer of the log when it has one; else it is
+forwarded to the gateway writing the log, or the role is taken here when the log has
+no live writer (gateway/logs/owners.py). A role lost in the middle of an append that
+appended nothing (``not_writer``) routes the append again; so does a forward its target
+refused. With ``--no-log-forwarding`` a gateway that does not write the log answers
+``not_writer``, as before."""
 
 from __future__ import annotations
 
@@ -8,29 +15,70 @@ from typing import Any
 
 from gateway.http.batches import decode_batch
 from gateway.http.json_input import parse_json
+from gateway.limits import FORWARD_HOPS_MAX
 from gateway.logs import operations as log_ops
+from gateway.logs.owners import NO_CALLER, Caller
 from gateway.logs.schemas import position_json
+from gateway.logs.writer import AppendResult
 from gateway.service import Gateway
-from services.errors import NotWriter, PayloadTooLarge
+from services.errors import NotWriter, PayloadTooLarge, Unavailable
 from services.limits import ENTRY_SIZE_MAX_BYTES
+from services.protocol.logs import ExpectedLast
 
 
 async def append_answer(
-    gw: Gateway, name: str, key: str | None, raw: bytes, batch: bool
+    gw: Gateway,
+    name: str,
+    key: str | None,
+    raw: bytes,
+    batch: bool,
+    expected: str | None = None,
+    caller: Caller = NO_CALLER,
 ) -> dict[str, Any]:
     """The append itself, once the request is read and its name and key checked: one
-    record (a raw body) or a batch (JSON)."""
+    record (a raw body) or a batch (JSON), with its ``Expected-Last-Position``."""
     if batch:
         payloads = decode_batch(parse_json(raw))
     else:
         if len(raw) > ENTRY_SIZE_MAX_BYTES:
             raise PayloadTooLarge(f"record of {len(raw)} bytes over {ENTRY_SIZE_MAX_BYTES}")
         payloads = (raw,)
-    writer = await log_ops.writer_of(gw, name)
-    try:
-        result = await writer.append(payloads, key)
-    except NotWriter as exc:
-        raise await log_ops.not_writer(gw, name, exc) from None
+    condition = ExpectedLast.parse(expected) if expected is not None else None
+    writers = gw.logs
+    owners = writers.owners
+    owners.check_caller(caller)
+    forwarded = caller.forwarded_by is not None
+    for hop in range(FORWARD_HOPS_MAX):
+        writer = writers.get(name)
+        if writer is None:
+            if not gw.settings.log_forwarding:
+                raise await log_ops.not_writer(
+                    gw, name, NotWriter(f"this gateway is not the writer of log {name}")
+                )
+            target = await owners.target(name, fresh=hop > 0, forwarded=forwarded)
+            if target is not None:
+                answer = await owners.forward(target, name, raw, batch, key, expected, caller)
+                if answer is not None:
+                    return answer
+                continue
+            try:
+                writer = await writers.acquire(name, owners.vacant)
+            except NotWriter:
+                continue  # another gateway took the log meanwhile: forward to it
+        try:
+            result = await writer.append(payloads, key, condition=condition)
+        except NotWriter as exc:
+            if not gw.settings.log_forwarding:
+                raise await log_ops.not_writer(gw, name, exc) from None
+            continue  # nothing of it was appended: route it again
+        return _answer(result, batch)
+    raise Unavailable(
+        f"log {name}: its writer role kept moving ({FORWARD_HOPS_MAX} routes); nothing was "
+        "appended, try again"
+    )
+
+
+def _answer(result: AppendResult, batch: bool) -> dict[str, Any]:
     first = position_json(result.first.ledger_id, result.first.entry_id)
     last = position_json(result.last.ledger_id, result.last.entry_id)
     if batch:

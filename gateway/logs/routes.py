@@ -17,6 +17,7 @@ from gateway.http.json_input import parse_json, validated
 from gateway.logs import answers
 from gateway.logs import operations as log_ops
 from gateway.logs import reads as log_reads
+from gateway.logs.owners import FORWARDED_BY, Caller
 from gateway.logs.schemas import (
     Appended,
     AttachLedgers,
@@ -30,6 +31,7 @@ from gateway.logs.schemas import (
     Rolled,
     WriterTaken,
 )
+from services.bookie_client.client import SECRET_HEADER
 from services.errors import (
     BookieUnavailable,
     IdempotencyKeyReused,
@@ -42,6 +44,7 @@ from services.errors import (
     NotFound,
     NotWriter,
     PayloadTooLarge,
+    PositionMismatch,
     Unauthorized,
     Unavailable,
 )
@@ -56,6 +59,7 @@ from services.protocol.log_records import KEY_MAX_CHARS
 from services.protocol.logs import (
     LOG_NAME_MAX_CHARS,
     POSITION_PATTERN,
+    ExpectedLast,
     Position,
     check_log_name,
 )
@@ -87,6 +91,16 @@ IdempotencyKey = Annotated[
         min_length=1,
         max_length=KEY_MAX_CHARS,
         pattern="^[ -~]+$",
+    ),
+]
+ExpectedLastPosition = Annotated[
+    str | None,
+    Header(
+        alias="Expected-Last-Position",
+        description="LID:EID, or `none` for a log with no record: append only if the log's "
+        "last record is there, else 412 position_mismatch (with the actual last_position) "
+        "and nothing is appended",
+        max_length=40,
     ),
 ]
 # The pattern documents the name (checked again by ``_name``, with the API's message).
@@ -190,7 +204,12 @@ async def take_writer(name: LogNamePath, gw: GatewayDep) -> dict[str, int]:
 
 @router.post(
     "/{name}/records",
-    summary="Append one record (raw body) or a batch (JSON), as the log's writer",
+    summary="Append one record (raw body) or a batch (JSON); any gateway takes it",
+    description="The gateway writing the log appends it; any other gateway forwards it "
+    "there and answers what that gateway answered, or takes the writer role first when "
+    "the log has no live writer (a gateway run with --no-log-forwarding answers 409 "
+    "not_writer instead). With Expected-Last-Position the append happens only if the "
+    "log's last record is there (412 position_mismatch otherwise).",
     responses={
         200: {
             "description": "appended (or, for a known Idempotency-Key, appended before)",
@@ -210,6 +229,7 @@ async def take_writer(name: LogNamePath, gw: GatewayDep) -> dict[str, int]:
             Unauthorized,
             LogNotFound,
             *LOG_CONFLICT,
+            PositionMismatch,
             PayloadTooLarge,
             *LOG_UNAVAILABLE,
             TIMED_OUT,
@@ -218,14 +238,24 @@ async def take_writer(name: LogNamePath, gw: GatewayDep) -> dict[str, int]:
     openapi_extra=ADD_BODY,
 )
 async def append_records(
-    name: LogNamePath, request: Request, gw: GatewayDep, key: IdempotencyKey = None
+    name: LogNamePath,
+    request: Request,
+    gw: GatewayDep,
+    key: IdempotencyKey = None,
+    expected: ExpectedLastPosition = None,
 ) -> dict[str, Any]:
     _name(name)
     if key is not None:
         log_records.check_key(key)
+    if expected is not None:
+        ExpectedLast.parse(expected)  # a bad header is 400 before the body is read
+    headers = request.headers
+    caller = Caller(
+        headers.get("authorization"), headers.get(FORWARDED_BY), headers.get(SECRET_HEADER)
+    )
     with body_share(request) as share:
         raw = await read_body(request, BODY_SIZE_MAX_BYTES, share)
-        return await answers.append_answer(gw, name, key, raw, is_json(request))
+        return await answers.append_answer(gw, name, key, raw, is_json(request), expected, caller)
 
 
 @router.post(

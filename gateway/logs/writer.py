@@ -36,13 +36,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gateway.limits import LOG_WATCH_RETRY_S
-from gateway.logs import rebuild, steps
+from gateway.logs import rebuild, steps, tail
 from gateway.logs.dedup import LogWindow
 from services.clock import wall_ms
 from services.errors import (
     InvariantViolation,
     LogNotFound,
     NotWriter,
+    PositionMismatch,
     QuireError,
     Unavailable,
     present,
@@ -51,7 +52,7 @@ from services.ledger_client.runners.write import HandleRunner
 from services.protocol import log_append as la
 from services.protocol import log_writer as lw
 from services.protocol.dedup import DedupWindow
-from services.protocol.logs import Position
+from services.protocol.logs import ExpectedLast, Position
 from services.zk import paths as zkpaths
 from services.zk.log_store import LogStore
 
@@ -169,6 +170,16 @@ class LogWriter:
         self._ledger_started = time.monotonic()
         self._age_timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        # Conditional appends (``Expected-Last-Position``, see ``_check_condition``): the
+        # appends in flight, the gate a conditional append closes while it waits for them
+        # to end and compares, one conditional append at a time, the last record appended
+        # to the current ledger, and the last record before it (by the current ledger).
+        self._in_flight = 0
+        self._alone_waiters: list[asyncio.Future[None]] = []
+        self._gate: asyncio.Event | None = None
+        self._conditional = asyncio.Lock()
+        self._last: Position | None = None
+        self._before: tuple[int, Position | None] | None = None
         # This log's metric children, looked up once (the append path is hot).
         metrics = gw.metrics
         self._appends = metrics.log_appends.labels(self.name)
@@ -195,8 +206,10 @@ class LogWriter:
         key: str | None,
         fed: Callable[[], None] | None = None,
         turn: AppendTurn | None = None,
+        condition: ExpectedLast | None = None,
     ) -> AppendResult:
-        """Append ``payloads`` (with Idempotency-Key ``key``) as the log's writer. ``fed``
+        """Append ``payloads`` (with Idempotency-Key ``key``, only if the log's last
+        record is where ``condition`` says) as the log's writer. ``fed``
         is called once, as soon as the append's entries were handed to the write handle
         or the append ended without doing so. ``turn`` (from the caller's
         ``AppendOrder``) keeps its appends in order across fences and rolls; a caller
@@ -204,7 +217,10 @@ class LogWriter:
         in order (``gateway/streams/session.py``)."""
         once = _once(fed) if fed is not None else None
         try:
-            return await self._append(payloads, key, once, turn)
+            if condition is None:
+                return await self._append(payloads, key, once, turn)
+            async with self._conditional:
+                return await self._append(payloads, key, once, turn, condition)
         finally:
             if turn is not None:
                 turn.end()
@@ -217,6 +233,23 @@ class LogWriter:
         key: str | None,
         fed: Callable[[], None] | None,
         turn: AppendTurn | None = None,
+        condition: ExpectedLast | None = None,
+    ) -> AppendResult:
+        while self._gate is not None and condition is None:
+            await self._gate.wait()  # a conditional append compares: after it
+        self._in_flight += 1
+        try:
+            return await self._append_counted(payloads, key, fed, turn, condition)
+        finally:
+            self._left()
+
+    async def _append_counted(
+        self,
+        payloads: Sequence[bytes],
+        key: str | None,
+        fed: Callable[[], None] | None,
+        turn: AppendTurn | None,
+        condition: ExpectedLast | None,
     ) -> AppendResult:
         self._check_role()
         started = time.monotonic()
@@ -227,7 +260,7 @@ class LogWriter:
                 raise Unavailable(f"{self.dedup.failed}; appends with a key cannot be checked")
         op = la.LogAppendOp(self.dedup.keys, self.name, payloads, key)
         try:
-            end = await self._run_append(op, op.start(wall_ms()), fed, turn)
+            end = await self._run_append(op, op.start(wall_ms()), fed, turn, condition)
         finally:
             if not op.done:  # cancelled: the key is released, a retry may append
                 self._carry_out_release(op.abandon(wall_ms()))
@@ -236,6 +269,12 @@ class LogWriter:
         if end.deduplicated:
             self._dedup_hits.inc()
             return AppendResult(end.first, end.last, deduplicated=True)
+        if end.last.ledger_id == self.runner.ledger_id and (
+            self._last is None
+            or self._last.ledger_id != end.last.ledger_id
+            or self._last.entry_id < end.last.entry_id
+        ):
+            self._last = end.last
         self._appends.inc()
         self._records.inc(len(payloads))
         self._bytes.inc(sum(map(len, payloads)))
@@ -249,6 +288,7 @@ class LogWriter:
         effects: list[la.Effect],
         fed: Callable[[], None] | None,
         turn: AppendTurn | None,
+        condition: ExpectedLast | None,
     ) -> la.AppendDone | la.AppendFailed:
         """Carry out ``op``'s effects, one at a time, until its answer."""
         pending = list(effects)
@@ -259,7 +299,7 @@ class LogWriter:
             if isinstance(effect, la.ReleaseKey):
                 self.dedup.release(effect.key, effect.appended)
                 continue
-            event = await self._carry_out(effect, fed, turn)
+            event = await self._carry_out(effect, fed, turn, condition)
             pending.extend(op.handle(event, wall_ms()))
         raise InvariantViolation(f"an append to log {self.name} ended without an answer")
 
@@ -269,10 +309,16 @@ class LogWriter:
                 self.dedup.release(effect.key, effect.appended)
 
     async def _carry_out(
-        self, effect: la.Effect, fed: Callable[[], None] | None, turn: AppendTurn | None
+        self,
+        effect: la.Effect,
+        fed: Callable[[], None] | None,
+        turn: AppendTurn | None,
+        condition: ExpectedLast | None,
     ) -> la.Event:
         try:
             if isinstance(effect, la.AddEntries):
+                if condition is not None:
+                    return await self._add_if(effect.entries, fed, condition)
                 return await self._add(effect.entries, fed, turn)
             if isinstance(effect, la.AwaitClosed):
                 end = await steps.closed_end(self.gw, effect.ledger_id)
@@ -282,7 +328,13 @@ class LogWriter:
                     return la.LedgerGone()
                 return la.LedgerEnded(end)
             if isinstance(effect, la.WaitForKey):
-                return la.KeyReleased(await self.dedup.released(effect.key))
+                # Not in flight while it waits: a conditional append holding that key
+                # waits for the appends in flight to end.
+                self._left()
+                try:
+                    return la.KeyReleased(await self.dedup.released(effect.key))
+                finally:
+                    self._in_flight += 1
             if isinstance(effect, la.ReadRole):
                 await self._refresh_role()
                 self._check_role()
@@ -319,6 +371,69 @@ class LogWriter:
         except QuireError as exc:
             return la.AddFailed(runner.ledger_id, exc)
         return la.EntriesAdded(runner.ledger_id, outcome.first_entry_id, outcome.last_entry_id)
+
+    async def _add_if(
+        self, entries: tuple[bytes, ...], fed: Callable[[], None] | None, condition: ExpectedLast
+    ) -> la.EntriesAdded | la.AddFailed:
+        """``_add`` when the log's last record is where ``condition`` says, else
+        ``position_mismatch`` (nothing added). The gate keeps new appends out while the
+        appends in flight end, so the last record is known, until these entries were
+        handed to the write handle: the next append comes after them."""
+        gate = self._gate = asyncio.Event()
+        try:
+            await self._wait_alone()
+            last = await self._last_record()
+            if last != condition.position:
+                shown = str(last) if last is not None else None
+                error = PositionMismatch(
+                    f"log {self.name}: the last record is at {shown or 'none (no record)'}, "
+                    f"not {condition}; nothing was appended",
+                    shown,
+                )
+                return la.AddFailed(self.runner.ledger_id, error)
+            opened = _once(lambda: self._open_gate(gate))
+
+            def handed() -> None:
+                opened()
+                if fed is not None:
+                    fed()
+
+            return await self._add(entries, handed, None)
+        finally:
+            self._open_gate(gate)
+
+    def _open_gate(self, gate: asyncio.Event) -> None:
+        if self._gate is gate:
+            self._gate = None
+        gate.set()
+
+    def _left(self) -> None:
+        """An append is no longer in flight: wake the conditional append waiting alone."""
+        self._in_flight -= 1
+        waiters, self._alone_waiters = self._alone_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _wait_alone(self) -> None:
+        """Until this append is the only one in flight (looked at on each end of another)."""
+        while self._in_flight > 1:
+            ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._alone_waiters.append(ended)
+            await ended
+
+    async def _last_record(self) -> Position | None:
+        """The log's last record, with no append in flight: the last this writer appended
+        to its current ledger, else the last of the ledgers before it (``tail``)."""
+        current = self.runner.ledger_id
+        if self._last is not None and self._last.ledger_id == current:
+            return self._last
+        if self._before is None or self._before[0] != current:
+            ledgers = self.log.ledgers
+            index = self.log.index_of(current)
+            before = ledgers[:index] if index is not None else ledgers
+            self._before = (current, await tail.last_record(self.gw, before))
+        return self._before[1]
 
     async def _refresh_role(self) -> None:
         try:

@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from gateway.logs import steps
+from gateway.logs.owners import Owners
 from gateway.logs.writer import LogWriter
 from services.errors import InvariantViolation, NotWriter, present
 from services.protocol import log_writer as lw
+from services.protocol.logs import LogMetadata
 from services.zk.log_store import LogStore
 
 if TYPE_CHECKING:  # the gateway builds its log writers with itself (gateway/app.py)
@@ -19,15 +23,20 @@ if TYPE_CHECKING:  # the gateway builds its log writers with itself (gateway/app
 class LogWriters:
     """The logs this gateway writes, by name (one role per log at a time)."""
 
-    def __init__(self, gw: Gateway, logs: LogStore) -> None:
+    def __init__(self, gw: Gateway, logs: LogStore, owners: Owners) -> None:
         self.gw = gw
         self.logs = logs
+        self.owners = owners
         self._writers: dict[str, LogWriter] = {}
         self._acquiring: dict[str, asyncio.Future[LogWriter]] = {}
 
     def get(self, name: str) -> LogWriter | None:
         writer = self._writers.get(name)
         return writer if writer is not None and writer.lost is None else None
+
+    def held(self) -> list[str]:
+        """The logs this gateway writes now."""
+        return [name for name, writer in self._writers.items() if writer.lost is None]
 
     def writer_or_409(self, name: str) -> LogWriter:
         writer = self._writers.get(name)
@@ -36,22 +45,25 @@ class LogWriters:
         writer._check_role()
         return writer
 
-    async def acquire(self, name: str) -> LogWriter:
-        """Take the writer role of ``name`` (single flight per log on this gateway)."""
+    async def acquire(
+        self, name: str, vacant: Callable[[LogMetadata], bool] | None = None
+    ) -> LogWriter:
+        """Take the writer role of ``name`` (single flight per log on this gateway); with
+        ``vacant``, only while the log has no live writer (``AcquireWriter``)."""
         running = self._acquiring.get(name)
         if running is None:
-            running = asyncio.ensure_future(self._acquire(name))
+            running = asyncio.ensure_future(self._acquire(name, vacant))
             self._acquiring[name] = running
             running.add_done_callback(lambda _: self._acquiring.pop(name, None))
         return await asyncio.shield(running)
 
-    async def _acquire(self, name: str) -> LogWriter:
+    async def _acquire(self, name: str, vacant: Callable[[LogMetadata], bool] | None) -> LogWriter:
         # A role this gateway holds already ends now: its appends during the hand-over
         # answer not_writer rather than settle and roll (which would race the CAS).
         held = self._writers.get(name)
         if held is not None:
             held._lose("this gateway is taking the role again")
-        op = lw.AcquireWriter(name, self.gw.settings.address, self.gw.ctx.rng)
+        op = lw.AcquireWriter(name, self.gw.settings.address, self.gw.ctx.rng, vacant=vacant)
         acquired = await steps.run(self.gw, self.logs, op, op.start())
         if not isinstance(acquired, lw.Acquired):
             raise InvariantViolation(f"acquiring a log answered {acquired!r}")
@@ -62,6 +74,7 @@ class LogWriters:
             await held.aclose()
         writer = LogWriter(self.gw, self.logs, acquired, runner)
         self._writers[name] = writer
+        self.owners.remember(name, self.gw.settings.address)
         metrics = self.gw.metrics
         metrics.log_handovers.labels(name).inc()
         metrics.log_writer_epoch.labels(name).set(acquired.epoch)
@@ -77,10 +90,15 @@ class LogWriters:
 
     async def aclose(self) -> None:
         await asyncio.gather(*(w.aclose() for w in self._writers.values()))
+        await self.owners.aclose()
 
 
-def serve_logs(gateway: Gateway, store: LogStore) -> Gateway:
-    """``gateway`` serves logs from ``store`` (built beside it: the gateway knows its log
-    writers only as ``Gateway.logs``)."""
-    gateway.log_writers[:] = [LogWriters(gateway, store)]
+def serve_logs(
+    gateway: Gateway, logs: LogStore, ssl_context: ssl.SSLContext | None = None
+) -> Gateway:
+    """``gateway`` serves logs from ``logs`` (built beside it: the gateway knows its log
+    writers only as ``Gateway.logs``); ``ssl_context`` reaches the other gateways (None:
+    plain HTTP)."""
+    owners = Owners(gateway, logs.store, ssl_context)
+    gateway.log_writers[:] = [LogWriters(gateway, logs, owners)]
     return gateway

@@ -31,7 +31,7 @@ the operation re-reads the log and looks for its ledger. A ledger of ours is del
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from random import Random
 
@@ -230,12 +230,21 @@ class _Operation:
 
 
 class AcquireWriter(_Operation):
-    """Take the writer role of log ``name`` for ``gateway`` (see the module docstring)."""
+    """Take the writer role of log ``name`` for ``gateway`` (see the module docstring).
+    With ``vacant``, only while ``vacant(log)`` holds for the log as read at each attempt
+    (a gateway taking a log with no live writer, gateway/logs/owners.py): else it fails
+    with ``NotWriter`` naming the writer, and nothing was fenced."""
 
     def __init__(
-        self, name: str, gateway: str, rng: Random, attempts_max: int = LOG_WRITER_ATTEMPTS_MAX
+        self,
+        name: str,
+        gateway: str,
+        rng: Random,
+        attempts_max: int = LOG_WRITER_ATTEMPTS_MAX,
+        vacant: Callable[[LogMetadata], bool] | None = None,
     ) -> None:
         super().__init__(name, gateway, rng, attempts_max)
+        self.vacant = vacant
         self.log: LogMetadata | None = None
         self.version = -1
         self.fenced: tuple[int, ...] = ()
@@ -281,6 +290,13 @@ class AcquireWriter(_Operation):
         if self._checking:
             self._checking = False
             return self._conflict()  # the CAS did not land: an attempt like a conflict
+        if self.vacant is not None and not self.vacant(log):
+            holder = present(log.writer, "a log with no writer is vacant")
+            return self._fail(
+                NotWriter,
+                f"log {self.name} is written by gateway {holder.gateway} (epoch {holder.epoch})",
+                listed=False,
+            )
         self.log, self.version = log, event.version
         self.fenced = log.to_fence()
         if self.fenced:

@@ -98,6 +98,24 @@ class Position:
 
 
 @dataclass(frozen=True, slots=True)
+class ExpectedLast:
+    """The condition of an append (``Expected-Last-Position``): the log's last record is
+    at ``position`` (None: the log has no record)."""
+
+    position: Position | None
+
+    @classmethod
+    def parse(cls, text: str) -> ExpectedLast:
+        """``LID:EID`` or ``none``; ``InvalidArgument``."""
+        if text == "none":
+            return cls(None)
+        return cls(Position.parse(text, "Expected-Last-Position"))
+
+    def __str__(self) -> str:
+        return str(self.position) if self.position is not None else "none"
+
+
+@dataclass(frozen=True, slots=True)
 class WriterRole:
     """Who holds a log's writer role: a gateway's id (``host:port``) and the epoch."""
 

@@ -29,7 +29,12 @@ def add_metrics_route(app: FastAPI, registry: CollectorRegistry) -> None:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
 
-def add_health_route(app: FastAPI, is_ready: Callable[[], bool]) -> None:
+def add_health_route(
+    app: FastAPI, is_ready: Callable[[], bool], draining: Callable[[], bool] | None = None
+) -> None:
+    """``/health``: 200 while ``is_ready()``, else 503; 503 too while ``draining()`` (a
+    gateway handing its logs to the others: a load balancer sends it nothing more)."""
+
     @app.get(
         "/health",
         tags=["ops"],
@@ -40,6 +45,8 @@ def add_health_route(app: FastAPI, is_ready: Callable[[], bool]) -> None:
         },
     )
     async def health() -> Response:
+        if draining is not None and draining():
+            return error_json(Unavailable("draining: this gateway hands its logs to the others"))
         if is_ready():
             return JSONResponse({"status": "ok"})
         return error_json(Unavailable("not ready"))

@@ -37,3 +37,7 @@ ACL_BATCH_NODES_MAX = 1000
 MARK_CAS_ATTEMPTS_MAX = 20
 LOCK_ATTEMPTS_MAX = 3
 LOCK_RELEASE_ATTEMPTS_MAX = 20
+# A registration znode (services/zk/registration.py: a bookie's, a gateway's) is checked
+# at least this often, and a failed check is tried again after this pause.
+REGISTRATION_RECHECK_INTERVAL_S = 5.0
+REGISTRATION_RETRY_DELAY_S = 0.25

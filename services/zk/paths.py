@@ -15,6 +15,8 @@ All paths are relative to the service's chroot (``--zk-root``, default
     /decommission/{bookie_id}              persistent: {"state": "decommissioning"|"decommissioned"}
     /auditor/election/n_{seq}              election candidates (ephemeral sequential; data: id)
     /auditor/audit-request                 data bumped to ask the elected auditor for a full check
+    /gateways/{host:port}                  ephemeral registration of a gateway (JSON: address,
+                                           scheme, draining)
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ UNDER_REPLICATED_LEDGERS = f"{UNDER_REPLICATION}/ledgers"
 REPLICATION_LOCKS = f"{UNDER_REPLICATION}/locks"
 REPLICATION_DISABLED = f"{UNDER_REPLICATION}/disabled"
 AUDITOR_ELECTION = "/auditor/election"
+GATEWAYS = "/gateways"
 
 LEDGER_ID_MAX = ID_MAX
 _ID_DIGITS = 19
@@ -40,6 +43,10 @@ _ID_SPLIT = (3, 4, 4, 4, 4)
 
 def bookie(bookie_id: str) -> str:
     return f"{BOOKIES}/{bookie_id}"
+
+
+def gateway(address: str) -> str:
+    return f"{GATEWAYS}/{address}"
 
 
 def cookie(bookie_id: str) -> str:

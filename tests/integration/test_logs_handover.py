@@ -32,11 +32,13 @@ from tests.integration.log_support import (
 def logs_cluster(
     zookeeper: ZooKeeperProcess, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
-    """Three bookies and two gateways (A and B) shared by this module's tests."""
+    """Three bookies and two gateways (A and B) shared by this module's tests, both
+    without forwarding: these tests hold the writer role's own rules (a gateway that lost
+    it answers not_writer; tests/integration/test_logs_any_gateway.py forwards)."""
     with module_cluster(zookeeper, tmp_path_factory.mktemp("logs-handover")) as c:
         start_bookies(c, 3)
         for _ in range(2):
-            gateway = start_gateway(c)
+            gateway = start_gateway(c, ["--no-log-forwarding"])
             wait_writable(gateway, 3)  # a log's ledgers take all three bookies
             gateway.close_client()
         yield c

@@ -29,6 +29,7 @@ API_CODES = {
     "not_writer": 409,
     "metadata_conflict": 409,
     "idempotency_key_reused": 409,
+    "position_mismatch": 412,
     "payload_too_large": 413,
     "not_enough_bookies": 503,
     "unavailable": 503,

@@ -67,7 +67,9 @@ def answers(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
             raise LedgerNotFound("no ledger 404")
         return {"entry_id": 0, "last_add_confirmed": 0}
 
-    async def append_answer(gw: Any, name: str, key: Any, raw: bytes, batch: bool) -> Any:
+    async def append_answer(
+        gw: Any, name: str, key: Any, raw: bytes, batch: bool, expected: Any, caller: Any
+    ) -> Any:
         seen.append(("append", name, key, raw, batch))
         return {"position": {"ledger_id": 1, "entry_id": 2}}
 

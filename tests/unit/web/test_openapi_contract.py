@@ -58,6 +58,7 @@ PATH_VALUES = {
     "entry_id": "0",
     "name": "a-log",
     "bookie_id": "127.0.0.1:3181",
+    "gateway_id": "127.0.0.1:8080",
     "commit_id": "c",
 }
 

@@ -157,6 +157,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/gateways": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The live gateways (registered in ZooKeeper), and which are draining */
+        get: operations["list_gateways"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/gateways/{gateway_id}/drain": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Drain a gateway: it takes no log any more and hands the logs it writes to the other gateways; its /health says 503 from then on (any gateway takes the call) */
+        post: operations["drain_gateway"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/admin/placement": {
         parameters: {
             query?: never;
@@ -439,7 +473,10 @@ export interface paths {
         /** Read records in log order from a position (never fences; tail with wait_ms) */
         get: operations["read_records"];
         put?: never;
-        /** Append one record (raw body) or a batch (JSON), as the log's writer */
+        /**
+         * Append one record (raw body) or a batch (JSON); any gateway takes it
+         * @description The gateway writing the log appends it; any other gateway forwards it there and answers what that gateway answered, or takes the writer role first when the log has no live writer (a gateway run with --no-log-forwarding answers 409 not_writer instead). With Expected-Last-Position the append happens only if the log's last record is there (412 position_mismatch otherwise).
+         */
         post: operations["append_records"];
         delete?: never;
         options?: never;
@@ -735,6 +772,35 @@ export interface components {
              */
             write_quorum?: number;
         };
+        /** DrainFailure */
+        DrainFailure: {
+            /** Error */
+            error: string;
+            /**
+             * Gateway
+             * @description the gateway that was to take it
+             */
+            gateway: string;
+            /** Log */
+            log: string;
+        };
+        /** Drained */
+        Drained: {
+            /** Draining */
+            draining: boolean;
+            /**
+             * Failed
+             * @description logs still written here (drain again to retry them)
+             */
+            failed: components["schemas"]["DrainFailure"][];
+            /** Gateway */
+            gateway: string;
+            /**
+             * Handed Over
+             * @description logs another gateway writes now
+             */
+            handed_over: number;
+        };
         /** Entry */
         Entry: {
             /**
@@ -763,7 +829,7 @@ export interface components {
              * @description The error code (docs/api.md); the HTTP status follows from it
              * @enum {string}
              */
-            error: "internal" | "invalid_argument" | "unauthorized" | "forbidden" | "not_found" | "ledger_not_found" | "entry_not_found" | "log_not_found" | "bookie_not_found" | "method_not_allowed" | "conflict" | "ledger_closed" | "ledger_fenced" | "entry_exists" | "not_writer" | "metadata_conflict" | "idempotency_key_reused" | "ledger_in_log" | "payload_too_large" | "unavailable" | "not_enough_bookies" | "bookie_read_only" | "bookie_unavailable" | "metadata_unavailable" | "quorum_timeout" | "log_ledger_missing";
+            error: "internal" | "invalid_argument" | "unauthorized" | "forbidden" | "not_found" | "ledger_not_found" | "entry_not_found" | "log_not_found" | "bookie_not_found" | "method_not_allowed" | "conflict" | "ledger_closed" | "ledger_fenced" | "entry_exists" | "not_writer" | "metadata_conflict" | "idempotency_key_reused" | "ledger_in_log" | "position_mismatch" | "payload_too_large" | "unavailable" | "not_enough_bookies" | "bookie_read_only" | "bookie_unavailable" | "metadata_unavailable" | "quorum_timeout" | "log_ledger_missing";
             /** @description What went wrong, for people */
             message: string;
         };
@@ -773,6 +839,26 @@ export interface components {
             bookies: string[];
             /** First Entry Id */
             first_entry_id: number;
+        };
+        /** GatewayEntry */
+        GatewayEntry: {
+            /**
+             * Address
+             * @description host:port: the id a log's writer names
+             */
+            address: string;
+            /** Draining */
+            draining: boolean;
+            /**
+             * Scheme
+             * @description http or https
+             */
+            scheme: string;
+        };
+        /** GatewayList */
+        GatewayList: {
+            /** Gateways */
+            gateways: components["schemas"]["GatewayEntry"][];
         };
         /** Lac */
         Lac: {
@@ -1392,6 +1478,121 @@ export interface operations {
             };
             /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable / metadata_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    list_gateways: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GatewayList"];
+                };
+            };
+            /** @description unauthorized: missing or wrong token (the admin token when the gateway runs with --admin-token; the API token is not enough then) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable / metadata_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    drain_gateway: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the gateway's id (host:port) */
+                gateway_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Drained"];
+                };
+            };
+            /** @description invalid_argument */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unauthorized: missing or wrong token (the admin token when the gateway runs with --admin-token; the API token is not enough then) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_found */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2964,6 +3165,8 @@ export interface operations {
             header?: {
                 /** @description 1-128 printable ASCII characters: a retry with the same key and body within the dedup window answers the original positions and appends nothing */
                 "Idempotency-Key"?: string | null;
+                /** @description LID:EID, or `none` for a log with no record: append only if the log's last record is there, else 412 position_mismatch (with the actual last_position) and nothing is appended */
+                "Expected-Last-Position"?: string | null;
             };
             path: {
                 /** @description 1-200 characters of A-Za-z0-9._- */
@@ -3051,6 +3254,15 @@ export interface operations {
             };
             /** @description not_writer / idempotency_key_reused / ledger_fenced (outcome unknown) / metadata_conflict */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description position_mismatch */
+            412: {
                 headers: {
                     [name: string]: unknown;
                 };

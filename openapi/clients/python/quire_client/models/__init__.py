@@ -19,11 +19,15 @@ from .commit_model import CommitModel
 from .create_ledger import CreateLedger
 from .create_ledger_metadata import CreateLedgerMetadata
 from .create_log import CreateLog
+from .drain_failure import DrainFailure
+from .drained import Drained
 from .entry import Entry
 from .entry_page import EntryPage
 from .error import Error
 from .error_error import ErrorError
 from .fragment import Fragment
+from .gateway_entry import GatewayEntry
+from .gateway_list import GatewayList
 from .lac import Lac
 from .ledger import Ledger
 from .ledger_list import LedgerList
@@ -63,11 +67,15 @@ __all__ = (
     "CreateLedger",
     "CreateLedgerMetadata",
     "CreateLog",
+    "Drained",
+    "DrainFailure",
     "Entry",
     "EntryPage",
     "Error",
     "ErrorError",
     "Fragment",
+    "GatewayEntry",
+    "GatewayList",
     "Lac",
     "Ledger",
     "LedgerList",

@@ -25,6 +25,7 @@ class ErrorError(StrEnum):
     NOT_FOUND = "not_found"
     NOT_WRITER = "not_writer"
     PAYLOAD_TOO_LARGE = "payload_too_large"
+    POSITION_MISMATCH = "position_mismatch"
     QUORUM_TIMEOUT = "quorum_timeout"
     UNAUTHORIZED = "unauthorized"
     UNAVAILABLE = "unavailable"

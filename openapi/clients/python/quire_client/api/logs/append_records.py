@@ -18,10 +18,14 @@ def _get_kwargs(
     *,
     body: AppendRecordsJsonBody | File | Unset = UNSET,
     idempotency_key: None | str | Unset = UNSET,
+    expected_last_position: None | str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
     if not isinstance(idempotency_key, Unset):
         headers["Idempotency-Key"] = idempotency_key
+
+    if not isinstance(expected_last_position, Unset):
+        headers["Expected-Last-Position"] = expected_last_position
 
     _kwargs: dict[str, Any] = {
         "method": "post",
@@ -93,6 +97,11 @@ def _parse_response(
 
         return response_409
 
+    if response.status_code == 412:
+        response_412 = Error.from_dict(response.json())
+
+        return response_412
+
     if response.status_code == 413:
         response_413 = Error.from_dict(response.json())
 
@@ -131,14 +140,23 @@ def sync_detailed(
     client: AuthenticatedClient,
     body: AppendRecordsJsonBody | File | Unset = UNSET,
     idempotency_key: None | str | Unset = UNSET,
+    expected_last_position: None | str | Unset = UNSET,
 ) -> Response[Appended | BatchAppended | Error]:
-    """Append one record (raw body) or a batch (JSON), as the log's writer
+    """Append one record (raw body) or a batch (JSON); any gateway takes it
+
+     The gateway writing the log appends it; any other gateway forwards it there and answers what that
+    gateway answered, or takes the writer role first when the log has no live writer (a gateway run with
+    --no-log-forwarding answers 409 not_writer instead). With Expected-Last-Position the append happens
+    only if the log's last record is there (412 position_mismatch otherwise).
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
         idempotency_key (None | str | Unset): 1-128 printable ASCII characters: a retry with the
             same key and body within the dedup window answers the original positions and appends
             nothing
+        expected_last_position (None | str | Unset): LID:EID, or `none` for a log with no record:
+            append only if the log's last record is there, else 412 position_mismatch (with the actual
+            last_position) and nothing is appended
         body (AppendRecordsJsonBody | Unset):
         body (File | Unset):
 
@@ -154,6 +172,7 @@ def sync_detailed(
         name=name,
         body=body,
         idempotency_key=idempotency_key,
+        expected_last_position=expected_last_position,
     )
 
     response = client.get_httpx_client().request(
@@ -169,14 +188,23 @@ def sync(
     client: AuthenticatedClient,
     body: AppendRecordsJsonBody | File | Unset = UNSET,
     idempotency_key: None | str | Unset = UNSET,
+    expected_last_position: None | str | Unset = UNSET,
 ) -> Appended | BatchAppended | Error | None:
-    """Append one record (raw body) or a batch (JSON), as the log's writer
+    """Append one record (raw body) or a batch (JSON); any gateway takes it
+
+     The gateway writing the log appends it; any other gateway forwards it there and answers what that
+    gateway answered, or takes the writer role first when the log has no live writer (a gateway run with
+    --no-log-forwarding answers 409 not_writer instead). With Expected-Last-Position the append happens
+    only if the log's last record is there (412 position_mismatch otherwise).
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
         idempotency_key (None | str | Unset): 1-128 printable ASCII characters: a retry with the
             same key and body within the dedup window answers the original positions and appends
             nothing
+        expected_last_position (None | str | Unset): LID:EID, or `none` for a log with no record:
+            append only if the log's last record is there, else 412 position_mismatch (with the actual
+            last_position) and nothing is appended
         body (AppendRecordsJsonBody | Unset):
         body (File | Unset):
 
@@ -193,6 +221,7 @@ def sync(
         client=client,
         body=body,
         idempotency_key=idempotency_key,
+        expected_last_position=expected_last_position,
     ).parsed
 
 
@@ -202,14 +231,23 @@ async def asyncio_detailed(
     client: AuthenticatedClient,
     body: AppendRecordsJsonBody | File | Unset = UNSET,
     idempotency_key: None | str | Unset = UNSET,
+    expected_last_position: None | str | Unset = UNSET,
 ) -> Response[Appended | BatchAppended | Error]:
-    """Append one record (raw body) or a batch (JSON), as the log's writer
+    """Append one record (raw body) or a batch (JSON); any gateway takes it
+
+     The gateway writing the log appends it; any other gateway forwards it there and answers what that
+    gateway answered, or takes the writer role first when the log has no live writer (a gateway run with
+    --no-log-forwarding answers 409 not_writer instead). With Expected-Last-Position the append happens
+    only if the log's last record is there (412 position_mismatch otherwise).
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
         idempotency_key (None | str | Unset): 1-128 printable ASCII characters: a retry with the
             same key and body within the dedup window answers the original positions and appends
             nothing
+        expected_last_position (None | str | Unset): LID:EID, or `none` for a log with no record:
+            append only if the log's last record is there, else 412 position_mismatch (with the actual
+            last_position) and nothing is appended
         body (AppendRecordsJsonBody | Unset):
         body (File | Unset):
 
@@ -225,6 +263,7 @@ async def asyncio_detailed(
         name=name,
         body=body,
         idempotency_key=idempotency_key,
+        expected_last_position=expected_last_position,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -238,14 +277,23 @@ async def asyncio(
     client: AuthenticatedClient,
     body: AppendRecordsJsonBody | File | Unset = UNSET,
     idempotency_key: None | str | Unset = UNSET,
+    expected_last_position: None | str | Unset = UNSET,
 ) -> Appended | BatchAppended | Error | None:
-    """Append one record (raw body) or a batch (JSON), as the log's writer
+    """Append one record (raw body) or a batch (JSON); any gateway takes it
+
+     The gateway writing the log appends it; any other gateway forwards it there and answers what that
+    gateway answered, or takes the writer role first when the log has no live writer (a gateway run with
+    --no-log-forwarding answers 409 not_writer instead). With Expected-Last-Position the append happens
+    only if the log's last record is there (412 position_mismatch otherwise).
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
         idempotency_key (None | str | Unset): 1-128 printable ASCII characters: a retry with the
             same key and body within the dedup window answers the original positions and appends
             nothing
+        expected_last_position (None | str | Unset): LID:EID, or `none` for a log with no record:
+            append only if the log's last record is there, else 412 position_mismatch (with the actual
+            last_position) and nothing is appended
         body (AppendRecordsJsonBody | Unset):
         body (File | Unset):
 
@@ -263,5 +311,6 @@ async def asyncio(
             client=client,
             body=body,
             idempotency_key=idempotency_key,
+            expected_last_position=expected_last_position,
         )
     ).parsed

@@ -1,4 +1,5 @@
-"""The bookie's registration: an ephemeral ``/bookies/{id}`` znode, kept alive.
+"""A service's registration: an ephemeral znode kept alive (a bookie's
+``/bookies/{id}``, a gateway's ``/gateways/{address}``).
 
 One task owns the znode and reconciles it whenever something may have
 changed: a session state change (LOST means the znode is gone; kazoo then
@@ -8,10 +9,11 @@ and a slow periodic check as a safety net. ``registered`` is true only
 while the znode exists and belongs to this process's current session; the
 bookie's ``/health`` is 503 otherwise.
 
-A znode left by a previous incarnation of this bookie (killed before its
-session expired) carries the same ``instance_id``; the data-dir lock proves
-that incarnation is dead, so it is replaced at once instead of waiting for
-its session to time out.
+A znode left by a previous incarnation of this service (killed before its
+session expired) carries the same ``instance_id`` (a bookie's comes from its
+data dir, whose lock proves that incarnation is dead), so it is replaced at
+once instead of waiting for its session to time out; a znode of another
+instance is waited out.
 """
 
 from __future__ import annotations
@@ -19,54 +21,51 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
-from bookie.limits import REGISTRATION_RECHECK_INTERVAL_S, REGISTRATION_RETRY_DELAY_S
 from services.errors import NodeExists, NodeNotFound
-from services.zk import paths as zkpaths
+from services.zk.limits import REGISTRATION_RECHECK_INTERVAL_S, REGISTRATION_RETRY_DELAY_S
 from services.zk.store import MetadataStore
 
 log = logging.getLogger(__name__)
 
 
 class Registration:
+    """The znode ``path`` with ``data()`` (JSON holding ``instance_id``), kept alive
+    for this process; ``refresh()`` after ``data()`` changed."""
+
     def __init__(
         self,
         store: MetadataStore,
-        bookie_id: str,
-        address: str,
+        path: str,
         instance_id: str,
-        rack: str | None = None,
+        data: Callable[[], dict[str, Any]],
+        what: str,
     ):
         self.store = store
-        self.bookie_id = bookie_id
-        self.address = address
+        self.path = path
         self.instance_id = instance_id
-        self.rack = rack  # --rack; every reader of /bookies learns it (zk/registry.py)
-        self.path = zkpaths.bookie(bookie_id)
-        self.state = "writable"
+        self._data = data
+        self.what = what  # "bookie", "gateway": in log lines
         self.registered = False
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._warned_owner: str | None = None
 
     def data(self) -> bytes:
-        return json.dumps(
-            {
-                "id": self.bookie_id,
-                "address": self.address,
-                "state": self.state,
-                "instance_id": self.instance_id,
-                "rack": self.rack,
-            }
-        ).encode()
+        return json.dumps({**self._data(), "instance_id": self.instance_id}).encode()
+
+    @property
+    def started(self) -> bool:
+        return self._task is not None
 
     async def start(self) -> None:
         """Start keeping the znode up; ``registered`` turns true once it is."""
         self.store.add_state_listener(self._on_session_state)
         self.store.watch_data(self.path, self._on_node)
         self._wake.set()
-        self._task = asyncio.create_task(self._run(), name="bookie-registration")
+        self._task = asyncio.create_task(self._run(), name=f"{self.what}-registration")
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -77,10 +76,9 @@ class Registration:
                 pass
         self.registered = False
 
-    def set_state(self, state: str) -> None:
-        if state != self.state:
-            self.state = state
-            self._wake.set()
+    def refresh(self) -> None:
+        """``data()`` may have changed: write it."""
+        self._wake.set()
 
     def _on_session_state(self, state: str) -> None:
         if state == "LOST":
@@ -107,7 +105,8 @@ class Registration:
             except Exception as exc:  # noqa: BLE001 - retried until it works
                 self.registered = False
                 log.warning(
-                    "bookie registration failed, retrying",
+                    "%s registration failed, retrying",
+                    self.what,
                     extra={"fields": {"error": repr(exc), "path": self.path}},
                 )
                 await asyncio.sleep(REGISTRATION_RETRY_DELAY_S)
@@ -127,7 +126,7 @@ class Registration:
             current, stat = await asyncio.to_thread(client.get, self.path)
             if current != data:
                 await self.store.set(self.path, data, stat.version)
-                log.info("bookie state registered", extra={"fields": {"state": self.state}})
+                log.info("%s registration updated", self.what)
             self.registered = True
             return
         if found is not None:
@@ -142,7 +141,8 @@ class Registration:
                 if owner != self._warned_owner:
                     self._warned_owner = owner
                     log.warning(
-                        "bookie id is registered by another instance; waiting for it to go",
+                        "%s is registered by another instance; waiting for it to go",
+                        self.what,
                         extra={"fields": {"path": self.path, "other_instance": owner}},
                     )
                 return
@@ -158,6 +158,5 @@ class Registration:
         self.registered = True
         self._warned_owner = None
         log.info(
-            "bookie registered",
-            extra={"fields": {"path": self.path, "state": self.state, "session": session}},
+            "%s registered", self.what, extra={"fields": {"path": self.path, "session": session}}
         )
