@@ -19,7 +19,7 @@ from gateway.limits import FORWARD_HOPS_MAX
 from gateway.logs import operations as log_ops
 from gateway.logs.owners import NO_CALLER, Caller
 from gateway.logs.schemas import position_json
-from gateway.logs.writer import AppendResult
+from gateway.logs.writer import AppendResult, LogWriter
 from gateway.service import Gateway
 from services.errors import NotWriter, PayloadTooLarge, Unavailable
 from services.limits import ENTRY_SIZE_MAX_BYTES
@@ -76,6 +76,23 @@ async def append_answer(
         f"log {name}: its writer role kept moving ({FORWARD_HOPS_MAX} routes); nothing was "
         "appended, try again"
     )
+
+
+async def writer_for_stream(gw: Gateway, name: str) -> LogWriter:
+    """This gateway's writer of ``name`` for a streaming append (a WebSocket is not
+    forwarded): the role is taken here when the log has no live writer; a log another
+    live gateway writes is 409 ``not_writer`` naming that gateway, to stream to."""
+    writer = gw.logs.get(name)
+    if writer is not None or not gw.settings.log_forwarding:
+        return await log_ops.writer_of(gw, name)
+    owners = gw.logs.owners
+    target = await owners.target(name, fresh=True, forwarded=False)
+    if target is None:
+        try:
+            return await gw.logs.acquire(name, owners.vacant)
+        except NotWriter as exc:
+            raise await log_ops.not_writer(gw, name, exc) from None
+    raise NotWriter(f"log {name} is written by gateway {target}: stream to it")
 
 
 def _answer(result: AppendResult, batch: bool) -> dict[str, Any]:

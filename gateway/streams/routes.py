@@ -21,7 +21,7 @@ from starlette.websockets import WebSocketDisconnect
 from gateway import operations as ops
 from gateway.http.auth import websocket_authorization
 from gateway.http.deps import _is_canonical
-from gateway.logs import operations as log_ops
+from gateway.logs.answers import writer_for_stream
 from gateway.passwords import client_address
 from gateway.service import Gateway
 from gateway.streams.session import (
@@ -151,7 +151,7 @@ async def stream_ledger(ws: WebSocket, ledger_id: str) -> None:
 async def stream_log(ws: WebSocket, name: str) -> None:
     async def open_target(gw: Gateway, auth: _Auth) -> Target:
         check_log_name(name)
-        writer = await log_ops.writer_of(gw, name)
+        writer = await writer_for_stream(gw, name)
         return LogTarget(gw, name, writer, auth.check_token)
 
     await _serve(ws, open_target)

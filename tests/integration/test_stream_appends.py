@@ -545,8 +545,8 @@ def test_bad_frames_end_the_stream_with_an_error(
 
 def test_bad_targets_are_refused_with_their_codes(gateways: Gateways) -> None:
     """A bad ledger id is 4400, an unknown ledger 4404, a ledger another gateway writes
-    4409 not_writer, a log this gateway does not write 4409, an unknown log 4404; a
-    plain GET of a stream path (no upgrade) is 400."""
+    4409 not_writer, a log another live gateway writes 4409 (a stream is not forwarded),
+    an unknown log 4404; a plain GET of a stream path (no upgrade) is 400."""
     elsewhere = unique_name("written-elsewhere")
     cases = [
         ("/v1/ledgers/abc/stream", 4400, "invalid_argument"),
@@ -554,7 +554,10 @@ def test_bad_targets_are_refused_with_their_codes(gateways: Gateways) -> None:
         (f"/v1/ledgers/{gateways.b.create()['ledger_id']}/stream", 4409, "not_writer"),
         (f"/v1/logs/{unique_name('no-such-log')}/stream", 4404, "log_not_found"),
     ]
-    LogClient(gateways.b.url).create(elsewhere)
+    b_logs = LogClient(gateways.b.url)
+    b_logs.create(elsewhere)
+    b_logs.take_writer(elsewhere)
+    b_logs.close()
     cases.append((f"/v1/logs/{elsewhere}/stream", 4409, "not_writer"))
     for path, close_code, code in cases:
         stream = Stream.open(gateways.a.url, path, expect_credits=False)
@@ -585,6 +588,24 @@ def test_log_stream_idempotency_key_answers_the_first_position(gateways: Gateway
         reused.send(b"other bytes", key="k0")
         assert reused.wait_closed() == 4409
         assert reused.error is not None and reused.error["error"] == "idempotency_key_reused"
+    finally:
+        client.close()
+
+
+def test_a_log_stream_takes_a_log_with_no_writer(gateways: Gateways) -> None:
+    """A stream opened on a gateway for a log nobody writes takes the role there (as a
+    first append does) and its records land."""
+    name = unique_name("stream-takes")
+    client = LogClient(gateways.b.url)
+    try:
+        client.create(name)
+        stream = Stream.open(gateways.a.url, f"/v1/logs/{name}/stream")
+        assert stream.send_all([b"s0", b"s1"])
+        assert stream.end() == 1000
+        assert client.show(name)["writer"]["gateway"] == gateways.a.proc.address
+        writer = LogClient(gateways.a.url)  # its handle knows the last record confirmed
+        assert [data for _, data in writer.read_all(name)] == [b"s0", b"s1"]
+        writer.close()
     finally:
         client.close()
 
