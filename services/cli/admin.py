@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import typer
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -30,12 +31,15 @@ from services.limits import LIST_LIMIT_MAX
 
 # Exit code of a wait that ran out of time (distinct from every error's, client.py).
 EXIT_WAIT_TIMEOUT = 11
+# A drain that left logs on the gateway (each named on stderr).
+EXIT_DRAIN_INCOMPLETE = 16
 # Ctrl-C: the shell's convention for SIGINT.
 EXIT_INTERRUPTED = 130
 
 admin_app = typer.Typer(
     help=(
-        "Cluster administration: cluster, bookies, under-replicated, placement, audit, "
+        "Cluster administration: cluster, bookies, gateways, drain, under-replicated, placement, "
+        "audit, "
         "replication enable|disable, decommission, wait-replicated.\n\n"
         "Talks to the gateway of the global --gateway option (env QUIRE_GATEWAY) with its "
         "--token (env QUIRE_TOKEN; the admin token when the gateway has one); both go "
@@ -266,6 +270,59 @@ def placement(ctx: typer.Context, as_json: AsJson = False) -> None:
     table_console().print(placement_table(doc))
     if doc.get("truncated"):
         err.print("more ledgers than listed (the report lists the first 100)", markup=False)
+
+
+# -- gateways ---------------------------------------------------------------
+
+
+def gateways_table(gateways: list[dict[str, Any]]) -> Table:
+    table = Table(title="Gateways", title_justify="left")
+    table.add_column("id", overflow="fold")
+    table.add_column("scheme", no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    for g in gateways:
+        state = "[yellow]draining[/yellow]" if g.get("draining") else "[green]serving[/green]"
+        table.add_row(str(g.get("address")), str(g.get("scheme")), state)
+    return table
+
+
+@admin_app.command()
+def gateways(ctx: typer.Context, as_json: AsJson = False) -> None:
+    """The live gateways (registered in ZooKeeper), and which are draining."""
+    with reported(), _client(ctx) as client:
+        doc = client.json("GET", "/v1/admin/gateways")
+    if as_json:
+        print_json(doc)
+    elif not doc["gateways"]:
+        err.print("no gateway registered", markup=False)
+    else:
+        table_console().print(gateways_table(doc["gateways"]))
+
+
+@admin_app.command()
+def drain(
+    ctx: typer.Context,
+    gateway_id: Annotated[str, typer.Argument(help="the gateway's id (host:port)")],
+    as_json: AsJson = False,
+) -> None:
+    """Drain a gateway: it takes no log any more and hands the logs it writes to the
+    other gateways; its /health answers 503 from then on (restart it to serve again)."""
+    with reported(), _client(ctx) as client:
+        doc = client.json("POST", f"/v1/admin/gateways/{quote(gateway_id, safe=':')}/drain")
+    if as_json:
+        print_json(doc)
+        return
+    print(
+        f"gateway {doc['gateway']} is draining; {doc['handed_over']} logs handed over", flush=True
+    )
+    for failed in doc["failed"]:
+        err.print(
+            f"log {failed['log']} is still written there ({failed['gateway']} did not take it: "
+            f"{failed['error']}); drain again to retry",
+            markup=False,
+        )
+    if doc["failed"]:
+        raise typer.Exit(EXIT_DRAIN_INCOMPLETE)
 
 
 # -- audit, replication switch ------------------------------------------------

@@ -40,6 +40,7 @@ from services.errors import (
     InvalidArgument,
     NotFound,
     PayloadTooLarge,
+    PositionMismatch,
     QuireError,
     QuorumTimeout,
     StreamBroken,
@@ -64,13 +65,14 @@ EXIT_CODES: tuple[tuple[type[QuireError], int], ...] = (
     (Unavailable, 9),
     (QuorumTimeout, 10),
     (Forbidden, 14),
+    (PositionMismatch, 15),
 )
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok, 1 other error, 2 bad usage, 3 gateway unreachable, 4 invalid argument, "
     "5 unauthorized (token or ledger password), 6 not found, 7 conflict (closed, fenced, "
     "not the writer), 8 payload too large, 9 unavailable (not enough bookies), "
     "10 quorum timeout (outcome unknown), 14 forbidden (the token's scope does not allow "
-    "the call)."
+    "the call), 15 position mismatch (--expect: the log's last record is elsewhere)."
 )
 
 _err = Console(stderr=True, highlight=False, soft_wrap=True)

@@ -31,6 +31,7 @@ from services.cli.limits import APPEND_BATCH_DEFAULT, FOLLOW_WAIT_MS
 from services.cli.listing import LOGS, print_listing
 from services.cli.log_io import (
     PositionedRecord,
+    expect_option,
     key_option,
     name_argument,
     page_json,
@@ -181,8 +182,19 @@ def append(
             "one acknowledgement each; --key then derives one key per record",
         ),
     ] = False,
+    expect: Annotated[
+        str | None,
+        typer.Option(
+            "--expect",
+            callback=expect_option,
+            show_default=False,
+            help="append only if the log's last record is at LID:EID ('none': the log has "
+            "no record); else exit 15 and nothing is appended (each later request expects "
+            "the last position of the one before)",
+        ),
+    ] = None,
 ) -> None:
-    """Append records to a log this gateway writes ('quire log writer' first).
+    """Append records to a log (any gateway takes them).
 
     Each DATA argument is one record; otherwise every line of --file (or stdin)
     is one record, without its newline, sent in batches of --batch records.
@@ -194,7 +206,7 @@ def append(
     if data and file is not None:
         raise typer.BadParameter("give records as arguments or --file, not both")
     with reported(), _client(ctx) as client:
-        appender = open_appender(client, global_options(ctx), name, key, stream)
+        appender = open_appender(client, global_options(ctx), name, key, stream, expect)
         try:
             if data:
                 for chunk in batches([d.encode() for d in data], batch):

@@ -24,7 +24,7 @@ from services.cli.limits import EMPTY_POLL_BACKOFF_S
 from services.errors import InvalidArgument, QuireError
 from services.limits import LAC_WAIT_MAX_MS, LIST_LIMIT_MAX
 from services.protocol.log_records import KEY_MAX_CHARS, check_key
-from services.protocol.logs import Position, check_log_name
+from services.protocol.logs import ExpectedLast, Position, check_log_name
 
 # -- arguments ------------------------------------------------------------------
 
@@ -57,6 +57,16 @@ def key_option(value: str | None) -> str | None:
         raise typer.BadParameter(exc.message) from None
 
 
+def expect_option(value: str | None) -> str | None:
+    """An ``Expected-Last-Position``: ``LID:EID`` or ``none``."""
+    if value is None:
+        return None
+    try:
+        return str(ExpectedLast.parse(value))
+    except InvalidArgument as exc:
+        raise typer.BadParameter(exc.message) from None
+
+
 def request_key(key: str, index: int) -> str:
     """The key of the ``index``-th request of one append: ``key`` for the first and
     ``key#N`` after it, so re-running the same command with the same input, --batch and
@@ -85,12 +95,18 @@ class LogAppender:
     """Sends records in order, one request at a time, and sums up what was acknowledged.
 
     One record goes as a raw body, several as a JSON batch. With ``key`` each request
-    carries ``Idempotency-Key`` (``request_key``)."""
+    carries ``Idempotency-Key`` (``request_key``). With ``expect`` (``LID:EID`` or
+    ``none``) the first request carries ``Expected-Last-Position: expect`` and each later
+    one the last position of the request before it: the records land one after the
+    other right after ``expect``, or the append stops at 412 ``position_mismatch``."""
 
-    def __init__(self, client: GatewayClient, name: str, key: str | None = None) -> None:
+    def __init__(
+        self, client: GatewayClient, name: str, key: str | None = None, expect: str | None = None
+    ) -> None:
         self.client = client
         self.name = name
         self.key = key
+        self.expect = expect
         self.path = f"/v1/logs/{name}/records"
         self.requests = 0
         self.records = 0
@@ -104,6 +120,8 @@ class LogAppender:
         headers: dict[str, str] = {}
         if self.key is not None:
             headers["Idempotency-Key"] = request_key(self.key, self.requests)
+        if self.expect is not None:
+            headers["Expected-Last-Position"] = self.last_position or self.expect
         if len(payloads) == 1:
             headers["Content-Type"] = "application/octet-stream"
             answer = self.client.json("POST", self.path, content=payloads[0], headers=headers)

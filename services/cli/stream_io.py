@@ -195,12 +195,20 @@ Appender = LogAppender | LogStreamAppender
 
 
 def open_appender(
-    client: GatewayClient, options: GlobalOptions, name: str, key: str | None, stream: bool
+    client: GatewayClient,
+    options: GlobalOptions,
+    name: str,
+    key: str | None,
+    stream: bool,
+    expect: str | None = None,
 ) -> Appender:
-    """A ``StreamAppender`` with ``stream``, else a ``LogAppender`` (one request per batch)."""
+    """A ``StreamAppender`` with ``stream``, else a ``LogAppender`` (one request per batch,
+    conditional with ``expect``)."""
     if stream:
+        if expect is not None:
+            fail("--expect works with requests, not --stream", 2)
         return LogStreamAppender(options, name, key)
-    return LogAppender(client, name, key)
+    return LogAppender(client, name, key, expect)
 
 
 def append_input(appender: Appender, file: Path | None, batch: int, quiet: bool) -> None:

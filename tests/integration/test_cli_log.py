@@ -167,3 +167,28 @@ def test_errors(env: Env) -> None:
     bad_name = log(env, "show", "bad/name")
     assert bad_name.returncode == USAGE and b"A-Za-z0-9._-" in bad_name.stderr
     ok(log(env, "delete", "-y", name))
+
+
+def test_append_expect_and_the_gateways(env: Env) -> None:
+    """`log append --expect`: `none` on an empty log appends; a stale position exits 15
+    (position_mismatch, one line) and appends nothing; the batches of one command chain
+    (each expects the one before); a bad value is a usage error. `admin gateways` lists
+    both gateways, serving."""
+    name = unique_name("cli-expect")
+    ok(log(env, "create", name))
+    first = doc(log(env, "append", name, "--expect", "none", "a", "b", "--batch", "1"))
+    assert first["records"] == 2
+    error(log(env, "append", name, "--expect", "none", "c"), 15, "position_mismatch")
+    chained = doc(
+        log(env, "append", name, "--expect", first["last_position"], "c", "d", "--batch", "1")
+    )
+    assert chained["records"] == 2
+    assert ok(log(env, "read", name)) == "a\nb\nc\nd\n"
+    bad = log(env, "append", name, "--expect", "x:1", "e")
+    assert bad.returncode == USAGE and b"Expected-Last-Position" in bad.stderr
+    listed = json.loads(ok(here("admin", "gateways", "--json", gateway=env.first.url)))
+    addresses = {g["address"]: g["draining"] for g in listed["gateways"]}
+    assert addresses.get(env.first.proc.address) is False
+    assert addresses.get(env.second.proc.address) is False
+    table = ok(here("admin", "gateways", gateway=env.first.url))
+    assert env.first.proc.address in table and "serving" in table

@@ -5,6 +5,7 @@ conditional appends race to one winner, and a drained gateway hands its logs ove
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -24,6 +25,7 @@ from tests.integration.gateway_support import (
     wait_writable,
 )
 from tests.integration.log_support import LogClient, Pos, error_code, pos
+from tests.integration.test_cli_ledger import NOT_FOUND, error, here, ok
 
 SESSION_S = 2.0  # the gateways' ZooKeeper session time-out: the floor of a take-over
 
@@ -323,7 +325,8 @@ def test_conditional_appends_race_to_one_winner(cluster: Cluster) -> None:
 
 
 def test_drain_hands_the_logs_to_the_other_gateways(cluster: Cluster) -> None:
-    """A gateway (F) writing three logs is drained through another gateway: each log is
+    """A gateway (F) writing three logs is drained through another gateway (`quire admin
+    drain`; an unknown gateway is not_found): each log is
     written elsewhere afterwards, F's /health is 503 draining, appends through F still
     land (forwarded), and F takes no log on a first append."""
     f = start_gateway(cluster, ["--zk-session-timeout", str(SESSION_S)])
@@ -335,9 +338,8 @@ def test_drain_hands_the_logs_to_the_other_gateways(cluster: Cluster) -> None:
             a.create(name)
             f.http.post(f"/v1/logs/{name}/records", content=b"on-f").raise_for_status()
             assert writer_of(a, name) == address(f.url)
-        r = a.http.post(f"/v1/admin/gateways/{address(f.url)}/drain")
-        assert r.status_code == 200, r.text
-        doc: dict[str, Any] = r.json()
+        drained = here("admin", "drain", address(f.url), "--json", gateway=a.url)
+        doc: dict[str, Any] = json.loads(ok(drained))
         assert doc["draining"] and doc["handed_over"] == 3 and doc["failed"] == []
         health = f.http.get("/health")
         assert health.status_code == 503 and "draining" in health.text
@@ -352,8 +354,7 @@ def test_drain_hands_the_logs_to_the_other_gateways(cluster: Cluster) -> None:
             g["address"]: g["draining"] for g in a.http.get("/v1/admin/gateways").json()["gateways"]
         }
         assert listed[address(f.url)] is True
-        missing = a.http.post("/v1/admin/gateways/127.0.0.1:1/drain")
-        assert missing.status_code == 404, missing.text
+        error(here("admin", "drain", "127.0.0.1:1", gateway=a.url), NOT_FOUND, "not_found")
     finally:
         a.close()
         f.close_client()
