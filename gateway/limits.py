@@ -113,7 +113,8 @@ LOG_WATCH_RETRY_S = 1.0
 # waiting for an unreachable owner's registration to go; the routes an append may take
 # before it is refused (each a forward refused or a role lost meanwhile); the logs whose
 # writer a gateway remembers as a hint; hand-overs a draining gateway runs at once.
-FORWARD_CONNECTIONS_MAX = 64
+FORWARD_CONNECTIONS_MAX = 64  # drains' and hand-overs' (forwarded appends: one each)
+FORWARD_CONNECT_TIMEOUT_S = 2.0
 # Entries read back at a time when looking for a log's last visible record (tail.py).
 TAIL_PAGE_ENTRIES = 256
 FORWARD_GRACE_S = 2.0

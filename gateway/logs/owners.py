@@ -44,10 +44,12 @@ from typing import TYPE_CHECKING, Any
 from gateway.limits import (
     DRAIN_HANDOVERS_CONCURRENT_MAX,
     DRAIN_TIMEOUT_S,
+    FORWARD_CONNECT_TIMEOUT_S,
     FORWARD_CONNECTIONS_MAX,
     FORWARD_GRACE_S,
     LOG_WRITERS_KNOWN_MAX,
 )
+from services.bookie_client.channel import AddChannel
 from services.bookie_client.client import SECRET_HEADER
 from services.bookie_client.transport import HttpResponse, ProtocolError, StreamTransport
 from services.errors import (
@@ -102,7 +104,8 @@ class Owners:
         )
         self.draining = False
         self._ssl = ssl_context
-        self._peers: dict[str, StreamTransport] = {}
+        self._peers: dict[str, StreamTransport] = {}  # drains and hand-overs
+        self._channels: dict[str, AddChannel] = {}  # forwarded appends
         # The writer's gateway of each log as last read here: a hint, corrected by a
         # refusal (the log is read again).
         self._writers: dict[str, str | None] = {}
@@ -121,7 +124,12 @@ class Owners:
     async def aclose(self) -> None:
         await self.registration.stop()
         peers, self._peers = list(self._peers.values()), {}
-        await asyncio.gather(*(peer.aclose() for peer in peers), return_exceptions=True)
+        channels, self._channels = list(self._channels.values()), {}
+        await asyncio.gather(
+            *(peer.aclose() for peer in peers),
+            *(channel.aclose() for channel in channels),
+            return_exceptions=True,
+        )
 
     # ------------------------------------------------------------ routing
 
@@ -191,6 +199,18 @@ class Owners:
             )
         return peer
 
+    def _channel(self, address: str) -> AddChannel:
+        """The callback-driven connections of forwarded appends to ``address`` (the
+        bookie client's add channel: no task per request; services/bookie_client/
+        channel.py)."""
+        channel = self._channels.get(address)
+        if channel is None:
+            host, _, port = address.rpartition(":")
+            channel = self._channels[address] = AddChannel(
+                host, int(port), FORWARD_CONNECT_TIMEOUT_S, self._ssl, host
+            )
+        return channel
+
     def _headers(self, caller: Caller, extra: Iterable[tuple[str, str | None]]) -> dict[str, str]:
         headers = {FORWARDED_BY: self.me}
         secret = self.gw.settings.cluster_secret
@@ -228,36 +248,45 @@ class Owners:
         )
         settings = self.gw.settings
         timeout_s = (settings.add_timeout_ms + settings.log_settle_timeout_ms) / 1000
-        request = asyncio.ensure_future(
-            self._peer(target).request(
-                "POST", f"/v1/logs/{name}/records", raw, headers, timeout_s + FORWARD_GRACE_S
-            )
+        answered: asyncio.Future[HttpResponse | Exception | None] = (
+            asyncio.get_running_loop().create_future()
+        )
+
+        def done(result: HttpResponse | Exception | None) -> None:
+            if not answered.done():
+                answered.set_result(result)
+
+        self._channel(target).start(
+            _request(target, f"/v1/logs/{name}/records", raw, headers),
+            timeout_s + FORWARD_GRACE_S,
+            done,
         )
         gone = self.directory.gone(target)
+
+        def went(_: asyncio.Future[None]) -> None:
+            done(None)
+
+        gone.add_done_callback(went)
         try:
-            await asyncio.wait((request, gone), return_when=asyncio.FIRST_COMPLETED)
+            result = await answered
         finally:
-            if not request.done():
-                request.cancel()
-        if not request.done() or request.cancelled():
+            gone.remove_done_callback(went)
+        if result is None:  # the gateway's registration went first
             self._lost(name, target, key, "went away")
             return None
-        try:
-            response = request.result()
-        except (ConnectionRefusedError, socket.gaierror):
+        if isinstance(result, ConnectionRefusedError | socket.gaierror):
             # Nothing was sent: wait for the gateway to be gone for good, then route again.
-            if await self.directory.wait_gone(
-                target, settings.zk_session_timeout + FORWARD_GRACE_S
-            ):
+            wait_s = settings.zk_session_timeout + FORWARD_GRACE_S
+            if await self.directory.wait_gone(target, wait_s):
                 return None
             raise Unavailable(
                 f"log {name} is written by gateway {target}, which cannot be reached and is "
                 "still registered; nothing was appended, try again"
-            ) from None
-        except (OSError, TimeoutError, ProtocolError) as exc:
-            self._lost(name, target, key, f"failed ({exc!r})")
+            )
+        if isinstance(result, Exception):
+            self._lost(name, target, key, f"failed ({result!r})")
             return None
-        return self._answer(target, response)
+        return self._answer(target, result)
 
     def _lost(self, name: str, target: str, key: str | None, what: str) -> None:
         """The forwarded append's answer is lost: with a key it is sent again (routed
@@ -343,3 +372,11 @@ class Owners:
             {"address": g.address, "scheme": g.scheme, "draining": g.draining}
             for g in await self.directory.all()
         ]
+
+
+def _request(address: str, target: str, body: bytes, headers: dict[str, str]) -> bytes:
+    """The bytes of one HTTP/1.1 POST of ``body`` to ``target`` at ``address``."""
+    lines = [f"POST {target} HTTP/1.1", f"Host: {address}", f"Content-Length: {len(body)}"]
+    lines.extend(f"{name}: {value}" for name, value in headers.items())
+    lines.append("\r\n")
+    return "\r\n".join(lines).encode("latin-1") + body

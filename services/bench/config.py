@@ -40,7 +40,10 @@ class BenchConfig:
     idempotency_keys: bool = False
     handover: bool = False
     handover_reps: int = 5
-    second_gateway: str | None = None  # --handover's second gateway without --local
+    second_gateway: str | None = None  # the second gateway without --local
+    # --forwarded: the load appends through the second gateway, which forwards to the
+    # writer's (docs/logs.md "Any gateway appends").
+    forwarded: bool = False
     quiet: bool = False  # no progress on stderr
     # --stream: single records over streaming appends (services/bench/stream_load.py), each
     # of the --concurrency connections with in_flight records in flight.
@@ -58,15 +61,15 @@ class BenchConfig:
             raise BenchError(f"--ensemble {self.ensemble} needs as many --bookies")
         if self.load_procs > self.concurrency:
             raise BenchError("--load-procs cannot exceed --concurrency")
-        if not self.log and (self.idempotency_keys or self.handover):
-            raise BenchError("--idempotency-keys and --handover need --log")
-        if self.handover and not self.local and self.second_gateway is None:
-            raise BenchError("--handover needs --local or --second-gateway URL")
+        if not self.log and (self.idempotency_keys or self.handover or self.forwarded):
+            raise BenchError("--idempotency-keys, --handover and --forwarded need --log")
+        if (self.handover or self.forwarded) and not self.local and self.second_gateway is None:
+            raise BenchError("--handover and --forwarded need --local or --second-gateway URL")
         if self.stream and (self.batch != 1 or self.rate > 0 or self.idempotency_keys):
             raise BenchError("--stream sends single records unthrottled: no --batch, --rate "
                              "or --idempotency-keys")  # fmt: skip
-        if self.second_gateway is not None and not self.handover:
-            raise BenchError("--second-gateway is for --handover")
+        if self.second_gateway is not None and not (self.handover or self.forwarded):
+            raise BenchError("--second-gateway is for --handover and --forwarded")
         if self.second_gateway is not None and self.second_gateway == self.gateway:
             raise BenchError("--second-gateway must be another gateway than --gateway")
 

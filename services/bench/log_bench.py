@@ -5,6 +5,7 @@ hand-over time.
     quire bench --local --log --batch 100                  # batched appends
     quire bench --local --log --idempotency-keys           # a unique key per request
     quire bench --local --log --handover                   # + the hand-over time
+    quire bench --local --log --forwarded                  # through a non-writer gateway
 
 How it runs (after the cluster of ``services/bench/run.py``):
 
@@ -272,7 +273,13 @@ def run_log(
         try:
             extra = {"log": name, "idempotency_keys": config.idempotency_keys,
                      "key_prefix": name}  # fmt: skip
-            result = measure(config, url, [taken["ledger_id"]], gateway_pid, bookie_pids, extra)
+            load_url = url
+            if config.forwarded and second is not None:
+                note(f"quire bench: appending through {second}, which forwards to {url}")
+                load_url = second
+            result = measure(
+                config, load_url, [taken["ledger_id"]], gateway_pid, bookie_pids, extra
+            )
         finally:
             if roller is not None:
                 roller.stop()
@@ -283,7 +290,8 @@ def run_log(
             result.update(handover(config, url, second, name))
         with GatewayClient(url, config.token, ca_file=config.ca_file) as client:
             result["ledgers"] = len(client.json("GET", f"/v1/logs/{name}")["ledgers"])
-        result.update({"mode": "log", "log": name, "idempotency_keys": config.idempotency_keys})
+        result.update({"mode": "log", "log": name, "idempotency_keys": config.idempotency_keys,
+                       "forwarded": config.forwarded})  # fmt: skip
         return result
     finally:
         if created and not config.local and not config.keep_ledgers:

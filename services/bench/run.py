@@ -100,10 +100,11 @@ def start_local_cluster(config: BenchConfig, data_dir: Path) -> LocalCluster:
 
 
 def _second_gateway(cluster: LocalCluster, config: BenchConfig) -> ServiceProcess:
-    """``--handover``'s second gateway, on the port after the bookies'."""
+    """The second gateway of ``--handover`` or ``--forwarded``, on the port after the
+    bookies'."""
     from services.cluster.config import ClusterError
 
-    note("quire bench: starting a second gateway for --handover")
+    note("quire bench: starting a second gateway")
     try:
         return cluster.add_service("gateway-2", "gateway", cluster.config.gateway_port
                                    + config.bookies + 1)  # fmt: skip
@@ -195,7 +196,7 @@ def run(config: BenchConfig) -> dict:
             bookie_pids = []
         if config.log:
             second = config.second_gateway
-            if cluster is not None and config.handover:
+            if cluster is not None and (config.handover or config.forwarded):
                 second = _second_gateway(cluster, config).url
             result = run_log(config, url, second, gateway_pid, bookie_pids)
             result.update(fsync)

@@ -124,9 +124,20 @@ def bench_command(
     handover_reps: Annotated[
         int, typer.Option(min=1, max=1000, help="hand-overs timed with --handover")
     ] = 5,
+    forwarded: Annotated[
+        bool,
+        typer.Option(
+            "--forwarded",
+            help="with --log: append through a second gateway, which forwards every append "
+            "to the log's writer (with --local one more is started)",
+        ),
+    ] = False,
     second_gateway: Annotated[
         str | None,
-        typer.Option(show_default=False, help="--handover's second gateway without --local"),
+        typer.Option(
+            show_default=False,
+            help="the second gateway of --handover or --forwarded without --local",
+        ),
     ] = None,
     stream: Annotated[
         bool,
@@ -209,6 +220,7 @@ def bench_command(
         roll_every_s=roll_every_s,
         idempotency_keys=idempotency_keys,
         handover=handover,
+        forwarded=forwarded,
         handover_reps=handover_reps,
         second_gateway=second_gateway.rstrip("/") if second_gateway else None,
         quiet=quiet,

@@ -133,8 +133,17 @@ class Front:
 
 def check_log(client: LogClient, name: str, acked: list[tuple[float, str, Pos]]) -> None:
     """Every acknowledged key is in the log exactly once, at its acknowledged position,
-    and the log's order agrees with the order of acknowledgements."""
-    records = client.read_all(name)
+    and the log's order agrees with the order of acknowledgements. (Read through any
+    gateway: one that does not write the log sees the last records once the writer told
+    the bookies they are confirmed, so the read is repeated until they show.)"""
+    wanted = {key for _, key, _ in acked}
+    records: list[tuple[Pos, bytes]] = []
+
+    def all_shown() -> bool:
+        records[:] = client.read_all(name)
+        return wanted <= {data.decode() for _, data in records}
+
+    wait_for(all_shown, 10.0, "every acknowledged record to be readable")
     keys = [data.decode() for _, data in records]
     assert len(keys) == len(set(keys)), "a key is in the log twice"
     at = {data.decode(): position for position, data in records}
