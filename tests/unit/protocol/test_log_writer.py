@@ -86,6 +86,36 @@ def test_acquire_conflict_backs_off_reuses_its_ledger_and_is_bounded() -> None:
     assert op.done
 
 
+def test_acquire_if_vacant_gives_up_to_a_live_writer_without_fencing() -> None:
+    """With ``vacant``: a log another live gateway writes fails with not_writer naming it,
+    before anything is fenced; a vacant log is taken as usual; when a conflict shows a
+    live writer took it meanwhile, the take-over gives up and deletes its ledger."""
+    live = {"other:1"}
+
+    def vacant(log: LogMetadata) -> bool:
+        return log.writer is None or log.writer.gateway not in live
+
+    taken = LogMetadata("log", ledgers=(1, 2), writer=WriterRole("other:1", 3), epoch=3)
+    op = lw.AcquireWriter("log", ME, Random(1), vacant=vacant)
+    op.start()
+    (failed,) = op.handle(lw.LogRead(taken, 4))
+    assert isinstance(failed, lw.Failed) and failed.error is NotWriter
+    assert "other:1" in failed.message and op.done
+
+    dead = LogMetadata("log", ledgers=(1, 2), writer=WriterRole("dead:1", 3), epoch=3)
+    op = lw.AcquireWriter("log", ME, Random(1), vacant=vacant)
+    op.start()
+    assert op.handle(lw.LogRead(dead, 4)) == [lw.RecoverLedgers((1, 2))]
+    assert op.handle(lw.LedgersRecovered()) == [CREATE]
+    op.handle(lw.LedgerCreated(9))
+    assert isinstance(op.handle(lw.LogConflict())[0], lw.Wait)
+    assert op.handle(lw.Waited()) == [lw.ReadLog("log")]
+    moved = LogMetadata("log", ledgers=(1, 2, 5), writer=WriterRole("other:1", 4), epoch=4)
+    effects = op.handle(lw.LogRead(moved, 5))
+    assert effects[0] == lw.DeleteLedger(9)
+    assert isinstance(effects[1], lw.Failed) and effects[1].error is NotWriter
+
+
 def test_backoff_doubles_and_is_capped() -> None:
     rng = Random(3)
     for attempt in range(1, 20):
