@@ -247,3 +247,23 @@ def test_bookie_named_for_another_host_is_refused(env: Env, tmp_path: Path) -> N
         asyncio.run(ask())
     finally:
         proc.stop()
+
+
+def test_an_append_is_forwarded_over_mutual_tls(env: Env) -> None:
+    """A gateway that demands client certificates writes a log; an append to the first
+    gateway is forwarded to it over mutual TLS (the first presents the cluster's
+    certificate) and lands in its ledger."""
+    second = start_gateway(env.cluster, ["--tls-client-auth"])
+    try:
+        wait_writable(second, BOOKIES)
+        assert second.request("PUT", "/v1/logs/tls-forwarded").status_code == 201
+        first = second.request("POST", "/v1/logs/tls-forwarded/records", content=b"on second")
+        assert first.status_code == 200, first.text
+        r = env.gateway.request("POST", "/v1/logs/tls-forwarded/records", content=b"forwarded")
+        assert r.status_code == 200, r.text
+        assert r.json()["position"]["ledger_id"] == first.json()["position"]["ledger_id"]
+        log = second.request("GET", "/v1/logs/tls-forwarded").json()
+        assert log["writer"]["gateway"] == second.proc.address
+    finally:
+        second.close_client()
+        second.proc.stop()
