@@ -154,17 +154,20 @@ class Owners:
         """Where an append to ``name`` goes when this gateway does not write the log: the
         gateway to forward it to, or None to take the role here. ``fresh`` reads the log
         from ZooKeeper rather than the hint. A ``forwarded`` append for a log another
-        live gateway writes is refused (409 ``not_writer``): its sender routes again."""
-        writer = self._writers.get(name, "?") if not fresh else "?"
-        if writer == "?":
+        live gateway writes is refused (409 ``not_writer``): its sender routes again; so
+        is one for a log with no live writer while this gateway drains (the sender takes
+        it; a log that still names this gateway is served here, drained or not)."""
+        if fresh or name not in self._writers:
             current = (await self.gw.logs.logs.get(name)).log
-            writer = current.writer.gateway if current.writer is not None else None
-            self.remember(name, writer)
+            self.remember(name, current.writer.gateway if current.writer is not None else None)
+        writer = self._writers.get(name)
         if writer is not None and writer != self.me and self.directory.is_live(writer):
             if forwarded:
                 raise NotWriter(f"this gateway does not write log {name}: {writer} does")
             return writer
-        if self.draining and not forwarded:
+        if self.draining and writer != self.me:  # a log named ours stays ours to serve
+            if forwarded:
+                raise NotWriter(f"this gateway is draining: it takes no log ({name})")
             other = await self._other_gateway(name)
             if other is not None:
                 return other

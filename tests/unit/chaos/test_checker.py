@@ -171,9 +171,15 @@ def test_two_gateways_in_one_epoch_are_reported() -> None:
     assert checks(s, final) == {"one_writer"}
 
 
-def test_an_append_acknowledged_in_a_ledger_of_a_gateway_it_never_reached_is_reported() -> None:
+def test_an_append_acknowledged_in_a_ledger_no_gateway_of_the_cluster_made_is_reported() -> None:
+    """An append may land in another gateway's ledger (it was forwarded to the writer),
+    never in one no log writer of the cluster made (attached, or made elsewhere)."""
     s, final = clean()
     final["metadata"]["20"]["metadata"]["quire.log.writer"] = "gateway2:8080"
+    assert checks(s, final) == set()
+    final["metadata"]["20"]["metadata"]["quire.log.writer"] = "elsewhere:8080"
+    assert checks(s, final) == {"one_writer"}
+    del final["metadata"]["20"]["metadata"]["quire.log.writer"]
     assert checks(s, final) == {"one_writer"}
 
 
