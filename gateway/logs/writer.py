@@ -24,6 +24,13 @@ a protocol review: a stream's acknowledgements then went out with descending
 positions). The rule: an append hands its entries to a write handle only once the
 append before it has ended or was last handed to that same handle; a write handle
 gives entries ids in the order they were handed to it.
+
+Stamps (``log_append.Stamps``): each attempt's entries are stamped and encoded right
+before ``HandleRunner.submit`` is called, with no await in between, so stamps rise with
+entry ids. A new writer's stamps start at the time of the log's last entry
+(``time_search.last_stamp``, one entry read, walking back over empty ledgers): until
+that read ends, appends wait (as keyed appends wait for the window's rebuild); when it
+fails for good the writer stamps with its clock alone, and says so in the log.
 """
 
 from __future__ import annotations
@@ -35,8 +42,8 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gateway.limits import LOG_WATCH_RETRY_S
-from gateway.logs import rebuild, steps
+from gateway.limits import LOG_WATCH_RETRY_S, REBUILD_ATTEMPTS_MAX, REBUILD_RETRY_FIRST_S
+from gateway.logs import rebuild, steps, time_search
 from gateway.logs.dedup import LogWindow
 from services.clock import wall_ms
 from services.errors import (
@@ -169,6 +176,8 @@ class LogWriter:
         self._ledger_started = time.monotonic()
         self._age_timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._stamps = la.Stamps()
+        self._floor_known = asyncio.Event()  # set once ``_stamps`` starts at the log's end
         # This log's metric children, looked up once (the append path is hot).
         metrics = gw.metrics
         self._appends = metrics.log_appends.labels(self.name)
@@ -178,6 +187,8 @@ class LogWriter:
         self._latency = metrics.log_append_latency
         self._arm_age_roll()
         self._spawn(self._watch_log())
+        previous = [lid for lid in acquired.log.ledgers if lid != acquired.ledger_id]
+        self._spawn(self._read_floor(previous))
 
     @property
     def gateway_id(self) -> str:
@@ -220,6 +231,8 @@ class LogWriter:
     ) -> AppendResult:
         self._check_role()
         started = time.monotonic()
+        if not self._floor_known.is_set():
+            await self._floor_known.wait()
         if key is not None:
             if not self.dedup.ready.is_set():
                 await self.dedup.ready.wait()
@@ -273,7 +286,7 @@ class LogWriter:
     ) -> la.Event:
         try:
             if isinstance(effect, la.AddEntries):
-                return await self._add(effect.entries, fed, turn)
+                return await self._add(effect, fed, turn)
             if isinstance(effect, la.AwaitClosed):
                 end = await steps.closed_end(self.gw, effect.ledger_id)
                 if end is None:
@@ -296,12 +309,13 @@ class LogWriter:
 
     async def _add(
         self,
-        entries: tuple[bytes, ...],
+        add: la.AddEntries,
         fed: Callable[[], None] | None,
         turn: AppendTurn | None,
     ) -> la.EntriesAdded | la.AddFailed:
-        """Hand ``entries`` to the current ledger's write handle, behind the caller's
-        earlier append (see the module docstring), and wait for its answer."""
+        """Stamp and encode ``add``'s records and hand them to the current ledger's write
+        handle, behind the caller's earlier append (see the module docstring), and wait
+        for its answer."""
         self._check_role()
         runner = self.runner
         if turn is not None:
@@ -309,16 +323,49 @@ class LogWriter:
                 await turn.wait_before()
                 self._check_role()
                 runner = self.runner
+        # No await between the stamp and the call: ids follow the order of the calls.
+        stamp = self._stamps.next(wall_ms())
         try:
-            submitted = await runner.submit(entries)
+            submitted = await runner.submit(add.encode(stamp))
             if turn is not None:
                 turn.fed(runner)
             if fed is not None:
                 fed()
             outcome = await submitted
         except QuireError as exc:
-            return la.AddFailed(runner.ledger_id, exc)
-        return la.EntriesAdded(runner.ledger_id, outcome.first_entry_id, outcome.last_entry_id)
+            return la.AddFailed(runner.ledger_id, exc, stamp)
+        return la.EntriesAdded(
+            runner.ledger_id, outcome.first_entry_id, outcome.last_entry_id, stamp
+        )
+
+    async def _read_floor(self, previous: Sequence[int]) -> None:
+        """Start the stamps at the time of the log's last entry in ``previous`` (the
+        ledgers before this writer's, CLOSED once the role was taken), retrying with
+        back-off; appends wait until this ends (see the module docstring)."""
+        delay = REBUILD_RETRY_FIRST_S
+        try:
+            for attempt in range(1, REBUILD_ATTEMPTS_MAX + 1):
+                try:
+                    floor = await time_search.last_stamp(self.gw, previous)
+                except QuireError as exc:
+                    log.warning(
+                        "could not read the time of the log's last entry",
+                        extra={"fields": {"log": self.name, "error": exc.code,
+                                          "attempt": attempt}},
+                    )  # fmt: skip
+                    if attempt < REBUILD_ATTEMPTS_MAX:
+                        await asyncio.sleep(delay)
+                        delay *= 2
+                    continue
+                if floor is not None:
+                    self._stamps = la.Stamps(floor)  # no append stamped yet: they wait
+                return
+            log.warning(
+                "stamping the log's appends with this gateway's clock alone",
+                extra={"fields": {"log": self.name}},
+            )
+        finally:
+            self._floor_known.set()
 
     async def _refresh_role(self) -> None:
         try:
