@@ -69,6 +69,10 @@ METADATA_CACHE_LEDGERS_MAX = 10_000
 METADATA_CACHE_LOGS_MAX = 1_000
 METADATA_WAIT_KEPT_S = 0.5
 CLOSED_LEDGER_RECHECK_S = 30.0
+# The first and last stamps of closed log ledgers kept for searches by time
+# (gateway/logs/time_search.py): the most ledgers kept (two integers each), least
+# recently used dropped first.
+LEDGER_STAMPS_KEPT_MAX = 100_000
 
 # Logs (gateway/logs/).
 
