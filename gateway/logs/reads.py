@@ -134,7 +134,7 @@ async def _search(gw: Gateway, name: str, ledgers: Sequence[int], from_ms: int) 
         metadata[lid] = ledger.metadata
         return time_search.Span(ledger.end, ledger.closed)
 
-    async def time_of(ledger_id: int, entry_id: int, end: int) -> int | None:
+    async def time_of(ledger_id: int, entry_id: int, end: int) -> tuple[int | None, int]:
         searches.inc()
         return await time_search.entry_time(gw, metadata[ledger_id], entry_id, end)
 

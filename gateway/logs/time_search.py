@@ -18,7 +18,11 @@ first record stamped at or after a time T is thus found without a scan (``find_s
 
 Entry reads: at most about 2 * log2(ledgers) + log2(entries of one ledger) + 2, each
 counted in ``quire_gateway_log_time_search_reads_total``. A T past every record
-starts at the end of the log (after the last readable entry), where a read tails it.
+starts at the end of the log, where a read tails it: after the last readable entry,
+or, when the open ledger's LAC falls inside a batch (its ``remaining`` > 0), at the
+first entry stamped as that batch (its head, or an earlier batch of the same stamp),
+so that a reader never starts inside a batch (batches are atomic to readers; one more
+binary search, in that case only).
 
 Entries without a stamp (continuations written before every entry carried one, and
 entries not written by the log layer) count as older than any time: a search in
@@ -67,8 +71,9 @@ class StampsKept(Protocol):
 
 # The readable part of the ledger at an index of the list.
 SpanOf = Callable[[int], Awaitable[Span]]
-# The stamp of one entry (ledger id, entry id, the ledger's readable end); None: none.
-TimeOf = Callable[[int, int, int], Awaitable[int | None]]
+# One entry's stamp (None: none) and ``remaining`` (ledger id, entry id, the ledger's
+# readable end).
+TimeOf = Callable[[int, int, int], Awaitable[tuple[int | None, int]]]
 
 
 async def find_start(
@@ -81,8 +86,18 @@ async def find_start(
         return None
 
     async def stamp(ledger_id: int, entry_id: int, end: int) -> int:
-        found = await time_of(ledger_id, entry_id, end)
+        found, _ = await time_of(ledger_id, entry_id, end)
         return UNSTAMPED_MS if found is None else found
+
+    async def first_at(ledger_id: int, lo: int, hi: int, end: int, at_ms: int) -> int:
+        """The first entry of ``lo..hi`` stamped >= ``at_ms`` (``hi`` is)."""
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if await stamp(ledger_id, mid, end) >= at_ms:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
 
     async def ends(index: int, span: Span) -> tuple[int, int]:
         lid = ledgers[index]
@@ -119,33 +134,34 @@ async def find_start(
             found, hi = (index, span, first), mid
         else:
             lo = index + 1
-    if found is None:
-        last_index = len(ledgers) - 1
-        return Position(ledgers[last_index], (await span_at(last_index)).end + 1)
+    if found is None:  # past every record: the end of the log
+        lid, span = ledgers[-1], await span_at(len(ledgers) - 1)
+        if span.closed or span.end < 0:
+            return Position(lid, span.end + 1)
+        last_ms, remaining = await time_of(lid, span.end, span.end)
+        if remaining == 0 or last_ms is None:
+            return Position(lid, span.end + 1)
+        # The LAC is inside a batch: start at its first entry, never inside it.
+        return Position(lid, await first_at(lid, 0, span.end, span.end, last_ms))
     index, span, first = found
     lid = ledgers[index]
     if first >= from_ms:
         return Position(lid, 0)
-    lo, hi = 1, span.end  # entry 0 is older; entry ``end`` is not
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if await stamp(lid, mid, span.end) >= from_ms:
-            hi = mid
-        else:
-            lo = mid + 1
-    return Position(lid, lo)
+    return Position(lid, await first_at(lid, 1, span.end, span.end, from_ms))  # 0 is older
 
 
-async def entry_time(gw: Gateway, metadata: LedgerMetadata, entry_id: int, end: int) -> int | None:
-    """The stamp of entry ``entry_id`` of a ledger readable up to ``end`` (None: it has
-    none), read once."""
+async def entry_time(
+    gw: Gateway, metadata: LedgerMetadata, entry_id: int, end: int
+) -> tuple[int | None, int]:
+    """The stamp (None: it has none) and ``remaining`` of entry ``entry_id`` of a ledger
+    readable up to ``end``, read once."""
     key = digest_key(metadata, None)
 
     def read(current: LedgerMetadata) -> Awaitable[bytes]:
         return reads.read_single(gw.ctx, current, entry_id, end, key)
 
-    data = await gw.metadata.reading(metadata, read)
-    return log_records.decode(data).time_ms
+    entry = log_records.decode(await gw.metadata.reading(metadata, read))
+    return entry.time_ms, entry.remaining
 
 
 async def last_stamp(gw: Gateway, ledgers: Sequence[int]) -> int | None:
@@ -161,5 +177,6 @@ async def last_stamp(gw: Gateway, ledgers: Sequence[int]) -> int | None:
         end = metadata.last_entry_id
         if metadata.state is not LedgerState.CLOSED or end is None or end < 0:
             continue
-        return await entry_time(gw, metadata, end, end)
+        stamp, _ = await entry_time(gw, metadata, end, end)
+        return stamp
     return None

@@ -30,12 +30,19 @@ class Kept:
 
 
 class FakeLog:
-    """Ledgers 100, 101, ... each a list of stamps (entry id = index); the last one OPEN
-    when ``open_last``."""
+    """Ledgers 100, 101, ... each a list of stamps (entry id = index), with each entry's
+    ``remaining`` in ``remaining`` (0 when not given); the last one OPEN when
+    ``open_last``."""
 
-    def __init__(self, ledgers: list[list[int | None]], open_last: bool = False) -> None:
+    def __init__(
+        self,
+        ledgers: list[list[int | None]],
+        open_last: bool = False,
+        remaining: dict[int, list[int]] | None = None,
+    ) -> None:
         self.ids = [100 + i for i in range(len(ledgers))]
         self.entries = dict(zip(self.ids, ledgers, strict=True))
+        self.remaining = remaining or {}
         self.open_last = open_last
         self.reads = 0
         self.kept = Kept()
@@ -44,10 +51,11 @@ class FakeLog:
         closed = not (self.open_last and index == len(self.ids) - 1)
         return ts.Span(len(self.entries[self.ids[index]]) - 1, closed)
 
-    async def time_of(self, ledger_id: int, entry_id: int, end: int) -> int | None:
+    async def time_of(self, ledger_id: int, entry_id: int, end: int) -> tuple[int | None, int]:
         assert 0 <= entry_id <= end
         self.reads += 1
-        return self.entries[ledger_id][entry_id]
+        remaining = self.remaining.get(ledger_id)
+        return self.entries[ledger_id][entry_id], remaining[entry_id] if remaining else 0
 
     def find(self, from_ms: int) -> Position | None:
         return asyncio.run(ts.find_start(self.ids, self.span_of, self.time_of, self.kept, from_ms))
@@ -106,6 +114,16 @@ def test_an_open_last_ledger_is_searched_up_to_its_end() -> None:
     assert log.find(4) == Position(101, 1)
     assert 101 not in log.kept.items
     assert log.find(6) == Position(101, 3)
+
+
+def test_past_everything_never_starts_inside_a_batch_the_lac_cuts() -> None:
+    """The open ledger's LAC falls inside a batch (entries 2-4 stamped 7, LAC 3): a time
+    past every record starts at the batch's first entry, not after the LAC (a reader
+    would see the batch's tail without its head)."""
+    log = FakeLog([[1], [5, 6, 7, 7]], open_last=True, remaining={101: [0, 0, 2, 1]})
+    assert log.find(8) == Position(101, 2)
+    whole = FakeLog([[1], [5, 6, 7]], open_last=True, remaining={101: [0, 0, 0]})
+    assert whole.find(8) == Position(101, 3)
 
 
 def test_entries_without_a_stamp_count_as_older() -> None:
