@@ -94,8 +94,8 @@ TRUNCATED_RETRIES_MAX = 8
 # attached ledgers, which never end the walk, is walked in few round trips (rebuild.py).
 TAIL_METADATA_BATCH = 16
 TAIL_METADATA_BATCH_MAX = 512
-# A failed window rebuild is tried again this many times, backing off from the first
-# delay (rebuild.py).
+# A failed window rebuild, or a new writer's failed read of the log's last stamp, is
+# tried again this many times, backing off from the first delay (rebuild.py, writer.py).
 REBUILD_ATTEMPTS_MAX = 6
 REBUILD_RETRY_FIRST_S = 0.2
 # The dedup window's rebuild reads at most this many entries back from the log's end,
