@@ -114,7 +114,8 @@ class QuireStreamReader(DataSourceStreamReader):
         self.starting_ms = parse_timestamp(options, "startingtimestamp")
         if self.starting_ms is not None and starting is not None:
             raise QuireSparkError(
-                INVALID_OPTION, "give the option 'startingPosition' or 'startingTimestamp', not both"
+                INVALID_OPTION,
+                "give the option 'startingPosition' or 'startingTimestamp', not both",
             )
         if self.starting not in ("earliest", "latest"):
             try:
