@@ -233,6 +233,7 @@ class LogWriter:
         started = time.monotonic()
         if not self._floor_known.is_set():
             await self._floor_known.wait()
+            self._check_role()  # the role may have been lost meanwhile
         if key is not None:
             if not self.dedup.ready.is_set():
                 await self.dedup.ready.wait()
@@ -414,6 +415,7 @@ class LogWriter:
                 pass
             log.info("lost the writer role", extra={"fields": {"log": self.name, "why": why}})
         self._cancel_age_roll()
+        self._floor_known.set()  # appends waiting for the floor answer not_writer
 
     # ------------------------------------------------------------ rolls
 
