@@ -13,10 +13,9 @@ and goes through the list of ledgers in order:
 Only whole appends are shown (``log_records.visible``): a batch shows once all its
 entries are readable, and a batch cut short by a writer crash never shows. Each
 record is answered with its stamp (``time``, null for data written before every
-entry carried one). Reads
-never fence. ``caught_up`` says the read reached what is readable now; with
-``wait_ms`` an empty read waits (in slices, re-reading the list, so a roll or a new
-writer is seen) until a record is readable or the time is up.
+entry carried one). Reads never fence. ``caught_up`` says the read reached what is
+readable now; with ``wait_ms`` an empty read waits (in slices, re-reading the list, so
+a roll or a new writer is seen) until a record is readable or the time is up.
 
 A listed ledger that is gone is never skipped: truncated while the read went through
 the list, the records read so far are answered (or the read is 400 like any truncated
