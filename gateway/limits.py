@@ -69,6 +69,10 @@ METADATA_CACHE_LEDGERS_MAX = 10_000
 METADATA_CACHE_LOGS_MAX = 1_000
 METADATA_WAIT_KEPT_S = 0.5
 CLOSED_LEDGER_RECHECK_S = 30.0
+# The first and last stamps of closed log ledgers kept for searches by time
+# (gateway/logs/time_search.py): the most ledgers kept (two integers each), least
+# recently used dropped first.
+LEDGER_STAMPS_KEPT_MAX = 100_000
 
 # Logs (gateway/logs/).
 
@@ -90,8 +94,8 @@ TRUNCATED_RETRIES_MAX = 8
 # attached ledgers, which never end the walk, is walked in few round trips (rebuild.py).
 TAIL_METADATA_BATCH = 16
 TAIL_METADATA_BATCH_MAX = 512
-# A failed window rebuild is tried again this many times, backing off from the first
-# delay (rebuild.py).
+# A failed window rebuild, or a new writer's failed read of the log's last stamp, is
+# tried again this many times, backing off from the first delay (rebuild.py, writer.py).
 REBUILD_ATTEMPTS_MAX = 6
 REBUILD_RETRY_FIRST_S = 0.2
 # The dedup window's rebuild reads at most this many entries back from the log's end,

@@ -34,8 +34,13 @@ until a read finds no replica (the delete removes the entries from the bookies r
 after the metadata) or the recheck finds it gone: at most ``CLOSED_LEDGER_RECHECK_S``
 while ZooKeeper answers (docs/operations.md "ZooKeeper leader election").
 
+A CLOSED log ledger's first and last stamps (``stamps``) never change either: a search
+by time (gateway/logs/time_search.py) keeps them, so a repeated search reads no entry
+to pass over a ledger. A ledger's delete drops them with its metadata (``forget``).
+
 Memory is bounded: each kind is a least-recently-used map of at most
-``METADATA_CACHE_LEDGERS_MAX`` ledgers and ``METADATA_CACHE_LOGS_MAX`` logs.
+``METADATA_CACHE_LEDGERS_MAX`` ledgers, ``METADATA_CACHE_LOGS_MAX`` logs and
+``LEDGER_STAMPS_KEPT_MAX`` ledgers' stamps.
 """
 
 from __future__ import annotations
@@ -112,6 +117,7 @@ class MetadataCache:
         self._clock = clock
         self._ledgers: _Lru[int, LedgerMetadata] = _Lru(limits.METADATA_CACHE_LEDGERS_MAX)
         self._logs: _Lru[str, LogMetadata] = _Lru(limits.METADATA_CACHE_LOGS_MAX)
+        self._stamps: _Lru[int, tuple[int, int]] = _Lru(limits.LEDGER_STAMPS_KEPT_MAX)
         # Bumped by every ``forget``: a fetch that started before it keeps nothing.
         self._generation = 0
 
@@ -180,10 +186,20 @@ class MetadataCache:
 
         return await self._fresh(self._logs, name, kept, LogNotFound, from_zookeeper)
 
+    def stamps(self, ledger_id: int) -> tuple[int, int] | None:
+        """The first and last stamps kept for a CLOSED log ledger, if any."""
+        kept = self._stamps.get(ledger_id)
+        return kept.value if kept is not None else None
+
+    def keep_stamps(self, ledger_id: int, first_ms: int, last_ms: int) -> None:
+        """Keep a CLOSED log ledger's first and last stamps (they never change)."""
+        self._stamps.put(ledger_id, (first_ms, last_ms), self._clock())
+
     def forget(self, ledger_id: int) -> None:
         """Drop a ledger this gateway deleted (after ZooKeeper acknowledged the delete)."""
         self._generation += 1
         self._ledgers.pop(ledger_id)
+        self._stamps.pop(ledger_id)
 
     def forget_log(self, name: str) -> None:
         """Drop a log this gateway deleted (after ZooKeeper acknowledged the delete)."""

@@ -95,6 +95,13 @@ class GatewayMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        # Entries read to find where a log read from a time starts
+        # (gateway/logs/time_search.py): about logarithmic in the log's size per search.
+        self.log_time_search_reads = Counter(
+            "quire_gateway_log_time_search_reads_total",
+            "Entries read by searches of logs by time (from_time)",
+            registry=r,
+        )
         # Reads served from kept metadata (gateway/metadata_cache.py), by reason: a
         # closed ledger's (ZooKeeper not asked), or ZooKeeper not answering.
         self.metadata_cache_hits = Counter(

@@ -73,7 +73,7 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
     "read_records": {
         "200": {
             JSON: {
-                "records": [{"position": _POSITION, "data": "b3JkZXIgNDI="}],
+                "records": [{"position": _POSITION, "data": "b3JkZXIgNDI=", "time": 1795946400000}],
                 "next": "7:4",
                 "caught_up": True,
             }

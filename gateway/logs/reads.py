@@ -1,7 +1,8 @@
 """Reads across a log's ledgers, in log order (docs/api.md: GET /v1/logs/{name}/records).
 
-A read starts at a position of the log (its first record when none is given) and
-goes through the list of ledgers in order:
+A read starts at a position of the log (its first record when none is given; for a
+read from a time, the position ``start_at_time`` finds: gateway/logs/time_search.py)
+and goes through the list of ledgers in order:
 
 - a CLOSED ledger is read up to its last entry, then the read goes on at the next
   ledger's entry 0;
@@ -10,10 +11,11 @@ goes through the list of ledgers in order:
   not be read before it is closed, or the order would break.
 
 Only whole appends are shown (``log_records.visible``): a batch shows once all its
-entries are readable, and a batch cut short by a writer crash never shows. Reads
-never fence. ``caught_up`` says the read reached what is readable now; with
-``wait_ms`` an empty read waits (in slices, re-reading the list, so a roll or a new
-writer is seen) until a record is readable or the time is up.
+entries are readable, and a batch cut short by a writer crash never shows. Each
+record is answered with its stamp (``time``, null for data written before every
+entry carried one). Reads never fence. ``caught_up`` says the read reached what is
+readable now; with ``wait_ms`` an empty read waits (in slices, re-reading the list, so
+a roll or a new writer is seen) until a record is readable or the time is up.
 
 A listed ledger that is gone is never skipped: truncated while the read went through
 the list, the records read so far are answered (or the read is 400 like any truncated
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -37,6 +39,7 @@ import pybase64
 
 from gateway.limits import TRUNCATED_RETRIES_MAX, WAIT_SLICE_MS
 from gateway.logs import operations as log_ops
+from gateway.logs import time_search
 from gateway.logs.schemas import position_json
 from services.errors import InvalidArgument, LedgerNotFound, LogLedgerMissing
 from services.ledger_client.runners import read as reads
@@ -52,7 +55,7 @@ if TYPE_CHECKING:  # the gateway builds its log writers with itself (gateway/app
 
 @dataclass(slots=True)
 class RecordsPage:
-    records: list[tuple[Position, bytes]] = field(default_factory=list)
+    records: list[tuple[Position, bytes, int | None]] = field(default_factory=list)
     next: Position | None = None
     caught_up: bool = False
     size: int = 0
@@ -63,8 +66,9 @@ class RecordsPage:
                 {
                     "position": position_json(p.ledger_id, p.entry_id),
                     "data": pybase64.b64encode_as_string(data),
+                    "time": time_ms,
                 }
-                for p, data in self.records
+                for p, data, time_ms in self.records
             ],
             "next": str(self.next) if self.next is not None else None,
             "caught_up": self.caught_up,
@@ -102,6 +106,38 @@ async def read(
         await _wait(gw, waiting_on, min(remaining_ms, WAIT_SLICE_MS))
         if start is None and page.next is not None:
             start = page.next
+
+
+async def start_at_time(gw: Gateway, name: str, from_ms: int) -> Position | None:
+    """Where a read of log ``name`` from time ``from_ms`` starts: the first record
+    stamped >= ``from_ms``, or the end of the log (``time_search.find_start``); None
+    when the log has no ledger yet."""
+    for _ in range(TRUNCATED_RETRIES_MAX):
+        ledgers = (await log_ops.get_for_read(gw, name)).ledgers
+        try:
+            return await _search(gw, name, ledgers, from_ms)
+        except _Truncated:
+            continue  # the list changed under the search: read it again
+    raise InvalidArgument(f"log {name} was truncated during every search by time; read again")
+
+
+async def _search(gw: Gateway, name: str, ledgers: Sequence[int], from_ms: int) -> Position | None:
+    searches = gw.metrics.log_time_search_reads
+    metadata: dict[int, LedgerMetadata] = {}
+
+    async def span_of(index: int) -> time_search.Span:
+        lid = ledgers[index]
+        ledger = await _ledger(gw, lid, index == len(ledgers) - 1)
+        if ledger is None:
+            await _missing(gw, name, Position(lid, 0), RecordsPage())
+        metadata[lid] = ledger.metadata
+        return time_search.Span(ledger.end, ledger.closed)
+
+    async def time_of(ledger_id: int, entry_id: int, end: int) -> tuple[int | None, int]:
+        searches.inc()
+        return await time_search.entry_time(gw, metadata[ledger_id], entry_id, end)
+
+    return await time_search.find_start(ledgers, span_of, time_of, gw.metadata, from_ms)
 
 
 async def _ledger(gw: Gateway, ledger_id: int, last: bool) -> _Ledger | None:
@@ -209,7 +245,7 @@ async def _read_ledger(
                 return False  # the rest of the ledger's readable part is this batch
             if page.records and page.size + len(record.data) > PAGE_BYTES_MAX:
                 return True
-            page.records.append((Position(lid, entry_id), record.data))
+            page.records.append((Position(lid, entry_id), record.data, record.time_ms))
             page.size += len(record.data)
             page.next = Position(lid, entry_id + 1)
             if len(page.records) >= limit:

@@ -62,6 +62,7 @@ from services.protocol.logs import (
     ExpectedLast,
     Position,
     check_log_name,
+    parse_time,
 )
 from services.web.body import body_share, is_json, read_body, read_small_body
 from services.web.errors import error_responses, noted
@@ -306,9 +307,20 @@ async def read_records(
     ] = None,
     limit: Annotated[int, Query(ge=1, le=ID_MAX, description="clamped to 1000")] = LIST_LIMIT_MAX,
     wait_ms: Annotated[int, Query(ge=0, le=ID_MAX, description="clamped to 30000")] = 0,
+    from_time: Annotated[
+        str | None,
+        Query(
+            description="start at the first record stamped at or after this time: ms since "
+            "the Unix epoch or RFC 3339 (2026-11-29T10:00:00Z); not with `from`",
+        ),
+    ] = None,
 ) -> dict[str, Any]:
     _name(name)
     start = Position.parse(first, "from") if first is not None else None
+    if from_time is not None:
+        if first is not None:
+            raise InvalidArgument("give from or from_time, not both")
+        start = await log_reads.start_at_time(gw, name, parse_time(from_time))
     page = await log_reads.read(
         gw, name, start, min(limit, LIST_LIMIT_MAX), min(wait_ms, LAC_WAIT_MAX_MS)
     )

@@ -55,6 +55,11 @@ class Rolled(BaseModel):
 class RecordModel(BaseModel):
     position: PositionModel
     data: str = Field(description="base64")
+    time: int | None = Field(
+        description="the append's stamp, ms since the Unix epoch (never smaller than the "
+        "record before it in the log); null only for data written before records carried "
+        "one on every entry"
+    )
 
 
 class RecordPage(BaseModel):

@@ -24,6 +24,13 @@ a protocol review: a stream's acknowledgements then went out with descending
 positions). The rule: an append hands its entries to a write handle only once the
 append before it has ended or was last handed to that same handle; a write handle
 gives entries ids in the order they were handed to it.
+
+Stamps (``log_append.Stamps``): each attempt's entries are stamped and encoded right
+before ``HandleRunner.submit`` is called, with no await in between, so stamps rise with
+entry ids. A new writer's stamps start at the time of the log's last entry
+(``time_search.last_stamp``, one entry read, walking back over empty ledgers): until
+that read ends, appends wait (as keyed appends wait for the window's rebuild); when it
+fails for good the writer stamps with its clock alone, and says so in the log.
 """
 
 from __future__ import annotations
@@ -35,8 +42,8 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gateway.limits import LOG_WATCH_RETRY_S
-from gateway.logs import rebuild, steps, tail
+from gateway.limits import LOG_WATCH_RETRY_S, REBUILD_ATTEMPTS_MAX, REBUILD_RETRY_FIRST_S
+from gateway.logs import rebuild, steps, tail, time_search
 from gateway.logs.dedup import LogWindow
 from services.clock import wall_ms
 from services.errors import (
@@ -180,6 +187,8 @@ class LogWriter:
         self._conditional = asyncio.Lock()
         self._last: Position | None = None
         self._before: tuple[int, Position | None] | None = None
+        self._stamps = la.Stamps()
+        self._floor_known = asyncio.Event()  # set once ``_stamps`` starts at the log's end
         # This log's metric children, looked up once (the append path is hot).
         metrics = gw.metrics
         self._appends = metrics.log_appends.labels(self.name)
@@ -189,6 +198,8 @@ class LogWriter:
         self._latency = metrics.log_append_latency
         self._arm_age_roll()
         self._spawn(self._watch_log())
+        previous = [lid for lid in acquired.log.ledgers if lid != acquired.ledger_id]
+        self._spawn(self._read_floor(previous))
 
     @property
     def gateway_id(self) -> str:
@@ -253,6 +264,9 @@ class LogWriter:
     ) -> AppendResult:
         self._check_role()
         started = time.monotonic()
+        if not self._floor_known.is_set():
+            await self._floor_known.wait()
+            self._check_role()  # the role may have been lost meanwhile
         if key is not None:
             if not self.dedup.ready.is_set():
                 await self.dedup.ready.wait()
@@ -318,8 +332,8 @@ class LogWriter:
         try:
             if isinstance(effect, la.AddEntries):
                 if condition is not None:
-                    return await self._add_if(effect.entries, fed, condition)
-                return await self._add(effect.entries, fed, turn)
+                    return await self._add_if(effect, fed, condition)
+                return await self._add(effect, fed, turn)
             if isinstance(effect, la.AwaitClosed):
                 end = await steps.closed_end(self.gw, effect.ledger_id)
                 if end is None:
@@ -348,12 +362,13 @@ class LogWriter:
 
     async def _add(
         self,
-        entries: tuple[bytes, ...],
+        add: la.AddEntries,
         fed: Callable[[], None] | None,
         turn: AppendTurn | None,
     ) -> la.EntriesAdded | la.AddFailed:
-        """Hand ``entries`` to the current ledger's write handle, behind the caller's
-        earlier append (see the module docstring), and wait for its answer."""
+        """Stamp and encode ``add``'s records and hand them to the current ledger's write
+        handle, behind the caller's earlier append (see the module docstring), and wait
+        for its answer."""
         self._check_role()
         runner = self.runner
         if turn is not None:
@@ -361,19 +376,52 @@ class LogWriter:
                 await turn.wait_before()
                 self._check_role()
                 runner = self.runner
+        # No await between the stamp and the call: ids follow the order of the calls.
+        stamp = self._stamps.next(wall_ms())
         try:
-            submitted = await runner.submit(entries)
+            submitted = await runner.submit(add.encode(stamp))
             if turn is not None:
                 turn.fed(runner)
             if fed is not None:
                 fed()
             outcome = await submitted
         except QuireError as exc:
-            return la.AddFailed(runner.ledger_id, exc)
-        return la.EntriesAdded(runner.ledger_id, outcome.first_entry_id, outcome.last_entry_id)
+            return la.AddFailed(runner.ledger_id, exc, stamp)
+        return la.EntriesAdded(
+            runner.ledger_id, outcome.first_entry_id, outcome.last_entry_id, stamp
+        )
+
+    async def _read_floor(self, previous: Sequence[int]) -> None:
+        """Start the stamps at the time of the log's last entry in ``previous`` (the
+        ledgers before this writer's, CLOSED once the role was taken), retrying with
+        back-off; appends wait until this ends (see the module docstring)."""
+        delay = REBUILD_RETRY_FIRST_S
+        try:
+            for attempt in range(1, REBUILD_ATTEMPTS_MAX + 1):
+                try:
+                    floor = await time_search.last_stamp(self.gw, previous)
+                except QuireError as exc:
+                    log.warning(
+                        "could not read the time of the log's last entry",
+                        extra={"fields": {"log": self.name, "error": exc.code,
+                                          "attempt": attempt}},
+                    )  # fmt: skip
+                    if attempt < REBUILD_ATTEMPTS_MAX:
+                        await asyncio.sleep(delay)
+                        delay *= 2
+                    continue
+                if floor is not None:
+                    self._stamps = la.Stamps(floor)  # no append stamped yet: they wait
+                return
+            log.warning(
+                "stamping the log's appends with this gateway's clock alone",
+                extra={"fields": {"log": self.name}},
+            )
+        finally:
+            self._floor_known.set()
 
     async def _add_if(
-        self, entries: tuple[bytes, ...], fed: Callable[[], None] | None, condition: ExpectedLast
+        self, add: la.AddEntries, fed: Callable[[], None] | None, condition: ExpectedLast
     ) -> la.EntriesAdded | la.AddFailed:
         """``_add`` when the log's last record is where ``condition`` says, else
         ``position_mismatch`` (nothing added). The gate keeps new appends out while the
@@ -390,7 +438,7 @@ class LogWriter:
                     f"not {condition}; nothing was appended",
                     shown,
                 )
-                return la.AddFailed(self.runner.ledger_id, error)
+                return la.AddFailed(self.runner.ledger_id, error, wall_ms())
             opened = _once(lambda: self._open_gate(gate))
 
             def handed() -> None:
@@ -398,7 +446,7 @@ class LogWriter:
                 if fed is not None:
                     fed()
 
-            return await self._add(entries, handed, None)
+            return await self._add(add, handed, None)
         finally:
             self._open_gate(gate)
 
@@ -482,6 +530,7 @@ class LogWriter:
                 pass
             log.info("lost the writer role", extra={"fields": {"log": self.name, "why": why}})
         self._cancel_age_roll()
+        self._floor_known.set()  # appends waiting for the floor answer not_writer
 
     # ------------------------------------------------------------ rolls
 

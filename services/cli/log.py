@@ -31,17 +31,21 @@ from services.cli.limits import APPEND_BATCH_DEFAULT, FOLLOW_WAIT_MS
 from services.cli.listing import LOGS, print_listing
 from services.cli.log_io import (
     PositionedRecord,
+    duration_option,
     expect_option,
     key_option,
     name_argument,
     page_json,
     position_option,
     read_records,
+    start_time,
     tail_records,
+    time_option,
     write_records,
 )
 from services.cli.progress import ReadProgress, progress_wanted, stdout_is_terminal
 from services.cli.stream_io import append_input, open_appender
+from services.clock import wall_ms
 from services.errors import QuireError
 from services.limits import BATCH_ENTRIES_MAX, LAC_WAIT_MAX_MS, LIST_LIMIT_MAX
 
@@ -75,7 +79,8 @@ From = Annotated[
     ),
 ]
 TailJson = Annotated[
-    bool, typer.Option("--json", help='one {"position", "data" (base64)} object per line')
+    bool,
+    typer.Option("--json", help='one {"position", "data" (base64), "time"} object per line'),
 ]
 Positions = Annotated[
     bool, typer.Option("--positions", "-p", help="start each line with LID:EID and a tab")
@@ -232,6 +237,27 @@ def read(
     ctx: typer.Context,
     name: LogName,
     start: From = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            callback=duration_option,
+            show_default=False,
+            metavar="DURATION",
+            help="start at the first record appended at most this long ago: 30s, 10m, 2h, 7d",
+        ),
+    ] = None,
+    from_time: Annotated[
+        str | None,
+        typer.Option(
+            "--from-time",
+            callback=time_option,
+            show_default=False,
+            metavar="TIME",
+            help="start at the first record appended at or after TIME: ms since the Unix "
+            "epoch or RFC 3339 (2026-11-29T10:00:00Z)",
+        ),
+    ] = None,
     limit: Annotated[
         int | None,
         typer.Option(
@@ -244,8 +270,8 @@ def read(
         bool,
         typer.Option(
             "--json",
-            help='print one object {"records": [{"position", "data" (base64)}...], "next", '
-            '"caught_up"}',
+            help='print one object {"records": [{"position", "data" (base64), "time"}...], '
+            '"next", "caught_up"}',
         ),
     ] = False,
     positions: Positions = False,
@@ -262,12 +288,17 @@ def read(
 ) -> None:
     """Read records in log order, one line of text each (never fences the writer).
 
-    Stops after --limit records or at the end of what the writer has
-    acknowledged; the position to go on from is printed on stderr ('next
-    LID:EID'), or with --json as "next" of the object. Into a file (--output,
-    or stdout redirected) a progress bar shows on stderr when it is a
-    terminal, unless --quiet or --json.
+    Starts at --from, at the first record appended at or after --from-time,
+    or --since ago (one of the three; default: the log's start). Stops after
+    --limit records or at the end of what the writer has acknowledged; the
+    position to go on from is printed on stderr ('next LID:EID'), or with
+    --json as "next" of the object. Into a file (--output, or stdout
+    redirected) a progress bar shows on stderr when it is a terminal, unless
+    --quiet or --json.
     """
+    if sum(given is not None for given in (start, since, from_time)) > 1:
+        raise typer.BadParameter("give one of --from, --since and --from-time")
+    from_ms = start_time(since, from_time, wall_ms())
     following: str | None = start
     caught_up = False
     records: list[PositionedRecord] = []
@@ -280,7 +311,7 @@ def read(
         fail(f"cannot write {output}: {exc.strerror or exc}")
     try:
         with reported(), _client(ctx) as client, ReadProgress(show, limit, "records") as bar:
-            for page in read_records(client, name, start, limit):
+            for page in read_records(client, name, start, limit, from_ms):
                 if as_json:
                     records += page.records
                 else:

@@ -4,13 +4,15 @@ log order, and positions checked the way the gateway checks them.
 
 Positions on the command line and in what ``quire log`` prints are ``LID:EID``
 strings (the form ``--from`` and ``--before`` take), whichever of docs/api.md's two forms
-the gateway answered with.
+the gateway answered with. A read may start at a time instead (``--from-time``: ms since
+the epoch or RFC 3339; ``--since``: a duration back from now), sent as ``from_time``.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -21,10 +23,14 @@ import typer
 
 from services.cli.client import GatewayClient
 from services.cli.limits import EMPTY_POLL_BACKOFF_S
-from services.errors import InvalidArgument, QuireError
+from services.errors import InvalidArgument, QuireError, present
 from services.limits import LAC_WAIT_MAX_MS, LIST_LIMIT_MAX
 from services.protocol.log_records import KEY_MAX_CHARS, check_key
-from services.protocol.logs import ExpectedLast, Position, check_log_name
+from services.protocol.logs import ExpectedLast, Position, check_log_name, parse_time
+
+# ``--since``: a whole number of seconds, minutes, hours or days.
+_DURATION = re.compile(r"([0-9]{1,9})([smhd])")
+_UNIT_MS = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 # -- arguments ------------------------------------------------------------------
 
@@ -45,6 +51,36 @@ def position_option(value: str | None) -> str | None:
         return str(Position.parse(value.strip()))
     except InvalidArgument as exc:
         raise typer.BadParameter(f"{exc.message}, got {value!r}") from None
+
+
+def time_option(value: str | None) -> str | None:
+    """``--from-time``: ms since the epoch or RFC 3339 (the gateway's rule)."""
+    if value is not None:
+        try:
+            parse_time(value.strip(), "--from-time")
+        except InvalidArgument as exc:
+            raise typer.BadParameter(exc.message) from None
+    return value
+
+
+def duration_option(value: str | None) -> str | None:
+    """``--since``: ``10m``, ``36h``... (s, m, h or d)."""
+    if value is not None and _DURATION.fullmatch(value.strip()) is None:
+        raise typer.BadParameter(
+            f"must be a whole number and a unit s, m, h or d (e.g. 10m), got {value!r}"
+        )
+    return value
+
+
+def start_time(since: str | None, from_time: str | None, now_ms: int) -> int | None:
+    """Where a read starts in time (ms since the epoch): ``since`` (a duration checked by
+    ``duration_option``) before ``now_ms``, or ``from_time``; None for neither."""
+    if since is not None:
+        found = present(_DURATION.fullmatch(since.strip()), "a checked duration")
+        return max(0, now_ms - int(found.group(1)) * _UNIT_MS[found.group(2)])
+    if from_time is not None:
+        return parse_time(from_time.strip(), "--from-time")
+    return None
 
 
 def key_option(value: str | None) -> str | None:
@@ -171,10 +207,12 @@ def append_summary(
 
 @dataclass(frozen=True, slots=True)
 class PositionedRecord:
-    """One record read from a log, with its position (``LID:EID``)."""
+    """One record read from a log, with its position (``LID:EID``) and its time (ms
+    since the epoch; None for data written before every entry carried one)."""
 
     position: str
     data: bytes
+    time: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,19 +223,29 @@ class Page:
 
 
 def get_page(
-    client: GatewayClient, name: str, start: str | None, limit: int, wait_ms: int = 0
+    client: GatewayClient,
+    name: str,
+    start: str | None,
+    limit: int,
+    wait_ms: int = 0,
+    from_time: int | None = None,
 ) -> Page:
-    """One ``GET /v1/logs/{name}/records`` answer, positions as text."""
+    """One ``GET /v1/logs/{name}/records`` answer, positions as text (from ``start``, or
+    from the first record stamped at or after ``from_time``)."""
     params: dict[str, str | int] = {"limit": min(limit, LIST_LIMIT_MAX)}
     if start is not None:
         params["from"] = start
+    if from_time is not None:
+        params["from_time"] = from_time
     if wait_ms:
         params["wait_ms"] = min(wait_ms, LAC_WAIT_MAX_MS)
     doc = client.json("GET", f"/v1/logs/{name}/records", params=params)
     try:
         records = [
             PositionedRecord(
-                position_text(r["position"]), base64.b64decode(r["data"], validate=True)
+                position_text(r["position"]),
+                base64.b64decode(r["data"], validate=True),
+                _time_of(r.get("time")),
             )
             for r in doc["records"]
         ]
@@ -208,15 +256,27 @@ def get_page(
                 bool(doc.get("caught_up")))  # fmt: skip
 
 
+def _time_of(value: Any) -> int | None:
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise TypeError(f"a record's time is {type(value).__name__}")
+
+
 def read_records(
-    client: GatewayClient, name: str, start: str | None, limit: int | None
+    client: GatewayClient,
+    name: str,
+    start: str | None,
+    limit: int | None,
+    from_time: int | None = None,
 ) -> Iterator[Page]:
-    """Pages from ``start`` until ``limit`` records were read or the read caught up
-    with what is readable now."""
+    """Pages from ``start`` (or the first record stamped at or after ``from_time``) until
+    ``limit`` records were read or the read caught up with what is readable now."""
     left = limit
     position = start
     while left is None or left > 0:
-        page = get_page(client, name, position, LIST_LIMIT_MAX if left is None else left)
+        size = LIST_LIMIT_MAX if left is None else left
+        page = get_page(client, name, position, size, from_time=from_time)
+        from_time = None  # the pages after the first go on from ``next``
         yield page
         if left is not None:
             left -= len(page.records)
@@ -227,10 +287,9 @@ def read_records(
 
 def render(record: PositionedRecord, as_json: bool, positions: bool) -> bytes:
     """One record as one output line: its text (undecodable bytes escaped), optionally
-    after ``LID:EID`` and a tab, or ``{"position", "data" (base64)}``."""
+    after ``LID:EID`` and a tab, or ``{"position", "data" (base64), "time"}``."""
     if as_json:
-        doc = {"position": record.position, "data": base64.b64encode(record.data).decode()}
-        return json.dumps(doc).encode() + b"\n"
+        return json.dumps(_record_json(record)).encode() + b"\n"
     prefix = f"{record.position}\t".encode() if positions else b""
     return prefix + record.data.decode("utf-8", errors="backslashreplace").encode() + b"\n"
 
@@ -240,11 +299,17 @@ def page_json(
 ) -> dict[str, Any]:
     """What ``quire log read --json`` prints: the API's page, positions as text."""
     return {
-        "records": [
-            {"position": r.position, "data": base64.b64encode(r.data).decode()} for r in records
-        ],
+        "records": [_record_json(r) for r in records],
         "next": following,
         "caught_up": caught_up,
+    }
+
+
+def _record_json(record: PositionedRecord) -> dict[str, Any]:
+    return {
+        "position": record.position,
+        "data": base64.b64encode(record.data).decode(),
+        "time": record.time,
     }
 
 

@@ -13,8 +13,10 @@ The algorithm:
    earlier attempt's outcome was left unknown settles that attempt first
    (``AwaitClosed``): in the log -> answered with its positions; not in it -> appended;
    still unknown (not closed in time, or the ledger gone) -> 409 ``ledger_fenced``.
-2. Encode the records (``log_records.encode``, stamped ``now_ms``) and hand the entries
-   to the current ledger's write handle (``AddEntries``).
+2. Hand the records to the current ledger's write handle (``AddEntries``): the runner
+   stamps them and encodes them (``AddEntries.encode``) right as it hands them over,
+   so that stamps follow the order the handle gives ids in (see "Stamps" below), and
+   tells the stamp back (``EntriesAdded``, ``AddFailed``).
 3. An add that fails with an outcome that may be unknown (``UNKNOWN_OUTCOME``: fenced,
    closed under it, time-out, no bookies) is SETTLED before it is answered: wait
    (bounded by the runner's settle time-out) until the ledger is CLOSED, by its own
@@ -34,6 +36,15 @@ The algorithm:
 The write handle gives entries ids in the order they are handed to it; which handle
 gets them when, and in what order among a caller's appends, is the runner's (the
 ``AppendOrder`` rule, gateway/logs/writer.py).
+
+Stamps: every entry carries its append's time (``log_records``), and a read from a
+time (gateway/logs/time_search.py) needs the stamps never to go backwards in log
+order. The op does not stamp: an append may wait (its turn, a roll) between its start
+and its add, and a retry on a new ledger lands after appends started later. The runner
+stamps each attempt's entries with ``Stamps.next`` synchronously before handing them
+to the write handle, so stamps rise with entry ids; a new writer starts its ``Stamps``
+at the time of the log's last entry, so a gateway with a slower clock does not stamp
+below its predecessor.
 """
 
 from __future__ import annotations
@@ -90,18 +101,23 @@ class LedgerGone:
 
 @dataclass(frozen=True, slots=True)
 class EntriesAdded:
+    """The entries, stamped ``time_ms``, are entries ``first_entry_id``..``last_entry_id``
+    of ledger ``ledger_id``."""
+
     ledger_id: int
     first_entry_id: int
     last_entry_id: int
+    time_ms: int
 
 
 @dataclass(frozen=True, slots=True)
 class AddFailed:
-    """The write handle of ``ledger_id`` failed the add with ``error`` (its ``entries``
-    set when the entries were given ids)."""
+    """The write handle of ``ledger_id`` failed the add of the entries stamped
+    ``time_ms`` with ``error`` (its ``entries`` set when the entries were given ids)."""
 
     ledger_id: int
     error: QuireError
+    time_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,11 +165,37 @@ class AwaitClosed:
 
 @dataclass(frozen=True, slots=True)
 class AddEntries:
-    """While this gateway holds the role, hand ``entries`` to the write handle of the
-    log's current ledger (``EntriesAdded`` or ``AddFailed``; ``StepFailed`` when the role
-    is lost)."""
+    """While this gateway holds the role, stamp the records (``Stamps.next``), encode
+    them (``encode``) and hand the entries to the write handle of the log's current
+    ledger (``EntriesAdded`` or ``AddFailed``, with the stamp; ``StepFailed`` when the
+    role is lost)."""
 
-    entries: tuple[bytes, ...]
+    payloads: tuple[bytes, ...]
+    key: str | None
+    digest: bytes | None
+
+    def encode(self, time_ms: int) -> tuple[bytes, ...]:
+        """The entries of the append, stamped ``time_ms``."""
+        return log_records.encode(self.payloads, time_ms, self.key, self.digest)
+
+
+class Stamps:
+    """The time stamps one log writer gives its appends' entries: the wall clock, but
+    never below the last stamp given, nor below ``floor_ms`` (the time of the log's
+    last entry when the writer took the role). Stamps thus never go backwards in log
+    order when the runner stamps each add right before handing it to the write handle
+    (see the module docstring)."""
+
+    __slots__ = ("last_ms",)
+
+    def __init__(self, floor_ms: int = 0) -> None:
+        self.last_ms = floor_ms
+
+    def next(self, now_ms: int) -> int:
+        """The stamp of an add handed over at ``now_ms``."""
+        if now_ms > self.last_ms:
+            self.last_ms = now_ms
+        return self.last_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,14 +268,14 @@ class LogAppendOp:
         self.digest = log_records.records_digest(payloads) if key is not None else None
         self.done = False
         self.attempts = 0
+        self._started = False
         self._claimed = False  # the key is ours to settle
         self._earlier: Unsettled | None = None  # being settled before appending
-        self._entries: tuple[bytes, ...] = ()
-        self._stamped_ms = 0  # when the entries were encoded
         self._failed: AddFailed | None = None  # the add being settled
 
     def start(self, now_ms: int) -> list[Effect]:
-        invariant(not self._entries and not self.done, "an append starts once")
+        invariant(not self._started and not self.done, "an append starts once")
+        self._started = True
         if self.key is None:
             return self._add(now_ms)
         return self._claim(now_ms)
@@ -248,7 +290,7 @@ class LogAppendOp:
         if isinstance(event, EntriesAdded):
             first = Position(event.ledger_id, event.first_entry_id)
             last = Position(event.ledger_id, event.last_entry_id)
-            return self._appended(first, last, now_ms)
+            return self._appended(first, last, event.time_ms, now_ms)
         if isinstance(event, AddFailed):
             if not isinstance(event.error, UNKNOWN_OUTCOME):
                 return self._fail(event.error, now_ms)
@@ -337,12 +379,9 @@ class LogAppendOp:
                 "a row; nothing of it is in the log"
             )
             return self._fail(error, now_ms)
-        if not self._entries:
-            self._stamped_ms = now_ms
-            self._entries = log_records.encode(self.payloads, now_ms, self.key, self.digest)
         self.attempts += 1
         self._failed = None
-        return [AddEntries(self._entries)]
+        return [AddEntries(self.payloads, self.key, self.digest)]
 
     def _on_failed_closed(
         self, event: LedgerEnded | LedgerStillOpen | LedgerGone, now_ms: int
@@ -356,14 +395,15 @@ class LogAppendOp:
         if last_id <= event.last_entry_id:
             first = Position(failed.ledger_id, first_id)
             last = Position(failed.ledger_id, last_id)
-            return self._appended(first, last, now_ms, settled=True)
+            return self._appended(first, last, failed.time_ms, now_ms, settled=True)
         return [ReadRole()]  # not in the log: still the writer?
 
     def _appended(
-        self, first: Position, last: Position, now_ms: int, settled: bool = False
+        self, first: Position, last: Position, stamp_ms: int, now_ms: int, settled: bool = False
     ) -> list[Effect]:
+        """The append is entries ``first``..``last``, stamped ``stamp_ms``."""
         self.done = True
-        appended = Appended(first, last, self.digest or b"", self._stamped_ms)
+        appended = Appended(first, last, self.digest or b"", stamp_ms)
         return [*self._settle(appended, now_ms), AppendDone(first, last, settled=settled)]
 
     def _done(self, first: Position, last: Position, dedup: bool) -> list[Effect]:

@@ -3,18 +3,25 @@
 An append request (one record, or a batch) becomes consecutive entries of ONE ledger.
 Each entry is ``header + data``; the header says how many entries of the same
 request follow it (``remaining``), so every entry knows where its batch ends, and the
-first entry of a request (the head) also carries when it was appended, how many
-records the request holds, and, when the client sent one, its idempotency key with a
-digest of the request's records.
+first entry of a request (the head) also carries how many records the request holds
+and, when the client sent one, its idempotency key with a digest of the request's
+records. Every entry carries the request's time stamp (the head and a timed
+continuation alike), so that a search by time reads one entry per step
+(gateway/logs/time_search.py).
 
     magic      u8   0xA7
-    kind       u8   0 continuation, 1 head
+    kind       u8   0 continuation (no time), 1 head, 2 timed continuation
     remaining  u32  entries of the same request after this one
+    -- head and timed continuation --
+    time_ms    u64  the append's stamp (ms since the Unix epoch; the writer's stamps
+                    never go backwards within a log: gateway/logs/writer.py)
     -- head only --
-    time_ms    u64  wall-clock time of the append (ms since the Unix epoch)
     key_len    u8   0..128 (0: no key)
     key        key_len bytes (printable ASCII)
     digest     16 bytes, present when key_len > 0 (``records_digest``)
+
+``encode`` writes kinds 1 and 2; kind 0 is a continuation written before entries
+carried their time, still read (its time is unknown: ``LogEntry.time_ms`` is None).
 
 Why the key lives in the entry: the dedup window must survive a writer hand-over and
 a gateway crash, and the entries are the one thing every later writer can read
@@ -40,10 +47,12 @@ from services.errors import InvalidArgument, invariant
 MAGIC = 0xA7
 KIND_CONTINUATION = 0
 KIND_HEAD = 1
+KIND_TIMED_CONTINUATION = 2
 KEY_MAX_CHARS = 128
 DIGEST_BYTES = 16
 _PREFIX = struct.Struct(">BBI")
 _HEAD = struct.Struct(">QB")
+_TIME = struct.Struct(">Q")
 # The largest header: a head with the longest key.
 ENVELOPE_MAX_BYTES = _PREFIX.size + _HEAD.size + KEY_MAX_CHARS + DIGEST_BYTES
 
@@ -78,12 +87,14 @@ class Head:
 
 class LogEntry(NamedTuple):
     """One decoded entry of a log: its record's data, how many entries of its request
-    follow, the head.
+    follow, the head, and the record's time stamp (None for an entry without one: a
+    kind-0 continuation, or an entry not written by the log layer).
     (A named tuple, not a frozen dataclass: a bulk read decodes one per entry.)"""
 
     data: bytes
     remaining: int
     head: Head | None
+    time_ms: int | None = None
 
 
 def encode(
@@ -101,19 +112,26 @@ def encode(
         + (digest or b"")
     )
     out = [head + payloads[0]]
+    stamp = _TIME.pack(time_ms)
     for index in range(1, count):
-        out.append(_PREFIX.pack(MAGIC, KIND_CONTINUATION, count - 1 - index) + payloads[index])
+        prefix = _PREFIX.pack(MAGIC, KIND_TIMED_CONTINUATION, count - 1 - index)
+        out.append(prefix + stamp + payloads[index])
     return tuple(out)
 
 
 def decode(entry: bytes) -> LogEntry:
     """An entry's record. An entry without a valid envelope (not written by the log
     layer) is a record of its own: all of it is data."""
-    if len(entry) < _PREFIX.size or entry[0] != MAGIC or entry[1] > KIND_HEAD:
+    if len(entry) < _PREFIX.size or entry[0] != MAGIC or entry[1] > KIND_TIMED_CONTINUATION:
         return LogEntry(entry, 0, None)
     _, kind, remaining = _PREFIX.unpack_from(entry)
     if kind == KIND_CONTINUATION:
         return LogEntry(entry[_PREFIX.size :], remaining, None)
+    if kind == KIND_TIMED_CONTINUATION:
+        if len(entry) < _PREFIX.size + _TIME.size:
+            return LogEntry(entry, 0, None)
+        (time_ms,) = _TIME.unpack_from(entry, _PREFIX.size)
+        return LogEntry(entry[_PREFIX.size + _TIME.size :], remaining, None, time_ms)
     at = _PREFIX.size
     if len(entry) < at + _HEAD.size:
         return LogEntry(entry, 0, None)
@@ -128,7 +146,7 @@ def decode(entry: bytes) -> LogEntry:
         at += key_len
         digest = entry[at : at + DIGEST_BYTES]
         at += DIGEST_BYTES
-    return LogEntry(entry[at:], remaining, Head(time_ms, remaining + 1, key, digest))
+    return LogEntry(entry[at:], remaining, Head(time_ms, remaining + 1, key, digest), time_ms)
 
 
 def data_span(buffer: bytes, start: int, end: int) -> tuple[int, int]:
@@ -137,12 +155,16 @@ def data_span(buffer: bytes, start: int, end: int) -> tuple[int, int]:
     reader cuts the data out itself, once). Agrees with ``decode`` on every entry (a
     test holds them together)."""
     size = end - start
-    if size < _PREFIX.size or buffer[start] != MAGIC or buffer[start + 1] > KIND_HEAD:
+    if size < _PREFIX.size or buffer[start] != MAGIC or buffer[start + 1] > KIND_TIMED_CONTINUATION:
         return start, 0
     _, kind, remaining = _PREFIX.unpack_from(buffer, start)
     at = start + _PREFIX.size
     if kind == KIND_CONTINUATION:
         return at, remaining
+    if kind == KIND_TIMED_CONTINUATION:
+        if size < _PREFIX.size + _TIME.size:
+            return start, 0
+        return at + _TIME.size, remaining
     if size < _PREFIX.size + _HEAD.size:
         return start, 0
     _, key_len = _HEAD.unpack_from(buffer, at)
@@ -174,4 +196,4 @@ def visible_records(entries: Iterable[tuple[int, bytes]], end: int) -> Iterator[
 def envelope_size(count: int, key: str | None) -> int:
     """Header bytes of a request of ``count`` records (for size accounting)."""
     head = _PREFIX.size + _HEAD.size + (len(key) + DIGEST_BYTES if key else 0)
-    return head + (count - 1) * _PREFIX.size
+    return head + (count - 1) * (_PREFIX.size + _TIME.size)

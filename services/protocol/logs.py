@@ -26,6 +26,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from services.errors import InvalidArgument, invariant
@@ -95,6 +96,37 @@ class Position:
                    for v in (lid, eid)):  # fmt: skip
                 return cls(lid, eid)
         raise InvalidArgument(f'{what} must be "LID:EID" or {{"ledger_id", "entry_id"}}')
+
+
+# A time as ``from_time`` takes it: ms since the Unix epoch, or RFC 3339 with a date, a
+# time (fractions allowed) and ``Z`` or an offset.
+_EPOCH_MS = re.compile(r"0|[1-9][0-9]{0,15}")
+_RFC3339 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?"
+    r"([Zz]|[+-][0-9]{2}:[0-9]{2})"
+)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def parse_time(text: str, what: str = "from_time") -> int:
+    """A time given as ms since the Unix epoch (a decimal integer) or RFC 3339
+    (``2026-11-29T10:00:00Z``, ``2026-11-29T11:00:00.250+01:00``) → ms since the epoch
+    (fractions below a millisecond dropped); ``InvalidArgument`` naming ``what``."""
+    if _EPOCH_MS.fullmatch(text):
+        return int(text)
+    if _RFC3339.fullmatch(text):
+        iso = text.upper().replace(" ", "T").replace("Z", "+00:00")
+        try:
+            at = datetime.fromisoformat(iso)
+        except ValueError:
+            pass
+        else:
+            if at >= _EPOCH:
+                return (at - _EPOCH) // timedelta(milliseconds=1)
+    raise InvalidArgument(
+        f"{what} must be ms since the Unix epoch (a decimal integer) or an RFC 3339 time "
+        "with Z or an offset, e.g. 2026-11-29T10:00:00Z"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,6 +60,9 @@ def plan(options: ReadOptions, client: SparkGatewayClient) -> list[Partition]:
     name = options.log
     if name is None:
         raise QuireSparkError("invalid_option", "no log to read")
+    start = options.start
+    if options.starting_timestamp is not None:
+        start = client.position_at_time(name, options.starting_timestamp)
     log = client.get_log(name)
 
     def log_view(ledger_id: int) -> LedgerView | None:
@@ -76,7 +79,7 @@ def plan(options: ReadOptions, client: SparkGatewayClient) -> list[Partition]:
         log_view,
         options.partition_entries,
         options.partition_bytes,
-        options.start,
+        start,
         options.end,
     )
 

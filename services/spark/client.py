@@ -43,6 +43,7 @@ from typing import Any
 import httpx
 
 from services.errors import InvalidArgument
+from services.protocol.logs import Position
 from services.spark import limits
 from services.wire.entries_stream import MEDIA_TYPE, FrameDecoder
 
@@ -56,6 +57,8 @@ GATEWAY_TLS_REFUSED = "gateway_tls_refused"
 # not signed by its CA). Transient ones (a connection cut mid-handshake) are not here.
 TLS_FAILURES = frozenset({GATEWAY_NOT_VERIFIED, GATEWAY_TLS_REFUSED})
 SHORT_READ = "short_read"
+# A gateway's answer that does not have the shape docs/api.md gives it.
+BAD_ANSWER = "bad_answer"
 # Answers that say "try again": the gateway's retriable errors (services/errors.py).
 RETRIABLE_STATUSES = frozenset({503, 504})
 # Transport errors raised before the request left: nothing reached the gateway.
@@ -235,6 +238,22 @@ class SparkGatewayClient:
     def ledger(self, ledger_id: int) -> dict[str, Any]:
         doc: dict[str, Any] = self.request("GET", f"/v1/ledgers/{ledger_id}")
         return doc
+
+    def position_at_time(self, name: str, from_ms: int) -> Position | None:
+        """Where a read of log ``name`` from time ``from_ms`` starts (the gateway's search,
+        ``from_time``): the first record stamped at or after it, or the end of the log;
+        None when the log has no ledger yet (its start). One read of at most one record."""
+        doc = self.request(
+            "GET", f"/v1/logs/{name}/records", params={"from_time": from_ms, "limit": 1}
+        )
+        try:
+            records = doc["records"]
+            found = records[0]["position"] if records else doc["next"]
+            return None if found is None else Position.from_api(found)
+        except (KeyError, TypeError, IndexError, InvalidArgument) as exc:
+            raise QuireSparkError(
+                BAD_ANSWER, f"the gateway's answer to a read from a time is malformed ({exc})"
+            ) from exc
 
     def lac(self, ledger_id: int, password: str | None = None) -> int:
         doc = self.request("GET", f"/v1/ledgers/{ledger_id}/lac", password)

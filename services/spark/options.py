@@ -8,6 +8,9 @@
     start, end         for a log only: positions "LID:EID"; the read starts AT start
                        and stops BEFORE end (both optional; "L:E+1" just past a closed
                        ledger's last entry is valid, as for a log read's "next")
+    startingTimestamp  for a log only, instead of start: ms since the Unix epoch or
+                       RFC 3339; the read starts at the first record stamped at or
+                       after it (one call on the driver: the gateway's ``from_time``)
     partition_entries  target entries per partition (default 100,000)
     partition_bytes    target payload bytes per partition (default 64 MiB), estimated
                        from each ledger's length; a partition holds at most both
@@ -30,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from services.errors import InvalidArgument
-from services.protocol.logs import Position, check_log_name
+from services.protocol.logs import Position, check_log_name, parse_time
 from services.spark.client import (
     INVALID_OPTION,
     QuireSparkError,
@@ -65,6 +68,7 @@ class ReadOptions:
     partition_entries: int
     partition_bytes: int
     tls: TlsOptions
+    starting_timestamp: int | None = None  # ms since the epoch
 
 
 def bad(option: str, why: str) -> QuireSparkError:
@@ -154,6 +158,18 @@ def parse_int(options: Mapping[str, str], key: str, default: int, low: int, high
     return int(stripped)
 
 
+def parse_timestamp(options: Mapping[str, str], key: str) -> int | None:
+    """A time option: ms since the Unix epoch or RFC 3339 (the gateway's ``from_time``
+    rule), as ms; None when not given."""
+    text = _get(options, key)
+    if text is None:
+        return None
+    try:
+        return parse_time(text.strip(), "startingTimestamp")
+    except InvalidArgument as exc:
+        raise QuireSparkError(INVALID_OPTION, f"option {exc.message}") from exc
+
+
 def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
     """Check every read option; ``QuireSparkError`` (``invalid_option``) on the first
     bad one."""
@@ -183,6 +199,12 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
     if start is not None and end is not None and start.ledger_id == end.ledger_id:
         if end.entry_id < start.entry_id:
             raise bad("end", f"{end} is before start {start}")
+    starting_timestamp = parse_timestamp(options, "startingtimestamp")
+    if starting_timestamp is not None and (ledgers is not None or start is not None):
+        raise QuireSparkError(
+            INVALID_OPTION,
+            "the option 'startingTimestamp' is for a log, and instead of 'start'",
+        )
     token = _get(options, "token")
     password = _get(options, "password")
     return ReadOptions(
@@ -204,4 +226,5 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
             PARTITION_BYTES_MAX,
         ),
         tls=tls_options(options),
+        starting_timestamp=starting_timestamp,
     )

@@ -8,6 +8,9 @@ and the TLS options (``caFile``, ``certFile``, ``keyFile``: services/spark/optio
     startingPosition   where a new query (no checkpoint) starts: "earliest" (default,
                        the log's first ledger, entry 0), "latest" (what is readable
                        when the query starts) or a position "LID:EID"
+    startingTimestamp  instead of startingPosition: a new query starts at the first
+                       record stamped at or after this time (ms since the Unix epoch
+                       or RFC 3339; one call on the driver, the gateway's ``from_time``)
     partitionEntries   at most this many entries per partition (default 100,000)
 
 The latest offset is the end of what is readable now, found the way the gateway's log
@@ -45,7 +48,7 @@ from services.spark.limits import (
     DEFAULT_PARTITION_ENTRIES,
     PARTITION_ENTRIES_MAX,
 )
-from services.spark.options import tls_options
+from services.spark.options import parse_timestamp, tls_options
 from services.spark.stream_client import StreamClient
 
 # The code of a position no longer in the log (its ledger truncated or deleted).
@@ -106,7 +109,14 @@ class QuireStreamReader(DataSourceStreamReader):
             _option(options, "password"),
             tls_options(options),
         )
-        self.starting = (_option(options, "startingPosition") or "earliest").strip()
+        starting = _option(options, "startingPosition")
+        self.starting = (starting or "earliest").strip()
+        self.starting_ms = parse_timestamp(options, "startingtimestamp")
+        if self.starting_ms is not None and starting is not None:
+            raise QuireSparkError(
+                INVALID_OPTION,
+                "give the option 'startingPosition' or 'startingTimestamp', not both",
+            )
         if self.starting not in ("earliest", "latest"):
             try:
                 Position.parse(self.starting)
@@ -136,6 +146,8 @@ class QuireStreamReader(DataSourceStreamReader):
     # ------------------------------------------------------------ the driver
 
     def initialOffset(self) -> dict[str, Any]:  # noqa: N802
+        if self.starting_ms is not None:
+            return _offset(self.client.gateway.position_at_time(self.log, self.starting_ms))
         if self.starting == "earliest":
             ledgers = self.client.log(self.log)
             return _offset(Position(ledgers[0], 0) if ledgers else None)

@@ -54,9 +54,10 @@ def doc(proc: subprocess.CompletedProcess) -> dict:
 
 def test_round_trip(env: Env) -> None:
     """create → writer → append (arguments, stdin lines in batches, a key sent twice
-    appends once and prints the same position) → read (text, positions, --json,
-    --from, --limit) → tail → roll → truncate → show → list → delete, each through the
-    console script, every record back byte-exact and in order."""
+    appends once and prints the same position) → read (text, positions, --json with
+    each record's time, --from, --limit, --from-time, --since) → tail → roll →
+    truncate → show → list → delete, each through the console script, every record
+    back byte-exact and in order."""
     name = unique_name("cli-round")
     created = doc(log(env, "create", name, "-e", "3", "-w", "2", "-a", "2"))
     assert created == {"name": name, "ledgers": [], "writer": None}
@@ -87,6 +88,12 @@ def test_round_trip(env: Env) -> None:
     assert [base64.b64decode(r["data"]) for r in page["records"]] == [b"r0", b"r1"]
     assert [r["position"] for r in page["records"]] == [f"{lid}:0", f"{lid}:1"]
     assert page["next"] == f"{lid}:2"
+    times = [r["time"] for r in doc(log(env, "read", name, "--json"))["records"]]
+    assert times == sorted(times) and times[1] == times[2]  # r1, r2: one batch, one stamp
+    from_s4 = ok(log(env, "read", name, "-p", "--from-time", str(times[7])))
+    assert from_s4.splitlines()[-1] == f"{lid}:8\tonce"  # from the first stamped >= it
+    assert ok(log(env, "read", name, "--since", "1d")).splitlines() == expected
+    assert ok(log(env, "read", name, "--from-time", str(times[-1] + 1))) == ""
     assert ok(log(env, "tail", name)).splitlines() == expected
 
     rolled = doc(log(env, "roll", name))["ledger_id"]

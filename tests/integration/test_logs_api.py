@@ -147,7 +147,8 @@ def test_writer_append_batch_roll_and_read(env: Env) -> None:
 
 
 def test_read_paging_next_and_caught_up(env: Env) -> None:
-    """limit pages the read; next is "LID:EID" just after the last record (the same
+    """limit pages the read; each record carries its append's time (one batch, one
+    stamp); next is "LID:EID" just after the last record (the same
     from when nothing was read); caught_up only on the page that reached the end; a
     position just past a closed ledger's end reads on in the next ledger."""
     create(env.a, "paging")
@@ -157,7 +158,9 @@ def test_read_paging_next_and_caught_up(env: Env) -> None:
     page = read(env.b, "paging", limit=2)
     assert [r["position"] for r in page["records"]] == [pos(lid, 0), pos(lid, 1)]
     assert [base64.b64decode(r["data"]) for r in page["records"]] == [b"p0", b"p1"]
-    assert all(set(r) == {"position", "data"} for r in page["records"])
+    assert all(set(r) == {"position", "data", "time"} for r in page["records"])
+    times = [r["time"] for r in page["records"]]
+    assert times[0] == times[1] and isinstance(times[0], int)  # one batch, one stamp
     assert page["next"] == f"{lid}:2" and page["caught_up"] is False
     page = read(env.b, "paging", limit=2, **{"from": page["next"]})
     assert [r["position"] for r in page["records"]] == [pos(lid, 2)]

@@ -19,7 +19,9 @@ whole batches (``log_records.visible``)):
   definite failure) is not in it;
 - linearizable appends: an append acknowledged before another was first sent comes
   before it; the ledgers' epochs never fall along the list (each epoch's records come
-  after all earlier epochs' records).
+  after all earlier epochs' records);
+- every entry carries a stamp, and the stamps never go backwards in log order
+  (services/protocol/log_append.py "Stamps"; a read from a time relies on it).
 """
 
 from __future__ import annotations
@@ -156,8 +158,14 @@ class LogChecker:
         self.final_records = records
         where: dict[bytes, Position] = {}
         keys: Counter[str] = Counter()
+        stamp, stamp_at = -1, None
         for position, data in records:
             record = log_records.decode(data)
+            if record.time_ms is None or record.time_ms < stamp:
+                self.fail(f"record at {position} stamped {record.time_ms}, after one stamped "
+                          f"{stamp} at {stamp_at}: stamps go backwards")  # fmt: skip
+            if record.time_ms is not None:
+                stamp, stamp_at = record.time_ms, position
             if record.data in where:
                 self.fail(f"record {record.data!r} twice in the log: {where[record.data]} and "
                           f"{position}")  # fmt: skip

@@ -29,6 +29,7 @@ from services.errors import (
     invariant,
 )
 from services.protocol import log_append as la
+from services.protocol import log_records
 from services.protocol import log_writer as lw
 from services.protocol.dedup import Appended, DedupWindow
 from services.protocol.logs import LogMetadata, Position
@@ -53,6 +54,15 @@ ROLL_CLOSES_PREVIOUS = True
 # and when the first attempt is recovered into the log after all the key is there
 # twice. A test turns it off to show the simulator finds that bug.
 KEEP_UNSETTLED_KEYS = True
+# A test-only switch: on, a new writer starts its stamps at the time of the log's last
+# entry (gateway/logs/writer.py ``_read_floor``; read here straight from the bookies'
+# storage, at once); off, a gateway whose clock is behind its predecessor's stamps its
+# first appends below the log's last stamp. A test turns it off to show the checker
+# sees stamps go backwards.
+STAMP_FLOOR = True
+# Each gateway's clock is off the simulation's by this much (by the order the gateways
+# were made), so that a hand-over goes to a slower clock as often as to a faster one.
+CLOCK_SKEWS_MS = (3_000, 0, 1_500)
 # The simulated window keeps every key of a run (a run is far shorter than a window).
 WINDOW_MS = 10**9
 WINDOW_KEYS_MAX = 10**6
@@ -81,8 +91,11 @@ class AppendResult:
 class Writer:
     """gateway/logs/writer.LogWriter: the role at one epoch."""
 
-    def __init__(self, gw: LogGateway, acquired: lw.Acquired, ledger: LedgerSim) -> None:
+    def __init__(
+        self, gw: LogGateway, acquired: lw.Acquired, ledger: LedgerSim, floor_ms: int
+    ) -> None:
         self.gw = gw
+        self.stamps = la.Stamps(floor_ms)
         self.epoch = acquired.epoch
         self.log: LogMetadata = acquired.log
         self.version = acquired.version
@@ -116,6 +129,7 @@ class LogGateway:
         self.world = world
         self.name = name
         self.fence_last_only = fence_last_only
+        self.skew_ms = CLOCK_SKEWS_MS[len(world.gateways) % len(CLOCK_SKEWS_MS)]
         self.rng = random.Random(world.config.seed * 101 + len(world.gateways))
         self.life = 0
         self.up = True
@@ -166,11 +180,26 @@ class LogGateway:
         old = self.writer
         if old is not None:
             old.lost = f"this gateway took the role again at epoch {acquired.epoch}"
-        writer = self.writer = Writer(self, acquired, ledger)
-        world.log_checker.on_acquired(self.name, acquired, world.scheduler.now)
         previous = [lid for lid in acquired.log.ledgers if lid != acquired.ledger_id]
+        floor_ms = self._last_stamp(previous) if STAMP_FLOOR else 0
+        writer = self.writer = Writer(self, acquired, ledger, floor_ms)
+        world.log_checker.on_acquired(self.name, acquired, world.scheduler.now)
         self.spawn(self._rebuild(writer, previous))
         return writer
+
+    def _last_stamp(self, previous: list[int]) -> int:
+        """gateway/logs/time_search.last_stamp: the stamp of the last entry of the last
+        non-empty CLOSED ledger of ``previous`` (0: none)."""
+        for lid in reversed(previous):
+            ledger = self.world.ledger(lid)
+            md = ledger.cell.metadata
+            end = md.last_entry_id
+            if md.state is not LedgerState.CLOSED or end is None or end < 0:
+                continue
+            [data] = self.world.stored(ledger, end, end)
+            stamp = log_records.decode(data).time_ms if data is not None else None
+            return stamp or 0
+        return 0
 
     def _run(self, op: lw.AcquireWriter | lw.RollLog, effects: list[lw.Effect]) -> Coroutine:
         """gateway/logs/steps.run."""
@@ -305,11 +334,14 @@ class LogGateway:
             if isinstance(effect, la.AddEntries):
                 w.check_role()
                 ledger = w.ledger
+                # Stamped as the add is handed over (``world.add`` gives ids at once).
+                stamp = w.stamps.next(self.world.scheduler.now + self.skew_ms)
                 try:
-                    ack = yield self.world.add(ledger, effect.entries)
+                    ack = yield self.world.add(ledger, effect.encode(stamp))
                 except QuireError as exc:
-                    return la.AddFailed(ledger.ledger_id, exc)
-                return la.EntriesAdded(ledger.ledger_id, ack.first_entry_id, ack.last_entry_id)
+                    return la.AddFailed(ledger.ledger_id, exc, stamp)
+                first, last = ack.first_entry_id, ack.last_entry_id
+                return la.EntriesAdded(ledger.ledger_id, first, last, stamp)
             if isinstance(effect, la.AwaitClosed):
                 end = yield from self._closed_end(self.world.ledger(effect.ledger_id))
                 return la.LedgerStillOpen() if end is None else la.LedgerEnded(end)

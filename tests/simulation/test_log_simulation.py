@@ -5,7 +5,7 @@ runs them, against simulated
 bookies with seeded faults; clients retry keyed appends. ``log_checker`` holds the
 invariants (one writer per epoch, every acknowledged record exactly once at its
 positions, nothing answered not_writer in the log, linearizable appends, epochs in
-order, every idempotency key once).
+order, every idempotency key once, stamps that never go backwards in log order).
 
 A failing seed is printed with its plan; ``pytest tests/simulation/test_log_simulation.py
 --sim-seed=N`` replays it (every test runs that one seed), ``--sim-seeds=N`` (and
@@ -154,6 +154,19 @@ def test_the_simulator_sees_a_retry_duplicate_an_unsettled_append(
     monkeypatch.setattr(log_gateway, "KEEP_UNSETTLED_KEYS", False)
     with pytest.raises(Violation, match="twice in the log"):
         run_seed(56, "duel")
+
+
+def test_the_simulator_sees_stamps_go_backwards_without_the_floor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every entry carries its stamp and stamps never go backwards in log order (what a
+    read from a time relies on). The gateways' clocks are skewed
+    (``log_gateway.CLOCK_SKEWS_MS``); without the floor a new writer takes from the
+    log's last entry (``log_gateway.STAMP_FLOOR``), duel seed 5 hands the role to a
+    slower clock and the checker sees its first stamps fall below its predecessor's."""
+    monkeypatch.setattr(log_gateway, "STAMP_FLOOR", False)
+    with pytest.raises(Violation, match="stamps go backwards"):
+        run_seed(5, "duel")
 
 
 def fingerprint(world: LogWorld) -> list[object]:

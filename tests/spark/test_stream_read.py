@@ -20,6 +20,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import StructType
 
 from services.protocol import log_records
+from services.protocol.logs import Position
 from services.spark.client import QuireSparkError
 from services.spark.stream_read import LedgerRange, QuireStreamReader
 from tests.harness import wait_for
@@ -196,7 +197,8 @@ def test_starting_positions(
     tmp_path: Path,
 ) -> None:
     """startingPosition "latest" reads only what is appended after the query started;
-    "LID:EID" starts at that record; a position not in the log fails the query."""
+    "LID:EID" starts at that record; startingTimestamp starts at the first record
+    stamped at or after it; a position not in the log fails the query."""
     name = unique_name("positions")
     logs.create(name)
     logs.take_writer(name)
@@ -223,6 +225,17 @@ def test_starting_positions(
     finally:
         stop(query)
     assert at.rows() == everything[2:]
+
+    times = [r["time"] for r in logs.read(name).json()["records"]]
+    since = Collector(tmp_path / "since")
+    query = start(spark, gateway.url, name, since, tmp_path / "c4",
+                  startingTimestamp=str(times[4]))  # fmt: skip
+    try:
+        from_time = [r for r, t in zip(everything, times, strict=True) if t >= times[4]]
+        wait_rows(since, from_time)
+    finally:
+        stop(query)
+    assert since.rows() == from_time
 
     query = start(spark, gateway.url, name, at, tmp_path / "c3", startingPosition="999999:0")
     with pytest.raises(Exception, match="startingPosition 999999:0 is not in log positions"):
@@ -324,6 +337,36 @@ def test_an_end_inside_an_open_ledger_is_the_end_of_the_last_whole_batch() -> No
     later = reader.latestOffset()
     assert later == {"position": f"9:{len(stored)}"}
     assert [r[2] for r in read_all(reader, end, later)] == big
+
+
+class TimedClient(FakeClient):
+    """A ``FakeClient`` whose gateway answers a read from a time with ``at_time``."""
+
+    def __init__(self, at_time: Position | None) -> None:
+        super().__init__({7: entries([b"a"], [b"b"])}, {})
+        self.gateway = self
+        self.at_time = at_time
+        self.asked: list[tuple[str, int]] = []
+
+    def position_at_time(self, name: str, from_ms: int) -> Position | None:
+        self.asked.append((name, from_ms))
+        return self.at_time
+
+
+def test_a_starting_timestamp_starts_where_the_gateway_search_says() -> None:
+    """startingTimestamp (ms or RFC 3339): the initial offset is the position the
+    gateway's from_time search answers (one call on the driver); not with
+    startingPosition."""
+    client = TimedClient(Position(7, 1))
+    reader = fake_reader(client, startingTimestamp="2026-11-29T10:00:00Z")
+    assert reader.initialOffset() == {"position": "7:1"}
+    assert client.asked == [("x", 1_795_946_400_000)]
+    reader = fake_reader(TimedClient(None), startingTimestamp="5")
+    assert reader.initialOffset() == {"position": None}
+    with pytest.raises(QuireSparkError, match="not both"):
+        fake_reader(client, startingTimestamp="5", startingPosition="latest")
+    with pytest.raises(QuireSparkError, match="startingTimestamp"):
+        fake_reader(client, startingTimestamp="soon")
 
 
 def test_partitions_are_bounded_ranges_and_a_cut_short_batch_never_shows() -> None:

@@ -186,8 +186,9 @@ def _pages(*pages: dict) -> tuple[Handler, list[httpx.Request]]:
 def _page(records: list[tuple[str, bytes]], following: str, caught_up: bool) -> dict:
     return {
         "records": [{"position": {"ledger_id": int(p.split(":")[0]),
-                                  "entry_id": int(p.split(":")[1])}, "data": _b64(d)}
-                    for p, d in records],
+                                  "entry_id": int(p.split(":")[1])}, "data": _b64(d),
+                     "time": 1_000 + i}
+                    for i, (p, d) in enumerate(records)],
         "next": following,
         "caught_up": caught_up,
     }  # fmt: skip
@@ -221,13 +222,15 @@ def test_read_stops_at_the_limit() -> None:
 
 def test_render_and_page_json() -> None:
     """A record is a text line (bytes that are not UTF-8 escaped), optionally after its
-    position; JSON carries base64 and positions as LID:EID."""
-    record = PositionedRecord("3:4", b"hi \xff")
+    position; JSON carries base64, positions as LID:EID and the record's time."""
+    record = PositionedRecord("3:4", b"hi \xff", 7)
     assert render(record, False, False) == b"hi \\xff\n"
     assert render(record, False, True) == b"3:4\thi \\xff\n"
-    assert json.loads(render(record, True, False)) == {"position": "3:4", "data": _b64(b"hi \xff")}
+    assert json.loads(render(record, True, False)) == {
+        "position": "3:4", "data": _b64(b"hi \xff"), "time": 7,
+    }  # fmt: skip
     assert page_json([record], "3:5", True) == {
-        "records": [{"position": "3:4", "data": _b64(b"hi \xff")}], "next": "3:5",
+        "records": [{"position": "3:4", "data": _b64(b"hi \xff"), "time": 7}], "next": "3:5",
         "caught_up": True,
     }  # fmt: skip
 
@@ -238,8 +241,59 @@ def test_read_command_json_is_one_object(monkeypatch: pytest.MonkeyPatch) -> Non
     with _gateway(monkeypatch, handler):
         result = CliRunner().invoke(app, ["log", "read", "ev", "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == {"records": [{"position": "1:0", "data": _b64(b"a")}],
-                                         "next": "1:1", "caught_up": True}  # fmt: skip
+    assert json.loads(result.stdout) == {
+        "records": [{"position": "1:0", "data": _b64(b"a"), "time": 1_000}],
+        "next": "1:1", "caught_up": True,
+    }  # fmt: skip
+
+
+def test_read_from_a_time_sends_from_time_once_then_goes_on_from_next(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`read --from-time T` (ms or RFC 3339) asks the first page with from_time=T (ms)
+    and no from, then goes on from each page's next; `--since 10m` sends now - 10 min."""
+    for given, expected in [("1795946400000", 1_795_946_400_000),
+                            ("2026-11-29T10:00:00Z", 1_795_946_400_000)]:  # fmt: skip
+        handler, seen = _pages(
+            _page([("1:0", b"a")], "1:1", False), _page([("1:1", b"b")], "1:2", True)
+        )
+        with _gateway(monkeypatch, handler):
+            result = CliRunner().invoke(app, ["log", "read", "ev", "--from-time", given])
+        assert result.exit_code == 0, result.output
+        assert result.stdout == "a\nb\n"
+        assert seen[0].url.params.get("from_time") == str(expected)
+        assert "from" not in seen[0].url.params
+        assert seen[1].url.params["from"] == "1:1" and "from_time" not in seen[1].url.params
+    handler, seen = _pages(_page([], "1:0", True))
+    monkeypatch.setattr("services.cli.log.wall_ms", lambda: 1_000_000_000)
+    with _gateway(monkeypatch, handler):
+        result = CliRunner().invoke(app, ["log", "read", "ev", "--since", "10m"])
+    assert result.exit_code == 0, result.output
+    assert seen[0].url.params["from_time"] == str(1_000_000_000 - 600_000)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--since", "10m", "--from-time", "0"], "give one of --from, --since and --from-time"),
+        (["--from", "1:0", "--since", "1h"], "give one of --from, --since and --from-time"),
+        (["--from", "1:0", "--from-time", "5"], "give one of --from, --since and --from-time"),
+        (["--since", "10 minutes"], "s, m, h or d"),
+        (["--since", "-1m"], "s, m, h or d"),
+        (["--from-time", "yesterday"], "RFC 3339"),
+    ],
+)
+def test_read_start_options_are_exclusive_and_checked(
+    monkeypatch: pytest.MonkeyPatch, args: list[str], message: str
+) -> None:
+    """--from, --since and --from-time: at most one, each well formed, else exit 2 with
+    one clear line and no call to the gateway."""
+    handler, seen = _pages()
+    with _gateway(monkeypatch, handler):
+        result = CliRunner().invoke(app, ["log", "read", "ev", *args])
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
+    assert seen == []
 
 
 def test_tail_follow_long_polls_on_next_and_exits_0_on_ctrl_c(

@@ -21,6 +21,7 @@ from services.protocol.logs import Position
 
 PAYLOADS = (b"a", b"b")
 DIGEST = lr.records_digest(PAYLOADS)
+STAMP_MS = 5  # the stamp the runner gave an add (``Stamps``)
 
 
 def window() -> DedupWindow:
@@ -33,18 +34,44 @@ def fenced(first: int, last: int) -> QuireError:
     return error
 
 
-def added(op: la.LogAppendOp, lid: int, first: int, now_ms: int = 10) -> list[la.Effect]:
-    return op.handle(la.EntriesAdded(lid, first, first + len(op.payloads) - 1), now_ms)
+def added(
+    op: la.LogAppendOp, lid: int, first: int, now_ms: int = 10, stamp_ms: int = STAMP_MS
+) -> list[la.Effect]:
+    last = first + len(op.payloads) - 1
+    return op.handle(la.EntriesAdded(lid, first, last, stamp_ms), now_ms)
 
 
-def test_an_append_without_a_key_encodes_stamped_and_answers_its_positions() -> None:
-    """The entries are the records' envelope stamped with the time passed in; the answer
+def test_an_append_without_a_key_hands_its_records_over_and_answers_its_positions() -> None:
+    """The op does not stamp: ``AddEntries`` carries what to encode, and the runner
+    encodes it with the stamp it gives at hand-over (``AddEntries.encode``); the answer
     is the positions the write handle gave them."""
     op = la.LogAppendOp(window(), "log", PAYLOADS, None)
     effects = op.start(1_234)
-    assert effects == [la.AddEntries(lr.encode(PAYLOADS, 1_234, None, None))]
+    assert effects == [la.AddEntries(PAYLOADS, None, None)]
+    assert effects[0].encode(2_000) == lr.encode(PAYLOADS, 2_000)
     assert added(op, 7, 3) == [la.AppendDone(Position(7, 3), Position(7, 4))]
     assert op.done
+
+
+def test_an_add_with_a_key_encodes_its_key_and_digest() -> None:
+    """``AddEntries.encode`` of a keyed append puts the key and the records' digest in the
+    head, every entry stamped with the time given."""
+    [add] = la.LogAppendOp(window(), "log", PAYLOADS, "k").start(1)
+    assert isinstance(add, la.AddEntries)
+    entries = add.encode(77)
+    assert entries == lr.encode(PAYLOADS, 77, "k", DIGEST)
+    assert [lr.decode(e).time_ms for e in entries] == [77, 77]
+
+
+def test_stamps_never_go_backwards() -> None:
+    """``Stamps.next`` follows the clock but never goes below the last stamp given nor
+    the floor it started at (the time of the log's last entry at a hand-over)."""
+    stamps = la.Stamps(floor_ms=1_000)
+    assert stamps.next(900) == 1_000  # a slower clock than the previous writer's
+    assert stamps.next(1_500) == 1_500
+    assert stamps.next(1_200) == 1_500  # the clock stepped back
+    assert stamps.next(1_501) == 1_501
+    assert la.Stamps().next(3) == 3
 
 
 def test_a_key_is_claimed_then_a_retry_is_a_hit_and_other_records_are_refused() -> None:
@@ -53,9 +80,9 @@ def test_a_key_is_claimed_then_a_retry_is_a_hit_and_other_records_are_refused() 
     the same key with other records is 409 idempotency_key_reused."""
     w = window()
     op = la.LogAppendOp(w, "log", PAYLOADS, "k")
-    assert op.start(100) == [la.AddEntries(lr.encode(PAYLOADS, 100, "k", DIGEST))]
-    found = Appended(Position(7, 0), Position(7, 1), DIGEST, 100)
-    assert added(op, 7, 0, now_ms=120) == [
+    assert op.start(100) == [la.AddEntries(PAYLOADS, "k", DIGEST)]
+    found = Appended(Position(7, 0), Position(7, 1), DIGEST, 110)  # the add's stamp
+    assert added(op, 7, 0, now_ms=120, stamp_ms=110) == [
         la.ReleaseKey("k", found),
         la.AppendDone(found.first, found.last),
     ]
@@ -72,10 +99,10 @@ def test_a_key_expires_with_the_clock_passed_in() -> None:
     w = DedupWindow(window_ms=1_000, keys_max=100)
     op = la.LogAppendOp(w, "log", PAYLOADS, "k")
     op.start(0)
-    added(op, 7, 0, now_ms=0)
+    added(op, 7, 0, now_ms=0, stamp_ms=0)
     assert isinstance(la.LogAppendOp(w, "log", PAYLOADS, "k").start(1_000)[0], la.AppendDone)
     assert la.LogAppendOp(w, "log", PAYLOADS, "k").start(1_001) == [
-        la.AddEntries(lr.encode(PAYLOADS, 1_001, "k", DIGEST))
+        la.AddEntries(PAYLOADS, "k", DIGEST)
     ]
 
 
@@ -97,11 +124,9 @@ def test_a_retry_waits_for_the_key_in_flight() -> None:
     failing.start(0)
     waiter = la.LogAppendOp(w, "log", PAYLOADS, "j")
     assert waiter.start(1) == [la.WaitForKey("j")]
-    effects = failing.handle(la.AddFailed(7, InvalidArgument("no")), 2)
+    effects = failing.handle(la.AddFailed(7, InvalidArgument("no"), STAMP_MS), 2)
     assert effects[0] == la.ReleaseKey("j", None)
-    assert waiter.handle(la.KeyReleased(None), 3) == [
-        la.AddEntries(lr.encode(PAYLOADS, 3, "j", DIGEST))
-    ]
+    assert waiter.handle(la.KeyReleased(None), 3) == [la.AddEntries(PAYLOADS, "j", DIGEST)]
 
 
 def test_an_add_that_fails_for_sure_is_answered_with_its_error() -> None:
@@ -111,7 +136,7 @@ def test_an_add_that_fails_for_sure_is_answered_with_its_error() -> None:
     op = la.LogAppendOp(w, "log", PAYLOADS, "k")
     op.start(0)
     error = InvalidArgument("no")
-    assert op.handle(la.AddFailed(7, error), 1) == [
+    assert op.handle(la.AddFailed(7, error, STAMP_MS), 1) == [
         la.ReleaseKey("k", None),
         la.AppendFailed(error),
     ]
@@ -124,8 +149,8 @@ def test_a_failed_add_found_in_the_closed_ledger_succeeded() -> None:
     w = window()
     op = la.LogAppendOp(w, "log", PAYLOADS, "k")
     op.start(0)
-    assert op.handle(la.AddFailed(7, fenced(3, 4)), 1) == [la.AwaitClosed(7)]
-    found = Appended(Position(7, 3), Position(7, 4), DIGEST, 0)
+    assert op.handle(la.AddFailed(7, fenced(3, 4), STAMP_MS), 1) == [la.AwaitClosed(7)]
+    found = Appended(Position(7, 3), Position(7, 4), DIGEST, STAMP_MS)  # the add's stamp
     assert op.handle(la.LedgerEnded(4), 2) == [
         la.ReleaseKey("k", found),
         la.AppendDone(found.first, found.last, settled=True),
@@ -141,7 +166,7 @@ def test_not_in_the_log_and_another_writer_is_not_writer() -> None:
     w = window()
     op = la.LogAppendOp(w, "log", PAYLOADS, "k")
     op.start(0)
-    op.handle(la.AddFailed(7, fenced(3, 4)), 1)
+    op.handle(la.AddFailed(7, fenced(3, 4), STAMP_MS), 1)
     assert op.handle(la.LedgerEnded(3), 2) == [la.ReadRole()]
     lost = NotWriter("another writer")
     assert op.handle(la.StepFailed(lost), 3) == [
@@ -156,10 +181,12 @@ def test_not_in_the_log_and_still_the_writer_rolls_and_appends_again() -> None:
     entries to the new ledger; when another append rolled already, append at once."""
     op = la.LogAppendOp(window(), "log", PAYLOADS, None)
     [add] = op.start(0)
-    assert op.handle(la.AddFailed(7, QuorumTimeout("slow")), 1) == [la.ReadRole()]  # no ids
+    assert op.handle(la.AddFailed(7, QuorumTimeout("slow"), STAMP_MS), 1) == [
+        la.ReadRole()
+    ]  # no ids
     assert op.handle(la.RoleHeld(7), 2) == [la.RollLedger("ledger_lost")]
     assert op.handle(la.RollDone(), 3) == [add]
-    op.handle(la.AddFailed(8, fenced(0, 1)), 4)
+    op.handle(la.AddFailed(8, fenced(0, 1), STAMP_MS), 4)
     op.handle(la.LedgerEnded(-1), 5)
     assert op.handle(la.RoleHeld(9), 6) == [add]  # rolled by someone else: no roll
     assert added(op, 9, 0) == [la.AppendDone(Position(9, 0), Position(9, 1))]
@@ -171,7 +198,7 @@ def test_an_append_gives_up_after_attempts_max_ledgers() -> None:
     op = la.LogAppendOp(window(), "log", PAYLOADS, None, attempts_max=2)
     op.start(0)
     for lid in (7, 8):
-        op.handle(la.AddFailed(lid, fenced(0, 1)), 1)
+        op.handle(la.AddFailed(lid, fenced(0, 1), STAMP_MS), 1)
         op.handle(la.LedgerEnded(-1), 2)
         assert op.handle(la.RoleHeld(lid), 3) == [la.RollLedger("ledger_lost")]
         effects = op.handle(la.RollDone(), 4)
@@ -187,7 +214,7 @@ def test_a_ledger_not_closed_in_time_leaves_the_key_unsettled() -> None:
     op = la.LogAppendOp(w, "log", PAYLOADS, "k")
     op.start(0)
     error = fenced(3, 4)
-    op.handle(la.AddFailed(7, error), 1)
+    op.handle(la.AddFailed(7, error, STAMP_MS), 1)
     assert op.handle(la.LedgerStillOpen(), 50) == [
         la.ReleaseKey("k", None),
         la.AppendFailed(error, outcome_unknown=True),
@@ -199,7 +226,7 @@ def _unsettled(w: DedupWindow) -> la.LogAppendOp:
     """A retry of an append left unsettled in ledger 7, entries 3-4; started."""
     op = la.LogAppendOp(w, "log", PAYLOADS, "k")
     op.start(0)
-    op.handle(la.AddFailed(7, fenced(3, 4)), 1)
+    op.handle(la.AddFailed(7, fenced(3, 4), STAMP_MS), 1)
     op.handle(la.LedgerStillOpen(), 2)
     retry = la.LogAppendOp(w, "log", PAYLOADS, "k")
     assert retry.start(10) == [la.AwaitClosed(7)]  # settle the earlier attempt first
@@ -224,10 +251,8 @@ def test_an_unsettled_key_not_in_the_log_is_appended_by_its_retry() -> None:
     success replaces the unsettled key."""
     w = window()
     retry = _unsettled(w)
-    assert retry.handle(la.LedgerEnded(3), 11) == [
-        la.AddEntries(lr.encode(PAYLOADS, 11, "k", DIGEST))
-    ]
-    added(retry, 8, 0, now_ms=12)
+    assert retry.handle(la.LedgerEnded(3), 11) == [la.AddEntries(PAYLOADS, "k", DIGEST)]
+    added(retry, 8, 0, now_ms=12, stamp_ms=11)
     assert w.claim("k", DIGEST, 13) == Appended(Position(8, 0), Position(8, 1), DIGEST, 11)
 
 

@@ -18,6 +18,7 @@ def test_single_record_round_trip_without_key() -> None:
     record = lr.decode(entry)
     assert record.data == b"hello" and record.remaining == 0
     assert record.head == lr.Head(1234, 1, None, None)
+    assert record.time_ms == 1234
     assert len(entry) == lr.envelope_size(1, None) + 5
 
 
@@ -32,7 +33,24 @@ def test_batch_round_trip_with_key() -> None:
     assert [r.remaining for r in decoded] == [2, 1, 0]
     assert decoded[0].head == lr.Head(99, 3, "key-1", digest)
     assert decoded[1].head is None and decoded[2].head is None
+    assert [e[1] for e in entries] == [lr.KIND_HEAD, *[lr.KIND_TIMED_CONTINUATION] * 2]
+    assert [r.time_ms for r in decoded] == [99, 99, 99]
     assert sum(map(len, entries)) == lr.envelope_size(3, "key-1") + 4
+
+
+def test_an_old_untimed_continuation_still_decodes() -> None:
+    """A kind-0 continuation (written before entries carried their time) decodes to its
+    data and ``remaining``, its time unknown (None)."""
+    old = bytes([lr.MAGIC, lr.KIND_CONTINUATION, 0, 0, 0, 1]) + b"payload"
+    assert lr.decode(old) == lr.LogEntry(b"payload", 1, None, None)
+    assert lr.data_span(old, 0, len(old)) == (6, 1)
+
+
+def test_a_timed_continuation_cut_short_is_one_record() -> None:
+    """A kind-2 entry too short to hold its time is not an envelope."""
+    cut = bytes([lr.MAGIC, lr.KIND_TIMED_CONTINUATION, 0, 0, 0, 0, 1, 2, 3])
+    assert lr.decode(cut) == lr.LogEntry(cut, 0, None)
+    assert lr.data_span(cut, 0, len(cut)) == (0, 0)
 
 
 @pytest.mark.parametrize(
@@ -119,6 +137,11 @@ def test_visible_records_stop_at_the_first_batch_not_readable_whole() -> None:
 
 _entries = st.one_of(
     st.binary(max_size=64),  # anything, envelopes or not
+    st.builds(  # an old kind-0 continuation, or one cut short
+        lambda remaining, data: bytes([lr.MAGIC, lr.KIND_CONTINUATION]) + remaining + data,
+        st.binary(min_size=0, max_size=4),
+        st.binary(max_size=16),
+    ),
     st.builds(
         lambda payloads, key: lr.encode(
             payloads, 1234, key, None if key is None else lr.records_digest(payloads)
@@ -126,6 +149,11 @@ _entries = st.one_of(
         st.lists(st.binary(max_size=16), min_size=1, max_size=4),
         st.one_of(st.none(), st.text("abc-_.", min_size=1, max_size=8)),
     ).flatmap(st.sampled_from),
+    st.builds(  # a timed continuation cut anywhere
+        lambda payloads, cut: lr.encode(payloads, 77)[1][:cut],
+        st.lists(st.binary(max_size=16), min_size=2, max_size=3),
+        st.integers(0, 30),
+    ),
 )
 
 

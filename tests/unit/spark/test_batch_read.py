@@ -11,9 +11,11 @@ from typing import Any, cast
 import pytest
 
 from services.protocol import log_records
+from services.protocol.logs import Position
 from services.spark import batch_read
 from services.spark import limits as spark_limits
 from services.spark.client import QuireSparkError
+from services.spark.options import parse_read_options
 from services.spark.plan import Partition
 from services.wire.entries_stream import FrameDecoder, encode_frames
 
@@ -79,3 +81,35 @@ def test_batches_are_bounded_in_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     sizes = [b.num_rows for b in batch_read.to_batches(1, reading)]
     assert sizes == [4, 4, 2]
+
+
+class PlanningClient:
+    """The driver's calls: a log of two CLOSED ledgers (1: entries 0-9, 2: 0-4) and the
+    gateway's answer to a read from a time."""
+
+    def __init__(self, at_time: Position | None) -> None:
+        self.at_time = at_time
+        self.asked: list[tuple[str, int]] = []
+
+    def position_at_time(self, name: str, from_ms: int) -> Position | None:
+        self.asked.append((name, from_ms))
+        return self.at_time
+
+    def get_log(self, name: str) -> dict[str, Any]:
+        return {"name": name, "ledgers": [1, 2]}
+
+    def ledger(self, ledger_id: int) -> dict[str, Any]:
+        return {"state": "CLOSED", "last_entry_id": 9 if ledger_id == 1 else 4, "length": 100}
+
+
+def test_a_starting_timestamp_plans_from_the_position_the_gateway_finds() -> None:
+    """startingTimestamp: one call on the driver (the gateway's from_time search), then
+    the plan starts there, as with the option 'start'."""
+    options = parse_read_options({"gateway": "http://gw", "log": "orders",
+                                  "startingTimestamp": "2026-11-29T10:00:00Z"})  # fmt: skip
+    client = PlanningClient(Position(1, 7))
+    parts = batch_read.plan(options, cast(Any, client))
+    assert client.asked == [("orders", 1_795_946_400_000)]
+    assert [(p.ledger_id, p.first, p.last) for p in parts] == [(1, 7, 9), (2, 0, 4)]
+    past = batch_read.plan(options, cast(Any, PlanningClient(Position(2, 5))))
+    assert [(p.ledger_id, p.first, p.last) for p in past] == []

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from services.protocol.logs import Position
 from services.spark import client as client_module
 from services.spark import limits as spark_limits
 from services.spark.client import QuireSparkError, SparkGatewayClient
@@ -88,3 +89,29 @@ def test_clients_share_one_tls_context(monkeypatch: pytest.MonkeyPatch) -> None:
         assert len(made) == 1
     finally:
         client_module._context.cache_clear()
+
+
+def test_a_position_at_a_time_is_the_first_record_found_or_the_end() -> None:
+    """``position_at_time`` asks one record from_time=T: its position, else the page's
+    next (the end of the log), else None (a log without ledgers: its start)."""
+    pages = [
+        {"records": [{"position": {"ledger_id": 4, "entry_id": 2}, "data": "", "time": 9}],
+         "next": "4:3", "caught_up": False},
+        {"records": [], "next": "5:0", "caught_up": True},
+        {"records": [], "next": None, "caught_up": True},
+        {"records": "nope"},
+    ]  # fmt: skip
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json=pages[len(seen) - 1])
+
+    client = SparkGatewayClient("http://gw", transport=httpx.MockTransport(answer))
+    assert client.position_at_time("orders", 123) == Position(4, 2)
+    assert dict(seen[0].url.params) == {"from_time": "123", "limit": "1"}
+    assert seen[0].url.path == "/v1/logs/orders/records"
+    assert client.position_at_time("orders", 123) == Position(5, 0)
+    assert client.position_at_time("orders", 123) is None
+    with pytest.raises(QuireSparkError, match="malformed"):
+        client.position_at_time("orders", 123)

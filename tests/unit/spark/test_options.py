@@ -76,6 +76,10 @@ def test_ledgers_list() -> None:
         ({"gateway": GW, "log": "x", "partition_entries": "0"}, "'partition_entries'"),
         ({"gateway": GW, "log": "x", "partition_entries": "lots"}, "'partition_entries'"),
         ({"gateway": GW, "log": "x", "partition_bytes": "10"}, "'partition_bytes'"),
+        ({"gateway": GW, "log": "x", "startingTimestamp": "yesterday"}, "startingTimestamp"),
+        ({"gateway": GW, "log": "x", "startingTimestamp": "2026-11-29T10:00"}, "RFC 3339"),
+        ({"gateway": GW, "log": "x", "start": "1:0", "startingTimestamp": "5"}, "instead of"),
+        ({"gateway": GW, "ledgers": "1", "startingTimestamp": "5"}, "for a log"),
     ],
 )
 def test_bad_options_refused_with_a_clear_message(options: dict[str, str], words: str) -> None:
@@ -106,3 +110,13 @@ def test_several_gateways() -> None:
         parse_read_options({"gateway": f"{GW},g2:8080", "log": "x"})
     with pytest.raises(QuireSparkError, match="is required"):
         parse_read_options({"gateway": ",", "log": "x"})
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [("1795946400000", 1_795_946_400_000), ("2026-11-29T10:00:00Z", 1_795_946_400_000)],
+)
+def test_a_starting_timestamp_is_ms_or_rfc3339(text: str, ms: int) -> None:
+    """startingTimestamp (any case) takes the gateway's from_time forms, as ms."""
+    opts = parse_read_options({"gateway": GW, "log": "x", "startingtimestamp": text})
+    assert opts.starting_timestamp == ms and opts.start is None

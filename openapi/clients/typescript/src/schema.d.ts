@@ -1000,6 +1000,11 @@ export interface components {
              */
             data: string;
             position: components["schemas"]["PositionModel"];
+            /**
+             * Time
+             * @description the append's stamp, ms since the Unix epoch (never smaller than the record before it in the log); null only for data written before records carried one on every entry
+             */
+            time: number | null;
         };
         /** RecordPage */
         RecordPage: {
@@ -3078,6 +3083,8 @@ export interface operations {
                 limit?: number;
                 /** @description clamped to 30000 */
                 wait_ms?: number;
+                /** @description start at the first record stamped at or after this time: ms since the Unix epoch or RFC 3339 (2026-11-29T10:00:00Z); not with `from` */
+                from_time?: string | null;
             };
             header?: never;
             path: {
@@ -3104,7 +3111,8 @@ export interface operations {
                      *           "position": {
                      *             "entry_id": 3,
                      *             "ledger_id": 7
-                     *           }
+                     *           },
+                     *           "time": 1795946400000
                      *         }
                      *       ]
                      *     }

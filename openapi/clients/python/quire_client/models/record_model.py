@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
@@ -19,10 +19,13 @@ class RecordModel:
     Attributes:
         data (str): base64
         position (PositionModel): A record's place in a log (``LID:EID`` in URLs).
+        time (int | None): the append's stamp, ms since the Unix epoch (never smaller than the record before it in the
+            log); null only for data written before records carried one on every entry
     """
 
     data: str
     position: PositionModel
+    time: int | None
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -30,12 +33,16 @@ class RecordModel:
 
         position = self.position.to_dict()
 
+        time: int | None
+        time = self.time
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
             {
                 "data": data,
                 "position": position,
+                "time": time,
             }
         )
 
@@ -50,9 +57,17 @@ class RecordModel:
 
         position = PositionModel.from_dict(d.pop("position"))
 
+        def _parse_time(data: object) -> int | None:
+            if data is None:
+                return data
+            return cast(int | None, data)
+
+        time = _parse_time(d.pop("time"))
+
         record_model = cls(
             data=data,
             position=position,
+            time=time,
         )
 
         record_model.additional_properties = d

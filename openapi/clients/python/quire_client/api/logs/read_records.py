@@ -17,6 +17,7 @@ def _get_kwargs(
     from_: None | str | Unset = UNSET,
     limit: int | Unset = 1000,
     wait_ms: int | Unset = 0,
+    from_time: None | str | Unset = UNSET,
 ) -> dict[str, Any]:
 
     params: dict[str, Any] = {}
@@ -31,6 +32,13 @@ def _get_kwargs(
     params["limit"] = limit
 
     params["wait_ms"] = wait_ms
+
+    json_from_time: None | str | Unset
+    if isinstance(from_time, Unset):
+        json_from_time = UNSET
+    else:
+        json_from_time = from_time
+    params["from_time"] = json_from_time
 
     params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
@@ -98,6 +106,7 @@ def sync_detailed(
     from_: None | str | Unset = UNSET,
     limit: int | Unset = 1000,
     wait_ms: int | Unset = 0,
+    from_time: None | str | Unset = UNSET,
 ) -> Response[Error | RecordPage]:
     """Read records in log order from a position (never fences; tail with wait_ms)
 
@@ -106,6 +115,8 @@ def sync_detailed(
         from_ (None | str | Unset): LID:EID, each a decimal id of at most 2^63-1
         limit (int | Unset): clamped to 1000 Default: 1000.
         wait_ms (int | Unset): clamped to 30000 Default: 0.
+        from_time (None | str | Unset): start at the first record stamped at or after this time:
+            ms since the Unix epoch or RFC 3339 (2026-11-29T10:00:00Z); not with `from`
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -120,6 +131,7 @@ def sync_detailed(
         from_=from_,
         limit=limit,
         wait_ms=wait_ms,
+        from_time=from_time,
     )
 
     response = client.get_httpx_client().request(
@@ -136,6 +148,7 @@ def sync(
     from_: None | str | Unset = UNSET,
     limit: int | Unset = 1000,
     wait_ms: int | Unset = 0,
+    from_time: None | str | Unset = UNSET,
 ) -> Error | RecordPage | None:
     """Read records in log order from a position (never fences; tail with wait_ms)
 
@@ -144,6 +157,8 @@ def sync(
         from_ (None | str | Unset): LID:EID, each a decimal id of at most 2^63-1
         limit (int | Unset): clamped to 1000 Default: 1000.
         wait_ms (int | Unset): clamped to 30000 Default: 0.
+        from_time (None | str | Unset): start at the first record stamped at or after this time:
+            ms since the Unix epoch or RFC 3339 (2026-11-29T10:00:00Z); not with `from`
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -159,6 +174,7 @@ def sync(
         from_=from_,
         limit=limit,
         wait_ms=wait_ms,
+        from_time=from_time,
     ).parsed
 
 
@@ -169,6 +185,7 @@ async def asyncio_detailed(
     from_: None | str | Unset = UNSET,
     limit: int | Unset = 1000,
     wait_ms: int | Unset = 0,
+    from_time: None | str | Unset = UNSET,
 ) -> Response[Error | RecordPage]:
     """Read records in log order from a position (never fences; tail with wait_ms)
 
@@ -177,6 +194,8 @@ async def asyncio_detailed(
         from_ (None | str | Unset): LID:EID, each a decimal id of at most 2^63-1
         limit (int | Unset): clamped to 1000 Default: 1000.
         wait_ms (int | Unset): clamped to 30000 Default: 0.
+        from_time (None | str | Unset): start at the first record stamped at or after this time:
+            ms since the Unix epoch or RFC 3339 (2026-11-29T10:00:00Z); not with `from`
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -191,6 +210,7 @@ async def asyncio_detailed(
         from_=from_,
         limit=limit,
         wait_ms=wait_ms,
+        from_time=from_time,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -205,6 +225,7 @@ async def asyncio(
     from_: None | str | Unset = UNSET,
     limit: int | Unset = 1000,
     wait_ms: int | Unset = 0,
+    from_time: None | str | Unset = UNSET,
 ) -> Error | RecordPage | None:
     """Read records in log order from a position (never fences; tail with wait_ms)
 
@@ -213,6 +234,8 @@ async def asyncio(
         from_ (None | str | Unset): LID:EID, each a decimal id of at most 2^63-1
         limit (int | Unset): clamped to 1000 Default: 1000.
         wait_ms (int | Unset): clamped to 30000 Default: 0.
+        from_time (None | str | Unset): start at the first record stamped at or after this time:
+            ms since the Unix epoch or RFC 3339 (2026-11-29T10:00:00Z); not with `from`
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -229,5 +252,6 @@ async def asyncio(
             from_=from_,
             limit=limit,
             wait_ms=wait_ms,
+            from_time=from_time,
         )
     ).parsed
