@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import itertools
 import json
 import os
 import random
@@ -188,13 +189,21 @@ def one_run(cluster: Cluster, index: int, clients: int) -> dict[str, float]:
     # (appends D answered just before it died still arrive a moment after it).
     times = sorted(t for t, _ in load.acked)
     before, first_after = max(
-        ((t0, t1) for t0, t1 in zip(times, times[1:]) if t1 > killed_at),
+        ((t0, t1) for t0, t1 in itertools.pairwise(times) if t1 > killed_at),
         key=lambda pair: pair[1] - pair[0],
     )
-    keys = read_keys(a, name)
+    # Through A, which may not write the log: its last records show once the writer told
+    # the bookies they are confirmed, so read until they do (10 s at most).
     acked = {k for _, k in load.acked}
-    if len(keys) != len(set(keys)) or not acked <= set(keys):
-        raise SystemExit(f"run {index}: a key is missing or twice")
+    deadline = time.monotonic() + 10
+    keys = read_keys(a, name)
+    while not acked <= set(keys) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        keys = read_keys(a, name)
+    if len(keys) != len(set(keys)):
+        raise SystemExit(f"run {index}: a key is in the log twice")
+    if not acked <= set(keys):
+        raise SystemExit(f"run {index}: acknowledged keys missing: {sorted(acked - set(keys))[:5]}")
     return {
         "gap_s": first_after - before,
         "session_s": gone_at - killed_at,

@@ -123,6 +123,12 @@ FORWARD_CONNECT_TIMEOUT_S = 2.0
 TAIL_PAGE_ENTRIES = 256
 FORWARD_GRACE_S = 2.0
 FORWARD_HOPS_MAX = 4
+# Single records forwarded together (grouping.py): groups in flight per gateway, log and
+# token before records wait to leave together; a group's records and bytes (the first
+# record always goes).
+FORWARD_GROUPS_IN_FLIGHT_MAX = 2
+FORWARD_GROUP_RECORDS_MAX = 256
+FORWARD_GROUP_BYTES_MAX = 1024 * 1024
 LOG_WRITERS_KNOWN_MAX = 100_000
 DRAIN_HANDOVERS_CONCURRENT_MAX = 8
 DRAIN_TIMEOUT_S = 60.0  # one hand-over (a take-over fences and recovers), or a whole drain

@@ -102,6 +102,24 @@ class GatewayMetrics:
             "Entries read by searches of logs by time (from_time)",
             registry=r,
         )
+        # Appends forwarded to the gateway writing their log (gateway/logs/owners.py):
+        # requests sent, and the records they carried (single records go together:
+        # gateway/logs/grouping.py); take-overs of logs with no live writer.
+        self.log_forwards = Counter(
+            "quire_gateway_log_forwards_total",
+            "Append requests forwarded to the gateway writing the log",
+            registry=r,
+        )
+        self.log_forwarded_records = Counter(
+            "quire_gateway_log_forwarded_records_total",
+            "Client appends those forwarded requests carried (several singles per group)",
+            registry=r,
+        )
+        self.log_takeovers = Counter(
+            "quire_gateway_log_takeovers_total",
+            "Logs with no live writer taken by this gateway on an append",
+            registry=r,
+        )
         # Reads served from kept metadata (gateway/metadata_cache.py), by reason: a
         # closed ledger's (ZooKeeper not asked), or ZooKeeper not answering.
         self.metadata_cache_hits = Counter(

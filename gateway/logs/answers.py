@@ -57,7 +57,11 @@ async def append_answer(
                 )
             target = await owners.target(name, fresh=hop > 0, forwarded=forwarded)
             if target is not None:
-                answer = await owners.forward(target, name, raw, batch, key, expected, caller)
+                if batch or key is not None or expected is not None:
+                    gw.metrics.log_forwarded_records.inc()
+                    answer = await owners.forward(target, name, raw, batch, key, expected, caller)
+                else:  # an independent single record: forwarded with others (grouping.py)
+                    answer = await owners.groups.forward(target, name, raw, caller.authorization)
                 if answer is not None:
                     return answer
                 continue

@@ -49,6 +49,7 @@ from gateway.limits import (
     FORWARD_GRACE_S,
     LOG_WRITERS_KNOWN_MAX,
 )
+from gateway.logs.grouping import RecordGroups
 from services.bookie_client.channel import AddChannel
 from services.bookie_client.client import SECRET_HEADER
 from services.bookie_client.transport import HttpResponse, ProtocolError, StreamTransport
@@ -109,6 +110,7 @@ class Owners:
         # The writer's gateway of each log as last read here: a hint, corrected by a
         # refusal (the log is read again).
         self._writers: dict[str, str | None] = {}
+        self.groups = RecordGroups(self._forward_group, gw.metrics.log_forwarded_records)
 
     def _registered(self) -> dict[str, Any]:
         scheme = "https" if self._ssl is not None else "http"
@@ -122,6 +124,7 @@ class Owners:
             await self.registration.start()
 
     async def aclose(self) -> None:
+        await self.groups.aclose()
         await self.registration.stop()
         peers, self._peers = list(self._peers.values()), {}
         channels, self._channels = list(self._channels.values()), {}
@@ -251,6 +254,7 @@ class Owners:
         )
         settings = self.gw.settings
         timeout_s = (settings.add_timeout_ms + settings.log_settle_timeout_ms) / 1000
+        self.gw.metrics.log_forwards.inc()
         answered: asyncio.Future[HttpResponse | Exception | None] = (
             asyncio.get_running_loop().create_future()
         )
@@ -290,6 +294,12 @@ class Owners:
             self._lost(name, target, key, f"failed ({result!r})")
             return None
         return self._answer(target, result)
+
+    async def _forward_group(
+        self, target: str, name: str, body: bytes, batch: bool, authorization: str | None
+    ) -> dict[str, Any] | None:
+        """``forward`` of a group of single records (grouping.py): no key, no condition."""
+        return await self.forward(target, name, body, batch, None, None, Caller(authorization))
 
     def _lost(self, name: str, target: str, key: str | None, what: str) -> None:
         """The forwarded append's answer is lost: with a key it is sent again (routed

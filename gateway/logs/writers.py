@@ -77,6 +77,8 @@ class LogWriters:
         self.owners.remember(name, self.gw.settings.address)
         metrics = self.gw.metrics
         metrics.log_handovers.labels(name).inc()
+        if vacant is not None:
+            metrics.log_takeovers.inc()
         metrics.log_writer_epoch.labels(name).set(acquired.epoch)
         previous = [lid for lid in acquired.log.ledgers if lid != acquired.ledger_id]
         writer._spawn(writer.rebuild_window(previous))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from quire_client import AuthenticatedClient
-from quire_client.api.admin import get_cluster
+from quire_client.api.admin import get_cluster, list_gateways
 from quire_client.api.ledgers import (
     add_entries,
     close_ledger,
@@ -40,6 +40,7 @@ from quire_client.models import (
     EntryPage,
     Error,
     ErrorError,
+    GatewayList,
     Ledger,
     RecordPage,
 )
@@ -172,6 +173,24 @@ def test_python_client_log(env: Env) -> None:
     reader.join(30)
     assert not reader.is_alive() and len(tailed) == 1
     assert [base64.b64decode(r.data) for r in tailed[0].records] == [b"gamma"]
+
+    # Issue 40's additions: a conditional append, a read from a time, the gateways.
+    stale = append_records.sync_detailed(
+        name, client=env.api, body=File(payload=b"delta"), expected_last_position="none"
+    )
+    assert stale.status_code == 412 and isinstance(stale.parsed, Error)
+    assert stale.parsed.error == ErrorError.POSITION_MISMATCH
+    gamma = tailed[0].records[0]
+    whole = read_records.sync(name, client=env.api)
+    since = read_records.sync(name, client=env.api, from_time=str(gamma.time))
+    assert isinstance(whole, RecordPage) and isinstance(since, RecordPage)
+    assert gamma.time is not None
+    at_or_after = [r.to_dict() for r in whole.records if (r.time or 0) >= gamma.time]
+    assert [r.to_dict() for r in since.records] == at_or_after and at_or_after[
+        -1
+    ] == gamma.to_dict()
+    gateways = list_gateways.sync(client=env.admin)
+    assert isinstance(gateways, GatewayList) and len(gateways.gateways) == 1
 
 
 def test_python_client_admin_cluster_and_token(env: Env) -> None:

@@ -25,7 +25,7 @@ from tests.integration.gateway_support import (
     start_gateway,
     wait_writable,
 )
-from tests.integration.log_support import LogClient, Pos, error_code, pos
+from tests.integration.log_support import LogClient, Pos, error_code, metric, pos
 from tests.integration.test_cli_ledger import NOT_FOUND, error, here, ok
 
 SESSION_S = 2.0  # the gateways' ZooKeeper session time-out: the floor of a take-over
@@ -394,3 +394,51 @@ def test_without_forwarding_a_gateway_answers_not_writer(cluster: Cluster) -> No
         a.close()
         g.close_client()
         g.proc.stop()
+
+
+def test_concurrent_single_records_are_forwarded_together(cluster: Cluster) -> None:
+    """Single records without a key sent at once through a gateway that does not write
+    the log leave in groups (fewer forwarded requests than records), and each is
+    answered its own position, where it is in the log, once."""
+    gateway_urls = urls(cluster)
+    a, b = LogClient(gateway_urls[0]), LogClient(gateway_urls[1])
+    name = "forwarded-together"
+    try:
+        a.create(name)
+        a.append(name, [b"first"])  # A writes the log
+        before = _forwarded(b)
+        answers: list[tuple[bytes, Pos]] = []
+        lock = threading.Lock()
+
+        def client(i: int) -> None:
+            with httpx.Client(base_url=b.url, timeout=30.0) as http:
+                for j in range(25):
+                    data = b"r%d-%d" % (i, j)
+                    r = http.post(f"/v1/logs/{name}/records", content=data)
+                    assert r.status_code == 200, r.text
+                    with lock:
+                        answers.append((data, pos(r.json()["position"])))
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert len(answers) == 400 and len({p for _, p in answers}) == 400
+        requests, records = (n - m for n, m in zip(_forwarded(b), before, strict=True))
+        assert records == 400 and requests < records, (requests, records)
+        in_log = {data: position for position, data in a.read_all(name)}
+        assert all(in_log.get(data) == position for data, position in answers)
+        assert len(in_log) == 401
+    finally:
+        a.close()
+        b.close()
+
+
+def _forwarded(client: LogClient) -> tuple[float, float]:
+    """(requests forwarded, records they carried) by the gateway of ``client``."""
+    text = client.metrics()
+    return (
+        metric(text, "quire_gateway_log_forwards_total"),
+        metric(text, "quire_gateway_log_forwarded_records_total"),
+    )
