@@ -11,6 +11,7 @@ refused. With ``--no-log-forwarding`` a gateway that does not write the log answ
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from gateway.http.batches import decode_batch
@@ -37,9 +38,10 @@ async def append_answer(
 ) -> dict[str, Any]:
     """The append itself, once the request is read and its name and key checked: one
     record (a raw body) or a batch (JSON), with its ``Expected-Last-Position``."""
-    if batch:
-        payloads = decode_batch(parse_json(raw))
-    else:
+    # A batch is decoded only to be appended here: one forwarded goes as it came (the
+    # writer's gateway checks it and answers what is wrong with it).
+    payloads: Sequence[bytes] | None = None
+    if not batch:
         if len(raw) > ENTRY_SIZE_MAX_BYTES:
             raise PayloadTooLarge(f"record of {len(raw)} bytes over {ENTRY_SIZE_MAX_BYTES}")
         payloads = (raw,)
@@ -65,10 +67,14 @@ async def append_answer(
                 if answer is not None:
                     return answer
                 continue
+            if payloads is None:  # a bad batch is refused before the role is taken
+                payloads = decode_batch(parse_json(raw))
             try:
                 writer = await writers.acquire(name, owners.vacant)
             except NotWriter:
                 continue  # another gateway took the log meanwhile: forward to it
+        if payloads is None:
+            payloads = decode_batch(parse_json(raw))
         try:
             result = await writer.append(payloads, key, condition=condition)
         except NotWriter as exc:
