@@ -137,7 +137,9 @@ class Roller(threading.Thread):
 
 class Busy:
     """Threads that append to the log through one gateway back to back until that
-    gateway answers ``not_writer`` (or they are stopped)."""
+    gateway answers ``not_writer`` (with ``--no-log-forwarding``) or they are stopped;
+    once the role moved (``moved``), their acknowledged appends were forwarded to the new
+    writer (``acked_after``)."""
 
     def __init__(self, config: BenchConfig, url: str, name: str, clients: int) -> None:
         self.config = config
@@ -146,6 +148,8 @@ class Busy:
         self.payload = secrets.token_bytes(config.entry_size)
         self.entries = [base64.b64encode(self.payload).decode()] * config.batch
         self.acked = 0
+        self.moved = False
+        self.acked_after = 0
         self.not_writer = 0
         self.errors = 0
         self.first_error: str | None = None
@@ -183,6 +187,8 @@ class Busy:
                     continue
                 with self._lock:
                     self.acked += 1
+                    if self.moved:
+                        self.acked_after += 1
 
 
 def take_over(config: BenchConfig, url: str, name: str) -> tuple[float, float]:
@@ -210,7 +216,7 @@ def handover(config: BenchConfig, first: str, second: str, name: str) -> dict[st
     current, other = first, second
     total_s: list[float] = []
     writer_s: list[float] = []
-    not_writer = errors = 0
+    not_writer = errors = forwarded = 0
     first_error: str | None = None
     clients = min(config.concurrency, HANDOVER_BUSY_CLIENTS_MAX)
     for rep in range(config.handover_reps):
@@ -225,11 +231,23 @@ def handover(config: BenchConfig, first: str, second: str, name: str) -> dict[st
                     )
                 time.sleep(0.01)
             w, t = take_over(config, other, name)
+            busy.moved = True
+            # The old writer's gateway goes on taking appends (forwarded), or its clients
+            # were told not_writer (forwarding off there).
+            end = time.monotonic() + HANDOVER_BUSY_WAIT_S
+            while not busy.acked_after and busy.not_writer < clients:
+                if time.monotonic() > end:
+                    raise BenchError(
+                        f"hand-over {rep + 1}: the old writer's gateway {current} took no "
+                        f"append after it ({busy.first_error})"
+                    )
+                time.sleep(0.01)
         finally:
             busy.stop()
         writer_s.append(w)
         total_s.append(t)
         not_writer += busy.not_writer
+        forwarded += busy.acked_after
         errors += busy.errors
         first_error = first_error or busy.first_error
         note(f"  hand-over {rep + 1}/{config.handover_reps}: {t * 1000:.1f} ms "
@@ -243,6 +261,7 @@ def handover(config: BenchConfig, first: str, second: str, name: str) -> dict[st
         "handover_ms": [_ms(t) for t in total_s],
         "handover_busy_clients": clients,
         "handover_busy_not_writer": not_writer,
+        "handover_busy_forwarded": forwarded,
         "handover_busy_errors": errors,
     }
     if first_error:
