@@ -94,6 +94,8 @@ IdempotencyKey = Annotated[
         pattern="^[ -~]+$",
     ),
 ]
+# Documented as a plain string (``document_plain_headers`` drops the null alternative
+# FastAPI writes, which a client or fuzzer would send as the text "null").
 ExpectedLastPosition = Annotated[
     str | None,
     Header(
@@ -101,7 +103,8 @@ ExpectedLastPosition = Annotated[
         description="LID:EID, or `none` for a log with no record: append only if the log's "
         "last record is there, else 412 position_mismatch (with the actual last_position) "
         "and nothing is appended",
-        max_length=40,
+        # Documented, checked by ``ExpectedLast.parse`` (with the API's message).
+        json_schema_extra={"pattern": f"^(none|{POSITION_PATTERN[1:-1]})$"},
     ),
 ]
 # The pattern documents the name (checked again by ``_name``, with the API's message).
@@ -114,6 +117,22 @@ LogNamePath = Annotated[
         pattern="^[A-Za-z0-9._-]+$",
     ),
 ]
+
+
+PLAIN_HEADERS = ("Expected-Last-Position",)
+
+
+def document_plain_headers(doc: dict[str, Any]) -> None:
+    """Document the optional headers of ``PLAIN_HEADERS`` as the strings they are: an
+    absent header is absent, never null."""
+    for item in doc.get("paths", {}).values():
+        for operation in item.values():
+            for parameter in operation.get("parameters", []):
+                if parameter.get("in") == "header" and parameter["name"] in PLAIN_HEADERS:
+                    schema = parameter["schema"]
+                    kinds = schema.pop("anyOf", None)
+                    if kinds:
+                        schema.update(next(k for k in kinds if k.get("type") != "null"))
 
 
 def _name(name: str) -> str:

@@ -275,15 +275,20 @@ def framed_records(context: HookContext, body: Any) -> st.SearchStrategy[Any]:
     return st.just(body)
 
 
-def _truncated(body: bytes) -> st.SearchStrategy[bytes]:
-    return st.integers(0, len(body) - 1).map(lambda size: body[:size])
+def _truncated(records: list[Any]) -> st.SearchStrategy[bytes]:
+    """The framed ``records`` cut short anywhere but at the end of a record: a cut
+    between two records would leave a whole, valid sequence (a fuzz run found one)."""
+    body = framing.encode(records)
+    whole = {len(framing.encode(records[:count])) for count in range(len(records) + 1)}
+    sizes = [size for size in range(len(body)) if size not in whole]
+    return st.sampled_from(sizes).map(lambda size: body[:size])
 
 
 # Invalid bodies of a bookie's add, which schemathesis cannot make for a binary body: any
 # bytes, or framed records cut short (neither is a whole sequence of records).
 MALFORMED = st.one_of(
     st.binary(min_size=1, max_size=256),
-    RECORDS.map(framing.encode).flatmap(_truncated),
+    RECORDS.flatmap(_truncated),
 )
 
 

@@ -56,6 +56,7 @@ def env(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:  
                 "entry_id": "1",
                 "name": LOG,
                 "bookie_id": bookie.address,
+                "gateway_id": gateway.proc.address,
                 "commit_id": "no-such-commit",
             }
             yield Env(gateway, bookie, ledger_id, values)

@@ -428,15 +428,18 @@ def test_reads_answer_and_writers_go_on_while_the_leader_is_lost(
 
 
 class LogAppender:
-    """Appends to a log through one gateway until it is no longer the writer (409
-    ``not_writer`` or ``ledger_fenced``), retrying an append that failed otherwise with
-    the same key; records what was acknowledged, in order, and what was sent."""
+    """Appends to a log through one gateway until an append lands in ledger ``until``
+    (set once another gateway took the role: the appends are forwarded there) or is
+    refused (409 ``not_writer`` or ``ledger_fenced``), retrying an append that failed
+    otherwise with the same key; records what was acknowledged, in order, and what was
+    sent."""
 
     def __init__(self, gateway: Gateway, name: str) -> None:
         self.gateway, self.name = gateway, name
         self.acked: list[bytes] = []
         self.sent: set[bytes] = set()
         self.refusal: httpx.Response | None = None
+        self.until: int | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def start(self) -> LogAppender:
@@ -460,6 +463,8 @@ class LogAppender:
             if r.status_code == 200:
                 self.acked.append(record)
                 n += 1
+                if r.json()["position"]["ledger_id"] == self.until:
+                    return
             elif r.status_code == 409:
                 self.refusal = r
                 return
@@ -519,14 +524,17 @@ def test_a_repair_and_a_log_hand_over_complete_through_a_leader_kill(
         leader = layout.zookeeper_leader()
         leader.kill()
         try:
-            took = wait_for(
-                lambda: gw2.request("POST", f"/v1/logs/{name}/writer").status_code == 200,
-                ELECTION_S,
-                "the other gateway to take the writer role",
-            )
-            assert took
+            taken: list[httpx.Response] = []
+
+            def take() -> bool:
+                taken.append(gw2.request("POST", f"/v1/logs/{name}/writer"))
+                return taken[-1].status_code == 200
+
+            assert wait_for(take, ELECTION_S, "the other gateway to take the writer role")
+            appender.until = taken[-1].json()["ledger_id"]
             appender.thread.join(ELECTION_S)
-            assert not appender.thread.is_alive(), "the old writer still appends"
+            # The old writer's gateway forwards to the new writer from then on.
+            assert not appender.thread.is_alive(), "the old writer still appends on its own"
             new_leader(layout, leader)
 
             def repaired() -> bool:

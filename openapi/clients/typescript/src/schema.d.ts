@@ -3174,7 +3174,7 @@ export interface operations {
                 /** @description 1-128 printable ASCII characters: a retry with the same key and body within the dedup window answers the original positions and appends nothing */
                 "Idempotency-Key"?: string | null;
                 /** @description LID:EID, or `none` for a log with no record: append only if the log's last record is there, else 412 position_mismatch (with the actual last_position) and nothing is appended */
-                "Expected-Last-Position"?: string | null;
+                "Expected-Last-Position"?: string;
             };
             path: {
                 /** @description 1-200 characters of A-Za-z0-9._- */

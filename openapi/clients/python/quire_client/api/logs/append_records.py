@@ -18,7 +18,7 @@ def _get_kwargs(
     *,
     body: AppendRecordsJsonBody | File | Unset = UNSET,
     idempotency_key: None | str | Unset = UNSET,
-    expected_last_position: None | str | Unset = UNSET,
+    expected_last_position: str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
     if not isinstance(idempotency_key, Unset):
@@ -140,7 +140,7 @@ def sync_detailed(
     client: AuthenticatedClient,
     body: AppendRecordsJsonBody | File | Unset = UNSET,
     idempotency_key: None | str | Unset = UNSET,
-    expected_last_position: None | str | Unset = UNSET,
+    expected_last_position: str | Unset = UNSET,
 ) -> Response[Appended | BatchAppended | Error]:
     """Append one record (raw body) or a batch (JSON); any gateway takes it
 
@@ -154,8 +154,8 @@ def sync_detailed(
         idempotency_key (None | str | Unset): 1-128 printable ASCII characters: a retry with the
             same key and body within the dedup window answers the original positions and appends
             nothing
-        expected_last_position (None | str | Unset): LID:EID, or `none` for a log with no record:
-            append only if the log's last record is there, else 412 position_mismatch (with the actual
+        expected_last_position (str | Unset): LID:EID, or `none` for a log with no record: append
+            only if the log's last record is there, else 412 position_mismatch (with the actual
             last_position) and nothing is appended
         body (AppendRecordsJsonBody | Unset):
         body (File | Unset):
@@ -188,7 +188,7 @@ def sync(
     client: AuthenticatedClient,
     body: AppendRecordsJsonBody | File | Unset = UNSET,
     idempotency_key: None | str | Unset = UNSET,
-    expected_last_position: None | str | Unset = UNSET,
+    expected_last_position: str | Unset = UNSET,
 ) -> Appended | BatchAppended | Error | None:
     """Append one record (raw body) or a batch (JSON); any gateway takes it
 
@@ -202,8 +202,8 @@ def sync(
         idempotency_key (None | str | Unset): 1-128 printable ASCII characters: a retry with the
             same key and body within the dedup window answers the original positions and appends
             nothing
-        expected_last_position (None | str | Unset): LID:EID, or `none` for a log with no record:
-            append only if the log's last record is there, else 412 position_mismatch (with the actual
+        expected_last_position (str | Unset): LID:EID, or `none` for a log with no record: append
+            only if the log's last record is there, else 412 position_mismatch (with the actual
             last_position) and nothing is appended
         body (AppendRecordsJsonBody | Unset):
         body (File | Unset):
@@ -231,7 +231,7 @@ async def asyncio_detailed(
     client: AuthenticatedClient,
     body: AppendRecordsJsonBody | File | Unset = UNSET,
     idempotency_key: None | str | Unset = UNSET,
-    expected_last_position: None | str | Unset = UNSET,
+    expected_last_position: str | Unset = UNSET,
 ) -> Response[Appended | BatchAppended | Error]:
     """Append one record (raw body) or a batch (JSON); any gateway takes it
 
@@ -245,8 +245,8 @@ async def asyncio_detailed(
         idempotency_key (None | str | Unset): 1-128 printable ASCII characters: a retry with the
             same key and body within the dedup window answers the original positions and appends
             nothing
-        expected_last_position (None | str | Unset): LID:EID, or `none` for a log with no record:
-            append only if the log's last record is there, else 412 position_mismatch (with the actual
+        expected_last_position (str | Unset): LID:EID, or `none` for a log with no record: append
+            only if the log's last record is there, else 412 position_mismatch (with the actual
             last_position) and nothing is appended
         body (AppendRecordsJsonBody | Unset):
         body (File | Unset):
@@ -277,7 +277,7 @@ async def asyncio(
     client: AuthenticatedClient,
     body: AppendRecordsJsonBody | File | Unset = UNSET,
     idempotency_key: None | str | Unset = UNSET,
-    expected_last_position: None | str | Unset = UNSET,
+    expected_last_position: str | Unset = UNSET,
 ) -> Appended | BatchAppended | Error | None:
     """Append one record (raw body) or a batch (JSON); any gateway takes it
 
@@ -291,8 +291,8 @@ async def asyncio(
         idempotency_key (None | str | Unset): 1-128 printable ASCII characters: a retry with the
             same key and body within the dedup window answers the original positions and appends
             nothing
-        expected_last_position (None | str | Unset): LID:EID, or `none` for a log with no record:
-            append only if the log's last record is there, else 412 position_mismatch (with the actual
+        expected_last_position (str | Unset): LID:EID, or `none` for a log with no record: append
+            only if the log's last record is there, else 412 position_mismatch (with the actual
             last_position) and nothing is appended
         body (AppendRecordsJsonBody | Unset):
         body (File | Unset):
