@@ -14,7 +14,7 @@ from gateway.http.batches import ADD_BODY
 from gateway.http.deps import GatewayDep, canonical_integer_queries
 from gateway.http.errors import FENCED, TIMED_OUT
 from gateway.http.json_input import parse_json, validated
-from gateway.logs import answers
+from gateway.logs import answers, cursors
 from gateway.logs import operations as log_ops
 from gateway.logs import reads as log_reads
 from gateway.logs.owners import FORWARDED_BY, Caller
@@ -34,6 +34,7 @@ from gateway.logs.schemas import (
 from services.bookie_client.client import SECRET_HEADER
 from services.errors import (
     BookieUnavailable,
+    CursorNotFound,
     IdempotencyKeyReused,
     InvalidArgument,
     LogNotFound,
@@ -297,7 +298,9 @@ async def truncate_log(
     "/{name}/records",
     response_model=RecordPage,
     summary="Read records in log order from a position (never fences; tail with wait_ms)",
-    responses=error_responses(LOG_INVALID, Unauthorized, LogNotFound, *LOG_UNAVAILABLE),
+    responses=error_responses(
+        LOG_INVALID, Unauthorized, LogNotFound, CursorNotFound, *LOG_UNAVAILABLE
+    ),
 )
 async def read_records(
     name: LogNamePath,
@@ -314,9 +317,22 @@ async def read_records(
             "the Unix epoch or RFC 3339 (2026-11-29T10:00:00Z); not with `from`",
         ),
     ] = None,
+    cursor: Annotated[
+        str | None,
+        Query(
+            max_length=LOG_NAME_MAX_CHARS,
+            description="start just after this durable cursor's position (its first record "
+            "when it has none); not with `from` or `from_time`. The read does not move it: "
+            "ack what was processed (POST .../cursors/{cursor}/ack)",
+        ),
+    ] = None,
 ) -> dict[str, Any]:
     _name(name)
     start = Position.parse(first, "from") if first is not None else None
+    if cursor is not None:
+        if first is not None or from_time is not None:
+            raise InvalidArgument("give one of from, from_time and cursor")
+        start = await cursors.read_start(gw, name, cursor)
     if from_time is not None:
         if first is not None:
             raise InvalidArgument("give from or from_time, not both")
