@@ -263,8 +263,6 @@ async def lags(
             spans.append(LedgerSpan(ledgers[index], -1, 0))
         else:
             spans.append(LedgerSpan(ledgers[index], part.end, part.length))
-            LedgerSpan(ledgers[index], -1 if gone else part.end, 0 if gone else part.length)
-        )
     answers = []
     for position in positions:
         listed = position is not None and current.index_of(position.ledger_id) is not None
