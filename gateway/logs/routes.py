@@ -7,8 +7,6 @@ from urllib.parse import unquote
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
-from fastapi.routing import APIRoute
-from starlette.routing import Match
 
 from gateway.http.batches import ADD_BODY
 from gateway.http.deps import GatewayDep, canonical_integer_queries
@@ -67,7 +65,7 @@ from services.protocol.logs import (
 )
 from services.web.body import body_share, is_json, read_body, read_small_body
 from services.web.errors import error_responses, noted
-from services.web.methods import fallback_route
+from services.web.methods import allowed_methods, fallback_route
 
 # Positions in queries: the pattern documented, not checked by FastAPI (Position.parse
 # does, with its own message), and the bound a pattern cannot say in the description.
@@ -405,9 +403,7 @@ async def no_such_log_route(rest: str, request: Request) -> None:
     name = unquote(raw_name)
     if "/" in name or not name:
         check_log_name(name)  # raises
-    for route in router.routes:
-        if isinstance(route, APIRoute) and route.endpoint is not no_such_log_route:
-            match, _ = route.matches(request.scope)
-            if match is Match.PARTIAL:
-                raise MethodNotAllowed("method not allowed on this route")
+    # Any route of the app at this path, the cursors' too (gateway/logs/cursor_routes.py).
+    if allowed_methods(request.app.routes, request.scope["path"]):
+        raise MethodNotAllowed("method not allowed on this route")
     raise NotFound("no such route")
