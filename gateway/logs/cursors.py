@@ -15,7 +15,9 @@ cursor per gateway per ``--cursor-flush-ms`` (plus the write's own round trip), 
 acknowledged ack is ever lost; the price is an ack's wait of up to one flush period.
 
 An ack's position must be in a ledger the log lists (checked against the log read
-once per write); that the entry exists is not checked: a reader acks what it read.
+once per write) and, in a CLOSED ledger, not past its last entry (else 400); in the
+open ledger it is not checked against the LAC, which this gateway may see behind the
+reader: a reader acks what it read.
 
 Lag (``lag_of``) comes from ledger metadata (services/protocol/cursors.py ``lag``):
 one metadata look-up per ledger from the cursor's ledger to the end of the log (closed
@@ -26,7 +28,7 @@ gateway does not write.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -37,9 +39,11 @@ from services.clock import wall_ms
 from services.errors import (
     CursorNotFound,
     InvalidArgument,
+    LedgerNotFound,
     MetadataConflict,
     QuireError,
     Unavailable,
+    present,
 )
 from services.protocol.cursors import (
     CursorStart,
@@ -50,6 +54,7 @@ from services.protocol.cursors import (
     merged,
 )
 from services.protocol.logs import LogMetadata, Position, check_log_name
+from services.protocol.metadata import LedgerState
 from services.zk.cursor_store import CursorStore
 
 if TYPE_CHECKING:  # the gateway serves cursors with itself (gateway/app.py)
@@ -84,6 +89,7 @@ class Cursors:
         answered once written (see the module docstring)."""
         check_log_name(log)
         check_cursor_name(name)
+        self.gw.metrics.cursor_acks.inc()
         key = (log, name)
         pending = self._pending.get(key)
         if pending is None:
@@ -113,12 +119,15 @@ class Cursors:
         log, name = key
         try:
             listed = set((await log_ops.get(self.gw, log)).log.ledgers)
+            ends: dict[int, int | None] = {}
             acks = []
             for position, done in batch:
-                if position.ledger_id in listed:
-                    acks.append((position, done))
+                try:
+                    await _check_in_log(self.gw, log, listed, position, ends)
+                except InvalidArgument as exc:
+                    _settle(done, exc)
                 else:
-                    _settle(done, InvalidArgument(f"position {position} is not in log {log}"))
+                    acks.append((position, done))
             for _ in range(CURSOR_CAS_ATTEMPTS_MAX):
                 current = await self.store.get(log, name)
                 before = current.cursor.position
@@ -130,6 +139,7 @@ class Cursors:
                         await self.store.compare_and_set(log, name, stored, current.version)
                     except MetadataConflict:
                         continue  # another gateway wrote it: read it again
+                    self.gw.metrics.cursor_writes.inc()
                 for position, done in acks:
                     _settle(done, (stored, before is None or position > before))
                 return
@@ -143,6 +153,31 @@ class Cursors:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _check_in_log(
+    gw: Gateway, log: str, listed: Container[int], position: Position, ends: dict[int, int | None]
+) -> None:
+    """``InvalidArgument`` unless ``position``'s ledger is in the log's list (``listed``)
+    and, when that ledger is CLOSED, its entry is not past the ledger's last (an open
+    ledger's end is not checked: this gateway's view of it may trail the reader's).
+    ``ends`` keeps the closed ends looked up (None: open, or gone)."""
+    lid = position.ledger_id
+    if lid not in listed:
+        raise InvalidArgument(f"position {position} is not in log {log}")
+    if lid not in ends:
+        try:
+            metadata = await gw.metadata.ledger(lid)
+        except LedgerNotFound:
+            ends[lid] = None  # truncated meanwhile: the list read before still named it
+        else:
+            closed = metadata.state is LedgerState.CLOSED
+            ends[lid] = metadata.last_entry_id if closed else None
+    end = ends[lid]
+    if end is not None and position.entry_id > end:
+        raise InvalidArgument(
+            f"position {position} is past the end of ledger {lid} (last entry {end})"
+        )
 
 
 def _settle(done: asyncio.Future[Acked], outcome: Acked | QuireError) -> None:
@@ -182,10 +217,9 @@ async def _start_position(gw: Gateway, log: str, start: CursorStart) -> Position
     if start.kind == "earliest":
         return None
     if start.kind == "position":
-        position = start.position
+        position = present(start.position, "a start at a position names it")
         current = await log_ops.get_for_read(gw, log)
-        if position is None or position.ledger_id not in current.ledgers:
-            raise InvalidArgument(f"start {position} is not in log {log}")
+        await _check_in_log(gw, log, current.ledgers, position, {})
         return position
     at_ms = _AFTER_EVERY_STAMP_MS if start.kind == "latest" else start.time_ms
     found = await log_reads.start_at_time(gw, log, at_ms if at_ms is not None else 0)

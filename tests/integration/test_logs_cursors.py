@@ -23,7 +23,7 @@ from tests.integration.gateway_support import (
     start_gateway,
     wait_writable,
 )
-from tests.integration.log_support import LogClient, Pos, error_code, records_of
+from tests.integration.log_support import LogClient, Pos, error_code, metric, records_of
 
 FLUSH = ["--cursor-flush-ms", "30"]
 
@@ -84,6 +84,15 @@ def ack(g: LogClient, log: str, cursor: str, p: Pos) -> dict[str, Any]:
     assert r.status_code == 200, r.text
     doc: dict[str, Any] = r.json()
     return doc
+
+
+def counts(g: LogClient) -> tuple[float, float]:
+    """The gateway's cursor acks received and positions written (its metrics)."""
+    page = g.metrics()
+    return (
+        metric(page, "quire_gateway_cursor_acks_total"),
+        metric(page, "quire_gateway_cursor_writes_total"),
+    )
 
 
 def read_through(g: LogClient, log: str, cursor: str) -> list[Pos]:
@@ -161,6 +170,7 @@ def test_acks_move_forward_only(env: Env) -> None:
     a, b, log = env.a, env.b, "cur-acks"
     order = [p for p, _ in written_log(a, log, b)]
     make(a, log, "c", "earliest")
+    before = {g: counts(g) for g in (a, b)}
     doc = ack(a, log, "c", order[4])
     assert (doc["position"], doc["moved"], doc["lag_records"]) == (text(order[4]), True, 2)
     assert isinstance(doc["acked_at"], int)
@@ -169,6 +179,9 @@ def test_acks_move_forward_only(env: Env) -> None:
         doc = ack(b, log, "c", older)
         assert (doc["position"], doc["moved"]) == (text(order[4]), False)
     assert show(a, log, "c")["position"] == text(order[4])
+    # Acks counted where they arrived; only the one that moved the cursor was written.
+    assert counts(a) == (before[a][0] + 1, before[a][1] + 1)
+    assert counts(b) == (before[b][0] + 2, before[b][1])
 
 
 def test_concurrent_acks_through_two_gateways_end_at_the_maximum(env: Env) -> None:
@@ -242,10 +255,12 @@ def test_a_cursor_lives_and_dies_with_its_log(env: Env) -> None:
 
 def test_refused_input(env: Env) -> None:
     """Unknown cursors are 404 cursor_not_found on every route; bad names, starts, ack
-    bodies, acks outside the log and a read with both cursor and from are 400."""
+    bodies, acks and starts outside the log or past a closed ledger's end, and a read
+    with both cursor and from are 400."""
     a, b, log = env.a, env.b, "cur-bad"
     order = [p for p, _ in written_log(a, log, b)]
     make(a, log, "c", "earliest")
+    past_first = (order[2][0], order[2][1] + 1)  # past the first (closed) ledger's end
     r = a.http.get(f"/v1/logs/{log}/records", params={"cursor": "nope"})
     assert (r.status_code, error_code(r)) == (404, "cursor_not_found")
     for method, suffix, kw in (
@@ -265,6 +280,8 @@ def test_refused_input(env: Env) -> None:
         cursor_call(a, "POST", log, "c", "/ack", json={"position": "1"}),
         cursor_call(a, "POST", log, "c", "/ack", json={}),
         cursor_call(a, "POST", log, "c", "/ack", json={"position": "999:0"}),
+        cursor_call(a, "POST", log, "c", "/ack", json={"position": text(past_first)}),
+        cursor_call(a, "PUT", log, "s", json={"start": text(past_first)}),
         a.http.get(f"/v1/logs/{log}/records", params={"cursor": "c", "from": text(order[0])}),
         a.http.get(f"/v1/logs/{log}/records", params={"cursor": "c", "from_time": "0"}),
         a.http.get(f"/v1/logs/{log}/records", params={"cursor": "a b"}),
