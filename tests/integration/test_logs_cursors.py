@@ -2,7 +2,8 @@
 "Durable cursors"; gateway/logs/cursors.py): a cursor created at each kind of start,
 reads through it, acks that only move forward (also concurrent ones through two
 gateways), lag figures against a count, acks answered before a gateway's SIGKILL kept,
-a cursor seen through every gateway, deleted with its log, and refused input."""
+a cursor seen through every gateway, deleted with its log, refused input, and acks kept
+across a ZooKeeper restart."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import random
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -289,3 +291,33 @@ def test_refused_input(env: Env) -> None:
     for r in bad:
         assert (r.status_code, error_code(r)) == (400, "invalid_argument"), r.text
     assert show(a, log, "c")["position"] is None
+
+
+def test_acks_survive_a_zookeeper_restart(
+    zookeeper_of_its_own: ZooKeeperProcess, tmp_path: Path
+) -> None:
+    """On a ZooKeeper of its own, SIGKILLed and started again on its data: the cursor
+    and its last answered ack are there when it is back, a read through the cursor goes
+    on after it, and acks move it again (an answered ack is written by ZooKeeper, which
+    keeps it on disk)."""
+    zookeeper = zookeeper_of_its_own
+    with module_cluster(zookeeper, tmp_path) as c:
+        start_bookies(c, 3)
+        gateway = start_gateway(c, FLUSH)
+        wait_writable(gateway, 3)
+        gateway.close_client()
+        g = LogClient(gateway.proc.url)
+        try:
+            log = "cur-zk"
+            order = [p for p, _ in written_log(g, log, g)]
+            make(g, log, "c", "earliest")
+            ack(g, log, "c", order[3])
+            zookeeper.kill()
+            zookeeper.start()
+            zookeeper.wait_ready(60.0)
+            wait_for(lambda: cursor_call(g, "GET", log, "c").status_code == 200, 20.0, "ZooKeeper")
+            assert show(g, log, "c")["position"] == text(order[3])
+            assert read_through(g, log, "c") == order[4:]
+            assert ack(g, log, "c", order[6])["moved"] is True
+        finally:
+            g.close()
