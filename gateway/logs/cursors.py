@@ -256,14 +256,7 @@ async def delete(gw: Gateway, log: str, name: str) -> None:
 async def list_all(gw: Gateway, log: str) -> list[tuple[str, CursorState]]:
     """The log's cursors in name order (one gone meanwhile is left out)."""
     check_log_name(log)
-    store = gw.cursors.store
-    found = []
-    for name in await store.list(log):
-        try:
-            found.append((name, (await store.get(log, name)).cursor))
-        except CursorNotFound:
-            pass
-    return found
+    return await gw.cursors.store.get_all(log)
 
 
 async def read_start(gw: Gateway, log: str, name: str) -> Position | None:

@@ -102,6 +102,17 @@ class CursorStore:
         names = (n for n in map(zkpaths.cursor_name, children) if n is not None)
         return sorted(names, key=lambda n: n.encode())
 
+    async def get_all(self, log: str) -> builtins.list[tuple[str, CursorState]]:
+        """Every cursor of the log in name order, read at once (one gone meanwhile is
+        left out); ``LogNotFound``."""
+        names = await self.list(log)
+        found = await self.store.get_many([zkpaths.cursor(log, name) for name in names])
+        return [
+            (name, CursorState.from_json(node.data))
+            for name, node in zip(names, found, strict=True)
+            if node is not None
+        ]
+
     async def _missing(self, log: str, name: str) -> CursorNotFound | LogNotFound:
         """The error for a cursor znode that is not there: its log's, when the log is gone."""
         if not await self.store.exists(zkpaths.log(log)):
