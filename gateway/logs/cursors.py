@@ -97,7 +97,8 @@ class Cursors:
             pending.task = asyncio.create_task(self._flush(key, pending), name="cursor-acks")
         done: asyncio.Future[Acked] = asyncio.get_running_loop().create_future()
         pending.acks.append((position, done))
-        return await asyncio.shield(done)
+        # A caller that goes away cancels ``done``; its position still goes in the write.
+        return await done
 
     async def _flush(self, key: tuple[str, str], pending: _Pending) -> None:
         """Write the cursor's waiting acks, one merged write at a time, at most one per
@@ -105,13 +106,15 @@ class Cursors:
         try:
             while pending.acks:
                 batch, pending.acks = pending.acks, []
-                await self._write(key, batch)
+                try:
+                    await self._write(key, batch)
+                finally:  # every ack of the batch is answered, also if the write broke off
+                    _settle_all(batch, Unavailable("the ack's write did not finish"))
                 await asyncio.sleep(self.gw.settings.cursor_flush_ms / 1000)
         finally:
             if self._pending.get(key) is pending:
                 del self._pending[key]
-            for _, done in pending.acks:  # cancelled: the gateway stops
-                _settle(done, Unavailable("the gateway stopped before the ack was written"))
+            _settle_all(pending.acks, Unavailable("the gateway stopped before the ack was written"))
 
     async def _write(
         self, key: tuple[str, str], batch: list[tuple[Position, asyncio.Future[Acked]]]
@@ -145,8 +148,7 @@ class Cursors:
                 return
             raise MetadataConflict(f"cursor {name} of log {log} kept changing; ack again")
         except QuireError as exc:
-            for _, done in batch:
-                _settle(done, exc)
+            _settle_all(batch, exc)
 
     async def aclose(self) -> None:
         tasks = [p.task for p in self._pending.values() if p.task is not None]
@@ -187,6 +189,12 @@ def _settle(done: asyncio.Future[Acked], outcome: Acked | QuireError) -> None:
         done.set_exception(outcome)
     else:
         done.set_result(outcome)
+
+
+def _settle_all(acks: list[tuple[Position, asyncio.Future[Acked]]], error: QuireError) -> None:
+    """``error`` for every ack of ``acks`` not answered yet."""
+    for _, done in acks:
+        _settle(done, error)
 
 
 def serve_cursors(gateway: Gateway, store: CursorStore) -> Gateway:

@@ -16,7 +16,7 @@ from gateway.logs.cursors import serve_cursors
 from gateway.logs.writers import serve_logs
 from gateway.metrics import GatewayMetrics
 from gateway.service import Gateway
-from services.errors import CursorNotFound, InvalidArgument, MetadataConflict
+from services.errors import CursorNotFound, InvalidArgument, MetadataConflict, Unavailable
 from services.protocol.cursors import CursorState
 from services.protocol.logs import LogMetadata, Position
 from services.settings import GatewaySettings
@@ -31,13 +31,14 @@ FLUSH_MS = 60
 class MemoryCursor:
     """Cursor ``c`` of log ``s`` in memory. ``gate`` (when set) holds each write until
     the test opens it; ``elsewhere`` is stored, as by another gateway, just before the
-    next write, which then conflicts."""
+    next write, which then conflicts; while ``broken`` a write fails as a bug would."""
 
     def __init__(self) -> None:
         self.current = VersionedCursor(CursorState(None, None, 0), 0)
         self.writes: list[tuple[float, Position | None]] = []
         self.gate: asyncio.Event | None = None
         self.elsewhere: Position | None = None
+        self.broken = False
 
     async def get(self, log: str, name: str) -> VersionedCursor:
         if name != "c":
@@ -49,6 +50,8 @@ class MemoryCursor:
     ) -> VersionedCursor:
         if self.gate is not None:
             await self.gate.wait()
+        if self.broken:
+            raise RuntimeError("a bug in the store")
         if self.elsewhere is not None:
             moved = self.current.cursor.acked(self.elsewhere, 1)
             self.current, self.elsewhere = VersionedCursor(moved, self.current.version + 1), None
@@ -134,6 +137,36 @@ def test_an_ack_outside_the_log_or_to_no_cursor_is_refused() -> None:
             await gw.cursors.ack("s", "other", Position(5, 0))
         with pytest.raises(InvalidArgument):
             await gw.cursors.ack("s", "a/b", Position(5, 0))
+        await gw.aclose()
+
+    asyncio.run(body())
+
+
+def test_a_caller_gone_or_a_broken_write_leaves_no_ack_unanswered() -> None:
+    """A caller that goes away while its ack waits changes nothing for the others (its
+    position is still merged into the write); a write that breaks off with an unexpected
+    error answers its acks 503 unavailable, and the next ack is written as usual."""
+
+    async def body() -> None:
+        memory = MemoryCursor()
+        gw = gateway(memory)
+        memory.gate = asyncio.Event()
+        first = asyncio.create_task(gw.cursors.ack("s", "c", Position(5, 1)))
+        await until(lambda: bool(gw.cursors._pending), "the first write under way")
+        gone = asyncio.create_task(gw.cursors.ack("s", "c", Position(6, 0)))
+        other = asyncio.create_task(gw.cursors.ack("s", "c", Position(5, 3)))
+        await asyncio.sleep(0.01)
+        gone.cancel()
+        memory.gate.set()
+        assert (await first)[0].position == Position(5, 1)
+        assert await other == (memory.current.cursor, True)
+        assert memory.current.cursor.position == Position(6, 0)
+        memory.broken = True
+        with pytest.raises(Unavailable):
+            await gw.cursors.ack("s", "c", Position(7, 0))
+        memory.broken = False
+        await until(lambda: not gw.cursors._pending, "the flush task to end")
+        assert (await gw.cursors.ack("s", "c", Position(7, 0)))[1] is True
         await gw.aclose()
 
     asyncio.run(body())
