@@ -30,6 +30,7 @@ from gateway.http.openapi_links import LINKS
 from gateway.http.token_file import TokenFile
 from gateway.ledgers import routes as ledgers
 from gateway.limits import REGISTRY_RETRY_DELAY_S
+from gateway.logs import cursor_routes, cursors
 from gateway.logs import routes as logs
 from gateway.logs.writers import serve_logs
 from gateway.metrics import GatewayMetrics
@@ -45,6 +46,7 @@ from services.web.app import new_app
 from services.web.errors import install_error_handlers
 from services.web.openapi import install_openapi
 from services.web.routes import add_health_route, add_metrics_route
+from services.zk.cursor_store import CursorStore
 from services.zk.ledger_store import LedgerStore
 from services.zk.log_store import LogStore
 from services.zk.registry import BookieRegistry
@@ -179,6 +181,7 @@ def create_app(settings: GatewaySettings, ssl_context: ssl.SSLContext | None = N
             rng=random.Random(),
         )
         gateway = serve_logs(Gateway.build(settings, metrics, ctx), LogStore(store), ssl_context)
+        cursors.serve_cursors(gateway, CursorStore(store))
         admin_service = AdminService(
             store,
             UnderReplicationStore(store),
@@ -248,6 +251,7 @@ def create_app(settings: GatewaySettings, ssl_context: ssl.SSLContext | None = N
     app.include_router(stream.router)
     app.router.default = stream.websocket_fallback(app.router.default)
     app.include_router(ledgers.router)
+    app.include_router(cursor_routes.router)
     app.include_router(logs.router)
     app.include_router(admin.router)
     app.include_router(admin_page.router)

@@ -79,6 +79,9 @@ LEDGER_STAMPS_KEPT_MAX = 100_000
 # A change to a log's ledger list (truncate, attach, delete) is a compare-and-set on its
 # znode, tried at most this many times against concurrent changes (operations.py).
 LOG_CAS_ATTEMPTS_MAX = 8
+# A durable cursor's merged acks are written by compare-and-set on its znode, tried at
+# most this many times against other gateways' writes of the same cursor (cursors.py).
+CURSOR_CAS_ATTEMPTS_MAX = 16
 # Ledgers deleted at once when a log is deleted or truncated (operations.py).
 DELETES_IN_FLIGHT_MAX = 16
 # The most ledgers one attach request adds to a log (operations.py).

@@ -102,6 +102,16 @@ class GatewayMetrics:
             "Entries read by searches of logs by time (from_time)",
             registry=r,
         )
+        # Acks to durable cursors, and the ZooKeeper writes they were merged into
+        # (gateway/logs/cursors.py: at most one per cursor per --cursor-flush-ms).
+        self.cursor_acks = Counter(
+            "quire_gateway_cursor_acks_total", "Acks to durable cursors received", registry=r
+        )
+        self.cursor_writes = Counter(
+            "quire_gateway_cursor_writes_total",
+            "Cursor positions written to ZooKeeper (merged acks; conflicts not counted)",
+            registry=r,
+        )
         # Appends forwarded to the gateway writing their log (gateway/logs/owners.py):
         # requests sent, and the records they carried (single records go together:
         # gateway/logs/grouping.py); take-overs of logs with no live writer.

@@ -23,6 +23,7 @@ from services.ledger_client.senders import SenderLimits, SenderTable
 from services.settings import GatewaySettings
 
 if TYPE_CHECKING:
+    from gateway.logs.cursors import Cursors
     from gateway.logs.writers import LogWriters
 
 
@@ -37,6 +38,9 @@ class Gateway:
     # The log layer (gateway/logs/writers.py ``serve_logs``), where logs are served: the
     # gateway app serves them, a replication worker does not.
     log_writers: list[LogWriters] = field(default_factory=list)
+    # The durable cursors of the logs (gateway/logs/cursors.py ``serve_cursors``), beside
+    # the log writers and like them served by the gateway app only.
+    log_cursors: list[Cursors] = field(default_factory=list)
 
     @classmethod
     def build(
@@ -54,7 +58,15 @@ class Gateway:
             raise Unavailable("this service does not serve logs")
         return self.log_writers[0]
 
+    @property
+    def cursors(self) -> Cursors:
+        if not self.log_cursors:
+            raise Unavailable("this service does not serve cursors")
+        return self.log_cursors[0]
+
     async def aclose(self) -> None:
+        for cursors in self.log_cursors:
+            await cursors.aclose()
         for writers in self.log_writers:
             await writers.aclose()
         await self.handles.aclose()

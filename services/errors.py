@@ -20,7 +20,7 @@ at its creation with ``InvariantViolation``.
     +-- Unauthorized (401)
     +-- Forbidden (403)
     +-- NotFound (404 not_found)
-    |   +-- LedgerNotFound, EntryNotFound, LogNotFound, BookieNotFound
+    |   +-- LedgerNotFound, EntryNotFound, LogNotFound, CursorNotFound, BookieNotFound
     |   +-- NodeNotFound                      (metadata store)
     +-- MethodNotAllowed (405)
     +-- Conflict (409)
@@ -181,6 +181,12 @@ class LogNotFound(NotFound):
     """No such log."""
 
     code = "log_not_found"
+
+
+class CursorNotFound(NotFound):
+    """No such cursor on the log (docs/api.md "Logs: cursors")."""
+
+    code = "cursor_not_found"
 
 
 class BookieNotFound(NotFound):

@@ -310,6 +310,13 @@ class GatewaySettings(CommonSettings):
         description="take appends for every log: forward one to the gateway writing the log, "
         "or take the role when the log has no live writer (off: 409 not_writer, as before)",
     )
+    cursor_flush_ms: int = Field(
+        100,
+        ge=0,
+        le=60_000,
+        description="acks to one durable cursor on this gateway are merged (the highest "
+        "wins) and written to ZooKeeper at most this often; an ack is answered once written",
+    )
 
     # REST bodies (services/budget.py): the bytes all request bodies may hold.
     requests_bytes_in_flight_max: int = Field(

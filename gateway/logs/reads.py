@@ -76,10 +76,15 @@ class RecordsPage:
 
 
 @dataclass(frozen=True, slots=True)
-class _Ledger:
+class Readable:
+    """The readable part of a listed ledger: entries 0..``end`` (-1: none), whether the
+    ledger is CLOSED, and the bytes of those entries when known (a CLOSED ledger's
+    length, this gateway's write handle's acknowledged length; None otherwise)."""
+
     metadata: LedgerMetadata
-    end: int  # the last readable entry id (-1: none)
+    end: int
     closed: bool
+    length: int | None
 
 
 async def read(
@@ -127,7 +132,7 @@ async def _search(gw: Gateway, name: str, ledgers: Sequence[int], from_ms: int) 
 
     async def span_of(index: int) -> time_search.Span:
         lid = ledgers[index]
-        ledger = await _ledger(gw, lid, index == len(ledgers) - 1)
+        ledger = await readable(gw, lid, index == len(ledgers) - 1)
         if ledger is None:
             await _missing(gw, name, Position(lid, 0), RecordsPage())
         metadata[lid] = ledger.metadata
@@ -140,26 +145,26 @@ async def _search(gw: Gateway, name: str, ledgers: Sequence[int], from_ms: int) 
     return await time_search.find_start(ledgers, span_of, time_of, gw.metadata, from_ms)
 
 
-async def _ledger(gw: Gateway, ledger_id: int, last: bool) -> _Ledger | None:
+async def readable(gw: Gateway, ledger_id: int, last: bool) -> Readable | None:
     """The readable part of a listed ledger. This gateway's write handle tells only for
     the log's LAST ledger: a handle on an earlier one may be stale (a new writer fenced
     and closed it; its metadata says where it ends)."""
     runner = gw.handles.live(ledger_id) if last else None
     if runner is not None:
-        return _Ledger(runner.handle.metadata, runner.lac, False)
+        return Readable(runner.handle.metadata, runner.lac, False, runner.handle.length)
     try:
         metadata = await gw.metadata.ledger(ledger_id)
     except LedgerNotFound:
         return None  # truncated or deleted meanwhile
     if metadata.state is LedgerState.CLOSED:
         end = metadata.last_entry_id
-        return _Ledger(metadata, end if end is not None else -1, True)
-    return _Ledger(metadata, await reads.bookies_lac(gw.ctx, metadata), False)
+        return Readable(metadata, end if end is not None else -1, True, metadata.length)
+    return Readable(metadata, await reads.bookies_lac(gw.ctx, metadata), False, None)
 
 
 async def _read_once(
     gw: Gateway, log: LogMetadata, start: Position | None, limit: int
-) -> tuple[RecordsPage, _Ledger | None]:
+) -> tuple[RecordsPage, Readable | None]:
     """One pass: the page, and the open ledger the read stopped at (None: it stopped
     at the end of the list)."""
     page = RecordsPage()
@@ -178,7 +183,7 @@ async def _read_once(
     page.next = start
     position = start
     while True:
-        ledger = await _ledger(gw, position.ledger_id, index == len(log.ledgers) - 1)
+        ledger = await readable(gw, position.ledger_id, index == len(log.ledgers) - 1)
         if ledger is None:
             await _missing(gw, log.name, position, page)
         if ledger.closed and position.entry_id > ledger.end + 1:
@@ -226,7 +231,7 @@ async def _missing(gw: Gateway, name: str, position: Position, page: RecordsPage
 
 
 async def _read_ledger(
-    gw: Gateway, ledger: _Ledger, position: Position, limit: int, page: RecordsPage
+    gw: Gateway, ledger: Readable, position: Position, limit: int, page: RecordsPage
 ) -> bool:
     """Add the visible records of ``ledger`` from ``position`` to ``page``; True when the
     page is full (``limit`` records or the byte bound), False when the ledger's readable
@@ -265,7 +270,7 @@ def _page_of(
     return read
 
 
-async def _wait(gw: Gateway, ledger: _Ledger | None, wait_ms: int) -> None:
+async def _wait(gw: Gateway, ledger: Readable | None, wait_ms: int) -> None:
     """Wait up to ``wait_ms`` for more to read: the LAC of the open ledger the read
     stopped at, or (at the end of the list) simply the time slice."""
     if ledger is None:

@@ -7,14 +7,12 @@ from urllib.parse import unquote
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
-from fastapi.routing import APIRoute
-from starlette.routing import Match
 
 from gateway.http.batches import ADD_BODY
 from gateway.http.deps import GatewayDep, canonical_integer_queries
 from gateway.http.errors import FENCED, TIMED_OUT
 from gateway.http.json_input import parse_json, validated
-from gateway.logs import answers
+from gateway.logs import answers, cursors
 from gateway.logs import operations as log_ops
 from gateway.logs import reads as log_reads
 from gateway.logs.owners import FORWARDED_BY, Caller
@@ -34,6 +32,7 @@ from gateway.logs.schemas import (
 from services.bookie_client.client import SECRET_HEADER
 from services.errors import (
     BookieUnavailable,
+    CursorNotFound,
     IdempotencyKeyReused,
     InvalidArgument,
     LogNotFound,
@@ -66,7 +65,7 @@ from services.protocol.logs import (
 )
 from services.web.body import body_share, is_json, read_body, read_small_body
 from services.web.errors import error_responses, noted
-from services.web.methods import fallback_route
+from services.web.methods import allowed_methods, fallback_route
 
 # Positions in queries: the pattern documented, not checked by FastAPI (Position.parse
 # does, with its own message), and the bound a pattern cannot say in the description.
@@ -316,7 +315,9 @@ async def truncate_log(
     "/{name}/records",
     response_model=RecordPage,
     summary="Read records in log order from a position (never fences; tail with wait_ms)",
-    responses=error_responses(LOG_INVALID, Unauthorized, LogNotFound, *LOG_UNAVAILABLE),
+    responses=error_responses(
+        LOG_INVALID, Unauthorized, LogNotFound, CursorNotFound, *LOG_UNAVAILABLE
+    ),
 )
 async def read_records(
     name: LogNamePath,
@@ -333,9 +334,22 @@ async def read_records(
             "the Unix epoch or RFC 3339 (2026-11-29T10:00:00Z); not with `from`",
         ),
     ] = None,
+    cursor: Annotated[
+        str | None,
+        Query(
+            max_length=LOG_NAME_MAX_CHARS,
+            description="start just after this durable cursor's position (its first record "
+            "when it has none); not with `from` or `from_time`. The read does not move it: "
+            "ack what was processed (POST .../cursors/{cursor}/ack)",
+        ),
+    ] = None,
 ) -> dict[str, Any]:
     _name(name)
     start = Position.parse(first, "from") if first is not None else None
+    if cursor is not None:
+        if first is not None or from_time is not None:
+            raise InvalidArgument("give one of from, from_time and cursor")
+        start = await cursors.read_start(gw, name, cursor)
     if from_time is not None:
         if first is not None:
             raise InvalidArgument("give from or from_time, not both")
@@ -408,9 +422,7 @@ async def no_such_log_route(rest: str, request: Request) -> None:
     name = unquote(raw_name)
     if "/" in name or not name:
         check_log_name(name)  # raises
-    for route in router.routes:
-        if isinstance(route, APIRoute) and route.endpoint is not no_such_log_route:
-            match, _ = route.matches(request.scope)
-            if match is Match.PARTIAL:
-                raise MethodNotAllowed("method not allowed on this route")
+    # Any route of the app at this path, the cursors' too (gateway/logs/cursor_routes.py).
+    if allowed_methods(request.app.routes, request.scope["path"]):
+        raise MethodNotAllowed("method not allowed on this route")
     raise NotFound("no such route")

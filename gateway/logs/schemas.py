@@ -105,3 +105,58 @@ class AttachResult(BaseModel):
 
 def position_json(ledger_id: int, entry_id: int) -> dict[str, Any]:
     return {"ledger_id": ledger_id, "entry_id": entry_id}
+
+
+class CursorModel(BaseModel):
+    """A durable cursor (docs/api.md "Logs: cursors")."""
+
+    name: str
+    position: str | None = Field(
+        description="LID:EID of the last record acknowledged; null before any (a read "
+        "through the cursor starts at the log's first record)"
+    )
+    lag_records: int = Field(description="records after the position, to the log's end")
+    lag_bytes: int = Field(
+        description="their bytes, from ledger lengths (the log layer's envelope counted; "
+        "estimated within a ledger from its mean entry size)"
+    )
+    acked_at: int | None = Field(
+        description="ms since the Unix epoch of the last ack that moved it; null before any"
+    )
+
+
+class CursorAcked(CursorModel):
+    moved: bool = Field(
+        description="false: the position was at or before the cursor's, which did not move"
+    )
+
+
+class CursorList(BaseModel):
+    cursors: list[CursorModel]
+
+
+class CursorTime(BaseModel):
+    model_config = {"extra": "forbid"}
+
+    time: int | str = Field(description="ms since the Unix epoch or RFC 3339")
+
+
+class CreateCursor(BaseModel):
+    """Optional body of PUT /v1/logs/{name}/cursors/{cursor}."""
+
+    model_config = {"extra": "forbid"}
+
+    start: str | CursorTime = Field(
+        "latest",
+        description='"earliest" (before the first record), "latest" (at the last record), '
+        '"LID:EID" (at that record) or {"time": T} (at the record before the first stamped '
+        ">= T)",
+    )
+
+
+class AckCursor(BaseModel):
+    """Body of POST /v1/logs/{name}/cursors/{cursor}/ack."""
+
+    model_config = {"extra": "forbid"}
+
+    position: str = Field(description="LID:EID of the last record processed")

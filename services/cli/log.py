@@ -31,6 +31,8 @@ from services.cli.limits import APPEND_BATCH_DEFAULT, FOLLOW_WAIT_MS
 from services.cli.listing import LOGS, print_listing
 from services.cli.log_io import (
     PositionedRecord,
+    cursor_argument,
+    cursor_option,
     duration_option,
     expect_option,
     key_option,
@@ -51,7 +53,8 @@ from services.limits import BATCH_ENTRIES_MAX, LAC_WAIT_MAX_MS, LIST_LIMIT_MAX
 
 log_app = typer.Typer(
     help=(
-        "Logs: create, writer, append, read, tail, roll, truncate, show, list, delete.\n\n"
+        "Logs: create, writer, append, read, tail, roll, truncate, show, list, delete; "
+        "durable cursors (cursor ...).\n\n"
         "A log is a named, ordered list of ledgers with one writer gateway at a time. "
         "Positions are LID:EID. Talks to the gateway of the global --gateway option "
         "(env QUIRE_GATEWAY) with its --token (env QUIRE_TOKEN); both go before 'log'.\n\n"
@@ -285,19 +288,39 @@ def read(
         ),
     ] = None,
     quiet: Quiet = False,
+    cursor: Annotated[
+        str | None,
+        typer.Option(
+            "--cursor",
+            callback=cursor_option,
+            show_default=False,
+            help="start just after this durable cursor's position (quire log cursor)",
+        ),
+    ] = None,
+    ack: Annotated[
+        bool,
+        typer.Option(
+            "--ack", help="with --cursor: once printed, move the cursor to the last record read"
+        ),
+    ] = False,
 ) -> None:
     """Read records in log order, one line of text each (never fences the writer).
 
     Starts at --from, at the first record appended at or after --from-time,
-    or --since ago (one of the three; default: the log's start). Stops after
+    --since ago, or just after durable cursor --cursor's position (one of the
+    four; default: the log's start); --ack then acknowledges the last record
+    printed, after it was written out. Stops after
     --limit records or at the end of what the writer has acknowledged; the
     position to go on from is printed on stderr ('next LID:EID'), or with
     --json as "next" of the object. Into a file (--output, or stdout
     redirected) a progress bar shows on stderr when it is a terminal, unless
     --quiet or --json.
     """
-    if sum(given is not None for given in (start, since, from_time)) > 1:
-        raise typer.BadParameter("give one of --from, --since and --from-time")
+    if sum(given is not None for given in (start, since, from_time, cursor)) > 1:
+        raise typer.BadParameter("give one of --from, --since, --from-time and --cursor")
+    if ack and cursor is None:
+        raise typer.BadParameter("--ack acknowledges to a --cursor")
+    last: str | None = None
     from_ms = start_time(since, from_time, wall_ms())
     following: str | None = start
     caught_up = False
@@ -311,7 +334,9 @@ def read(
         fail(f"cannot write {output}: {exc.strerror or exc}")
     try:
         with reported(), _client(ctx) as client, ReadProgress(show, limit, "records") as bar:
-            for page in read_records(client, name, start, limit, from_ms):
+            for page in read_records(client, name, start, limit, from_ms, cursor):
+                if page.records:
+                    last = page.records[-1].position
                 if as_json:
                     records += page.records
                 else:
@@ -328,6 +353,14 @@ def read(
         elif following is not None:
             end = " (caught up)" if caught_up else ""
             err.print(f"next {following}{end}", markup=False)
+        if ack and cursor is not None and last is not None:
+            sink.flush()
+            with reported(), _client(ctx) as client:
+                acked = client.json(
+                    "POST", f"/v1/logs/{name}/cursors/{cursor}/ack", json={"position": last}
+                )
+            state = "acked" if acked.get("moved") else "already past"
+            err.print(f"cursor {cursor} {state} {last}", markup=False)
     except BrokenPipeError:
         quiet_stdout()
     finally:
@@ -468,3 +501,105 @@ def delete(
         for log_name in names:
             client.request("DELETE", f"/v1/logs/{log_name}")
             print(f"deleted log {log_name}", flush=True)
+
+
+cursor_app = typer.Typer(
+    help=(
+        "Durable cursors: a reader's position in a log, kept by the cluster.\n\n"
+        "A cursor stores the last record it acknowledged; 'quire log read --cursor C' "
+        "reads just after it, and --ack (or 'cursor ack') moves it forward, never back."
+    ),
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+log_app.add_typer(cursor_app, name="cursor")
+
+CursorName = Annotated[
+    str,
+    typer.Argument(
+        callback=cursor_argument,
+        show_default=False,
+        help="the cursor's name: 1-200 characters of A-Za-z0-9._-",
+    ),
+]
+
+
+def _cursor_path(name: str, cursor: str) -> str:
+    return f"/v1/logs/{name}/cursors/{cursor}"
+
+
+@cursor_app.command("create")
+def cursor_create(
+    ctx: typer.Context,
+    name: LogName,
+    cursor: CursorName,
+    start: Annotated[
+        str,
+        typer.Option(
+            "--start",
+            help="earliest (before the first record), latest (at the last record) or LID:EID",
+        ),
+    ] = "latest",
+    from_time: Annotated[
+        str | None,
+        typer.Option(
+            "--from-time",
+            callback=time_option,
+            show_default=False,
+            metavar="TIME",
+            help="start at the record before the first appended at or after TIME (ms since "
+            "the Unix epoch or RFC 3339); instead of --start",
+        ),
+    ] = None,
+) -> None:
+    """Create a durable cursor (or show the one that exists, unchanged); prints the
+    cursor object {"name", "position", "lag_records", "lag_bytes", "acked_at"}."""
+    if start not in ("earliest", "latest"):
+        start = position_option(start) or start
+    body: dict[str, Any] = {"start": start}
+    if from_time is not None:
+        body["start"] = {"time": from_time.strip()}
+    with reported(), _client(ctx) as client:
+        print_json(client.json("PUT", _cursor_path(name, cursor), json=body))
+
+
+@cursor_app.command("show")
+def cursor_show(ctx: typer.Context, name: LogName, cursor: CursorName) -> None:
+    """Print the cursor object: its position and its lag to the end of the log."""
+    with reported(), _client(ctx) as client:
+        print_json(client.json("GET", _cursor_path(name, cursor)))
+
+
+@cursor_app.command("list")
+def cursor_list(ctx: typer.Context, name: LogName) -> None:
+    """Print {"cursors": [cursor objects...]}: the log's cursors by name, with lag."""
+    with reported(), _client(ctx) as client:
+        print_json(client.json("GET", f"/v1/logs/{name}/cursors"))
+
+
+@cursor_app.command("ack")
+def cursor_ack(
+    ctx: typer.Context,
+    name: LogName,
+    cursor: CursorName,
+    position: Annotated[
+        str,
+        typer.Argument(
+            callback=position_option, show_default=False, help="LID:EID of the last record done"
+        ),
+    ],
+) -> None:
+    """Move the cursor forward to POSITION; prints the cursor object with "moved"
+    (false: the cursor was there or past it already, and did not move)."""
+    with reported(), _client(ctx) as client:
+        print_json(
+            client.json("POST", f"{_cursor_path(name, cursor)}/ack", json={"position": position})
+        )
+
+
+@cursor_app.command("delete")
+def cursor_delete(ctx: typer.Context, name: LogName, cursor: CursorName) -> None:
+    """Delete a durable cursor (the log's records are untouched)."""
+    with reported(), _client(ctx) as client:
+        client.request("DELETE", _cursor_path(name, cursor))
+    print(f"deleted cursor {cursor} of log {name}", flush=True)

@@ -25,6 +25,7 @@ from services.cli.client import GatewayClient
 from services.cli.limits import EMPTY_POLL_BACKOFF_S
 from services.errors import InvalidArgument, QuireError, present
 from services.limits import LAC_WAIT_MAX_MS, LIST_LIMIT_MAX
+from services.protocol.cursors import check_cursor_name
 from services.protocol.log_records import KEY_MAX_CHARS, check_key
 from services.protocol.logs import ExpectedLast, Position, check_log_name, parse_time
 
@@ -41,6 +42,18 @@ def name_argument(value: str) -> str:
         return check_log_name(value)
     except InvalidArgument as exc:
         raise typer.BadParameter(exc.message) from None
+
+
+def cursor_argument(value: str) -> str:
+    """A durable cursor's name as typer's callback (the rules of log names)."""
+    try:
+        return check_cursor_name(value)
+    except InvalidArgument as exc:
+        raise typer.BadParameter(exc.message) from None
+
+
+def cursor_option(value: str | None) -> str | None:
+    return cursor_argument(value) if value is not None else None
 
 
 def position_option(value: str | None) -> str | None:
@@ -229,14 +242,18 @@ def get_page(
     limit: int,
     wait_ms: int = 0,
     from_time: int | None = None,
+    cursor: str | None = None,
 ) -> Page:
-    """One ``GET /v1/logs/{name}/records`` answer, positions as text (from ``start``, or
-    from the first record stamped at or after ``from_time``)."""
+    """One ``GET /v1/logs/{name}/records`` answer, positions as text (from ``start``,
+    from the first record stamped at or after ``from_time``, or just after durable
+    cursor ``cursor``'s position)."""
     params: dict[str, str | int] = {"limit": min(limit, LIST_LIMIT_MAX)}
     if start is not None:
         params["from"] = start
     if from_time is not None:
         params["from_time"] = from_time
+    if cursor is not None:
+        params["cursor"] = cursor
     if wait_ms:
         params["wait_ms"] = min(wait_ms, LAC_WAIT_MAX_MS)
     doc = client.json("GET", f"/v1/logs/{name}/records", params=params)
@@ -268,15 +285,17 @@ def read_records(
     start: str | None,
     limit: int | None,
     from_time: int | None = None,
+    cursor: str | None = None,
 ) -> Iterator[Page]:
-    """Pages from ``start`` (or the first record stamped at or after ``from_time``) until
-    ``limit`` records were read or the read caught up with what is readable now."""
+    """Pages from ``start`` (or the first record stamped at or after ``from_time``, or
+    just after durable cursor ``cursor``'s position) until ``limit`` records were read or
+    the read caught up with what is readable now."""
     left = limit
     position = start
     while left is None or left > 0:
         size = LIST_LIMIT_MAX if left is None else left
-        page = get_page(client, name, position, size, from_time=from_time)
-        from_time = None  # the pages after the first go on from ``next``
+        page = get_page(client, name, position, size, from_time=from_time, cursor=cursor)
+        from_time = cursor = None  # the pages after the first go on from ``next``
         yield page
         if left is not None:
             left -= len(page.records)

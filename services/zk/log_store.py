@@ -14,7 +14,7 @@ from services.errors import LedgerNotFound, LogNotFound, MetadataConflict, NodeE
 from services.limits import LIST_LIMIT_MAX
 from services.protocol.logs import LogMetadata
 from services.zk import paths as zkpaths
-from services.zk.store import Check, MetadataStore, SetData, Step
+from services.zk.store import Check, Delete, MetadataStore, SetData, Step
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,14 +72,26 @@ class LogStore:
         raise error
 
     async def delete(self, name: str, version: int = -1) -> None:
-        """Delete the log's znode (at ``version`` unless -1): ``LogNotFound`` when gone,
-        ``MetadataConflict`` when it changed."""
+        """Delete the log's znode (at ``version`` unless -1) with its cursors, in one
+        transaction: ``LogNotFound`` when gone, ``MetadataConflict`` when it changed or
+        a cursor was made or deleted meanwhile (read it again and retry)."""
+        path = zkpaths.log(name)
+        steps: list[Step] = []
         try:
-            await self.store.delete(zkpaths.log(name), version)
-        except NodeNotFound as exc:
-            raise LogNotFound(f"no log {name!r}") from exc
-        except MetadataConflict:
-            raise
+            children = await self.store.children(zkpaths.cursors(name))
+        except NodeNotFound:
+            pass
+        else:
+            steps.extend(Delete(f"{zkpaths.cursors(name)}/{child}") for child in children)
+            steps.append(Delete(zkpaths.cursors(name)))
+        steps.append(Delete(path, version))
+        failed = await self.store.transaction(steps)
+        if failed is None:
+            return
+        index, error = failed
+        if index == len(steps) - 1 and isinstance(error, NodeNotFound):
+            raise LogNotFound(f"no log {name!r}") from error
+        raise MetadataConflict(f"log {name!r} or its cursors changed meanwhile") from error
 
     async def list(
         self, after: str | None, limit: int, prefix: str = ""

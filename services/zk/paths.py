@@ -8,6 +8,8 @@ All paths are relative to the service's chroot (``--zk-root``, default
     /idgen/{hob}/ID-{seq}                  64-bit ledger id generation (transient nodes)
     /ledgers/000/0000/0000/0000/L0001      ledger metadata, hierarchical by zero-padded id
     /logs/L{name}                          log metadata (the "L" keeps "." and ".." valid)
+    /logs/L{name}/cursors/C{cursor}        a durable cursor of the log (JSON: position,
+                                           acked_at, created_at; "C" as "L" above)
     /underreplication/ledgers/...          under-replicated marks (same hierarchy as ledgers)
     /underreplication/locks/{ledger_id}    replication worker locks (ephemeral)
     /underreplication/disabled             present while replication is disabled
@@ -91,6 +93,28 @@ LOG_PREFIX = "L"
 def log(name: str) -> str:
     """``/logs/L{name}``: ZooKeeper refuses "." and ".." as names, which are log names."""
     return f"{LOGS}/{LOG_PREFIX}{name}"
+
+
+CURSORS = "cursors"
+
+
+def cursors(name: str) -> str:
+    """``/logs/L{name}/cursors``: the parent of the log's cursors (made with the first)."""
+    return f"{log(name)}/{CURSORS}"
+
+
+CURSOR_PREFIX = "C"
+
+
+def cursor(name: str, cursor_name: str) -> str:
+    """``/logs/L{name}/cursors/C{cursor}``: cursor names follow log names, "." and ".."
+    included, which ZooKeeper refuses as znode names."""
+    return f"{cursors(name)}/{CURSOR_PREFIX}{cursor_name}"
+
+
+def cursor_name(child: str) -> str | None:
+    """The cursor name of a child of a log's ``cursors`` znode (None for anything else)."""
+    return child[len(CURSOR_PREFIX) :] if child.startswith(CURSOR_PREFIX) else None
 
 
 def log_name(child: str) -> str | None:

@@ -199,3 +199,43 @@ def test_append_expect_and_the_gateways(env: Env) -> None:
     assert addresses.get(env.second.proc.address) is False
     table = ok(here("admin", "gateways", gateway=env.first.url))
     assert env.first.proc.address in table and "serving" in table
+
+
+def test_cursors(env: Env) -> None:
+    """`log cursor create|show|list|ack|delete` and `log read --cursor C --ack`
+    (docs/cli.md, docs/api.md "Logs: cursors"): a read through a cursor prints what
+    follows its position and --ack moves it to the last record printed, so the next read
+    prints only what came since; an older ack prints moved false; an unknown cursor is
+    cursor_not_found (exit 6), a bad name or --ack without --cursor a usage error (2)."""
+    name = unique_name("cli-cursors")
+    ok(log(env, "create", name))
+    lid = doc(log(env, "writer", name))["ledger_id"]
+    ok(log(env, "append", name, "r0", "r1", "r2"))
+    created = doc(log(env, "cursor", "create", name, "c", "--start", "earliest"))
+    assert (created["name"], created["position"], created["lag_records"]) == ("c", None, 3)
+    latest = doc(log(env, "cursor", "create", name, "l"))
+    assert (latest["position"], latest["lag_records"]) == (f"{lid}:2", 0)
+
+    first = log(env, "read", name, "--cursor", "c", "--ack", "--limit", "2")
+    assert ok(first) == "r0\nr1\n"
+    assert f"cursor c acked {lid}:1" in first.stderr.decode()
+    assert doc(log(env, "cursor", "show", name, "c"))["position"] == f"{lid}:1"
+    ok(log(env, "append", name, "r3"))
+    assert ok(log(env, "read", name, "--cursor", "c", "--ack")) == "r2\nr3\n"
+    assert ok(log(env, "read", name, "--cursor", "c")) == ""
+    assert ok(log(env, "read", name, "--cursor", "l")) == "r3\n"
+
+    older = doc(log(env, "cursor", "ack", name, "l", f"{lid}:0"))
+    assert (older["position"], older["moved"]) == (f"{lid}:2", False)
+    moved = doc(log(env, "cursor", "ack", name, "l", f"{lid}:3"))
+    assert (moved["position"], moved["moved"], moved["lag_records"]) == (f"{lid}:3", True, 0)
+    listed = doc(log(env, "cursor", "list", name))["cursors"]
+    assert [(c["name"], c["position"]) for c in listed] == [("c", f"{lid}:3"), ("l", f"{lid}:3")]
+
+    assert "deleted cursor l" in ok(log(env, "cursor", "delete", name, "l"))
+    error(log(env, "cursor", "show", name, "l"), NOT_FOUND, "cursor_not_found")
+    error(log(env, "read", name, "--cursor", "l"), NOT_FOUND, "cursor_not_found")
+    assert log(env, "cursor", "show", name, "bad/name").returncode == USAGE
+    assert log(env, "read", name, "--ack").returncode == USAGE
+    assert log(env, "read", name, "--cursor", "c", "--from", f"{lid}:0").returncode == USAGE
+    ok(log(env, "delete", "-y", name))

@@ -30,6 +30,7 @@ from tests.integration.gateway_support import (
 
 HTTP_METHODS = ("get", "put", "post", "delete", "patch")
 LOG = "fuzz-log"
+CURSOR = "fuzz-cursor"
 # Paths whose GET answers may change between two calls (counters, disk figures): their
 # Content-Length is not compared.
 VOLATILE = {"/metrics", "/v1/info", "/v1/admin/bookies", "/v1/admin/bookies/{bookie_id}"}
@@ -51,6 +52,7 @@ def env(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:  
         try:
             wait_writable(gateway, 1)
             ledger_id = closed_ledger_and_log(gateway, LOG)
+            ok(gateway.http.put(f"/v1/logs/{LOG}/cursors/{CURSOR}"), 201)
             values = {
                 "ledger_id": str(ledger_id),
                 "entry_id": "1",
@@ -58,6 +60,7 @@ def env(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:  
                 "bookie_id": bookie.address,
                 "gateway_id": gateway.proc.address,
                 "commit_id": "no-such-commit",
+                "cursor": CURSOR,
             }
             yield Env(gateway, bookie, ledger_id, values)
         finally:

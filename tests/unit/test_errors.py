@@ -21,6 +21,7 @@ API_CODES = {
     "ledger_not_found": 404,
     "entry_not_found": 404,
     "log_not_found": 404,
+    "cursor_not_found": 404,
     "bookie_not_found": 404,
     "not_found": 404,
     "method_not_allowed": 405,

@@ -272,12 +272,19 @@ def test_read_from_a_time_sends_from_time_once_then_goes_on_from_next(
     assert seen[0].url.params["from_time"] == str(1_000_000_000 - 600_000)
 
 
+ONE_START = "give one of --from, --since, --from-time and --cursor"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--since", "10m", "--from-time", "0"], "give one of --from, --since and --from-time"),
-        (["--from", "1:0", "--since", "1h"], "give one of --from, --since and --from-time"),
-        (["--from", "1:0", "--from-time", "5"], "give one of --from, --since and --from-time"),
+        (["--since", "10m", "--from-time", "0"], ONE_START),
+        (["--from", "1:0", "--since", "1h"], ONE_START),
+        (["--from", "1:0", "--from-time", "5"], ONE_START),
+        (["--cursor", "c", "--from", "1:0"], ONE_START),
+        (["--cursor", "c", "--since", "1h"], ONE_START),
+        (["--ack"], "--ack acknowledges to a --cursor"),
+        (["--cursor", "a/b"], "invalid cursor name"),
         (["--since", "10 minutes"], "s, m, h or d"),
         (["--since", "-1m"], "s, m, h or d"),
         (["--from-time", "yesterday"], "RFC 3339"),
@@ -286,8 +293,8 @@ def test_read_from_a_time_sends_from_time_once_then_goes_on_from_next(
 def test_read_start_options_are_exclusive_and_checked(
     monkeypatch: pytest.MonkeyPatch, args: list[str], message: str
 ) -> None:
-    """--from, --since and --from-time: at most one, each well formed, else exit 2 with
-    one clear line and no call to the gateway."""
+    """--from, --since, --from-time and --cursor: at most one, each well formed (--ack
+    only with --cursor), else exit 2 with one clear line and no call to the gateway."""
     handler, seen = _pages()
     with _gateway(monkeypatch, handler):
         result = CliRunner().invoke(app, ["log", "read", "ev", *args])

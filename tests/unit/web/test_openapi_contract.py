@@ -37,6 +37,7 @@ API_MD_CODES = {
     "ledger_not_found",
     "entry_not_found",
     "log_not_found",
+    "cursor_not_found",
     "bookie_not_found",
     "not_found",
     "method_not_allowed",
@@ -60,6 +61,7 @@ PATH_VALUES = {
     "bookie_id": "127.0.0.1:3181",
     "gateway_id": "127.0.0.1:8080",
     "commit_id": "c",
+    "cursor": "a-cursor",
 }
 
 Builder = Callable[[], FastAPI]
