@@ -443,6 +443,62 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/logs/{name}/cursors": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The log's durable cursors with their lag, by name */
+        get: operations["list_cursors"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/logs/{name}/cursors/{cursor}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A durable cursor with its lag */
+        get: operations["get_cursor"];
+        /** Create a durable cursor (201), or answer the existing one unchanged (200) */
+        put: operations["create_cursor"];
+        post?: never;
+        /** Delete a durable cursor */
+        delete: operations["delete_cursor"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/logs/{name}/cursors/{cursor}/ack": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Move the cursor forward to a position (an older one changes nothing)
+         * @description Answered once the position is stored in ZooKeeper; acks to one cursor are merged (the highest wins) and written at most every --cursor-flush-ms per gateway. moved: false when the position was at or before the cursor's.
+         */
+        post: operations["ack_cursor"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/logs/{name}/ledgers": {
         parameters: {
             query?: never;
@@ -539,6 +595,17 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * AckCursor
+         * @description Body of POST /v1/logs/{name}/cursors/{cursor}/ack.
+         */
+        AckCursor: {
+            /**
+             * Position
+             * @description LID:EID of the last record processed
+             */
+            position: string;
+        };
         /** AddResult */
         AddResult: {
             /** Entry Id */
@@ -716,6 +783,18 @@ export interface components {
             /** Sequence */
             sequence: number;
         };
+        /**
+         * CreateCursor
+         * @description Optional body of PUT /v1/logs/{name}/cursors/{cursor}.
+         */
+        CreateCursor: {
+            /**
+             * Start
+             * @description "earliest" (before the first record), "latest" (at the last record), "LID:EID" (at that record) or {"time": T} (at the record before the first stamped >= T)
+             * @default latest
+             */
+            start?: string | components["schemas"]["CursorTime"];
+        };
         /** CreateLedger */
         CreateLedger: {
             /**
@@ -771,6 +850,77 @@ export interface components {
              * @default 2
              */
             write_quorum?: number;
+        };
+        /** CursorAcked */
+        CursorAcked: {
+            /**
+             * Acked At
+             * @description ms since the Unix epoch of the last ack that moved it; null before any
+             */
+            acked_at: number | null;
+            /**
+             * Lag Bytes
+             * @description their bytes, from ledger lengths (the log layer's envelope counted; estimated within a ledger from its mean entry size)
+             */
+            lag_bytes: number;
+            /**
+             * Lag Records
+             * @description records after the position, to the log's end
+             */
+            lag_records: number;
+            /**
+             * Moved
+             * @description false: the position was at or before the cursor's, which did not move
+             */
+            moved: boolean;
+            /** Name */
+            name: string;
+            /**
+             * Position
+             * @description LID:EID of the last record acknowledged; null before any (a read through the cursor starts at the log's first record)
+             */
+            position: string | null;
+        };
+        /** CursorList */
+        CursorList: {
+            /** Cursors */
+            cursors: components["schemas"]["CursorModel"][];
+        };
+        /**
+         * CursorModel
+         * @description A durable cursor (docs/api.md "Logs: cursors").
+         */
+        CursorModel: {
+            /**
+             * Acked At
+             * @description ms since the Unix epoch of the last ack that moved it; null before any
+             */
+            acked_at: number | null;
+            /**
+             * Lag Bytes
+             * @description their bytes, from ledger lengths (the log layer's envelope counted; estimated within a ledger from its mean entry size)
+             */
+            lag_bytes: number;
+            /**
+             * Lag Records
+             * @description records after the position, to the log's end
+             */
+            lag_records: number;
+            /** Name */
+            name: string;
+            /**
+             * Position
+             * @description LID:EID of the last record acknowledged; null before any (a read through the cursor starts at the log's first record)
+             */
+            position: string | null;
+        };
+        /** CursorTime */
+        CursorTime: {
+            /**
+             * Time
+             * @description ms since the Unix epoch or RFC 3339
+             */
+            time: number | string;
         };
         /** DrainFailure */
         DrainFailure: {
@@ -829,7 +979,7 @@ export interface components {
              * @description The error code (docs/api.md); the HTTP status follows from it
              * @enum {string}
              */
-            error: "internal" | "invalid_argument" | "unauthorized" | "forbidden" | "not_found" | "ledger_not_found" | "entry_not_found" | "log_not_found" | "bookie_not_found" | "method_not_allowed" | "conflict" | "ledger_closed" | "ledger_fenced" | "entry_exists" | "not_writer" | "metadata_conflict" | "idempotency_key_reused" | "ledger_in_log" | "position_mismatch" | "payload_too_large" | "unavailable" | "not_enough_bookies" | "bookie_read_only" | "bookie_unavailable" | "metadata_unavailable" | "quorum_timeout" | "log_ledger_missing";
+            error: "internal" | "invalid_argument" | "unauthorized" | "forbidden" | "not_found" | "ledger_not_found" | "entry_not_found" | "log_not_found" | "cursor_not_found" | "bookie_not_found" | "method_not_allowed" | "conflict" | "ledger_closed" | "ledger_fenced" | "entry_exists" | "not_writer" | "metadata_conflict" | "idempotency_key_reused" | "ledger_in_log" | "position_mismatch" | "payload_too_large" | "unavailable" | "not_enough_bookies" | "bookie_read_only" | "bookie_unavailable" | "metadata_unavailable" | "quorum_timeout" | "log_ledger_missing";
             /** @description What went wrong, for people */
             message: string;
         };
@@ -2993,6 +3143,378 @@ export interface operations {
             };
         };
     };
+    list_cursors: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1-200 characters of A-Za-z0-9._- */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CursorList"];
+                };
+            };
+            /** @description invalid_argument (a bad name, position or body; a position outside the log) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description log_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_enough_bookies / bookie_unavailable / unavailable / metadata_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_cursor: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1-200 characters of A-Za-z0-9._- */
+                name: string;
+                /** @description 1-200 characters of A-Za-z0-9._- */
+                cursor: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CursorModel"];
+                };
+            };
+            /** @description invalid_argument (a bad name, position or body; a position outside the log) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description log_not_found / cursor_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_enough_bookies / bookie_unavailable / unavailable / metadata_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    create_cursor: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1-200 characters of A-Za-z0-9._- */
+                name: string;
+                /** @description 1-200 characters of A-Za-z0-9._- */
+                cursor: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["CreateCursor"];
+            };
+        };
+        responses: {
+            /** @description the cursor exists */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CursorModel"];
+                };
+            };
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CursorModel"];
+                };
+            };
+            /** @description invalid_argument (a bad name, position or body; a position outside the log) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description log_not_found / cursor_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_enough_bookies / bookie_unavailable / unavailable / metadata_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    delete_cursor: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1-200 characters of A-Za-z0-9._- */
+                name: string;
+                /** @description 1-200 characters of A-Za-z0-9._- */
+                cursor: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description invalid_argument (a bad name, position or body; a position outside the log) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description log_not_found / cursor_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_enough_bookies / bookie_unavailable / unavailable / metadata_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    ack_cursor: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1-200 characters of A-Za-z0-9._- */
+                name: string;
+                /** @description 1-200 characters of A-Za-z0-9._- */
+                cursor: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AckCursor"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CursorAcked"];
+                };
+            };
+            /** @description invalid_argument (a bad name, position or body; a position outside the log) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description log_not_found / cursor_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description metadata_conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_enough_bookies / bookie_unavailable / unavailable / metadata_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     attach_ledgers: {
         parameters: {
             query?: never;
@@ -3085,6 +3607,8 @@ export interface operations {
                 wait_ms?: number;
                 /** @description start at the first record stamped at or after this time: ms since the Unix epoch or RFC 3339 (2026-11-29T10:00:00Z); not with `from` */
                 from_time?: string | null;
+                /** @description start just after this durable cursor's position (its first record when it has none); not with `from` or `from_time`. The read does not move it: ack what was processed (POST .../cursors/{cursor}/ack) */
+                cursor?: string | null;
             };
             header?: never;
             path: {
@@ -3147,7 +3671,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description log_not_found */
+            /** @description log_not_found / cursor_not_found */
             404: {
                 headers: {
                     [name: string]: unknown;

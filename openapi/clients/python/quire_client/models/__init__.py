@@ -1,5 +1,6 @@
 """Contains all the data models used in inputs/outputs"""
 
+from .ack_cursor import AckCursor
 from .add_entries_json_body import AddEntriesJsonBody
 from .add_result import AddResult
 from .admin_bookie import AdminBookie
@@ -16,9 +17,14 @@ from .bookie_list import BookieList
 from .cluster import Cluster
 from .cluster_racks import ClusterRacks
 from .commit_model import CommitModel
+from .create_cursor import CreateCursor
 from .create_ledger import CreateLedger
 from .create_ledger_metadata import CreateLedgerMetadata
 from .create_log import CreateLog
+from .cursor_acked import CursorAcked
+from .cursor_list import CursorList
+from .cursor_model import CursorModel
+from .cursor_time import CursorTime
 from .drain_failure import DrainFailure
 from .drained import Drained
 from .entry import Entry
@@ -48,6 +54,7 @@ from .writer_model import WriterModel
 from .writer_taken import WriterTaken
 
 __all__ = (
+    "AckCursor",
     "AddEntriesJsonBody",
     "AddResult",
     "AdminBookie",
@@ -64,9 +71,14 @@ __all__ = (
     "Cluster",
     "ClusterRacks",
     "CommitModel",
+    "CreateCursor",
     "CreateLedger",
     "CreateLedgerMetadata",
     "CreateLog",
+    "CursorAcked",
+    "CursorList",
+    "CursorModel",
+    "CursorTime",
     "Drained",
     "DrainFailure",
     "Entry",

@@ -6,6 +6,7 @@ class ErrorError(StrEnum):
     BOOKIE_READ_ONLY = "bookie_read_only"
     BOOKIE_UNAVAILABLE = "bookie_unavailable"
     CONFLICT = "conflict"
+    CURSOR_NOT_FOUND = "cursor_not_found"
     ENTRY_EXISTS = "entry_exists"
     ENTRY_NOT_FOUND = "entry_not_found"
     FORBIDDEN = "forbidden"

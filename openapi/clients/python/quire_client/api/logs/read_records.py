@@ -18,6 +18,7 @@ def _get_kwargs(
     limit: int | Unset = 1000,
     wait_ms: int | Unset = 0,
     from_time: None | str | Unset = UNSET,
+    cursor: None | str | Unset = UNSET,
 ) -> dict[str, Any]:
 
     params: dict[str, Any] = {}
@@ -39,6 +40,13 @@ def _get_kwargs(
     else:
         json_from_time = from_time
     params["from_time"] = json_from_time
+
+    json_cursor: None | str | Unset
+    if isinstance(cursor, Unset):
+        json_cursor = UNSET
+    else:
+        json_cursor = cursor
+    params["cursor"] = json_cursor
 
     params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
@@ -107,6 +115,7 @@ def sync_detailed(
     limit: int | Unset = 1000,
     wait_ms: int | Unset = 0,
     from_time: None | str | Unset = UNSET,
+    cursor: None | str | Unset = UNSET,
 ) -> Response[Error | RecordPage]:
     """Read records in log order from a position (never fences; tail with wait_ms)
 
@@ -117,6 +126,9 @@ def sync_detailed(
         wait_ms (int | Unset): clamped to 30000 Default: 0.
         from_time (None | str | Unset): start at the first record stamped at or after this time:
             ms since the Unix epoch or RFC 3339 (2026-11-29T10:00:00Z); not with `from`
+        cursor (None | str | Unset): start just after this durable cursor's position (its first
+            record when it has none); not with `from` or `from_time`. The read does not move it: ack
+            what was processed (POST .../cursors/{cursor}/ack)
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -132,6 +144,7 @@ def sync_detailed(
         limit=limit,
         wait_ms=wait_ms,
         from_time=from_time,
+        cursor=cursor,
     )
 
     response = client.get_httpx_client().request(
@@ -149,6 +162,7 @@ def sync(
     limit: int | Unset = 1000,
     wait_ms: int | Unset = 0,
     from_time: None | str | Unset = UNSET,
+    cursor: None | str | Unset = UNSET,
 ) -> Error | RecordPage | None:
     """Read records in log order from a position (never fences; tail with wait_ms)
 
@@ -159,6 +173,9 @@ def sync(
         wait_ms (int | Unset): clamped to 30000 Default: 0.
         from_time (None | str | Unset): start at the first record stamped at or after this time:
             ms since the Unix epoch or RFC 3339 (2026-11-29T10:00:00Z); not with `from`
+        cursor (None | str | Unset): start just after this durable cursor's position (its first
+            record when it has none); not with `from` or `from_time`. The read does not move it: ack
+            what was processed (POST .../cursors/{cursor}/ack)
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -175,6 +192,7 @@ def sync(
         limit=limit,
         wait_ms=wait_ms,
         from_time=from_time,
+        cursor=cursor,
     ).parsed
 
 
@@ -186,6 +204,7 @@ async def asyncio_detailed(
     limit: int | Unset = 1000,
     wait_ms: int | Unset = 0,
     from_time: None | str | Unset = UNSET,
+    cursor: None | str | Unset = UNSET,
 ) -> Response[Error | RecordPage]:
     """Read records in log order from a position (never fences; tail with wait_ms)
 
@@ -196,6 +215,9 @@ async def asyncio_detailed(
         wait_ms (int | Unset): clamped to 30000 Default: 0.
         from_time (None | str | Unset): start at the first record stamped at or after this time:
             ms since the Unix epoch or RFC 3339 (2026-11-29T10:00:00Z); not with `from`
+        cursor (None | str | Unset): start just after this durable cursor's position (its first
+            record when it has none); not with `from` or `from_time`. The read does not move it: ack
+            what was processed (POST .../cursors/{cursor}/ack)
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -211,6 +233,7 @@ async def asyncio_detailed(
         limit=limit,
         wait_ms=wait_ms,
         from_time=from_time,
+        cursor=cursor,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -226,6 +249,7 @@ async def asyncio(
     limit: int | Unset = 1000,
     wait_ms: int | Unset = 0,
     from_time: None | str | Unset = UNSET,
+    cursor: None | str | Unset = UNSET,
 ) -> Error | RecordPage | None:
     """Read records in log order from a position (never fences; tail with wait_ms)
 
@@ -236,6 +260,9 @@ async def asyncio(
         wait_ms (int | Unset): clamped to 30000 Default: 0.
         from_time (None | str | Unset): start at the first record stamped at or after this time:
             ms since the Unix epoch or RFC 3339 (2026-11-29T10:00:00Z); not with `from`
+        cursor (None | str | Unset): start just after this durable cursor's position (its first
+            record when it has none); not with `from` or `from_time`. The read does not move it: ack
+            what was processed (POST .../cursors/{cursor}/ack)
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -253,5 +280,6 @@ async def asyncio(
             limit=limit,
             wait_ms=wait_ms,
             from_time=from_time,
+            cursor=cursor,
         )
     ).parsed
