@@ -17,6 +17,7 @@ from gateway.logs import operations as log_ops
 from gateway.logs import reads as log_reads
 from gateway.logs.owners import FORWARDED_BY, Caller
 from gateway.logs.schemas import (
+    TIME_TEXT_SCHEMA,
     Appended,
     AttachLedgers,
     AttachResult,
@@ -332,6 +333,7 @@ async def read_records(
         Query(
             description="start at the first record stamped at or after this time: ms since "
             "the Unix epoch or RFC 3339 (2026-11-29T10:00:00Z); not with `from`",
+            json_schema_extra=TIME_TEXT_SCHEMA,
         ),
     ] = None,
     cursor: Annotated[

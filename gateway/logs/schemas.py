@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, Field, Strict
 
 from services.limits import ID_MAX
+from services.protocol.logs import POSITION_PATTERN
 from services.web.json_types import JsonInt, integral_number
 
 
@@ -135,10 +136,31 @@ class CursorList(BaseModel):
     cursors: list[CursorModel]
 
 
+# A time in the API, as documented (services/protocol/logs.py ``parse_time`` checks it):
+# ms since the Unix epoch, or an RFC 3339 date-time.
+EPOCH_MS_PATTERN = "^(0|[1-9][0-9]{0,15})$"
+TIME_TEXT_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "string", "pattern": EPOCH_MS_PATTERN},
+        {"type": "string", "format": "date-time"},
+    ]
+}
+
+
+TIME_SCHEMA: dict[str, Any] = {
+    "anyOf": [{"type": "integer", "minimum": 0, "maximum": 10**16 - 1}, *TIME_TEXT_SCHEMA["anyOf"]]
+}
+
+
 class CursorTime(BaseModel):
     model_config = {"extra": "forbid"}
 
-    time: int | str = Field(description="ms since the Unix epoch or RFC 3339")
+    time: int | str = Field(
+        description="ms since the Unix epoch or RFC 3339", json_schema_extra=TIME_SCHEMA
+    )
+
+
+START_PATTERN = rf"^(earliest|latest|{POSITION_PATTERN[1:-1]})$"
 
 
 class CreateCursor(BaseModel):
@@ -148,6 +170,17 @@ class CreateCursor(BaseModel):
 
     start: str | CursorTime = Field(
         "latest",
+        json_schema_extra={
+            "anyOf": [
+                {"type": "string", "pattern": START_PATTERN},
+                {
+                    "type": "object",
+                    "properties": {"time": TIME_SCHEMA},
+                    "required": ["time"],
+                    "additionalProperties": False,
+                },
+            ]
+        },
         description='"earliest" (before the first record), "latest" (at the last record), '
         '"LID:EID" (at that record) or {"time": T} (at the record before the first stamped '
         ">= T)",
@@ -159,4 +192,7 @@ class AckCursor(BaseModel):
 
     model_config = {"extra": "forbid"}
 
-    position: str = Field(description="LID:EID of the last record processed")
+    position: str = Field(
+        description="LID:EID of the last record processed",
+        json_schema_extra={"pattern": POSITION_PATTERN},
+    )

@@ -111,7 +111,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 def parse_time(text: str, what: str = "from_time") -> int:
     """A time given as ms since the Unix epoch (a decimal integer) or RFC 3339
     (``2026-11-29T10:00:00Z``, ``2026-11-29T11:00:00.250+01:00``) → ms since the epoch
-    (fractions below a millisecond dropped); ``InvalidArgument`` naming ``what``."""
+    (fractions below a millisecond dropped; a time before the epoch is 0);
+    ``InvalidArgument`` naming ``what``."""
     if _EPOCH_MS.fullmatch(text):
         return int(text)
     if _RFC3339.fullmatch(text):
@@ -121,8 +122,8 @@ def parse_time(text: str, what: str = "from_time") -> int:
         except ValueError:
             pass
         else:
-            if at >= _EPOCH:
-                return (at - _EPOCH) // timedelta(milliseconds=1)
+            # A time before the epoch is before every record: the same as the epoch.
+            return max(0, (at - _EPOCH) // timedelta(milliseconds=1))
     raise InvalidArgument(
         f"{what} must be ms since the Unix epoch (a decimal integer) or an RFC 3339 time "
         "with Z or an offset, e.g. 2026-11-29T10:00:00Z"

@@ -793,7 +793,9 @@ export interface components {
              * @description "earliest" (before the first record), "latest" (at the last record), "LID:EID" (at that record) or {"time": T} (at the record before the first stamped >= T)
              * @default latest
              */
-            start?: string | components["schemas"]["CursorTime"];
+            start?: string | {
+                time: number | string;
+            };
         };
         /** CreateLedger */
         CreateLedger: {
@@ -913,14 +915,6 @@ export interface components {
              * @description LID:EID of the last record acknowledged; null before any (a read through the cursor starts at the log's first record)
              */
             position: string | null;
-        };
-        /** CursorTime */
-        CursorTime: {
-            /**
-             * Time
-             * @description ms since the Unix epoch or RFC 3339
-             */
-            time: number | string;
         };
         /** DrainFailure */
         DrainFailure: {
@@ -3606,7 +3600,7 @@ export interface operations {
                 /** @description clamped to 30000 */
                 wait_ms?: number;
                 /** @description start at the first record stamped at or after this time: ms since the Unix epoch or RFC 3339 (2026-11-29T10:00:00Z); not with `from` */
-                from_time?: string | null;
+                from_time?: string;
                 /** @description start just after this durable cursor's position (its first record when it has none); not with `from` or `from_time`. The read does not move it: ack what was processed (POST .../cursors/{cursor}/ack) */
                 cursor?: string | null;
             };

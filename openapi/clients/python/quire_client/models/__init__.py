@@ -18,13 +18,13 @@ from .cluster import Cluster
 from .cluster_racks import ClusterRacks
 from .commit_model import CommitModel
 from .create_cursor import CreateCursor
+from .create_cursor_start_type_1 import CreateCursorStartType1
 from .create_ledger import CreateLedger
 from .create_ledger_metadata import CreateLedgerMetadata
 from .create_log import CreateLog
 from .cursor_acked import CursorAcked
 from .cursor_list import CursorList
 from .cursor_model import CursorModel
-from .cursor_time import CursorTime
 from .drain_failure import DrainFailure
 from .drained import Drained
 from .entry import Entry
@@ -72,13 +72,13 @@ __all__ = (
     "ClusterRacks",
     "CommitModel",
     "CreateCursor",
+    "CreateCursorStartType1",
     "CreateLedger",
     "CreateLedgerMetadata",
     "CreateLog",
     "CursorAcked",
     "CursorList",
     "CursorModel",
-    "CursorTime",
     "Drained",
     "DrainFailure",
     "Entry",

@@ -1,3 +1,4 @@
+import datetime
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import quote
@@ -17,7 +18,7 @@ def _get_kwargs(
     from_: None | str | Unset = UNSET,
     limit: int | Unset = 1000,
     wait_ms: int | Unset = 0,
-    from_time: None | str | Unset = UNSET,
+    from_time: datetime.datetime | str | Unset = UNSET,
     cursor: None | str | Unset = UNSET,
 ) -> dict[str, Any]:
 
@@ -34,9 +35,11 @@ def _get_kwargs(
 
     params["wait_ms"] = wait_ms
 
-    json_from_time: None | str | Unset
+    json_from_time: str | Unset
     if isinstance(from_time, Unset):
         json_from_time = UNSET
+    elif isinstance(from_time, datetime.datetime):
+        json_from_time = from_time.isoformat()
     else:
         json_from_time = from_time
     params["from_time"] = json_from_time
@@ -114,7 +117,7 @@ def sync_detailed(
     from_: None | str | Unset = UNSET,
     limit: int | Unset = 1000,
     wait_ms: int | Unset = 0,
-    from_time: None | str | Unset = UNSET,
+    from_time: datetime.datetime | str | Unset = UNSET,
     cursor: None | str | Unset = UNSET,
 ) -> Response[Error | RecordPage]:
     """Read records in log order from a position (never fences; tail with wait_ms)
@@ -124,8 +127,8 @@ def sync_detailed(
         from_ (None | str | Unset): LID:EID, each a decimal id of at most 2^63-1
         limit (int | Unset): clamped to 1000 Default: 1000.
         wait_ms (int | Unset): clamped to 30000 Default: 0.
-        from_time (None | str | Unset): start at the first record stamped at or after this time:
-            ms since the Unix epoch or RFC 3339 (2026-11-29T10:00:00Z); not with `from`
+        from_time (datetime.datetime | str | Unset): start at the first record stamped at or after
+            this time: ms since the Unix epoch or RFC 3339 (2026-11-29T10:00:00Z); not with `from`
         cursor (None | str | Unset): start just after this durable cursor's position (its first
             record when it has none); not with `from` or `from_time`. The read does not move it: ack
             what was processed (POST .../cursors/{cursor}/ack)
@@ -161,7 +164,7 @@ def sync(
     from_: None | str | Unset = UNSET,
     limit: int | Unset = 1000,
     wait_ms: int | Unset = 0,
-    from_time: None | str | Unset = UNSET,
+    from_time: datetime.datetime | str | Unset = UNSET,
     cursor: None | str | Unset = UNSET,
 ) -> Error | RecordPage | None:
     """Read records in log order from a position (never fences; tail with wait_ms)
@@ -171,8 +174,8 @@ def sync(
         from_ (None | str | Unset): LID:EID, each a decimal id of at most 2^63-1
         limit (int | Unset): clamped to 1000 Default: 1000.
         wait_ms (int | Unset): clamped to 30000 Default: 0.
-        from_time (None | str | Unset): start at the first record stamped at or after this time:
-            ms since the Unix epoch or RFC 3339 (2026-11-29T10:00:00Z); not with `from`
+        from_time (datetime.datetime | str | Unset): start at the first record stamped at or after
+            this time: ms since the Unix epoch or RFC 3339 (2026-11-29T10:00:00Z); not with `from`
         cursor (None | str | Unset): start just after this durable cursor's position (its first
             record when it has none); not with `from` or `from_time`. The read does not move it: ack
             what was processed (POST .../cursors/{cursor}/ack)
@@ -203,7 +206,7 @@ async def asyncio_detailed(
     from_: None | str | Unset = UNSET,
     limit: int | Unset = 1000,
     wait_ms: int | Unset = 0,
-    from_time: None | str | Unset = UNSET,
+    from_time: datetime.datetime | str | Unset = UNSET,
     cursor: None | str | Unset = UNSET,
 ) -> Response[Error | RecordPage]:
     """Read records in log order from a position (never fences; tail with wait_ms)
@@ -213,8 +216,8 @@ async def asyncio_detailed(
         from_ (None | str | Unset): LID:EID, each a decimal id of at most 2^63-1
         limit (int | Unset): clamped to 1000 Default: 1000.
         wait_ms (int | Unset): clamped to 30000 Default: 0.
-        from_time (None | str | Unset): start at the first record stamped at or after this time:
-            ms since the Unix epoch or RFC 3339 (2026-11-29T10:00:00Z); not with `from`
+        from_time (datetime.datetime | str | Unset): start at the first record stamped at or after
+            this time: ms since the Unix epoch or RFC 3339 (2026-11-29T10:00:00Z); not with `from`
         cursor (None | str | Unset): start just after this durable cursor's position (its first
             record when it has none); not with `from` or `from_time`. The read does not move it: ack
             what was processed (POST .../cursors/{cursor}/ack)
@@ -248,7 +251,7 @@ async def asyncio(
     from_: None | str | Unset = UNSET,
     limit: int | Unset = 1000,
     wait_ms: int | Unset = 0,
-    from_time: None | str | Unset = UNSET,
+    from_time: datetime.datetime | str | Unset = UNSET,
     cursor: None | str | Unset = UNSET,
 ) -> Error | RecordPage | None:
     """Read records in log order from a position (never fences; tail with wait_ms)
@@ -258,8 +261,8 @@ async def asyncio(
         from_ (None | str | Unset): LID:EID, each a decimal id of at most 2^63-1
         limit (int | Unset): clamped to 1000 Default: 1000.
         wait_ms (int | Unset): clamped to 30000 Default: 0.
-        from_time (None | str | Unset): start at the first record stamped at or after this time:
-            ms since the Unix epoch or RFC 3339 (2026-11-29T10:00:00Z); not with `from`
+        from_time (datetime.datetime | str | Unset): start at the first record stamped at or after
+            this time: ms since the Unix epoch or RFC 3339 (2026-11-29T10:00:00Z); not with `from`
         cursor (None | str | Unset): start just after this durable cursor's position (its first
             record when it has none); not with `from` or `from_time`. The read does not move it: ack
             what was processed (POST .../cursors/{cursor}/ack)
