@@ -29,7 +29,7 @@ from bookie.fastpath import (
 )
 from bookie.metrics import BookieMetrics
 from bookie.node import BookieNode
-from bookie.routes import admin, entries, ledgers, stored
+from bookie.routes import admin, entries, ledgers, storage, stored
 from services.errors import Unauthorized
 from services.settings import BookieSettings
 from services.web.app import new_app
@@ -181,6 +181,7 @@ def create_app(settings: BookieSettings) -> FastAPI:
     app.include_router(ledgers.batch_router)
     app.include_router(stored.router)
     app.include_router(admin.router)
+    app.include_router(storage.router)
     # The last middleware added is the outermost: the secret is checked first.
     app.add_middleware(InstanceHeaderMiddleware, node=lambda: app.state.node)
     if settings.cluster_secret:

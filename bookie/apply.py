@@ -74,14 +74,17 @@ def apply_other(
     """Apply a fence, LAC update or delete (its statements run at once, in order)."""
     lid = op.ledger_id
     if isinstance(op, DeleteOp):
-        if lid not in ledgers:
+        st = ledgers.get(lid)
+        if st is None:
             return LedgerNotFound(f"ledger {lid} is not stored on this bookie")
+        if op.if_state is not None and (st[0], st[1], bool(st[2])) != op.if_state:
+            return False
         db.execute(DELETE_ENTRIES_SQL, (lid,))
         db.execute(DELETE_LEDGER_SQL, (lid,))
         del ledgers[lid]
         touched.discard(lid)
         deleted.add(lid)
-        return None
+        return True
     st = ledgers.get(lid)
     if st is None:
         st = ledgers[lid] = [-1, -1, False]

@@ -46,6 +46,10 @@ class LedgerIndex:
     def __contains__(self, ledger_id: int) -> bool:
         return ledger_id in self._states
 
+    def states(self) -> dict[int, tuple[int, int, bool]]:
+        """Every ledger's committed state, by id (a copy)."""
+        return dict(self._states)
+
     def get(self, ledger_id: int) -> LedgerView | None:
         st = self._states.get(ledger_id)
         return None if st is None else LedgerView(ledger_id, *st)

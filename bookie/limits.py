@@ -60,3 +60,9 @@ ZK_CONNECT_ATTEMPT_S = 2.0
 ZK_RETRY_FIRST_S = 0.5
 ZK_RETRY_MAX_S = 5.0
 KAZOO_REPEAT_WINDOW_S = 60.0
+
+# Garbage collection (bookie/collector.py): the ledgers whose metadata one pipelined read
+# of ZooKeeper asks for, and the ledgers the storage report lists by name in each of its
+# lists (orphaned, pending delete); past it the counts still cover them all.
+GC_LOOKS_PER_READ = 1000
+GC_LISTED_MAX = 100

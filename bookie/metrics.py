@@ -125,4 +125,26 @@ class BookieMetrics:
             registry=r,
         )
         self.ledgers = Gauge("quire_bookie_ledgers", "Ledgers known to this bookie", registry=r)
+        self.gc_passes = Counter(
+            "quire_bookie_gc_passes_total",
+            "Garbage-collection passes (not dry runs), by outcome: ok, or zookeeper_error "
+            "(the pass ended at a failed read and kept the rest)",
+            ["outcome"],
+            registry=r,
+        )
+        self.gc_freed_ledgers = Counter(
+            "quire_bookie_gc_freed_ledgers_total",
+            "Ledgers garbage collection deleted (their metadata was gone)",
+            registry=r,
+        )
+        self.gc_freed_bytes = Counter(
+            "quire_bookie_gc_freed_bytes_total",
+            "Payload bytes of the ledgers garbage collection deleted",
+            registry=r,
+        )
+        self.gc_pending = Gauge(
+            "quire_bookie_gc_pending_ledgers",
+            "Ledgers whose metadata was found missing and that are not deleted yet",
+            registry=r,
+        )
         self.zookeeper = ZooKeeperMetrics(r, "bookie")

@@ -146,6 +146,76 @@ class BookieInfo(BaseModel):
     )
 
 
+class StorageLedger(BaseModel):
+    ledger_id: int = Field(description="The ledger's id")
+    bytes: int = Field(description="Payload bytes this bookie stores for it")
+    reason: str = Field(description="Why it is listed, and what happens to it next")
+
+
+class StorageLive(BaseModel):
+    ledgers: int = Field(description="Ledgers stored here whose metadata was not found missing")
+    bytes: int = Field(description="Their payload bytes")
+
+
+class GcSettingsView(BaseModel):
+    interval_s: float = Field(description="Seconds between passes (--gc-interval-s; 0: never)")
+    grace_s: float = Field(description="Seconds between the two looks (--gc-grace-s)")
+    deletes_per_pass: int = Field(description="Ledgers one pass deletes at most")
+
+
+class GcLastPass(BaseModel):
+    at: str = Field(description="When the pass ended (ISO 8601, UTC)")
+    freed_ledgers: int = Field(description="Ledgers it deleted")
+    freed_bytes: int = Field(description="Their payload bytes")
+    took_ms: int = Field(description="How long it ran")
+    error: str | None = Field(description="Why it stopped early (a ZooKeeper error), or null")
+
+
+class StorageReport(BaseModel):
+    """Where a bookie's space goes (docs/operations.md, "Space given back")."""
+
+    bookie: str = Field(description="The bookie's id")
+    file_bytes: int = Field(description="Size of the database (its pages, committed)")
+    free_pages_bytes: int = Field(
+        description="Bytes of its free pages (the next incremental vacuum gives them back); "
+        "file_bytes - free_pages_bytes is what the data uses"
+    )
+    live: StorageLive
+    orphaned: list[StorageLedger] = Field(
+        description="Ledgers whose metadata one look found missing, waiting for the second "
+        "look after the grace (the first ones; the count covers all)"
+    )
+    orphaned_count: int
+    orphaned_bytes: int
+    pending_delete: list[StorageLedger] = Field(
+        description="Ledgers found missing and past the grace: the next pass deletes them "
+        "if its look finds them missing too (the first ones; the count covers all)"
+    )
+    pending_delete_count: int
+    pending_delete_bytes: int
+    gc: GcSettingsView
+    last_pass: GcLastPass | None = Field(description="The last pass (not a dry run), or null")
+
+
+class GcFreed(BaseModel):
+    ledger_id: int
+    bytes: int = Field(description="Payload bytes freed (a dry run: that would be freed)")
+
+
+class GcPassResult(BaseModel):
+    """What one garbage-collection pass did (a dry run: would do, deleting nothing)."""
+
+    dry_run: bool
+    at: str = Field(description="When the pass ended (ISO 8601, UTC)")
+    freed_ledgers: int
+    freed_bytes: int
+    freed: list[GcFreed] = Field(description="The first ledgers freed; the count covers all")
+    waiting_ledgers: int = Field(description="Ledgers found missing, within the grace")
+    pending_ledgers: int = Field(description="Ledgers past the grace beyond deletes_per_pass")
+    error: str | None = Field(description="Why the looks stopped early, or null")
+    took_ms: int
+
+
 class StoredLedger(BaseModel):
     """Which entries of one ledger this bookie stores, and the digest checks asked for."""
 

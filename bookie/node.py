@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from bookie.collector import GarbageCollector
 from bookie.cookie import check_cookie
 from bookie.ledgers import LedgerIndex, LedgerView
 from bookie.limits import (
@@ -107,6 +108,8 @@ class BookieNode:
         self._engine: Engine | None = None
         self._writer: GroupCommitWriter | None = None
         self._disk_task: asyncio.Task[None] | None = None
+        self.collector: GarbageCollector | None = None
+        self._gc_task: asyncio.Task[None] | None = None
         self.add_budget = ByteBudget(ADD_BYTES_IN_FLIGHT_MAX)
         self._locked = False
         self.not_open_reason = (
@@ -224,6 +227,20 @@ class BookieNode:
         )
         await self.registration.start()
         self._disk_task = asyncio.create_task(self._watch_disk(), name="bookie-disk-watch")
+        self.collector = GarbageCollector(
+            grace_s=s.gc_grace_s,
+            interval_s=s.gc_interval_s,
+            deletes_per_pass=s.gc_deletes_per_pass,
+            index=self.index,
+            store=store,
+            reader=self.reader,
+            delete_if=self.delete_if,
+            metrics=self.metrics,
+        )
+        if s.gc_interval_s > 0:
+            self._gc_task = asyncio.create_task(
+                self.collector.run_forever(), name="bookie-garbage-collection"
+            )
         self._is_open = True
         log.info(
             "bookie started",
@@ -255,13 +272,14 @@ class BookieNode:
             except asyncio.CancelledError:
                 pass
             self._open_task = None
-        if self._disk_task is not None:
-            self._disk_task.cancel()
-            try:
-                await self._disk_task
-            except asyncio.CancelledError:
-                pass
-            self._disk_task = None
+        for task in (self._disk_task, self._gc_task):
+            if task is not None:
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+        self._disk_task = self._gc_task = None
         if self.registration is not None:
             await self.registration.stop()
         if self._writer is not None:
@@ -309,6 +327,8 @@ class BookieNode:
         if changes:
             self.index.apply(changes)
             self.metrics.ledgers.set(len(self.index))
+            if self.collector is not None:
+                self.collector.rules.written(changes)
         for future, result in results:
             if not future.done():
                 future.set_result(result)
@@ -357,6 +377,19 @@ class BookieNode:
 
     async def delete(self, ledger_id: int) -> None:
         await self._submit(lambda f: DeleteOp(ledger_id, f))
+
+    async def delete_if(self, ledger_id: int, state: Snapshot) -> bool:
+        """Delete the ledger only if its state is still ``state`` (garbage collection,
+        bookie/collector.py): True when deleted, False when a write changed it since."""
+        deleted: bool = await self._submit(lambda f: DeleteOp(ledger_id, f, if_state=state))
+        return deleted
+
+    def open_collector(self) -> GarbageCollector:
+        """The garbage collector; 503 ``unavailable`` until the store is open."""
+        collector = self.collector
+        if collector is None:
+            raise Unavailable(self.not_open_reason)
+        return collector
 
     # -- disk space and read-only mode ---------------------------------------
 

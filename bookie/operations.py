@@ -37,8 +37,13 @@ class SetLacOp:
 
 @dataclass(slots=True)
 class DeleteOp:
+    """Delete a ledger's entries and flags. With ``if_state`` (garbage collection,
+    bookie/gc.py) only while the ledger's state is still that one: a write since the
+    collector's look keeps the ledger. The result is True when deleted, False when kept."""
+
     ledger_id: int
     future: asyncio.Future[Any]
+    if_state: Snapshot | None = None
 
 
 @dataclass(slots=True)

@@ -37,6 +37,7 @@ from sqlalchemy import (
     Table,
     create_engine,
     event,
+    func,
     select,
 )
 from sqlalchemy.dialects import sqlite
@@ -122,6 +123,14 @@ def striped_range_sql(residues: int) -> str:
 
 DELETE_ENTRIES_SQL = driver_sql(entries.delete().where(entries.c.ledger_id == 0))
 DELETE_LEDGER_SQL = driver_sql(ledgers.delete().where(ledgers.c.ledger_id == 0))
+
+
+class FileSpace(NamedTuple):
+    """The database file's size and the bytes of its free pages (given back to the file
+    system by the next incremental vacuum)."""
+
+    file_bytes: int
+    free_pages_bytes: int
 
 
 class StoredEntry(NamedTuple):
@@ -384,3 +393,23 @@ class Reader:
         )
         with self._engine.connect() as conn:
             return [row[0] for row in conn.execute(query)]
+
+    def ledger_bytes(self, ledger_ids: list[int] | None = None) -> dict[int, int]:
+        """Payload bytes stored per ledger: of ``ledger_ids``, or of every ledger with an
+        entry (a scan of the entries' index: for reports, not for the data path)."""
+        query = select(entries.c.ledger_id, func.sum(func.length(entries.c.payload))).group_by(
+            entries.c.ledger_id
+        )
+        if ledger_ids is not None:
+            query = query.where(entries.c.ledger_id.in_(ledger_ids))
+        with self._engine.connect() as conn:
+            return {lid: int(total or 0) for lid, total in conn.execute(query)}
+
+    def file_space(self) -> FileSpace:
+        """The database's pages in all and free, as committed (the write-ahead log
+        included), in bytes."""
+        with self._engine.connect() as conn:
+            page_size = conn.exec_driver_sql("PRAGMA page_size").scalar_one()
+            pages = conn.exec_driver_sql("PRAGMA page_count").scalar_one()
+            free = conn.exec_driver_sql("PRAGMA freelist_count").scalar_one()
+        return FileSpace(int(pages) * int(page_size), int(free) * int(page_size))

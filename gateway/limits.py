@@ -153,4 +153,7 @@ STREAM_MESSAGE_MAX_BYTES = ENTRY_SIZE_MAX_BYTES + 1024 * 1024
 # this time shows null figures; marks read from ZooKeeper at once while listing the
 # under-replicated ledgers.
 BOOKIE_INFO_TIMEOUT_S = 2.0
+# A bookie's storage report and a garbage-collection pass asked through the Admin API
+# (a pass reads the metadata of every ledger the bookie stores; a report sums its entries).
+BOOKIE_STORAGE_TIMEOUT_S = 60.0
 MARK_READS_CONCURRENT_MAX = 32

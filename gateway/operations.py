@@ -168,8 +168,9 @@ async def delete(
     unless_changed: tuple[str, int] | None = None,
 ) -> None:
     """Delete the metadata first (no new reader finds the ledger), then the entries on
-    every bookie that stores a fragment. A bookie that is down keeps its copy until
-    it is formatted; that is logged, not an error. With ``unless_changed`` (a znode and
+    every bookie that stores a fragment. A bookie that is down keeps its copy until its
+    garbage collection finds the metadata gone (bookie/collector.py); that is logged,
+    not an error. With ``unless_changed`` (a znode and
     its version: the ledger's log, checked not to list it) the metadata is deleted only
     while that znode is unchanged (``MetadataConflict`` otherwise, nothing deleted).
     Once the metadata is deleted this gateway serves the ledger no more

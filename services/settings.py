@@ -180,6 +180,23 @@ class BookieSettings(CommonSettings):
     body_read_timeout_ms: int = Field(
         30_000, ge=1, le=600_000, description="longest wait for one add request's body bytes"
     )
+    gc_interval_s: float = Field(
+        600.0,
+        ge=0.0,
+        le=86_400.0,
+        description="seconds between garbage-collection passes, which delete the local data "
+        "of ledgers whose metadata is gone (0: never; POST /v1/gc still runs one)",
+    )
+    gc_grace_s: float = Field(
+        60.0,
+        ge=0.0,
+        le=86_400.0,
+        description="a ledger's metadata must be found missing by two reads this many "
+        "seconds apart before garbage collection deletes its local data",
+    )
+    gc_deletes_per_pass: int = Field(
+        100, ge=1, le=100_000, description="ledgers one garbage-collection pass deletes at most"
+    )
     rack: str | None = Field(
         None,
         description="the rack (failure domain) this bookie is on, registered with it; new "

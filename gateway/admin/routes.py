@@ -5,6 +5,8 @@ docs/api.md's objects: per-bookie figures in the bookie listing, ``marked_at``, 
 and ``worker`` of an under-replicated ledger with ``?limit=&after=`` paging, the answer
 of ``POST /v1/admin/audit``, ``GET /v1/admin/bookies/{id}``, and racks: each bookie's,
 the cluster's, and the auditor's placement report (``GET /v1/admin/placement``).
+A bookie's storage report and garbage-collection passes are the bookie's answers
+(docs/operations.md "Space given back").
 """
 
 from __future__ import annotations
@@ -23,12 +25,20 @@ from gateway.admin.schemas import (
     Cluster,
     Drained,
     GatewayList,
+    GcPass,
     PlacementReport,
+    StorageReport,
     UnderReplicatedList,
 )
 from gateway.admin.service import AdminService
 from gateway.http.deps import GatewayDep, canonical_integer_queries
-from services.errors import BookieNotFound, InvalidArgument, NotFound, Unavailable
+from services.errors import (
+    BookieNotFound,
+    BookieUnavailable,
+    InvalidArgument,
+    NotFound,
+    Unavailable,
+)
 from services.limits import ID_MAX, LIST_LIMIT_MAX
 from services.web.errors import error_responses
 
@@ -100,6 +110,36 @@ async def get_bookie(admin: AdminDep, bookie_id: BookieIdPath) -> dict[str, Any]
 )
 async def decommission_bookie(admin: AdminDep, bookie_id: BookieIdPath) -> JSONResponse:
     return JSONResponse(await admin.decommission(bookie_id), status_code=202)
+
+
+@router.get(
+    "/bookies/{bookie_id}/storage",
+    response_model=StorageReport,
+    summary="A bookie's space: its file, live ledgers, and the ledgers garbage collection "
+    "found orphaned or will delete, each with its reason",
+    responses=error_responses(
+        InvalidArgument, ADMIN_UNAUTHORIZED, BookieNotFound, BookieUnavailable, *ADMIN_UNAVAILABLE
+    ),
+)
+async def get_bookie_storage(admin: AdminDep, bookie_id: BookieIdPath) -> dict[str, Any]:
+    return await admin.storage(bookie_id)
+
+
+@router.post(
+    "/bookies/{bookie_id}/gc",
+    response_model=GcPass,
+    summary="Run a garbage-collection pass on a bookie now (dry_run: only say what it "
+    "would free, deleting nothing and starting no ledger's grace)",
+    responses=error_responses(
+        InvalidArgument, ADMIN_UNAUTHORIZED, BookieNotFound, BookieUnavailable, *ADMIN_UNAVAILABLE
+    ),
+)
+async def run_bookie_gc(
+    admin: AdminDep,
+    bookie_id: BookieIdPath,
+    dry_run: Annotated[bool, Query(description="only answer what would be freed")] = False,
+) -> dict[str, Any]:
+    return await admin.gc(bookie_id, dry_run)
 
 
 @router.get(

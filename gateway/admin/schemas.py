@@ -153,3 +153,73 @@ class Drained(BaseModel):
     failed: list[DrainFailure] = Field(
         description="logs still written here (drain again to retry them)"
     )
+
+
+class StorageLedger(BaseModel):
+    ledger_id: int
+    bytes: int = Field(description="payload bytes the bookie stores for it")
+    reason: str = Field(description="why it is listed, and what happens to it next")
+
+
+class StorageLive(BaseModel):
+    ledgers: int = Field(description="ledgers stored whose metadata was not found missing")
+    bytes: int = Field(description="their payload bytes")
+
+
+class StorageGcSettings(BaseModel):
+    interval_s: float = Field(description="seconds between passes (0: never)")
+    grace_s: float = Field(description="seconds between the two looks")
+    deletes_per_pass: int = Field(description="ledgers one pass deletes at most")
+
+
+class StorageLastPass(BaseModel):
+    at: str = Field(description="when the pass ended (ISO 8601, UTC)")
+    freed_ledgers: int
+    freed_bytes: int
+    took_ms: int
+    error: str | None = Field(description="why it stopped early (a ZooKeeper error), or null")
+
+
+class StorageReport(BaseModel):
+    """A bookie's storage report, as the bookie answers it (docs/operations.md, "Space
+    given back")."""
+
+    bookie: str = Field(description="the bookie's id")
+    file_bytes: int = Field(description="size of its database")
+    free_pages_bytes: int = Field(
+        description="bytes of free pages in it; file_bytes - free_pages_bytes is what the data uses"
+    )
+    live: StorageLive
+    orphaned: list[StorageLedger] = Field(
+        description="metadata found missing once, waiting for the second look after the "
+        "grace (the first 100; the count covers all)"
+    )
+    orphaned_count: int
+    orphaned_bytes: int
+    pending_delete: list[StorageLedger] = Field(
+        description="metadata found missing and past the grace: the next pass deletes them "
+        "(the first 100; the count covers all)"
+    )
+    pending_delete_count: int
+    pending_delete_bytes: int
+    gc: StorageGcSettings
+    last_pass: StorageLastPass | None = Field(description="the last pass (not a dry run)")
+
+
+class GcFreedLedger(BaseModel):
+    ledger_id: int
+    bytes: int
+
+
+class GcPass(BaseModel):
+    """What a garbage-collection pass on a bookie did (a dry run: would do)."""
+
+    dry_run: bool
+    at: str = Field(description="when the pass ended (ISO 8601, UTC)")
+    freed_ledgers: int
+    freed_bytes: int
+    freed: list[GcFreedLedger] = Field(description="the first 100 ledgers freed")
+    waiting_ledgers: int = Field(description="found missing, within the grace")
+    pending_ledgers: int = Field(description="past the grace, beyond deletes_per_pass")
+    error: str | None = Field(description="why the looks stopped early, or null")
+    took_ms: int

@@ -15,7 +15,10 @@ the elected auditor's, as its last complete check wrote it (``/auditor/placement
 
 Per-bookie figures (ledger count, disk space, instance id) come from each registered
 bookie's ``GET /v1/info``, asked of all bookies at once with a short time-out, so a
-hung or dead bookie shows nulls instead of holding the answer up.
+hung or dead bookie shows nulls instead of holding the answer up. A bookie's storage
+report and its garbage-collection passes are the bookie's own answers (``GET
+/v1/storage``, ``POST /v1/gc``; docs/operations.md "Space given back"), asked of a
+registered bookie only.
 """
 
 from __future__ import annotations
@@ -27,9 +30,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gateway.limits import BOOKIE_INFO_TIMEOUT_S, MARK_READS_CONCURRENT_MAX
+from gateway.limits import (
+    BOOKIE_INFO_TIMEOUT_S,
+    BOOKIE_STORAGE_TIMEOUT_S,
+    MARK_READS_CONCURRENT_MAX,
+)
 from services.clock import wall_ms
-from services.errors import BookieNotFound, NodeNotFound, QuireError
+from services.errors import BookieNotFound, BookieUnavailable, NodeNotFound, QuireError
 from services.protocol.placement import rack_counts
 from services.zk import paths as zkpaths
 from services.zk.registry import BookieRegistry
@@ -51,9 +58,13 @@ DOWN = "down"
 
 
 class InfoSource(Protocol):
-    """What the admin API asks of one bookie (``BookieClient.info``)."""
+    """What the admin API asks of one bookie (``BookieClient``'s methods)."""
 
     async def info(self) -> dict[str, Any]: ...
+
+    async def storage(self, timeout_s: float | None = None) -> dict[str, Any]: ...
+
+    async def gc(self, dry_run: bool, timeout_s: float | None = None) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +229,29 @@ class AdminService:
         self.registry.exclude(bookie_id)
         await self.replication.request_audit()
         return await self.bookie_object(bookie_id)
+
+    async def _registered(self, bookie_id: str) -> KnownBookie:
+        """The bookie, known and registered (running): ``BookieNotFound`` when unknown,
+        ``BookieUnavailable`` when it is down (its store cannot be asked)."""
+        for bookie in await self.known_bookies():
+            if bookie.bookie_id == bookie_id:
+                if not bookie.registered:
+                    raise BookieUnavailable(
+                        f"bookie {bookie_id!r} is not running (state {bookie.state}): its "
+                        "storage is reported, and collected, once it is back"
+                    )
+                return bookie
+        raise BookieNotFound(f"no bookie {bookie_id!r}: not registered and no cookie")
+
+    async def storage(self, bookie_id: str) -> dict[str, Any]:
+        """The bookie's storage report (bookie/collector.py), as it answered."""
+        bookie = await self._registered(bookie_id)
+        return await self.bookie(bookie.bookie_id).storage(timeout_s=BOOKIE_STORAGE_TIMEOUT_S)
+
+    async def gc(self, bookie_id: str, dry_run: bool) -> dict[str, Any]:
+        """Run a garbage-collection pass on the bookie now, as it answered."""
+        bookie = await self._registered(bookie_id)
+        return await self.bookie(bookie.bookie_id).gc(dry_run, timeout_s=BOOKIE_STORAGE_TIMEOUT_S)
 
     # ------------------------------------------------------------------ under-replication
 

@@ -399,6 +399,20 @@ class BookieClient:
         """The bookie's id, address, state (writable/readonly), instance id, disk ratios."""
         return await self._json("GET", "/v1/info", what="info")
 
+    async def storage(self, timeout_s: float | None = None) -> dict[str, Any]:
+        """The bookie's storage report: file size and free pages, live, orphaned and
+        pending-delete ledgers with their reasons, the last garbage-collection pass.
+        ``timeout_s`` bounds the call instead of ``request_timeout_s`` (the report sums
+        the sizes of every entry stored there)."""
+        return await self._json("GET", "/v1/storage", what="storage report", timeout_s=timeout_s)
+
+    async def gc(self, dry_run: bool, timeout_s: float | None = None) -> dict[str, Any]:
+        """Run a garbage-collection pass on the bookie now (``dry_run``: answer what it
+        would free, deleting nothing). ``timeout_s`` bounds the call instead of
+        ``request_timeout_s`` (a pass reads the metadata of every ledger stored there)."""
+        target = f"/v1/gc?dry_run={'true' if dry_run else 'false'}"
+        return await self._json("POST", target, what="garbage collection", timeout_s=timeout_s)
+
     # ---------------------------------------------------------------- plumbing
 
     async def _call(

@@ -2,7 +2,9 @@
 
 ``cluster``, ``bookies``, ``under-replicated`` and ``placement`` print rich tables
 (``--json`` for the API's object instead); ``audit``, ``replication enable|disable`` and
-``decommission`` change something and say what; ``decommission --wait`` and
+``decommission`` change something and say what; ``storage`` prints each running
+bookie's storage report and ``gc`` runs a garbage-collection pass on one (docs/operations.md
+"Space given back"); ``decommission --wait`` and
 ``wait-replicated`` show a progress bar (ledgers left, MB copied, rate) until the
 cluster is whole again, with ``--timeout``. Talks to the gateway of the global
 ``--gateway`` option with its ``--token`` — the admin token when the gateway runs
@@ -24,7 +26,11 @@ from services.cli.admin_wait import Poll, View, copied_bytes, wait_until
 from services.cli.client import EXIT_CODES_HELP, GatewayClient, pages, reported
 from services.cli.common import global_options, human_bytes
 from services.cli.ledger_io import err, print_json
-from services.cli.limits import WAIT_POLL_INTERVAL_S, WAIT_PROGRESS_PAGES_MAX
+from services.cli.limits import (
+    STORAGE_CALL_TIMEOUT_S,
+    WAIT_POLL_INTERVAL_S,
+    WAIT_PROGRESS_PAGES_MAX,
+)
 from services.cli.listing import dash, table_console, when_ms
 from services.errors import GatewayUnreachable, Unavailable
 from services.limits import LIST_LIMIT_MAX
@@ -40,7 +46,7 @@ admin_app = typer.Typer(
     help=(
         "Cluster administration: cluster, bookies, gateways, drain, under-replicated, placement, "
         "audit, "
-        "replication enable|disable, decommission, wait-replicated.\n\n"
+        "replication enable|disable, decommission, wait-replicated, storage, gc.\n\n"
         "Talks to the gateway of the global --gateway option (env QUIRE_GATEWAY) with its "
         "--token (env QUIRE_TOKEN; the admin token when the gateway has one); both go "
         "before 'admin'.\n\n"
@@ -160,6 +166,119 @@ def bookies(ctx: typer.Context, as_json: AsJson = False) -> None:
         err.print("no bookies known", markup=False)
     else:
         table_console().print(bookies_table(doc["bookies"]))
+
+
+# -- storage and garbage collection ------------------------------------------
+
+
+def storage_table(doc: dict[str, Any]) -> Table:
+    """One bookie's storage report: its file, then a row per listed ledger with its
+    reason (docs/operations.md "Space given back")."""
+    used = doc["file_bytes"] - doc["free_pages_bytes"]
+    live = doc["live"]
+    last = doc.get("last_pass")
+    caption = (
+        "no pass yet"
+        if not last
+        else f"last pass {last['at']}: freed {last['freed_ledgers']} ledgers, "
+        f"{human_bytes(last['freed_bytes'])} in {last['took_ms']} ms"
+        + (f" (stopped: {last['error']})" if last.get("error") else "")
+    )
+    table = Table(
+        title=f"Storage of {doc['bookie']}: file {human_bytes(doc['file_bytes'])}, used "
+        f"{human_bytes(used)}, free pages {human_bytes(doc['free_pages_bytes'])}",
+        caption=caption,
+        title_justify="left",
+        caption_justify="left",
+    )
+    table.add_column("what", no_wrap=True)
+    table.add_column("ledger", justify="right")
+    table.add_column("bytes", justify="right")
+    table.add_column("reason", overflow="fold")
+    table.add_row(
+        "[green]live[/green]", f"{live['ledgers']} ledgers", human_bytes(live["bytes"]), "-"
+    )
+    for key, label in (("orphaned", "orphaned"), ("pending_delete", "pending delete")):
+        for item in doc[key]:
+            table.add_row(
+                f"[yellow]{label}[/yellow]",
+                str(item["ledger_id"]),
+                human_bytes(item["bytes"]),
+                item["reason"],
+            )
+        unlisted = doc[f"{key}_count"] - len(doc[key])
+        if unlisted > 0:
+            table.add_row(f"[yellow]{label}[/yellow]", f"{unlisted} more", "", "not listed")
+    return table
+
+
+@admin_app.command()
+def storage(
+    ctx: typer.Context,
+    bookie_id: Annotated[
+        str | None,
+        typer.Argument(show_default=False, help="the bookie's id (host:port); default: all"),
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Where bookies' space goes: the file and its free pages, live ledgers, and the
+    ledgers garbage collection found orphaned or will delete, each with its reason.
+    Without BOOKIE, every running bookie (a table each; --json: a list)."""
+    with reported(), _client(ctx) as client:
+        if bookie_id is None:
+            listed = client.json("GET", "/v1/admin/bookies")["bookies"]
+            ids = [b["id"] for b in listed if b.get("state") not in ("down", "decommissioned")]
+        else:
+            ids = [bookie_id]
+        docs = [
+            client.json(
+                "GET",
+                f"/v1/admin/bookies/{quote(bid, safe=':')}/storage",
+                timeout=STORAGE_CALL_TIMEOUT_S,
+            )
+            for bid in ids
+        ]
+    if as_json:
+        print_json(docs[0] if bookie_id is not None else docs)
+    elif not docs:
+        err.print("no bookie is running", markup=False)
+    else:
+        console = table_console()
+        for doc in docs:
+            console.print(storage_table(doc))
+
+
+@admin_app.command()
+def gc(
+    ctx: typer.Context,
+    bookie_id: Annotated[str, typer.Argument(help="the bookie's id (host:port)")],
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="only say what a pass would free; delete nothing"),
+    ] = False,
+    as_json: AsJson = False,
+) -> None:
+    """Run a garbage-collection pass on a bookie now: it deletes the local data of
+    ledgers whose metadata two looks, the grace apart, found gone."""
+    with reported(), _client(ctx) as client:
+        doc = client.json(
+            "POST",
+            f"/v1/admin/bookies/{quote(bookie_id, safe=':')}/gc",
+            params={"dry_run": "true" if dry_run else "false"},
+            timeout=STORAGE_CALL_TIMEOUT_S,
+        )
+    if as_json:
+        print_json(doc)
+        return
+    verb = "would free" if doc["dry_run"] else "freed"
+    print(
+        f"{bookie_id}: {verb} {doc['freed_ledgers']} ledgers, {human_bytes(doc['freed_bytes'])}; "
+        f"{doc['waiting_ledgers']} waiting for the grace, {doc['pending_ledgers']} pending "
+        f"({doc['took_ms']} ms)",
+        flush=True,
+    )
+    if doc.get("error"):
+        err.print(doc["error"], markup=False)
 
 
 # -- under-replicated -------------------------------------------------------

@@ -49,3 +49,8 @@ WAIT_PROGRESS_PAGES_MAX = 5
 STATUS_FIRST_DEFAULT = 5
 STATUS_FIRST_MAX = 100
 STATUS_LOG_PAGES_MAX = 10
+
+# ``quire admin storage`` and ``quire admin gc`` (services/cli/admin.py): a bookie's
+# storage report or pass may take the gateway up to its own bound (gateway/limits.py,
+# BOOKIE_STORAGE_TIMEOUT_S); the CLI waits a little longer than that.
+STORAGE_CALL_TIMEOUT_S = 70.0

@@ -444,6 +444,12 @@ class MetadataStore:
         except NodeNotFound:
             return None
 
+    async def sync(self, path: str) -> None:
+        """Bring the server this session reads from up to date with the leader for
+        ``path``: a read after it sees every change committed before it began (ZooKeeper's
+        reads are otherwise served from a server that may be behind)."""
+        await self._call(path, self._client.sync_async, path)
+
     async def exists(self, path: str) -> bool:
         stat = await self._call(path, self._client.exists_async, path)
         return stat is not None

@@ -108,10 +108,37 @@ def test_delete_then_readd_in_one_batch(tmp_path):
         return [DeleteOp(4, f()), DeleteOp(4, f()), AddOp([sealed(4, 7)], f(), 1)]
 
     results, _, index, _ = asyncio.run(run_batch(tmp_path, second))
-    assert results[0] is None
+    assert results[0] is True
     assert isinstance(results[1], LedgerNotFound)
     assert results[2] == AddOpResult(1, [])
     assert index.get(4).to_json() == {"ledger_id": 4, "lac": 6, "last_entry_id": 7, "fenced": False}
+
+
+def test_conditional_delete_keeps_a_ledger_written_since(tmp_path):
+    """Garbage collection's delete (bookie/gc.py, docs/operations.md "Space given back")
+    deletes only while the ledger's state is the one the collector looked at: an add
+    queued before it changes the state, so the ledger and its entries are kept."""
+
+    def ops(loop):
+        f = loop.create_future
+        return [
+            AddOp([sealed(5, 0), sealed(6, 0)], f(), 2),
+            AddOp([sealed(5, 1)], f(), 1),
+            DeleteOp(5, f(), if_state=(-1, 0, False)),  # the state before the second add
+            DeleteOp(6, f(), if_state=(-1, 0, False)),
+        ]
+
+    results, _, index, _ = asyncio.run(run_batch(tmp_path, ops))
+    assert results[2] is False
+    assert results[3] is True
+    assert index.get(5).last_entry_id == 1
+    assert index.get(6) is None
+    reader = Reader(tmp_path)
+    try:
+        assert [e.entry_id for e in reader.read_range(5, 0, 9, 10, 1 << 20)] == [0, 1]
+        assert reader.read_range(6, 0, 9, 10, 1 << 20) == []
+    finally:
+        reader.close()
 
 
 def test_range_read_bounds(tmp_path):
