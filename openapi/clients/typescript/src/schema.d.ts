@@ -140,6 +140,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/bookies/{bookie_id}/gc": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Run a garbage-collection pass on a bookie now (dry_run: only say what it would free, deleting nothing and starting no ledger's grace) */
+        post: operations["run_bookie_gc"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/bookies/{bookie_id}/storage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A bookie's space: its file, live ledgers, and the ledgers garbage collection found orphaned or will delete, each with its reason */
+        get: operations["get_bookie_storage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/admin/cluster": {
         parameters: {
             query?: never;
@@ -1004,6 +1038,52 @@ export interface components {
             /** Gateways */
             gateways: components["schemas"]["GatewayEntry"][];
         };
+        /** GcFreedLedger */
+        GcFreedLedger: {
+            /** Bytes */
+            bytes: number;
+            /** Ledger Id */
+            ledger_id: number;
+        };
+        /**
+         * GcPass
+         * @description What a garbage-collection pass on a bookie did (a dry run: would do).
+         */
+        GcPass: {
+            /**
+             * At
+             * @description when the pass ended (ISO 8601, UTC)
+             */
+            at: string;
+            /** Dry Run */
+            dry_run: boolean;
+            /**
+             * Error
+             * @description why the looks stopped early, or null
+             */
+            error: string | null;
+            /**
+             * Freed
+             * @description the first 100 ledgers freed
+             */
+            freed: components["schemas"]["GcFreedLedger"][];
+            /** Freed Bytes */
+            freed_bytes: number;
+            /** Freed Ledgers */
+            freed_ledgers: number;
+            /**
+             * Pending Ledgers
+             * @description past the grace, beyond deletes_per_pass
+             */
+            pending_ledgers: number;
+            /** Took Ms */
+            took_ms: number;
+            /**
+             * Waiting Ledgers
+             * @description found missing, within the grace
+             */
+            waiting_ledgers: number;
+        };
         /** Lac */
         Lac: {
             /** Last Add Confirmed */
@@ -1169,6 +1249,115 @@ export interface components {
         Rolled: {
             /** Ledger Id */
             ledger_id: number;
+        };
+        /** StorageGcSettings */
+        StorageGcSettings: {
+            /**
+             * Deletes Per Pass
+             * @description ledgers one pass deletes at most
+             */
+            deletes_per_pass: number;
+            /**
+             * Grace S
+             * @description seconds between the two looks
+             */
+            grace_s: number;
+            /**
+             * Interval S
+             * @description seconds between passes (0: never)
+             */
+            interval_s: number;
+        };
+        /** StorageLastPass */
+        StorageLastPass: {
+            /**
+             * At
+             * @description when the pass ended (ISO 8601, UTC)
+             */
+            at: string;
+            /**
+             * Error
+             * @description why it stopped early (a ZooKeeper error), or null
+             */
+            error: string | null;
+            /** Freed Bytes */
+            freed_bytes: number;
+            /** Freed Ledgers */
+            freed_ledgers: number;
+            /** Took Ms */
+            took_ms: number;
+        };
+        /** StorageLedger */
+        StorageLedger: {
+            /**
+             * Bytes
+             * @description payload bytes the bookie stores for it
+             */
+            bytes: number;
+            /** Ledger Id */
+            ledger_id: number;
+            /**
+             * Reason
+             * @description why it is listed, and what happens to it next
+             */
+            reason: string;
+        };
+        /** StorageLive */
+        StorageLive: {
+            /**
+             * Bytes
+             * @description their payload bytes
+             */
+            bytes: number;
+            /**
+             * Ledgers
+             * @description ledgers stored whose metadata was not found missing
+             */
+            ledgers: number;
+        };
+        /**
+         * StorageReport
+         * @description A bookie's storage report, as the bookie answers it (docs/operations.md, "Space
+         *     given back").
+         */
+        StorageReport: {
+            /**
+             * Bookie
+             * @description the bookie's id
+             */
+            bookie: string;
+            /**
+             * File Bytes
+             * @description size of its database
+             */
+            file_bytes: number;
+            /**
+             * Free Pages Bytes
+             * @description bytes of free pages in it; file_bytes - free_pages_bytes is what the data uses
+             */
+            free_pages_bytes: number;
+            gc: components["schemas"]["StorageGcSettings"];
+            /** @description the last pass (not a dry run) */
+            last_pass: components["schemas"]["StorageLastPass"] | null;
+            live: components["schemas"]["StorageLive"];
+            /**
+             * Orphaned
+             * @description metadata found missing once, waiting for the second look after the grace (the first 100; the count covers all)
+             */
+            orphaned: components["schemas"]["StorageLedger"][];
+            /** Orphaned Bytes */
+            orphaned_bytes: number;
+            /** Orphaned Count */
+            orphaned_count: number;
+            /**
+             * Pending Delete
+             * @description metadata found missing and past the grace: the next pass deletes them (the first 100; the count covers all)
+             */
+            pending_delete: components["schemas"]["StorageLedger"][];
+            /** Pending Delete Bytes */
+            pending_delete_bytes: number;
+            /** Pending Delete Count */
+            pending_delete_count: number;
         };
         /** UnderReplicatedLedger */
         UnderReplicatedLedger: {
@@ -1569,6 +1758,145 @@ export interface operations {
                 };
             };
             /** @description unavailable / metadata_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    run_bookie_gc: {
+        parameters: {
+            query?: {
+                /** @description only answer what would be freed */
+                dry_run?: boolean;
+            };
+            header?: never;
+            path: {
+                /** @description the bookie's id (host:port) */
+                bookie_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GcPass"];
+                };
+            };
+            /** @description invalid_argument */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unauthorized: missing or wrong token (the admin token when the gateway runs with --admin-token; the API token is not enough then) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description bookie_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description bookie_unavailable / unavailable / metadata_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_bookie_storage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the bookie's id (host:port) */
+                bookie_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StorageReport"];
+                };
+            };
+            /** @description invalid_argument */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unauthorized: missing or wrong token (the admin token when the gateway runs with --admin-token; the API token is not enough then) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description bookie_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description bookie_unavailable / unavailable / metadata_unavailable */
             503: {
                 headers: {
                     [name: string]: unknown;

@@ -34,6 +34,8 @@ from .error_error import ErrorError
 from .fragment import Fragment
 from .gateway_entry import GatewayEntry
 from .gateway_list import GatewayList
+from .gc_freed_ledger import GcFreedLedger
+from .gc_pass import GcPass
 from .lac import Lac
 from .ledger import Ledger
 from .ledger_list import LedgerList
@@ -47,6 +49,11 @@ from .position_model import PositionModel
 from .record_model import RecordModel
 from .record_page import RecordPage
 from .rolled import Rolled
+from .storage_gc_settings import StorageGcSettings
+from .storage_last_pass import StorageLastPass
+from .storage_ledger import StorageLedger
+from .storage_live import StorageLive
+from .storage_report import StorageReport
 from .under_replicated_ledger import UnderReplicatedLedger
 from .under_replicated_ledger_progress_type_0 import UnderReplicatedLedgerProgressType0
 from .under_replicated_list import UnderReplicatedList
@@ -88,6 +95,8 @@ __all__ = (
     "Fragment",
     "GatewayEntry",
     "GatewayList",
+    "GcFreedLedger",
+    "GcPass",
     "Lac",
     "Ledger",
     "LedgerList",
@@ -101,6 +110,11 @@ __all__ = (
     "RecordModel",
     "RecordPage",
     "Rolled",
+    "StorageGcSettings",
+    "StorageLastPass",
+    "StorageLedger",
+    "StorageLive",
+    "StorageReport",
     "UnderReplicatedLedger",
     "UnderReplicatedLedgerProgressType0",
     "UnderReplicatedList",

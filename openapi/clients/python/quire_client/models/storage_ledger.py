@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from attrs import define as _attrs_define
+from attrs import field as _attrs_field
+
+T = TypeVar("T", bound="StorageLedger")
+
+
+@_attrs_define
+class StorageLedger:
+    """
+    Attributes:
+        bytes_ (int): payload bytes the bookie stores for it
+        ledger_id (int):
+        reason (str): why it is listed, and what happens to it next
+    """
+
+    bytes_: int
+    ledger_id: int
+    reason: str
+    additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        bytes_ = self.bytes_
+
+        ledger_id = self.ledger_id
+
+        reason = self.reason
+
+        field_dict: dict[str, Any] = {}
+        field_dict.update(self.additional_properties)
+        field_dict.update(
+            {
+                "bytes": bytes_,
+                "ledger_id": ledger_id,
+                "reason": reason,
+            }
+        )
+
+        return field_dict
+
+    @classmethod
+    def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        d = dict(src_dict)
+        bytes_ = d.pop("bytes")
+
+        ledger_id = d.pop("ledger_id")
+
+        reason = d.pop("reason")
+
+        storage_ledger = cls(
+            bytes_=bytes_,
+            ledger_id=ledger_id,
+            reason=reason,
+        )
+
+        storage_ledger.additional_properties = d
+        return storage_ledger
+
+    @property
+    def additional_keys(self) -> list[str]:
+        return list(self.additional_properties.keys())
+
+    def __getitem__(self, key: str) -> Any:
+        return self.additional_properties[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.additional_properties[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.additional_properties[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.additional_properties
