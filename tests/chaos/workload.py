@@ -11,7 +11,9 @@ recording every operation's invocation and outcome into the history
   on 409 ``not_writer`` it follows the role to the gateway that holds it, or takes the
   role (``POST /v1/logs/{name}/writer``, docs/api.md) where it is; after repeated
   unknowns or a refused connection it takes the role through the other gateway
-  (docs/logs.md).
+  (docs/logs.md). Any gateway takes an append (it forwards to the writer's), so now and
+  then (``MOVE_P`` of its appends) it also moves the role on purpose to another gateway,
+  as a drain does, so hand-overs happen under the faults.
 - ``LogStreamer``: appends to a log over the WebSocket stream (docs/streaming.md), a key
   per record; the records a broken stream left unacknowledged are settled by the
   ``LogWriter``'s REST retries with their keys.
@@ -68,6 +70,8 @@ KEY_PATIENCE_S = 30.0
 # Unknown outcomes in a row, on one gateway, before a log writer moves to the other.
 UNKNOWNS_BEFORE_MOVING = 2
 RETRY_PAUSE_S = 0.2
+# A log writer moves its log's role to another gateway before this share of its appends.
+MOVE_P = 0.03
 STREAM_OPEN_TIMEOUT_S = 5.0
 # A Spark reader's pace, and its patience with one job (the connector retries a
 # gateway for up to 30 s, services/spark/limits.py).
@@ -308,6 +312,9 @@ class LogWriter(Worker):
         return key, [f"{key}/{j}:{filler(self.rng)}" for j in range(count)]
 
     def step(self) -> None:
+        if self.rng.random() < MOVE_P:
+            self.gateway = self.other_gateway()
+            self.take_writer()
         key, records = self.next_key()
         self.settle(key, records)
 
