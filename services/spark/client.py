@@ -38,6 +38,7 @@ import ssl
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -45,6 +46,7 @@ import httpx
 from services.errors import InvalidArgument
 from services.protocol.logs import Position
 from services.spark import limits
+from services.tls.contexts import TlsError, add_certificate, verifying_context
 from services.wire.entries_stream import MEDIA_TYPE, FrameDecoder
 
 # Codes the connector itself reports (the gateway's own codes are docs/api.md's).
@@ -395,50 +397,34 @@ def _files(tls: TlsOptions) -> list[tuple[str, str]]:
     return [(path, option) for path, option in named if path is not None]
 
 
-def _unusable(option: str, path: str, why: str) -> QuireSparkError:
-    return QuireSparkError(INVALID_OPTION, f"{option}: {path}: {why}")
-
-
 def _modified_ns(path: str, option: str) -> int:
     try:
         return os.stat(path).st_mtime_ns
     except OSError as exc:
-        raise _unusable(option, path, exc.strerror or "cannot be read") from None
-
-
-def _encrypted_key() -> bytes:
-    """OpenSSL asks for a password: without this it would prompt on the terminal."""
-    raise ValueError("the key is encrypted")
+        why = exc.strerror or "cannot be read"
+        raise QuireSparkError(INVALID_OPTION, f"{option}: {path}: {why}") from None
 
 
 @functools.lru_cache(maxsize=limits.TLS_CONTEXTS_MAX)
 def _context(tls: TlsOptions, stamps: tuple[int, ...]) -> ssl.SSLContext:
-    """``tls_context``'s context, built (``stamps`` is part of the cache's key only)."""
+    """``tls_context``'s context, built (``stamps`` is part of the cache's key only) as
+    the CLI builds its own (services/tls/contexts.py), a refused file named by its
+    option."""
     if tls.ca_file is None:
         context = httpx.create_ssl_context()  # its CA bundle, or SSL_CERT_FILE / _DIR
     else:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED, check_hostname
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
         try:
-            context.load_verify_locations(cafile=tls.ca_file)
-        except (OSError, ValueError) as exc:
-            raise _unusable(tls.ca_source, tls.ca_file, _why(exc, "not a PEM CA bundle")) from None
+            context = verifying_context(Path(tls.ca_file))
+        except TlsError as exc:
+            raise QuireSparkError(INVALID_OPTION, f"{tls.ca_source}: {exc}") from None
     if tls.cert_file is not None and tls.key_file is not None:
         try:
-            context.load_cert_chain(tls.cert_file, tls.key_file, password=_encrypted_key)
-        except (OSError, ValueError) as exc:
-            why = _why(exc, "not a PEM certificate chain and its matching unencrypted key")
-            raise _unusable("options 'certFile' and 'keyFile'", tls.cert_file, why) from None
+            add_certificate(context, Path(tls.cert_file), Path(tls.key_file))
+        except TlsError as exc:
+            raise QuireSparkError(
+                INVALID_OPTION, f"options 'certFile' and 'keyFile': {exc}"
+            ) from None
     return context
-
-
-def _why(exc: OSError | ValueError, what: str) -> str:
-    """Why a file was refused: the system's reason for one that cannot be read, else
-    ``what`` it should have been and OpenSSL's reason (never the file's content)."""
-    if isinstance(exc, OSError) and not isinstance(exc, ssl.SSLError):
-        return exc.strerror or "cannot be read"
-    reason = exc.reason if isinstance(exc, ssl.SSLError) else str(exc)
-    return f"{what} ({reason or type(exc).__name__})"
 
 
 def password_header(password: str | None) -> Mapping[str, str]:

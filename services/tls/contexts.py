@@ -67,14 +67,20 @@ def _encrypted(key: Path) -> bytes:
 
 
 def _load_chain(context: ssl.SSLContext, files: TlsFiles) -> None:
-    _check_readable(files.cert)
-    _check_readable(files.key)
+    add_certificate(context, files.cert, files.key)
+
+
+def add_certificate(context: ssl.SSLContext, cert: Path, key: Path) -> None:
+    """Present ``cert`` (a PEM chain) with its unencrypted ``key`` from ``context``;
+    ``TlsError`` naming the files when they cannot be used (never their content)."""
+    _check_readable(cert)
+    _check_readable(key)
     try:
-        context.load_cert_chain(files.cert, files.key, password=partial(_encrypted, files.key))
+        context.load_cert_chain(cert, key, password=partial(_encrypted, key))
     except (OSError, ValueError) as exc:
         reason = exc.reason if isinstance(exc, ssl.SSLError) else None
         raise TlsError(
-            f"{files.cert} and {files.key}: not a PEM certificate chain and its matching "
+            f"{cert} and {key}: not a PEM certificate chain and its matching "
             f"key ({reason or type(exc).__name__})"
         ) from None
 
