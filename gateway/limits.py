@@ -114,16 +114,13 @@ SETTLE_POLL_MAX_S = 0.2
 # it (writer.py).
 LOG_WATCH_RETRY_S = 1.0
 
-# Any gateway appends (gateway/logs/owners.py): connections to each other gateway that
-# forwarded appends may hold at once; the time a forward may take beyond the owner's own
-# bounds (its add time-out and settle time-out), also added to the session time-out while
-# waiting for an unreachable owner's registration to go; the routes an append may take
-# before it is refused (each a forward refused or a role lost meanwhile); the logs whose
-# writer a gateway remembers as a hint; hand-overs a draining gateway runs at once.
-FORWARD_CONNECTIONS_MAX = 64  # drains' and hand-overs' (forwarded appends: one each)
+# Any gateway appends (gateway/logs/owners.py): the connect time-out to another gateway;
+# the time a forward may take beyond the owner's own bounds (its add time-out and settle
+# time-out), also added to the session time-out while waiting for an unreachable owner's
+# registration to go; the routes an append may take before it is refused (each a
+# forward refused or a role lost meanwhile); the logs whose writer a gateway remembers
+# as a hint; hand-overs a draining gateway runs at once.
 FORWARD_CONNECT_TIMEOUT_S = 2.0
-# Entries read back at a time when looking for a log's last visible record (tail.py).
-TAIL_PAGE_ENTRIES = 256
 FORWARD_GRACE_S = 2.0
 FORWARD_HOPS_MAX = 4
 # Single records forwarded together (grouping.py): groups in flight per gateway, log and
@@ -135,6 +132,8 @@ FORWARD_GROUP_BYTES_MAX = 1024 * 1024
 LOG_WRITERS_KNOWN_MAX = 100_000
 DRAIN_HANDOVERS_CONCURRENT_MAX = 8
 DRAIN_TIMEOUT_S = 60.0  # one hand-over (a take-over fences and recovers), or a whole drain
+# Entries read back at a time when looking for a log's last visible record (tail.py).
+TAIL_PAGE_ENTRIES = 256
 
 # Streams (gateway/streams/session.py): bounds of one stream; the credits (records in
 # flight) and their payload bytes are settings (``stream_credits``,

@@ -45,14 +45,13 @@ from gateway.limits import (
     DRAIN_HANDOVERS_CONCURRENT_MAX,
     DRAIN_TIMEOUT_S,
     FORWARD_CONNECT_TIMEOUT_S,
-    FORWARD_CONNECTIONS_MAX,
     FORWARD_GRACE_S,
     LOG_WRITERS_KNOWN_MAX,
 )
 from gateway.logs.grouping import RecordGroups
 from services.bookie_client.channel import AddChannel
 from services.bookie_client.client import SECRET_HEADER
-from services.bookie_client.transport import HttpResponse, ProtocolError, StreamTransport
+from services.bookie_client.transport import HttpResponse
 from services.errors import (
     InvariantViolation,
     NotFound,
@@ -105,8 +104,7 @@ class Owners:
         )
         self.draining = False
         self._ssl = ssl_context
-        self._peers: dict[str, StreamTransport] = {}  # drains and hand-overs
-        self._channels: dict[str, AddChannel] = {}  # forwarded appends
+        self._channels: dict[str, AddChannel] = {}  # to each other gateway
         # The writer's gateway of each log as last read here: a hint, corrected by a
         # refusal (the log is read again).
         self._writers: dict[str, str | None] = {}
@@ -126,13 +124,8 @@ class Owners:
     async def aclose(self) -> None:
         await self.groups.aclose()
         await self.registration.stop()
-        peers, self._peers = list(self._peers.values()), {}
         channels, self._channels = list(self._channels.values()), {}
-        await asyncio.gather(
-            *(peer.aclose() for peer in peers),
-            *(channel.aclose() for channel in channels),
-            return_exceptions=True,
-        )
+        await asyncio.gather(*(channel.aclose() for channel in channels), return_exceptions=True)
 
     # ------------------------------------------------------------ routing
 
@@ -192,23 +185,9 @@ class Owners:
 
     # ------------------------------------------------------------ forwarding
 
-    def _peer(self, address: str) -> StreamTransport:
-        peer = self._peers.get(address)
-        if peer is None:
-            host, _, port = address.rpartition(":")
-            peer = self._peers[address] = StreamTransport(
-                host,
-                int(port),
-                connections_max=FORWARD_CONNECTIONS_MAX,
-                ssl_context=self._ssl,
-                server_hostname=host,
-            )
-        return peer
-
     def _channel(self, address: str) -> AddChannel:
-        """The callback-driven connections of forwarded appends to ``address`` (the
-        bookie client's add channel: no task per request; services/bookie_client/
-        channel.py)."""
+        """The callback-driven connections to ``address`` (the bookie client's add
+        channel: no task per request; services/bookie_client/channel.py)."""
         channel = self._channels.get(address)
         if channel is None:
             host, _, port = address.rpartition(":")
@@ -216,6 +195,39 @@ class Owners:
                 host, int(port), FORWARD_CONNECT_TIMEOUT_S, self._ssl, host
             )
         return channel
+
+    async def _post(
+        self,
+        target: str,
+        path: str,
+        body: bytes,
+        headers: dict[str, str],
+        timeout_s: float,
+        gone: asyncio.Future[None] | None = None,
+    ) -> HttpResponse | Exception | None:
+        """POST ``body`` to ``path`` on gateway ``target``: its answer, the error that
+        ended the exchange, or None when ``gone`` (the gateway's registration leaving)
+        came first."""
+        answered: asyncio.Future[HttpResponse | Exception | None] = (
+            asyncio.get_running_loop().create_future()
+        )
+
+        def done(result: HttpResponse | Exception | None) -> None:
+            if not answered.done():
+                answered.set_result(result)
+
+        self._channel(target).start(_request(target, path, body, headers), timeout_s, done)
+        if gone is None:
+            return await answered
+
+        def went(_: asyncio.Future[None]) -> None:
+            done(None)
+
+        gone.add_done_callback(went)
+        try:
+            return await answered
+        finally:
+            gone.remove_done_callback(went)
 
     def _headers(self, caller: Caller, extra: Iterable[tuple[str, str | None]]) -> dict[str, str]:
         headers = {FORWARDED_BY: self.me}
@@ -255,29 +267,14 @@ class Owners:
         settings = self.gw.settings
         timeout_s = (settings.add_timeout_ms + settings.log_settle_timeout_ms) / 1000
         self.gw.metrics.log_forwards.inc()
-        answered: asyncio.Future[HttpResponse | Exception | None] = (
-            asyncio.get_running_loop().create_future()
-        )
-
-        def done(result: HttpResponse | Exception | None) -> None:
-            if not answered.done():
-                answered.set_result(result)
-
-        self._channel(target).start(
-            _request(target, f"/v1/logs/{name}/records", raw, headers),
+        result = await self._post(
+            target,
+            f"/v1/logs/{name}/records",
+            raw,
+            headers,
             timeout_s + FORWARD_GRACE_S,
-            done,
+            self.directory.gone(target),
         )
-        gone = self.directory.gone(target)
-
-        def went(_: asyncio.Future[None]) -> None:
-            done(None)
-
-        gone.add_done_callback(went)
-        try:
-            result = await answered
-        finally:
-            gone.remove_done_callback(went)
         if result is None:  # the gateway's registration went first
             self._lost(name, target, key, "went away")
             return None
@@ -343,15 +340,13 @@ class Owners:
             target = others[index % len(others)]
             headers = self._headers(Caller(authorization), ())
             async with limit:
-                try:
-                    response = await self._peer(target).request(
-                        "POST", f"/v1/logs/{name}/writer", b"", headers, DRAIN_TIMEOUT_S
-                    )
-                except (OSError, TimeoutError, ProtocolError) as exc:
-                    failed.append({"log": name, "gateway": target, "error": repr(exc)})
-                    return
-            if response.status != 200:
-                failed.append({"log": name, "gateway": target, "error": str(response.status)})
+                result = await self._post(
+                    target, f"/v1/logs/{name}/writer", b"", headers, DRAIN_TIMEOUT_S
+                )
+            if isinstance(result, Exception):
+                failed.append({"log": name, "gateway": target, "error": repr(result)})
+            elif result is not None and result.status != 200:
+                failed.append({"log": name, "gateway": target, "error": str(result.status)})
 
         await asyncio.gather(*(hand_over(i, name) for i, name in enumerate(names)))
         return {
@@ -369,13 +364,11 @@ class Owners:
         if not self.directory.is_live(address):
             raise NotFound(f"no live gateway {address!r} (GET /v1/admin/gateways lists them)")
         headers = self._headers(Caller(authorization), ())
-        try:
-            response = await self._peer(address).request(
-                "POST", f"/v1/admin/gateways/{address}/drain", b"", headers, DRAIN_TIMEOUT_S
-            )
-        except (OSError, TimeoutError, ProtocolError) as exc:
-            raise Unavailable(f"gateway {address} did not answer the drain ({exc!r})") from None
-        answer = self._answer(address, response)
+        path = f"/v1/admin/gateways/{address}/drain"
+        result = await self._post(address, path, b"", headers, DRAIN_TIMEOUT_S)
+        if not isinstance(result, HttpResponse):
+            raise Unavailable(f"gateway {address} did not answer the drain ({result!r})")
+        answer = self._answer(address, result)
         if answer is None:
             raise InvariantViolation("a drain answered not_writer")
         return answer
