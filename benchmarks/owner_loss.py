@@ -46,6 +46,8 @@ from services.cluster.processes import (  # noqa: E402
 )
 
 SECRET = "bench-secret"
+# Appends acknowledged (through A and B, forwarded to D) before D is killed.
+LOAD_BEFORE_KILL = 100
 
 
 class Cluster:
@@ -166,7 +168,11 @@ def one_run(cluster: Cluster, index: int, clients: int) -> dict[str, float]:
         f"{owner.url}/v1/logs/{name}/records", content=b"first", timeout=30
     ).raise_for_status()
     load = Load([a, b], name, clients).start()
-    time.sleep(1.0)  # appends flowing through A and B to D
+    deadline = time.monotonic() + 30
+    while len(load.acked) < LOAD_BEFORE_KILL:  # appends flowing through A and B to D
+        if time.monotonic() > deadline:
+            raise SystemExit(f"run {index}: no appends acknowledged through A and B")
+        time.sleep(0.05)
     killed_at = time.monotonic()
     owner.kill()
     gone_at = None

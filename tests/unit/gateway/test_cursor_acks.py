@@ -87,7 +87,10 @@ def test_acks_are_merged_answered_once_written_and_only_move_forward() -> None:
             asyncio.create_task(gw.cursors.ack("s", "c", Position(*p)))
             for p in ((5, 3), (6, 0), (5, 2))
         ]
-        await asyncio.sleep(0.05)
+        await until(
+            lambda: waiting(gw) == [Position(5, 3), Position(6, 0), Position(5, 2)],
+            "the later acks waiting behind the first write",
+        )
         assert not first.done() and not any(t.done() for t in later)  # nothing written yet
         memory.gate.set()
         state, moved = await first
@@ -155,7 +158,10 @@ def test_a_caller_gone_or_a_broken_write_leaves_no_ack_unanswered() -> None:
         await until(lambda: bool(gw.cursors._pending), "the first write under way")
         gone = asyncio.create_task(gw.cursors.ack("s", "c", Position(6, 0)))
         other = asyncio.create_task(gw.cursors.ack("s", "c", Position(5, 3)))
-        await asyncio.sleep(0.01)
+        await until(
+            lambda: waiting(gw) == [Position(6, 0), Position(5, 3)],
+            "both acks waiting behind the first write",
+        )
         gone.cancel()
         memory.gate.set()
         assert (await first)[0].position == Position(5, 1)
@@ -170,3 +176,9 @@ def test_a_caller_gone_or_a_broken_write_leaves_no_ack_unanswered() -> None:
         await gw.aclose()
 
     asyncio.run(body())
+
+
+def waiting(gw: Gateway) -> list[Position]:
+    """The positions of cursor ``c``'s acks waiting for the next write."""
+    pending = gw.cursors._pending.get(("s", "c"))
+    return [position for position, _ in pending.acks] if pending is not None else []

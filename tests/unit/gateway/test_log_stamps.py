@@ -18,6 +18,7 @@ from gateway.service import Gateway
 from services.ledger_client.runners import read as reads
 from services.protocol import log_records
 from services.protocol.logs import LogMetadata
+from services.protocol.metadata import LedgerState
 from services.protocol.reads import digest_key
 from services.settings import GatewaySettings
 from services.zk.log_store import LogStore
@@ -65,8 +66,9 @@ def test_stamps_never_go_backwards_across_a_clock_step_and_a_hand_over(
         await on_b.append([b"b0"], "k")
         clock["now"] = 6_000
         await on_b.append([b"b1", b"b2"], None)
+        rolled_out = on_b.ledger_id
         await on_b.roll()
-        await asyncio.sleep(0.05)  # the rolled-out ledger closes
+        await closed(b, rolled_out)  # the roll closes it after its CAS
 
         assert await stamps_of(b, list(logs.current.log.ledgers)) == [
             5_000, 5_000, 5_000, 5_000, 6_000, 6_000,
@@ -75,3 +77,11 @@ def test_stamps_never_go_backwards_across_a_clock_step_and_a_hand_over(
         await b.logs.aclose()
 
     asyncio.run(body())
+
+
+async def closed(gw: Gateway, ledger_id: int, deadline_s: float = 5.0) -> None:
+    """Until ``ledger_id`` is CLOSED in the ledger store (polled, with a deadline)."""
+    end = asyncio.get_running_loop().time() + deadline_s
+    while (await gw.ctx.ledgers.get(ledger_id)).metadata.state is not LedgerState.CLOSED:
+        assert asyncio.get_running_loop().time() < end, f"ledger {ledger_id} never closed"
+        await asyncio.sleep(0.01)
