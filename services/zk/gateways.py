@@ -48,7 +48,6 @@ class GatewayDirectory:
         self.store = store
         self.live: frozenset[str] = frozenset()
         self.started = False
-        self._changed = asyncio.Event()
         self._gone: dict[str, asyncio.Future[None]] = {}  # by address, while it is live
 
     async def start(self) -> None:
@@ -58,8 +57,6 @@ class GatewayDirectory:
 
     def _on_children(self, names: list[str]) -> None:
         self.live = frozenset(names)
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
         for address in [a for a in self._gone if a not in self.live]:
             future = self._gone.pop(address)
             if not future.done():
@@ -82,17 +79,11 @@ class GatewayDirectory:
 
     async def wait_gone(self, address: str, timeout_s: float) -> bool:
         """Until ``address`` is no longer registered (True), or ``timeout_s`` passed."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while address in self.live:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return False
-            try:
-                async with asyncio.timeout(remaining):
-                    await self._changed.wait()
-            except TimeoutError:
-                return address not in self.live
+        try:
+            async with asyncio.timeout(timeout_s):
+                await asyncio.shield(self.gone(address))
+        except TimeoutError:
+            return False
         return True
 
     async def get(self, address: str) -> GatewayInfo | None:
