@@ -136,11 +136,10 @@ async def _connect(
 
 
 def _finish_openapi(doc: dict[str, Any]) -> None:
-    """The gateway's additions to its OpenAPI document: examples, the 403 of scoped
-    tokens on every /v1 operation, and optional headers documented as plain strings."""
+    """The gateway's additions to its OpenAPI document: examples, and the 403 of scoped
+    tokens on every /v1 operation."""
     add_examples(doc)
     document_forbidden(doc)
-    logs.document_plain_headers(doc)
 
 
 def create_app(settings: GatewaySettings, ssl_context: ssl.SSLContext | None = None) -> FastAPI:

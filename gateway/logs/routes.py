@@ -94,8 +94,6 @@ IdempotencyKey = Annotated[
         pattern="^[ -~]+$",
     ),
 ]
-# Documented as a plain string (``document_plain_headers`` drops the null alternative
-# FastAPI writes, which a client or fuzzer would send as the text "null").
 ExpectedLastPosition = Annotated[
     str | None,
     Header(
@@ -117,22 +115,6 @@ LogNamePath = Annotated[
         pattern="^[A-Za-z0-9._-]+$",
     ),
 ]
-
-
-PLAIN_HEADERS = ("Expected-Last-Position",)
-
-
-def document_plain_headers(doc: dict[str, Any]) -> None:
-    """Document the optional headers of ``PLAIN_HEADERS`` as the strings they are: an
-    absent header is absent, never null."""
-    for item in doc.get("paths", {}).values():
-        for operation in item.values():
-            for parameter in operation.get("parameters", []):
-                if parameter.get("in") == "header" and parameter["name"] in PLAIN_HEADERS:
-                    schema = parameter["schema"]
-                    kinds = schema.pop("anyOf", None)
-                    if kinds:
-                        schema.update(next(k for k in kinds if k.get("type") != "null"))
 
 
 def _name(name: str) -> str:

@@ -57,6 +57,7 @@ def install_openapi(
         schemas.pop("HTTPValidationError", None)
         schemas.pop("ValidationError", None)
         exact_bounds(doc)
+        plain_optional_headers(doc)
         hoist_definitions(doc, schemas)
         name_inline_models(doc)
         ids = [op.get("operationId") for ops in doc["paths"].values() for op in ops.values()]
@@ -88,6 +89,25 @@ def add_links(doc: dict[str, Any], links: Mapping[str, Mapping[str, Mapping[str,
                 target = link["operationId"]
                 invariant(target in by_id, f"a link to an unknown operation {target}")
             response["links"] = {name: dict(link) for name, link in named.items()}
+
+
+def plain_optional_headers(doc: dict[str, Any]) -> None:
+    """Document each optional header as the string it is. FastAPI writes a ``str | None``
+    header as "a string or null", and a header cannot be null: clients and fuzzers sent
+    the null alternative as the text "null" (a fuzz run found ``Expected-Last-Position:
+    null`` refused). An absent header is absent."""
+    for item in doc.get("paths", {}).values():
+        for operation in item.values():
+            for parameter in operation.get("parameters", []):
+                if parameter.get("in") != "header":
+                    continue
+                schema = parameter.get("schema", {})
+                kinds = schema.get("anyOf")
+                if kinds and any(kind.get("type") == "null" for kind in kinds):
+                    del schema["anyOf"]
+                    for kind in kinds:
+                        if kind.get("type") != "null":
+                            schema.update(kind)
 
 
 _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")

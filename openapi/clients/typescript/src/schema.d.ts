@@ -2532,7 +2532,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description the ledger's password, when it was created with one */
-                "X-Ledger-Password"?: string | null;
+                "X-Ledger-Password"?: string;
             };
             path: {
                 /** @description ledger id */
@@ -2601,7 +2601,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description the ledger's password, when it was created with one */
-                "X-Ledger-Password"?: string | null;
+                "X-Ledger-Password"?: string;
             };
             path: {
                 /** @description ledger id */
@@ -2712,7 +2712,7 @@ export interface operations {
             };
             header?: {
                 /** @description the ledger's password, when it was created with one */
-                "X-Ledger-Password"?: string | null;
+                "X-Ledger-Password"?: string;
             };
             path: {
                 /** @description ledger id */
@@ -2805,7 +2805,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description the ledger's password, when it was created with one */
-                "X-Ledger-Password"?: string | null;
+                "X-Ledger-Password"?: string;
             };
             path: {
                 /** @description ledger id */
@@ -2929,7 +2929,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description the ledger's password, when it was created with one */
-                "X-Ledger-Password"?: string | null;
+                "X-Ledger-Password"?: string;
             };
             path: {
                 /** @description ledger id */
@@ -3006,7 +3006,7 @@ export interface operations {
             };
             header?: {
                 /** @description the ledger's password, when it was created with one */
-                "X-Ledger-Password"?: string | null;
+                "X-Ledger-Password"?: string;
             };
             path: {
                 /** @description ledger id */
@@ -3082,7 +3082,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description the ledger's password, when it was created with one */
-                "X-Ledger-Password"?: string | null;
+                "X-Ledger-Password"?: string;
             };
             path: {
                 /** @description ledger id */
@@ -4018,7 +4018,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description 1-128 printable ASCII characters: a retry with the same key and body within the dedup window answers the original positions and appends nothing */
-                "Idempotency-Key"?: string | null;
+                "Idempotency-Key"?: string;
                 /** @description LID:EID, or `none` for a log with no record: append only if the log's last record is there, else 412 position_mismatch (with the actual last_position) and nothing is appended */
                 "Expected-Last-Position"?: string;
             };

@@ -17,7 +17,7 @@ def _get_kwargs(
     ledger_id: int,
     *,
     body: AddEntriesJsonBody | File | Unset = UNSET,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
     if not isinstance(x_ledger_password, Unset):
@@ -130,14 +130,13 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: AddEntriesJsonBody | File | Unset = UNSET,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> Response[AddResult | BatchAddResult | Error]:
     """Add one entry (raw body) or a batch (JSON)
 
     Args:
         ledger_id (int): ledger id
-        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
-            one
+        x_ledger_password (str | Unset): the ledger's password, when it was created with one
         body (AddEntriesJsonBody | Unset):
         body (File | Unset):
 
@@ -167,14 +166,13 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: AddEntriesJsonBody | File | Unset = UNSET,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> AddResult | BatchAddResult | Error | None:
     """Add one entry (raw body) or a batch (JSON)
 
     Args:
         ledger_id (int): ledger id
-        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
-            one
+        x_ledger_password (str | Unset): the ledger's password, when it was created with one
         body (AddEntriesJsonBody | Unset):
         body (File | Unset):
 
@@ -199,14 +197,13 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: AddEntriesJsonBody | File | Unset = UNSET,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> Response[AddResult | BatchAddResult | Error]:
     """Add one entry (raw body) or a batch (JSON)
 
     Args:
         ledger_id (int): ledger id
-        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
-            one
+        x_ledger_password (str | Unset): the ledger's password, when it was created with one
         body (AddEntriesJsonBody | Unset):
         body (File | Unset):
 
@@ -234,14 +231,13 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: AddEntriesJsonBody | File | Unset = UNSET,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> AddResult | BatchAddResult | Error | None:
     """Add one entry (raw body) or a batch (JSON)
 
     Args:
         ledger_id (int): ledger id
-        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
-            one
+        x_ledger_password (str | Unset): the ledger's password, when it was created with one
         body (AddEntriesJsonBody | Unset):
         body (File | Unset):
 

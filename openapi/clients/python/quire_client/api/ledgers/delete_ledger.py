@@ -13,7 +13,7 @@ from ...types import UNSET, Response, Unset
 def _get_kwargs(
     ledger_id: int,
     *,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
     if not isinstance(x_ledger_password, Unset):
@@ -79,7 +79,7 @@ def sync_detailed(
     ledger_id: int,
     *,
     client: AuthenticatedClient,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> Response[Any | Error]:
     """Delete a ledger and its entries
 
@@ -88,8 +88,7 @@ def sync_detailed(
 
     Args:
         ledger_id (int): ledger id
-        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
-            one
+        x_ledger_password (str | Unset): the ledger's password, when it was created with one
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -115,7 +114,7 @@ def sync(
     ledger_id: int,
     *,
     client: AuthenticatedClient,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> Any | Error | None:
     """Delete a ledger and its entries
 
@@ -124,8 +123,7 @@ def sync(
 
     Args:
         ledger_id (int): ledger id
-        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
-            one
+        x_ledger_password (str | Unset): the ledger's password, when it was created with one
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -146,7 +144,7 @@ async def asyncio_detailed(
     ledger_id: int,
     *,
     client: AuthenticatedClient,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> Response[Any | Error]:
     """Delete a ledger and its entries
 
@@ -155,8 +153,7 @@ async def asyncio_detailed(
 
     Args:
         ledger_id (int): ledger id
-        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
-            one
+        x_ledger_password (str | Unset): the ledger's password, when it was created with one
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -180,7 +177,7 @@ async def asyncio(
     ledger_id: int,
     *,
     client: AuthenticatedClient,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> Any | Error | None:
     """Delete a ledger and its entries
 
@@ -189,8 +186,7 @@ async def asyncio(
 
     Args:
         ledger_id (int): ledger id
-        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
-            one
+        x_ledger_password (str | Unset): the ledger's password, when it was created with one
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

@@ -16,7 +16,7 @@ def _get_kwargs(
     *,
     after: int | None | Unset = UNSET,
     wait_ms: int | Unset = 0,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
     if not isinstance(x_ledger_password, Unset):
@@ -99,7 +99,7 @@ def sync_detailed(
     client: AuthenticatedClient,
     after: int | None | Unset = UNSET,
     wait_ms: int | Unset = 0,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> Response[Error | Lac]:
     """Last add confirmed, optionally long-polling for a newer one (never fences)
 
@@ -107,8 +107,7 @@ def sync_detailed(
         ledger_id (int): ledger id
         after (int | None | Unset):
         wait_ms (int | Unset): clamped to 30000 Default: 0.
-        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
-            one
+        x_ledger_password (str | Unset): the ledger's password, when it was created with one
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -138,7 +137,7 @@ def sync(
     client: AuthenticatedClient,
     after: int | None | Unset = UNSET,
     wait_ms: int | Unset = 0,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> Error | Lac | None:
     """Last add confirmed, optionally long-polling for a newer one (never fences)
 
@@ -146,8 +145,7 @@ def sync(
         ledger_id (int): ledger id
         after (int | None | Unset):
         wait_ms (int | Unset): clamped to 30000 Default: 0.
-        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
-            one
+        x_ledger_password (str | Unset): the ledger's password, when it was created with one
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -172,7 +170,7 @@ async def asyncio_detailed(
     client: AuthenticatedClient,
     after: int | None | Unset = UNSET,
     wait_ms: int | Unset = 0,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> Response[Error | Lac]:
     """Last add confirmed, optionally long-polling for a newer one (never fences)
 
@@ -180,8 +178,7 @@ async def asyncio_detailed(
         ledger_id (int): ledger id
         after (int | None | Unset):
         wait_ms (int | Unset): clamped to 30000 Default: 0.
-        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
-            one
+        x_ledger_password (str | Unset): the ledger's password, when it was created with one
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -209,7 +206,7 @@ async def asyncio(
     client: AuthenticatedClient,
     after: int | None | Unset = UNSET,
     wait_ms: int | Unset = 0,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> Error | Lac | None:
     """Last add confirmed, optionally long-polling for a newer one (never fences)
 
@@ -217,8 +214,7 @@ async def asyncio(
         ledger_id (int): ledger id
         after (int | None | Unset):
         wait_ms (int | Unset): clamped to 30000 Default: 0.
-        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
-            one
+        x_ledger_password (str | Unset): the ledger's password, when it was created with one
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

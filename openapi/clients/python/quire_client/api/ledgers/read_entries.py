@@ -16,7 +16,7 @@ def _get_kwargs(
     *,
     from_: int | None | Unset = UNSET,
     to: int | None | Unset = UNSET,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
     if not isinstance(x_ledger_password, Unset):
@@ -104,7 +104,7 @@ def sync_detailed(
     client: AuthenticatedClient,
     from_: int | None | Unset = UNSET,
     to: int | None | Unset = UNSET,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> Response[EntryPage | Error]:
     """Read a range (paged; NDJSON stream with Accept: application/x-ndjson)
 
@@ -113,8 +113,7 @@ def sync_detailed(
         from_ (int | None | Unset): first entry id (default 0)
         to (int | None | Unset): last entry id, inclusive (default: the LAC, or the last entry of
             a closed ledger); below `from`: 400 invalid_argument
-        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
-            one
+        x_ledger_password (str | Unset): the ledger's password, when it was created with one
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -144,7 +143,7 @@ def sync(
     client: AuthenticatedClient,
     from_: int | None | Unset = UNSET,
     to: int | None | Unset = UNSET,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> EntryPage | Error | None:
     """Read a range (paged; NDJSON stream with Accept: application/x-ndjson)
 
@@ -153,8 +152,7 @@ def sync(
         from_ (int | None | Unset): first entry id (default 0)
         to (int | None | Unset): last entry id, inclusive (default: the LAC, or the last entry of
             a closed ledger); below `from`: 400 invalid_argument
-        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
-            one
+        x_ledger_password (str | Unset): the ledger's password, when it was created with one
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -179,7 +177,7 @@ async def asyncio_detailed(
     client: AuthenticatedClient,
     from_: int | None | Unset = UNSET,
     to: int | None | Unset = UNSET,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> Response[EntryPage | Error]:
     """Read a range (paged; NDJSON stream with Accept: application/x-ndjson)
 
@@ -188,8 +186,7 @@ async def asyncio_detailed(
         from_ (int | None | Unset): first entry id (default 0)
         to (int | None | Unset): last entry id, inclusive (default: the LAC, or the last entry of
             a closed ledger); below `from`: 400 invalid_argument
-        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
-            one
+        x_ledger_password (str | Unset): the ledger's password, when it was created with one
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -217,7 +214,7 @@ async def asyncio(
     client: AuthenticatedClient,
     from_: int | None | Unset = UNSET,
     to: int | None | Unset = UNSET,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> EntryPage | Error | None:
     """Read a range (paged; NDJSON stream with Accept: application/x-ndjson)
 
@@ -226,8 +223,7 @@ async def asyncio(
         from_ (int | None | Unset): first entry id (default 0)
         to (int | None | Unset): last entry id, inclusive (default: the LAC, or the last entry of
             a closed ledger); below `from`: 400 invalid_argument
-        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
-            one
+        x_ledger_password (str | Unset): the ledger's password, when it was created with one
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

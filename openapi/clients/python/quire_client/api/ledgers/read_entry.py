@@ -15,7 +15,7 @@ def _get_kwargs(
     ledger_id: int,
     entry_id: int,
     *,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
     if not isinstance(x_ledger_password, Unset):
@@ -84,15 +84,14 @@ def sync_detailed(
     entry_id: int,
     *,
     client: AuthenticatedClient,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> Response[Error | File]:
     """One entry's raw bytes
 
     Args:
         ledger_id (int): ledger id
         entry_id (int): entry id
-        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
-            one
+        x_ledger_password (str | Unset): the ledger's password, when it was created with one
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -120,15 +119,14 @@ def sync(
     entry_id: int,
     *,
     client: AuthenticatedClient,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> Error | File | None:
     """One entry's raw bytes
 
     Args:
         ledger_id (int): ledger id
         entry_id (int): entry id
-        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
-            one
+        x_ledger_password (str | Unset): the ledger's password, when it was created with one
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -151,15 +149,14 @@ async def asyncio_detailed(
     entry_id: int,
     *,
     client: AuthenticatedClient,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> Response[Error | File]:
     """One entry's raw bytes
 
     Args:
         ledger_id (int): ledger id
         entry_id (int): entry id
-        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
-            one
+        x_ledger_password (str | Unset): the ledger's password, when it was created with one
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -185,15 +182,14 @@ async def asyncio(
     entry_id: int,
     *,
     client: AuthenticatedClient,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> Error | File | None:
     """One entry's raw bytes
 
     Args:
         ledger_id (int): ledger id
         entry_id (int): entry id
-        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
-            one
+        x_ledger_password (str | Unset): the ledger's password, when it was created with one
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

@@ -14,7 +14,7 @@ from ...types import UNSET, Response, Unset
 def _get_kwargs(
     ledger_id: int,
     *,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
     if not isinstance(x_ledger_password, Unset):
@@ -86,14 +86,13 @@ def sync_detailed(
     ledger_id: int,
     *,
     client: AuthenticatedClient,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> Response[Error | Ledger]:
     """Fence, recover and close an OPEN ledger (any gateway); a CLOSED one is unchanged
 
     Args:
         ledger_id (int): ledger id
-        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
-            one
+        x_ledger_password (str | Unset): the ledger's password, when it was created with one
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -119,14 +118,13 @@ def sync(
     ledger_id: int,
     *,
     client: AuthenticatedClient,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> Error | Ledger | None:
     """Fence, recover and close an OPEN ledger (any gateway); a CLOSED one is unchanged
 
     Args:
         ledger_id (int): ledger id
-        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
-            one
+        x_ledger_password (str | Unset): the ledger's password, when it was created with one
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -147,14 +145,13 @@ async def asyncio_detailed(
     ledger_id: int,
     *,
     client: AuthenticatedClient,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> Response[Error | Ledger]:
     """Fence, recover and close an OPEN ledger (any gateway); a CLOSED one is unchanged
 
     Args:
         ledger_id (int): ledger id
-        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
-            one
+        x_ledger_password (str | Unset): the ledger's password, when it was created with one
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -178,14 +175,13 @@ async def asyncio(
     ledger_id: int,
     *,
     client: AuthenticatedClient,
-    x_ledger_password: None | str | Unset = UNSET,
+    x_ledger_password: str | Unset = UNSET,
 ) -> Error | Ledger | None:
     """Fence, recover and close an OPEN ledger (any gateway); a CLOSED one is unchanged
 
     Args:
         ledger_id (int): ledger id
-        x_ledger_password (None | str | Unset): the ledger's password, when it was created with
-            one
+        x_ledger_password (str | Unset): the ledger's password, when it was created with one
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

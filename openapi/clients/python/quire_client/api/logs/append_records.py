@@ -17,7 +17,7 @@ def _get_kwargs(
     name: str,
     *,
     body: AppendRecordsJsonBody | File | Unset = UNSET,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
     expected_last_position: str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
@@ -139,7 +139,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: AppendRecordsJsonBody | File | Unset = UNSET,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
     expected_last_position: str | Unset = UNSET,
 ) -> Response[Appended | BatchAppended | Error]:
     """Append one record (raw body) or a batch (JSON); any gateway takes it
@@ -151,9 +151,8 @@ def sync_detailed(
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
-        idempotency_key (None | str | Unset): 1-128 printable ASCII characters: a retry with the
-            same key and body within the dedup window answers the original positions and appends
-            nothing
+        idempotency_key (str | Unset): 1-128 printable ASCII characters: a retry with the same key
+            and body within the dedup window answers the original positions and appends nothing
         expected_last_position (str | Unset): LID:EID, or `none` for a log with no record: append
             only if the log's last record is there, else 412 position_mismatch (with the actual
             last_position) and nothing is appended
@@ -187,7 +186,7 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: AppendRecordsJsonBody | File | Unset = UNSET,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
     expected_last_position: str | Unset = UNSET,
 ) -> Appended | BatchAppended | Error | None:
     """Append one record (raw body) or a batch (JSON); any gateway takes it
@@ -199,9 +198,8 @@ def sync(
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
-        idempotency_key (None | str | Unset): 1-128 printable ASCII characters: a retry with the
-            same key and body within the dedup window answers the original positions and appends
-            nothing
+        idempotency_key (str | Unset): 1-128 printable ASCII characters: a retry with the same key
+            and body within the dedup window answers the original positions and appends nothing
         expected_last_position (str | Unset): LID:EID, or `none` for a log with no record: append
             only if the log's last record is there, else 412 position_mismatch (with the actual
             last_position) and nothing is appended
@@ -230,7 +228,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: AppendRecordsJsonBody | File | Unset = UNSET,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
     expected_last_position: str | Unset = UNSET,
 ) -> Response[Appended | BatchAppended | Error]:
     """Append one record (raw body) or a batch (JSON); any gateway takes it
@@ -242,9 +240,8 @@ async def asyncio_detailed(
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
-        idempotency_key (None | str | Unset): 1-128 printable ASCII characters: a retry with the
-            same key and body within the dedup window answers the original positions and appends
-            nothing
+        idempotency_key (str | Unset): 1-128 printable ASCII characters: a retry with the same key
+            and body within the dedup window answers the original positions and appends nothing
         expected_last_position (str | Unset): LID:EID, or `none` for a log with no record: append
             only if the log's last record is there, else 412 position_mismatch (with the actual
             last_position) and nothing is appended
@@ -276,7 +273,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: AppendRecordsJsonBody | File | Unset = UNSET,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
     expected_last_position: str | Unset = UNSET,
 ) -> Appended | BatchAppended | Error | None:
     """Append one record (raw body) or a batch (JSON); any gateway takes it
@@ -288,9 +285,8 @@ async def asyncio(
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
-        idempotency_key (None | str | Unset): 1-128 printable ASCII characters: a retry with the
-            same key and body within the dedup window answers the original positions and appends
-            nothing
+        idempotency_key (str | Unset): 1-128 printable ASCII characters: a retry with the same key
+            and body within the dedup window answers the original positions and appends nothing
         expected_last_position (str | Unset): LID:EID, or `none` for a log with no record: append
             only if the log's last record is there, else 412 position_mismatch (with the actual
             last_position) and nothing is appended
