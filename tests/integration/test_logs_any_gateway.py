@@ -180,7 +180,9 @@ def test_any_gateway_appends_and_first_append_spreads_the_logs(cluster: Cluster)
             a.create(name)
             first = LogClient(gateway_urls[i % 3])
             try:
-                assert first.append(name, [b"first"]) is not None
+                ((ledger_id, entry_id),) = first.append(name, [b"first"])
+                # The first record, in the one ledger the taking gateway made.
+                assert (entry_id, a.show(name)["ledgers"]) == (0, [ledger_id])
             finally:
                 first.close()
             assert writer_of(a, name) == address(gateway_urls[i % 3])
