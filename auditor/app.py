@@ -80,11 +80,29 @@ class LastAudit(BaseModel):
     )
 
 
+class LastRetention(BaseModel):
+    started_at: int = Field(description="ms since the epoch")
+    duration_s: float
+    logs: int = Field(description="logs looked at")
+    ledgers_removed: int
+    bytes_removed: int
+    records_skipped: int = Field(
+        description="records removed before a durable cursor acknowledged them"
+    )
+    ledgers_held_for_cursors: int = Field(
+        description="ledgers past their log's limits kept for durable cursors"
+    )
+    conflicts: int = Field(description="logs that changed during the pass (the next one decides)")
+
+
 class Status(BaseModel):
     id: str = Field(description="this auditor's id, host:port")
     elected: bool
     last_audit: LastAudit | None = Field(description="the last check this auditor completed")
     audit_running: bool
+    last_retention: LastRetention | None = Field(
+        description="the last retention pass this auditor completed"
+    )
 
 
 class AuditRequested(BaseModel):
@@ -190,6 +208,20 @@ def create_app(settings: AuditorSettings, ssl_context: ssl.SSLContext | None = N
         # Through ZooKeeper only: the elected auditor (this one or another) watches it.
         await auditor.underreplication.request_audit()
         return {"requested": True, "auditor_id": await auditor.underreplication.auditor_id()}
+
+    @app.post(
+        "/v1/retention",
+        tags=["auditor"],
+        summary="Run a retention pass now (the elected auditor only) and answer its report",
+        response_model=LastRetention,
+        responses=error_responses(
+            DocumentedError(Unauthorized, "wrong secret"),
+            DocumentedError(Unavailable, "not ready, or not the elected auditor"),
+        ),
+    )
+    async def retention_now(request: Request, x_cluster_secret: SecretHeader = None) -> Any:
+        auditor = running(request, x_cluster_secret)
+        return (await auditor.retention_now()).to_api()
 
     add_health_route(app, ready)
 

@@ -45,3 +45,10 @@ START_RETRY_DELAY_S = 1.0
 # The placement report (auditor/audit.py ``PlacementReport``): the ledgers breaking the
 # rack policy it lists by id (all are counted); the report is one znode the gateway reads.
 PLACEMENT_REPORT_LEDGERS_MAX = 100
+
+# Retention (auditor/retention.py): the most ledgers one pass removes from one log (the
+# rest wait for the next pass), the attempts at a cursor's or a log's compare-and-set,
+# and the pause after a pass that failed (ZooKeeper unavailable).
+RETENTION_LEDGERS_PER_LOG_PASS = 100
+RETENTION_CAS_ATTEMPTS_MAX = 8
+RETENTION_RETRY_S = 5.0

@@ -20,6 +20,13 @@ _AUDIT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 1
 
 
 class AuditorMetrics:
+    # The per-log series (dropped when the log is gone).
+    def per_log(self) -> tuple[Gauge | Counter, ...]:
+        return (
+            self.log_ledgers, self.log_records, self.log_bytes, self.log_oldest,
+            self.retention_removed_bytes, self.retention_skipped, self.retention_held,
+        )  # fmt: skip
+
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
@@ -78,6 +85,67 @@ class AuditorMetrics:
             "quire_auditor_placement_violations",
             "Ledgers whose write quorums span fewer racks than the rack policy wants, as "
             'the last complete check found them (docs/operations.md "Racks")',
+            registry=r,
+        )
+        # Retention (auditor/retention.py): what each log holds as the last pass counted
+        # it (closed ledgers' records and bytes; its open ledger counts in ``ledgers``
+        # only), what passes removed, and the passes.
+        self.log_ledgers = Gauge(
+            "quire_auditor_log_ledgers", "Ledgers a log lists", ["log"], registry=r
+        )
+        self.log_records = Gauge(
+            "quire_auditor_log_records",
+            "Records in a log's closed ledgers (its open ledger's are not counted)",
+            ["log"],
+            registry=r,
+        )
+        self.log_bytes = Gauge(
+            "quire_auditor_log_bytes",
+            "Bytes of a log's closed ledgers (ledger lengths; its open ledger's are not counted)",
+            ["log"],
+            registry=r,
+        )
+        self.log_oldest = Gauge(
+            "quire_auditor_log_oldest_seconds",
+            "Unix time at which a log's oldest ledger was made (its records are no older)",
+            ["log"],
+            registry=r,
+        )
+        self.retention_removed = Counter(
+            "quire_auditor_retention_removed_ledgers_total",
+            "Ledgers retention removed from a log, by the limit that removed them "
+            "(age, bytes, records, backlog)",
+            ["log", "reason"],
+            registry=r,
+        )
+        self.retention_removed_bytes = Counter(
+            "quire_auditor_retention_removed_bytes_total",
+            "Bytes of the ledgers retention removed from a log",
+            ["log"],
+            registry=r,
+        )
+        self.retention_skipped = Counter(
+            "quire_auditor_retention_skipped_records_total",
+            "Records retention removed before a durable cursor of the log acknowledged them",
+            ["log"],
+            registry=r,
+        )
+        self.retention_held = Gauge(
+            "quire_auditor_retention_held_ledgers",
+            "Ledgers past a log's limits kept for its durable cursors (retain_for_cursors)",
+            ["log"],
+            registry=r,
+        )
+        self.retention_passes = Counter(
+            "quire_auditor_retention_passes_total",
+            "Retention passes, by outcome (done, failed, not_elected)",
+            ["outcome"],
+            registry=r,
+        )
+        self.retention_pass_duration = Histogram(
+            "quire_auditor_retention_pass_duration_seconds",
+            "Duration of completed retention passes",
+            buckets=_AUDIT_BUCKETS,
             registry=r,
         )
         self.zookeeper = ZooKeeperMetrics(r, "auditor")

@@ -14,6 +14,10 @@ been gone. Only the elected one acts: its work task runs the checks one at a tim
 Requests that arrive during a check coalesce into one more check after it. Losing
 the election (SUSPENDED included) cancels the work task at once, the running check
 with it; the check also re-confirms the election before each batch of writes.
+
+The elected one also runs retention passes (auditor/retention.py) in a task of their
+own, every ``--retention-interval`` and on demand (``retention_now``), so that a long
+full check does not hold back expiry, nor expiry a check; it stops with the election.
 """
 
 from __future__ import annotations
@@ -29,16 +33,24 @@ from kazoo.protocol.states import KazooState
 from auditor.audit import FULL, PLACEMENT, Audit, AuditReport, AuditView, NotElected
 from auditor.decisions import BookieWatch, InstanceWatch, bookie_counts, decommission_done
 from auditor.election import Election
-from auditor.limits import COUNT_TIMEOUT_S, DECOMMISSION_RECHECK_S, FAILED_AUDIT_RETRY_S
+from auditor.limits import (
+    COUNT_TIMEOUT_S,
+    DECOMMISSION_RECHECK_S,
+    FAILED_AUDIT_RETRY_S,
+    RETENTION_RETRY_S,
+)
 from auditor.metrics import AuditorMetrics
 from auditor.replicas import ReplicaChecker
+from auditor.retention import Retention, RetentionReport
 from services.bookie_client import BookieClientPool
 from services.clock import wall_ms
-from services.errors import QuireError
+from services.errors import QuireError, Unavailable
 from services.protocol.placement import rack_counts
 from services.settings import AuditorSettings
 from services.zk import paths as zkpaths
+from services.zk.cursor_store import CursorStore
 from services.zk.ledger_store import LedgerStore
+from services.zk.log_store import LogStore
 from services.zk.registry import BookieRegistry
 from services.zk.store import MetadataStore
 from services.zk.underreplication import (
@@ -78,6 +90,20 @@ class Auditor:
         self.racks_seen: frozenset[str] = frozenset()  # the racks of the registered bookies
         self.instances = InstanceWatch()  # bookies registered again as new instances
         self.election = Election(store, self.underreplication, self.id, self._on_elected)
+        self.retention = Retention(
+            self.ledgers,
+            LogStore(store),
+            CursorStore(store),
+            self.pool,
+            self.registry,
+            metrics,
+            self.election.confirm,
+            settings.retention_deletes_per_s,
+        )
+        self.last_retention: RetentionReport | None = None
+        self._retention_kick = asyncio.Event()
+        self._retention_done: asyncio.Future[RetentionReport] | None = None
+        self._retention_work: asyncio.Task[None] | None = None
         self.last_audit: AuditReport | None = None
         self.audit_running = False
         self._pending: set[str] = set()
@@ -108,8 +134,9 @@ class Auditor:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._work is not None:
-            await asyncio.gather(self._work, return_exceptions=True)
+        for work in (self._work, self._retention_work):
+            if work is not None:
+                await asyncio.gather(work, return_exceptions=True)
         await self.election.resign()
         await self.pool.aclose()
 
@@ -125,6 +152,7 @@ class Auditor:
             "elected": self.elected,
             "last_audit": None if self.last_audit is None else self.last_audit.to_api(),
             "audit_running": self.audit_running,
+            "last_retention": None if self.last_retention is None else self.last_retention.to_api(),
         }
 
     async def refresh_gauges(self) -> None:
@@ -164,13 +192,76 @@ class Auditor:
             self._kick.set()
             if self._work is None or self._work.done():
                 self._work = asyncio.create_task(self._run_work(), name="auditor-work")
+            if self._retention_work is None or self._retention_work.done():
+                self._retention_work = asyncio.create_task(
+                    self._run_retention(), name="auditor-retention"
+                )
         else:
             self._stop_work()
 
     def _stop_work(self) -> None:
         if self._work is not None and not self._work.done():
             self._work.cancel()
+        if self._retention_work is not None and not self._retention_work.done():
+            self._retention_work.cancel()
         self.audit_running = False
+
+    # ------------------------------------------------------------------ retention
+
+    async def retention_now(self) -> RetentionReport:
+        """Run a retention pass now (after the one running, if any) and answer its
+        report; ``Unavailable`` when this auditor is not the elected one."""
+        if not self.elected or self._retention_work is None or self._retention_work.done():
+            raise Unavailable(f"auditor {self.id} is not the elected auditor")
+        if self._retention_done is None or self._retention_done.done():
+            self._retention_done = asyncio.get_running_loop().create_future()
+        done = self._retention_done
+        self._retention_kick.set()
+        return await asyncio.shield(done)
+
+    async def _run_retention(self) -> None:
+        """Retention passes while elected: one at once, then every interval or request."""
+        interval_s = self.settings.retention_interval
+        try:
+            while True:
+                self._retention_kick.clear()
+                waiting, self._retention_done = self._retention_done, None
+                try:
+                    report = await self.retention.run_pass()
+                except NotElected:
+                    self.metrics.retention_passes.labels("not_elected").inc()
+                    log.info("retention pass stopped: no longer elected")
+                    if waiting is not None and not waiting.done():
+                        waiting.set_exception(Unavailable("no longer the elected auditor"))
+                    return
+                except QuireError as exc:
+                    self.metrics.retention_passes.labels("failed").inc()
+                    log.warning("retention pass failed: %s", exc)
+                    if waiting is not None and not waiting.done():
+                        waiting.set_exception(exc)
+                    await asyncio.sleep(RETENTION_RETRY_S)
+                    continue
+                except Exception as exc:
+                    # Our bug: logged whole, tried again (retention must not stop silently).
+                    self.metrics.retention_passes.labels("failed").inc()
+                    log.exception("retention pass failed")
+                    if waiting is not None and not waiting.done():
+                        waiting.set_exception(Unavailable(f"the retention pass failed: {exc!r}"))
+                    await asyncio.sleep(RETENTION_RETRY_S)
+                    continue
+                self.last_retention = report
+                self.metrics.retention_passes.labels("done").inc()
+                self.metrics.retention_pass_duration.observe(report.duration_s)
+                if waiting is not None and not waiting.done():
+                    waiting.set_result(report)
+                try:
+                    async with asyncio.timeout(interval_s):
+                        await self._retention_kick.wait()
+                except TimeoutError:
+                    pass
+        finally:
+            if self._retention_done is not None and not self._retention_done.done():
+                self._retention_done.set_exception(Unavailable("no longer the elected auditor"))
 
     def _on_cookies(self, children: list[str]) -> None:
         self.cookies = set(children)

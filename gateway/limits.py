@@ -84,6 +84,8 @@ LOG_CAS_ATTEMPTS_MAX = 8
 CURSOR_CAS_ATTEMPTS_MAX = 16
 # Ledgers deleted at once when a log is deleted or truncated (operations.py).
 DELETES_IN_FLIGHT_MAX = 16
+# Ledger metadata look-ups in flight when a log's usage is counted (reads.py).
+USAGE_LOOKUPS_IN_FLIGHT = 64
 # The most ledgers one attach request adds to a log (operations.py).
 ATTACH_LEDGERS_MAX = 10_000
 # A waiting read re-reads the log's list and the ledger's state at least this often

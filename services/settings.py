@@ -393,6 +393,14 @@ class AuditorSettings(CommonSettings):
     bookie_request_timeout_ms: int = Field(
         5_000, ge=10, le=600_000, description="a bookie call slower than this fails (hung bookie)"
     )
+    retention_interval: float = Field(
+        60.0,
+        gt=0.0,
+        description="seconds between retention passes of the elected auditor (logs' policies)",
+    )
+    retention_deletes_per_s: float = Field(
+        50.0, gt=0.0, description="ledgers a retention pass deletes per second at most"
+    )
 
 
 class ReplicatorSettings(CommonSettings):

@@ -64,7 +64,26 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         }
     },
     "get_lac": {"200": {JSON: {"last_add_confirmed": 4}}},
-    "create_log": {"201": {JSON: {"name": "orders", "ledgers": [], "writer": None}}},
+    "create_log": {
+        "request": {JSON: {"retention": {"max_age_s": 604800, "max_bytes": 10737418240}}},
+        "201": {
+            JSON: {
+                "name": "orders",
+                "ledgers": [],
+                "writer": None,
+                "retention": {
+                    "max_age_s": 604800,
+                    "max_bytes": 10737418240,
+                    "max_records": None,
+                    "retain_for_cursors": False,
+                    "max_backlog_bytes": None,
+                },
+            }
+        },
+    },
+    "patch_log": {
+        "request": {JSON: {"retention": {"max_bytes": None, "retain_for_cursors": True}}},
+    },
     "take_writer": {"200": {JSON: {"epoch": 2, "ledger_id": 7}}},
     "append_records": {
         "request": {JSON: {"entries": ["b3JkZXIgNDI=", "b3JkZXIgNDM="]}, RAW: "order 42"},

@@ -20,7 +20,8 @@ there is no dictionary to try against it.
 
 The scopes grow: ``read`` is GET (and HEAD) of what the token covers; ``write`` adds
 creating, adding, appending, closing, recovering, rolling and taking a log's writer
-role, never deleting; ``admin`` adds deleting and truncating, and the Admin API's
+role, never deleting; ``admin`` adds deleting, truncating and changing a log's
+retention policy (``PATCH /v1/logs/{name}``), and the Admin API's
 actions. What a call is on:
 
 - a ledger's routes (``/v1/ledgers/{id}...``): that ledger id;
@@ -134,6 +135,8 @@ def required_access(method: str, path: str, query: bytes = b"", websocket: bool 
         scope = Scope.READ
     elif parts[2] == "logs" and len(parts) == 5 and parts[4] == "truncate":
         scope = Scope.ADMIN  # truncating deletes ledgers
+    elif parts[2] == "logs" and len(parts) == 4 and method == "PATCH":
+        scope = Scope.ADMIN  # a retention policy removes data
     else:
         scope = Scope.WRITE
     if parts[2] == "ledgers":

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gateway import operations as ledger_ops
-from gateway.limits import ATTACH_LEDGERS_MAX, DELETES_IN_FLIGHT_MAX, LOG_CAS_ATTEMPTS_MAX
+from gateway.limits import (
+    ATTACH_LEDGERS_MAX,
+    DELETES_IN_FLIGHT_MAX,
+    LOG_CAS_ATTEMPTS_MAX,
+)
 from gateway.logs.steps import LOG_METADATA_KEY, WRITER_METADATA_KEY, close_for_good, run
 from services.clock import wall_ms
 from services.errors import (
@@ -23,6 +27,7 @@ from services.errors import (
     QuireError,
 )
 from services.protocol import log_writer as lw
+from services.protocol import retention
 from services.protocol.logs import (
     COMMIT_ID,
     LogMetadata,
@@ -43,10 +48,16 @@ log = logging.getLogger(__name__)
 
 
 async def create(
-    gw: Gateway, name: str, ensemble_size: int, write_quorum: int, ack_quorum: int
+    gw: Gateway,
+    name: str,
+    ensemble_size: int,
+    write_quorum: int,
+    ack_quorum: int,
+    policy: retention.RetentionPolicy | None = None,
 ) -> tuple[LogMetadata, bool]:
     """Create log ``name`` unless it exists: (the log, whether it was created). An
-    existing log is answered as it is (its ensemble settings are not changed)."""
+    existing log is answered as it is (its ensemble settings and retention policy are
+    not changed: ``set_retention`` changes a policy)."""
     check_log_name(name)
     new = LogMetadata(
         name,
@@ -55,8 +66,35 @@ async def create(
         ack_quorum=ack_quorum,
         created_at=wall_ms(),
     )
-    stored, created = await gw.logs.logs.create(new)
+    stored, created = await gw.logs.logs.create(retention.with_policy(new, policy))
     return stored.log, created
+
+
+async def set_retention(gw: Gateway, name: str, patch: Any) -> LogMetadata:
+    """PATCH /v1/logs/{name}'s ``retention``: the policy changed as a JSON merge patch
+    (null: no policy), by compare-and-set (a writer's roll meanwhile is read again)."""
+    check_log_name(name)
+    for _ in range(LOG_CAS_ATTEMPTS_MAX):
+        current = await get(gw, name)
+        before = retention.policy_of(current.log)
+        if patch is None:
+            policy = None
+        else:
+            policy = (before or retention.RetentionPolicy()).patched(patch)
+        if policy == before:
+            return current.log
+        try:
+            stored = await gw.logs.logs.compare_and_set(
+                retention.with_policy(current.log, policy), current.version
+            )
+        except MetadataConflict:
+            continue
+        log.info(
+            "retention policy changed",
+            extra={"fields": {"log": name, "policy": policy.to_api() if policy else None}},
+        )
+        return stored.log
+    raise MetadataConflict(f"log {name}: the log kept changing; set its retention again")
 
 
 async def get(gw: Gateway, name: str) -> VersionedLog:
@@ -132,7 +170,8 @@ async def truncate(gw: Gateway, name: str, before: Position) -> LogMetadata:
 
 async def delete(gw: Gateway, name: str) -> None:
     """Delete the log: fence its last two ledgers (a writer anywhere stops), remove its
-    znode (CAS), then delete every ledger it listed."""
+    znode (CAS), then delete every ledger it listed (and those a retention pass removed
+    from the list and had not deleted yet)."""
     for _ in range(LOG_CAS_ATTEMPTS_MAX):
         current = await get(gw, name)
         await asyncio.gather(*(close_for_good(gw, lid) for lid in current.log.to_fence()))
@@ -142,7 +181,7 @@ async def delete(gw: Gateway, name: str) -> None:
             continue
         gw.logs.forget(name)
         gw.metadata.forget_log(name)
-        await delete_ledgers(gw, current.log.ledgers)
+        await delete_ledgers(gw, (*current.log.ledgers, *retention.deleting_of(current.log)))
         return
     raise MetadataConflict(f"log {name}: it kept changing; delete again")
 

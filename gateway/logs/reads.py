@@ -37,14 +37,15 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pybase64
 
-from gateway.limits import TRUNCATED_RETRIES_MAX, WAIT_SLICE_MS
+from gateway.limits import TRUNCATED_RETRIES_MAX, USAGE_LOOKUPS_IN_FLIGHT, WAIT_SLICE_MS
 from gateway.logs import operations as log_ops
 from gateway.logs import time_search
 from gateway.logs.schemas import position_json
 from services.errors import InvalidArgument, LedgerNotFound, LogLedgerMissing
 from services.ledger_client.runners import read as reads
 from services.limits import PAGE_BYTES_MAX
-from services.protocol import log_records
+from services.protocol import log_records, retention
+from services.protocol.cursors import LedgerSpan, lag
 from services.protocol.logs import LogMetadata, Position
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.reads import digest_key
@@ -176,6 +177,8 @@ async def _read_once(
     if start is None:
         start = Position(log.ledgers[0], 0)
     index = log.index_of(start.ledger_id)
+    if index is None and (resumed := retention.resume_at(log, start)) is not None:
+        start, index = resumed, 0  # just past a ledger retention removed: no gap
     if index is None:
         raise InvalidArgument(
             f"position {start} is not in log {log.name} (truncated, or never in it)"
@@ -282,3 +285,27 @@ async def _wait(gw: Gateway, ledger: Readable | None, wait_ms: int) -> None:
         await runner.wait_lac(ledger.end, wait_ms / 1000)
         return
     await reads.wait_bookies_lac(gw.ctx, ledger.metadata, ledger.end, wait_ms)
+
+
+async def usage(gw: Gateway, log_meta: LogMetadata) -> retention.Usage:
+    """The log's ledgers, records and bytes from ledger metadata (closed ledgers' kept
+    by ``MetadataCache``), its open last ledger's records from its LAC and bytes from
+    this gateway's handle, else estimated from the mean record size of the rest."""
+    ledgers = log_meta.ledgers
+    spans: list[LedgerSpan] = []
+    created: list[int] = []
+    for start in range(0, len(ledgers), USAGE_LOOKUPS_IN_FLIGHT):
+        chunk = ledgers[start : start + USAGE_LOOKUPS_IN_FLIGHT]
+        parts = await asyncio.gather(
+            *(readable(gw, lid, start + i == len(ledgers) - 1) for i, lid in enumerate(chunk))
+        )
+        for lid, part in zip(chunk, parts, strict=True):
+            if part is None:  # truncated meanwhile
+                spans.append(LedgerSpan(lid, -1, 0))
+                created.append(0)
+            else:
+                spans.append(LedgerSpan(lid, part.end, part.length))
+                created.append(part.metadata.created_at)
+    records, size = lag(None, spans)
+    oldest = created[0] if created and created[0] > 0 else None
+    return retention.Usage(len(ledgers), records, size, oldest)

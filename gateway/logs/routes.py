@@ -26,6 +26,7 @@ from gateway.logs.schemas import (
     CreateLog,
     LogList,
     LogModel,
+    PatchLog,
     RecordPage,
     Rolled,
     WriterTaken,
@@ -64,6 +65,7 @@ from services.protocol.logs import (
     check_log_name,
     parse_time,
 )
+from services.protocol.retention import RetentionPolicy
 from services.web.body import body_share, is_json, read_body, read_small_body
 from services.web.errors import error_responses, noted
 from services.web.methods import allowed_methods, fallback_route
@@ -127,7 +129,8 @@ def _name(name: str) -> str:
     status_code=201,
     summary="Create a log (201), or answer the existing one (200)",
     description=f"Log names: 1-{LOG_NAME_MAX_CHARS} characters of A-Za-z0-9._-. An optional "
-    "JSON body sets the ensemble of the log's ledgers (default 3/2/2).",
+    "JSON body sets the ensemble of the log's ledgers (default 3/2/2) and its retention "
+    "policy (default none).",
     responses={
         200: {"description": "the log exists", "model": LogModel},
         **error_responses(LOG_INVALID, Unauthorized),
@@ -145,11 +148,42 @@ async def create_log(name: LogNamePath, request: Request, gw: GatewayDep) -> JSO
     doc = parse_json(raw) if raw.strip() else {}
     if not isinstance(doc, dict):
         raise InvalidArgument("body must be a JSON object")
+    # The policy is read by RetentionPolicy (its own messages); the model documents it.
+    policy = RetentionPolicy.from_api(doc.pop("retention", None))
     body = validated(CreateLog, doc, "invalid log settings: ")
     log, created = await log_ops.create(
-        gw, name, body.ensemble_size, body.write_quorum, body.ack_quorum
+        gw, name, body.ensemble_size, body.write_quorum, body.ack_quorum, policy
     )
     return JSONResponse(log.to_api(), status_code=201 if created else 200)
+
+
+@router.patch(
+    "/{name}",
+    response_model=LogModel,
+    summary="Change a log's retention policy (a JSON merge patch)",
+    description="The body names `retention`: fields given a value take it, fields given "
+    'null are cleared, fields not named stay; `"retention": null` clears the policy. '
+    "Needs the admin scope (a policy removes data). The next retention pass of the auditor "
+    "applies it.",
+    responses=error_responses(
+        LOG_INVALID, Unauthorized, LogNotFound, MetadataConflict, *LOG_UNAVAILABLE
+    ),
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": PatchLog.model_json_schema()},
+                "application/merge-patch+json": {"schema": PatchLog.model_json_schema()},
+            },
+        }
+    },
+)
+async def patch_log(name: LogNamePath, request: Request, gw: GatewayDep) -> dict[str, Any]:
+    _name(name)
+    doc = parse_json(await read_small_body(request))
+    if not isinstance(doc, dict) or set(doc) != {"retention"}:
+        raise InvalidArgument('body must be a JSON object naming "retention" (and nothing else)')
+    return (await log_ops.set_retention(gw, name, doc["retention"])).to_api()
 
 
 @router.get(
@@ -176,8 +210,22 @@ async def list_logs(
     summary="A log",
     responses=error_responses(LOG_INVALID, Unauthorized, LogNotFound),
 )
-async def get_log(name: LogNamePath, gw: GatewayDep) -> dict[str, Any]:
-    return (await log_ops.get_for_read(gw, _name(name))).to_api()
+async def get_log(
+    name: LogNamePath,
+    gw: GatewayDep,
+    usage: Annotated[
+        bool,
+        Query(
+            description="add `usage`: its ledgers, records and bytes (a metadata look-up "
+            "per ledger, closed ones cached)"
+        ),
+    ] = False,
+) -> dict[str, Any]:
+    log = await log_ops.get_for_read(gw, _name(name))
+    answer = log.to_api()
+    if usage:
+        answer["usage"] = (await log_reads.usage(gw, log)).to_api()
+    return answer
 
 
 @router.delete(

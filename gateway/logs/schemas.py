@@ -24,10 +24,65 @@ class WriterModel(BaseModel):
     epoch: int = Field(description="grows by one with every hand-over")
 
 
+RetentionLimit = Annotated[int | None, Strict()]
+
+
+class RetentionModel(BaseModel):
+    """A log's retention policy (docs/api.md "Retention"): each limit optional (null:
+    none); applied in whole closed ledgers, never the log's last ledger."""
+
+    model_config = {"extra": "forbid"}
+
+    max_age_s: RetentionLimit = Field(
+        None, ge=1, description="remove a closed ledger once it closed this many seconds ago"
+    )
+    max_bytes: RetentionLimit = Field(
+        None, ge=1, le=ID_MAX, description="remove the oldest ledgers while the log holds more"
+    )
+    max_records: RetentionLimit = Field(
+        None, ge=1, le=ID_MAX, description="remove the oldest ledgers while the log holds more"
+    )
+    retain_for_cursors: bool = Field(
+        False, description="keep ledgers a durable cursor has not acknowledged to their end"
+    )
+    max_backlog_bytes: RetentionLimit = Field(
+        None,
+        ge=1,
+        le=ID_MAX,
+        description="with retain_for_cursors: the most bytes cursors hold back past the "
+        "limits; past it the oldest go anyway and the cursors are told (skipped_records)",
+    )
+
+
+class UsageModel(BaseModel):
+    """What a log holds (``GET /v1/logs/{name}?usage=true``)."""
+
+    ledgers: int
+    records: int
+    bytes: int = Field(description="ledger lengths (the log layer's envelope counted)")
+    oldest_ms: int | None = Field(
+        description="ms since the Unix epoch when its oldest ledger was made (its records "
+        "are no older); null for a log with no ledger"
+    )
+
+
 class LogModel(BaseModel):
     name: str
     ledgers: list[int] = Field(description="the log's ledgers, in log order")
     writer: WriterModel | None
+    retention: RetentionModel | None = Field(description="its retention policy; null: none")
+    usage: UsageModel | None = Field(None, description="only with ?usage=true")
+
+
+class PatchLog(BaseModel):
+    """Body of PATCH /v1/logs/{name} (a JSON merge patch, RFC 7396)."""
+
+    model_config = {"extra": "forbid"}
+
+    retention: RetentionModel | None = Field(
+        description="fields given a value take it, fields given null are cleared, fields "
+        "not named stay; null clears the whole policy"
+    )
 
 
 class LogList(BaseModel):
@@ -80,6 +135,7 @@ class CreateLog(BaseModel):
     ensemble_size: JsonInt = Field(3, ge=1, le=64)
     write_quorum: JsonInt = Field(2, ge=1, le=64)
     ack_quorum: JsonInt = Field(2, ge=1, le=64)
+    retention: RetentionModel | None = Field(None, description="its retention policy")
 
 
 class CommitModel(BaseModel):
@@ -123,6 +179,14 @@ class CursorModel(BaseModel):
     )
     acked_at: int | None = Field(
         description="ms since the Unix epoch of the last ack that moved it; null before any"
+    )
+    skipped_records: int = Field(
+        description="records retention removed before this cursor acknowledged them, in all "
+        "(a read through it goes on at the log's first record)"
+    )
+    skipped_at: int | None = Field(
+        description="ms since the Unix epoch when retention last removed records it had not "
+        "acknowledged; null: never"
     )
 
 

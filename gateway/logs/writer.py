@@ -58,6 +58,7 @@ from services.errors import (
 from services.ledger_client.runners.write import HandleRunner
 from services.protocol import log_append as la
 from services.protocol import log_writer as lw
+from services.protocol import retention
 from services.protocol.dedup import DedupWindow
 from services.protocol.logs import ExpectedLast, Position
 from services.zk import paths as zkpaths
@@ -175,6 +176,9 @@ class LogWriter:
         # the next roll closes them first (``RollLog``).
         self._behind: list[int] = []
         self._ledger_started = time.monotonic()
+        # The log's retention policy (kept current by ``_watch_log``): a log with one
+        # rolls at a quarter of each limit (``RetentionPolicy.roll_limits``).
+        self._policy = retention.policy_of(acquired.log)
         self._age_timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         # Conditional appends (``Expected-Last-Position``, see ``_check_condition``): the
@@ -508,6 +512,11 @@ class LogWriter:
                 current = (await self.logs.get(self.name)).log
                 if not current.held_by(self.gateway_id, self.epoch):
                     self._lose(f"another writer took log {self.name}")
+                policy = retention.policy_of(current)
+                if policy != self._policy:
+                    self._policy = policy
+                    self._arm_age_roll()  # a shorter age may be due now
+                    self._maybe_roll()
             except LogNotFound:
                 self._lose(f"log {self.name} was deleted")
             except QuireError:
@@ -583,14 +592,20 @@ class LogWriter:
                                   "error": exc.code}},
             )  # fmt: skip
 
-    def _maybe_roll(self) -> None:
+    def _roll_limits(self) -> tuple[int, int, float]:
+        """Bytes, entries and age (s) at which the current ledger rolls."""
         settings = self.gw.settings
+        limits = (settings.log_roll_bytes, settings.log_roll_entries, settings.log_roll_age_s)
+        return limits if self._policy is None else self._policy.roll_limits(*limits)
+
+    def _maybe_roll(self) -> None:
         handle = self.runner.handle
         if self._rolling is not None and not self._rolling.done():
             return
-        if handle.length >= settings.log_roll_bytes:
+        size, entries, _ = self._roll_limits()
+        if handle.length >= size:
             self._spawn(self._auto_roll("size"))
-        elif handle.next_entry_id >= settings.log_roll_entries:
+        elif handle.next_entry_id >= entries:
             self._spawn(self._auto_roll("entries"))
 
     async def _auto_roll(self, reason: str) -> None:
@@ -607,11 +622,18 @@ class LogWriter:
         ledger_id = self.runner.ledger_id
 
         def due() -> None:
-            if self.lost is None and self.runner.ledger_id == ledger_id:
-                self._spawn(self._auto_roll("age"))
+            if self.lost is not None or self.runner.ledger_id != ledger_id:
+                return
+            if self.runner.handle.next_entry_id == 0:
+                # An empty ledger holds nothing to age: its clock starts again (an idle
+                # log does not make a ledger per period).
+                self._ledger_started = time.monotonic()
+                self._arm_age_roll()
+                return
+            self._spawn(self._auto_roll("age"))
 
-        age_s = self.gw.settings.log_roll_age_s
-        self._age_timer = asyncio.get_running_loop().call_later(age_s, due)
+        age_s = self._roll_limits()[2] - (time.monotonic() - self._ledger_started)
+        self._age_timer = asyncio.get_running_loop().call_later(max(0.0, age_s), due)
 
     def _cancel_age_roll(self) -> None:
         if self._age_timer is not None:

@@ -284,7 +284,10 @@ class LogMetadata:
             "name": self.name,
             "ledgers": list(self.ledgers),
             "writer": self.writer.to_api() if self.writer else None,
-        }
+            # The policy as stored (services/protocol/retention.py writes its API form).
+            "retention": policy if isinstance(policy := self.extra.get("retention"), dict)
+            else None,
+        }  # fmt: skip
 
     def to_json(self) -> bytes:
         doc = {

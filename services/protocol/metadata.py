@@ -112,6 +112,10 @@ class LedgerMetadata:
     password_hash: str | None = field(default=None, repr=False)
     custom: Mapping[str, Any] = field(default_factory=dict, hash=False)
     created_at: int = 0
+    # When the ledger was closed (ms since the Unix epoch; 0: not known, a ledger still
+    # open or closed before this field existed). Stamped by the metadata store on the
+    # write that closes it (services/zk/ledger_store.py), kept by every later change.
+    closed_at: int = 0
     # hmac-sha256 ledgers: the MAC key sealed with the cluster secret
     # (``services.wire.digest.seal_mac_key``), so replication workers can verify the
     # entries they copy; never the password, never in ``to_api``.
@@ -157,6 +161,8 @@ class LedgerMetadata:
             raise InvalidArgument(f"ledger {self.ledger_id}: length must be >= 0")
         if not _is_int(self.created_at) or self.created_at < 0:
             raise InvalidArgument(f"ledger {self.ledger_id}: created_at must be >= 0 (ms)")
+        if not _is_int(self.closed_at) or self.closed_at < 0:
+            raise InvalidArgument(f"ledger {self.ledger_id}: closed_at must be >= 0 (ms)")
 
     # ------------------------------------------------------------------ building
 
@@ -254,6 +260,13 @@ class LedgerMetadata:
         invariant(self.state is LedgerState.OPEN, f"ledger {self.ledger_id} is {self.state}")
         return replace(self, state=LedgerState.IN_RECOVERY)
 
+    def stamped_closed(self, now_ms: int) -> LedgerMetadata:
+        """A CLOSED ledger's metadata with ``closed_at`` set to ``now_ms`` unless it is
+        set (the store stamps the write that closes a ledger); any other unchanged."""
+        if self.state is not LedgerState.CLOSED or self.closed_at:
+            return self
+        return replace(self, closed_at=max(1, now_ms))
+
     def closed(self, last_entry_id: int, length: int) -> LedgerMetadata:
         """The metadata with state CLOSED at ``last_entry_id`` and total ``length``."""
         invariant(
@@ -323,6 +336,8 @@ class LedgerMetadata:
         }
         if self.mac_key_sealed is not None:
             doc["mac_key_sealed"] = self.mac_key_sealed
+        if self.closed_at:
+            doc["closed_at"] = self.closed_at
         return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
     @classmethod
@@ -346,6 +361,7 @@ class LedgerMetadata:
                 password_hash=doc.get("password_hash"),
                 custom=doc.get("metadata") or {},
                 created_at=doc.get("created_at", 0),
+                closed_at=doc.get("closed_at", 0),
                 mac_key_sealed=doc.get("mac_key_sealed"),
             )
         except InvalidArgument:
@@ -367,4 +383,5 @@ class LedgerMetadata:
             "fragments": [f.to_api_obj() for f in self.fragments],
             "metadata": dict(self.custom),
             "created_at": self.created_at,
+            "closed_at": self.closed_at or None,
         }

@@ -9,6 +9,7 @@ from __future__ import annotations
 import builtins
 from dataclasses import dataclass
 
+from services.clock import wall_ms
 from services.errors import InvalidArgument, LedgerNotFound, MetadataConflict, NodeNotFound
 from services.limits import LIST_LIMIT_MAX
 from services.protocol.metadata import LedgerMetadata
@@ -21,6 +22,7 @@ from services.zk.walk import walk_ids
 class VersionedLedger:
     metadata: LedgerMetadata
     version: int
+    mtime: int = 0  # the znode's last change (ms, ZooKeeper's clock; 0: not known)
 
 
 class LedgerStore:
@@ -45,7 +47,7 @@ class LedgerStore:
             node = await self.store.get(zkpaths.ledger(ledger_id))
         except NodeNotFound as exc:
             raise LedgerNotFound(f"no ledger {ledger_id}") from exc
-        return VersionedLedger(LedgerMetadata.from_json(node.data), node.version)
+        return VersionedLedger(LedgerMetadata.from_json(node.data), node.version, node.mtime)
 
     async def get_many(
         self, ledger_ids: builtins.list[int]
@@ -59,14 +61,19 @@ class LedgerStore:
                 out.append(None)
                 continue
             try:
-                out.append(VersionedLedger(LedgerMetadata.from_json(node.data), node.version))
+                out.append(
+                    VersionedLedger(LedgerMetadata.from_json(node.data), node.version, node.mtime)
+                )
             except InvalidArgument as exc:
                 out.append(exc)
         return out
 
     async def compare_and_set(self, metadata: LedgerMetadata, version: int) -> VersionedLedger:
         """Write ``metadata`` only if the znode is still at ``version``
-        (``MetadataConflict`` otherwise, ``LedgerNotFound`` if it was deleted)."""
+        (``MetadataConflict`` otherwise, ``LedgerNotFound`` if it was deleted). The write
+        that closes the ledger stamps its ``closed_at`` (retention by age counts from it,
+        services/protocol/retention.py)."""
+        metadata = metadata.stamped_closed(wall_ms())
         try:
             new_version = await self.store.set(
                 zkpaths.ledger(metadata.ledger_id), metadata.to_json(), version

@@ -100,6 +100,7 @@ class Versioned:
     data: bytes
     version: int
     owner: int = 0  # the session holding an ephemeral znode (0: not ephemeral)
+    mtime: int = 0  # when it was last changed (ms, ZooKeeper's clock; 0: not known)
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,7 +388,7 @@ class MetadataStore:
 
     async def get(self, path: str) -> Versioned:
         data, stat = await self._call(path, self._client.get_async, path)
-        return Versioned(data or b"", stat.version, stat.ephemeralOwner)
+        return Versioned(data or b"", stat.version, stat.ephemeralOwner, stat.mtime)
 
     async def get_many(self, paths: Sequence[str]) -> list[Versioned | None]:
         """Read many znodes at once, None for those that do not exist: every read is
@@ -406,7 +407,9 @@ class MetadataStore:
             def done(result: Any) -> None:
                 try:
                     data, stat = result.get_nowait()
-                    value: Any = Versioned(data or b"", stat.version, stat.ephemeralOwner)
+                    value: Any = Versioned(
+                        data or b"", stat.version, stat.ephemeralOwner, stat.mtime
+                    )
                 except NoNodeError:
                     value = None
                 except BaseException as exc:  # noqa: BLE001 - delivered to the awaiting task
@@ -592,7 +595,9 @@ class MetadataStore:
 
         def on_change(data: bytes | None, stat: Any) -> None:
             value = (
-                None if stat is None else Versioned(data or b"", stat.version, stat.ephemeralOwner)
+                None
+                if stat is None
+                else Versioned(data or b"", stat.version, stat.ephemeralOwner, stat.mtime)
             )
             if not loop.is_closed():
                 loop.call_soon_threadsafe(callback, value)

@@ -30,7 +30,14 @@ def test_a_cursor_survives_its_znode_form() -> None:
         "lag_records": 4,
         "lag_bytes": 40,
         "acked_at": 2_000,
+        "skipped_records": 0,
+        "skipped_at": None,
     }
+    told = acked.skipped(5, 3_000).skipped(2, 4_000)
+    assert (told.skipped_records, told.skipped_at) == (7, 4_000)
+    assert CursorState.from_json(told.to_json()) == told
+    # An ack keeps what the cursor was told.
+    assert told.acked(Position(9, 0), 5_000).skipped_records == 7
     with pytest.raises(InvalidArgument):
         CursorState.from_json(b'{"format_version": 1}')
 

@@ -99,10 +99,11 @@ def test_metadata_json_round_trip_keeps_everything() -> None:
         "name": "name.1",
         "ledgers": [5, 3, 9],
         "writer": {"gateway": "h:1", "epoch": 4},
+        "retention": None,
     }
     empty = LogMetadata("e")
     assert LogMetadata.from_json(empty.to_json()) == empty
-    assert empty.to_api() == {"name": "e", "ledgers": [], "writer": None}
+    assert empty.to_api() == {"name": "e", "ledgers": [], "writer": None, "retention": None}
 
 
 @pytest.mark.parametrize(
