@@ -56,6 +56,11 @@ class Ledger(BaseModel):
     fragments: list[Fragment]
     metadata: dict[str, Any]
     created_at: int = Field(description="milliseconds since the Unix epoch")
+    closed_at: int | None = Field(
+        None,
+        description="milliseconds since the Unix epoch when it was closed; null while open "
+        "(and for a ledger closed before this field existed)",
+    )
 
 
 PASSWORD_PATTERN = r"^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$"

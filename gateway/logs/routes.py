@@ -207,6 +207,8 @@ async def list_logs(
 @router.get(
     "/{name}",
     response_model=LogModel,
+    # ``usage`` only when asked for (the other fields are always in the answer).
+    response_model_exclude_unset=True,
     summary="A log",
     responses=error_responses(LOG_INVALID, Unauthorized, LogNotFound),
 )

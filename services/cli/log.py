@@ -47,14 +47,15 @@ from services.cli.log_io import (
 )
 from services.cli.progress import ReadProgress, progress_wanted, stdout_is_terminal
 from services.cli.stream_io import append_input, open_appender
+from services.cli.units import NONE, parse_count, parse_duration_s, parse_size
 from services.clock import wall_ms
 from services.errors import QuireError
 from services.limits import BATCH_ENTRIES_MAX, LAC_WAIT_MAX_MS, LIST_LIMIT_MAX
 
 log_app = typer.Typer(
     help=(
-        "Logs: create, writer, append, read, tail, roll, truncate, show, list, delete; "
-        "durable cursors (cursor ...).\n\n"
+        "Logs: create, writer, append, read, tail, roll, truncate, show, list, delete, "
+        "retention; durable cursors (cursor ...).\n\n"
         "A log is a named, ordered list of ledgers with one writer gateway at a time. "
         "Positions are LID:EID. Talks to the gateway of the global --gateway option "
         "(env QUIRE_GATEWAY) with its --token (env QUIRE_TOKEN); both go before 'log'.\n\n"
@@ -93,6 +94,39 @@ Quiet = Annotated[
 ]
 
 
+MaxAge = Annotated[
+    str | None,
+    typer.Option(
+        "--max-age",
+        show_default=False,
+        help="retention: remove closed ledgers older than this (90s, 15m, 12h, 7d, 2w; none)",
+    ),
+]
+MaxBytes = Annotated[
+    str | None,
+    typer.Option(
+        "--max-bytes",
+        show_default=False,
+        help="retention: keep at most this many bytes (4096, 64MiB, 10GiB, 1GB; none)",
+    ),
+]
+MaxRecords = Annotated[
+    str | None,
+    typer.Option(
+        "--max-records", show_default=False, help="retention: keep at most this many records"
+    ),
+]
+MaxBacklog = Annotated[
+    str | None,
+    typer.Option(
+        "--max-backlog",
+        show_default=False,
+        help="retention: the most bytes cursors hold back past the limits (with "
+        "--retain-for-cursors; none)",
+    ),
+]
+
+
 def _client(ctx: typer.Context) -> GatewayClient:
     options = global_options(ctx)
     return GatewayClient(options.gateway, options.token, ca_file=options.ca_file)
@@ -120,11 +154,23 @@ def create(
             "--ack-quorum", "-a", min=1, show_default=False, help="ack quorum Qa [default: 2]"
         ),
     ] = None,
+    max_age: MaxAge = None,
+    max_bytes: MaxBytes = None,
+    max_records: MaxRecords = None,
+    retain_for_cursors: Annotated[
+        bool,
+        typer.Option(
+            "--retain-for-cursors",
+            help="keep ledgers a durable cursor has not acknowledged (bounded by --max-backlog)",
+        ),
+    ] = False,
+    max_backlog: MaxBacklog = None,
 ) -> None:
     """Create a log (or show the one that exists); prints the log object.
 
-    The quorums apply to every ledger of the log. Nobody writes it yet: take the
-    writer role with 'quire log writer NAME' on the gateway that will append.
+    The quorums apply to every ledger of the log; the retention options set its
+    policy (change it later with 'quire log retention'). Nobody writes it yet: take
+    the writer role with 'quire log writer NAME' on the gateway that will append.
     """
     body: dict[str, Any] = {}
     for key, value in (
@@ -134,8 +180,69 @@ def create(
     ):
         if value is not None:
             body[key] = value
+    policy = {
+        k: v
+        for k, v in _policy_fields(max_age, max_bytes, max_records, max_backlog).items()
+        if v is not None
+    }
+    if retain_for_cursors:
+        policy["retain_for_cursors"] = True
+    if policy:
+        body["retention"] = policy
     with reported(), _client(ctx) as client:
         print_json(client.json("PUT", f"/v1/logs/{name}", json=body))
+
+
+def _policy_fields(
+    max_age: str | None, max_bytes: str | None, max_records: str | None, max_backlog: str | None
+) -> dict[str, int | None]:
+    """The limits given, parsed (``none``: null, which clears it in a patch)."""
+    fields: dict[str, int | None] = {}
+    for key, text, parse, option in (
+        ("max_age_s", max_age, parse_duration_s, "--max-age"),
+        ("max_bytes", max_bytes, parse_size, "--max-bytes"),
+        ("max_records", max_records, parse_count, "--max-records"),
+        ("max_backlog_bytes", max_backlog, parse_size, "--max-backlog"),
+    ):
+        if text is not None:
+            fields[key] = None if text.strip().lower() == NONE else parse(text, option)
+    return fields
+
+
+@log_app.command()
+def retention(
+    ctx: typer.Context,
+    name: LogName,
+    max_age: MaxAge = None,
+    max_bytes: MaxBytes = None,
+    max_records: MaxRecords = None,
+    retain_for_cursors: Annotated[
+        bool | None,
+        typer.Option(
+            "--retain-for-cursors/--no-retain-for-cursors",
+            show_default=False,
+            help="keep ledgers a durable cursor has not acknowledged, or stop keeping them",
+        ),
+    ] = None,
+    max_backlog: MaxBacklog = None,
+    clear: Annotated[bool, typer.Option("--clear", help="remove the whole policy")] = False,
+) -> None:
+    """Show or change a log's retention policy; prints the log object with its usage.
+
+    Without options it only shows. Each limit given changes that limit alone ('none'
+    clears it); the others stay. The elected auditor applies the policy in whole closed
+    ledgers at its next pass (--retention-interval), never the log's last ledger.
+    Needs the admin scope.
+    """
+    fields: dict[str, Any] = dict(_policy_fields(max_age, max_bytes, max_records, max_backlog))
+    if retain_for_cursors is not None:
+        fields["retain_for_cursors"] = retain_for_cursors
+    if clear and fields:
+        fail("--clear removes the whole policy: give it alone", code=2)
+    with reported(), _client(ctx) as client:
+        if clear or fields:
+            client.json("PATCH", f"/v1/logs/{name}", json={"retention": None if clear else fields})
+        print_json(client.json("GET", f"/v1/logs/{name}", params={"usage": "true"}))
 
 
 @log_app.command()
@@ -441,10 +548,19 @@ def truncate(
 
 
 @log_app.command()
-def show(ctx: typer.Context, name: LogName) -> None:
-    """Print the log object: its ledgers in log order and its writer (gateway, epoch)."""
+def show(
+    ctx: typer.Context,
+    name: LogName,
+    usage: Annotated[
+        bool,
+        typer.Option("--usage", help="add its ledgers, records and bytes (a look-up per ledger)"),
+    ] = False,
+) -> None:
+    """Print the log object: its ledgers in log order, its writer (gateway, epoch) and
+    its retention policy."""
+    params = {"usage": "true"} if usage else None
     with reported(), _client(ctx) as client:
-        print_json(client.json("GET", f"/v1/logs/{name}"))
+        print_json(client.json("GET", f"/v1/logs/{name}", params=params))
 
 
 @log_app.command("list")

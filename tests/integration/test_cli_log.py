@@ -60,7 +60,7 @@ def test_round_trip(env: Env) -> None:
     back byte-exact and in order."""
     name = unique_name("cli-round")
     created = doc(log(env, "create", name, "-e", "3", "-w", "2", "-a", "2"))
-    assert created == {"name": name, "ledgers": [], "writer": None}
+    assert created == {"name": name, "ledgers": [], "writer": None, "retention": None}
     assert doc(log(env, "create", name))["name"] == name  # exists: same log
     taken = doc(log(env, "writer", name))
     assert taken["epoch"] >= 1 and isinstance(taken["ledger_id"], int)

@@ -99,7 +99,7 @@ def test_put_creates_then_answers_the_existing_log(env: Env) -> None:
     """PUT: 201 with the log object {name, ledgers, writer} of a new log, 200 with the
     same object after; GET answers it from any gateway."""
     first = create(env.a, "put-me")
-    assert first == {"name": "put-me", "ledgers": [], "writer": None}
+    assert first == {"name": "put-me", "ledgers": [], "writer": None, "retention": None}
     again = ok(env.b.request("PUT", "/v1/logs/put-me"), 200)
     assert again == first
     assert ok(env.b.request("GET", "/v1/logs/put-me")) == first
@@ -119,6 +119,7 @@ def test_writer_append_batch_roll_and_read(env: Env) -> None:
         "name": "basic",
         "ledgers": [first_lid],
         "writer": {"gateway": env.a.proc.address, "epoch": 1},
+        "retention": None,
     }
     assert ok(append(env.a, "basic", b"r0")) == {"position": pos(first_lid, 0)}
     assert ok(append_batch(env.a, "basic", [b"r1", b"r2", b"r3"])) == {
@@ -229,6 +230,7 @@ def test_truncate_removes_whole_closed_ledgers_and_deletes_them(env: Env) -> Non
         "name": "trunc",
         "ledgers": [l2, l3],
         "writer": {"gateway": env.a.proc.address, "epoch": 1},
+        "retention": None,
     }
     assert_error(env.a.request("GET", f"/v1/ledgers/{l1}"), 404, "ledger_not_found")
     assert_error(

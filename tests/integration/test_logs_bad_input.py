@@ -265,6 +265,6 @@ def test_unknown_routes_and_methods_under_logs_keep_404_and_405(env: Env) -> Non
     g = env.gateway
     assert_error(g.request("GET", f"/v1/logs/{NAME}/nothing"), 404, "not_found")
     assert_error(g.request("POST", f"/v1/logs/{NAME}/records/0"), 404, "not_found")
-    assert_error(g.request("PATCH", f"/v1/logs/{NAME}"), 405, "method_not_allowed")
+    assert_error(g.request("PATCH", f"/v1/logs/{NAME}/records"), 405, "method_not_allowed")
     assert_error(g.request("DELETE", f"/v1/logs/{NAME}/records"), 405, "method_not_allowed")
     assert_error(g.request("GET", f"/v1/logs/{NAME}/roll"), 405, "method_not_allowed")

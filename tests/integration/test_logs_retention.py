@@ -11,6 +11,7 @@ pass that started after the request is done)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
@@ -20,7 +21,9 @@ from typing import Any
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
+from services.cli.app import app as cli_app
 from services.cluster.processes import ZooKeeperProcess
 from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import (
@@ -429,3 +432,42 @@ def test_the_auditor_reports_its_last_pass(env: Env) -> None:
     status = env.auditor.get("/v1/status").json()
     assert status["last_retention"] is not None
     assert status["last_retention"]["logs"] >= 1
+
+
+def cli(env: Env, *args: str) -> Any:
+    """``quire --gateway URL ARGS`` in-process: (exit code, stdout, output)."""
+    result = CliRunner().invoke(cli_app, ["--gateway", env.log.url, *args])
+    return result
+
+
+def test_the_cli_sets_changes_and_shows_a_policy(env: Env) -> None:
+    name = unique_name("ret-cli")
+    result = cli(env, "log", "create", name, "--max-age", "7d", "--max-bytes", "10GiB")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["retention"]["max_age_s"] == 7 * 86_400
+    assert json.loads(result.stdout)["retention"]["max_bytes"] == 10 << 30
+    result = cli(
+        env, "log", "retention", name, "--max-bytes", "none", "--max-records", "1000",
+        "--retain-for-cursors", "--max-backlog", "64MiB",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["retention"] == {
+        "max_age_s": 7 * 86_400,
+        "max_bytes": None,
+        "max_records": 1000,
+        "retain_for_cursors": True,
+        "max_backlog_bytes": 64 << 20,
+    }
+    assert doc["usage"] == {"ledgers": 0, "records": 0, "bytes": 0, "oldest_ms": None}
+    # Without options it only shows; --clear removes the policy.
+    assert json.loads(cli(env, "log", "retention", name).stdout)["retention"] == doc["retention"]
+    result = cli(env, "log", "retention", name, "--clear")
+    assert result.exit_code == 0 and json.loads(result.stdout)["retention"] is None
+    # Bad units are usage errors (exit 2), nothing sent; the gateway's 400 is exit 3.
+    for bad in (["--max-age", "7x"], ["--max-bytes", "-1"], ["--max-records", "0"]):
+        result = cli(env, "log", "retention", name, *bad)
+        assert result.exit_code == 2, result.output
+    result = cli(env, "log", "retention", name, "--max-backlog", "1MiB")
+    assert result.exit_code != 0 and "retain_for_cursors" in result.output
+    assert env.log.show(name)["retention"] is None

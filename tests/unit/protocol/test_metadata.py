@@ -143,12 +143,29 @@ def test_api_object_matches_api_md_and_never_shows_the_password() -> None:
         "fragments",
         "metadata",
         "created_at",
+        "closed_at",
     }
-    assert doc["state"] == "OPEN" and doc["last_entry_id"] is None
+    assert doc["state"] == "OPEN" and doc["last_entry_id"] is None and doc["closed_at"] is None
     assert doc["digest"] == "hmac-sha256"
     assert doc["fragments"] == [{"first_entry_id": 0, "bookies": list(ENSEMBLE)}]
     assert "pbkdf2" not in json.dumps(doc)
     assert "pbkdf2" not in repr(md)
+
+
+def test_the_write_that_closes_a_ledger_stamps_when() -> None:
+    """``closed_at``: set once, on the CLOSED metadata (the store stamps its writes),
+    kept by later changes and through the znode form."""
+    md = ledger()
+    assert md.stamped_closed(5_000) == md  # open: nothing to stamp
+    closed = md.closed(9, 100).stamped_closed(5_000)
+    assert closed.closed_at == 5_000 and closed.to_api()["closed_at"] == 5_000
+    assert closed.stamped_closed(7_000).closed_at == 5_000
+    assert LedgerMetadata.from_json(closed.to_json()) == closed
+    assert "closed_at" not in json.loads(md.to_json())
+    doc = json.loads(closed.to_json())
+    doc["closed_at"] = -1
+    with pytest.raises(InvalidArgument):
+        LedgerMetadata.from_json(json.dumps(doc).encode())
 
 
 # ---------------------------------------------------------------------- instances

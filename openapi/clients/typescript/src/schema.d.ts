@@ -449,7 +449,7 @@ export interface paths {
         get: operations["get_log"];
         /**
          * Create a log (201), or answer the existing one (200)
-         * @description Log names: 1-200 characters of A-Za-z0-9._-. An optional JSON body sets the ensemble of the log's ledgers (default 3/2/2).
+         * @description Log names: 1-200 characters of A-Za-z0-9._-. An optional JSON body sets the ensemble of the log's ledgers (default 3/2/2) and its retention policy (default none).
          */
         put: operations["create_log"];
         post?: never;
@@ -457,7 +457,11 @@ export interface paths {
         delete: operations["delete_log"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Change a log's retention policy (a JSON merge patch)
+         * @description The body names `retention`: fields given a value take it, fields given null are cleared, fields not named stay; `"retention": null` clears the policy. Needs the admin scope (a policy removes data). The next retention pass of the auditor applies it.
+         */
+        patch: operations["patch_log"];
         trace?: never;
     };
     "/v1/logs/{name}/commits/{commit_id}": {
@@ -881,6 +885,8 @@ export interface components {
              * @default 3
              */
             ensemble_size?: number;
+            /** @description its retention policy */
+            retention?: components["schemas"]["RetentionModel"] | null;
             /**
              * Write Quorum
              * @default 2
@@ -916,6 +922,16 @@ export interface components {
              * @description LID:EID of the last record acknowledged; null before any (a read through the cursor starts at the log's first record)
              */
             position: string | null;
+            /**
+             * Skipped At
+             * @description ms since the Unix epoch when retention last removed records it had not acknowledged; null: never
+             */
+            skipped_at: number | null;
+            /**
+             * Skipped Records
+             * @description records retention removed before this cursor acknowledged them, in all (a read through it goes on at the log's first record)
+             */
+            skipped_records: number;
         };
         /** CursorList */
         CursorList: {
@@ -949,6 +965,16 @@ export interface components {
              * @description LID:EID of the last record acknowledged; null before any (a read through the cursor starts at the log's first record)
              */
             position: string | null;
+            /**
+             * Skipped At
+             * @description ms since the Unix epoch when retention last removed records it had not acknowledged; null: never
+             */
+            skipped_at: number | null;
+            /**
+             * Skipped Records
+             * @description records retention removed before this cursor acknowledged them, in all (a read through it goes on at the log's first record)
+             */
+            skipped_records: number;
         };
         /** DrainFailure */
         DrainFailure: {
@@ -1094,6 +1120,11 @@ export interface components {
             /** Ack Quorum */
             ack_quorum: number;
             /**
+             * Closed At
+             * @description milliseconds since the Unix epoch when it was closed; null while open (and for a ledger closed before this field existed)
+             */
+            closed_at?: number | null;
+            /**
              * Created At
              * @description milliseconds since the Unix epoch
              */
@@ -1154,6 +1185,10 @@ export interface components {
             ledgers: number[];
             /** Name */
             name: string;
+            /** @description its retention policy; null: none */
+            retention: components["schemas"]["RetentionModel"] | null;
+            /** @description only with ?usage=true */
+            usage?: components["schemas"]["UsageModel"] | null;
             writer: components["schemas"]["WriterModel"] | null;
         };
         /** MisplacedLedger */
@@ -1170,6 +1205,14 @@ export interface components {
              * @description a move to a bookie on another rack can fix a settled one: the ledger is marked for it, and a replication worker moves it
              */
             movable: boolean;
+        };
+        /**
+         * PatchLog
+         * @description Body of PATCH /v1/logs/{name} (a JSON merge patch, RFC 7396).
+         */
+        PatchLog: {
+            /** @description fields given a value take it, fields given null are cleared, fields not named stay; null clears the whole policy */
+            retention: components["schemas"]["RetentionModel"] | null;
         };
         /** PlacementReport */
         PlacementReport: {
@@ -1244,6 +1287,39 @@ export interface components {
             next: string | null;
             /** Records */
             records: components["schemas"]["RecordModel"][];
+        };
+        /**
+         * RetentionModel
+         * @description A log's retention policy (docs/api.md "Retention"): each limit optional (null:
+         *     none); applied in whole closed ledgers, never the log's last ledger.
+         */
+        RetentionModel: {
+            /**
+             * Max Age S
+             * @description remove a closed ledger once it closed this many seconds ago
+             */
+            max_age_s?: number | null;
+            /**
+             * Max Backlog Bytes
+             * @description with retain_for_cursors: the most bytes cursors hold back past the limits; past it the oldest go anyway and the cursors are told (skipped_records)
+             */
+            max_backlog_bytes?: number | null;
+            /**
+             * Max Bytes
+             * @description remove the oldest ledgers while the log holds more
+             */
+            max_bytes?: number | null;
+            /**
+             * Max Records
+             * @description remove the oldest ledgers while the log holds more
+             */
+            max_records?: number | null;
+            /**
+             * Retain For Cursors
+             * @description keep ledgers a durable cursor has not acknowledged to their end
+             * @default false
+             */
+            retain_for_cursors?: boolean;
         };
         /** Rolled */
         Rolled: {
@@ -1403,6 +1479,26 @@ export interface components {
              * @description pass as ?after= for the next page; null on the last page
              */
             next: number | null;
+        };
+        /**
+         * UsageModel
+         * @description What a log holds (``GET /v1/logs/{name}?usage=true``).
+         */
+        UsageModel: {
+            /**
+             * Bytes
+             * @description ledger lengths (the log layer's envelope counted)
+             */
+            bytes: number;
+            /** Ledgers */
+            ledgers: number;
+            /**
+             * Oldest Ms
+             * @description ms since the Unix epoch when its oldest ledger was made (its records are no older); null for a log with no ledger
+             */
+            oldest_ms: number | null;
+            /** Records */
+            records: number;
         };
         /** WriterModel */
         WriterModel: {
@@ -3212,7 +3308,10 @@ export interface operations {
     };
     get_log: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description add `usage`: its ledgers, records and bytes (a metadata look-up per ledger, closed ones cached) */
+                usage?: boolean;
+            };
             header?: never;
             path: {
                 /** @description 1-200 characters of A-Za-z0-9._- */
@@ -3281,6 +3380,14 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "retention": {
+                 *         "max_age_s": 604800,
+                 *         "max_bytes": 10737418240
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["CreateLog"];
             };
         };
@@ -3304,6 +3411,13 @@ export interface operations {
                      * @example {
                      *       "ledgers": [],
                      *       "name": "orders",
+                     *       "retention": {
+                     *         "max_age_s": 604800,
+                     *         "max_backlog_bytes": null,
+                     *         "max_bytes": 10737418240,
+                     *         "max_records": null,
+                     *         "retain_for_cursors": false
+                     *       },
                      *       "writer": null
                      *     }
                      */
@@ -3387,6 +3501,96 @@ export interface operations {
             };
             /** @description log_not_found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_enough_bookies / bookie_unavailable / unavailable / metadata_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    patch_log: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description 1-200 characters of A-Za-z0-9._- */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "retention": {
+                 *         "max_bytes": null,
+                 *         "retain_for_cursors": true
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["PatchLog"];
+                "application/merge-patch+json": components["schemas"]["PatchLog"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LogModel"];
+                };
+            };
+            /** @description invalid_argument (a bad name, position or body; a position outside the log) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description forbidden: the token is known but its scope does not cover the call (--token-file) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description log_not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description metadata_conflict */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

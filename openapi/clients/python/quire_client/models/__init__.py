@@ -43,11 +43,13 @@ from .ledger_metadata import LedgerMetadata
 from .log_list import LogList
 from .log_model import LogModel
 from .misplaced_ledger import MisplacedLedger
+from .patch_log import PatchLog
 from .placement_report import PlacementReport
 from .placement_report_racks import PlacementReportRacks
 from .position_model import PositionModel
 from .record_model import RecordModel
 from .record_page import RecordPage
+from .retention_model import RetentionModel
 from .rolled import Rolled
 from .storage_gc_settings import StorageGcSettings
 from .storage_last_pass import StorageLastPass
@@ -57,6 +59,7 @@ from .storage_report import StorageReport
 from .under_replicated_ledger import UnderReplicatedLedger
 from .under_replicated_ledger_progress_type_0 import UnderReplicatedLedgerProgressType0
 from .under_replicated_list import UnderReplicatedList
+from .usage_model import UsageModel
 from .writer_model import WriterModel
 from .writer_taken import WriterTaken
 
@@ -104,11 +107,13 @@ __all__ = (
     "LogList",
     "LogModel",
     "MisplacedLedger",
+    "PatchLog",
     "PlacementReport",
     "PlacementReportRacks",
     "PositionModel",
     "RecordModel",
     "RecordPage",
+    "RetentionModel",
     "Rolled",
     "StorageGcSettings",
     "StorageLastPass",
@@ -118,6 +123,7 @@ __all__ = (
     "UnderReplicatedLedger",
     "UnderReplicatedLedgerProgressType0",
     "UnderReplicatedList",
+    "UsageModel",
     "WriterModel",
     "WriterTaken",
 )

@@ -21,6 +21,10 @@ class CursorAcked:
         name (str):
         position (None | str): LID:EID of the last record acknowledged; null before any (a read through the cursor
             starts at the log's first record)
+        skipped_at (int | None): ms since the Unix epoch when retention last removed records it had not acknowledged;
+            null: never
+        skipped_records (int): records retention removed before this cursor acknowledged them, in all (a read through it
+            goes on at the log's first record)
     """
 
     acked_at: int | None
@@ -29,6 +33,8 @@ class CursorAcked:
     moved: bool
     name: str
     position: None | str
+    skipped_at: int | None
+    skipped_records: int
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -46,6 +52,11 @@ class CursorAcked:
         position: None | str
         position = self.position
 
+        skipped_at: int | None
+        skipped_at = self.skipped_at
+
+        skipped_records = self.skipped_records
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -56,6 +67,8 @@ class CursorAcked:
                 "moved": moved,
                 "name": name,
                 "position": position,
+                "skipped_at": skipped_at,
+                "skipped_records": skipped_records,
             }
         )
 
@@ -87,6 +100,15 @@ class CursorAcked:
 
         position = _parse_position(d.pop("position"))
 
+        def _parse_skipped_at(data: object) -> int | None:
+            if data is None:
+                return data
+            return cast(int | None, data)
+
+        skipped_at = _parse_skipped_at(d.pop("skipped_at"))
+
+        skipped_records = d.pop("skipped_records")
+
         cursor_acked = cls(
             acked_at=acked_at,
             lag_bytes=lag_bytes,
@@ -94,6 +116,8 @@ class CursorAcked:
             moved=moved,
             name=name,
             position=position,
+            skipped_at=skipped_at,
+            skipped_records=skipped_records,
         )
 
         cursor_acked.additional_properties = d

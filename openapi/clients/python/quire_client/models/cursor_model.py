@@ -21,6 +21,10 @@ class CursorModel:
         name (str):
         position (None | str): LID:EID of the last record acknowledged; null before any (a read through the cursor
             starts at the log's first record)
+        skipped_at (int | None): ms since the Unix epoch when retention last removed records it had not acknowledged;
+            null: never
+        skipped_records (int): records retention removed before this cursor acknowledged them, in all (a read through it
+            goes on at the log's first record)
     """
 
     acked_at: int | None
@@ -28,6 +32,8 @@ class CursorModel:
     lag_records: int
     name: str
     position: None | str
+    skipped_at: int | None
+    skipped_records: int
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -43,6 +49,11 @@ class CursorModel:
         position: None | str
         position = self.position
 
+        skipped_at: int | None
+        skipped_at = self.skipped_at
+
+        skipped_records = self.skipped_records
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -52,6 +63,8 @@ class CursorModel:
                 "lag_records": lag_records,
                 "name": name,
                 "position": position,
+                "skipped_at": skipped_at,
+                "skipped_records": skipped_records,
             }
         )
 
@@ -81,12 +94,23 @@ class CursorModel:
 
         position = _parse_position(d.pop("position"))
 
+        def _parse_skipped_at(data: object) -> int | None:
+            if data is None:
+                return data
+            return cast(int | None, data)
+
+        skipped_at = _parse_skipped_at(d.pop("skipped_at"))
+
+        skipped_records = d.pop("skipped_records")
+
         cursor_model = cls(
             acked_at=acked_at,
             lag_bytes=lag_bytes,
             lag_records=lag_records,
             name=name,
             position=position,
+            skipped_at=skipped_at,
+            skipped_records=skipped_records,
         )
 
         cursor_model.additional_properties = d

@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
+from ..types import UNSET, Unset
+
 if TYPE_CHECKING:
     from ..models.fragment import Fragment
     from ..models.ledger_metadata import LedgerMetadata
@@ -29,6 +31,8 @@ class Ledger:
         metadata (LedgerMetadata):
         state (str): OPEN, IN_RECOVERY or CLOSED
         write_quorum (int):
+        closed_at (int | None | Unset): milliseconds since the Unix epoch when it was closed; null while open (and for a
+            ledger closed before this field existed)
     """
 
     ack_quorum: int
@@ -42,6 +46,7 @@ class Ledger:
     metadata: LedgerMetadata
     state: str
     write_quorum: int
+    closed_at: int | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -71,6 +76,12 @@ class Ledger:
 
         write_quorum = self.write_quorum
 
+        closed_at: int | None | Unset
+        if isinstance(self.closed_at, Unset):
+            closed_at = UNSET
+        else:
+            closed_at = self.closed_at
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -88,6 +99,8 @@ class Ledger:
                 "write_quorum": write_quorum,
             }
         )
+        if closed_at is not UNSET:
+            field_dict["closed_at"] = closed_at
 
         return field_dict
 
@@ -129,6 +142,15 @@ class Ledger:
 
         write_quorum = d.pop("write_quorum")
 
+        def _parse_closed_at(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        closed_at = _parse_closed_at(d.pop("closed_at", UNSET))
+
         ledger = cls(
             ack_quorum=ack_quorum,
             created_at=created_at,
@@ -141,6 +163,7 @@ class Ledger:
             metadata=metadata,
             state=state,
             write_quorum=write_quorum,
+            closed_at=closed_at,
         )
 
         ledger.additional_properties = d

@@ -85,7 +85,7 @@ def sync_detailed(
     """Create a log (201), or answer the existing one (200)
 
      Log names: 1-200 characters of A-Za-z0-9._-. An optional JSON body sets the ensemble of the log's
-    ledgers (default 3/2/2).
+    ledgers (default 3/2/2) and its retention policy (default none).
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
@@ -121,7 +121,7 @@ def sync(
     """Create a log (201), or answer the existing one (200)
 
      Log names: 1-200 characters of A-Za-z0-9._-. An optional JSON body sets the ensemble of the log's
-    ledgers (default 3/2/2).
+    ledgers (default 3/2/2) and its retention policy (default none).
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
@@ -152,7 +152,7 @@ async def asyncio_detailed(
     """Create a log (201), or answer the existing one (200)
 
      Log names: 1-200 characters of A-Za-z0-9._-. An optional JSON body sets the ensemble of the log's
-    ledgers (default 3/2/2).
+    ledgers (default 3/2/2) and its retention policy (default none).
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
@@ -186,7 +186,7 @@ async def asyncio(
     """Create a log (201), or answer the existing one (200)
 
      Log names: 1-200 characters of A-Za-z0-9._-. An optional JSON body sets the ensemble of the log's
-    ledgers (default 3/2/2).
+    ledgers (default 3/2/2) and its retention policy (default none).
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-

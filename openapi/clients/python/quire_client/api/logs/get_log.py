@@ -8,18 +8,27 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.error import Error
 from ...models.log_model import LogModel
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
 def _get_kwargs(
     name: str,
+    *,
+    usage: bool | Unset = False,
 ) -> dict[str, Any]:
+
+    params: dict[str, Any] = {}
+
+    params["usage"] = usage
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
     _kwargs: dict[str, Any] = {
         "method": "get",
         "url": "/v1/logs/{name}".format(
             name=quote(str(name), safe=""),
         ),
+        "params": params,
     }
 
     return _kwargs
@@ -70,11 +79,14 @@ def sync_detailed(
     name: str,
     *,
     client: AuthenticatedClient,
+    usage: bool | Unset = False,
 ) -> Response[Error | LogModel]:
     """A log
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
+        usage (bool | Unset): add `usage`: its ledgers, records and bytes (a metadata look-up per
+            ledger, closed ones cached) Default: False.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -86,6 +98,7 @@ def sync_detailed(
 
     kwargs = _get_kwargs(
         name=name,
+        usage=usage,
     )
 
     response = client.get_httpx_client().request(
@@ -99,11 +112,14 @@ def sync(
     name: str,
     *,
     client: AuthenticatedClient,
+    usage: bool | Unset = False,
 ) -> Error | LogModel | None:
     """A log
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
+        usage (bool | Unset): add `usage`: its ledgers, records and bytes (a metadata look-up per
+            ledger, closed ones cached) Default: False.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -116,6 +132,7 @@ def sync(
     return sync_detailed(
         name=name,
         client=client,
+        usage=usage,
     ).parsed
 
 
@@ -123,11 +140,14 @@ async def asyncio_detailed(
     name: str,
     *,
     client: AuthenticatedClient,
+    usage: bool | Unset = False,
 ) -> Response[Error | LogModel]:
     """A log
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
+        usage (bool | Unset): add `usage`: its ledgers, records and bytes (a metadata look-up per
+            ledger, closed ones cached) Default: False.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -139,6 +159,7 @@ async def asyncio_detailed(
 
     kwargs = _get_kwargs(
         name=name,
+        usage=usage,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -150,11 +171,14 @@ async def asyncio(
     name: str,
     *,
     client: AuthenticatedClient,
+    usage: bool | Unset = False,
 ) -> Error | LogModel | None:
     """A log
 
     Args:
         name (str): 1-200 characters of A-Za-z0-9._-
+        usage (bool | Unset): add `usage`: its ledgers, records and bytes (a metadata look-up per
+            ledger, closed ones cached) Default: False.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -168,5 +192,6 @@ async def asyncio(
         await asyncio_detailed(
             name=name,
             client=client,
+            usage=usage,
         )
     ).parsed

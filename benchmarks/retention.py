@@ -1,0 +1,214 @@
+"""Retention: what it costs appends, and the disk space it gives back.
+
+Starts its own ZooKeeper, three bookies, a gateway and an auditor (a retention pass
+every second) in a temporary directory, then, in one sitting:
+
+1. Appends with retention active against without: rounds that alternate a log with no
+   policy and a log whose ``max_bytes`` the load passes many times over (so the auditor
+   removes and deletes ledgers all through the round, and the writer rolls at a quarter
+   of the limit); ``--clients`` threads append batches of ``--batch`` records of
+   ``--size`` bytes for ``--seconds`` per round. Reported: records/s of each round, the
+   medians, and their ratio; the ledgers retention removed meanwhile.
+2. Disk space given back: a log without a policy takes ``--fill-mib`` MiB; the bookies'
+   storage (``GET /v1/storage``: the database file and its free pages; what the data
+   uses is the difference) is read; a policy keeping 100 records is set and a retention
+   pass run; the storage is read again, and once more after each bookie's garbage
+   collection pass (which vacuums the freed pages back to the file system).
+
+    .venv/bin/python benchmarks/retention.py                  # 6 rounds of 10 s
+    .venv/bin/python benchmarks/retention.py --rounds 2 --seconds 3 --fill-mib 16   # quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from services.cluster.processes import (  # noqa: E402
+    ServiceProcess,
+    ZooKeeperProcess,
+    free_port,
+    stop_processes,
+)
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+class Cluster:
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self.procs: list[ServiceProcess | ZooKeeperProcess] = []
+        self.zk = ZooKeeperProcess(work / "zk", free_port())
+        self.bookies: list[ServiceProcess] = []
+
+    def service(self, module: str, args: list[str], name: str) -> ServiceProcess:
+        common = ["--zk", self.zk.connect_string, "--zk-root", "/retention-bench"]
+        proc = ServiceProcess(
+            module, [*common, *args], "127.0.0.1", free_port(), self.work / f"{name}.log",
+            name=name,
+        )  # fmt: skip
+        self.procs.append(proc)
+        proc.start()
+        return proc
+
+    def start(self) -> None:
+        self.procs.append(self.zk)
+        self.zk.start()
+        self.zk.wait_ready()
+        self.bookies = [
+            self.service("bookie", ["--data-dir", str(self.work / f"bookie-{i}")], f"bookie-{i}")
+            for i in range(3)
+        ]
+        self.gateway = self.service("gateway", [], "gateway")
+        self.auditor = self.service(
+            "auditor", ["--retention-interval", "1", "--audit-interval", "3600"], "auditor"
+        )
+        for proc in [*self.bookies, self.gateway, self.auditor]:
+            proc.wait_healthy(60.0)
+
+    def stop(self) -> None:
+        stop_processes(self.procs, 5.0)
+
+
+def append_round(url: str, name: str, clients: int, batch: int, size: int, seconds: float) -> float:
+    """Records/s appended to ``name`` by ``clients`` threads for ``seconds``."""
+    counts = [0] * clients
+    body = {"entries": [__import__("base64").b64encode(b"r" * size).decode()] * batch}
+    end = time.monotonic() + seconds
+    errors: list[str] = []
+
+    def run(index: int) -> None:
+        with httpx.Client(base_url=url, timeout=60.0) as http:
+            while time.monotonic() < end:
+                r = http.post(f"/v1/logs/{name}/records", json=body)
+                if r.status_code != 200:
+                    errors.append(r.text)
+                    return
+                counts[index] += batch
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise SystemExit(f"append failed: {errors[0]}")
+    return sum(counts) / (time.monotonic() - started)
+
+
+def storage(cluster: Cluster) -> dict[str, int]:
+    """The bookies' storage summed: file bytes, free pages, what the data uses."""
+    total = {"file_bytes": 0, "free_pages_bytes": 0, "live_bytes": 0}
+    for bookie in cluster.bookies:
+        doc = httpx.get(f"{bookie.url}/v1/storage", timeout=30.0).json()
+        total["file_bytes"] += doc["file_bytes"]
+        total["free_pages_bytes"] += doc["free_pages_bytes"]
+        total["live_bytes"] += doc["live"]["bytes"]
+    total["used_bytes"] = total["file_bytes"] - total["free_pages_bytes"]
+    return total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=6, help="rounds of each kind")
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=50)
+    parser.add_argument("--size", type=int, default=512)
+    parser.add_argument("--max-bytes", type=int, default=4 << 20, help="the retained log's limit")
+    parser.add_argument("--fill-mib", type=int, default=64)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="quire-retention-") as tmp:
+        cluster = Cluster(Path(tmp))
+        try:
+            cluster.start()
+            summary = run(cluster, args)
+        finally:
+            cluster.stop()
+    print(json.dumps(summary), flush=True)
+
+
+def run(cluster: Cluster, args: argparse.Namespace) -> dict[str, Any]:
+    url = cluster.gateway.url
+    http = httpx.Client(base_url=url, timeout=60.0)
+    auditor = httpx.Client(base_url=cluster.auditor.url, timeout=120.0)
+    # 1. Appends with and without retention, alternated.
+    plain: list[float] = []
+    kept: list[float] = []
+    removed = 0
+    for i in range(args.rounds):
+        for kind in ("plain", "kept") if i % 2 == 0 else ("kept", "plain"):
+            name = f"{kind}-{i}"
+            body = {"retention": {"max_bytes": args.max_bytes}} if kind == "kept" else {}
+            http.put(f"/v1/logs/{name}", json=body).raise_for_status()
+            rate = append_round(url, name, args.clients, args.batch, args.size, args.seconds)
+            (kept if kind == "kept" else plain).append(rate)
+            if kind == "kept":
+                removed += auditor.post("/v1/retention").json()["ledgers_removed"]
+            print(json.dumps({"round": i, "log": kind, "records_per_s": round(rate)}), flush=True)
+            http.delete(f"/v1/logs/{name}").raise_for_status()
+    text = auditor.get("/metrics").text
+    removed_total = sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("quire_auditor_retention_removed_ledgers_total{")
+    )
+    # 2. Space given back.
+    name = "fill"
+    http.put(f"/v1/logs/{name}").raise_for_status()
+    payload = __import__("base64").b64encode(b"f" * 4096).decode()
+    for _ in range(args.fill_mib * 256 // 64):
+        http.post(f"/v1/logs/{name}/records", json={"entries": [payload] * 64}).raise_for_status()
+    http.post(f"/v1/logs/{name}/roll").raise_for_status()
+    before = storage(cluster)
+    http.patch(f"/v1/logs/{name}", json={"retention": {"max_records": 100}}).raise_for_status()
+    started = time.monotonic()
+    report = auditor.post("/v1/retention").json()
+    pass_s = time.monotonic() - started
+    after = storage(cluster)
+    for bookie in cluster.bookies:
+        httpx.post(f"{bookie.url}/v1/gc", timeout=120.0).raise_for_status()
+    after_gc = storage(cluster)
+    http.close()
+    auditor.close()
+    return {
+        "cpu": cpu_model(),
+        "clients": args.clients,
+        "batch": args.batch,
+        "size": args.size,
+        "seconds": args.seconds,
+        "max_bytes": args.max_bytes,
+        "plain_records_per_s": [round(x) for x in plain],
+        "retained_records_per_s": [round(x) for x in kept],
+        "plain_median": round(statistics.median(plain)),
+        "retained_median": round(statistics.median(kept)),
+        "retained_over_plain": round(statistics.median(kept) / statistics.median(plain), 3),
+        "ledgers_removed_during_rounds": int(removed_total),
+        "fill_mib": args.fill_mib,
+        "storage_before": before,
+        "storage_after_retention": after,
+        "storage_after_gc": after_gc,
+        "retention_pass_s": round(pass_s, 2),
+        "retention_pass": report,
+    }
+
+
+if __name__ == "__main__":
+    main()
