@@ -303,16 +303,17 @@ def test_logs_search_and_a_log_shows_its_ledgers_in_order(tab: Page, env: Env) -
     page.press("#log-prefix", "Enter")
     page.get_by_role("button", name="orders-eu").click()
     expect(page.locator("#h-detail")).to_have_text("Log orders-eu")
-    expect(page.locator("#detail-body p")).to_contain_text(
+    expect(page.locator("#log-summary")).to_contain_text(
         f"Writer: {log['writer']['gateway']}, epoch {writer['epoch']}. 2 ledgers."
     )
-    rows = page.locator("#detail-body tbody tr")
+    rows = page.locator("#log-ledgers tbody tr")
     expect(rows).to_have_count(2)
     first, last = log["ledgers"]
     expect(rows.nth(0).locator("th, td")).to_have_text(
         [str(first), "CLOSED", f"{first}:0", f"{first}:2"]
     )
     expect(rows.nth(1).locator("th, td")).to_have_text([str(last), "OPEN", f"{last}:0", "open"])
+    expect(page.locator("#cursors-empty")).to_have_text("No durable cursor on this log.")
     tab.shot("log")
     no_errors(tab)
 

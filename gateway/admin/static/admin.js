@@ -1,12 +1,17 @@
 // The Quire admin page: polls the gateway's Admin API every POLL_MS (<= 2 s staleness),
-// browses ledgers and logs, and sends the operator's actions after a confirmation.
-// The token (when the gateway asks for one) lives in this tab's session storage only.
+// browses ledgers and logs (with their durable cursors), shows a bookie's storage, and
+// sends the operator's actions (garbage-collection passes among them) after a
+// confirmation. The token (when the gateway asks for one) lives in this tab's session
+// storage only. Server text reaches the page through textContent only (el below).
 "use strict";
 
 const POLL_MS = 1000;
 const PAGE = 20;
 const TOKEN_KEY = "quire-admin-token";
 const LOG_LEDGERS_SHOWN = 50;
+// A bookie's storage report sums the bytes of every ledger it stores: read when its view
+// opens, after each pass, and at most this often while the view stays open.
+const STORAGE_REFRESH_MS = 5000;
 
 const $ = (id) => document.getElementById(id);
 const state = { adds: new Map(), ledgerPages: [null], logAfter: null, logNext: null,
@@ -59,6 +64,37 @@ function bytes(n) {
   let i = 0;
   while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
   return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
+}
+
+// A byte count readable at a glance, the exact figure in its tooltip.
+function sizeOf(n) {
+  if (n === null || n === undefined) return "–";
+  return el("span", { title: `${n} bytes`, "data-bytes": String(n) }, bytes(n));
+}
+
+function count(n) {
+  return n === null || n === undefined ? "–" : n.toLocaleString("en-US");
+}
+
+function ledgerCount(n) {
+  return n === 1 ? "1 ledger" : `${count(n)} ledgers`;
+}
+
+function ago(ms, now) {
+  const s = Math.max(0, Math.round((now - ms) / 1000));
+  if (s < 60) return `${s} s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+  return `${Math.floor(s / 86400)} d ago`;
+}
+
+// A time in ms since the Unix epoch: local time and how long ago, the raw value in the
+// element's datetime, tooltip and data-ms.
+function timeOf(ms, raw) {
+  if (ms === null || ms === undefined) return "never";
+  const when = new Date(ms);
+  return el("time", { datetime: when.toISOString(), title: `${raw}: ${ms} (ms since the Unix epoch)`,
+    "data-ms": String(ms) }, `${when.toLocaleString()} (${ago(ms, Date.now())})`);
 }
 
 function showError(message) {
@@ -134,6 +170,8 @@ function renderBookies(bookies) {
       onclick: () => act(`Decommission bookie ${b.id}? Everything it stores is re-replicated and no new ledger will use it.`,
         "POST", `/v1/admin/bookies/${encodeURIComponent(b.id)}/decommission`) }, "Decommission");
     button.disabled = leaving;
+    const storage = el("button", { type: "button", "aria-label": `Storage of ${b.id}`,
+      onclick: () => openStorage(b.id) }, "Storage");
     const free = b.free_bytes === null ? "–" : `${bytes(b.free_bytes)} (${(100 * b.free_ratio).toFixed(0)}%)`;
     return el("tr", { "data-bookie": b.id },
       el("th", { scope: "row" }, b.id),
@@ -142,7 +180,7 @@ function renderBookies(bookies) {
       el("td", { class: "ledgers" }, b.ledgers === null ? "–" : b.ledgers),
       el("td", { class: "free" }, free),
       el("td", { class: "adds" }, addsPerSecond(b, now)),
-      el("td", {}, button));
+      el("td", { class: "row-actions" }, storage, button));
   });
   $("bookies").tBodies[0].replaceChildren(...rows);
 }
@@ -274,9 +312,30 @@ async function showLogs(after) {
   }
 }
 
+// The log's durable cursors (docs/api.md "Logs: cursors"). The list does not page: a log
+// holds at most 1,000 cursors, all listed in a scrolling box.
+function cursorSection(cursors) {
+  const heading = el("h3", { id: "h-cursors" }, `Cursors (${cursors.length})`);
+  if (!cursors.length) return [heading, el("p", { id: "cursors-empty" }, "No durable cursor on this log.")];
+  const rows = cursors.map((c) => el("tr", { "data-cursor": c.name },
+    el("th", { scope: "row" }, c.name),
+    el("td", { class: "position" }, c.position === null ? "none (before the first record)" : c.position),
+    el("td", { class: "lag-records" }, count(c.lag_records)),
+    el("td", { class: "lag-bytes" }, sizeOf(c.lag_bytes)),
+    el("td", { class: "acked-at" }, timeOf(c.acked_at, "acked_at"))));
+  const table = el("table", { id: "cursors", "aria-labelledby": "h-cursors" },
+    el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Cursor"),
+      el("th", { scope: "col" }, "Position (last acknowledged)"), el("th", { scope: "col" }, "Lag (records)"),
+      el("th", { scope: "col" }, "Lag (bytes)"), el("th", { scope: "col" }, "Last ack"))),
+    el("tbody", {}, ...rows));
+  // A scrolling box is a focusable region, so the keyboard scrolls it too.
+  return [heading, el("div", { class: "scroll", role: "region", tabindex: "0", "aria-labelledby": "h-cursors" }, table)];
+}
+
 function openLog(name) {
   state.detail = async () => {
-    const log = await api("GET", `/v1/logs/${encodeURIComponent(name)}`);
+    const path = `/v1/logs/${encodeURIComponent(name)}`;
+    const [log, cursors] = await Promise.all([api("GET", path), api("GET", `${path}/cursors`)]);
     const shown = log.ledgers.slice(0, LOG_LEDGERS_SHOWN);
     const ledgers = await Promise.all(shown.map((id) => api("GET", `/v1/ledgers/${id}`)));
     $("h-detail").textContent = `Log ${name}`;
@@ -286,13 +345,163 @@ function openLog(name) {
       el("td", {}, l.state),
       el("td", {}, `${l.ledger_id}:0`),
       el("td", {}, l.last_entry_id === null ? "open" : `${l.ledger_id}:${l.last_entry_id}`)));
-    const table = el("table", { "aria-label": "the log's ledgers in order" },
+    const table = el("table", { id: "log-ledgers", "aria-label": "the log's ledgers in order" },
       el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Ledger"), el("th", { scope: "col" }, "State"),
         el("th", { scope: "col" }, "First position"), el("th", { scope: "col" }, "Last position"))),
       el("tbody", {}, ...rows));
     const more = log.ledgers.length > shown.length ? ` (first ${shown.length} shown)` : "";
-    $("detail-body").replaceChildren(el("p", {}, `Writer: ${writer}. ${log.ledgers.length} ledgers${more}.`), table);
+    $("detail-body").replaceChildren(
+      el("p", { id: "log-summary" }, `Writer: ${writer}. ${log.ledgers.length} ledgers${more}.`), table,
+      ...cursorSection(cursors.cursors));
     $("detail").hidden = false;
+  };
+  return refreshDetail();
+}
+
+// ---------------------------------------------------------------- a bookie's storage
+
+// One list of the storage report (orphaned or pending delete): each ledger with its bytes
+// and its reason, or a sentence when there is none.
+function storageList(id, title, items, total, empty) {
+  const heading = el("h4", { id: `h-${id}` }, title);
+  if (!total) return [heading, el("p", { id: `${id}-empty` }, empty)];
+  const rows = items.map((item) => el("tr", { "data-ledger": item.ledger_id },
+    el("th", { scope: "row" }, item.ledger_id), el("td", { class: "bytes" }, sizeOf(item.bytes)),
+    el("td", { class: "reason" }, item.reason)));
+  const more = total > items.length ? [el("p", {}, `The first ${items.length} of ${count(total)} are listed.`)] : [];
+  return [heading, el("table", { id, "aria-labelledby": `h-${id}` },
+    el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Ledger"), el("th", { scope: "col" }, "Bytes"),
+      el("th", { scope: "col" }, "Reason"))),
+    el("tbody", {}, ...rows)), ...more];
+}
+
+function storageFigures(report) {
+  const gc = report.gc;
+  const every = gc.interval_s > 0 ? `a pass every ${gc.interval_s} s` : "no pass on its own (interval 0)";
+  const last = report.last_pass;
+  const lastPass = last === null ? "none since the bookie started"
+    : el("span", {}, `${new Date(last.at).toLocaleString()}: freed ${ledgerCount(last.freed_ledgers)} (`,
+      sizeOf(last.freed_bytes), `) in ${last.took_ms} ms${last.error ? `; stopped early: ${last.error}` : ""}`);
+  const totals = (id, held, n) => el("dd", { id }, `${ledgerCount(held)}, `, sizeOf(n));
+  const facts = el("dl", { class: "facts" },
+    el("dt", {}, "File"), el("dd", { id: "storage-file" }, sizeOf(report.file_bytes)),
+    el("dt", {}, "Used by data"), el("dd", { id: "storage-used" }, sizeOf(report.file_bytes - report.free_pages_bytes)),
+    el("dt", {}, "Free pages (the next vacuum gives them back)"),
+    el("dd", { id: "storage-free-pages" }, sizeOf(report.free_pages_bytes)),
+    el("dt", {}, "Live"), totals("storage-live", report.live.ledgers, report.live.bytes),
+    el("dt", {}, "Orphaned (metadata missing, within the grace)"),
+    totals("storage-orphaned", report.orphaned_count, report.orphaned_bytes),
+    el("dt", {}, "Pending delete (past the grace)"),
+    totals("storage-pending", report.pending_delete_count, report.pending_delete_bytes),
+    el("dt", {}, "Garbage collection"),
+    el("dd", { id: "storage-gc" }, `${every}, grace ${gc.grace_s} s, at most ${count(gc.deletes_per_pass)} deletes a pass`),
+    el("dt", {}, "Last pass"), el("dd", { id: "storage-last-pass" }, lastPass));
+  return [facts,
+    ...storageList("storage-orphaned-list", "Orphaned ledgers", report.orphaned, report.orphaned_count,
+      "No ledger is orphaned."),
+    ...storageList("storage-pending-list", "Ledgers pending delete", report.pending_delete,
+      report.pending_delete_count, "No ledger is pending delete.")];
+}
+
+// What a pass freed, or a dry run would free (docs/api.md "POST /v1/gc").
+function gcAnswer(answer) {
+  const when = new Date(answer.at).toLocaleTimeString();
+  const head = answer.dry_run
+    ? el("p", { id: "gc-summary" }, `Dry run at ${when}: a pass now would free ${ledgerCount(answer.freed_ledgers)} (`,
+      sizeOf(answer.freed_bytes), "). Nothing was deleted.")
+    : el("p", { id: "gc-summary" }, `Pass at ${when}: freed ${ledgerCount(answer.freed_ledgers)} (`,
+      sizeOf(answer.freed_bytes), `) in ${answer.took_ms} ms.`);
+  const out = [head];
+  if (answer.waiting_ledgers || answer.pending_ledgers) {
+    out.push(el("p", { id: "gc-waiting" }, `Waiting for the grace: ${ledgerCount(answer.waiting_ledgers)} found ` +
+      `missing (a pass starts the grace, a dry run does not). Past the grace, left for a later pass: ` +
+      `${ledgerCount(answer.pending_ledgers)}.`));
+  }
+  if (answer.freed.length) {
+    const rows = answer.freed.map((f) => el("tr", { "data-ledger": f.ledger_id },
+      el("th", { scope: "row" }, f.ledger_id), el("td", {}, sizeOf(f.bytes))));
+    out.push(el("table", { id: "gc-freed", "aria-label": answer.dry_run ? "ledgers a pass would free" : "ledgers freed" },
+      el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Ledger"), el("th", { scope: "col" }, "Bytes"))),
+      el("tbody", {}, ...rows)));
+    if (answer.freed_ledgers > answer.freed.length) out.push(el("p", {}, `The first ${answer.freed.length} are listed.`));
+  }
+  if (answer.error) out.push(el("p", { class: "problem" }, `Stopped early: ${answer.error}`));
+  return out;
+}
+
+// The storage view of one bookie. Its figures are read again while it is open; the
+// garbage-collection controls are built once, so focus and the last answer stay put.
+// A real pass is offered after a dry run only, and asks for confirmation; a token that
+// may not act (403) gets the refusal in the view and the buttons disabled.
+function openStorage(id) {
+  const path = `/v1/admin/bookies/${encodeURIComponent(id)}`;
+  const view = { readAt: -Infinity, dry: null, refused: false, running: false };
+  const figures = el("div", { id: "storage-figures" }, el("p", {}, "Reading the storage report…"));
+  const dry = el("button", { type: "button", id: "gc-dry-run" }, "Dry run");
+  const run = el("button", { type: "button", id: "gc-run" }, "Run a pass…");
+  const result = el("div", { id: "gc-result", "aria-live": "polite" },
+    el("p", {}, "A dry run first says what a pass would free now, deleting nothing."));
+  const controls = () => {
+    dry.disabled = view.refused || view.running;
+    run.disabled = view.refused || view.running || view.dry === null;
+  };
+
+  const refresh = async () => {
+    view.readAt = performance.now();
+    try {
+      figures.replaceChildren(...storageFigures(await api("GET", `${path}/storage`)));
+      figures.dataset.updated = String(Date.now());
+    } catch (err) {
+      if (err instanceof NeedToken) throw err;
+      // A bookie that is down (503) or unknown (404): said in the view, never a blank one.
+      figures.replaceChildren(el("p", { class: "problem", role: "alert" },
+        `No storage report from bookie ${id}: ${err.message}`));
+    }
+  };
+
+  const pass = async (dryRun) => {
+    if (!dryRun) {
+      const d = view.dry;
+      const text = `Run a garbage-collection pass on bookie ${id} now? It deletes the local data of ledgers ` +
+        `whose metadata is gone and whose grace has passed. The dry run at ${new Date(d.at).toLocaleTimeString()} ` +
+        `said a pass would free ${ledgerCount(d.freed_ledgers)} (${bytes(d.freed_bytes)}).`;
+      if (!(await confirmAction(text))) return;
+    }
+    view.running = true;
+    controls();
+    result.replaceChildren(el("p", {}, dryRun ? "Dry run: looking…" : "Running a pass…"));
+    try {
+      const answer = await api("POST", `${path}/gc?dry_run=${dryRun}`);
+      result.replaceChildren(...gcAnswer(answer));
+      result.dataset.dryRun = String(answer.dry_run);
+      view.dry = dryRun ? answer : null;  // a real pass asks for a new dry run first
+    } catch (err) {
+      if (err instanceof NeedToken) return askToken();
+      if (err instanceof Refused) view.refused = true;
+      const what = dryRun ? "The dry run" : "The pass";
+      const hint = err instanceof Refused ? " (garbage collection needs a token with the admin scope)" : "";
+      result.replaceChildren(el("p", { class: "problem", role: "alert" }, `${what} failed: ${err.message}${hint}`));
+      delete result.dataset.dryRun;
+    } finally {
+      view.running = false;
+      controls();
+    }
+    if (!dryRun) {
+      view.readAt = -Infinity;
+      await refreshDetail();
+    }
+  };
+  dry.addEventListener("click", () => pass(true));
+  run.addEventListener("click", () => pass(false));
+  controls();
+
+  $("h-detail").textContent = `Bookie ${id}: storage`;
+  $("detail-body").replaceChildren(figures,
+    el("section", { class: "gc", "aria-labelledby": "h-gc" }, el("h3", { id: "h-gc" }, "Garbage collection"),
+      el("p", { class: "actions" }, dry, run), result));
+  $("detail").hidden = false;
+  state.detail = async () => {
+    if (performance.now() - view.readAt >= STORAGE_REFRESH_MS) await refresh();
   };
   return refreshDetail();
 }
