@@ -85,6 +85,53 @@ def storage(env: Env, bookie: ServiceProcess) -> dict[str, Any]:
     return report
 
 
+# ------------------------------------------------------------------- retention
+
+
+def test_a_log_shows_its_retention_policy_and_usage(tab: Page, env: Env) -> None:
+    """A log's detail shows its retention policy (or says it has none) and what it
+    holds, as ``GET /v1/logs/{name}?usage=true`` answers it, following a policy change
+    and new appends within the page's polling."""
+    gw = env.gateway
+    policy = {"max_age_s": 3600, "max_records": 1000, "retain_for_cursors": True,
+              "max_backlog_bytes": 1 << 20}  # fmt: skip
+    ok(gw.request("PUT", "/v1/logs/kept", json={"retention": policy}), 201)
+    ok(gw.request("PUT", "/v1/logs/plain"), 201)
+    for n in range(5):
+        append(env, "kept", n)
+    shown = ok(gw.request("GET", "/v1/logs/kept", params={"usage": "true"}))
+    assert shown["usage"]["records"] == 5
+
+    page = login(tab, env)
+    open_log(page, "kept")
+    expect(page.locator("#retention-max-age")).to_have_text("3,600 s")
+    expect(page.locator("#retention-max-records")).to_have_text("1,000")
+    expect(page.locator("#retention-max-bytes")).to_have_text("none")
+    expect(page.locator("#retention-cursors")).to_contain_text("yes, up to")
+    expect(page.locator("#retention-cursors span span")).to_have_attribute(
+        "data-bytes", str(1 << 20)
+    )
+    expect(page.locator("#usage-records")).to_have_text("5")
+    expect(page.locator("#usage-ledgers")).to_have_text("1")
+    expect(page.locator("#usage-bytes span")).to_have_attribute(
+        "data-bytes", str(shown["usage"]["bytes"])
+    )
+    expect(page.locator("#usage-oldest time")).to_have_attribute(
+        "data-ms", str(shown["usage"]["oldest_ms"])
+    )
+    # A change of policy and more records show without reopening the log.
+    ok(gw.request("PATCH", "/v1/logs/kept", json={"retention": {"max_records": 50}}))
+    append(env, "kept", 5)
+    expect(page.locator("#retention-max-records")).to_have_text("50")
+    expect(page.locator("#usage-records")).to_have_text("6")
+    tab.shot("retention")
+
+    open_log(page, "plain")
+    expect(page.locator("#retention-none")).to_contain_text("No retention policy")
+    expect(page.locator("#usage-records")).to_have_text("0")
+    assert tab.errors == [], tab.errors
+
+
 # ------------------------------------------------------------------- cursors
 
 
@@ -131,6 +178,7 @@ def test_a_log_lists_its_cursors_with_their_lag_and_last_ack(tab: Page, env: Env
     expect(other.locator(".position")).to_have_text("none (before the first record)")
     expect(other.locator(".lag-records")).to_have_text(str(RECORDS))
     expect(other.locator(".acked-at")).to_have_text("never")
+    expect(other.locator(".skipped")).to_have_text("none")  # retention removed nothing unread
     tab.shot("cursors")
 
     # The view is live: three more appends show within the page's staleness bound.

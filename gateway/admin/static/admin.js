@@ -322,20 +322,49 @@ function cursorSection(cursors) {
     el("td", { class: "position" }, c.position === null ? "none (before the first record)" : c.position),
     el("td", { class: "lag-records" }, count(c.lag_records)),
     el("td", { class: "lag-bytes" }, sizeOf(c.lag_bytes)),
-    el("td", { class: "acked-at" }, timeOf(c.acked_at, "acked_at"))));
+    el("td", { class: "acked-at" }, timeOf(c.acked_at, "acked_at")),
+    el("td", { class: "skipped" }, c.skipped_records
+      ? el("span", {}, `${count(c.skipped_records)} (last `, timeOf(c.skipped_at, "skipped_at"), ")")
+      : "none")));
   const table = el("table", { id: "cursors", "aria-labelledby": "h-cursors" },
     el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Cursor"),
       el("th", { scope: "col" }, "Position (last acknowledged)"), el("th", { scope: "col" }, "Lag (records)"),
-      el("th", { scope: "col" }, "Lag (bytes)"), el("th", { scope: "col" }, "Last ack"))),
+      el("th", { scope: "col" }, "Lag (bytes)"), el("th", { scope: "col" }, "Last ack"),
+      el("th", { scope: "col" }, "Removed by retention before read"))),
     el("tbody", {}, ...rows));
   // A scrolling box is a focusable region, so the keyboard scrolls it too.
   return [heading, el("div", { class: "scroll", role: "region", tabindex: "0", "aria-labelledby": "h-cursors" }, table)];
 }
 
+// The log's retention policy and what it holds (docs/api.md "Retention").
+function retentionSection(log) {
+  const heading = el("h3", { id: "h-retention" }, "Retention and usage");
+  const p = log.retention;
+  const limit = (v, show) => (v === null || v === undefined ? "none" : show(v));
+  const policy = p === null
+    ? el("p", { id: "retention-none" }, "No retention policy: the log keeps everything until it is truncated.")
+    : el("dl", { class: "facts", id: "retention-policy" },
+      el("dt", {}, "Max age"), el("dd", { id: "retention-max-age" }, limit(p.max_age_s, (s) => `${count(s)} s`)),
+      el("dt", {}, "Max bytes"), el("dd", { id: "retention-max-bytes" }, limit(p.max_bytes, sizeOf)),
+      el("dt", {}, "Max records"), el("dd", { id: "retention-max-records" }, limit(p.max_records, count)),
+      el("dt", {}, "Kept for durable cursors"),
+      el("dd", { id: "retention-cursors" }, p.retain_for_cursors
+        ? el("span", {}, "yes, up to ", limit(p.max_backlog_bytes, sizeOf), " past the limits")
+        : "no"));
+  const u = log.usage;
+  const usage = el("dl", { class: "facts", id: "log-usage" },
+    el("dt", {}, "Records"), el("dd", { id: "usage-records" }, count(u.records)),
+    el("dt", {}, "Bytes (ledger lengths)"), el("dd", { id: "usage-bytes" }, sizeOf(u.bytes)),
+    el("dt", {}, "Ledgers"), el("dd", { id: "usage-ledgers" }, count(u.ledgers)),
+    el("dt", {}, "Oldest ledger made"),
+    el("dd", { id: "usage-oldest" }, u.oldest_ms === null ? "–" : timeOf(u.oldest_ms, "oldest_ms")));
+  return [heading, policy, usage];
+}
+
 function openLog(name) {
   state.detail = async () => {
     const path = `/v1/logs/${encodeURIComponent(name)}`;
-    const [log, cursors] = await Promise.all([api("GET", path), api("GET", `${path}/cursors`)]);
+    const [log, cursors] = await Promise.all([api("GET", `${path}?usage=true`), api("GET", `${path}/cursors`)]);
     const shown = log.ledgers.slice(0, LOG_LEDGERS_SHOWN);
     const ledgers = await Promise.all(shown.map((id) => api("GET", `/v1/ledgers/${id}`)));
     $("h-detail").textContent = `Log ${name}`;
@@ -352,7 +381,7 @@ function openLog(name) {
     const more = log.ledgers.length > shown.length ? ` (first ${shown.length} shown)` : "";
     $("detail-body").replaceChildren(
       el("p", { id: "log-summary" }, `Writer: ${writer}. ${log.ledgers.length} ledgers${more}.`), table,
-      ...cursorSection(cursors.cursors));
+      ...retentionSection(log), ...cursorSection(cursors.cursors));
     $("detail").hidden = false;
   };
   return refreshDetail();
