@@ -27,8 +27,8 @@ log with ``--records`` records of ``--record-size`` bytes over ``--ledgers`` led
 Prints a table per part and ends with one JSON line (``--json-out`` writes it to a file
 too), with the CPU model and the CPU each process used.
 
-    .venv/bin/python benchmarks/cursors.py             # full: ~3 min
-    .venv/bin/python benchmarks/cursors.py --quick     # under a minute
+    .venv/bin/python benchmarks/cursors.py             # full: ~2 min
+    .venv/bin/python benchmarks/cursors.py --quick     # ~30 s
     .venv/bin/python benchmarks/cursors.py --flush-ms 100,0 --cursors 1,64 --ack-duration-s 5
 """
 
