@@ -40,6 +40,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from services.bench.measure import cpu_model  # noqa: E402
+
 PEER = ROOT.parent / "shared" / "peer"
 QUIRE = ROOT / ".venv" / "bin" / "quire"
 
@@ -60,13 +64,6 @@ def last_json(
         print(done.stderr[-2000:], file=sys.stderr)
         return {"error": f"no JSON (exit {done.returncode})"}
     return json.loads(lines[-1])  # type: ignore[no-any-return]
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
 
 
 def peer_rate(run: dict[str, Any], case: str) -> tuple[float | None, float | None]:

@@ -40,7 +40,7 @@ from kazoo.client import KazooClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from services.bench.measure import local_pid_listening_on  # noqa: E402
+from services.bench.measure import cpu_model, local_pid_listening_on  # noqa: E402
 from services.cluster.processes import (  # noqa: E402
     ServiceProcess,
     ZooKeeperProcess,
@@ -390,7 +390,7 @@ def main() -> None:
             "throttle_mb_per_s": args.throttle_mb_per_s,
             "audit_ledgers": args.audit_ledgers,
             "audit_100k_s": None,
-            "cpu_model": _cpu_model(),
+            "cpu_model": cpu_model(),
         }
         if args.audit_ledgers and auditor:
             live = [b for b in bookie_ids if b != victim]
@@ -411,16 +411,6 @@ def main() -> None:
             cluster.stop()
         if not args.keep and not args.work_dir:
             shutil.rmtree(work, ignore_errors=True)
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """Measurements of the benchmarks: the disk's raw fsync rate, a process's peak memory
-and CPU, the machine's busy CPU, and a summary of py-spy profiles.
+and CPU, the machine's busy CPU and CPU model, and a summary of py-spy profiles.
 
 Used by ``quire bench`` (services/bench/run.py) and benchmarks/bookie_add.py, so
 both report the same figures the same way. Only psutil and the standard
@@ -90,6 +90,18 @@ def busy_cpu_s() -> float:
     """CPU seconds the whole machine spent busy (all cores)."""
     t = psutil.cpu_times()
     return sum(t) - t.idle - getattr(t, "iowait", 0.0)
+
+
+def cpu_model() -> str:
+    """The machine's CPU model as ``/proc/cpuinfo`` names it ("unknown" where it does
+    not): benchmarks/README.md tells its figures apart by it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
 
 
 # Leaf frames of a thread that is waiting, not working (py-spy cannot always tell:
