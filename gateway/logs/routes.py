@@ -160,6 +160,7 @@ async def create_log(name: LogNamePath, request: Request, gw: GatewayDep) -> JSO
 @router.patch(
     "/{name}",
     response_model=LogModel,
+    response_model_exclude_unset=True,
     summary="Change a log's retention policy (a JSON merge patch)",
     description="The body names `retention`: fields given a value take it, fields given "
     'null are cleared, fields not named stay; `"retention": null` clears the policy. '
@@ -329,6 +330,7 @@ async def roll_log(name: LogNamePath, gw: GatewayDep) -> dict[str, int]:
 @router.post(
     "/{name}/truncate",
     response_model=LogModel,
+    response_model_exclude_unset=True,
     summary="Remove the whole ledgers that end before a position",
     responses=error_responses(
         LOG_INVALID, Unauthorized, LogNotFound, *LOG_CONFLICT, *LOG_UNAVAILABLE
