@@ -9,6 +9,7 @@ from pydantic import BaseModel, BeforeValidator, Field, Strict
 
 from services.limits import ID_MAX
 from services.protocol.logs import POSITION_PATTERN
+from services.protocol.retention import MAX_AGE_S_MAX
 from services.web.json_types import JsonInt, integral_number
 
 
@@ -24,7 +25,14 @@ class WriterModel(BaseModel):
     epoch: int = Field(description="grows by one with every hand-over")
 
 
-RetentionLimit = Annotated[int | None, Strict()]
+# Integers (an integral JSON number such as 10.0 counts), checked again by
+# RetentionPolicy with the API's messages.
+def _limit(top: int) -> Any:
+    return Annotated[int, Field(ge=1, le=top), BeforeValidator(integral_number), Strict()] | None
+
+
+RetentionLimit = _limit(ID_MAX)
+AgeLimit = _limit(MAX_AGE_S_MAX)
 
 
 class RetentionModel(BaseModel):
@@ -33,22 +41,20 @@ class RetentionModel(BaseModel):
 
     model_config = {"extra": "forbid"}
 
-    max_age_s: RetentionLimit = Field(
-        None, ge=1, description="remove a closed ledger once it closed this many seconds ago"
+    max_age_s: AgeLimit = Field(
+        None, description="remove a closed ledger once it closed this many seconds ago"
     )
     max_bytes: RetentionLimit = Field(
-        None, ge=1, le=ID_MAX, description="remove the oldest ledgers while the log holds more"
+        None, description="remove the oldest ledgers while the log holds more"
     )
     max_records: RetentionLimit = Field(
-        None, ge=1, le=ID_MAX, description="remove the oldest ledgers while the log holds more"
+        None, description="remove the oldest ledgers while the log holds more"
     )
     retain_for_cursors: bool = Field(
         False, description="keep ledgers a durable cursor has not acknowledged to their end"
     )
     max_backlog_bytes: RetentionLimit = Field(
         None,
-        ge=1,
-        le=ID_MAX,
         description="with retain_for_cursors: the most bytes cursors hold back past the "
         "limits; past it the oldest go anyway and the cursors are told (skipped_records)",
     )

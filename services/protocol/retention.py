@@ -60,6 +60,9 @@ def _limit(name: str, value: Any) -> int | None:
     if value is None:
         return None
     top = MAX_AGE_S_MAX if name == "max_age_s" else ID_MAX
+    # An integral JSON number (``10.0``) is that integer, as everywhere in the API.
+    if isinstance(value, float) and value.is_integer() and abs(value) <= top:
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
         raise InvalidArgument(f"retention.{name} must be an integer from 1 to {top}, or null")
     return value

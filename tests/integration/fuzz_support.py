@@ -150,6 +150,29 @@ def load(url: str) -> BaseSchema:
                     },
                 }
                 for operation_id in STATE_CHECKED
+            ]
+            + [
+                # A valid conditional append whose condition does not hold is 412
+                # position_mismatch (docs/api.md "POST /v1/logs/{name}/records"): the
+                # answer depends on the log's state, not on the request alone.
+                {
+                    "include-operation-id": "append_records",
+                    "checks": {
+                        "positive_data_acceptance": {
+                            "expected-statuses": [
+                                "2xx",
+                                "3xx",
+                                "401",
+                                "403",
+                                "404",
+                                "409",
+                                "412",
+                                "429",
+                                "5xx",
+                            ]  # fmt: skip
+                        }
+                    },
+                }
             ],
         }
     )
@@ -169,14 +192,15 @@ def bound_long_polls(case: Case) -> None:
 
 def within_contract(case: Case, quorum_max: int | None = None) -> Case:
     """A valid case kept valid under the rules of docs/api.md that JSON Schema cannot state
-    (so that their 400 is not counted as valid input refused): ``from <= to`` when both
-    are given (swapped otherwise); a position's ids at most 2^63-1 (its pattern allows 19
-    digits); ``E >= Qw >= Qa`` in a ledger's or log's settings (sorted so, defaults
-    filled in) and no wider than ``quorum_max`` when given; an hmac-sha256 ledger has a
-    password; custom metadata within its byte bounds (keys of at most 256 bytes, values
-    of 4096, 16384 in all: JSON Schema counts characters); a bookie's ``stride`` comes
-    with ``residues``, distinct integers below it (derived from the stride; both dropped
-    without one)."""
+        (so that their 400 is not counted as valid input refused): ``from <= to`` when both
+        are given (swapped otherwise); a position's ids at most 2^63-1 (its pattern allows 19
+        digits); ``E >= Qw >= Qa`` in a ledger's or log's settings (sorted so, defaults
+        filled in) and no wider than ``quorum_max`` when given; an hmac-sha256 ledger has a
+        password; custom metadata within its byte bounds (keys of at most 256 bytes, values
+        of 4096, 16384 in all: JSON Schema counts characters); a retention policy's
+    ``max_backlog_bytes`` comes with ``retain_for_cursors``; a bookie's ``stride`` comes
+        with ``residues``, distinct integers below it (derived from the stride; both dropped
+        without one)."""
     query = case.query
     if isinstance(query, dict):
         first, last = query.get("from"), query.get("to")
@@ -196,6 +220,9 @@ def within_contract(case: Case, quorum_max: int | None = None) -> Case:
     body = case.body
     if isinstance(body, dict):
         _quorums_in_order(body, quorum_max)
+        policy = body.get("retention")
+        if isinstance(policy, dict) and policy.get("max_backlog_bytes") is not None:
+            policy["retain_for_cursors"] = True
         metadata = body.get("metadata")
         if isinstance(metadata, dict):
             body["metadata"] = _metadata_within_bounds(metadata)

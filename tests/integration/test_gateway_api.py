@@ -32,7 +32,7 @@ from tests.integration.gateway_support import (
 
 LEDGER_KEYS = {
     "ledger_id", "state", "ensemble_size", "write_quorum", "ack_quorum", "digest",
-    "last_entry_id", "length", "fragments", "metadata", "created_at",
+    "last_entry_id", "length", "fragments", "metadata", "created_at", "closed_at",
 }  # fmt: skip
 
 
@@ -145,8 +145,12 @@ def test_close_twice_and_add_after_close(env: Env) -> None:
     for p in payloads[4:]:
         env.writer.add(lid, p)
     assert env.writer.metadata(lid)["length"] == sum(map(len, payloads))  # exact on the writer
+    before_close = int(time.time() * 1000)
+    assert env.writer.metadata(lid)["closed_at"] is None
     closed = env.writer.close(lid)
     assert closed["state"] == "CLOSED" and closed["last_entry_id"] == 6
+    # Stamped by the write that closed it (ZooKeeper's clock is this machine's here).
+    assert before_close - 5000 <= closed["closed_at"] <= int(time.time() * 1000) + 5000
     assert closed["length"] == sum(map(len, payloads))
     assert env.writer.close(lid) == closed
     assert env.reader.metadata(lid) == closed

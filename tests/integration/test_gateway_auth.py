@@ -216,7 +216,7 @@ def test_metadata_never_checks_or_shows_the_password(env: Env) -> None:
     texts.append(env.writer.request("GET", "/v1/ledgers").text)
     expected = {
         "ledger_id", "state", "ensemble_size", "write_quorum", "ack_quorum", "digest",
-        "last_entry_id", "length", "fragments", "metadata", "created_at",
+        "last_entry_id", "length", "fragments", "metadata", "created_at", "closed_at",
     }  # fmt: skip
     assert set(created) == expected
     for text in texts:

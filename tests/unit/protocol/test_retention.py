@@ -37,6 +37,8 @@ def test_a_policy_reads_checks_and_merges() -> None:
     # Nothing left: no policy.
     assert RetentionPolicy(max_bytes=1).patched({"max_bytes": None}) is None
     assert RetentionPolicy.from_api(None) is None and RetentionPolicy.from_api({}) is None
+    # An integral JSON number is that integer.
+    assert RetentionPolicy.from_api({"max_bytes": 1021.0}) == RetentionPolicy(max_bytes=1021)
     for bad in (
         {"max_bytes": 0},
         {"max_bytes": -1},
