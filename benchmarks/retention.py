@@ -38,19 +38,13 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from services.bench.measure import cpu_model  # noqa: E402
 from services.cluster.processes import (  # noqa: E402
     ServiceProcess,
     ZooKeeperProcess,
     free_port,
     stop_processes,
 )
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
 
 
 class Cluster:
