@@ -202,6 +202,21 @@ class GcFreed(BaseModel):
     bytes: int = Field(description="Payload bytes freed (a dry run: that would be freed)")
 
 
+class StoredLedgerBytes(BaseModel):
+    ledger_id: int = Field(description="The ledger's id")
+    bytes: int = Field(description="Payload bytes this bookie stores for it (0: no entry)")
+
+
+class StorageLedgerPage(BaseModel):
+    """One page of every ledger this bookie stores, with its bytes (the gateway counts
+    them by log: docs/operations.md, "Space given back")."""
+
+    ledgers: list[StoredLedgerBytes] = Field(
+        description="Ledgers stored here, ascending ids: live, orphaned and pending delete"
+    )
+    next: int | None = Field(description="Pass as `after` for the next page; null at the end")
+
+
 class GcPassResult(BaseModel):
     """What one garbage-collection pass did (a dry run: would do, deleting nothing)."""
 

@@ -34,6 +34,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     MetaData,
+    Select,
     Table,
     create_engine,
     event,
@@ -295,6 +296,23 @@ def store_size_bytes(data_dir: Path) -> int:
     return total
 
 
+def _ids_after(after: int, limit: int) -> Select[int]:
+    """The ids of the ledgers stored here above ``after``, ascending, at most ``limit``."""
+    return (
+        select(ledgers.c.ledger_id)
+        .where(ledgers.c.ledger_id > after)
+        .order_by(ledgers.c.ledger_id)
+        .limit(limit)
+    )
+
+
+def _bytes_per_ledger() -> Select[int, Any]:
+    """Payload bytes per ledger with an entry: what the storage report counts."""
+    return select(entries.c.ledger_id, func.sum(func.length(entries.c.payload))).group_by(
+        entries.c.ledger_id
+    )
+
+
 class Reader:
     """Reads committed entries on read-only connections, in worker threads."""
 
@@ -385,25 +403,30 @@ class Reader:
         return at(lac), at(last_entry_id)
 
     def list_ledgers(self, after: int, limit: int) -> list[int]:
-        query = (
-            select(ledgers.c.ledger_id)
-            .where(ledgers.c.ledger_id > after)
-            .order_by(ledgers.c.ledger_id)
-            .limit(limit)
-        )
         with self._engine.connect() as conn:
-            return [row[0] for row in conn.execute(query)]
+            return [row[0] for row in conn.execute(_ids_after(after, limit))]
 
     def ledger_bytes(self, ledger_ids: list[int] | None = None) -> dict[int, int]:
         """Payload bytes stored per ledger: of ``ledger_ids``, or of every ledger with an
         entry (a scan of the entries' index: for reports, not for the data path)."""
-        query = select(entries.c.ledger_id, func.sum(func.length(entries.c.payload))).group_by(
-            entries.c.ledger_id
-        )
+        query = _bytes_per_ledger()
         if ledger_ids is not None:
             query = query.where(entries.c.ledger_id.in_(ledger_ids))
         with self._engine.connect() as conn:
             return {lid: int(total or 0) for lid, total in conn.execute(query)}
+
+    def ledger_bytes_page(self, after: int, limit: int) -> list[tuple[int, int]]:
+        """One page of the ledgers stored here (ids above ``after``, ascending, at most
+        ``limit``), each with its payload bytes as ``ledger_bytes`` counts them (0: no
+        entry). Both reads are one transaction, so the ids and the bytes agree; the
+        bytes are summed over the page's id range of the entries' index only."""
+        with self._engine.connect() as conn:
+            ids = [row[0] for row in conn.execute(_ids_after(after, limit))]
+            if not ids:
+                return []
+            query = _bytes_per_ledger().where(entries.c.ledger_id.between(ids[0], ids[-1]))
+            sizes = {lid: int(total or 0) for lid, total in conn.execute(query)}
+        return [(lid, sizes.get(lid, 0)) for lid in ids]
 
     def file_space(self) -> FileSpace:
         """The database's pages in all and free, as committed (the write-ahead log

@@ -158,3 +158,10 @@ BOOKIE_INFO_TIMEOUT_S = 2.0
 # (a pass reads the metadata of every ledger the bookie stores; a report sums its entries).
 BOOKIE_STORAGE_TIMEOUT_S = 60.0
 MARK_READS_CONCURRENT_MAX = 32
+# A bookie's space counted by log (gateway/admin/by_log.py): the most ledgers looked at
+# and the longest it pages on (then the answer says truncated), ledgers per page of the
+# bookie's listing (and per pipelined metadata read), and the logs listed by name.
+BY_LOG_LEDGERS_MAX = 100_000
+BY_LOG_TIME_MAX_S = 20.0
+BY_LOG_PAGE_LEDGERS = 1_000
+BY_LOG_LOGS_LISTED_MAX = 100

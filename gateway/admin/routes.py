@@ -6,7 +6,7 @@ and ``worker`` of an under-replicated ledger with ``?limit=&after=`` paging, the
 of ``POST /v1/admin/audit``, ``GET /v1/admin/bookies/{id}``, and racks: each bookie's,
 the cluster's, and the auditor's placement report (``GET /v1/admin/placement``).
 A bookie's storage report and garbage-collection passes are the bookie's answers
-(docs/operations.md "Space given back").
+(docs/operations.md "Space given back"); ``?by_log=true`` adds its bytes counted by log.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from gateway.admin.schemas import (
 )
 from gateway.admin.service import AdminService
 from gateway.http.deps import GatewayDep, canonical_integer_queries
+from gateway.limits import BY_LOG_LEDGERS_MAX, BY_LOG_TIME_MAX_S
 from services.errors import (
     BookieNotFound,
     BookieUnavailable,
@@ -40,7 +41,7 @@ from services.errors import (
     Unavailable,
 )
 from services.limits import ID_MAX, LIST_LIMIT_MAX
-from services.web.errors import error_responses
+from services.web.errors import error_responses, explained
 
 router = APIRouter(
     prefix="/v1/admin",
@@ -115,14 +116,31 @@ async def decommission_bookie(admin: AdminDep, bookie_id: BookieIdPath) -> JSONR
 @router.get(
     "/bookies/{bookie_id}/storage",
     response_model=StorageReport,
+    # ``by_log`` is in the answer only when asked for.
+    response_model_exclude_unset=True,
     summary="A bookie's space: its file, live ledgers, and the ledgers garbage collection "
-    "found orphaned or will delete, each with its reason",
+    "found orphaned or will delete, each with its reason; with by_log=true, its bytes by log",
+    description="With `by_log=true` the answer adds `by_log`: every ledger the bookie "
+    "stores, counted by the log its metadata names (the largest 100 logs listed), by plain "
+    "ledgers, and by ledgers whose metadata is gone. It pages through the bookie's ledgers "
+    f"and reads their metadata from ZooKeeper, so it stops after {BY_LOG_LEDGERS_MAX:,} "
+    f"ledgers or {BY_LOG_TIME_MAX_S:g} s and then says `truncated`.",
     responses=error_responses(
-        InvalidArgument, ADMIN_UNAUTHORIZED, BookieNotFound, BookieUnavailable, *ADMIN_UNAVAILABLE
+        explained(InvalidArgument, "bad by_log"),
+        ADMIN_UNAUTHORIZED,
+        BookieNotFound,
+        BookieUnavailable,
+        *ADMIN_UNAVAILABLE,
     ),
 )
-async def get_bookie_storage(admin: AdminDep, bookie_id: BookieIdPath) -> dict[str, Any]:
-    return await admin.storage(bookie_id)
+async def get_bookie_storage(
+    admin: AdminDep,
+    bookie_id: BookieIdPath,
+    by_log: Annotated[
+        bool, Query(description="also count the bookie's bytes by log (costly: see above)")
+    ] = False,
+) -> dict[str, Any]:
+    return await admin.storage(bookie_id, by_log)
 
 
 @router.post(

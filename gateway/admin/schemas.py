@@ -180,6 +180,41 @@ class StorageLastPass(BaseModel):
     error: str | None = Field(description="why it stopped early (a ZooKeeper error), or null")
 
 
+class StorageBucket(BaseModel):
+    ledgers: int = Field(description="ledgers stored on the bookie")
+    bytes: int = Field(description="their payload bytes there")
+
+
+class StorageLogTotal(BaseModel):
+    log: str = Field(description="the log's name, as its ledgers' quire.log names it")
+    ledgers: int = Field(description="ledgers made for the log and stored on the bookie")
+    bytes: int = Field(description="their payload bytes there")
+
+
+class StorageByLog(BaseModel):
+    """A bookie's bytes counted by log (docs/operations.md, "Space given back")."""
+
+    logs: list[StorageLogTotal] = Field(
+        description="the largest first (ties by name), at most 100; logs_count covers all"
+    )
+    logs_count: int = Field(description="logs with a ledger on the bookie")
+    not_in_a_log: StorageBucket = Field(
+        description="ledgers whose metadata names no log (plain ledgers)"
+    )
+    metadata_missing: StorageBucket = Field(
+        description="ledgers with no metadata: deleted while the bookie kept a copy "
+        "(orphans; its garbage collection gives them back)"
+    )
+    metadata_unreadable: StorageBucket = Field(
+        description="ledgers whose metadata could not be parsed"
+    )
+    ledgers_looked_at: int = Field(description="ledgers counted (all of them unless truncated)")
+    truncated: bool = Field(
+        description="true when the count stopped at its bound (ledgers or time): the totals "
+        "cover the ledgers looked at, the lowest ids"
+    )
+
+
 class StorageReport(BaseModel):
     """A bookie's storage report, as the bookie answers it (docs/operations.md, "Space
     given back")."""
@@ -204,6 +239,9 @@ class StorageReport(BaseModel):
     pending_delete_bytes: int
     gc: StorageGcSettings
     last_pass: StorageLastPass | None = Field(description="the last pass (not a dry run)")
+    by_log: StorageByLog | None = Field(
+        default=None, description="only with by_log=true: the bookie's bytes counted by log"
+    )
 
 
 class GcFreedLedger(BaseModel):

@@ -18,7 +18,8 @@ bookie's ``GET /v1/info``, asked of all bookies at once with a short time-out, s
 hung or dead bookie shows nulls instead of holding the answer up. A bookie's storage
 report and its garbage-collection passes are the bookie's own answers (``GET
 /v1/storage``, ``POST /v1/gc``; docs/operations.md "Space given back"), asked of a
-registered bookie only.
+registered bookie only; its space counted by log pages through the bookie's ledgers and
+reads their metadata (gateway/admin/by_log.py).
 """
 
 from __future__ import annotations
@@ -30,15 +31,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gateway.admin.by_log import count_by_log
 from gateway.limits import (
     BOOKIE_INFO_TIMEOUT_S,
     BOOKIE_STORAGE_TIMEOUT_S,
     MARK_READS_CONCURRENT_MAX,
 )
 from services.clock import wall_ms
-from services.errors import BookieNotFound, BookieUnavailable, NodeNotFound, QuireError
+from services.errors import (
+    BookieNotFound,
+    BookieUnavailable,
+    InvalidArgument,
+    NodeNotFound,
+    QuireError,
+)
 from services.protocol.placement import rack_counts
 from services.zk import paths as zkpaths
+from services.zk.ledger_store import LedgerStore, VersionedLedger
 from services.zk.registry import BookieRegistry
 from services.zk.store import MetadataStore
 from services.zk.underreplication import (
@@ -65,6 +74,10 @@ class InfoSource(Protocol):
     async def storage(self, timeout_s: float | None = None) -> dict[str, Any]: ...
 
     async def gc(self, dry_run: bool, timeout_s: float | None = None) -> dict[str, Any]: ...
+
+    async def storage_ledgers(
+        self, after: int = -1, limit: int | None = None, timeout_s: float | None = None
+    ) -> tuple[list[tuple[int, int]], int | None]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +109,7 @@ class AdminService:
         info_timeout_s: float = BOOKIE_INFO_TIMEOUT_S,
     ) -> None:
         self.store = store
+        self.ledgers = LedgerStore(store)
         self.replication = replication
         self.registry = registry
         self.bookie = bookie
@@ -243,10 +257,23 @@ class AdminService:
                 return bookie
         raise BookieNotFound(f"no bookie {bookie_id!r}: not registered and no cookie")
 
-    async def storage(self, bookie_id: str) -> dict[str, Any]:
-        """The bookie's storage report (bookie/collector.py), as it answered."""
+    async def storage(self, bookie_id: str, by_log: bool = False) -> dict[str, Any]:
+        """The bookie's storage report (bookie/collector.py), as it answered; with
+        ``by_log``, and its bytes counted by log (gateway/admin/by_log.py), read after it."""
         bookie = await self._registered(bookie_id)
-        return await self.bookie(bookie.bookie_id).storage(timeout_s=BOOKIE_STORAGE_TIMEOUT_S)
+        client = self.bookie(bookie.bookie_id)
+        report = await client.storage(timeout_s=BOOKIE_STORAGE_TIMEOUT_S)
+        if by_log:
+            report["by_log"] = await count_by_log(client.storage_ledgers, self._ledger_reads)
+        return report
+
+    async def _ledger_reads(
+        self, ledger_ids: list[int]
+    ) -> list[VersionedLedger | InvalidArgument | None]:
+        """Many ledgers' metadata in one pipelined read, after a sync of the server with
+        the leader (so a ledger created before the bookie listed it is seen)."""
+        await self.store.sync(zkpaths.LEDGERS)
+        return await self.ledgers.get_many(ledger_ids)
 
     async def gc(self, bookie_id: str, dry_run: bool) -> dict[str, Any]:
         """Run a garbage-collection pass on the bookie now, as it answered."""

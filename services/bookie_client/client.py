@@ -406,6 +406,25 @@ class BookieClient:
         the sizes of every entry stored there)."""
         return await self._json("GET", "/v1/storage", what="storage report", timeout_s=timeout_s)
 
+    async def storage_ledgers(
+        self, after: int = -1, limit: int | None = None, timeout_s: float | None = None
+    ) -> tuple[list[tuple[int, int]], int | None]:
+        """One page of every ledger stored here with its payload bytes, ``(ledger_id,
+        bytes)`` in ascending ids, and the ``after`` of the next page (None at the end).
+        ``timeout_s`` bounds the call instead of ``request_timeout_s``."""
+        params = [f"after={int(after)}"]
+        if limit is not None:
+            params.append(f"limit={max(1, min(int(limit), LIST_LIMIT_MAX))}")
+        target = "/v1/storage/ledgers?" + "&".join(params)
+        what = "stored ledgers' bytes"
+        doc = await self._json("GET", target, what=what, timeout_s=timeout_s)
+        try:
+            page = [(int(item["ledger_id"]), int(item["bytes"])) for item in doc["ledgers"]]
+            nxt = doc.get("next")
+            return page, None if nxt is None else int(nxt)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise self._malformed(what, exc) from exc
+
     async def gc(self, dry_run: bool, timeout_s: float | None = None) -> dict[str, Any]:
         """Run a garbage-collection pass on the bookie now (``dry_run``: answer what it
         would free, deleting nothing). ``timeout_s`` bounds the call instead of

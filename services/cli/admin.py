@@ -3,12 +3,12 @@
 ``cluster``, ``bookies``, ``under-replicated`` and ``placement`` print rich tables
 (``--json`` for the API's object instead); ``audit``, ``replication enable|disable`` and
 ``decommission`` change something and say what; ``storage`` prints each running
-bookie's storage report and ``gc`` runs a garbage-collection pass on one (docs/operations.md
-"Space given back"); ``decommission --wait`` and
-``wait-replicated`` show a progress bar (ledgers left, MB copied, rate) until the
-cluster is whole again, with ``--timeout``. Talks to the gateway of the global
-``--gateway`` option with its ``--token`` — the admin token when the gateway runs
-with ``--admin-token``.
+bookie's storage report (``--by-log``: and its bytes by log) and ``gc`` runs a
+garbage-collection pass on one (docs/operations.md "Space given back");
+``decommission --wait`` and ``wait-replicated`` show a progress bar (ledgers left, MB
+copied, rate) until the cluster is whole again, with ``--timeout``. Talks to the gateway
+of the global ``--gateway`` option with its ``--token`` — the admin token when the
+gateway runs with ``--admin-token``.
 """
 
 from __future__ import annotations
@@ -21,12 +21,14 @@ from urllib.parse import quote
 import typer
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from services.cli.admin_wait import Poll, View, copied_bytes, wait_until
 from services.cli.client import EXIT_CODES_HELP, GatewayClient, pages, reported
 from services.cli.common import global_options, human_bytes
 from services.cli.ledger_io import err, print_json
 from services.cli.limits import (
+    STORAGE_BY_LOG_CALL_TIMEOUT_S,
     STORAGE_CALL_TIMEOUT_S,
     WAIT_POLL_INTERVAL_S,
     WAIT_PROGRESS_PAGES_MAX,
@@ -212,6 +214,40 @@ def storage_table(doc: dict[str, Any]) -> Table:
     return table
 
 
+def by_log_table(doc: dict[str, Any]) -> Table:
+    """One bookie's bytes by log: a row per listed log (largest first), then the plain
+    ledgers and those whose metadata is gone (docs/operations.md "Space given back")."""
+    by_log = doc["by_log"]
+    looked = f"{by_log['ledgers_looked_at']} ledgers looked at"
+    if by_log["truncated"]:
+        looked += " (stopped at the bound: the totals cover these, the lowest ids)"
+    table = Table(
+        title=f"Storage of {doc['bookie']} by log: {by_log['logs_count']} logs",
+        caption=looked,
+        title_justify="left",
+        caption_justify="left",
+    )
+    table.add_column("log", overflow="fold")
+    table.add_column("ledgers", justify="right")
+    table.add_column("bytes", justify="right")
+    for row in by_log["logs"]:
+        # A log's name comes from ledger metadata: printed as text, never as markup.
+        table.add_row(Text(row["log"]), str(row["ledgers"]), human_bytes(row["bytes"]))
+    unlisted = by_log["logs_count"] - len(by_log["logs"])
+    if unlisted > 0:
+        table.add_row(f"({unlisted} more logs, smaller)", "", "")
+    rows = [
+        ("[dim]not in a log[/dim]", "not_in_a_log"),
+        ("[yellow]metadata missing[/yellow]", "metadata_missing"),
+        ("[red]metadata unreadable[/red]", "metadata_unreadable"),
+    ]
+    for label, key in rows:
+        bucket = by_log[key]
+        if bucket["ledgers"] or key != "metadata_unreadable":
+            table.add_row(label, str(bucket["ledgers"]), human_bytes(bucket["bytes"]))
+    return table
+
+
 @admin_app.command()
 def storage(
     ctx: typer.Context,
@@ -219,11 +255,20 @@ def storage(
         str | None,
         typer.Argument(show_default=False, help="the bookie's id (host:port); default: all"),
     ] = None,
+    by_log: Annotated[
+        bool,
+        typer.Option(
+            "--by-log",
+            help="also count the bytes by log (reads every stored ledger's metadata: "
+            "costly, bounded)",
+        ),
+    ] = False,
     as_json: AsJson = False,
 ) -> None:
     """Where bookies' space goes: the file and its free pages, live ledgers, and the
-    ledgers garbage collection found orphaned or will delete, each with its reason.
-    Without BOOKIE, every running bookie (a table each; --json: a list)."""
+    ledgers garbage collection found orphaned or will delete, each with its reason;
+    with --by-log, which logs the bytes belong to. Without BOOKIE, every running bookie
+    (a table each; --json: a list)."""
     with reported(), _client(ctx) as client:
         if bookie_id is None:
             listed = client.json("GET", "/v1/admin/bookies")["bookies"]
@@ -234,7 +279,8 @@ def storage(
             client.json(
                 "GET",
                 f"/v1/admin/bookies/{quote(bid, safe=':')}/storage",
-                timeout=STORAGE_CALL_TIMEOUT_S,
+                params={"by_log": "true"} if by_log else None,
+                timeout=STORAGE_BY_LOG_CALL_TIMEOUT_S if by_log else STORAGE_CALL_TIMEOUT_S,
             )
             for bid in ids
         ]
@@ -246,6 +292,8 @@ def storage(
         console = table_console()
         for doc in docs:
             console.print(storage_table(doc))
+            if by_log:
+                console.print(by_log_table(doc))
 
 
 @admin_app.command()

@@ -54,3 +54,6 @@ STATUS_LOG_PAGES_MAX = 10
 # storage report or pass may take the gateway up to its own bound (gateway/limits.py,
 # BOOKIE_STORAGE_TIMEOUT_S); the CLI waits a little longer than that.
 STORAGE_CALL_TIMEOUT_S = 70.0
+# ``quire admin storage --by-log``: the report, then the count by log, which the gateway
+# bounds too (gateway/limits.py, BY_LOG_TIME_MAX_S, plus a page of reads).
+STORAGE_BY_LOG_CALL_TIMEOUT_S = 100.0

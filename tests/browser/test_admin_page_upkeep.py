@@ -4,7 +4,8 @@ collection runs only on demand with a short grace, a gateway with an admin token
 log's durable cursors with their position, lag and last ack, as the API answers them and
 following new appends; a bookie's storage report; and a garbage-collection pass from the
 page, a dry run first, then a confirmed pass, on a ledger deleted while the bookie was
-down (the page says so clearly while it is down).
+down (the page says so clearly while it is down), with the bookie's bytes counted by log
+on demand.
 
 The tests share one cluster and run in file order."""
 
@@ -40,6 +41,7 @@ STORAGE_REFRESH_S = 5.0  # admin.js STORAGE_REFRESH_MS
 REFRESHED_MS = int((STORAGE_REFRESH_S + 3.0) * 1000)  # one refresh, a poll and slack
 RECORDS = 12
 RECORD_BYTES = 100
+MARKUP = "<b>not bold</b>"
 
 
 @dataclass
@@ -206,12 +208,22 @@ def test_storage_and_a_gc_pass_from_the_page(tab: Page, env: Env) -> None:
     pass starts the grace, and the view lists the ledger orphaned with its bytes and
     reason, then pending delete; a dry run then says it would free exactly that ledger,
     and a confirmed pass frees it: the view lists nothing left and the bookie no longer
-    stores it. Cancel sends nothing, and a real pass is offered only after a dry run."""
+    stores it. Cancel sends nothing, and a real pass is offered only after a dry run.
+    Counting by log, on demand, shows the API's per-log rows, the deleted ledger as
+    metadata missing, and a log name from metadata as text."""
     gw = env.gateway
     doomed = int(gw.create(ensemble_size=3, write_quorum=3, ack_quorum=3)["ledger_id"])
     gw.add_batch(doomed, [payload_for(n, 1000) for n in range(20)])
     gw.close(doomed)
     doomed_bytes = 20 * 1000
+    # A ledger whose metadata names a "log" that is markup: the count by log shows it as text.
+    marked = int(
+        gw.create(ensemble_size=3, write_quorum=3, ack_quorum=3, metadata={"quire.log": MARKUP})[
+            "ledger_id"
+        ]
+    )
+    gw.add_batch(marked, [payload_for(n, 300) for n in range(4)])
+    gw.close(marked)
     bookie = env.bookies[2]
     page = login(tab, env)
 
@@ -241,6 +253,28 @@ def test_storage_and_a_gc_pass_from_the_page(tab: Page, env: Env) -> None:
     expect(page.locator("#storage-orphaned-list-empty")).to_have_text("No ledger is orphaned.")
     expect(page.locator("#storage-last-pass")).to_have_text("none since the bookie started")
     expect(page.locator("#storage-gc")).to_contain_text(f"grace {GRACE_S:g} s")
+
+    # By log, on demand: the page's rows are the API's count; the deleted ledger's bytes
+    # are metadata missing; a log name from metadata is text, never markup.
+    expect(page.locator("#by-log-table")).to_have_count(0)
+    page.get_by_role("button", name="Count by log").click()
+    expect(page.locator("#by-log-summary")).to_contain_text("looked at")
+    by_log = ok(
+        gw.request("GET", f"/v1/admin/bookies/{bookie.address}/storage", params={"by_log": "true"})
+    )["by_log"]
+    assert by_log["metadata_missing"] == {"ledgers": 1, "bytes": doomed_bytes}
+    assert MARKUP in {row["log"] for row in by_log["logs"]}
+    table = page.locator("#by-log-table")
+    expect(table.locator('tr[data-bucket="metadata_missing"] span')).to_have_attribute(
+        "data-bytes", str(doomed_bytes)
+    )
+    expect(table.locator("tbody tr[data-log]")).to_have_count(len(by_log["logs"]))
+    for row in by_log["logs"]:
+        shown = table.locator("tbody tr[data-log]").filter(has_text=row["log"])
+        expect(shown.locator("span")).to_have_attribute("data-bytes", str(row["bytes"]))
+    expect(table.locator("tbody tr[data-log] th").filter(has_text=MARKUP)).to_have_count(1)
+    expect(table.locator("b")).to_have_count(0)
+    tab.shot("storage-by-log")
 
     run = page.locator("#gc-run")
     expect(run).to_be_disabled()  # a dry run first

@@ -139,6 +139,7 @@ V1_CALLS = [
     ("DELETE", "/v1/ledgers/1", b""),
     ("GET", "/v1/ledgers", b""),
     ("GET", "/v1/info", b""),
+    ("GET", "/v1/storage/ledgers", b""),
     ("POST", "/v1/admin/disk-threshold", b'{"readonly_free_ratio": 0.9999}'),
     ("GET", "/v1/no-such-route", b""),
     ("PUT", "/v1/entries", b""),
@@ -168,6 +169,10 @@ def test_cluster_secret_matrix(cluster):
     assert good.lac(1) == {"ledger_id": 1, "lac": -1, "last_entry_id": 0, "fenced": False}
     assert good.read(1, 0).payload == b"original"
     assert good.info()["state"] == "writable"
+    assert good.http.get("/v1/storage/ledgers").json() == {
+        "ledgers": [{"ledger_id": 1, "bytes": len(b"original")}],
+        "next": None,
+    }
     for path in ("/health", "/metrics", "/openapi.json"):
         assert plain.get(path).status_code == 200, path
     assert good.http.get("/v1/no-such-route").status_code == 404

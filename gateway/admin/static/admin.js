@@ -1,5 +1,5 @@
 // The Quire admin page: polls the gateway's Admin API every POLL_MS (<= 2 s staleness),
-// browses ledgers and logs (with their durable cursors), shows a bookie's storage, and
+// browses ledgers and logs (with their durable cursors), shows a bookie's storage (its bytes by log on demand), and
 // sends the operator's actions (garbage-collection passes among them) after a
 // confirmation. The token (when the gateway asks for one) lives in this tab's session
 // storage only. Server text reaches the page through textContent only (el below).
@@ -458,6 +458,38 @@ function gcAnswer(answer) {
   return out;
 }
 
+// A bookie's bytes by log (docs/api.md "GET /v1/admin/bookies/{bookie_id}/storage",
+// by_log): a row per listed log, largest first, then the plain ledgers and those whose
+// metadata is gone. Log names come from ledger metadata: text only.
+function byLogAnswer(byLog, at) {
+  const rows = byLog.logs.map((row) => el("tr", { "data-log": row.log },
+    el("th", { scope: "row" }, row.log), el("td", {}, count(row.ledgers)), el("td", { class: "bytes" }, sizeOf(row.bytes))));
+  const other = (key, label, always) => {
+    const bucket = byLog[key];
+    if (!always && !bucket.ledgers) return [];
+    return [el("tr", { "data-bucket": key }, el("th", { scope: "row" }, el("em", {}, label)),
+      el("td", {}, count(bucket.ledgers)), el("td", { class: "bytes" }, sizeOf(bucket.bytes)))];
+  };
+  const summary = `Counted at ${at.toLocaleTimeString()}: ${ledgerCount(byLog.ledgers_looked_at)} looked at, ` +
+    `${byLog.logs_count === 1 ? "1 log" : `${count(byLog.logs_count)} logs`}.`;
+  const out = [el("p", { id: "by-log-summary" }, summary)];
+  if (byLog.truncated) {
+    out.push(el("p", { class: "problem", id: "by-log-truncated" },
+      "The count stopped at its bound: the totals cover the ledgers looked at (the lowest ids)."));
+  }
+  out.push(el("table", { id: "by-log-table", "aria-labelledby": "h-by-log" },
+    el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Log"), el("th", { scope: "col" }, "Ledgers"),
+      el("th", { scope: "col" }, "Bytes"))),
+    el("tbody", {}, ...rows,
+      ...other("not_in_a_log", "Not in a log (plain ledgers)", true),
+      ...other("metadata_missing", "Metadata missing (deleted: garbage collection gives them back)", true),
+      ...other("metadata_unreadable", "Metadata unreadable", false))));
+  if (byLog.logs_count > byLog.logs.length) {
+    out.push(el("p", {}, `The largest ${byLog.logs.length} of ${count(byLog.logs_count)} logs are listed.`));
+  }
+  return out;
+}
+
 // The storage view of one bookie. Its figures are read again while it is open; the
 // garbage-collection controls are built once, so focus and the last answer stay put.
 // A real pass is offered after a dry run only, and asks for confirmation; a token that
@@ -524,8 +556,32 @@ function openStorage(id) {
   run.addEventListener("click", () => pass(false));
   controls();
 
+  // The count by log reads the metadata of every ledger the bookie stores: on demand only.
+  const countByLog = el("button", { type: "button", id: "by-log-count" }, "Count by log");
+  const byLog = el("div", { id: "by-log-result", "aria-live": "polite" },
+    el("p", {}, "Which logs the bytes belong to: counting reads the metadata of every ledger " +
+      "stored on the bookie, so it runs only when asked."));
+  countByLog.addEventListener("click", async () => {
+    countByLog.disabled = true;
+    byLog.replaceChildren(el("p", {}, "Counting by log…"));
+    try {
+      const report = await api("GET", `${path}/storage?by_log=true`);
+      byLog.replaceChildren(...byLogAnswer(report.by_log, new Date()));
+      byLog.dataset.counted = String(Date.now());
+      figures.replaceChildren(...storageFigures(report));
+      view.readAt = performance.now();
+    } catch (err) {
+      if (err instanceof NeedToken) return askToken();
+      byLog.replaceChildren(el("p", { class: "problem", role: "alert" }, `The count by log failed: ${err.message}`));
+    } finally {
+      countByLog.disabled = false;
+    }
+  });
+
   $("h-detail").textContent = `Bookie ${id}: storage`;
   $("detail-body").replaceChildren(figures,
+    el("section", { class: "by-log", "aria-labelledby": "h-by-log" }, el("h3", { id: "h-by-log" }, "By log"),
+      el("p", { class: "actions" }, countByLog), byLog),
     el("section", { class: "gc", "aria-labelledby": "h-gc" }, el("h3", { id: "h-gc" }, "Garbage collection"),
       el("p", { class: "actions" }, dry, run), result));
   $("detail").hidden = false;

@@ -161,6 +161,35 @@ def test_range_read_bounds(tmp_path):
         reader.close()
 
 
+def test_ledger_bytes_page_agrees_with_the_report_sums(tmp_path):
+    """The paged listing of ledgers with their bytes names every ledger stored (one with
+    no entry, only a fence flag, has 0 bytes), in id order, each with the bytes
+    ``ledger_bytes`` (the storage report's sum) gives it, a page after another."""
+
+    def ops(loop):
+        return [
+            AddOp([sealed(3, i, bytes(100)) for i in range(4)], loop.create_future(), 1000),
+            AddOp([sealed(7, 0, bytes(5))], loop.create_future(), 1000),
+            FenceOp(5, loop.create_future()),
+            AddOp([sealed(11, i, bytes(30)) for i in range(2)], loop.create_future(), 1000),
+        ]
+
+    asyncio.run(run_batch(tmp_path, ops))
+    reader = Reader(tmp_path)
+    try:
+        sums = reader.ledger_bytes()
+        assert sums == {3: 400, 7: 5, 11: 60}
+        first = reader.ledger_bytes_page(-1, 2)
+        assert first == [(3, 400), (5, 0)]
+        assert reader.ledger_bytes_page(5, 2) == [(7, 5), (11, 60)]
+        assert reader.ledger_bytes_page(11, 2) == []
+        whole = reader.ledger_bytes_page(-1, 100)
+        assert [lid for lid, _ in whole] == reader.list_ledgers(-1, 100)
+        assert {lid: size for lid, size in whole if size} == sums
+    finally:
+        reader.close()
+
+
 def test_long_poll_wakes_on_change_and_times_out():
     """wait_past answers as soon as the ledger passes `after`, or with the current state
     when the wait is over, or None for a ledger still unknown."""
