@@ -164,7 +164,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A bookie's space: its file, live ledgers, and the ledgers garbage collection found orphaned or will delete, each with its reason */
+        /**
+         * A bookie's space: its file, live ledgers, and the ledgers garbage collection found orphaned or will delete, each with its reason; with by_log=true, its bytes by log
+         * @description With `by_log=true` the answer adds `by_log`: every ledger the bookie stores, counted by the log its metadata names (the largest 100 logs listed), by plain ledgers, and by ledgers whose metadata is gone. It pages through the bookie's ledgers and reads their metadata from ZooKeeper, so it stops after 100,000 ledgers or 20 s and then says `truncated`.
+         */
         get: operations["get_bookie_storage"];
         put?: never;
         post?: never;
@@ -1326,6 +1329,51 @@ export interface components {
             /** Ledger Id */
             ledger_id: number;
         };
+        /** StorageBucket */
+        StorageBucket: {
+            /**
+             * Bytes
+             * @description their payload bytes there
+             */
+            bytes: number;
+            /**
+             * Ledgers
+             * @description ledgers stored on the bookie
+             */
+            ledgers: number;
+        };
+        /**
+         * StorageByLog
+         * @description A bookie's bytes counted by log (docs/operations.md, "Space given back").
+         */
+        StorageByLog: {
+            /**
+             * Ledgers Looked At
+             * @description ledgers counted (all of them unless truncated)
+             */
+            ledgers_looked_at: number;
+            /**
+             * Logs
+             * @description the largest first (ties by name), at most 100; logs_count covers all
+             */
+            logs: components["schemas"]["StorageLogTotal"][];
+            /**
+             * Logs Count
+             * @description logs with a ledger on the bookie
+             */
+            logs_count: number;
+            /** @description ledgers with no metadata: deleted while the bookie kept a copy (orphans; its garbage collection gives them back) */
+            metadata_missing: components["schemas"]["StorageBucket"];
+            /** @description ledgers whose metadata could not be parsed */
+            metadata_unreadable: components["schemas"]["StorageBucket"];
+            /** @description ledgers whose metadata names no log (plain ledgers) */
+            not_in_a_log: components["schemas"]["StorageBucket"];
+            /**
+             * Truncated
+             * @description true when the count stopped at its bound (ledgers or time): the totals cover the ledgers looked at, the lowest ids
+             */
+            truncated: boolean;
+        };
         /** StorageGcSettings */
         StorageGcSettings: {
             /**
@@ -1391,6 +1439,24 @@ export interface components {
              */
             ledgers: number;
         };
+        /** StorageLogTotal */
+        StorageLogTotal: {
+            /**
+             * Bytes
+             * @description their payload bytes there
+             */
+            bytes: number;
+            /**
+             * Ledgers
+             * @description ledgers made for the log and stored on the bookie
+             */
+            ledgers: number;
+            /**
+             * Log
+             * @description the log's name, as its ledgers' quire.log names it
+             */
+            log: string;
+        };
         /**
          * StorageReport
          * @description A bookie's storage report, as the bookie answers it (docs/operations.md, "Space
@@ -1402,6 +1468,8 @@ export interface components {
              * @description the bookie's id
              */
             bookie: string;
+            /** @description only with by_log=true: the bookie's bytes counted by log */
+            by_log?: components["schemas"]["StorageByLog"] | null;
             /**
              * File Bytes
              * @description size of its database
@@ -1937,7 +2005,10 @@ export interface operations {
     };
     get_bookie_storage: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description also count the bookie's bytes by log (costly: see above) */
+                by_log?: boolean;
+            };
             header?: never;
             path: {
                 /** @description the bookie's id (host:port) */
@@ -1956,7 +2027,7 @@ export interface operations {
                     "application/json": components["schemas"]["StorageReport"];
                 };
             };
-            /** @description invalid_argument */
+            /** @description invalid_argument: bad by_log */
             400: {
                 headers: {
                     [name: string]: unknown;

@@ -51,10 +51,13 @@ from .record_model import RecordModel
 from .record_page import RecordPage
 from .retention_model import RetentionModel
 from .rolled import Rolled
+from .storage_bucket import StorageBucket
+from .storage_by_log import StorageByLog
 from .storage_gc_settings import StorageGcSettings
 from .storage_last_pass import StorageLastPass
 from .storage_ledger import StorageLedger
 from .storage_live import StorageLive
+from .storage_log_total import StorageLogTotal
 from .storage_report import StorageReport
 from .under_replicated_ledger import UnderReplicatedLedger
 from .under_replicated_ledger_progress_type_0 import UnderReplicatedLedgerProgressType0
@@ -115,10 +118,13 @@ __all__ = (
     "RecordPage",
     "RetentionModel",
     "Rolled",
+    "StorageBucket",
+    "StorageByLog",
     "StorageGcSettings",
     "StorageLastPass",
     "StorageLedger",
     "StorageLive",
+    "StorageLogTotal",
     "StorageReport",
     "UnderReplicatedLedger",
     "UnderReplicatedLedgerProgressType0",

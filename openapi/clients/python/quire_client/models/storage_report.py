@@ -6,7 +6,10 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
+from ..types import UNSET, Unset
+
 if TYPE_CHECKING:
+    from ..models.storage_by_log import StorageByLog
     from ..models.storage_gc_settings import StorageGcSettings
     from ..models.storage_last_pass import StorageLastPass
     from ..models.storage_ledger import StorageLedger
@@ -36,6 +39,7 @@ class StorageReport:
                 first 100; the count covers all)
             pending_delete_bytes (int):
             pending_delete_count (int):
+            by_log (None | StorageByLog | Unset): only with by_log=true: the bookie's bytes counted by log
     """
 
     bookie: str
@@ -50,9 +54,11 @@ class StorageReport:
     pending_delete: list[StorageLedger]
     pending_delete_bytes: int
     pending_delete_count: int
+    by_log: None | StorageByLog | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.storage_by_log import StorageByLog  # noqa: PLC0415
         from ..models.storage_last_pass import StorageLastPass  # noqa: PLC0415
 
         bookie = self.bookie
@@ -89,6 +95,14 @@ class StorageReport:
 
         pending_delete_count = self.pending_delete_count
 
+        by_log: dict[str, Any] | None | Unset
+        if isinstance(self.by_log, Unset):
+            by_log = UNSET
+        elif isinstance(self.by_log, StorageByLog):
+            by_log = self.by_log.to_dict()
+        else:
+            by_log = self.by_log
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -107,11 +121,14 @@ class StorageReport:
                 "pending_delete_count": pending_delete_count,
             }
         )
+        if by_log is not UNSET:
+            field_dict["by_log"] = by_log
 
         return field_dict
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.storage_by_log import StorageByLog  # noqa: PLC0415
         from ..models.storage_gc_settings import StorageGcSettings  # noqa: PLC0415
         from ..models.storage_last_pass import StorageLastPass  # noqa: PLC0415
         from ..models.storage_ledger import StorageLedger  # noqa: PLC0415
@@ -165,6 +182,23 @@ class StorageReport:
 
         pending_delete_count = d.pop("pending_delete_count")
 
+        def _parse_by_log(data: object) -> None | StorageByLog | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                by_log_type_0 = StorageByLog.from_dict(data)
+
+                return by_log_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | StorageByLog | Unset, data)
+
+        by_log = _parse_by_log(d.pop("by_log", UNSET))
+
         storage_report = cls(
             bookie=bookie,
             file_bytes=file_bytes,
@@ -178,6 +212,7 @@ class StorageReport:
             pending_delete=pending_delete,
             pending_delete_bytes=pending_delete_bytes,
             pending_delete_count=pending_delete_count,
+            by_log=by_log,
         )
 
         storage_report.additional_properties = d

@@ -8,18 +8,27 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.error import Error
 from ...models.storage_report import StorageReport
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
 def _get_kwargs(
     bookie_id: str,
+    *,
+    by_log: bool | Unset = False,
 ) -> dict[str, Any]:
+
+    params: dict[str, Any] = {}
+
+    params["by_log"] = by_log
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
     _kwargs: dict[str, Any] = {
         "method": "get",
         "url": "/v1/admin/bookies/{bookie_id}/storage".format(
             bookie_id=quote(str(bookie_id), safe=""),
         ),
+        "params": params,
     }
 
     return _kwargs
@@ -77,12 +86,20 @@ def sync_detailed(
     bookie_id: str,
     *,
     client: AuthenticatedClient,
+    by_log: bool | Unset = False,
 ) -> Response[Error | StorageReport]:
     """A bookie's space: its file, live ledgers, and the ledgers garbage collection found orphaned or will
-    delete, each with its reason
+    delete, each with its reason; with by_log=true, its bytes by log
+
+     With `by_log=true` the answer adds `by_log`: every ledger the bookie stores, counted by the log its
+    metadata names (the largest 100 logs listed), by plain ledgers, and by ledgers whose metadata is
+    gone. It pages through the bookie's ledgers and reads their metadata from ZooKeeper, so it stops
+    after 100,000 ledgers or 20 s and then says `truncated`.
 
     Args:
         bookie_id (str): the bookie's id (host:port)
+        by_log (bool | Unset): also count the bookie's bytes by log (costly: see above) Default:
+            False.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -94,6 +111,7 @@ def sync_detailed(
 
     kwargs = _get_kwargs(
         bookie_id=bookie_id,
+        by_log=by_log,
     )
 
     response = client.get_httpx_client().request(
@@ -107,12 +125,20 @@ def sync(
     bookie_id: str,
     *,
     client: AuthenticatedClient,
+    by_log: bool | Unset = False,
 ) -> Error | StorageReport | None:
     """A bookie's space: its file, live ledgers, and the ledgers garbage collection found orphaned or will
-    delete, each with its reason
+    delete, each with its reason; with by_log=true, its bytes by log
+
+     With `by_log=true` the answer adds `by_log`: every ledger the bookie stores, counted by the log its
+    metadata names (the largest 100 logs listed), by plain ledgers, and by ledgers whose metadata is
+    gone. It pages through the bookie's ledgers and reads their metadata from ZooKeeper, so it stops
+    after 100,000 ledgers or 20 s and then says `truncated`.
 
     Args:
         bookie_id (str): the bookie's id (host:port)
+        by_log (bool | Unset): also count the bookie's bytes by log (costly: see above) Default:
+            False.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -125,6 +151,7 @@ def sync(
     return sync_detailed(
         bookie_id=bookie_id,
         client=client,
+        by_log=by_log,
     ).parsed
 
 
@@ -132,12 +159,20 @@ async def asyncio_detailed(
     bookie_id: str,
     *,
     client: AuthenticatedClient,
+    by_log: bool | Unset = False,
 ) -> Response[Error | StorageReport]:
     """A bookie's space: its file, live ledgers, and the ledgers garbage collection found orphaned or will
-    delete, each with its reason
+    delete, each with its reason; with by_log=true, its bytes by log
+
+     With `by_log=true` the answer adds `by_log`: every ledger the bookie stores, counted by the log its
+    metadata names (the largest 100 logs listed), by plain ledgers, and by ledgers whose metadata is
+    gone. It pages through the bookie's ledgers and reads their metadata from ZooKeeper, so it stops
+    after 100,000 ledgers or 20 s and then says `truncated`.
 
     Args:
         bookie_id (str): the bookie's id (host:port)
+        by_log (bool | Unset): also count the bookie's bytes by log (costly: see above) Default:
+            False.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -149,6 +184,7 @@ async def asyncio_detailed(
 
     kwargs = _get_kwargs(
         bookie_id=bookie_id,
+        by_log=by_log,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -160,12 +196,20 @@ async def asyncio(
     bookie_id: str,
     *,
     client: AuthenticatedClient,
+    by_log: bool | Unset = False,
 ) -> Error | StorageReport | None:
     """A bookie's space: its file, live ledgers, and the ledgers garbage collection found orphaned or will
-    delete, each with its reason
+    delete, each with its reason; with by_log=true, its bytes by log
+
+     With `by_log=true` the answer adds `by_log`: every ledger the bookie stores, counted by the log its
+    metadata names (the largest 100 logs listed), by plain ledgers, and by ledgers whose metadata is
+    gone. It pages through the bookie's ledgers and reads their metadata from ZooKeeper, so it stops
+    after 100,000 ledgers or 20 s and then says `truncated`.
 
     Args:
         bookie_id (str): the bookie's id (host:port)
+        by_log (bool | Unset): also count the bookie's bytes by log (costly: see above) Default:
+            False.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -179,5 +223,6 @@ async def asyncio(
         await asyncio_detailed(
             bookie_id=bookie_id,
             client=client,
+            by_log=by_log,
         )
     ).parsed
