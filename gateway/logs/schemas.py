@@ -27,12 +27,12 @@ class WriterModel(BaseModel):
 
 # Integers (an integral JSON number such as 10.0 counts), checked again by
 # RetentionPolicy with the API's messages.
-def _limit(top: int) -> Any:
-    return Annotated[int, Field(ge=1, le=top), BeforeValidator(integral_number), Strict()] | None
-
-
-RetentionLimit = _limit(ID_MAX)
-AgeLimit = _limit(MAX_AGE_S_MAX)
+RetentionLimit = (
+    Annotated[int, Field(ge=1, le=ID_MAX), BeforeValidator(integral_number), Strict()] | None
+)
+AgeLimit = (
+    Annotated[int, Field(ge=1, le=MAX_AGE_S_MAX), BeforeValidator(integral_number), Strict()] | None
+)
 
 
 class RetentionModel(BaseModel):
