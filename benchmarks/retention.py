@@ -143,9 +143,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=50)
     parser.add_argument("--size", type=int, default=512)
     parser.add_argument(
-        "--max-bytes", type=int, default=64 << 20, help="the retained log's limit (rolls at 1/4)"
+        "--max-bytes", type=int, default=16 << 20, help="the retained log's limit (rolls at 1/4)"
     )
-    parser.add_argument("--fill-mib", type=int, default=64)
+    parser.add_argument("--fill-mib", type=int, default=32)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="quire-retention-") as tmp:
         cluster = Cluster(Path(tmp), args.max_bytes // 4)
