@@ -1,0 +1,468 @@
+"""Scale: how Quire's cost grows with its data, measured as curves (issue 42).
+
+One subcommand per part of the issue; each starts its own cluster (ZooKeeper, bookies,
+gateways, an auditor as the part needs) in a temporary directory, stops it by pid and
+removes the directory at the end, is bounded in time and disk by its size flags, and
+writes its result as JSON and one PNG per curve under ``benchmarks/scale/``
+(``--out`` elsewhere). ``--quick`` runs a part in about a minute, for development; its
+figures are not the ones in benchmarks/README.md.
+
+- ``bookie``: one bookie filled to 20 GB (not implemented yet).
+- ``metadata``: ZooKeeper holding N CLOSED ledgers whose metadata is written straight
+  into it (as benchmarks/rereplication.py does), N growing along a curve: a page of
+  ``GET /v1/ledgers`` at the start, middle and end of the listing, one full audit,
+  ZooKeeper's memory (RSS) and snapshot size, a gateway's and an auditor's start-up.
+- ``open``: many open ledgers, tailing readers and streams (not implemented yet).
+- ``longlog``: one log grown by real appends and rolls to 10,000 ledgers; at each size
+  of the curve: a read from the start, the middle and the end, a read ``from_time``, a
+  truncate of the first ledger and a hand-over (``POST .../writer`` on another gateway,
+  until its first keyed append is answered: the idempotency window's rebuild included).
+
+    .venv/bin/python benchmarks/scale.py longlog                 # 100 .. 10,000 ledgers
+    .venv/bin/python benchmarks/scale.py longlog --quick         # 100, 300 ledgers
+    .venv/bin/python benchmarks/scale.py metadata                # 10k, 100k, 1M ledgers
+    .venv/bin/python benchmarks/scale.py metadata --quick        # 2k, 10k ledgers
+
+The last stdout line is the part's result as JSON (also written to
+``OUT/<part>.json``); progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from gateway.limits import DEDUP_CLOCK_SKEW_MS  # noqa: E402
+from services.bench.measure import cpu_model  # noqa: E402
+from services.cluster.processes import (  # noqa: E402
+    ServiceProcess,
+    ZooKeeperProcess,
+    free_port,
+    stop_processes,
+)
+
+OUT_DIR = Path(__file__).resolve().parent / "scale"
+SECRET = "scale-bench-secret"
+ZK_ROOT = "/scale"
+HTTP_TIMEOUT_S = 120.0
+START_DEADLINE_S = 120.0
+
+# Targets of issue 42 on this machine.
+READ_START_TARGET_MS = 100.0
+HANDOVER_TARGET_MS = 1000.0
+PAGE_TARGET_MS = 50.0
+AUDIT_TARGET_S = 300.0
+START_TARGET_S = 30.0
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were taken on, and how busy it was (the lead's test suite may
+    share the two cores)."""
+    return {
+        "cpu_model": cpu_model(),
+        "cpus": os.cpu_count(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def timed(call: Callable[[], httpx.Response]) -> tuple[float, httpx.Response]:
+    """(milliseconds, the answer) of one request; a refused request ends the run."""
+    started = time.perf_counter()
+    answer = call()
+    ms = (time.perf_counter() - started) * 1000
+    if answer.status_code >= 400:
+        raise SystemExit(f"{answer.request.method} {answer.request.url}: {answer.status_code} "
+                         f"{answer.text[:300]}")  # fmt: skip
+    return ms, answer
+
+
+class Cluster:
+    """ZooKeeper, bookies and services in ``work``, stopped by pid (``stop``)."""
+
+    def __init__(self, work: Path, zk_heap_mb: int = 256) -> None:
+        self.work = work
+        self.procs: list[ServiceProcess | ZooKeeperProcess] = []
+        self.zk = ZooKeeperProcess(work / "zk", free_port())
+        if zk_heap_mb != 256:
+            # services/cluster/processes.py gives ZooKeeper a 256 MiB heap; the metadata
+            # part's million ledgers need more (the heap is the flag we set here).
+            self.zk.argv = [f"-Xmx{zk_heap_mb}m" if a.startswith("-Xmx") else a
+                            for a in self.zk.argv]  # fmt: skip
+        self.env = {**os.environ, "QUIRE_CLUSTER_SECRET": SECRET}
+        self.bookies: list[ServiceProcess] = []
+
+    def start_zookeeper(self) -> None:
+        self.procs.append(self.zk)
+        self.zk.start()
+        self.zk.wait_ready()
+
+    def service(self, module: str, args: list[str], name: str) -> ServiceProcess:
+        """Start a service (not waited for: ``wait_healthy`` it)."""
+        common = ["--zk", self.zk.connect_string, "--zk-root", ZK_ROOT]
+        proc = ServiceProcess(
+            module, [*common, *args], "127.0.0.1", free_port(), self.work / f"{name}.log",
+            env=self.env, name=name,
+        )  # fmt: skip
+        self.procs.append(proc)
+        proc.start()
+        return proc
+
+    def start_bookies(self, count: int) -> None:
+        self.bookies = [
+            self.service("bookie", ["--data-dir", str(self.work / f"bookie-{i}")], f"bookie-{i}")
+            for i in range(count)
+        ]
+        for bookie in self.bookies:
+            bookie.wait_healthy(START_DEADLINE_S)
+
+    def stop_service(self, proc: ServiceProcess) -> None:
+        stop_processes([proc], 5.0)
+        self.procs.remove(proc)
+
+    def stop(self) -> None:
+        stop_processes(self.procs, 5.0)
+
+
+def write_result(out: Path, part: str, result: dict[str, Any]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{part}.json").write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result), flush=True)
+
+
+def plot(
+    path: Path,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    series: dict[str, tuple[list[float], list[float]]],
+    target: float | None = None,
+    logx: bool = True,
+) -> None:
+    """One curve per series on one small PNG (about 30 KB), with the issue's target as
+    a dashed line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6.4, 3.8), dpi=90)
+    for label, (xs, ys) in series.items():
+        axes.plot(xs, ys, marker="o", label=label)
+    if target is not None:
+        axes.axhline(target, color="red", linestyle="--", linewidth=1, label="target")
+    if logx:
+        axes.set_xscale("log")
+    axes.set_title(title, fontsize=10)
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path)
+    plt.close(figure)
+
+
+def not_implemented(part: str) -> None:
+    say(f"scale.py {part}: not implemented yet (issue 42); no figure is made up")
+    raise SystemExit(2)
+
+
+# -- part 4: long logs ------------------------------------------------------------------
+
+
+class LongLog:
+    """One log grown to ``sizes[-1]`` ledgers by real keyed appends and rolls through
+    gateway A, measured at each size of ``sizes`` through gateway C (which never writes
+    it); hand-overs go A → B → A."""
+
+    def __init__(self, cluster: Cluster, args: argparse.Namespace) -> None:
+        self.cluster = cluster
+        self.args = args
+        self.name = "long"
+        self.http: dict[str, httpx.Client] = {}
+        self.keys = 0
+        self.ledgers: list[int] = []
+        self.last_position = ""
+        self.rolled_at: list[float] = []  # when each roll of the build was answered
+        self.appended_at = 0.0  # when the last keyed append was sent
+
+    def start(self) -> None:
+        self.cluster.start_zookeeper()
+        self.cluster.start_bookies(3)
+        # A, B and C remember keys for --window-s (short: the log's ledgers are older
+        # than the window, as in a log that grew over months); D for --dense-window-s
+        # (the default 2 minutes, which here holds every ledger rolled in that time).
+        windows = {"a": self.args.window_s, "b": self.args.window_s, "c": self.args.window_s,
+                   "d": self.args.dense_window_s}  # fmt: skip
+        gateways = {
+            name: self.cluster.service(
+                "gateway", ["--idempotency-window-s", str(window)], f"gateway-{name}"
+            )
+            for name, window in windows.items()
+        }
+        for name, proc in gateways.items():
+            proc.wait_healthy(START_DEADLINE_S)
+            self.http[name] = httpx.Client(base_url=proc.url, timeout=HTTP_TIMEOUT_S)
+        self.gateways = gateways
+
+    def close(self) -> None:
+        for client in self.http.values():
+            client.close()
+
+    def append(self, via: str) -> httpx.Response:
+        """One keyed batch of ``--records`` records (the builder's unit)."""
+        self.keys += 1
+        self.appended_at = time.monotonic()
+        payload = base64.b64encode(os.urandom(self.args.record_bytes)).decode()
+        return self.http[via].post(
+            f"/v1/logs/{self.name}/records",
+            json={"entries": [payload] * self.args.records},
+            headers={"Idempotency-Key": f"k{self.keys}"},
+        )
+
+    def log(self) -> dict[str, Any]:
+        answer = self.http["c"].get(f"/v1/logs/{self.name}")
+        answer.raise_for_status()
+        return dict(answer.json())
+
+    def grow(self, ledgers: int) -> float:
+        """Append and roll through A until the log lists ``ledgers``; the seconds taken."""
+        started = time.monotonic()
+        count = len(self.log()["ledgers"])
+        last_say = started
+        while count < ledgers:
+            answer = self.append("a")
+            if answer.status_code != 200:
+                raise SystemExit(f"append: {answer.status_code} {answer.text[:300]}")
+            self.last_position = position(answer.json()["last_position"])
+            roll = self.http["a"].post(f"/v1/logs/{self.name}/roll")
+            if roll.status_code != 200:
+                raise SystemExit(f"roll: {roll.status_code} {roll.text[:300]}")
+            count += 1
+            self.rolled_at.append(time.monotonic())
+            if time.monotonic() - last_say > 10:
+                last_say = time.monotonic()
+                rate = count / (last_say - started)
+                say(f"  {count}/{ledgers} ledgers ({rate:.0f}/s overall)")
+        # The last ledger (open, the writer's) holds records too: the end of the log.
+        answer = self.append("a")
+        answer.raise_for_status()
+        self.last_position = position(answer.json()["last_position"])
+        return time.monotonic() - started
+
+    def read(self, **params: Any) -> tuple[float, dict[str, Any]]:
+        ms, answer = timed(lambda: self.http["c"].get(
+            f"/v1/logs/{self.name}/records", params={"limit": self.args.read_limit, **params}
+        ))  # fmt: skip
+        return ms, dict(answer.json())
+
+    def read_case(self, **params: Any) -> dict[str, Any]:
+        """The first read (through C, after the log changed) and ``--repeats`` more."""
+        first, doc = self.read(**params)
+        if not doc["records"]:
+            raise SystemExit(f"read {params}: no record")
+        samples = [self.read(**params)[0] for _ in range(self.args.repeats)]
+        return {
+            "first_ms": round(first, 2),
+            "median_ms": round(statistics.median(samples), 2),
+            "p99_ms": round(percentile(samples, 0.99), 2),
+            "first_position": position(doc["records"][0]["position"]),
+        }
+
+    def measure(self) -> dict[str, Any]:
+        self.ledgers = self.log()["ledgers"]
+        n = len(self.ledgers)
+        middle = self.ledgers[n // 2]
+        row: dict[str, Any] = {"ledgers": n}
+        row["start"] = self.read_case()
+        row["middle"] = self.read_case(**{"from": f"{middle}:0"})
+        row["end"] = self.read_case(**{"from": self.last_position})
+        if row["end"]["first_position"] != self.last_position:
+            raise SystemExit(f"read from the end began at {row['end']['first_position']}")
+        # from_time: the stamp of the middle ledger's first record; the search must land
+        # on that record or an earlier one with the same stamp.
+        _, doc = self.read(**{"from": f"{middle}:0"})
+        stamp = doc["records"][0]["time"]
+        row["from_time"] = self.read_case(from_time=stamp)
+        found = row["from_time"]["first_position"]
+        _, check = self.read(**{"from": found})
+        if check["records"][0]["time"] != stamp:
+            raise SystemExit(f"from_time={stamp} began at {found}, stamped otherwise")
+        # Truncate: the first ledger goes (a CAS of the list without it, then its delete).
+        ms, _ = timed(lambda: self.http["c"].post(
+            f"/v1/logs/{self.name}/truncate", params={"before": f"{self.ledgers[1]}:0"}
+        ))  # fmt: skip
+        left = self.log()["ledgers"]
+        if left[0] != self.ledgers[1]:
+            raise SystemExit(f"truncate left {left[:3]}")
+        row["truncate_ms"] = round(ms, 2)
+        # D's window holds every ledger rolled in its last --dense-window-s.
+        since = time.monotonic() - self.args.dense_window_s - DEDUP_CLOCK_SKEW_MS / 1000
+        row["handover_dense"] = {
+            **self.handover("d"),
+            "ledgers_in_window": sum(1 for t in self.rolled_at if t >= since),
+        }
+        self.handover("a")
+        # An aged log: every append older than B's window (and the clock skew the
+        # rebuild allows), so its walk ends in the log's last ledgers. Waiting here ages
+        # the data; it synchronises nothing.
+        aged_at = self.appended_at + self.args.window_s + DEDUP_CLOCK_SKEW_MS / 1000 + 0.5
+        time.sleep(max(0.0, aged_at - time.monotonic()))
+        row["handover"] = [self.handover("b"), self.handover("a")]
+        return row
+
+    def handover(self, to: str) -> dict[str, float]:
+        """``POST .../writer`` on ``to``, then a keyed append through it: answered once
+        the new writer rebuilt its idempotency window from the log's tail."""
+        started = time.perf_counter()
+        writer_ms, _ = timed(lambda: self.http[to].post(f"/v1/logs/{self.name}/writer"))
+        answer = self.append(to)
+        total_ms = (time.perf_counter() - started) * 1000
+        answer.raise_for_status()
+        self.last_position = position(answer.json()["last_position"])
+        return {"writer_ms": round(writer_ms, 2), "to_keyed_append_ms": round(total_ms, 2)}
+
+
+def longlog(args: argparse.Namespace) -> dict[str, Any]:
+    sizes = args.sizes or ([100, 300] if args.quick else [100, 300, 1000, 3000, 10000])
+    work = Path(tempfile.mkdtemp(prefix="quire-scale-longlog-"))
+    cluster = Cluster(work)
+    bench = LongLog(cluster, args)
+    rows: list[dict[str, Any]] = []
+    try:
+        bench.start()
+        bench.http["a"].put(f"/v1/logs/{bench.name}").raise_for_status()
+        for size in sizes:
+            grow_s = bench.grow(size)
+            say(f"{size} ledgers (grown in {grow_s:.1f} s); measuring")
+            row = bench.measure()
+            row["grow_s"] = round(grow_s, 1)
+            row["zk_data_mb"] = round(dir_bytes(work / "zk") / 1e6, 1)
+            say(json.dumps(row))
+            rows.append(row)
+    finally:
+        bench.close()
+        cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    result = {
+        "part": "longlog",
+        "quick": args.quick,
+        "records_per_ledger": args.records,
+        "record_bytes": args.record_bytes,
+        "idempotency_window_s": args.window_s,
+        "dense_idempotency_window_s": args.dense_window_s,
+        "repeats": args.repeats,
+        "read_limit": args.read_limit,
+        "rows": rows,
+        "targets": {"read_start_ms": READ_START_TARGET_MS, "handover_ms": HANDOVER_TARGET_MS},
+        "machine": machine(),
+    }
+    if not args.quick or args.plot:
+        plot_longlog(args.out, rows)
+    return result
+
+
+def position(doc: dict[str, int]) -> str:
+    """A JSON position as a URL's ``LID:EID``."""
+    return f"{doc['ledger_id']}:{doc['entry_id']}"
+
+
+def dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def plot_longlog(out: Path, rows: list[dict[str, Any]]) -> None:
+    xs = [float(r["ledgers"]) for r in rows]
+    reads = {
+        f"{case} ({kind})": (xs, [r[case][f"{kind}_ms"] for r in rows])
+        for case in ("start", "middle", "end", "from_time")
+        for kind in ("first", "median")
+    }
+    plot(out / "longlog_reads.png", "Long log: a read's latency against the log's ledgers",
+         "ledgers in the log", "ms", reads, READ_START_TARGET_MS)  # fmt: skip
+    handover = {
+        "POST writer": (xs, [max(h["writer_ms"] for h in r["handover"]) for r in rows]),
+        "to first keyed append": (
+            xs,
+            [max(h["to_keyed_append_ms"] for h in r["handover"]) for r in rows],
+        ),
+        "truncate (one ledger)": (xs, [r["truncate_ms"] for r in rows]),
+    }
+    plot(out / "longlog_handover.png", "Long log: hand-over and truncate (slowest of two)",
+         "ledgers in the log", "ms", handover, HANDOVER_TARGET_MS)  # fmt: skip
+    dense = {
+        "to first keyed append": (
+            [float(r["handover_dense"]["ledgers_in_window"]) for r in rows],
+            [r["handover_dense"]["to_keyed_append_ms"] for r in rows],
+        )
+    }
+    plot(out / "longlog_rebuild.png",
+         "Long log: hand-over with the 2-minute idempotency window full of ledgers",
+         "ledgers rolled within the window", "ms", dense, HANDOVER_TARGET_MS)  # fmt: skip
+
+
+# -- the command ------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parts = parser.add_subparsers(dest="part", required=True)
+
+    def part(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub = parts.add_parser(name, help=help_text)
+        sub.add_argument("--quick", action="store_true", help="about a minute, for development")
+        sub.add_argument("--out", type=Path, default=OUT_DIR, help="JSON and PNGs go here")
+        sub.add_argument("--plot", action="store_true", help="plot a --quick run too")
+        return sub
+
+    part("bookie", "a bookie filled to 20 GB (not implemented yet)")
+    part("open", "many open ledgers, readers and streams (not implemented yet)")
+    sub = part("longlog", "a log of 10,000 ledgers: reads, from_time, truncate, hand-over")
+    sub.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")],
+                     help="ledger counts of the curve, ascending")  # fmt: skip
+    sub.add_argument("--records", type=int, default=10, help="records per ledger")
+    sub.add_argument("--record-bytes", type=int, default=100)
+    sub.add_argument("--repeats", type=int, default=20, help="reads per case after the first")
+    sub.add_argument("--read-limit", type=int, default=100, help="records per read")
+    sub.add_argument("--window-s", type=float, default=2.0,
+                     help="--idempotency-window-s of gateways A, B, C")  # fmt: skip
+    sub.add_argument("--dense-window-s", type=float, default=120.0,
+                     help="--idempotency-window-s of gateway D")  # fmt: skip
+    args = parser.parse_args()
+    if args.part in ("bookie", "open"):
+        not_implemented(args.part)
+    runs = {"longlog": longlog}
+    result = runs[args.part](args)
+    if not args.quick or args.plot:
+        write_result(args.out, args.part, result)
+    else:
+        print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
