@@ -34,6 +34,7 @@ import base64
 import json
 import os
 import shutil
+import socket
 import statistics
 import sys
 import tempfile
@@ -43,17 +44,21 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
+from kazoo.client import KazooClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gateway.limits import DEDUP_CLOCK_SKEW_MS  # noqa: E402
-from services.bench.measure import cpu_model  # noqa: E402
+from services.bench.measure import Sampler, cpu_model  # noqa: E402
+from services.bench.metadata import FIRST_WRITTEN_ID, write_closed_ledgers  # noqa: E402
 from services.cluster.processes import (  # noqa: E402
     ServiceProcess,
     ZooKeeperProcess,
     free_port,
     stop_processes,
 )
+from services.zk import paths as zkpaths  # noqa: E402
 
 OUT_DIR = Path(__file__).resolve().parent / "scale"
 SECRET = "scale-bench-secret"
@@ -426,6 +431,225 @@ def plot_longlog(out: Path, rows: list[dict[str, Any]]) -> None:
          "ledgers rolled within the window", "ms", dense, HANDOVER_TARGET_MS)  # fmt: skip
 
 
+# -- part 2: metadata at a million ledgers ------------------------------------------------
+
+
+def zk_monitor(zk: ZooKeeperProcess) -> dict[str, str]:
+    """ZooKeeper's ``mntr`` four-letter command, as key -> value."""
+    with socket.create_connection((zk.host, zk.port), timeout=10.0) as conn:
+        conn.sendall(b"mntr")
+        data = b""
+        while chunk := conn.recv(65536):
+            data += chunk
+    pairs = (line.split("\t", 1) for line in data.decode().splitlines() if "\t" in line)
+    return dict(pairs)
+
+
+def newest_snapshot_bytes(zk: ZooKeeperProcess) -> int:
+    """The size of ZooKeeper's newest snapshot (taken every 100,000 transactions by
+    default, so it trails the data by up to that many creates)."""
+    snapshots = sorted((zk.data_dir / "version-2").glob("snapshot.*"),
+                       key=lambda p: int(p.name.split(".")[1], 16))  # fmt: skip
+    return snapshots[-1].stat().st_size if snapshots else 0
+
+
+class Metadata:
+    """ZooKeeper holding N written CLOSED ledgers, with a gateway and an auditor."""
+
+    def __init__(self, cluster: Cluster, args: argparse.Namespace) -> None:
+        self.cluster = cluster
+        self.args = args
+        self.written = 0
+        self.auditor: ServiceProcess | None = None
+        self.secret = {"X-Cluster-Secret": SECRET}
+
+    def start(self) -> None:
+        self.cluster.start_zookeeper()
+        self.cluster.start_bookies(3)
+        self.gateway = self.cluster.service("gateway", [], "gateway")
+        self.gateway.wait_healthy(START_DEADLINE_S)
+        self.http = httpx.Client(base_url=self.gateway.url, timeout=HTTP_TIMEOUT_S)
+        self.zk = KazooClient(hosts=f"{self.cluster.zk.connect_string}{ZK_ROOT}")
+        self.zk.start(30)
+        self.bookie_ids = sorted(self.zk.get_children(zkpaths.BOOKIES))
+
+    def close(self) -> None:
+        self.http.close()
+        self.zk.stop()
+        self.zk.close()
+
+    def grow(self, ledgers: int) -> float:
+        started = time.monotonic()
+        write_closed_ledgers(
+            self.zk, FIRST_WRITTEN_ID + self.written, ledgers - self.written, self.bookie_ids
+        )
+        self.written = ledgers
+        return time.monotonic() - started
+
+    def page(self, after: int | None) -> dict[str, Any]:
+        """A page of 1,000 ids after ``after``: the first, then ``--repeats`` more."""
+        params = {"limit": 1000} if after is None else {"limit": 1000, "after": after}
+
+        def one() -> float:
+            ms, answer = timed(lambda: self.http.get("/v1/ledgers", params=params))
+            if len(answer.json()["ledgers"]) == 0:
+                raise SystemExit(f"GET /v1/ledgers {params}: an empty page")
+            return ms
+
+        first = one()
+        samples = [one() for _ in range(self.args.repeats)]
+        return {
+            "first_ms": round(first, 2),
+            "median_ms": round(statistics.median(samples), 2),
+            "p99_ms": round(percentile(samples, 0.99), 2),
+        }
+
+    def start_auditor(self) -> float:
+        """A new auditor (the old one stopped first): seconds until it is healthy and
+        elected."""
+        if self.auditor is not None:
+            self.cluster.stop_service(self.auditor)
+        started = time.monotonic()
+        self.auditor = self.cluster.service(
+            "auditor", ["--audit-interval", "86400"], "auditor"
+        )  # fmt: skip
+        self.auditor.wait_healthy(START_DEADLINE_S)
+        deadline = started + START_DEADLINE_S
+        while not self.auditor_status().get("elected"):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the auditor was not elected within {START_DEADLINE_S} s")
+            time.sleep(0.05)
+        return time.monotonic() - started
+
+    def auditor_status(self) -> dict[str, Any]:
+        assert self.auditor is not None
+        answer = httpx.get(f"{self.auditor.url}/v1/status", headers=self.secret, timeout=30.0)
+        answer.raise_for_status()
+        return dict(answer.json())
+
+    def audit(self) -> dict[str, Any]:
+        """A full audit asked for now: its report, and the auditor's peak RSS meanwhile."""
+        assert self.auditor is not None and self.auditor.pid is not None
+        asked_ms = int(time.time() * 1000)
+        started = time.monotonic()
+        sampler = Sampler(self.auditor.pid)
+        sampler.start()
+        answer = httpx.post(f"{self.auditor.url}/v1/audit", headers=self.secret, timeout=30.0)
+        answer.raise_for_status()
+        try:
+            while True:
+                if time.monotonic() - started > self.args.audit_deadline_s:
+                    raise SystemExit(f"no audit within {self.args.audit_deadline_s} s")
+                status = self.auditor_status()
+                last = status.get("last_audit") or {}
+                if (last.get("kind") == "full" and last.get("started_at", 0) >= asked_ms - 1000
+                        and not status.get("audit_running")):  # fmt: skip
+                    break
+                time.sleep(0.2)
+        finally:
+            sampler.stop()
+        return {
+            "duration_s": last["duration_s"],
+            "ledgers": last["ledgers"],
+            "complete": last["complete"],
+            "auditor_rss_mb_max": round(sampler.rss_max / 2**20, 1),
+        }
+
+    def start_gateway(self) -> float:
+        """A second gateway: seconds until healthy (then stopped)."""
+        started = time.monotonic()
+        proc = self.cluster.service("gateway", [], "gateway-start")
+        try:
+            proc.wait_healthy(START_DEADLINE_S)
+            return time.monotonic() - started
+        finally:
+            self.cluster.stop_service(proc)
+
+    def measure(self) -> dict[str, Any]:
+        n = self.written
+        row: dict[str, Any] = {"ledgers": n}
+        row["page_first"] = self.page(None)
+        row["page_middle"] = self.page(FIRST_WRITTEN_ID + n // 2)
+        row["page_last"] = self.page(FIRST_WRITTEN_ID + n - 500)
+        zk_pid = self.cluster.zk.pid
+        assert zk_pid is not None
+        monitor = zk_monitor(self.cluster.zk)
+        row["zk_rss_mb"] = round(psutil.Process(zk_pid).memory_info().rss / 2**20, 1)
+        row["zk_znodes"] = int(monitor.get("zk_znode_count", 0))
+        row["zk_approximate_data_mb"] = round(
+            int(monitor.get("zk_approximate_data_size", 0)) / 2**20, 1
+        )
+        row["zk_snapshot_mb"] = round(newest_snapshot_bytes(self.cluster.zk) / 2**20, 1)
+        row["auditor_start_s"] = round(self.start_auditor(), 2)
+        row["audit"] = self.audit()
+        if row["audit"]["ledgers"] < n:
+            raise SystemExit(f"the audit checked {row['audit']['ledgers']} of {n} ledgers")
+        row["gateway_start_s"] = round(self.start_gateway(), 2)
+        return row
+
+
+def metadata(args: argparse.Namespace) -> dict[str, Any]:
+    sizes = args.sizes or ([2_000, 10_000] if args.quick else [10_000, 100_000, 1_000_000])
+    work = Path(tempfile.mkdtemp(prefix="quire-scale-metadata-"))
+    cluster = Cluster(work, zk_heap_mb=args.zk_heap_mb)
+    bench = Metadata(cluster, args)
+    rows: list[dict[str, Any]] = []
+    try:
+        bench.start()
+        for size in sizes:
+            grow_s = bench.grow(size)
+            say(f"{size} ledgers' metadata (written in {grow_s:.1f} s); measuring")
+            row = bench.measure()
+            row["write_s"] = round(grow_s, 1)
+            say(json.dumps(row))
+            rows.append(row)
+    finally:
+        bench.close()
+        cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    result = {
+        "part": "metadata",
+        "quick": args.quick,
+        "zk_heap_mb": args.zk_heap_mb,
+        "repeats": args.repeats,
+        "rows": rows,
+        "targets": {
+            "page_ms": PAGE_TARGET_MS,
+            "audit_s": AUDIT_TARGET_S,
+            "start_s": START_TARGET_S,
+        },  # fmt: skip
+        "machine": machine(),
+    }
+    if not args.quick or args.plot:
+        plot_metadata(args.out, rows)
+    return result
+
+
+def plot_metadata(out: Path, rows: list[dict[str, Any]]) -> None:
+    xs = [float(r["ledgers"]) for r in rows]
+    pages = {
+        f"{where} page ({kind})": (xs, [r[f"page_{where}"][f"{kind}_ms"] for r in rows])
+        for where in ("first", "middle", "last")
+        for kind in ("median", "p99")
+    }
+    plot(out / "metadata_pages.png", "GET /v1/ledgers?limit=1000 against the ledgers",
+         "ledgers in ZooKeeper", "ms", pages, PAGE_TARGET_MS)  # fmt: skip
+    times = {
+        "full audit": (xs, [r["audit"]["duration_s"] for r in rows]),
+        "auditor start (elected)": (xs, [r["auditor_start_s"] for r in rows]),
+        "gateway start": (xs, [r["gateway_start_s"] for r in rows]),
+    }
+    plot(out / "metadata_times.png", "A full audit and start-ups against the ledgers",
+         "ledgers in ZooKeeper", "s", times, START_TARGET_S)  # fmt: skip
+    memory = {
+        "ZooKeeper RSS": (xs, [r["zk_rss_mb"] for r in rows]),
+        "ZooKeeper snapshot": (xs, [r["zk_snapshot_mb"] for r in rows]),
+        "auditor RSS (peak in audit)": (xs, [r["audit"]["auditor_rss_mb_max"] for r in rows]),
+    }
+    plot(out / "metadata_memory.png", "Memory and snapshot against the ledgers",
+         "ledgers in ZooKeeper", "MiB", memory)  # fmt: skip
+
+
 # -- the command ------------------------------------------------------------------------
 
 
@@ -453,10 +677,16 @@ def main() -> None:
                      help="--idempotency-window-s of gateways A, B, C")  # fmt: skip
     sub.add_argument("--dense-window-s", type=float, default=120.0,
                      help="--idempotency-window-s of gateway D")  # fmt: skip
+    sub = part("metadata", "ZooKeeper with up to a million ledgers: pages, audit, start-ups")
+    sub.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")],
+                     help="ledger counts of the curve, ascending")  # fmt: skip
+    sub.add_argument("--repeats", type=int, default=20, help="pages per case after the first")
+    sub.add_argument("--zk-heap-mb", type=int, default=2048, help="ZooKeeper's JVM heap")
+    sub.add_argument("--audit-deadline-s", type=float, default=900.0)
     args = parser.parse_args()
     if args.part in ("bookie", "open"):
         not_implemented(args.part)
-    runs = {"longlog": longlog}
+    runs = {"longlog": longlog, "metadata": metadata}
     result = runs[args.part](args)
     if not args.quick or args.plot:
         write_result(args.out, args.part, result)
