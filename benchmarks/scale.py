@@ -326,11 +326,22 @@ class LongLog:
         if left[0] != self.ledgers[1]:
             raise SystemExit(f"truncate left {left[:3]}")
         row["truncate_ms"] = round(ms, 2)
-        # D's window holds every ledger rolled in its last --dense-window-s.
+        # D's window holds every ledger rolled in its last --dense-window-s. Where its
+        # time goes: the bookies' read requests and their time in the store meanwhile,
+        # and D's CPU time.
         since = time.monotonic() - self.args.dense_window_s - DEDUP_CLOCK_SKEW_MS / 1000
+        in_window = sum(1 for t in self.rolled_at if t >= since)
+        reads_before = self.bookie_reads()
+        cpu_before = self.cpu_s("d")
+        handover = self.handover("d")
+        cpu_s = self.cpu_s("d") - cpu_before
+        requests, store_s = (a - b for a, b in zip(self.bookie_reads(), reads_before, strict=True))
         row["handover_dense"] = {
-            **self.handover("d"),
-            "ledgers_in_window": sum(1 for t in self.rolled_at if t >= since),
+            **handover,
+            "ledgers_in_window": in_window,
+            "bookie_read_requests": int(requests),
+            "bookie_store_read_ms": round(store_s * 1000, 1),
+            "gateway_cpu_ms": round(cpu_s * 1000, 1),
         }
         self.handover("a")
         # An aged log: every append older than B's window (and the clock skew the
@@ -340,6 +351,23 @@ class LongLog:
         time.sleep(max(0.0, aged_at - time.monotonic()))
         row["handover"] = [self.handover("b"), self.handover("a")]
         return row
+
+    def bookie_reads(self) -> tuple[float, float]:
+        """The bookies' read requests so far and the seconds they spent in the store."""
+        requests = seconds = 0.0
+        for bookie in self.cluster.bookies:
+            for line in httpx.get(f"{bookie.url}/metrics", timeout=30.0).text.splitlines():
+                if line.startswith("quire_bookie_read_requests_total "):
+                    requests += float(line.split()[1])
+                elif line.startswith("quire_bookie_read_seconds_sum "):
+                    seconds += float(line.split()[1])
+        return requests, seconds
+
+    def cpu_s(self, gateway: str) -> float:
+        pid = self.gateways[gateway].pid
+        assert pid is not None
+        times = psutil.Process(pid).cpu_times()
+        return float(times.user + times.system)
 
     def handover(self, to: str) -> dict[str, float]:
         """``POST .../writer`` on ``to``, then a keyed append through it: answered once
