@@ -34,6 +34,7 @@ import base64
 import json
 import os
 import shutil
+import signal
 import socket
 import statistics
 import sys
@@ -51,7 +52,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gateway.limits import DEDUP_CLOCK_SKEW_MS  # noqa: E402
 from services.bench.measure import Sampler, cpu_model  # noqa: E402
-from services.bench.metadata import FIRST_WRITTEN_ID, write_closed_ledgers  # noqa: E402
+from services.bench.metadata import (  # noqa: E402
+    CREATE_TIMEOUT_S,
+    FIRST_WRITTEN_ID,
+    write_closed_ledgers,
+)
 from services.cluster.processes import (  # noqa: E402
     ServiceProcess,
     ZooKeeperProcess,
@@ -108,7 +113,7 @@ def timed(call: Callable[[], httpx.Response]) -> tuple[float, httpx.Response]:
 class Cluster:
     """ZooKeeper, bookies and services in ``work``, stopped by pid (``stop``)."""
 
-    def __init__(self, work: Path, zk_heap_mb: int = 256) -> None:
+    def __init__(self, work: Path, zk_heap_mb: int = 256, zk_snap_count: int = 0) -> None:
         self.work = work
         self.procs: list[ServiceProcess | ZooKeeperProcess] = []
         self.zk = ZooKeeperProcess(work / "zk", free_port())
@@ -117,6 +122,11 @@ class Cluster:
             # part's million ledgers need more (the heap is the flag we set here).
             self.zk.argv = [f"-Xmx{zk_heap_mb}m" if a.startswith("-Xmx") else a
                             for a in self.zk.argv]  # fmt: skip
+        if zk_snap_count:
+            # A snapshot every (about) this many transactions, so that one can be made
+            # on purpose (``force_snapshot``) with a few writes.
+            with (self.zk.data_dir / "zoo.cfg").open("a") as cfg:
+                cfg.write(f"snapCount={zk_snap_count}\n")
         self.env = {**os.environ, "QUIRE_CLUSTER_SECRET": SECRET}
         self.bookies: list[ServiceProcess] = []
 
@@ -473,12 +483,38 @@ def zk_monitor(zk: ZooKeeperProcess) -> dict[str, str]:
     return dict(pairs)
 
 
-def newest_snapshot_bytes(zk: ZooKeeperProcess) -> int:
-    """The size of ZooKeeper's newest snapshot (taken every 100,000 transactions by
-    default, so it trails the data by up to that many creates)."""
+def newest_snapshot(zk: ZooKeeperProcess) -> Path | None:
     snapshots = sorted((zk.data_dir / "version-2").glob("snapshot.*"),
                        key=lambda p: int(p.name.split(".")[1], 16))  # fmt: skip
-    return snapshots[-1].stat().st_size if snapshots else 0
+    return snapshots[-1] if snapshots else None
+
+
+# ZooKeeper snapshots after between half of snapCount and snapCount transactions; the
+# metadata part's creates go in multis (one transaction each), so it sets snapCount
+# low and makes this many small writes to have a snapshot of what it wrote.
+ZK_SNAP_COUNT = 1000
+SNAPSHOT_DEADLINE_S = 300.0
+
+
+def force_snapshot(zk: ZooKeeperProcess, client: KazooClient) -> int:
+    """A snapshot of ZooKeeper's data as it is now: ``ZK_SNAP_COUNT`` writes of a
+    scratch znode, then the new snapshot file's size once it stopped growing."""
+    before = newest_snapshot(zk)
+    scratch = "/scale-snapshot"
+    client.ensure_path(scratch)
+    for result in [client.set_async(scratch, b"x") for _ in range(ZK_SNAP_COUNT)]:
+        result.get(CREATE_TIMEOUT_S)
+    deadline = time.monotonic() + SNAPSHOT_DEADLINE_S
+    size = -1
+    while time.monotonic() < deadline:
+        newest = newest_snapshot(zk)
+        if newest is not None and newest != before:
+            now = newest.stat().st_size
+            if now == size and now > 0:
+                return now
+            size = now
+        time.sleep(0.5)
+    raise SystemExit(f"no new ZooKeeper snapshot within {SNAPSHOT_DEADLINE_S} s")
 
 
 class Metadata:
@@ -607,7 +643,7 @@ class Metadata:
         row["zk_approximate_data_mb"] = round(
             int(monitor.get("zk_approximate_data_size", 0)) / 2**20, 1
         )
-        row["zk_snapshot_mb"] = round(newest_snapshot_bytes(self.cluster.zk) / 2**20, 1)
+        row["zk_snapshot_mb"] = round(force_snapshot(self.cluster.zk, self.zk) / 2**20, 1)
         row["auditor_start_s"] = round(self.start_auditor(), 2)
         row["audit"] = self.audit()
         if row["audit"]["ledgers"] < n:
@@ -619,7 +655,7 @@ class Metadata:
 def metadata(args: argparse.Namespace) -> dict[str, Any]:
     sizes = args.sizes or ([2_000, 10_000] if args.quick else [10_000, 100_000, 1_000_000])
     work = Path(tempfile.mkdtemp(prefix="quire-scale-metadata-"))
-    cluster = Cluster(work, zk_heap_mb=args.zk_heap_mb)
+    cluster = Cluster(work, zk_heap_mb=args.zk_heap_mb, zk_snap_count=ZK_SNAP_COUNT)
     bench = Metadata(cluster, args)
     rows: list[dict[str, Any]] = []
     try:
@@ -712,6 +748,9 @@ def main() -> None:
     sub.add_argument("--zk-heap-mb", type=int, default=2048, help="ZooKeeper's JVM heap")
     sub.add_argument("--audit-deadline-s", type=float, default=900.0)
     args = parser.parse_args()
+    # SIGTERM (and SIGINT, which a background job ignores) ends the run through its
+    # ``finally``: the cluster is stopped and its directory removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     if args.part in ("bookie", "open"):
         not_implemented(args.part)
     runs = {"longlog": longlog, "metadata": metadata}
