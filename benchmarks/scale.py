@@ -323,7 +323,14 @@ class LongLog:
         # on that record or an earlier one with the same stamp.
         _, doc = self.read(**{"from": f"{middle}:0"})
         stamp = doc["records"][0]["time"]
+        # The first search from a time on C reads the stamps of the ledgers it probes;
+        # C keeps a closed ledger's, so the searches after it read inside one ledger.
+        searched = self.search_reads()
+        cold_ms, _ = self.read(from_time=stamp)
+        cold_reads = self.search_reads() - searched
         row["from_time"] = self.read_case(from_time=stamp)
+        row["from_time"]["cold_ms"] = round(cold_ms, 2)
+        row["from_time"]["cold_search_reads"] = cold_reads
         found = row["from_time"]["first_position"]
         _, check = self.read(**{"from": found})
         if check["records"][0]["time"] != stamp:
@@ -361,6 +368,24 @@ class LongLog:
         time.sleep(max(0.0, aged_at - time.monotonic()))
         row["handover"] = [self.handover("b"), self.handover("a")]
         return row
+
+    def search_reads(self) -> int:
+        """The entries C read so far to find where a read from a time starts."""
+        lines = self.http["c"].get("/metrics").text.splitlines()
+        name = "quire_gateway_log_time_search_reads_total"
+        return int(sum(float(line.split()[-1]) for line in lines if line.startswith(name)))
+
+    def znode_bytes(self) -> int:
+        """The size of the log's znode: every roll, hand-over and truncate rewrites it
+        whole (ZooKeeper refuses a znode over jute.maxbuffer, 1 MiB by default)."""
+        client = KazooClient(hosts=f"{self.cluster.zk.connect_string}{ZK_ROOT}")
+        client.start(30)
+        try:
+            stat = client.exists(zkpaths.log(self.name))
+            return int(stat.dataLength) if stat is not None else 0
+        finally:
+            client.stop()
+            client.close()
 
     def bookie_reads(self) -> tuple[float, float]:
         """The bookies' read requests so far and the seconds they spent in the store."""
@@ -406,6 +431,7 @@ def longlog(args: argparse.Namespace) -> dict[str, Any]:
             row = bench.measure()
             row["grow_s"] = round(grow_s, 1)
             row["zk_data_mb"] = round(dir_bytes(work / "zk") / 1e6, 1)
+            row["log_znode_bytes"] = bench.znode_bytes()
             say(json.dumps(row))
             rows.append(row)
     finally:
@@ -446,6 +472,7 @@ def plot_longlog(out: Path, rows: list[dict[str, Any]]) -> None:
         for case in ("start", "middle", "end", "from_time")
         for kind in ("first", "median")
     }
+    reads["from_time (cold)"] = (xs, [r["from_time"]["cold_ms"] for r in rows])
     plot(out / "longlog_reads.png", "Long log: a read's latency against the log's ledgers",
          "ledgers in the log", "ms", reads, READ_START_TARGET_MS)  # fmt: skip
     handover = {
