@@ -401,8 +401,7 @@ class LongLog:
     def cpu_s(self, gateway: str) -> float:
         pid = self.gateways[gateway].pid
         assert pid is not None
-        times = psutil.Process(pid).cpu_times()
-        return float(times.user + times.system)
+        return process_cpu_s(pid)
 
     def handover(self, to: str) -> dict[str, float]:
         """``POST .../writer`` on ``to``, then a keyed append through it: answered once
@@ -497,6 +496,11 @@ def plot_longlog(out: Path, rows: list[dict[str, Any]]) -> None:
 
 
 # -- part 2: metadata at a million ledgers ------------------------------------------------
+
+
+def process_cpu_s(pid: int) -> float:
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
 
 
 def zk_monitor(zk: ZooKeeperProcess) -> dict[str, str]:
@@ -625,6 +629,9 @@ class Metadata:
         started = time.monotonic()
         sampler = Sampler(self.auditor.pid)
         sampler.start()
+        zk_pid = self.cluster.zk.pid
+        assert zk_pid is not None
+        cpu_before = sampler.cpu_s(), process_cpu_s(zk_pid)
         answer = httpx.post(f"{self.auditor.url}/v1/audit", headers=self.secret, timeout=30.0)
         answer.raise_for_status()
         try:
@@ -639,11 +646,16 @@ class Metadata:
                 time.sleep(0.2)
         finally:
             sampler.stop()
+        # Where the audit's time goes: the auditor's CPU and ZooKeeper's meanwhile.
+        auditor_cpu_s = sampler.cpu_s() - cpu_before[0]
+        zk_cpu_s = process_cpu_s(zk_pid) - cpu_before[1]
         return {
             "duration_s": last["duration_s"],
             "ledgers": last["ledgers"],
             "complete": last["complete"],
             "auditor_rss_mb_max": round(sampler.rss_max / 2**20, 1),
+            "auditor_cpu_s": round(auditor_cpu_s, 1),
+            "zk_cpu_s": round(zk_cpu_s, 1),
         }
 
     def start_gateway(self) -> float:
