@@ -176,9 +176,11 @@ def plot(
     series: dict[str, tuple[list[float], list[float]]],
     target: float | None = None,
     logx: bool = True,
+    targets: dict[str, float] | None = None,
+    logy: bool = False,
 ) -> None:
-    """One curve per series on one small PNG (about 30 KB), with the issue's target as
-    a dashed line."""
+    """One curve per series on one small PNG (about 30 KB), with the issue's target
+    (or ``targets``, by name) as a dashed line."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -187,10 +189,15 @@ def plot(
     figure, axes = plt.subplots(figsize=(6.4, 3.8), dpi=90)
     for label, (xs, ys) in series.items():
         axes.plot(xs, ys, marker="o", label=label)
+    lines = dict(targets or {})
     if target is not None:
-        axes.axhline(target, color="red", linestyle="--", linewidth=1, label="target")
+        lines["target"] = target
+    for (label, value), colour in zip(lines.items(), ("red", "purple", "brown"), strict=False):
+        axes.axhline(value, color=colour, linestyle="--", linewidth=1, label=label)
     if logx:
         axes.set_xscale("log")
+    if logy:
+        axes.set_yscale("log")
     axes.set_title(title, fontsize=10)
     axes.set_xlabel(xlabel)
     axes.set_ylabel(ylabel)
@@ -743,7 +750,8 @@ def plot_metadata(out: Path, rows: list[dict[str, Any]]) -> None:
         "gateway start": (xs, [r["gateway_start_s"] for r in rows]),
     }
     plot(out / "metadata_times.png", "A full audit and start-ups against the ledgers",
-         "ledgers in ZooKeeper", "s", times, START_TARGET_S)  # fmt: skip
+         "ledgers in ZooKeeper", "s", times, logy=True,
+         targets={"audit target": AUDIT_TARGET_S, "start target": START_TARGET_S})  # fmt: skip
     memory = {
         "ZooKeeper RSS": (xs, [r["zk_rss_mb"] for r in rows]),
         "ZooKeeper snapshot": (xs, [r["zk_snapshot_mb"] for r in rows]),
