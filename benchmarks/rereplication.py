@@ -41,6 +41,7 @@ from kazoo.client import KazooClient
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from services.bench.measure import cpu_model, local_pid_listening_on  # noqa: E402
+from services.bench.metadata import FIRST_WRITTEN_ID, write_closed_ledgers  # noqa: E402
 from services.cluster.processes import (  # noqa: E402
     ServiceProcess,
     ZooKeeperProcess,
@@ -48,7 +49,7 @@ from services.cluster.processes import (  # noqa: E402
     stop_processes,
 )
 from services.protocol import replication  # noqa: E402
-from services.protocol.metadata import LedgerMetadata, LedgerState  # noqa: E402
+from services.protocol.metadata import LedgerMetadata  # noqa: E402
 from services.zk import paths as zkpaths  # noqa: E402
 
 SECRET = "bench-secret"
@@ -245,25 +246,6 @@ def marks(zk: KazooClient) -> int:
     return count
 
 
-def write_audit_ledgers(zk: KazooClient, count: int, bookies: list[str]) -> None:
-    """``count`` empty CLOSED ledgers' metadata, straight into ZooKeeper."""
-    first = 1 << 40  # far from the gateway's ids
-    batch: list = []
-    for i in range(count):
-        lid = first + i
-        ensemble = [bookies[(i + k) % len(bookies)] for k in range(3)]
-        md = LedgerMetadata.new(lid, ensemble, 3, 2).closed(-1, 0)
-        assert md.state is LedgerState.CLOSED
-        batch.append(zk.create_async(zkpaths.ledger(lid), md.to_json(), makepath=True))
-        if len(batch) >= 2000:
-            for result in batch:
-                result.get(60)
-            batch.clear()
-            print(f"  audit ledgers: {i + 1}/{count}", file=sys.stderr)
-    for result in batch:
-        result.get(60)
-
-
 def time_audit(
     auditor: str, gateway: str, token: str | None, secret: str | None, deadline_s: float
 ) -> tuple[float, int]:
@@ -395,7 +377,7 @@ def main() -> None:
         if args.audit_ledgers and auditor:
             live = [b for b in bookie_ids if b != victim]
             print(f"writing {args.audit_ledgers} ledgers' metadata ...", file=sys.stderr)
-            write_audit_ledgers(zk, args.audit_ledgers, live)
+            write_closed_ledgers(zk, FIRST_WRITTEN_ID, args.audit_ledgers, live)
             secret = SECRET if cluster is not None else args.cluster_secret
             audit_s, covered = time_audit(auditor, gateway, args.token, secret, args.deadline_s)
             covered = covered or args.audit_ledgers

@@ -1,0 +1,80 @@
+"""benchmarks/scale.py runs its parts end to end on tiny sizes (its own cluster each) and
+ends with one JSON line holding each size's figures, removing its temporary directory;
+a part not written yet says so and exits non-zero. Checks that the script works, not
+how fast Quire is."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def scale(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    out = tmp_path / "out"
+    work = tmp_path / "work"
+    work.mkdir()
+    return subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "scale.py"), *args, "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TMPDIR": str(work)},
+    )
+
+
+def last_json(proc: subprocess.CompletedProcess[str]) -> dict:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+@pytest.mark.parametrize("part", ["bookie", "open"])
+def test_a_part_not_written_yet_says_so_and_fails(tmp_path: Path, part: str) -> None:
+    """No figure from a part that is not implemented: a message and exit code 2."""
+    proc = scale(tmp_path, part, "--quick")
+    assert proc.returncode == 2
+    assert "not implemented yet" in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_longlog_measures_each_size_and_plots(tmp_path: Path) -> None:
+    """Each size of the curve has its reads (landing where asked), truncate and
+    hand-overs; the result and the plots are written; the work directory is removed."""
+    proc = scale(tmp_path, "longlog", "--quick", "--plot", "--sizes", "5,12", "--repeats", "2")
+    result = last_json(proc)
+    rows = result["rows"]
+    assert [r["ledgers"] for r in rows] == [6, 12]  # the open last ledger counts at first
+    for row in rows:
+        for case in ("start", "middle", "end", "from_time"):
+            assert row[case]["first_ms"] > 0 and row[case]["median_ms"] > 0
+        assert row["from_time"]["cold_ms"] > 0 and row["from_time"]["cold_search_reads"] > 0
+        assert row["truncate_ms"] > 0 and row["log_znode_bytes"] > 0
+        assert all(h["to_keyed_append_ms"] >= h["writer_ms"] > 0 for h in row["handover"])
+        assert row["handover_dense"]["bookie_read_requests"] > 0
+    out = tmp_path / "out"
+    assert json.loads((out / "longlog.json").read_text())["rows"] == rows
+    for name in ("longlog_reads.png", "longlog_handover.png", "longlog_rebuild.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert list((tmp_path / "work").iterdir()) == []
+
+
+def test_metadata_measures_each_size(tmp_path: Path) -> None:
+    """Each size has its pages, a full audit that checked every written ledger, a
+    snapshot and the start-ups."""
+    proc = scale(tmp_path, "metadata", "--quick", "--sizes", "500,1500", "--repeats", "2")
+    rows = last_json(proc)["rows"]
+    assert [r["ledgers"] for r in rows] == [500, 1500]
+    for row in rows:
+        assert row["audit"]["ledgers"] >= row["ledgers"] and row["audit"]["complete"]
+        assert row["zk_znodes"] > row["ledgers"]
+        assert row["zk_snapshot_mb"] > 0
+        assert row["auditor_start_s"] > 0 and row["gateway_start_s"] > 0
+        assert row["page_last"]["median_ms"] > 0
+    assert list((tmp_path / "work").iterdir()) == []
