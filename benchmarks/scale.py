@@ -295,6 +295,13 @@ class LongLog:
         answer = self.append("a")
         answer.raise_for_status()
         self.last_position = position(answer.json()["last_position"])
+        # C reads an open ledger up to the LAC the bookies report, which trails the
+        # writer by a moment: wait (long polls) until C sees the last record, so that
+        # the reads measured start from a settled log.
+        deadline = time.monotonic() + 30
+        while not self.read(**{"from": self.last_position, "wait_ms": 1000})[1]["records"]:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"gateway C never saw the record at {self.last_position}")
         return time.monotonic() - started
 
     def read(self, **params: Any) -> tuple[float, dict[str, Any]]:
