@@ -124,6 +124,7 @@ class Retention:
         report = RetentionReport(started_at=wall_ms())
         seen: set[str] = set()
         listed: set[int] = set()
+        keep_all = False  # a log was skipped: its ledgers are not in ``listed``
         after: str | None = None
         while True:
             names, after = await self.logs.list(after, LIST_LIMIT_MAX)
@@ -131,9 +132,13 @@ class Retention:
                 try:
                     ledgers = await self._log(name, report)
                 except LogNotFound:
-                    continue
+                    continue  # deleted meanwhile: its series go below
                 except MetadataConflict:
-                    report.conflicts += 1  # the log changed meanwhile: the next pass
+                    # The log changed meanwhile (a roll): the next pass decides; its
+                    # series and its closed ledgers' figures stay.
+                    report.conflicts += 1
+                    seen.add(name)
+                    keep_all = True
                     continue
                 seen.add(name)
                 listed.update(ledgers)
@@ -142,8 +147,9 @@ class Retention:
         report.logs = len(seen)
         for gone in set(self._exported) - seen:
             self._forget_log(gone)
-        for ledger_id in set(self._closed) - listed:
-            del self._closed[ledger_id]
+        if not keep_all:
+            for ledger_id in set(self._closed) - listed:
+                del self._closed[ledger_id]
         report.duration_s = time.monotonic() - started
         return report
 

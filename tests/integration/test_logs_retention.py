@@ -252,17 +252,21 @@ class Tail:
 
 
 def _under_appends(env: Env, policy: dict[str, Any], total: int, size: int) -> Tail:
-    """A log with ``policy``, ``total`` records appended in rounds with passes between,
-    a reader tailing it from the first record; the reader saw every record in order."""
+    """A log with ``policy``, ``total`` records appended while the auditor passes every
+    0.5 s, and a reader tailing its head from the first record: the reader saw every
+    record in order. Tailing the head: each batch of 50 is appended once the reader has
+    read the ones before (a reader further behind than what the policy keeps loses
+    records, and is told so by a 400)."""
     name = create(env, policy)
     env.log.take_writer(name)
     tail = Tail(env, name)
     append_n(env, name, 1, size=size)
     tail.start()
-    wait_for(lambda: tail.seen, 10, "the tail's first record")
     done = 1
     while done < total:
-        step = min(250, total - done)
+        wait_for(lambda n=done: len(tail.seen) >= n or tail.gaps, 30, "the tail to catch up")
+        assert not tail.gaps, tail.gaps[:5]
+        step = min(50, total - done)
         append_n(env, name, step, size=size, start=done)
         done += step
     tail.finish(total)
@@ -373,7 +377,9 @@ def test_a_cursor_holds_data_back_only_with_retain_for_cursors(env: Env) -> None
     cursor = show_cursor(env, free)
     assert cursor["skipped_records"] == 1_000 - left and cursor["skipped_at"] is not None
     r = env.log.http.get(f"/v1/logs/{free}/records", params={"cursor": "slow", "limit": 1})
-    assert r.status_code == 200 and seq(records_of(r.json())[0][1]) == 1_000 - left
+    assert r.status_code == 200, r.text
+    # (No record left when the last closed ledger alone held more than the limit.)
+    assert [seq(d) for _, d in records_of(r.json())] == ([1_000 - left] if left else [])
     # The held log's cursor acks its way forward: whole ledgers it acked to their end
     # go, nothing it had not acked does.
     acked = env.log.read_all(held)[549][0]
@@ -424,11 +430,14 @@ def test_space_is_given_back_on_the_bookies(env: Env) -> None:
     env.log.take_writer(name)
     append_n(env, name, 3_000, size=2_000)
     env.log.roll(name)
+    ledgers = env.log.show(name)["ledgers"]
     stored_before = sum(_stored_bytes(env, b) for b in env.bookies)
     r = patch(env, name, {"retention": {"max_records": 100}})
     assert r.status_code == 200, r.text
-    report = settled_pass(env, name)
-    assert report["ledgers_removed"] >= 1
+    # The filled ledger goes (in this pass, or in the periodic one before it: passes
+    # run one at a time, so its deletes are done either way); the open one stays.
+    settled_pass(env, name)
+    assert env.log.show(name)["ledgers"] == ledgers[-1:]
     # The auditor deleted the entries on every bookie that had them (not left to the
     # bookies' garbage collection: no orphan waits).
     stored_after = sum(_stored_bytes(env, b) for b in env.bookies)
