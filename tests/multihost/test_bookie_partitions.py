@@ -130,8 +130,9 @@ def test_bookies_cut_from_the_writer_are_replaced_and_a_recovery_elsewhere_keeps
     an E=3, Qw=3, Qa=2 ensemble and one spare, cut from the writer gateway (still up,
     registered and reachable from everyone else): adds go on without an error while
     ensemble changes replace the cut one (and the cut spare, should the writer pick it
-    first); the last fragment names no cut bookie; every other bookie of the later
-    fragments serves its share byte-exact; the
+    first); the last fragment names no cut bookie; every acknowledged entry of the later
+    fragments is on at least Qa of its write set's bookies byte-exact, and no bookie
+    serves other bytes for it; the
     other gateway recovers the ledger while adds are in flight, the old writer then gets
     409 ``ledger_fenced``, and the closed ledger holds every acknowledged entry."""
     writer_service, other_service = layout.gateways
@@ -173,6 +174,17 @@ def test_bookies_cut_from_the_writer_are_replaced_and_a_recovery_elsewhere_keeps
     assert len(fragments) >= 2, fragments
     assert not cut & set(holding[-1]["bookies"]), fragments
     shares = expected_on(closed, last)
+    # Each acknowledged entry of the later fragments is on at least Qa (2) of the bookies
+    # its write set names, byte-exact, and none serves other bytes for it. Not on all
+    # three: an entry acknowledged by two whose third add the recovery's fence refused
+    # stays short until re-replication (the Qa < Qw case left open on issue 38).
+    copies: dict[int, int] = {}
     for bookie in {b for f in holding[1:] for b in f["bookies"]} - cut:
         held = stored_on(layout, bookie, lid, last)
-        assert all(held.get(e) == appender.acked[e] for e in shares[bookie] if e in appender.acked)
+        for e in shares[bookie]:
+            if e in appender.acked and e in held:
+                assert held[e] == appender.acked[e], (bookie, e)
+                copies[e] = copies.get(e, 0) + 1
+    later = {e for f in holding[1:] for b in f["bookies"] for e in shares.get(b, set())}
+    short = sorted(e for e in later if e in appender.acked and copies.get(e, 0) < 2)
+    assert not short, short[:10]
