@@ -34,7 +34,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from auditor.audit import NotElected
@@ -76,7 +76,6 @@ class RetentionReport:
     held: int = 0
     conflicts: int = 0
     duration_s: float = 0.0
-    removed: dict[str, list[int]] = field(default_factory=dict)
 
     def to_api(self) -> dict[str, Any]:
         return {
@@ -199,7 +198,6 @@ class Retention:
         self.metrics.retention_removed_bytes.labels(name).inc(size)
         report.ledgers_removed += len(decision.remove)
         report.bytes_removed += size
-        report.removed[name] = list(decision.remove)
         for cursor, records in decision.skipped.items():
             await self._tell(name, cursor, records)
             self.metrics.retention_skipped.labels(name).inc(records)
