@@ -20,6 +20,9 @@ contexts trust: OpenSSL cannot remove a CA from a live context, and a rotation n
 the old and new CA trusted side by side anyway; a CA taken out of the bundle stops being
 trusted when the service restarts.
 
+The server context sends no TLS 1.3 session tickets (``server_context``): every
+connection makes a full handshake, which keep-alive connections pay once.
+
 What this module will not do: choose ciphers (OpenSSL's defaults for TLS 1.2 and 1.3),
 check revocation, or read encrypted keys.
 """
@@ -105,6 +108,11 @@ def server_context(files: TlsFiles) -> ssl.SSLContext:
     _load_chain(context, files)
     _load_ca(context, files)
     context.verify_mode = ssl.CERT_REQUIRED if files.client_auth else ssl.CERT_NONE
+    # No TLS 1.3 session tickets: sent after the handshake, a ticket reaches a client
+    # while it writes its first request, and a Python client that reads in another
+    # thread meanwhile (websockets' sync client) races inside OpenSSL and can lose that
+    # request (docs/security.md, "Limits"). Nothing here resumes sessions.
+    context.num_tickets = 0
     return context
 
 
