@@ -192,7 +192,9 @@ def test_tail_walk_ends_only_at_an_old_record_of_a_writers_ledger() -> None:
         ]
     )
     assert log.walk() == ["k2", "k3", "k4"]
-    assert log.entries_read == {2, 3, 4}
+    # Ledger 1, past the stop, may have been read ahead (its key is not taken); the
+    # attached ledgers are never read.
+    assert {2, 3, 4} <= log.entries_read <= {1, 2, 3, 4}
 
 
 def test_tail_walk_over_many_attached_ledgers_takes_few_reads() -> None:
