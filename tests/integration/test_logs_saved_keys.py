@@ -87,8 +87,8 @@ def retry_all(b: LogClient, name: str, appended: dict[str, list[Pos]]) -> None:
         }[key]
         assert b.append(name, records, key=key) == first, key
     datas = [d for _, d in b.read_all(name)]
-    for i in range(ROLLS):
-        assert datas.count(f"r{i}a".encode()) == 1 and datas.count(f"r{i}b".encode()) == 1
+    for n in range(ROLLS):
+        assert datas.count(f"r{n}a".encode()) == 1 and datas.count(f"r{n}b".encode()) == 1
     assert datas.count(b"in the open ledger") == 1
 
 
