@@ -1,5 +1,5 @@
 """The keys of a log's closed ledgers, saved beside the log so that a new writer loads its
-idempotency window without reading every ledger of it (docs/logs.md, "Hand-over").
+idempotency window without reading every ledger of it (docs/logs.md, "How a log behaves").
 
 A writer that rolled a ledger and closed it reads it back once (it is small: at most
 ``entries_max`` entries, one page) and saves what the window's rebuild would find in it

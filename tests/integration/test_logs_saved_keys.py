@@ -1,4 +1,4 @@
-"""A log's saved keys with real processes (docs/logs.md, "Hand-over"; gateway/logs/
+"""A log's saved keys with real processes (docs/logs.md, "How a log behaves"; gateway/logs/
 rebuild.py ``save_keys``, services/zk/saved_keys_store.py): a writer saves the keys of
 each ledger it rolled and closed beside the log, and a new writer takes them from there
 instead of reading those ledgers, while what was never saved (the crashed writer's last
