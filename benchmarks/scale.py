@@ -465,7 +465,7 @@ def longlog(args: argparse.Namespace) -> dict[str, Any]:
         "machine": machine(),
     }
     if not args.quick or args.plot:
-        plot_longlog(args.out, rows)
+        plot_longlog(args.out, rows, args)
     return result
 
 
@@ -478,7 +478,27 @@ def dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def plot_longlog(out: Path, rows: list[dict[str, Any]]) -> None:
+def plot_longlog(out: Path, rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """One PNG per curve; ``--dense-only``: the dense hand-over's alone, with the one of
+    the ``--before`` JSON beside it."""
+
+    def dense_curve(of: list[dict[str, Any]]) -> tuple[list[float], list[float]]:
+        return (
+            [float(r["handover_dense"]["ledgers_in_window"]) for r in of],
+            [r["handover_dense"]["to_keyed_append_ms"] for r in of],
+        )
+
+    dense = {"to first keyed append": dense_curve(rows)}
+    if args.before is not None:
+        dense = {
+            "before: every ledger read": dense_curve(json.loads(args.before.read_text())["rows"]),
+            "saved keys": dense_curve(rows),
+        }
+    plot(out / "longlog_rebuild.png",
+         "Long log: hand-over with the 2-minute idempotency window full of ledgers",
+         "ledgers rolled within the window", "ms", dense, HANDOVER_TARGET_MS)  # fmt: skip
+    if args.dense_only:
+        return
     xs = [float(r["ledgers"]) for r in rows]
     reads = {
         f"{case} ({kind})": (xs, [r[case][f"{kind}_ms"] for r in rows])
@@ -498,15 +518,6 @@ def plot_longlog(out: Path, rows: list[dict[str, Any]]) -> None:
     }
     plot(out / "longlog_handover.png", "Long log: hand-over and truncate (slowest of two)",
          "ledgers in the log", "ms", handover, HANDOVER_TARGET_MS)  # fmt: skip
-    dense = {
-        "to first keyed append": (
-            [float(r["handover_dense"]["ledgers_in_window"]) for r in rows],
-            [r["handover_dense"]["to_keyed_append_ms"] for r in rows],
-        )
-    }
-    plot(out / "longlog_rebuild.png",
-         "Long log: hand-over with the 2-minute idempotency window full of ledgers",
-         "ledgers rolled within the window", "ms", dense, HANDOVER_TARGET_MS)  # fmt: skip
 
 
 # -- part 2: metadata at a million ledgers ------------------------------------------------
@@ -795,6 +806,12 @@ def main() -> None:
                      help="--idempotency-window-s of gateways A, B, C")  # fmt: skip
     sub.add_argument("--dense-window-s", type=float, default=120.0,
                      help="--idempotency-window-s of gateway D")  # fmt: skip
+    sub.add_argument("--replot", type=Path,
+                     help="no run: plot the longlog JSON of an earlier run")  # fmt: skip
+    sub.add_argument("--before", type=Path,
+                     help="a longlog JSON: its dense hand-over drawn beside")  # fmt: skip
+    sub.add_argument("--dense-only", action="store_true",
+                     help="write only the dense hand-over plot (longlog_rebuild.png)")  # fmt: skip
     sub = part("metadata", "ZooKeeper with up to a million ledgers: pages, audit, start-ups")
     sub.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")],
                      help="ledger counts of the curve, ascending")  # fmt: skip
@@ -807,6 +824,9 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     if args.part in ("bookie", "open"):
         not_implemented(args.part)
+    if args.part == "longlog" and args.replot is not None:
+        plot_longlog(args.out, json.loads(args.replot.read_text())["rows"], args)
+        return
     runs = {"longlog": longlog, "metadata": metadata}
     result = runs[args.part](args)
     if not args.quick or args.plot:

@@ -99,6 +99,9 @@ TRUNCATED_RETRIES_MAX = 8
 # attached ledgers, which never end the walk, is walked in few round trips (rebuild.py).
 TAIL_METADATA_BATCH = 16
 TAIL_METADATA_BATCH_MAX = 512
+# The window rebuild's scan reads this many small ledgers (one page each) ahead of the
+# one it takes, at most (dedup.py ``TailScan``).
+TAIL_READ_AHEAD_LEDGERS = 8
 # A failed window rebuild, or a new writer's failed read of the log's last stamp, is
 # tried again this many times, backing off from the first delay (rebuild.py, writer.py).
 REBUILD_ATTEMPTS_MAX = 6

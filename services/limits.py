@@ -56,3 +56,8 @@ STORED_BATCH_RUNS_MAX = 500_000
 # verify=sample digest-checks at most this many entries of a ledger: the first, the
 # last and evenly spaced ones between.
 STORED_SAMPLE_ENTRIES_MAX = 16
+
+# The longest idempotency window a gateway may be given (--idempotency-window-s); a log's
+# saved keys are kept this long (plus clock skew) for any gateway that takes it over
+# (services/zk/saved_keys_store.py).
+IDEMPOTENCY_WINDOW_MAX_S = 86_400.0

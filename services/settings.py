@@ -17,7 +17,7 @@ from pydantic import Field, PrivateAttr, ValidationError, field_validator, model
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from services.ledger_client.settings import LedgerClientSettings
-from services.limits import BATCH_ENTRIES_MAX, BODY_SIZE_MAX_BYTES
+from services.limits import BATCH_ENTRIES_MAX, BODY_SIZE_MAX_BYTES, IDEMPOTENCY_WINDOW_MAX_S
 from services.tls.contexts import TlsFiles
 from services.zk.auth import AUTH_ENV, ZkCredentials, load_credentials
 
@@ -310,7 +310,10 @@ class GatewaySettings(CommonSettings):
         3600.0, gt=0.0, description="roll a log's ledger once it is this old (seconds)"
     )
     idempotency_window_s: float = Field(
-        120.0, ge=0.0, le=86_400.0, description="how long an Idempotency-Key is remembered"
+        120.0,
+        ge=0.0,
+        le=IDEMPOTENCY_WINDOW_MAX_S,
+        description="how long an Idempotency-Key is remembered",
     )
     idempotency_keys_max: int = Field(
         100_000, ge=0, le=10_000_000, description="Idempotency-Keys remembered per log"

@@ -12,17 +12,28 @@ after it was made, when taking the role took several attempts), and a ledger att
 to the log (``POST /v1/logs/{name}/ledgers``, e.g. a Spark task's) was made and its
 records stamped when its task ran, possibly minutes before it was attached behind
 newer appends (``tail_kind``).
+
+Kept, not only rebuilt: a writer that rolled a small ledger and closed it reads it back
+once and saves its keys beside the log (``save_keys``; services/protocol/saved_keys.py,
+services/zk/saved_keys_store.py). The walk takes a saved ledger's keys from there
+(``TailScan.take_saved``: the same rules as reading it) without reading its metadata or
+its entries, and reads every other ledger as above, several small ones at a time
+(``TailScan``): the previous writer's last ledger (fenced and recovered by this one,
+never saved), a ledger whose save was lost with its writer, an attached or a large
+one. A window holding thousands of small ledgers then costs one ZooKeeper listing and a
+few pipelined reads instead of two bookie reads per ledger.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from enum import Enum
 from typing import TYPE_CHECKING
 
 from gateway.limits import (
+    DEDUP_CLOCK_SKEW_MS,
     REBUILD_ATTEMPTS_MAX,
     REBUILD_RETRY_FIRST_S,
     TAIL_METADATA_BATCH,
@@ -31,12 +42,16 @@ from gateway.limits import (
 from gateway.logs.dedup import LogWindow, TailScan
 from gateway.logs.steps import LOG_METADATA_KEY, WRITER_METADATA_KEY
 from services.clock import wall_ms
-from services.errors import QuireError
+from services.errors import LedgerNotFound, QuireError
 from services.ledger_client.runners import read as reads
+from services.limits import IDEMPOTENCY_WINDOW_MAX_S
+from services.protocol import saved_keys
 from services.protocol.dedup import Appended
 from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.reads import digest_key
+from services.protocol.saved_keys import SavedLedger
 from services.zk.ledger_store import VersionedLedger
+from services.zk.saved_keys_store import SavedKeysStore, Tail
 
 if TYPE_CHECKING:  # the gateway builds its log writers with itself (gateway/app.py)
     from gateway.service import Gateway
@@ -69,7 +84,11 @@ def tail_kind(metadata: LedgerMetadata) -> TailKind:
 
 
 async def rebuild_window(
-    gw: Gateway, name: str, window: LogWindow, previous: Sequence[int]
+    gw: Gateway,
+    name: str,
+    window: LogWindow,
+    previous: Sequence[int],
+    saved_store: SavedKeysStore,
 ) -> None:
     """Load the keys of log ``name``'s tail into ``window`` from ``previous`` (the ledgers
     before the new writer's, CLOSED: fenced and recovered, or rolled), retrying with
@@ -77,7 +96,7 @@ async def rebuild_window(
     for good (keyed appends then answer 503 rather than risk a duplicate)."""
     delay = REBUILD_RETRY_FIRST_S
     for attempt in range(1, REBUILD_ATTEMPTS_MAX + 1):
-        error = await _rebuild_once(gw, window, previous)
+        error = await _rebuild_once(gw, name, window, previous, saved_store)
         if error is None:
             window.ready.set()
             return
@@ -99,9 +118,7 @@ MetadataReader = Callable[[list[int]], Awaitable[Sequence[VersionedLedger | Quir
 EntryReader = Callable[[LedgerMetadata, int, int], Awaitable[list[tuple[int, bytes]]]]
 
 
-async def _rebuild_once(
-    gw: Gateway, window: LogWindow, previous: Sequence[int]
-) -> QuireError | None:
+def _entry_reader(gw: Gateway) -> EntryReader:
     async def read_entries(
         metadata: LedgerMetadata, first: int, last: int
     ) -> list[tuple[int, bytes]]:
@@ -116,19 +133,64 @@ async def _rebuild_once(
             start = page.entries[-1][0] + 1
         return out
 
+    return read_entries
+
+
+async def _rebuild_once(
+    gw: Gateway,
+    name: str,
+    window: LogWindow,
+    previous: Sequence[int],
+    saved_store: SavedKeysStore,
+) -> QuireError | None:
     try:
+        saved: dict[int, SavedLedger] = {}
+        try:
+            saved = await saved_store.read(name)
+        except QuireError as exc:  # a cache: the ledgers are read instead
+            log.warning(
+                "could not read the log's saved keys; the rebuild reads its ledgers",
+                extra={"fields": {"log": name, "error": exc.code}},
+            )
         found = await walk_tail(
             gw.ctx.ledgers.get_many,
-            read_entries,
+            _entry_reader(gw),
             previous,
             wall_ms(),
             window.keys.window_ms,
             window.keys.keys_max,
+            saved,
         )
         window.keys.load(found, wall_ms())
     except QuireError as exc:
         return exc
     return None
+
+
+async def save_keys(
+    gw: Gateway, saved_store: SavedKeysStore, name: str, ledger_id: int, tail: Tail | None
+) -> Tail | None:
+    """Save the keys of ledger ``ledger_id`` of log ``name``, which this writer rolled and
+    closed, for the next writer's rebuild (see the module docstring): its metadata is
+    read (it must be CLOSED and a writer's), its entries read back in one page, their
+    summary added to the log's saved keys. A ledger over ``saved_keys.ENTRIES_MAX``
+    entries is not saved. Returns the tail of the saved keys for the next save."""
+    try:
+        metadata = (await gw.ctx.ledgers.get(ledger_id)).metadata
+    except LedgerNotFound:
+        return tail
+    end = metadata.last_entry_id
+    if (
+        metadata.state is not LedgerState.CLOSED
+        or end is None
+        or tail_kind(metadata) is not TailKind.WRITER
+        or end + 1 > saved_keys.ENTRIES_MAX
+    ):
+        return tail
+    entries = await _entry_reader(gw)(metadata, 0, end) if end >= 0 else []
+    summary = saved_keys.summarise(ledger_id, end, entries)
+    kept_ms = int(IDEMPOTENCY_WINDOW_MAX_S * 1000) + DEDUP_CLOCK_SKEW_MS
+    return await saved_store.save(name, summary, wall_ms(), kept_ms, tail)
 
 
 async def walk_tail(
@@ -138,16 +200,19 @@ async def walk_tail(
     now_ms: int,
     window_ms: int,
     keys_max: int,
+    saved: Mapping[int, SavedLedger] | None = None,
 ) -> list[tuple[str, Appended]]:
     """The keyed appends at the end of ``previous`` (a log's ledgers, in log order),
-    oldest first: the ledger list is walked backwards, its metadata read a batch at a
-    time (doubling), and each batch's CLOSED ledgers scanned backwards for keys
-    (``dedup.TailScan``) before the batch before it is read, until the scan stops (see
-    the module docstring; also after ``keys_max`` keys or ``DEDUP_REBUILD_ENTRIES_MAX``
-    entries) or the list ends. Attached ledgers are passed over unread. A failed read
-    fails the walk (the rebuild tries again); a ledger deleted meanwhile (a
-    truncation) or whose metadata is not valid has no entries to read and is passed
-    over."""
+    oldest first: the ledger list is walked backwards; a ledger in ``saved`` has its keys
+    taken from there (``TailScan.take_saved``); the others' metadata is read a batch at
+    a time (doubling, a batch ending at a saved ledger), and each batch's CLOSED
+    ledgers scanned backwards for keys (``dedup.TailScan``) before the ledgers before
+    it, until the scan stops (see the module docstring; also after ``keys_max`` keys or
+    ``DEDUP_REBUILD_ENTRIES_MAX`` entries) or the list ends. Attached ledgers are passed
+    over unread. A failed read fails the walk (the rebuild tries again); a ledger
+    deleted meanwhile (a truncation) or whose metadata is not valid has no entries to
+    read and is passed over."""
+    saved = saved or {}
     scan = TailScan(now_ms, window_ms, keys_max)
     metas: dict[int, LedgerMetadata] = {}
 
@@ -157,7 +222,14 @@ async def walk_tail(
     stop = len(previous)
     batch = TAIL_METADATA_BATCH
     while stop > 0 and not scan.done:
-        start = max(0, stop - batch)
+        known = saved.get(previous[stop - 1])
+        if known is not None:
+            scan.take_saved(known)
+            stop -= 1
+            continue
+        start = stop - 1
+        while start > max(0, stop - batch) and previous[start - 1] not in saved:
+            start -= 1
         batch = min(batch * 2, TAIL_METADATA_BATCH_MAX)
         chunk = list(previous[start:stop])
         answers = await read_metadata(chunk)

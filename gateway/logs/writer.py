@@ -15,7 +15,8 @@ the re-read of the log, the roll. A lost role is answered 409 ``not_writer`` fro
 
 Rolls (``roll``): on demand, and automatically once the current ledger holds
 ``log_roll_bytes`` or ``log_roll_entries`` or is ``log_roll_age_s`` old. New appends
-go to the new ledger as soon as its CAS landed; the old ledger is closed after.
+go to the new ledger as soon as its CAS landed; the old ledger is closed after, and
+then its keys are saved for the next writer's idempotency window (``rebuild.save_keys``).
 
 Order: appends that share an ``AppendOrder`` (a log stream's groups,
 ``gateway/streams/targets.py``) land in the order they were started. Each settles on its
@@ -63,6 +64,7 @@ from services.protocol.dedup import DedupWindow
 from services.protocol.logs import ExpectedLast, Position
 from services.zk import paths as zkpaths
 from services.zk.log_store import LogStore
+from services.zk.saved_keys_store import SavedKeysStore, Tail
 
 if TYPE_CHECKING:  # the gateway builds its log writers with itself (gateway/app.py)
     from gateway.service import Gateway
@@ -171,6 +173,10 @@ class LogWriter:
             DedupWindow(int(settings.idempotency_window_s * 1000), settings.idempotency_keys_max)
         )
         self._rolling: asyncio.Future[int] | None = None
+        # Saving the keys of the ledgers this writer closed (``_save_keys``).
+        self.saved_keys = SavedKeysStore(logs.store)
+        self._saving = asyncio.Lock()
+        self._saved_tail: Tail | None = None
         # Ledgers this writer listed and left behind, maybe not CLOSED yet: the one the
         # last roll left, and one a failed roll may have listed (its CAS's answer lost);
         # the next roll closes them first (``RollLog``).
@@ -591,6 +597,26 @@ class LogWriter:
                 extra={"fields": {"log": self.name, "ledger_id": old.ledger_id,
                                   "error": exc.code}},
             )  # fmt: skip
+            return
+        await self._save_keys(old.ledger_id)
+
+    async def _save_keys(self, ledger_id: int) -> None:
+        """Save the keys of a ledger this writer rolled out and closed, for the next
+        writer's window (``rebuild.save_keys``), one save at a time (each adds to the
+        newest segment by compare-and-set). Best effort: a ledger not saved is read by
+        the next writer's rebuild."""
+        async with self._saving:
+            try:
+                self._saved_tail = await rebuild.save_keys(
+                    self.gw, self.saved_keys, self.name, ledger_id, self._saved_tail
+                )
+            except QuireError as exc:
+                self._saved_tail = None
+                log.info(
+                    "could not save a closed log ledger's keys (a new writer reads them)",
+                    extra={"fields": {"log": self.name, "ledger_id": ledger_id,
+                                      "error": exc.code}},
+                )  # fmt: skip
 
     def _roll_limits(self) -> tuple[int, int, float]:
         """Bytes, entries and age (s) at which the current ledger rolls."""
@@ -647,7 +673,7 @@ class LogWriter:
 
     async def rebuild_window(self, previous: Sequence[int]) -> None:
         """Load the keys of the log's tail into the window (``rebuild``)."""
-        await rebuild.rebuild_window(self.gw, self.name, self.dedup, previous)
+        await rebuild.rebuild_window(self.gw, self.name, self.dedup, previous, self.saved_keys)
 
     async def aclose(self) -> None:
         self._cancel_age_roll()

@@ -72,18 +72,19 @@ class LogStore:
         raise error
 
     async def delete(self, name: str, version: int = -1) -> None:
-        """Delete the log's znode (at ``version`` unless -1) with its cursors, in one
-        transaction: ``LogNotFound`` when gone, ``MetadataConflict`` when it changed or
-        a cursor was made or deleted meanwhile (read it again and retry)."""
+        """Delete the log's znode (at ``version`` unless -1) with its cursors and its saved
+        keys (services/zk/saved_keys_store.py), in one transaction: ``LogNotFound`` when
+        gone, ``MetadataConflict`` when it changed or a cursor or a segment of saved keys
+        was made or deleted meanwhile (read it again and retry)."""
         path = zkpaths.log(name)
         steps: list[Step] = []
-        try:
-            children = await self.store.children(zkpaths.cursors(name))
-        except NodeNotFound:
-            pass
-        else:
-            steps.extend(Delete(f"{zkpaths.cursors(name)}/{child}") for child in children)
-            steps.append(Delete(zkpaths.cursors(name)))
+        for parent in (zkpaths.cursors(name), zkpaths.saved_keys(name)):
+            try:
+                children = await self.store.children(parent)
+            except NodeNotFound:
+                continue
+            steps.extend(Delete(f"{parent}/{child}") for child in children)
+            steps.append(Delete(parent))
         steps.append(Delete(path, version))
         failed = await self.store.transaction(steps)
         if failed is None:

@@ -10,6 +10,9 @@ All paths are relative to the service's chroot (``--zk-root``, default
     /logs/L{name}                          log metadata (the "L" keeps "." and ".." valid)
     /logs/L{name}/cursors/C{cursor}        a durable cursor of the log (JSON: position,
                                            acked_at, created_at; "C" as "L" above)
+    /logs/L{name}/keys/S{seq}              keys of the log's closed ledgers, saved for a new
+                                           writer's idempotency window (binary:
+                                           services/protocol/saved_keys.py)
     /underreplication/ledgers/...          under-replicated marks (same hierarchy as ledgers)
     /underreplication/locks/{ledger_id}    replication worker locks (ephemeral)
     /underreplication/disabled             present while replication is disabled
@@ -120,6 +123,29 @@ def cursor_name(child: str) -> str | None:
 def log_name(child: str) -> str | None:
     """The log name of a child of ``/logs`` (None for anything else)."""
     return child[len(LOG_PREFIX) :] if child.startswith(LOG_PREFIX) else None
+
+
+SAVED_KEYS = "keys"
+SEGMENT_PREFIX = "S"
+_SEGMENT_DIGITS = 10
+
+
+def saved_keys(name: str) -> str:
+    """``/logs/L{name}/keys``: the parent of the log's segments of saved keys."""
+    return f"{log(name)}/{SAVED_KEYS}"
+
+
+def saved_keys_segment(name: str, seq: int) -> str:
+    """``/logs/L{name}/keys/S{seq}``, zero-padded so that names sort as numbers."""
+    return f"{saved_keys(name)}/{SEGMENT_PREFIX}{seq:0{_SEGMENT_DIGITS}d}"
+
+
+def segment_seq(child: str) -> int | None:
+    """The number of a child of a log's ``keys`` znode (None for anything else)."""
+    digits = child[len(SEGMENT_PREFIX) :]
+    if not child.startswith(SEGMENT_PREFIX) or not digits.isdigit():
+        return None
+    return int(digits)
 
 
 DECOMMISSION = "/decommission"

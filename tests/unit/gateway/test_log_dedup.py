@@ -18,9 +18,11 @@ from gateway.logs.rebuild import TailKind, tail_kind
 from gateway.logs.steps import LOG_METADATA_KEY, WRITER_METADATA_KEY
 from services.errors import InvalidArgument, MetadataUnavailable
 from services.protocol import log_records as lr
+from services.protocol import saved_keys
 from services.protocol.dedup import IN_FLIGHT, Appended, DedupWindow
 from services.protocol.logs import Position
 from services.protocol.metadata import LedgerMetadata
+from services.protocol.saved_keys import SavedLedger
 from services.zk.ledger_store import VersionedLedger
 
 T = TypeVar("T")
@@ -169,9 +171,28 @@ class Log:
         stored = self.entries[metadata.ledger_id]
         return [(i, stored[i]) for i in range(first, last + 1)]
 
-    def walk(self, now_ms: int = 100_000, window_ms: int = 10_000) -> list[str]:
-        found = run(rebuild.walk_tail(self.get_many, self.read, self.ids, now_ms, window_ms, 100))
+    def walk(
+        self,
+        now_ms: int = 100_000,
+        window_ms: int = 10_000,
+        saved: dict[int, SavedLedger] | None = None,
+    ) -> list[str]:
+        found = run(
+            rebuild.walk_tail(self.get_many, self.read, self.ids, now_ms, window_ms, 100, saved)
+        )
         return [key for key, _ in found]
+
+    def found(self, saved: dict[int, SavedLedger] | None = None) -> list[tuple[str, Appended]]:
+        return run(rebuild.walk_tail(self.get_many, self.read, self.ids, 100_000, 10_000, 100,
+                                     saved))  # fmt: skip
+
+    def saved(self, *ledger_ids: int) -> dict[int, SavedLedger]:
+        """The saved keys of ``ledger_ids`` as their writer saves them when they close."""
+        return {
+            lid: saved_keys.summarise(lid, len(self.entries[lid]) - 1,
+                                      enumerate(self.entries[lid]))
+            for lid in ledger_ids
+        }  # fmt: skip
 
 
 def test_tail_walk_ends_only_at_an_old_record_of_a_writers_ledger() -> None:
@@ -192,7 +213,9 @@ def test_tail_walk_ends_only_at_an_old_record_of_a_writers_ledger() -> None:
         ]
     )
     assert log.walk() == ["k2", "k3", "k4"]
-    assert log.entries_read == {2, 3, 4}
+    # Ledger 1, past the stop, may have been read ahead (its key is not taken); the
+    # attached ledgers are never read.
+    assert {2, 3, 4} <= log.entries_read <= {1, 2, 3, 4}
 
 
 def test_tail_walk_over_many_attached_ledgers_takes_few_reads() -> None:
@@ -224,3 +247,94 @@ def test_tail_walk_fails_on_a_failed_read_and_passes_over_invalid_metadata() -> 
 
     found = run(rebuild.walk_tail(invalid, log.read, [1, 2, 3], 100_000, 10_000, 100))
     assert [key for key, _ in found] == ["k1"]
+
+
+def dense_log(ledgers: int) -> Log:
+    """A writer's ledgers of one keyed append and one unkeyed each, all within the window
+    but the first (cut-off: 85 s)."""
+    rows = [(1, WRITER, 0, keyed("ancient", [b"a"], 0))]
+    for lid in range(2, ledgers + 2):
+        entries = keyed(f"k{lid}", [b"r", b"s"], 90_000 + lid) + list(
+            lr.encode([b"u"], 90_000 + lid)
+        )
+        rows.append((lid, WRITER, 0, entries))
+    return Log(rows)
+
+
+def test_tail_walk_takes_saved_ledgers_without_reading_them() -> None:
+    """The walk finds the same keys, with the same positions, whether a ledger's keys are
+    saved or read; a saved ledger's metadata and entries are not read, an unsaved one
+    (the last, never saved: its writer crashed; one in the middle whose save was lost)
+    is; a saved ledger older than the window ends the walk as reading it would."""
+    plain = dense_log(40)
+    expected = plain.found()
+    assert [k for k, _ in expected] == [f"k{lid}" for lid in range(2, 42)]
+    log = dense_log(40)
+    saved = log.saved(*range(1, 41))
+    del saved[20]
+    assert log.found(saved) == expected
+    assert log.entries_read == {20, 41}
+    assert sum(log.metadata_reads) == 2
+    # Every ledger saved: nothing read at all, and the ancient one ended the walk.
+    log = dense_log(40)
+    assert log.found(log.saved(*range(1, 42))) == expected
+    assert log.entries_read == set() and log.metadata_reads == []
+
+
+def test_a_saved_ledger_is_taken_as_its_entries_would_be() -> None:
+    """Against the scan of its entries, for ledgers of mixed stamps around the cut-off:
+    the keys found and where the walk stops agree (the ledger with a head older than
+    the cut-off, saved or read, ends it)."""
+    rows = [
+        (1, WRITER, 0, keyed("before", [b"b"], 95_000)),
+        (2, WRITER, 0, keyed("old", [b"o"], 80_000) + keyed("new", [b"n"], 96_000)),
+        (3, WRITER, 0, list(lr.encode([b"u"], 97_000)) + keyed("last", [b"l", b"m"], 97_000)),
+    ]
+    for saved_ids in [(), (2,), (3,), (2, 3), (1, 2, 3)]:
+        log = Log(rows)
+        found = log.found(log.saved(*saved_ids))
+        assert [k for k, _ in found] == ["new", "last"], saved_ids
+        assert found == Log(rows).found()
+
+
+class SlowPages(Pages):
+    """Pages that take a few loop turns each; records how many were in flight at most."""
+
+    def __init__(self, ledgers: dict[int, list[bytes]]) -> None:
+        super().__init__(ledgers)
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    async def __call__(self, lid: int, first: int, last: int) -> list[tuple[int, bytes]]:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        self.in_flight -= 1
+        return await super().__call__(lid, first, last)
+
+
+def test_the_scan_reads_small_ledgers_ahead_bounded() -> None:
+    """Small ledgers are read several at a time (at most TAIL_READ_AHEAD_LEDGERS in
+    flight), one request each, with the same keys found as one read at a time; a scan
+    that stops early reads at most that many ledgers past its stop."""
+    log = dense_log(60)
+    ledgers = [(lid, len(entries) - 1) for lid, entries in log.entries.items()]
+
+    def scan(read_ahead: int) -> tuple[list[tuple[str, Appended]], SlowPages]:
+        pages = SlowPages(log.entries)
+        found = run(scan_tail(ledgers, pages, 100_000, 10_000, 100, read_ahead=read_ahead))
+        return found, pages
+
+    one_at_a_time, slow = scan(0)
+    overlapped, fast = scan(limits.TAIL_READ_AHEAD_LEDGERS)
+    assert overlapped == one_at_a_time and len(overlapped) == 60
+    assert slow.most_in_flight == 1
+    assert 1 < fast.most_in_flight <= limits.TAIL_READ_AHEAD_LEDGERS
+    assert len(fast.reads) == len(slow.reads) == 61  # one request per ledger
+    # A stop after the newest ledger (keys_max 1): the reads ahead of it stay bounded.
+    pages = SlowPages(log.entries)
+    found = run(scan_tail(ledgers, pages, 100_000, 10_000, 1,
+                          read_ahead=limits.TAIL_READ_AHEAD_LEDGERS))  # fmt: skip
+    assert [k for k, _ in found] == ["k61"]
+    assert len(pages.reads) <= 1 + limits.TAIL_READ_AHEAD_LEDGERS
