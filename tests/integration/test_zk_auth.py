@@ -26,6 +26,7 @@ from typer.testing import CliRunner
 
 from services.cli.app import app as quire
 from services.cluster.processes import ServiceProcess, tail
+from services.zk import paths as zkpaths
 from services.zk.auth import ZkCredentials
 from services.zk.store import MetadataStore
 from tests.harness import Cluster, fresh_chroot, wait_for
@@ -118,9 +119,22 @@ def test_the_cluster_writes_reads_and_repairs_with_credentials(env: Env) -> None
         logs.create("zk-auth-log")
         logs.take_writer("zk-auth-log")
         logs.append("zk-auth-log", [b"one", b"two"])
-        assert [data for _, data in logs.read_all("zk-auth-log")] == [b"one", b"two"]
+        r = logs.append_raw("zk-auth-log", [b"keyed"], key="zk-auth-key")
+        assert r.status_code == 200, r.text
+        logs.roll("zk-auth-log")  # the rolled ledger's keys are saved beside the log
+        assert [data for _, data in logs.read_all("zk-auth-log")] == [b"one", b"two", b"keyed"]
     finally:
         logs.close()
+    owner = _client(env.cluster.zk_connect + env.cluster.zk_root, env.credentials)
+    try:
+        keys = zkpaths.saved_keys("zk-auth-log")
+        wait_for(lambda: bool(owner.exists(keys) and owner.get_children(keys)), 30.0,
+                 "the rolled ledger's keys saved")  # fmt: skip
+        for path in [keys, *(f"{keys}/{child}" for child in owner.get_children(keys))]:
+            assert owner.get_acls(path)[0] == env.credentials.acl(), path
+    finally:
+        owner.stop()
+        owner.close()
 
     victim = env.bookies[0]
     assert any(victim.address in _bookies_of(gateway, lid) for lid in written)
