@@ -38,6 +38,7 @@ from gateway.limits import (
     REBUILD_RETRY_FIRST_S,
     TAIL_METADATA_BATCH,
     TAIL_METADATA_BATCH_MAX,
+    TAIL_READ_AHEAD_LEDGERS,
 )
 from gateway.logs.dedup import LogWindow, TailScan
 from gateway.logs.steps import LOG_METADATA_KEY, WRITER_METADATA_KEY
@@ -201,6 +202,7 @@ async def walk_tail(
     window_ms: int,
     keys_max: int,
     saved: Mapping[int, SavedLedger] | None = None,
+    read_ahead: int = TAIL_READ_AHEAD_LEDGERS,
 ) -> list[tuple[str, Appended]]:
     """The keyed appends at the end of ``previous`` (a log's ledgers, in log order),
     oldest first: the ledger list is walked backwards; a ledger in ``saved`` has its keys
@@ -211,9 +213,10 @@ async def walk_tail(
     ``DEDUP_REBUILD_ENTRIES_MAX`` entries) or the list ends. Attached ledgers are passed
     over unread. A failed read fails the walk (the rebuild tries again); a ledger
     deleted meanwhile (a truncation) or whose metadata is not valid has no entries to
-    read and is passed over."""
+    read and is passed over. ``read_ahead`` 0 reads one page at a time and makes no
+    task (the log simulator drives the walk without an event loop: ``TailScan``)."""
     saved = saved or {}
-    scan = TailScan(now_ms, window_ms, keys_max)
+    scan = TailScan(now_ms, window_ms, keys_max, read_ahead=read_ahead)
     metas: dict[int, LedgerMetadata] = {}
 
     async def read_page(ledger_id: int, first: int, last: int) -> list[tuple[int, bytes]]:

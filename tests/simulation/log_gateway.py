@@ -16,11 +16,12 @@ the LAST ledger when it takes the role: the bug protocol.txt warns against.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gateway.limits import SETTLE_POLL_FIRST_S
-from gateway.logs.dedup import scan_tail
+from gateway.logs.rebuild import walk_tail
+from gateway.logs.steps import LOG_METADATA_KEY, WRITER_METADATA_KEY
 from services.errors import (
     LogNotFound,
     MetadataUnavailable,
@@ -29,14 +30,15 @@ from services.errors import (
     invariant,
 )
 from services.protocol import log_append as la
-from services.protocol import log_records
+from services.protocol import log_records, saved_keys
 from services.protocol import log_writer as lw
 from services.protocol.dedup import Appended, DedupWindow
 from services.protocol.logs import LogMetadata, Position
 from services.protocol.messages import RecoveryDone, RecoveryFailed
-from services.protocol.metadata import LedgerState
+from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.recovery import LedgerRecovery
 from services.protocol.writer import HandleState
+from services.zk.ledger_store import VersionedLedger
 from tests.simulation.logs import LOG_NAME, Coroutine, Fut, LogWorld, Task, gather
 from tests.simulation.runner import Runner
 from tests.simulation.scenario import LedgerSim
@@ -414,6 +416,32 @@ class LogGateway:
             yield self.world.close(old)
         except QuireError:
             self.world.stats["closing a rolled-out ledger failed"] += 1
+            return
+        yield from self._save_keys(old)
+
+    def _save_keys(self, old: LedgerSim) -> Coroutine:
+        """LogWriter._save_keys: the closed ledger read back once and its keys saved
+        beside the log (a round trip each way; lost if this gateway crashes first, and
+        not made when a copy of an entry cannot be read or the ledger is large)."""
+        world = self.world
+        md = old.cell.metadata
+        end = md.last_entry_id
+        if md.state is not LedgerState.CLOSED or end is None or end + 1 > saved_keys.ENTRIES_MAX:
+            return
+        yield world.sleep(world.network.delay())
+        found = world.stored(old, 0, end)
+        if any(data is None for data in found):
+            world.stats["keys not saved (an entry unreadable)"] += 1
+            return
+        summary = saved_keys.summarise(old.ledger_id, end, enumerate(found))  # type: ignore[arg-type]
+        if not saved_keys.savable(summary):
+            return
+        yield world.sleep(world.network.delay())
+        if world.metadata_fails():
+            world.stats["keys not saved (ZooKeeper unavailable)"] += 1
+            return
+        world.saved_keys[old.ledger_id] = summary
+        world.stats["keys saved"] += 1
 
     def _maybe_roll(self, w: Writer) -> None:
         if w.rolling is not None and not w.rolling.done:
@@ -440,19 +468,33 @@ class LogGateway:
         does in the gateway)."""
         world = self.world
         yield world.sleep(world.network.delay())
-        ledgers: list[tuple[int, int]] = []
-        for lid in previous:
-            md = world.ledger(lid).cell.metadata
-            if md.state is LedgerState.CLOSED and md.last_entry_id is not None:
-                ledgers.append((lid, md.last_entry_id))
+        # The saved keys as one listing of the log's segments reads them (some of them
+        # may be read, some not: a ledger without saved keys is read from the bookies).
+        saved = {lid: world.saved_keys[lid] for lid in previous if lid in world.saved_keys}
+        world.stats["rebuild: ledgers taken from saved keys"] += len(saved)
 
-        async def read_page(lid: int, first: int, last: int) -> list[tuple[int, bytes]]:
+        async def read_metadata(chunk: list[int]) -> list[VersionedLedger | QuireError | None]:
+            out: list[VersionedLedger | QuireError | None] = []
+            for lid in chunk:
+                cell = world.ledger(lid).cell
+                # Every ledger of the simulated log is a writer's own.
+                custom = {LOG_METADATA_KEY: LOG_NAME, WRITER_METADATA_KEY: self.name}
+                out.append(VersionedLedger(replace(cell.metadata, custom=custom), cell.version))
+            return out
+
+        async def read_entries(
+            md: LedgerMetadata, first: int, last: int
+        ) -> list[tuple[int, bytes]]:
+            lid = md.ledger_id
             found = world.stored(world.ledger(lid), first, last)
             if any(data is None for data in found):
                 raise QuireError(f"ledger {lid}: no copy of an entry in {first}..{last}")
             return [(first + i, data) for i, data in enumerate(found) if data is not None]
 
-        coro = scan_tail(ledgers, read_page, world.scheduler.now, 10**9, 10**6)
+        coro = walk_tail(
+            read_metadata, read_entries, previous, world.scheduler.now, 10**9, 10**6, saved,
+            read_ahead=0,
+        )  # fmt: skip
         try:
             coro.send(None)
         except StopIteration as stop:
@@ -461,5 +503,5 @@ class LogGateway:
             world.stats["window rebuild failed"] += 1
         else:
             coro.close()
-            invariant(False, "scan_tail waited on something")
+            invariant(False, "walk_tail waited on something")
         w.ready.resolve()

@@ -27,6 +27,7 @@ from services.protocol.limits import RecoveryLimits, WriterLimits
 from services.protocol.logs import LogMetadata
 from services.protocol.messages import AckAdds, CloseDone, CloseFailed, Effect, FailAdds
 from services.protocol.reads import read_sequence, record_usable
+from services.protocol.saved_keys import SavedLedger
 from tests.simulation.checker import Violation
 from tests.simulation.plan import Config, LedgerPlan
 from tests.simulation.scenario import LedgerSim, Simulation
@@ -189,6 +190,9 @@ class LogWorld(Simulation):
         # (ledger id, request id) -> (its future, its payloads) for the write handles
         self._waiting: dict[tuple[int, int], tuple[Fut, tuple[bytes, ...]]] = {}
         self.ledger_owner: dict[int, str] = {}  # ledger id -> the gateway that created it
+        # ledger id -> its keys as its writer saved them beside the log after closing it
+        # (gateway/logs/rebuild.py ``save_keys``; a save lost with its writer is absent)
+        self.saved_keys: dict[int, SavedLedger] = {}
         self.gateways: list[LogGateway] = []
         self.log_checker: LogChecker
 

@@ -126,10 +126,13 @@ def _keyed(seed: int) -> LogWorld:
 def test_idempotent_retries_land_each_key_exactly_once(sim_seeds: list[int]) -> None:
     """Every append carries an Idempotency-Key; a client whose append had an unknown
     outcome (or was refused) retries it with the same key at the current writer, across
-    hand-overs and gateway crashes: each key is in the log exactly once."""
+    hand-overs and gateway crashes: each key is in the log exactly once. A new writer's
+    window comes from the keys saved beside the log where its predecessors saved them
+    before crashing, and from the ledgers read otherwise (gateway/logs/rebuild.py)."""
     stats = run_all(sim_seeds, _keyed)
     if len(sim_seeds) >= STATS_SEEDS_MIN:
         assert stats["keyed retry"] > 0 and stats["dedup hit"] > 0
+        assert stats["keys saved"] > 0 and stats["rebuild: ledgers taken from saved keys"] > 0
 
 
 def test_the_simulator_sees_a_roll_that_leaves_an_open_ledger_behind(
