@@ -212,11 +212,9 @@ class Audit:
     # ------------------------------------------------------------------ the walk
 
     async def _produce(self, pages: asyncio.Queue[list[LedgerMetadata] | None]) -> None:
-        after: int | None = None
-        while True:
-            ids, after = await self.ledgers.list(after, AUDIT_PAGE_LEDGERS)
-            # One pipelined read per page (``LedgerStore.get_many``): twice the rate of
-            # a read per ledger, which made a full check of 100,000 ledgers ~60 s here.
+        async for ids in self.ledgers.pages(AUDIT_PAGE_LEDGERS):
+            # One read per page (``LedgerStore.get_many``: ZooKeeper read-only multis of
+            # ``MULTI_READ_OPS_MAX`` gets, pipelined).
             found: list[LedgerMetadata] = []
             for lid, got in zip(ids, await self.ledgers.get_many(ids), strict=True):
                 if isinstance(got, InvalidArgument):
@@ -224,8 +222,6 @@ class Audit:
                 elif got is not None:  # None: deleted since it was listed
                     found.append(got.metadata)
             await pages.put(found)
-            if after is None:
-                break
         await pages.put(None)
 
     # ------------------------------------------------------------------ one page

@@ -367,3 +367,40 @@ def test_get_many_falls_back_to_single_reads_on_a_server_without_the_multi(
             await store.stop()
 
     asyncio.run(main())
+
+
+def test_ledger_walk_lists_each_leaf_once_and_pages_in_order(zookeeper, zk_root):
+    """LedgerStore.pages yields every ledger id ascending in pages of the size asked,
+    across leaves of the id hierarchy, listing each znode once; LedgerStore.list (the
+    API's paging) finds the ids after ``after`` inside a leaf and across leaves."""
+    from services.zk.ledger_store import LedgerStore
+
+    ids = [*range(9_990, 10_012), 25_000, 123_456_789_012, 123_456_789_013]
+
+    async def main():
+        store = await _store(zookeeper, zk_root)
+        ledgers = LedgerStore(store)
+        try:
+            for lid in ids:
+                await store.create(zkpaths.ledger(lid), b"{}")
+            await store.create(zkpaths.LEDGERS + "/000/0000/0000/0000/other", b"")
+            sent = _count_requests(store)
+            pages = [page async for page in ledgers.pages(7)]
+            assert [lid for page in pages for lid in page] == ids
+            assert [len(page) for page in pages] == [7, 7, 7, 4]
+            # /ledgers, /000, /000/0000, its children 0000 and 1234, then 4 leaves
+            # (0000/0000, 0000/0001, 0000/0002, 1234/5678): each znode once.
+            assert sent == {"GetChildren": 1 + 1 + 1 + 2 + 4}
+            assert await ledgers.list(None, 3) == ([9_990, 9_991, 9_992], 9_992)
+            assert await ledgers.list(9_995, 3) == ([9_996, 9_997, 9_998], 9_998)
+            assert await ledgers.list(10_010, 3) == (
+                [10_011, 25_000, 123_456_789_012],
+                123_456_789_012,
+            )
+            assert await ledgers.list(25_000, 5) == ([123_456_789_012, 123_456_789_013], None)
+            assert await ledgers.list(123_456_789_013, 5) == ([], None)
+            assert [p async for p in LedgerStore(store).pages(100)] == [ids]
+        finally:
+            await store.stop()
+
+    asyncio.run(main())
