@@ -175,6 +175,8 @@ class Audit:
             kind, wall_ms(), placement=PlacementReport(rack_counts(view.racks))
         )
         self._marked_before: dict[int, int] = {}  # ledger id -> its mark's version then
+        # The marked ledgers (of ``_marked_before``) the walk saw: not every ledger seen,
+        # which would grow with the ledgers (a million ids are ~60 MB here).
         self._seen: set[int] = set()
 
     async def run(self) -> AuditReport:
@@ -232,7 +234,8 @@ class Audit:
         moves: set[int] = set()
         for metadata in page:
             lid = metadata.ledger_id
-            self._seen.add(lid)
+            if lid in self._marked_before:
+                self._seen.add(lid)
             self.report.named |= named_bookies(metadata)
             missing = placement_missing(metadata, view.lost, view.decommissioning)
             missing |= formatted(metadata, view.instances.get)

@@ -413,7 +413,7 @@ class MetadataStore:
             return []
         if not self._multi_read:
             return await self._get_many_single(paths)
-        chroot = self._client.chroot
+        chroot = self._client.chroot  # kazoo applies it to its own calls, not to ours
         batches = [
             list(paths[i : i + MULTI_READ_OPS_MAX])
             for i in range(0, len(paths), MULTI_READ_OPS_MAX)
@@ -422,7 +422,8 @@ class MetadataStore:
         def start(batch: list[str]) -> Callable[[], Any]:
             def call() -> Any:
                 answer = self._client.handler.async_result()
-                self._client._call(MultiGetData([chroot + p for p in batch]), answer)
+                full = [chroot + p if p != "/" else chroot or "/" for p in batch]
+                self._client._call(MultiGetData(full), answer)
                 return answer
 
             return call

@@ -303,6 +303,8 @@ def test_get_many_reads_in_read_only_multis(zookeeper, zk_root):
                 if path != paths[5]:
                     assert node is not None and node.data == path.encode()
             assert got[0] is not None and got[0].mtime > 0
+            (root,) = await store.get_many(["/"])  # the chroot itself
+            assert root is not None and root.version == 0
         finally:
             await store.stop()
 
