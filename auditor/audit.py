@@ -1,10 +1,12 @@
 """One audit: walk every ledger's metadata, mark what is under-replicated, clear stale marks.
 
-Algorithm. The ledger ids are listed in pages (``LedgerStore.list``, a few
-``children`` calls per page) and each page's metadata is read with many ZooKeeper
-gets in flight (``concurrency``); a producer task reads the next pages while the
-current one is checked (at most ``PAGES_AHEAD_MAX`` pages wait), so the walk is
-pipelined. For each ledger:
+Algorithm. The ledger ids are walked in pages (``LedgerStore.pages``: each znode of
+the id hierarchy listed once) and each page's metadata is read in one call
+(``LedgerStore.get_many``: ZooKeeper read-only multis of ``MULTI_READ_OPS_MAX`` gets, all
+of the page's in flight); a producer task reads the next pages while the current one is
+checked (at most ``PAGES_AHEAD_MAX`` pages wait), so the walk is pipelined. What the
+audit keeps besides the pages is bounded by the marks, not by the ledgers. For each
+ledger:
 
 1. placement: fragments naming a lost or decommissioning bookie, or a bookie registered
    now as another instance than the fragment recorded (formatted since: it lost its
