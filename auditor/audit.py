@@ -1,10 +1,12 @@
 """One audit: walk every ledger's metadata, mark what is under-replicated, clear stale marks.
 
-Algorithm. The ledger ids are listed in pages (``LedgerStore.list``, a few
-``children`` calls per page) and each page's metadata is read with many ZooKeeper
-gets in flight (``concurrency``); a producer task reads the next pages while the
-current one is checked (at most ``PAGES_AHEAD_MAX`` pages wait), so the walk is
-pipelined. For each ledger:
+Algorithm. The ledger ids are walked in pages (``LedgerStore.pages``: each znode of
+the id hierarchy listed once) and each page's metadata is read in one call
+(``LedgerStore.get_many``: ZooKeeper read-only multis of ``MULTI_READ_OPS_MAX`` gets, all
+of the page's in flight); a producer task reads the next pages while the current one is
+checked (at most ``PAGES_AHEAD_MAX`` pages wait), so the walk is pipelined. What the
+audit keeps besides the pages is bounded by the marks, not by the ledgers. For each
+ledger:
 
 1. placement: fragments naming a lost or decommissioning bookie, or a bookie registered
    now as another instance than the fragment recorded (formatted since: it lost its
@@ -175,6 +177,8 @@ class Audit:
             kind, wall_ms(), placement=PlacementReport(rack_counts(view.racks))
         )
         self._marked_before: dict[int, int] = {}  # ledger id -> its mark's version then
+        # The marked ledgers (of ``_marked_before``) the walk saw: not every ledger seen,
+        # which would grow with the ledgers (a million ids are ~60 MB here).
         self._seen: set[int] = set()
 
     async def run(self) -> AuditReport:
@@ -212,11 +216,9 @@ class Audit:
     # ------------------------------------------------------------------ the walk
 
     async def _produce(self, pages: asyncio.Queue[list[LedgerMetadata] | None]) -> None:
-        after: int | None = None
-        while True:
-            ids, after = await self.ledgers.list(after, AUDIT_PAGE_LEDGERS)
-            # One pipelined read per page (``LedgerStore.get_many``): twice the rate of
-            # a read per ledger, which made a full check of 100,000 ledgers ~60 s here.
+        async for ids in self.ledgers.pages(AUDIT_PAGE_LEDGERS):
+            # One read per page (``LedgerStore.get_many``: ZooKeeper read-only multis of
+            # ``MULTI_READ_OPS_MAX`` gets, pipelined).
             found: list[LedgerMetadata] = []
             for lid, got in zip(ids, await self.ledgers.get_many(ids), strict=True):
                 if isinstance(got, InvalidArgument):
@@ -224,8 +226,6 @@ class Audit:
                 elif got is not None:  # None: deleted since it was listed
                     found.append(got.metadata)
             await pages.put(found)
-            if after is None:
-                break
         await pages.put(None)
 
     # ------------------------------------------------------------------ one page
@@ -236,7 +236,8 @@ class Audit:
         moves: set[int] = set()
         for metadata in page:
             lid = metadata.ledger_id
-            self._seen.add(lid)
+            if lid in self._marked_before:
+                self._seen.add(lid)
             self.report.named |= named_bookies(metadata)
             missing = placement_missing(metadata, view.lost, view.decommissioning)
             missing |= formatted(metadata, view.instances.get)

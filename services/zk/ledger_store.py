@@ -7,6 +7,7 @@ the znode version is the CAS token and is kept beside the metadata value.
 from __future__ import annotations
 
 import builtins
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from services.clock import wall_ms
@@ -15,7 +16,7 @@ from services.limits import LIST_LIMIT_MAX
 from services.protocol.metadata import LedgerMetadata
 from services.zk import paths as zkpaths
 from services.zk.store import Check, Delete, MetadataStore
-from services.zk.walk import walk_ids
+from services.zk.walk import walk_ids, walk_pages
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,3 +119,9 @@ class LedgerStore:
         if len(out) > limit:
             return out[:limit], out[limit - 1]
         return out, None
+
+    def pages(self, page: int) -> AsyncIterator[builtins.list[int]]:
+        """Every ledger id, ascending, in lists of ``page`` ids: a full walk that lists
+        each znode of the hierarchy once (``walk_pages``), where paging with ``list``
+        lists a leaf again for every page of it (the auditor's walk)."""
+        return walk_pages(self.store, zkpaths.LEDGERS, page)

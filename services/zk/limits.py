@@ -41,3 +41,9 @@ LOCK_RELEASE_ATTEMPTS_MAX = 20
 # at least this often, and a failed check is tried again after this pause.
 REGISTRATION_RECHECK_INTERVAL_S = 5.0
 REGISTRATION_RETRY_DELAY_S = 0.25
+# ``MetadataStore.get_many`` (services/zk/store.py): the reads of one ZooKeeper read-only
+# multi. Its answer is the sum of the znodes read (ZooKeeper does not bound it, kazoo
+# reads it whole): 200 ledgers' metadata is about 60 KB here, 13 MB at worst (each with
+# 64 KiB of custom metadata) — as much as today's pipelined single reads of the same
+# znodes, since callers already bound the reads of one call (1,000 a page).
+MULTI_READ_OPS_MAX = 200

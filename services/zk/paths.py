@@ -42,7 +42,9 @@ AUDITOR_ELECTION = "/auditor/election"
 GATEWAYS = "/gateways"
 
 LEDGER_ID_MAX = ID_MAX
-_ID_DIGITS = 19
+LEDGER_ID_DIGITS = 19
+LEDGER_LEAF_PREFIX = "L"  # the leaf level's names: "L" and the last digits
+_ID_DIGITS = LEDGER_ID_DIGITS
 _ID_SPLIT = (3, 4, 4, 4, 4)
 
 

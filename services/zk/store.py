@@ -35,6 +35,7 @@ code is registered in one place.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import socket
@@ -59,6 +60,7 @@ from kazoo.exceptions import (
     RolledBackError,
     RuntimeInconsistency,
     SessionExpiredError,
+    UnimplementedError,
 )
 from kazoo.handlers.threading import KazooTimeoutError, SequentialThreadingHandler
 from kazoo.protocol.states import KazooState
@@ -78,12 +80,14 @@ from services.zk.limits import (
     CONNECT_ATTEMPT_TIMEOUT_S,
     CONNECT_DELAY_FIRST_S,
     CONNECT_DELAY_MAX_S,
+    MULTI_READ_OPS_MAX,
     OPERATION_TIMEOUT_S,
     RECONNECT_DELAY_FIRST_S,
     RECONNECT_DELAY_MAX_S,
     STATE_POLL_S,
     WATCH_SETUP_THREADS_MAX,
 )
+from services.zk.multiread import MultiGetData
 
 log = logging.getLogger(__name__)
 
@@ -222,6 +226,8 @@ class MetadataStore:
         self.state = KazooState.LOST
         self._session: int | None = None
         self._watch_setup = ThreadPoolExecutor(WATCH_SETUP_THREADS_MAX, "zk-watch")
+        # Whether ``get_many`` uses ZooKeeper's read-only multi: until a server refuses it.
+        self._multi_read = True
         self._client.add_listener(self._on_state)
 
     @property
@@ -391,29 +397,101 @@ class MetadataStore:
         return Versioned(data or b"", stat.version, stat.ephemeralOwner, stat.mtime)
 
     async def get_many(self, paths: Sequence[str]) -> list[Versioned | None]:
-        """Read many znodes at once, None for those that do not exist: every read is
-        pipelined to ZooKeeper and the loop is woken once, when the last answer is in
-        (one future per read, as ``get`` makes, costs ~3x kazoo's own rate). Raises the
-        first other error (``MetadataUnavailable`` ...) after all answered."""
+        """Read many znodes at once, None for those that do not exist. Raises the first
+        other error (``MetadataUnavailable`` ...) after all answered.
+
+        The reads go as ZooKeeper read-only multis (``services/zk/multiread.py``), at most
+        ``MULTI_READ_OPS_MAX`` to a request, all requests pipelined: one request, one
+        answer and one wake-up of kazoo's thread per batch rather than per znode, about
+        20 times the rate of single reads here (benchmarks/README.md "Metadata at a
+        million ledgers"). A znode deleted since its caller listed it is one failed
+        operation (None), not a failed request. A server that does not know the multi
+        (ZooKeeper before 3.6) refuses it, and drops the connection: this store then
+        reads znode by znode for the rest of its life (``_get_many_single``), once the
+        connection is back."""
         if not paths:
             return []
+        if not self._multi_read:
+            return await self._get_many_single(paths)
+        chroot = self._client.chroot  # kazoo applies it to its own calls, not to ours
+        batches = [
+            list(paths[i : i + MULTI_READ_OPS_MAX])
+            for i in range(0, len(paths), MULTI_READ_OPS_MAX)
+        ]
+
+        def start(batch: list[str]) -> Callable[[], Any]:
+            def call() -> Any:
+                answer = self._client.handler.async_result()
+                full = [chroot + p if p != "/" else chroot or "/" for p in batch]
+                self._client._call(MultiGetData(full), answer)
+                return answer
+
+            return call
+
+        answers = await self._pipelined([start(b) for b in batches], f"{len(paths)} reads")
+        if any(isinstance(a, UnimplementedError) for a in answers):
+            self._multi_read = False
+            log.warning(
+                "ZooKeeper does not know the read-only multi (a server before 3.6): "
+                "this store reads znodes one by one from now on"
+            )
+            await self.wait_connected(self.operation_timeout_s)
+            return await self._get_many_single(paths)
+        out: list[Versioned | None] = []
+        failure: BaseException | None = None
+        for batch, answer in zip(batches, answers, strict=True):
+            if isinstance(answer, BaseException):
+                failure = failure or _translate(answer, batch[0], self.principal)
+                continue
+            for path, result in zip(batch, answer, strict=True):
+                if isinstance(result, NoNodeError):
+                    out.append(None)
+                elif isinstance(result, BaseException):
+                    failure = failure or _translate(result, path, self.principal)
+                else:
+                    data, stat = result
+                    out.append(Versioned(data, stat.version, stat.ephemeralOwner, stat.mtime))
+        if failure is not None:
+            raise failure
+        return out
+
+    async def _get_many_single(self, paths: Sequence[str]) -> list[Versioned | None]:
+        """``get_many`` as one pipelined get per znode (a server without the multi)."""
+        answers = await self._pipelined(
+            [functools.partial(self._client.get_async, path) for path in paths],
+            f"{len(paths)} reads",
+        )
+        out: list[Versioned | None] = []
+        failure: BaseException | None = None
+        for path, answer in zip(paths, answers, strict=True):
+            if isinstance(answer, NoNodeError):
+                out.append(None)
+            elif isinstance(answer, BaseException):
+                failure = failure or _translate(answer, path, self.principal)
+            else:
+                data, stat = answer
+                out.append(Versioned(data or b"", stat.version, stat.ephemeralOwner, stat.mtime))
+        if failure is not None:
+            raise failure
+        return out
+
+    async def _pipelined(self, calls: Sequence[Callable[[], Any]], what: str) -> list[Any]:
+        """Start every kazoo call of ``calls`` (each returns kazoo's async result) at
+        once; their values or kazoo's exceptions, in order. The event loop is woken once,
+        when the last answer is in (a future per call, as ``_call`` makes, costs ~3x
+        kazoo's own rate)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        results: list[Any] = [None] * len(paths)
-        remaining = [len(paths)]
+        results: list[Any] = [None] * len(calls)
+        remaining = [len(calls)]
         lock = threading.Lock()
 
-        def answer(index: int, path: str) -> Callable[[Any], None]:
+        def answer(index: int) -> Callable[[Any], None]:
             def done(result: Any) -> None:
                 try:
-                    data, stat = result.get_nowait()
-                    value: Any = Versioned(
-                        data or b"", stat.version, stat.ephemeralOwner, stat.mtime
-                    )
-                except NoNodeError:
-                    value = None
+                    value = result.get_nowait()
                 except BaseException as exc:  # noqa: BLE001 - delivered to the awaiting task
-                    value = _translate(exc, path, self.principal)
+                    value = exc
                 results[index] = value
                 with lock:
                     remaining[0] -= 1
@@ -423,22 +501,17 @@ class MetadataStore:
 
             return done
 
-        for index, path in enumerate(paths):
+        for index, call in enumerate(calls):
             try:
-                self._client.get_async(path).rawlink(answer(index, path))
+                call().rawlink(answer(index))
             except BaseException as exc:  # noqa: BLE001
                 future.cancel()
-                raise _translate(exc, path, self.principal) from exc
+                raise _translate(exc, what, self.principal) from exc
         try:
             async with asyncio.timeout(self.operation_timeout_s):
                 await future
         except TimeoutError as exc:
-            raise MetadataUnavailable(
-                f"ZooKeeper did not answer {len(paths)} reads in time"
-            ) from exc
-        for value in results:
-            if isinstance(value, BaseException):
-                raise value
+            raise MetadataUnavailable(f"ZooKeeper did not answer {what} in time") from exc
         return results
 
     async def get_or_none(self, path: str) -> Versioned | None:

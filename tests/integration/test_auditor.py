@@ -238,6 +238,34 @@ def test_stale_mark_is_cleared_by_the_next_audit(cluster: Cluster, zk_client) ->
     assert metric_value(text, "quire_auditor_under_replicated_ledgers") == 0
 
 
+def test_a_deleted_ledgers_mark_is_cleared_and_a_live_ones_kept(
+    cluster: Cluster, zk_client
+) -> None:  # type: ignore[no-untyped-def]
+    """A full check deletes the mark of a ledger that has no metadata (deleted since it
+    was marked), and keeps the mark of a ledger it walked whose fragment names a bookie
+    that is not registered."""
+    start_bookies(cluster, 3)
+    gateway = start_gateway(cluster)
+    wait_writable(gateway, 3)
+    auditor = start_auditor(cluster, FAST)
+    wait_elected([auditor])
+    (ledger,) = _closed_ledgers(gateway, 1)
+    lid = ledger["ledger_id"]
+    gone = lid + 1_000_000  # no ledger has this id
+    for marked, bookie in ((gone, "127.0.0.1:1"), (lid, ledger["fragments"][0]["bookies"][0])):
+        doc = {"missing_bookies": [bookie], "marked_at": 1}
+        zk_client.create(zkpaths.under_replicated(marked), json.dumps(doc).encode(), makepath=True)
+    # The live ledger's metadata names a bookie nobody registered: its mark must stay.
+    path = zkpaths.ledger(lid)
+    data, stat = zk_client.get(path)
+    metadata = json.loads(data)
+    metadata["fragments"][0]["bookies"][0] = "127.0.0.1:1"
+    zk_client.set(path, json.dumps(metadata).encode(), stat.version)
+    status = auditor.audit_and_wait()
+    assert set(marks(zk_client)) == {lid}
+    assert status["last_audit"]["cleared"] == 1
+
+
 def test_decommission_ends_decommissioned(cluster: Cluster, zk_client) -> None:  # type: ignore[no-untyped-def]
     """A decommission request on a bookie that is up: its ledgers are marked naming it;
     once no fragment names it (the test rewrites the metadata as a worker would), the

@@ -263,3 +263,146 @@ def test_transactions_apply_all_or_nothing(zookeeper, zk_root):
             await store.stop()
 
     asyncio.run(main())
+
+
+def _count_requests(store: MetadataStore) -> dict[str, int]:
+    """Count the requests the store's kazoo client sends, by request class name."""
+    client = store.client
+    sent: dict[str, int] = {}
+    original = client._call
+
+    def counting(request, async_object):
+        sent[type(request).__name__] = sent.get(type(request).__name__, 0) + 1
+        return original(request, async_object)
+
+    client._call = counting
+    return sent
+
+
+def test_get_many_reads_in_read_only_multis(zookeeper, zk_root):
+    """get_many sends one ZooKeeper read-only multi per MULTI_READ_OPS_MAX znodes, not a
+    get per znode: each answer in order, a deleted znode None, the others unharmed."""
+    from services.zk.limits import MULTI_READ_OPS_MAX
+
+    async def main():
+        store = await _store(zookeeper, zk_root)
+        try:
+            count = MULTI_READ_OPS_MAX * 2 + 7
+            paths = [f"/multi/n{i:04d}" for i in range(count)]
+            for path in paths:
+                await store.create(path, path.encode())
+            await store.create("/multi/empty", b"")
+            await store.delete(paths[5])
+            sent = _count_requests(store)
+            got = await store.get_many([*paths, "/multi/empty", "/multi/none"])
+            assert sent == {"MultiGetData": 3}
+            assert len(got) == count + 2
+            assert got[5] is None and got[-1] is None
+            assert got[-2] is not None and got[-2].data == b"" and got[-2].version == 0
+            for path, node in zip(paths, got, strict=False):
+                if path != paths[5]:
+                    assert node is not None and node.data == path.encode()
+            assert got[0] is not None and got[0].mtime > 0
+            (root,) = await store.get_many(["/"])  # the chroot itself
+            assert root is not None and root.version == 0
+        finally:
+            await store.stop()
+
+    asyncio.run(main())
+
+
+def test_get_many_raises_an_operation_refused_by_acl(zookeeper, zk_root, zk_client):
+    """A read the server refuses inside a multi (NoAuth on one znode) fails the call with
+    MetadataUnavailable naming the znode; it is not taken for a missing znode."""
+    from kazoo.security import make_acl
+
+    async def main():
+        store = await _store(zookeeper, zk_root)
+        try:
+            await store.create("/acl/readable", b"ok")
+            await asyncio.to_thread(
+                zk_client.create,
+                "/acl/secret",
+                b"no",
+                acl=[make_acl("world", "anyone", write=True)],
+            )
+            with pytest.raises(MetadataUnavailable, match="/acl/secret"):
+                await store.get_many(["/acl/readable", "/acl/secret"])
+        finally:
+            await store.stop()
+
+    asyncio.run(main())
+
+
+def test_get_many_falls_back_to_single_reads_on_a_server_without_the_multi(
+    zookeeper, zk_root, monkeypatch
+):
+    """A server that does not know the read-only multi (ZooKeeper before 3.6: an op code
+    it does not know, answered UNIMPLEMENTED and the connection dropped) gets the same
+    answer through single reads, and no multi again from that store."""
+    from services.zk import store as store_module
+    from services.zk.multiread import MultiGetData
+
+    class UnknownToTheServer(MultiGetData):
+        type = 9_999  # what ZooKeeper 3.5 makes of op code 22
+
+    monkeypatch.setattr(store_module, "MultiGetData", UnknownToTheServer)
+
+    async def main():
+        store = await _store(zookeeper, zk_root)
+        try:
+            paths = [f"/old/n{i}" for i in range(450)]
+            for i, path in enumerate(paths):
+                if i % 3:
+                    await store.create(path, str(i).encode())
+            sent = _count_requests(store)
+            got = await store.get_many(paths)
+            assert [g is None for g in got] == [i % 3 == 0 for i in range(450)]
+            assert got[1] is not None and got[1].data == b"1"
+            assert sent.get("UnknownToTheServer", 0) >= 1
+            assert sent.get("GetData") == 450
+            sent.clear()
+            again = await store.get_many(paths[:10])
+            assert [g is None for g in again] == [i % 3 == 0 for i in range(10)]
+            assert sent == {"GetData": 10}
+        finally:
+            await store.stop()
+
+    asyncio.run(main())
+
+
+def test_ledger_walk_lists_each_leaf_once_and_pages_in_order(zookeeper, zk_root):
+    """LedgerStore.pages yields every ledger id ascending in pages of the size asked,
+    across leaves of the id hierarchy, listing each znode once; LedgerStore.list (the
+    API's paging) finds the ids after ``after`` inside a leaf and across leaves."""
+    from services.zk.ledger_store import LedgerStore
+
+    ids = [*range(9_990, 10_012), 25_000, 123_456_789_012, 123_456_789_013]
+
+    async def main():
+        store = await _store(zookeeper, zk_root)
+        ledgers = LedgerStore(store)
+        try:
+            for lid in ids:
+                await store.create(zkpaths.ledger(lid), b"{}")
+            await store.create(zkpaths.LEDGERS + "/000/0000/0000/0000/other", b"")
+            sent = _count_requests(store)
+            pages = [page async for page in ledgers.pages(7)]
+            assert [lid for page in pages for lid in page] == ids
+            assert [len(page) for page in pages] == [7, 7, 7, 4]
+            # /ledgers, /000, /000/0000, its children 0000 and 1234, then 4 leaves
+            # (0000/0000, 0000/0001, 0000/0002, 1234/5678): each znode once.
+            assert sent == {"GetChildren": 1 + 1 + 1 + 2 + 4}
+            assert await ledgers.list(None, 3) == ([9_990, 9_991, 9_992], 9_992)
+            assert await ledgers.list(9_995, 3) == ([9_996, 9_997, 9_998], 9_998)
+            assert await ledgers.list(10_010, 3) == (
+                [10_011, 25_000, 123_456_789_012],
+                123_456_789_012,
+            )
+            assert await ledgers.list(25_000, 5) == ([123_456_789_012, 123_456_789_013], None)
+            assert await ledgers.list(123_456_789_013, 5) == ([], None)
+            assert [p async for p in LedgerStore(store).pages(100)] == [ids]
+        finally:
+            await store.stop()
+
+    asyncio.run(main())
