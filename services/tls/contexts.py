@@ -111,7 +111,7 @@ def server_context(files: TlsFiles) -> ssl.SSLContext:
     # No TLS 1.3 session tickets: sent after the handshake, a ticket reaches a client
     # while it writes its first request, and a Python client that reads in another
     # thread meanwhile (websockets' sync client) races inside OpenSSL and can lose that
-    # request (docs/security.md, "Limits"). Nothing here resumes sessions.
+    # request (docs/security.md, "TLS"). Nothing here resumes sessions.
     context.num_tickets = 0
     return context
 

@@ -184,7 +184,7 @@ def test_no_session_ticket_races_a_clients_first_request(env: Env) -> None:
     that reads in one thread while it writes its first request in another (websockets'
     sync client does) lost that request to the race inside OpenSSL about once in 15
     connections on a loaded machine, and the server closed the silent connection after
-    its head time-out. The services send no tickets (docs/security.md, "Limits"): none
+    its head time-out. The services send no tickets (docs/security.md, "TLS"): none
     arrives, and every such request is answered."""
     context = env.client_context()
     port = int(env.gateway.url.rsplit(":", 1)[1])
