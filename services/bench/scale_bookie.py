@@ -44,12 +44,14 @@ import math
 import os
 import random
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,6 +107,9 @@ RECLAIM_BASELINE_PROBES = 2
 SETTLED_BYTES = 64 * MIB
 SETTLED_PROBES = 4
 SETTLED_FLOOR_S = 3.0
+# The file's bytes per payload byte of 1 KiB entries (the index, headers, page slack:
+# measured 1.05 from 4 GiB up), to count what the adds during reclamation took.
+FILE_OVER_PAYLOAD = 1.05
 # Disk: what must stay free beyond the target (the WAL, the probes' ledgers, slack) and
 # the bookie's read-only threshold (its --readonly-free-ratio default).
 DISK_MARGIN_BYTES = 4 * GIB
@@ -482,6 +487,15 @@ class BookieScale:
                 pass
         return total
 
+    def free_pages_bytes(self) -> int:
+        """The database's free pages (what a vacuum gives back to the file system, or new
+        entries reuse), read on a read-only connection of our own (WAL: no lock held)."""
+        uri = f"file:{self.data_dir / DB_FILE}?mode=ro"
+        with closing(sqlite3.connect(uri, uri=True, timeout=10)) as conn:
+            pages = conn.execute("PRAGMA freelist_count").fetchone()[0]
+            size = conn.execute("PRAGMA page_size").fetchone()[0]
+        return int(pages) * int(size)
+
     def measure(self) -> dict[str, Any]:
         w = self.written
         row: dict[str, Any] = {
@@ -517,7 +531,7 @@ class BookieScale:
         baseline = run_loop(self.reclaim_load(baseline_s, None))
         before = self.file_bytes()
         say(f"reclaim: deleting {len(doomed)} ledgers ({doomed_bytes / GIB:.2f} GiB) under load")
-        result = run_loop(self.reclaim_run(doomed, before))
+        result = run_loop(self.reclaim_run(doomed, before, doomed_bytes))
         after_storage = self.get("/v1/storage")
         assert self.http is not None
         gc = self.http.post("/v1/gc", params={"dry_run": "true"}).json()
@@ -547,7 +561,9 @@ class BookieScale:
         )
         return {"single": single, "batched": batched}
 
-    async def reclaim_run(self, doomed: list[int], before: int) -> dict[str, Any]:
+    async def reclaim_run(
+        self, doomed: list[int], before: int, doomed_bytes: int
+    ) -> dict[str, Any]:
         assert self.zk is not None
         zk = self.zk
         started = time.monotonic()
@@ -575,6 +591,7 @@ class BookieScale:
                 http.close()
             deletes_done_s = time.monotonic() - started
 
+        probe_bytes_before = self.written.probe_bytes
         deletes = asyncio.create_task(deleter())
         deadline = started + self.args.reclaim_deadline_s
         smallest, smallest_at = before, 0.0
@@ -584,8 +601,16 @@ class BookieScale:
                 await asyncio.sleep(RECLAIM_SAMPLE_S)
                 now = time.monotonic() - started
                 size = self.file_bytes()
+                free = self.free_pages_bytes()
+                added = self.written.probe_bytes - probe_bytes_before
+                # What the data of the file uses, less what the adds meanwhile put in:
+                # the deleted bytes are back once this fell by them (given back to the
+                # file system, or free pages the adds reused or will reuse).
+                held = size - free - added * FILE_OVER_PAYLOAD
                 timeline.append({"t_s": round(now, 1), "file_gb": round(size / GIB, 3),
-                                 "deleted": deleted})  # fmt: skip
+                                 "free_gb": round(free / GIB, 3),
+                                 "added_gb": round(added / GIB, 3),
+                                 "held_gb": round(held / GIB, 3), "deleted": deleted})  # fmt: skip
                 if size < smallest - SETTLED_BYTES:
                     smallest, smallest_at = size, now
                 if deletes.done() and now - max(smallest_at, deletes_done_s or 0) > settled_s:
@@ -601,9 +626,14 @@ class BookieScale:
             raise deletes.exception()  # type: ignore[misc]
         smallest = min(smallest, self.file_bytes())
         freed = before - smallest
-        # When 90 % of what came back had come back.
+        # When the file had given 90 % of what it gave back to the file system, and when
+        # 90 % of the deleted bytes were no longer held by data (given back or free).
         back_90 = next(
             (p["t_s"] for p in timeline if before - p["file_gb"] * GIB >= 0.9 * freed), None
+        )
+        released_90 = next(
+            (p["t_s"] for p in timeline if before - p["held_gb"] * GIB >= 0.9 * doomed_bytes),
+            None,
         )
         for series, rows in (("single", singles), ("batched", batches)):
             for i, n in enumerate(rows):
@@ -613,6 +643,7 @@ class BookieScale:
             "deletes_s": round(deletes_done_s, 1) if deletes_done_s is not None else None,
             "deleted_before_deadline": deleted,
             "space_back_90_s": back_90,
+            "released_90_s": released_90,
             "settled_s": round(smallest_at, 1),
             "file_gb_after": round(smallest / GIB, 3),
             "freed_gb": round(freed / GIB, 3),
@@ -789,11 +820,15 @@ def plot_bookie(
     if reclaim is not None and reclaim["timeline"]:
         tl = reclaim["timeline"]
         ts = [float(p["t_s"]) for p in tl]
+        space = {
+            "file (db + WAL)": (ts, [p["file_gb"] for p in tl]),
+            "ledgers deleted (thousands)": (ts, [p["deleted"] / 1000 for p in tl]),
+        }
+        if "held_gb" in tl[0]:
+            space["free pages"] = (ts, [p["free_gb"] for p in tl])
+            space["data held, less the adds meanwhile"] = (ts, [p["held_gb"] for p in tl])
         plot(out / "bookie_reclaim_file.png", "Deleting half the ledgers: the file",
-             "s since the first delete", "GiB",
-             {"file (db + WAL)": (ts, [p["file_gb"] for p in tl]),
-              "ledgers deleted (thousands)": (ts, [p["deleted"] / 1000 for p in tl])},
-             logx=False)  # fmt: skip
+             "s since the first delete", "GiB", space, logx=False)  # fmt: skip
         base = reclaim["baseline"]
         plot(out / "bookie_reclaim_adds.png", "Deleting half the ledgers: adds meanwhile",
              "s since the first delete", "entries/s",
