@@ -42,15 +42,6 @@ PAGE_SIZE_BYTES = 16384
 WAL_AUTOCHECKPOINT_PAGES = 1024
 JOURNAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
 
-# Giving deleted ledgers' pages back to the file system (bookie/writer.py, "Space given
-# back"): one step of the incremental vacuum moves at most this many pages (4 MiB), and
-# while operations keep coming the steps take at most this share of the writer thread's
-# time (a step of t seconds is followed by t * (1 - share) / share without one). Measured
-# at 20 GB (benchmarks/README.md, "One bookie to 20 GB"): an unpaced vacuum of 10 GiB of
-# deleted ledgers held adds at 0.24 of their rate for 135 s.
-VACUUM_STEP_PAGES = 256
-VACUUM_SHARE_MAX = 0.15
-
 # Stored-entry checks (bookie/stored.py): one read of a check, bounded work per call of
 # a read thread; with verify=all, the most corrupt entry ids listed for one ledger (past
 # it the list says truncated).

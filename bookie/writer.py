@@ -49,18 +49,6 @@ more on this machine (two statements, fsync off), and the writer thread holds th
 for most of it, time the event loop then waits for. The range reads do the same
 (bookie/storage.py).
 
-Space given back. A batch that deleted ledgers leaves their pages on SQLite's free
-list; the thread gives them back to the file system in steps of at most
-``VACUUM_STEP_PAGES`` (``PRAGMA incremental_vacuum(N)``, which moves live pages from the
-end of the file into the holes, then a passive checkpoint, both inside the step's time).
-While operations keep coming a step runs between batches and the steps take at most
-``VACUUM_SHARE_MAX`` of the thread's time; when no operation came since the last step,
-the next one follows at once. The last step (no free page left) truncates the
-write-ahead log and calls ``on_vacuum``. A delete answers before its space is back: a
-vacuum of 10 GiB of deleted ledgers that ran in one go held adds at a quarter of their
-rate for two minutes (benchmarks/README.md, "One bookie to 20 GB"). Free pages found at
-start (a vacuum a stop or a crash cut short) are given back the same way.
-
 If a commit fails (disk full, I/O error), the transaction is rolled back,
 every operation of the batch fails, and the writer reloads its copy of the
 ledger states from the database. A full disk (SQLite's ``SQLITE_FULL``, an
@@ -151,18 +139,11 @@ class GroupCommitWriter:
         self._commit_s = 0.0  # moving average of commit times, both paths
         self._on_loop = False
         self._busy = threading.Lock()
-        # The thread's: free pages are waiting to be given back, no vacuum step before
-        # this time (monotonic), and whether an operation was committed since the last.
-        self._vacuum_pending = False
-        self._vacuum_next_at = 0.0
-        self._ops_since_vacuum = False
 
     def start(self, states: dict[int, Snapshot]) -> None:
         """Connect (here, so a failure raises to the caller) and start the thread."""
         self._ledgers = {lid: [lac, last, fenced] for lid, (lac, last, fenced) in states.items()}
         self._conn = self._engine.connect()
-        raw = self._conn.connection.driver_connection
-        self._vacuum_pending = raw.execute("PRAGMA freelist_count").fetchone()[0] > 0
         self._thread.start()
 
     def submit(self, op: Op) -> None:
@@ -208,7 +189,6 @@ class GroupCommitWriter:
             self._fail([op], exc)
         finally:
             self._on_loop = False
-            self._ops_since_vacuum = True  # the thread's vacuum steps keep their pace
             self._busy.release()
 
     def _hand_back(
@@ -251,12 +231,8 @@ class GroupCommitWriter:
                         except Exception as exc:  # noqa: BLE001 - the thread must not die
                             log.exception("group commit writer error")
                             self._fail(batch, exc)
-                    self._ops_since_vacuum = True
                 if stop:
                     return
-                if self._vacuum_pending and time.monotonic() >= self._vacuum_next_at:
-                    with self._busy:
-                        self._vacuum_step(conn)
 
     def _fail(self, batch: list[Op], exc: Exception) -> None:
         """Answer every operation of ``batch`` with the failure (module docstring): a
@@ -278,10 +254,8 @@ class GroupCommitWriter:
 
     def _take_batch(self) -> tuple[list[Op], bool]:
         """Block for the first operation, then drain what is queued, within the bounds."""
-        first = self._held if self._held is not None else self._next_op()
+        first = self._held if self._held is not None else self._queue.get()
         self._held = None
-        if first is None:
-            return [], False  # a vacuum step is due (module docstring, "Space given back")
         if first is _STOP:
             return [], True
         batch = [first]
@@ -311,17 +285,6 @@ class GroupCommitWriter:
                 entries += 1
             batch.append(op)
         return batch, False
-
-    def _next_op(self) -> Any:
-        """The next queued operation; with free pages to give back, None once a vacuum
-        step is due and nothing is queued."""
-        if not self._vacuum_pending:
-            return self._queue.get()
-        wait = self._vacuum_next_at - time.monotonic()
-        try:
-            return self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
-        except queue.Empty:
-            return None
 
     def _commit_batch(self, conn: Any, batch: list[Op]) -> None:
         synced = self._journal_sync or isinstance(batch[0], FenceOp)
@@ -409,33 +372,21 @@ class GroupCommitWriter:
         invariant(len(results) == len(batch), "one result per operation of the batch")
         self._hand_back(changes, results)
         if deleted:
-            self._vacuum_pending = True  # given back in steps (module docstring)
+            self._vacuum(conn)
 
-    def _vacuum_step(self, conn: Any) -> None:
-        """Give at most ``VACUUM_STEP_PAGES`` free pages back to the file system, and
-        set when the next step may run (module docstring, "Space given back")."""
+    def _vacuum(self, conn: Any) -> None:
+        """Give the pages of deleted ledgers back to the file system."""
         # These pragmas go straight to the driver connection, in autocommit mode
         # (isolation_level None). ``execute`` steps a statement once, and each step
         # of incremental_vacuum frees one page; ``executescript`` steps it to the end.
         raw = conn.connection.driver_connection
-        started = time.monotonic()
-        done = True
         try:
-            raw.executescript(f"PRAGMA incremental_vacuum({limits.VACUUM_STEP_PAGES});")
-            done = raw.execute("PRAGMA freelist_count").fetchone()[0] == 0
-            mode = "TRUNCATE" if done else "PASSIVE"
-            raw.execute(f"PRAGMA wal_checkpoint({mode})").fetchall()
-        except Exception:  # noqa: BLE001 - space comes back after the next delete
+            raw.executescript("PRAGMA incremental_vacuum;")
+            raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except Exception:  # noqa: BLE001 - space comes back at the next vacuum
             log.warning("incremental vacuum failed", exc_info=True)
-        now = time.monotonic()
-        share = limits.VACUUM_SHARE_MAX
-        pause = (now - started) * (1 - share) / share if self._ops_since_vacuum else 0.0
-        self._vacuum_next_at = now + pause
-        self._ops_since_vacuum = False
-        if done:
-            self._vacuum_pending = False
-            if self._on_vacuum is not None:
-                self._loop.call_soon_threadsafe(self._on_vacuum)
+        if self._on_vacuum is not None:
+            self._loop.call_soon_threadsafe(self._on_vacuum)
 
     def _reload(self) -> None:
         try:

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
-import time
 from pathlib import Path
 
-from bookie import limits
 from bookie.ledgers import LedgerIndex
 from bookie.limits import INLINE_BYTES_MAX, INLINE_COMMIT_S_MAX, INLINE_ENTRIES_MAX
 from bookie.metrics import BookieMetrics
@@ -486,71 +483,3 @@ def test_stopping_commits_what_the_loop_kept(tmp_path):
     engine = create_writer_engine(tmp_path, True)
     assert load_ledgers(engine)[7] == (-1, 0, False)
     engine.dispose()
-
-
-def store_bytes(data_dir: Path) -> int:
-    """The database and its write-ahead log (entries not checkpointed yet are there)."""
-    files = [data_dir / "bookie.db", data_dir / "bookie.db-wal"]
-    return sum(f.stat().st_size for f in files if f.exists())
-
-
-def free_pages(data_dir: Path) -> int:
-    with sqlite3.connect(data_dir / "bookie.db") as conn:
-        return int(conn.execute("PRAGMA freelist_count").fetchone()[0])
-
-
-def test_deleted_pages_go_back_in_paced_steps_and_after_a_restart(tmp_path, monkeypatch):
-    """A delete answers before its pages are back; the writer gives them back in steps
-    (here of 32 pages) between batches, adds going on meanwhile; a writer started on a
-    store with free pages (a vacuum a stop cut short) gives them back too."""
-    monkeypatch.setattr(limits, "VACUUM_STEP_PAGES", 32)
-    big = b"y" * 16_000  # about one 16 KiB page each
-
-    async def scenario() -> None:
-        s = Started(tmp_path)
-        f = s.loop.create_future
-        fill = AddOp([sealed(9, i, big) for i in range(400)], f(), 400 * len(big))
-        s.writer.submit(fill)
-        await fill.future
-        full = store_bytes(tmp_path)
-        delete = DeleteOp(9, f())
-        s.writer.submit(delete)
-        assert await delete.future is True
-        # Adds keep being answered while the pages go back.
-        for eid in range(50):
-            assert await s.add(10, eid).future == AddOpResult(1, [])
-        deadline = time.monotonic() + 30
-        while free_pages(tmp_path) > 0:
-            assert time.monotonic() < deadline, "the free pages never went back"
-            await asyncio.sleep(0.02)
-        deadline = time.monotonic() + 30
-        while store_bytes(tmp_path) > full / 4:
-            assert time.monotonic() < deadline, "the file never shrank"
-            await asyncio.sleep(0.02)
-        await s.stop()
-
-    asyncio.run(scenario())
-
-    # Free pages left in the file (rows deleted without a vacuum) go back once a writer
-    # starts, with nothing else to do.
-    async def refill() -> None:
-        s = Started(tmp_path)
-        op = AddOp([sealed(11, i, big) for i in range(200)], s.loop.create_future(), 1)
-        s.writer.submit(op)
-        await op.future
-        await s.stop()
-
-    asyncio.run(refill())
-    with sqlite3.connect(tmp_path / "bookie.db") as conn:
-        conn.execute("DELETE FROM entries WHERE ledger_id = 11")
-    assert free_pages(tmp_path) > 100
-
-    async def restart() -> None:
-        s = Started(tmp_path)
-        deadline = time.monotonic() + 30
-        while free_pages(tmp_path) > 0:
-            assert time.monotonic() < deadline, "the free pages found at start never went back"
-            await asyncio.sleep(0.02)
-        await s.stop()
-
-    asyncio.run(restart())
