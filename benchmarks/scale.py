@@ -7,7 +7,9 @@ writes its result as JSON and one PNG per curve under ``benchmarks/scale/``
 (``--out`` elsewhere). ``--quick`` runs a part in about a minute, for development; its
 figures are not the ones in benchmarks/README.md.
 
-- ``bookie``: one bookie filled to 20 GB (not implemented yet).
+- ``bookie``: one bookie filled to ``--target-gb`` (20) of 1 KiB and 64 KiB entries; at
+  every ``--step-gb`` (2): adds, cold and recent reads, RSS, file against payload; then
+  half its ledgers deleted under load (services/bench/scale_bookie.py).
 - ``metadata``: ZooKeeper holding N CLOSED ledgers whose metadata is written straight
   into it (as benchmarks/rereplication.py does), N growing along a curve: a page of
   ``GET /v1/ledgers`` at the start, middle and end of the listing, one full audit,
@@ -22,6 +24,8 @@ figures are not the ones in benchmarks/README.md.
     .venv/bin/python benchmarks/scale.py longlog --quick         # 100, 300 ledgers
     .venv/bin/python benchmarks/scale.py metadata                # 10k, 100k, 1M ledgers
     .venv/bin/python benchmarks/scale.py metadata --quick        # 2k, 10k ledgers
+    .venv/bin/python benchmarks/scale.py bookie                  # 20 GB, a point every 2 GB
+    .venv/bin/python benchmarks/scale.py bookie --target-gb 1 --step-gb 0.25
 
 The last stdout line is the part's result as JSON (also written to
 ``OUT/<part>.json``); progress goes to stderr.
@@ -51,6 +55,7 @@ from kazoo.client import KazooClient
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gateway.limits import DEDUP_CLOCK_SKEW_MS  # noqa: E402
+from services.bench import scale_bookie  # noqa: E402
 from services.bench.measure import Sampler, cpu_model  # noqa: E402
 from services.bench.metadata import (  # noqa: E402
     CREATE_TIMEOUT_S,
@@ -793,7 +798,8 @@ def main() -> None:
         sub.add_argument("--plot", action="store_true", help="plot a --quick run too")
         return sub
 
-    part("bookie", "a bookie filled to 20 GB (not implemented yet)")
+    sub = part("bookie", "one bookie filled to 20 GB: adds, reads, space; then half deleted")
+    scale_bookie.add_arguments(sub)
     part("open", "many open ledgers, readers and streams (not implemented yet)")
     sub = part("longlog", "a log of 10,000 ledgers: reads, from_time, truncate, hand-over")
     sub.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")],
@@ -822,12 +828,16 @@ def main() -> None:
     # SIGTERM (and SIGINT, which a background job ignores) ends the run through its
     # ``finally``: the cluster is stopped and its directory removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-    if args.part in ("bookie", "open"):
+    if args.part == "open":
         not_implemented(args.part)
     if args.part == "longlog" and args.replot is not None:
         plot_longlog(args.out, json.loads(args.replot.read_text())["rows"], args)
         return
-    runs = {"longlog": longlog, "metadata": metadata}
+    runs = {
+        "longlog": longlog,
+        "metadata": metadata,
+        "bookie": lambda a: scale_bookie.run(a, plot, machine),
+    }
     result = runs[args.part](args)
     if not args.quick or args.plot:
         write_result(args.out, args.part, result)

@@ -35,7 +35,7 @@ def last_json(proc: subprocess.CompletedProcess[str]) -> dict:
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
-@pytest.mark.parametrize("part", ["bookie", "open"])
+@pytest.mark.parametrize("part", ["open"])
 def test_a_part_not_written_yet_says_so_and_fails(tmp_path: Path, part: str) -> None:
     """No figure from a part that is not implemented: a message and exit code 2."""
     proc = scale(tmp_path, part, "--quick")
@@ -77,4 +77,50 @@ def test_metadata_measures_each_size(tmp_path: Path) -> None:
         assert row["zk_snapshot_mb"] > 0
         assert row["auditor_start_s"] > 0 and row["gateway_start_s"] > 0
         assert row["page_last"]["median_ms"] > 0
+    assert list((tmp_path / "work").iterdir()) == []
+
+
+def test_bookie_fills_measures_each_step_and_reclaims(tmp_path: Path) -> None:
+    """A bookie filled to 0.4 GiB with a point every 0.2: each point has its adds, RSS and
+    file against payload, the later ones cold reads of old entries of both sizes right
+    after the file left the page cache; then half the ledgers deleted under load give
+    space back and are gone; the plots are written and the work directory removed."""
+    proc = scale(tmp_path, "bookie", "--target-gb", "0.4", "--step-gb", "0.2",
+                 "--probe-s", "0.5", "--reclaim-deadline-s", "60", "--plot")  # fmt: skip
+    result = last_json(proc)
+    rows = result["rows"]
+    assert result["complete"] is True
+    assert [round(r["fill_gb"], 1) for r in rows] == [0.0, 0.2, 0.4]
+    for row in rows:
+        assert row["single"]["entries_per_s"] > 0 and row["single"]["errors"] == 0
+        assert row["batched"]["entries_per_s"] > row["single"]["entries_per_s"]
+        assert row["rss_mb"] > 0
+        # The file holds at least the payload the bookie was sent (no entry lost).
+        assert row["file_gb"] >= 0.95 * row["written_gb"]
+        assert row["live_gb"] >= 0.95 * row["written_gb"]
+    last = rows[-1]
+    assert last["cold_1k"]["n"] > 0 and last["cold_64k"]["p99_ms"] > 0
+    assert last["cached_before_cold_mb"] is None or last["cached_before_cold_mb"] < 50
+    assert last["recent"]["p50_ms"] > 0
+    reclaim = result["reclaim"]
+    assert reclaim["deleted_ledgers"] > 0 and reclaim["deletes_s"] is not None
+    assert reclaim["freed_gb"] > 0.5 * reclaim["deleted_gb"]
+    assert reclaim["space_back_90_s"] is not None
+    assert reclaim["during"]["batched"]["entries_per_s"] > 0
+    assert reclaim["gc_dry_run_after"]["freed_ledgers"] == 0
+    out = tmp_path / "out"
+    assert json.loads((out / "bookie.json").read_text())["rows"] == rows
+    for name in ("bookie_adds.png", "bookie_latency.png", "bookie_space.png",
+                 "bookie_reclaim_file.png", "bookie_reclaim_adds.png"):  # fmt: skip
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert list((tmp_path / "work").iterdir()) == []
+
+
+def test_bookie_refuses_a_target_the_disk_cannot_hold(tmp_path: Path) -> None:
+    """The free space is checked before anything starts: a target larger than the disk
+    is refused with a message, and nothing is left behind."""
+    proc = scale(tmp_path, "bookie", "--target-gb", "100000", "--step-gb", "1")
+    assert proc.returncode != 0
+    assert "refused" in proc.stderr and "GiB free" in proc.stderr
+    assert proc.stdout == ""
     assert list((tmp_path / "work").iterdir()) == []
