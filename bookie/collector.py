@@ -23,6 +23,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -54,6 +55,16 @@ def _iso(wall_ms: int) -> str:
     return datetime.fromtimestamp(wall_ms / 1000, UTC).isoformat(timespec="seconds")
 
 
+@dataclass(frozen=True, slots=True)
+class Counted:
+    """One count of the payload bytes per ledger (``GarbageCollector._count_bytes``)."""
+
+    sizes: dict[int, int]
+    at: float  # when it started (monotonic s)
+    wall_ms: int  # when it started (wall clock)
+    took_s: float
+
+
 class GarbageCollector:
     """The passes (scheduled and asked for) and the storage report of one bookie."""
 
@@ -80,6 +91,8 @@ class GarbageCollector:
         self._metrics = metrics
         self._lock = asyncio.Lock()
         self.last_pass: dict[str, Any] | None = None
+        self._counted: Counted | None = None  # the last count of bytes per ledger
+        self._counting: asyncio.Future[Counted] | None = None  # the count under way
 
     async def run_forever(self) -> None:
         """A pass every ``interval_s``; a failed pass is logged and the next one runs."""
@@ -199,9 +212,10 @@ class GarbageCollector:
         for the grace) and those pending delete (past the grace), each with its reason."""
         reader = self._reader
         loop = asyncio.get_running_loop()
+        counted = await self._count_bytes()
+        sizes = counted.sizes
         states = self._index.states()
         space = await loop.run_in_executor(reader.executor, reader.file_space)
-        sizes = await loop.run_in_executor(reader.executor, reader.ledger_bytes, None)
         now = _now_ms()
         orphaned: list[dict[str, Any]] = []
         pending: list[dict[str, Any]] = []
@@ -241,4 +255,38 @@ class GarbageCollector:
                 "deletes_per_pass": self.deletes_per_pass,
             },
             "last_pass": self.last_pass,
+            "bytes_counted_at": _iso(counted.wall_ms),
+            "bytes_count_ms": round(counted.took_s * 1000),
         }
+
+    async def _count_bytes(self) -> Counted:
+        """The payload bytes per ledger: counting scans every entry's row (about 1.5 s a
+        GB on the machine of benchmarks/README.md, "One bookie to 20 GB"), so a count is
+        reused for ``STORAGE_COUNT_REUSE_FACTOR`` times as long as it took and reports
+        asked meanwhile share one count: a page that polls the report keeps a read
+        thread busy at most 1 / (1 + that factor) of the time, and a small store is
+        counted afresh for every report."""
+        counted = self._counted
+        if counted is not None:
+            age_s = time.monotonic() - counted.at
+            if age_s < counted.took_s * limits.STORAGE_COUNT_REUSE_FACTOR:
+                return counted
+        if self._counting is None:
+            self._counting = asyncio.ensure_future(self._count_now())
+        counting = self._counting
+        try:
+            return await asyncio.shield(counting)
+        finally:
+            if self._counting is counting and counting.done():
+                self._counting = None
+
+    async def _count_now(self) -> Counted:
+        reader = self._reader
+        started = time.monotonic()
+        wall = _wall_ms()
+        sizes = await asyncio.get_running_loop().run_in_executor(
+            reader.executor, reader.ledger_bytes, None
+        )
+        counted = Counted(sizes, started, wall, time.monotonic() - started)
+        self._counted = counted
+        return counted

@@ -195,6 +195,11 @@ class StorageReport(BaseModel):
     pending_delete_bytes: int
     gc: GcSettingsView
     last_pass: GcLastPass | None = Field(description="The last pass (not a dry run), or null")
+    bytes_counted_at: str = Field(
+        description="When the bytes per ledger were counted (ISO 8601, UTC): a count scans "
+        "every entry, and is reused for ten times as long as it took"
+    )
+    bytes_count_ms: int = Field(description="How long that count took")
 
 
 class GcFreed(BaseModel):

@@ -239,6 +239,11 @@ class StorageReport(BaseModel):
     pending_delete_bytes: int
     gc: StorageGcSettings
     last_pass: StorageLastPass | None = Field(description="the last pass (not a dry run)")
+    bytes_counted_at: str = Field(
+        description="when the bookie counted the bytes per ledger (ISO 8601, UTC): a count "
+        "scans every entry, and is reused for ten times as long as it took"
+    )
+    bytes_count_ms: int = Field(description="how long that count took")
     by_log: StorageByLog | None = Field(
         default=None, description="only with by_log=true: the bookie's bytes counted by log"
     )

@@ -424,7 +424,10 @@ function storageFigures(report) {
     totals("storage-pending", report.pending_delete_count, report.pending_delete_bytes),
     el("dt", {}, "Garbage collection"),
     el("dd", { id: "storage-gc" }, `${every}, grace ${gc.grace_s} s, at most ${count(gc.deletes_per_pass)} deletes a pass`),
-    el("dt", {}, "Last pass"), el("dd", { id: "storage-last-pass" }, lastPass));
+    el("dt", {}, "Last pass"), el("dd", { id: "storage-last-pass" }, lastPass),
+    el("dt", {}, "Bytes counted"),
+    el("dd", { id: "storage-counted" },
+      `${new Date(report.bytes_counted_at).toLocaleString()} (the count took ${report.bytes_count_ms} ms)`));
   return [facts,
     ...storageList("storage-orphaned-list", "Orphaned ledgers", report.orphaned, report.orphaned_count,
       "No ledger is orphaned."),

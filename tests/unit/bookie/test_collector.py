@@ -7,6 +7,8 @@ storage report lists what waits with its reason."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import time
 from pathlib import Path
 
 from bookie.collector import GarbageCollector
@@ -149,5 +151,49 @@ def test_a_ledger_written_since_the_look_is_kept(tmp_path: Path) -> None:
         assert second["freed_ledgers"] == 1  # ledger 3 only
         assert started.index.get(2) is not None
         assert set(collector.rules.missing()) == {2}  # its clock started again
+
+    asyncio.run(with_collector(tmp_path, body))
+
+
+class SlowCount:
+    """The reader with a count of bytes per ledger that takes ``delay_s`` and is counted."""
+
+    def __init__(self, reader: Reader, delay_s: float) -> None:
+        self.reader = reader
+        self.delay_s = delay_s
+        self.counts = 0
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self.reader, name)
+
+    def ledger_bytes(self, ledger_ids: list[int] | None = None) -> dict[int, int]:
+        self.counts += 1
+        time.sleep(self.delay_s)  # the scan of a large store, in the reader's thread
+        return self.reader.ledger_bytes(ledger_ids)
+
+
+def test_a_costly_count_of_bytes_is_shared_and_reused_for_ten_times_its_time(
+    tmp_path: Path,
+) -> None:
+    """The report's bytes per ledger scan every entry: reports asked together share one
+    count, a report within ten times the count's duration reuses it (its bytes as of
+    then, its ledgers current), and a later one counts again."""
+
+    async def body(collector, store, started) -> None:  # type: ignore[no-untyped-def]
+        slow = SlowCount(collector._reader, 0.2)
+        collector._reader = slow
+        first, second = await asyncio.gather(collector.report("b1"), collector.report("b1"))
+        assert slow.counts == 1
+        assert first["bytes_counted_at"] == second["bytes_counted_at"]
+        assert first["bytes_count_ms"] >= 200
+        assert first["live"] == {"ledgers": 3, "bytes": 300}
+        await started.add(1, 1, b"y" * 50).future
+        reused = await collector.report("b1")
+        assert slow.counts == 1 and reused["live"]["bytes"] == 300  # as of the count
+        # Ten times the count's duration later, the next report counts again.
+        counted = collector._counted
+        collector._counted = dataclasses.replace(counted, at=counted.at - 10 * counted.took_s)
+        fresh = await collector.report("b1")
+        assert slow.counts == 2 and fresh["live"]["bytes"] == 350
 
     asyncio.run(with_collector(tmp_path, body))

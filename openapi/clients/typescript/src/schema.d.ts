@@ -1471,6 +1471,16 @@ export interface components {
             /** @description only with by_log=true: the bookie's bytes counted by log */
             by_log?: components["schemas"]["StorageByLog"] | null;
             /**
+             * Bytes Count Ms
+             * @description how long that count took
+             */
+            bytes_count_ms: number;
+            /**
+             * Bytes Counted At
+             * @description when the bookie counted the bytes per ledger (ISO 8601, UTC): a count scans every entry, and is reused for ten times as long as it took
+             */
+            bytes_counted_at: string;
+            /**
              * File Bytes
              * @description size of its database
              */

@@ -26,6 +26,9 @@ class StorageReport:
 
         Attributes:
             bookie (str): the bookie's id
+            bytes_count_ms (int): how long that count took
+            bytes_counted_at (str): when the bookie counted the bytes per ledger (ISO 8601, UTC): a count scans every entry,
+                and is reused for ten times as long as it took
             file_bytes (int): size of its database
             free_pages_bytes (int): bytes of free pages in it; file_bytes - free_pages_bytes is what the data uses
             gc (StorageGcSettings):
@@ -43,6 +46,8 @@ class StorageReport:
     """
 
     bookie: str
+    bytes_count_ms: int
+    bytes_counted_at: str
     file_bytes: int
     free_pages_bytes: int
     gc: StorageGcSettings
@@ -62,6 +67,10 @@ class StorageReport:
         from ..models.storage_last_pass import StorageLastPass  # noqa: PLC0415
 
         bookie = self.bookie
+
+        bytes_count_ms = self.bytes_count_ms
+
+        bytes_counted_at = self.bytes_counted_at
 
         file_bytes = self.file_bytes
 
@@ -108,6 +117,8 @@ class StorageReport:
         field_dict.update(
             {
                 "bookie": bookie,
+                "bytes_count_ms": bytes_count_ms,
+                "bytes_counted_at": bytes_counted_at,
                 "file_bytes": file_bytes,
                 "free_pages_bytes": free_pages_bytes,
                 "gc": gc,
@@ -136,6 +147,10 @@ class StorageReport:
 
         d = dict(src_dict)
         bookie = d.pop("bookie")
+
+        bytes_count_ms = d.pop("bytes_count_ms")
+
+        bytes_counted_at = d.pop("bytes_counted_at")
 
         file_bytes = d.pop("file_bytes")
 
@@ -201,6 +216,8 @@ class StorageReport:
 
         storage_report = cls(
             bookie=bookie,
+            bytes_count_ms=bytes_count_ms,
+            bytes_counted_at=bytes_counted_at,
             file_bytes=file_bytes,
             free_pages_bytes=free_pages_bytes,
             gc=gc,
