@@ -135,6 +135,17 @@ class Delete:
 Step = Check | SetData | Delete
 
 
+def _got(path: str, answer: Any, principal: str) -> Versioned | None | BaseException:
+    """One get's answer (a data and stat pair, or kazoo's exception): the znode, None
+    when there is none, or the error to raise for it."""
+    if isinstance(answer, NoNodeError):
+        return None
+    if isinstance(answer, BaseException):
+        return _translate(answer, path, principal)
+    data, stat = answer
+    return Versioned(data or b"", stat.version, stat.ephemeralOwner, stat.mtime)
+
+
 def _translate(exc: BaseException, path: str, principal: str) -> BaseException:
     if isinstance(exc, NoAuthError):
         return MetadataUnavailable(
@@ -444,13 +455,11 @@ class MetadataStore:
                 failure = failure or _translate(answer, batch[0], self.principal)
                 continue
             for path, result in zip(batch, answer, strict=True):
-                if isinstance(result, NoNodeError):
-                    out.append(None)
-                elif isinstance(result, BaseException):
-                    failure = failure or _translate(result, path, self.principal)
+                got = _got(path, result, self.principal)
+                if isinstance(got, BaseException):
+                    failure = failure or got
                 else:
-                    data, stat = result
-                    out.append(Versioned(data, stat.version, stat.ephemeralOwner, stat.mtime))
+                    out.append(got)
         if failure is not None:
             raise failure
         return out
@@ -464,13 +473,11 @@ class MetadataStore:
         out: list[Versioned | None] = []
         failure: BaseException | None = None
         for path, answer in zip(paths, answers, strict=True):
-            if isinstance(answer, NoNodeError):
-                out.append(None)
-            elif isinstance(answer, BaseException):
-                failure = failure or _translate(answer, path, self.principal)
+            got = _got(path, answer, self.principal)
+            if isinstance(got, BaseException):
+                failure = failure or got
             else:
-                data, stat = answer
-                out.append(Versioned(data or b"", stat.version, stat.ephemeralOwner, stat.mtime))
+                out.append(got)
         if failure is not None:
             raise failure
         return out
