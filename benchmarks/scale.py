@@ -12,7 +12,9 @@ figures are not the ones in benchmarks/README.md.
   into it (as benchmarks/rereplication.py does), N growing along a curve: a page of
   ``GET /v1/ledgers`` at the start, middle and end of the listing, one full audit,
   ZooKeeper's memory (RSS) and snapshot size, a gateway's and an auditor's start-up.
-- ``open``: many open ledgers, tailing readers and streams (not implemented yet).
+- ``open``: many open things on one gateway (services/bench/scale_open.py): idle open
+  ledgers, then tailing readers and WebSocket streams; the gateway's memory, its CPU
+  while idle and an active client's append latency beside them.
 - ``longlog``: one log grown by real appends and rolls to 10,000 ledgers; at each size
   of the curve: a read from the start, the middle and the end, a read ``from_time``, a
   truncate of the first ledger and a hand-over (``POST .../writer`` on another gateway,
@@ -22,6 +24,8 @@ figures are not the ones in benchmarks/README.md.
     .venv/bin/python benchmarks/scale.py longlog --quick         # 100, 300 ledgers
     .venv/bin/python benchmarks/scale.py metadata                # 10k, 100k, 1M ledgers
     .venv/bin/python benchmarks/scale.py metadata --quick        # 2k, 10k ledgers
+    .venv/bin/python benchmarks/scale.py open          # 100k open ledgers; 10k readers, 5k streams
+    .venv/bin/python benchmarks/scale.py open --quick            # 2k, 200, 100
 
 The last stdout line is the part's result as JSON (also written to
 ``OUT/<part>.json``); progress goes to stderr.
@@ -51,6 +55,7 @@ from kazoo.client import KazooClient
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gateway.limits import DEDUP_CLOCK_SKEW_MS  # noqa: E402
+from services.bench import scale_open  # noqa: E402
 from services.bench.measure import Sampler, cpu_model  # noqa: E402
 from services.bench.metadata import (  # noqa: E402
     CREATE_TIMEOUT_S,
@@ -783,7 +788,8 @@ def main() -> None:
         return sub
 
     part("bookie", "a bookie filled to 20 GB (not implemented yet)")
-    part("open", "many open ledgers, readers and streams (not implemented yet)")
+    sub = part("open", "100,000 idle open ledgers; 10,000 tailing readers, 5,000 streams")
+    scale_open.add_arguments(sub)
     sub = part("longlog", "a log of 10,000 ledgers: reads, from_time, truncate, hand-over")
     sub.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")],
                      help="ledger counts of the curve, ascending")  # fmt: skip
@@ -805,9 +811,11 @@ def main() -> None:
     # SIGTERM (and SIGINT, which a background job ignores) ends the run through its
     # ``finally``: the cluster is stopped and its directory removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-    if args.part in ("bookie", "open"):
+    if args.part == "bookie":
         not_implemented(args.part)
-    runs = {"longlog": longlog, "metadata": metadata}
+    if args.part == "open":
+        scale_open.resolve(args)
+    runs = {"longlog": longlog, "metadata": metadata, "open": scale_open.run}
     result = runs[args.part](args)
     if not args.quick or args.plot:
         write_result(args.out, args.part, result)
