@@ -132,15 +132,31 @@ class HandleRunner(EffectRunner):
         bookie = self.handle.metadata.ensemble[0]
         self._feed(m.BookieFailed(bookie, m.RejectReason.FENCED))
 
-    async def wait_lac(self, after: int, timeout_s: float) -> int:
-        """Wait up to ``timeout_s`` for the LAC to pass ``after``; return the LAC."""
+    async def wait_lac(
+        self, after: int, timeout_s: float, until: Callable[[], bool] | None = None
+    ) -> int:
+        """Wait up to ``timeout_s`` for the LAC to pass ``after`` (or the handle to stop
+        being live, or ``until()`` to hold, checked when ``wake_waiters`` is called);
+        return the LAC."""
+
+        def done() -> bool:
+            return self.lac > after or not self.live or (until is not None and until())
 
         try:
             async with asyncio.timeout(timeout_s):
-                await self._wait_until(lambda: self.lac > after or not self.live)
+                await self._wait_until(done)
         except TimeoutError:
             pass
         return self.lac
+
+    def wake_waiters(self) -> None:
+        """Have the waits on this handle check their condition now (something they
+        wait for changed outside the handle: gateway/logs/writer.py ``_lose``)."""
+        if self._waiters:
+            waiters, self._waiters = self._waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     async def _wait_until(self, predicate: Callable[[], bool]) -> None:
         """Wait until ``predicate()`` holds; re-checked after every event fed."""
