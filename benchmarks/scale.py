@@ -14,7 +14,9 @@ figures are not the ones in benchmarks/README.md.
   into it (as benchmarks/rereplication.py does), N growing along a curve: a page of
   ``GET /v1/ledgers`` at the start, middle and end of the listing, one full audit,
   ZooKeeper's memory (RSS) and snapshot size, a gateway's and an auditor's start-up.
-- ``open``: many open ledgers, tailing readers and streams (not implemented yet).
+- ``open``: many open things on one gateway (services/bench/scale_open.py): idle open
+  ledgers, then tailing readers and WebSocket streams; the gateway's memory, its CPU
+  while idle and an active client's append latency beside them.
 - ``longlog``: one log grown by real appends and rolls to 10,000 ledgers; at each size
   of the curve: a read from the start, the middle and the end, a read ``from_time``, a
   truncate of the first ledger and a hand-over (``POST .../writer`` on another gateway,
@@ -26,6 +28,8 @@ figures are not the ones in benchmarks/README.md.
     .venv/bin/python benchmarks/scale.py metadata --quick        # 2k, 10k ledgers
     .venv/bin/python benchmarks/scale.py bookie                  # 20 GB, a point every 2 GB
     .venv/bin/python benchmarks/scale.py bookie --target-gb 1 --step-gb 0.25
+    .venv/bin/python benchmarks/scale.py open          # 100k open ledgers; 10k readers, 5k streams
+    .venv/bin/python benchmarks/scale.py open --quick            # 2k, 200, 100
 
 The last stdout line is the part's result as JSON (also written to
 ``OUT/<part>.json``); progress goes to stderr.
@@ -55,26 +59,36 @@ from kazoo.client import KazooClient
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gateway.limits import DEDUP_CLOCK_SKEW_MS  # noqa: E402
-from services.bench import scale_bookie  # noqa: E402
-from services.bench.measure import Sampler, cpu_model  # noqa: E402
+from services.bench import (
+    scale_bookie,  # noqa: E402
+    scale_open,  # noqa: E402
+)
+from services.bench.measure import Sampler  # noqa: E402
 from services.bench.metadata import (  # noqa: E402
     CREATE_TIMEOUT_S,
     FIRST_WRITTEN_ID,
     write_closed_ledgers,
 )
+from services.bench.scale_common import (  # noqa: E402
+    SECRET,
+    START_DEADLINE_S,
+    ZK_ROOT,
+    Cluster,
+    machine,
+    percentile,
+    plot,
+    process_cpu_s,
+    say,
+    write_result,
+)
 from services.cluster.processes import (  # noqa: E402
     ServiceProcess,
     ZooKeeperProcess,
-    free_port,
-    stop_processes,
 )
 from services.zk import paths as zkpaths  # noqa: E402
 
 OUT_DIR = Path(__file__).resolve().parent / "scale"
-SECRET = "scale-bench-secret"
-ZK_ROOT = "/scale"
 HTTP_TIMEOUT_S = 120.0
-START_DEADLINE_S = 120.0
 
 # Targets of issue 42 on this machine.
 READ_START_TARGET_MS = 100.0
@@ -82,26 +96,6 @@ HANDOVER_TARGET_MS = 1000.0
 PAGE_TARGET_MS = 50.0
 AUDIT_TARGET_S = 300.0
 START_TARGET_S = 30.0
-
-
-def say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def machine() -> dict[str, Any]:
-    """What the figures were taken on, and how busy it was (the lead's test suite may
-    share the two cores)."""
-    return {
-        "cpu_model": cpu_model(),
-        "cpus": os.cpu_count(),
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-    }
-
-
-def percentile(samples: list[float], fraction: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 def timed(call: Callable[[], httpx.Response]) -> tuple[float, httpx.Response]:
@@ -113,110 +107,6 @@ def timed(call: Callable[[], httpx.Response]) -> tuple[float, httpx.Response]:
         raise SystemExit(f"{answer.request.method} {answer.request.url}: {answer.status_code} "
                          f"{answer.text[:300]}")  # fmt: skip
     return ms, answer
-
-
-class Cluster:
-    """ZooKeeper, bookies and services in ``work``, stopped by pid (``stop``)."""
-
-    def __init__(self, work: Path, zk_heap_mb: int = 256, zk_snap_count: int = 0) -> None:
-        self.work = work
-        self.procs: list[ServiceProcess | ZooKeeperProcess] = []
-        self.zk = ZooKeeperProcess(work / "zk", free_port())
-        if zk_heap_mb != 256:
-            # services/cluster/processes.py gives ZooKeeper a 256 MiB heap; the metadata
-            # part's million ledgers need more (the heap is the flag we set here).
-            self.zk.argv = [f"-Xmx{zk_heap_mb}m" if a.startswith("-Xmx") else a
-                            for a in self.zk.argv]  # fmt: skip
-        if zk_snap_count:
-            # A snapshot every (about) this many transactions, so that one can be made
-            # on purpose (``force_snapshot``) with a few writes.
-            with (self.zk.data_dir / "zoo.cfg").open("a") as cfg:
-                cfg.write(f"snapCount={zk_snap_count}\n")
-        self.env = {**os.environ, "QUIRE_CLUSTER_SECRET": SECRET}
-        self.bookies: list[ServiceProcess] = []
-
-    def start_zookeeper(self) -> None:
-        self.procs.append(self.zk)
-        self.zk.start()
-        self.zk.wait_ready()
-
-    def service(self, module: str, args: list[str], name: str) -> ServiceProcess:
-        """Start a service (not waited for: ``wait_healthy`` it)."""
-        common = ["--zk", self.zk.connect_string, "--zk-root", ZK_ROOT]
-        proc = ServiceProcess(
-            module, [*common, *args], "127.0.0.1", free_port(), self.work / f"{name}.log",
-            env=self.env, name=name,
-        )  # fmt: skip
-        self.procs.append(proc)
-        proc.start()
-        return proc
-
-    def start_bookies(self, count: int) -> None:
-        self.bookies = [
-            self.service("bookie", ["--data-dir", str(self.work / f"bookie-{i}")], f"bookie-{i}")
-            for i in range(count)
-        ]
-        for bookie in self.bookies:
-            bookie.wait_healthy(START_DEADLINE_S)
-
-    def stop_service(self, proc: ServiceProcess) -> None:
-        stop_processes([proc], 5.0)
-        self.procs.remove(proc)
-
-    def stop(self) -> None:
-        stop_processes(self.procs, 5.0)
-
-
-def write_result(out: Path, part: str, result: dict[str, Any]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{part}.json").write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps(result), flush=True)
-
-
-def plot(
-    path: Path,
-    title: str,
-    xlabel: str,
-    ylabel: str,
-    series: dict[str, tuple[list[float], list[float]]],
-    target: float | None = None,
-    logx: bool = True,
-    targets: dict[str, float] | None = None,
-    logy: bool = False,
-) -> None:
-    """One curve per series on one small PNG (about 30 KB), with the issue's target
-    (or ``targets``, by name) as a dashed line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(6.4, 3.8), dpi=90)
-    for label, (xs, ys) in series.items():
-        axes.plot(xs, ys, marker="o", label=label)
-    lines = dict(targets or {})
-    if target is not None:
-        lines["target"] = target
-    for (label, value), colour in zip(lines.items(), ("red", "purple", "brown"), strict=False):
-        axes.axhline(value, color=colour, linestyle="--", linewidth=1, label=label)
-    if logx:
-        axes.set_xscale("log")
-    if logy:
-        axes.set_yscale("log")
-    axes.set_title(title, fontsize=10)
-    axes.set_xlabel(xlabel)
-    axes.set_ylabel(ylabel)
-    axes.grid(True, alpha=0.3)
-    axes.legend(fontsize=8)
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path)
-    plt.close(figure)
-
-
-def not_implemented(part: str) -> None:
-    say(f"scale.py {part}: not implemented yet (issue 42); no figure is made up")
-    raise SystemExit(2)
 
 
 # -- part 4: long logs ------------------------------------------------------------------
@@ -528,11 +418,6 @@ def plot_longlog(out: Path, rows: list[dict[str, Any]], args: argparse.Namespace
 # -- part 2: metadata at a million ledgers ------------------------------------------------
 
 
-def process_cpu_s(pid: int) -> float:
-    times = psutil.Process(pid).cpu_times()
-    return float(times.user + times.system)
-
-
 def zk_monitor(zk: ZooKeeperProcess) -> dict[str, str]:
     """ZooKeeper's ``mntr`` four-letter command, as key -> value."""
     with socket.create_connection((zk.host, zk.port), timeout=10.0) as conn:
@@ -800,7 +685,8 @@ def main() -> None:
 
     sub = part("bookie", "one bookie filled to 20 GB: adds, reads, space; then half deleted")
     scale_bookie.add_arguments(sub)
-    part("open", "many open ledgers, readers and streams (not implemented yet)")
+    sub = part("open", "100,000 idle open ledgers; 10,000 tailing readers, 5,000 streams")
+    scale_open.add_arguments(sub)
     sub = part("longlog", "a log of 10,000 ledgers: reads, from_time, truncate, hand-over")
     sub.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")],
                      help="ledger counts of the curve, ascending")  # fmt: skip
@@ -828,15 +714,16 @@ def main() -> None:
     # SIGTERM (and SIGINT, which a background job ignores) ends the run through its
     # ``finally``: the cluster is stopped and its directory removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-    if args.part == "open":
-        not_implemented(args.part)
     if args.part == "longlog" and args.replot is not None:
         plot_longlog(args.out, json.loads(args.replot.read_text())["rows"], args)
         return
+    if args.part == "open":
+        scale_open.resolve(args)
     runs = {
         "longlog": longlog,
         "metadata": metadata,
         "bookie": lambda a: scale_bookie.run(a, plot, machine),
+        "open": scale_open.run,
     }
     result = runs[args.part](args)
     if not args.quick or args.plot:

@@ -88,8 +88,8 @@ DELETES_IN_FLIGHT_MAX = 16
 USAGE_LOOKUPS_IN_FLIGHT = 64
 # The most ledgers one attach request adds to a log (operations.py).
 ATTACH_LEDGERS_MAX = 10_000
-# A waiting read re-reads the log's list and the ledger's state at least this often
-# (reads.py).
+# A waiting read re-reads the log's list and the ledger's state at least this often,
+# unless it waits on this gateway's own write handle of the log (reads.py ``_wait``).
 WAIT_SLICE_MS = 500
 # A read from the log's first record that finds it truncated away meanwhile reads the
 # list again, at most this many times (reads.py).

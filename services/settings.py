@@ -81,6 +81,13 @@ class CommonSettings(BaseSettings):
     connections_per_client_max: int = Field(
         512, ge=1, le=1_000_000, description="open connections per client address; more get 503"
     )
+    requests_in_flight_max: int = Field(
+        4096,
+        ge=1,
+        le=1_000_000,
+        description="requests being served at once; more get 503 (a long poll counts "
+        "while it waits)",
+    )
 
     # TLS (docs/security.md, "TLS"): on when the three files are given, for the port
     # and for every call to another service; one cluster is all TLS or all plain.

@@ -109,7 +109,7 @@ async def read(
         remaining_ms = int((deadline - time.monotonic()) * 1000)
         if page.records or remaining_ms <= 0:
             return page
-        await _wait(gw, waiting_on, min(remaining_ms, WAIT_SLICE_MS))
+        await _wait(gw, name, waiting_on, remaining_ms)
         if start is None and page.next is not None:
             start = page.next
 
@@ -273,18 +273,38 @@ def _page_of(
     return read
 
 
-async def _wait(gw: Gateway, ledger: Readable | None, wait_ms: int) -> None:
-    """Wait up to ``wait_ms`` for more to read: the LAC of the open ledger the read
-    stopped at, or (at the end of the list) simply the time slice."""
+async def _wait(gw: Gateway, name: str, ledger: Readable | None, remaining_ms: int) -> None:
+    """Wait for more to read, at most ``remaining_ms``.
+
+    On this gateway's own write handle of the log's open ledger, the whole time: every
+    change that can make more of the log readable wakes the handle's waiters (an add
+    moves the LAC; a roll closes the handle; a fence stops it being live; the log
+    writer losing its role, to another writer or a delete that its watch on the log's
+    znode learns, wakes them: writer.py ``_lose``). So 10,000 tailing readers of this
+    gateway's logs cost nothing while nothing is appended (benchmarks/README.md, "Many
+    open things"); they were woken every ``WAIT_SLICE_MS`` to re-read the list, which
+    took 80 % of a core at 2,500 readers.
+
+    Otherwise in slices of ``WAIT_SLICE_MS``, the list re-read between them (by
+    ``read``), so that a roll or a new writer elsewhere is seen: the LAC of an open ledger
+    another gateway writes (long polls to its bookies), or, at the end of the list,
+    simply the time."""
+    slice_ms = min(remaining_ms, WAIT_SLICE_MS)
     if ledger is None:
-        await asyncio.sleep(wait_ms / 1000)
+        await asyncio.sleep(slice_ms / 1000)
         return
     lid = ledger.metadata.ledger_id
     runner = gw.handles.live(lid)
     if runner is not None:
-        await runner.wait_lac(ledger.end, wait_ms / 1000)
+        writer = gw.logs.get(name) if gw.log_writers else None
+        if writer is not None and writer.runner is runner:
+            await runner.wait_lac(
+                ledger.end, remaining_ms / 1000, until=lambda: writer.lost is not None
+            )
+            return
+        await runner.wait_lac(ledger.end, slice_ms / 1000)
         return
-    await reads.wait_bookies_lac(gw.ctx, ledger.metadata, ledger.end, wait_ms)
+    await reads.wait_bookies_lac(gw.ctx, ledger.metadata, ledger.end, slice_ms)
 
 
 async def usage(gw: Gateway, log_meta: LogMetadata) -> retention.Usage:

@@ -546,6 +546,9 @@ class LogWriter:
             log.info("lost the writer role", extra={"fields": {"log": self.name, "why": why}})
         self._cancel_age_roll()
         self._floor_known.set()  # appends waiting for the floor answer not_writer
+        if self.runner is not None:
+            # Tail reads waiting on our ledger re-read the log's list now (reads.py).
+            self.runner.wake_waiters()
 
     # ------------------------------------------------------------ rolls
 

@@ -55,13 +55,22 @@ class PendingRequest:
     deadline: int  # ms, when it fails with a time-out if not acknowledged
 
 
+# The queues of a handle with nothing pending, shared by every such handle and never
+# changed: ``add`` gives a handle queues of its own before it appends, ``advance`` and
+# ``fail_all`` hand the shared ones back once the handle's are empty. An empty deque holds
+# a block of 64 slots (about 600 bytes), and a gateway holds tens of thousands of idle
+# handles (benchmarks/README.md, "Many open things").
+_NO_ENTRIES: deque[PendingEntry] = deque()
+_NO_REQUESTS: deque[PendingRequest] = deque()
+
+
 class PendingAdds:
     """The in-order ack tracker of one write handle."""
 
     def __init__(self, ack_quorum: int) -> None:
         self.ack_quorum = ack_quorum
-        self.entries: deque[PendingEntry] = deque()
-        self.requests: deque[PendingRequest] = deque()
+        self.entries: deque[PendingEntry] = _NO_ENTRIES
+        self.requests: deque[PendingRequest] = _NO_REQUESTS
         self.lac = -1  # the last entry acknowledged to the client
         self.acked_length = 0  # total payload bytes of entries 0..lac
         self.next_entry_id = 0
@@ -87,6 +96,10 @@ class PendingAdds:
             entry_id = self.next_entry_id
             self.next_entry_id += 1
             out.append(PendingEntry(entry_id, payload, self.length, write_set_of(entry_id)))
+        if self.entries is _NO_ENTRIES:
+            self.entries = deque()
+        if self.requests is _NO_REQUESTS:
+            self.requests = deque()
         self.entries.extend(out)
         self.requests.append(PendingRequest(request_id, first, self.next_entry_id - 1, deadline))
         return out
@@ -127,14 +140,19 @@ class PendingAdds:
         done: list[PendingRequest] = []
         while self.requests and self.requests[0].last_entry_id <= self.lac:
             done.append(self.requests.popleft())
+        if not self.entries:
+            self.entries = _NO_ENTRIES
+        if not self.requests:
+            self.requests = _NO_REQUESTS
+        invariant(not _NO_ENTRIES and not _NO_REQUESTS, "the shared empty queues were changed")
         return popped, done
 
     def fail_all(self) -> list[PendingRequest]:
         """Drop every pending entry and return the requests that can no longer succeed.
         Their ids stay used: the handle must not hand out ids again (it closes)."""
         failed = list(self.requests)
-        self.requests.clear()
-        self.entries.clear()
+        self.requests = _NO_REQUESTS
+        self.entries = _NO_ENTRIES
         self.bytes = 0
         return failed
 

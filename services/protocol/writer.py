@@ -167,18 +167,6 @@ class WriteHandle:
         self._now = now
         self._idle_since = now
         self._lac_sent = -1
-        self._handlers: dict[type, Callable[[Any], list[Effect]]] = {
-            AddRequested: self._on_add,
-            CloseRequested: self._on_close,
-            Tick: self._on_tick,
-            BookieAddsDone: self._on_adds_done,
-            BookieFailed: self._on_bookie_failed,
-            WritableBookies: self._on_writable,
-            MetadataWritten: self._on_metadata,
-            MetadataConflicted: self._on_metadata,
-            MetadataRead: self._on_metadata,
-            MetadataFailed: self._on_metadata,
-        }
 
     # ------------------------------------------------------------------ queries
 
@@ -242,9 +230,9 @@ class WriteHandle:
         if now is not None:
             self._now = max(self._now, now)
         handler = present(
-            self._handlers.get(type(event)), f"a write handle does not take {type(event).__name__}"
+            _HANDLERS.get(type(event)), f"a write handle does not take {type(event).__name__}"
         )
-        return handler(event)
+        return handler(self, event)
 
     # ------------------------------------------------------------------ adds
 
@@ -564,3 +552,20 @@ class WriteHandle:
         if self._change.in_progress:
             self._change.wait(self._now)  # the outcome stays unknown: plan again later
         return []
+
+
+# The handler of each event a write handle takes, one table for all handles: a table of
+# bound methods per handle cost about 1 KB each, and a gateway holds tens of thousands of
+# idle handles (benchmarks/README.md, "Many open things").
+_HANDLERS: dict[type, Callable[[WriteHandle, Any], list[Effect]]] = {
+    AddRequested: WriteHandle._on_add,
+    CloseRequested: WriteHandle._on_close,
+    Tick: WriteHandle._on_tick,
+    BookieAddsDone: WriteHandle._on_adds_done,
+    BookieFailed: WriteHandle._on_bookie_failed,
+    WritableBookies: WriteHandle._on_writable,
+    MetadataWritten: WriteHandle._on_metadata,
+    MetadataConflicted: WriteHandle._on_metadata,
+    MetadataRead: WriteHandle._on_metadata,
+    MetadataFailed: WriteHandle._on_metadata,
+}

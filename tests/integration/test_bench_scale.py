@@ -35,15 +35,6 @@ def last_json(proc: subprocess.CompletedProcess[str]) -> dict:
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
-@pytest.mark.parametrize("part", ["open"])
-def test_a_part_not_written_yet_says_so_and_fails(tmp_path: Path, part: str) -> None:
-    """No figure from a part that is not implemented: a message and exit code 2."""
-    proc = scale(tmp_path, part, "--quick")
-    assert proc.returncode == 2
-    assert "not implemented yet" in proc.stderr
-    assert proc.stdout == ""
-
-
 def test_longlog_measures_each_size_and_plots(tmp_path: Path) -> None:
     """Each size of the curve has its reads (landing where asked), truncate and
     hand-overs; the result and the plots are written; the work directory is removed."""
@@ -123,4 +114,34 @@ def test_bookie_refuses_a_target_the_disk_cannot_hold(tmp_path: Path) -> None:
     assert proc.returncode != 0
     assert "refused" in proc.stderr and "GiB free" in proc.stderr
     assert proc.stdout == ""
+    assert list((tmp_path / "work").iterdir()) == []
+
+
+def test_open_measures_each_size_and_plots(tmp_path: Path) -> None:
+    """The open part holds idle ledgers, then tailing readers and streams beside them,
+    at each size measuring the gateway's RSS, its idle CPU and an active client's
+    latency; the reader of the active client's log saw its appends (the script checks
+    that, and that no held connection failed or was dropped); the plots are written
+    and the work directory removed."""
+    proc = scale(
+        tmp_path, "open", "--quick", "--plot", "--ledgers", "60", "--readers", "40",
+        "--streams", "20", "--active-s", "1", "--quiet-s", "1", "--rate", "40",
+    )  # fmt: skip
+    result = last_json(proc)
+    ledgers, tail = result["ledgers"], result["tail"]
+    assert [r["items"] for r in ledgers] == [0, 6, 18, 60]
+    assert [r["items"] for r in tail["readers"]] == [0, 10, 20, 40]
+    assert [r["items"] for r in tail["streams"]] == [10, 20]
+    for row in [*ledgers, *tail["readers"], *tail["streams"]]:
+        assert row["rss_mb"] > 0 and row["idle_cpu_percent"] >= 0
+        assert row["active"]["appends"] >= 20 and row["active"]["p99_ms"] > 0
+        assert row["p99_ratio"] > 0
+    assert ledgers[0]["p99_ratio"] == 1.0 and "bytes_per_ledger" in ledgers[-1]
+    assert all(r["readers"] == 40 and "bytes_per_item" in r for r in tail["streams"])
+    # Each answered long poll of tail-0's reader carried the active client's records.
+    assert tail["readers"][-1]["polls_answered"] > 0
+    out = tmp_path / "out"
+    assert json.loads((out / "open.json").read_text())["ledgers"] == ledgers
+    for name in ("open_memory.png", "open_rss.png", "open_cpu.png", "open_latency.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert list((tmp_path / "work").iterdir()) == []

@@ -363,3 +363,36 @@ def test_a_5_mib_record_round_trips(env: Env) -> None:
     page = read(env.b, "big", limit=1, wait_ms=10_000)
     assert [r["position"] for r in page["records"]] == [pos(lid, 0)]
     assert base64.b64decode(page["records"][0]["data"]) == data
+
+
+def test_a_tail_read_on_the_writer_sees_another_gateway_take_the_log(env: Env) -> None:
+    """A tailing read waiting on the writer's own gateway (which waits on its write
+    handle, never re-reading the list on a timer) is woken when another gateway takes
+    the log (the writer's watch on the log learns it) and returns that writer's first
+    record, long before its wait_ms."""
+    create(env.a, "tail-taken")
+    lid = take(env.a, "tail-taken")["ledger_id"]
+    ok(append(env.a, "tail-taken", b"t0"))
+    start = f"{lid}:1"
+    result: dict[str, Any] = {}
+
+    def tail() -> None:
+        t0 = time.monotonic()
+        result["page"] = read(env.a, "tail-taken", wait_ms=25_000, **{"from": start})
+        result["s"] = time.monotonic() - t0
+
+    thread = threading.Thread(target=tail)
+    thread.start()
+    try:
+        # The hand-over lands while the read waits (or just before it: either way the
+        # read must end at B's record).
+        new_lid = take(env.b, "tail-taken")["ledger_id"]
+        ok(append(env.b, "tail-taken", b"t1"))
+    finally:
+        thread.join(40)
+    assert not thread.is_alive()
+    page = result["page"]
+    assert [(r["position"], base64.b64decode(r["data"])) for r in page["records"]] == [
+        (pos(new_lid, 0), b"t1")
+    ]
+    assert result["s"] < 15, result["s"]

@@ -22,7 +22,9 @@ from services.protocol import messages as m
 class EffectRunner:
     def __init__(self, ctx: LedgerClientContext) -> None:
         self.ctx = ctx
-        self._tasks: set[asyncio.Task[None]] = set()
+        # None until a task is spawned: an empty set costs 216 bytes in each of the many
+        # idle write handles a gateway may hold (benchmarks/README.md, "Many open things").
+        self._tasks: set[asyncio.Task[None]] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
 
@@ -65,6 +67,8 @@ class EffectRunner:
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
+        if self._tasks is None:
+            self._tasks = set()
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -120,6 +124,7 @@ class EffectRunner:
     async def _stop(self) -> None:
         """Cancel the timer and every task still running."""
         self._cancel_timer()
-        for task in list(self._tasks):
+        tasks = list(self._tasks or ())
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -25,7 +25,6 @@ import collections
 import itertools
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from functools import partial
 
 from services.errors import Unavailable
 from services.ledger_client.context import LedgerClientContext
@@ -44,6 +43,21 @@ class AddOutcome:
     lac: int
 
 
+@dataclass(frozen=True, slots=True)
+class AddsDone:
+    """The callback of a handle's adds to one bookie. Equal for equal (handle, bookie),
+    so the sender groups a request's records of one handle into one call
+    (services/ledger_client/senders.py ``_by_callback``) without the handle keeping a
+    callback per bookie: a gateway holds tens of thousands of idle handles
+    (benchmarks/README.md, "Many open things")."""
+
+    runner: HandleRunner
+    bookie: str
+
+    def __call__(self, answer: AddAnswer) -> None:
+        self.runner._on_adds_done(self.bookie, answer)
+
+
 class HandleRunner(EffectRunner):
     def __init__(self, ctx: LedgerClientContext, senders: SenderTable, handle: WriteHandle) -> None:
         super().__init__(ctx)
@@ -54,8 +68,9 @@ class HandleRunner(EffectRunner):
         self._closes: dict[Hashable, asyncio.Future[tuple[LedgerMetadata, int]]] = {}
         self._waiters: list[asyncio.Future[None]] = []
         # Adds waiting for room, in turn (``_admit``): the first is woken by ``_notify``.
-        self._admission: collections.deque[asyncio.Future[None]] = collections.deque()
-        self._adds_done: dict[str, Callable[[AddAnswer], None]] = {}
+        # None while no add waits: an empty deque holds about 600 bytes, and a gateway
+        # holds tens of thousands of idle handles (benchmarks/README.md, "Many open things").
+        self._admission: collections.deque[asyncio.Future[None]] | None = None
         self.closed_metadata: LedgerMetadata | None = None
         self._ensemble_changes_seen = 0
         # The senders of the ensemble's bookies (``_admits``), for the ensemble they are of.
@@ -117,15 +132,31 @@ class HandleRunner(EffectRunner):
         bookie = self.handle.metadata.ensemble[0]
         self._feed(m.BookieFailed(bookie, m.RejectReason.FENCED))
 
-    async def wait_lac(self, after: int, timeout_s: float) -> int:
-        """Wait up to ``timeout_s`` for the LAC to pass ``after``; return the LAC."""
+    async def wait_lac(
+        self, after: int, timeout_s: float, until: Callable[[], bool] | None = None
+    ) -> int:
+        """Wait up to ``timeout_s`` for the LAC to pass ``after`` (or the handle to stop
+        being live, or ``until()`` to hold, checked when ``wake_waiters`` is called);
+        return the LAC."""
+
+        def done() -> bool:
+            return self.lac > after or not self.live or (until is not None and until())
 
         try:
             async with asyncio.timeout(timeout_s):
-                await self._wait_until(lambda: self.lac > after or not self.live)
+                await self._wait_until(done)
         except TimeoutError:
             pass
         return self.lac
+
+    def wake_waiters(self) -> None:
+        """Have the waits on this handle check their condition now (something they
+        wait for changed outside the handle: gateway/logs/writer.py ``_lose``)."""
+        if self._waiters:
+            waiters, self._waiters = self._waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     async def _wait_until(self, predicate: Callable[[], bool]) -> None:
         """Wait until ``predicate()`` holds; re-checked after every event fed."""
@@ -152,6 +183,8 @@ class HandleRunner(EffectRunner):
         deadline = loop.time() + self.ctx.settings.admission_wait_ms / 1000
         waiter: asyncio.Future[None] = loop.create_future()
         queue = self._admission
+        if queue is None:
+            queue = self._admission = collections.deque()
         queue.append(waiter)
         try:
             # Checked with no await between the last check and the caller feeding its add.
@@ -171,6 +204,8 @@ class HandleRunner(EffectRunner):
             queue.remove(waiter)
             if queue and not queue[0].done():
                 queue[0].set_result(None)  # the next in turn checks now
+            if not queue and self._admission is queue:
+                self._admission = None
 
     def _refusal(self, entries: int, size: int) -> str:
         """Why an add of ``entries`` and ``size`` bytes was not admitted in time."""
@@ -253,10 +288,7 @@ class HandleRunner(EffectRunner):
         self.ctx.metrics.adds_in_flight.value += len(records)
         # One callback per bookie: the sender answers all of this handle's records of one
         # request in one call (services/ledger_client/senders.py ``_by_callback``), one event fed.
-        done = self._adds_done.get(bookie)
-        if done is None:
-            done = self._adds_done[bookie] = partial(self._on_adds_done, bookie)
-        self.senders.get(bookie).send(records, done)
+        self.senders.get(bookie).send(records, AddsDone(self, bookie))
 
     def _on_adds_done(self, bookie: str, answer: AddAnswer) -> None:
         self.ctx.metrics.adds_in_flight.value -= len(answer.stored) + len(answer.rejected)
