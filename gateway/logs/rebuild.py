@@ -94,13 +94,32 @@ async def rebuild_window(
     """Load the keys of log ``name``'s tail into ``window`` from ``previous`` (the ledgers
     before the new writer's, CLOSED: fenced and recovered, or rolled), retrying with
     back-off; ``window.ready`` is set at the end, with ``window.failed`` when it failed
-    for good (keyed appends then answer 503 rather than risk a duplicate)."""
+    for good (keyed appends then answer 503 rather than risk a duplicate). An error
+    that is not a ``QuireError`` (a bug) fails it for good at once, logged with its
+    traceback: keyed appends waiting for the window must get an answer, never hang."""
+    try:
+        rebuilt = await _rebuild_with_retries(gw, name, window, previous, saved_store)
+    except Exception:  # noqa: BLE001 - see the docstring
+        log.exception("the idempotency window's rebuild failed", extra={"fields": {"log": name}})
+        rebuilt = False
+    if not rebuilt:
+        window.failed = f"the idempotency window of log {name} could not be rebuilt"
+    window.ready.set()
+
+
+async def _rebuild_with_retries(
+    gw: Gateway,
+    name: str,
+    window: LogWindow,
+    previous: Sequence[int],
+    saved_store: SavedKeysStore,
+) -> bool:
+    """``_rebuild_once`` until it succeeds (True) or ``REBUILD_ATTEMPTS_MAX`` failed."""
     delay = REBUILD_RETRY_FIRST_S
     for attempt in range(1, REBUILD_ATTEMPTS_MAX + 1):
         error = await _rebuild_once(gw, name, window, previous, saved_store)
         if error is None:
-            window.ready.set()
-            return
+            return True
         log.warning(
             "could not rebuild the idempotency window from the log's tail",
             extra={"fields": {"log": name, "error": error.code, "attempt": attempt}},
@@ -108,8 +127,7 @@ async def rebuild_window(
         if attempt < REBUILD_ATTEMPTS_MAX:
             await asyncio.sleep(delay)
             delay *= 2
-    window.failed = f"the idempotency window of log {name} could not be rebuilt"
-    window.ready.set()
+    return False
 
 
 # Reads the metadata of ledgers (``LedgerStore.get_many``): None for one that does not

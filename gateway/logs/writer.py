@@ -620,6 +620,12 @@ class LogWriter:
                     extra={"fields": {"log": self.name, "ledger_id": ledger_id,
                                       "error": exc.code}},
                 )  # fmt: skip
+            except Exception:  # noqa: BLE001 - best effort: the roll is done, the keys are read
+                self._saved_tail = None
+                log.exception(
+                    "saving a closed log ledger's keys failed (a new writer reads them)",
+                    extra={"fields": {"log": self.name, "ledger_id": ledger_id}},
+                )
 
     def _roll_limits(self) -> tuple[int, int, float]:
         """Bytes, entries and age (s) at which the current ledger rolls."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import pytest
 
@@ -16,6 +16,7 @@ from gateway.logs import rebuild
 from gateway.logs.dedup import LogWindow, scan_tail
 from gateway.logs.rebuild import TailKind, tail_kind
 from gateway.logs.steps import LOG_METADATA_KEY, WRITER_METADATA_KEY
+from gateway.service import Gateway
 from services.errors import InvalidArgument, MetadataUnavailable
 from services.protocol import log_records as lr
 from services.protocol import saved_keys
@@ -24,6 +25,7 @@ from services.protocol.logs import Position
 from services.protocol.metadata import LedgerMetadata
 from services.protocol.saved_keys import SavedLedger
 from services.zk.ledger_store import VersionedLedger
+from services.zk.saved_keys_store import SavedKeysStore
 
 T = TypeVar("T")
 D1, D2 = lr.records_digest([b"1"]), lr.records_digest([b"2"])
@@ -338,3 +340,26 @@ def test_the_scan_reads_small_ledgers_ahead_bounded() -> None:
                           read_ahead=limits.TAIL_READ_AHEAD_LEDGERS))  # fmt: skip
     assert [k for k, _ in found] == ["k61"]
     assert len(pages.reads) <= 1 + limits.TAIL_READ_AHEAD_LEDGERS
+
+
+def test_a_rebuild_that_breaks_fails_the_window_instead_of_hanging() -> None:
+    """An error that is not a QuireError (a bug, here in reading the saved keys) ends the
+    rebuild at once: the window is ready and failed, so keyed appends waiting for it are
+    answered 503 rather than left hanging."""
+
+    class Broken:
+        async def read(self, name: str) -> dict[int, object]:
+            raise AttributeError("a bug")
+
+    async def body() -> None:
+        window = LogWindow(DedupWindow(60_000, 10))
+        await asyncio.wait_for(
+            rebuild.rebuild_window(
+                cast(Gateway, None), "s", window, [1, 2], cast(SavedKeysStore, Broken())
+            ),
+            timeout=5.0,
+        )
+        assert window.ready.is_set()
+        assert window.failed == "the idempotency window of log s could not be rebuilt"
+
+    asyncio.run(body())

@@ -20,7 +20,7 @@ from gateway.metrics import GatewayMetrics
 from gateway.service import Gateway
 from gateway.streams.session import StreamRecord
 from gateway.streams.targets import LogTarget
-from services.errors import LogNotFound, MetadataConflict
+from services.errors import LogNotFound, MetadataConflict, NodeNotFound
 from services.protocol.logs import LogMetadata
 from services.settings import GatewaySettings
 from services.zk.log_store import LogStore, VersionedLog
@@ -32,10 +32,18 @@ WAIT_S = 10.0  # bound of every wait on a condition (the settle polls in real ti
 
 
 class NoWatch:
-    """The log znode's watch: it never fires (the fence is how the writer learns)."""
+    """The log znode's watch: it never fires (the fence is how the writer learns); and
+    no keys saved beside the log (a new writer's window reads the ledgers, and a save
+    finds the log gone)."""
 
     async def exists_once(self, path: str, callback: Callable[[], None]) -> bool:
         return True
+
+    async def children(self, path: str) -> list[str]:
+        raise NodeNotFound(path)
+
+    async def create(self, path: str, data: bytes = b"", makepath: bool = False) -> None:
+        raise NodeNotFound(path)
 
 
 class HeldLogs:
