@@ -66,3 +66,22 @@ KAZOO_REPEAT_WINDOW_S = 60.0
 # lists (orphaned, pending delete); past it the counts still cover them all.
 GC_LOOKS_PER_READ = 1000
 GC_LISTED_MAX = 100
+
+# The purge of deleted ledgers' entries and the vacuum after it (bookie/writer.py, "The
+# purge"; bookie/purge.py): the writer thread runs one step (a chunk of entry rows
+# deleted, or pages vacuumed, each its own transaction) at a time, sized to take about
+# PURGE_STEP_S (the first purge chunk deletes PURGE_CHUNK_ENTRIES_FIRST rows, the first
+# vacuum step frees VACUUM_STEP_PAGES_FIRST pages; later ones are scaled by the time the
+# last one took, within the bounds). While the writer has served an operation in the last
+# PURGE_IDLE_S, the steps take at most PURGE_BUSY_SHARE of its time; when it is idle, all
+# of it. The disk check (bookie/node.py) runs at most every PURGE_DISK_CHECK_S meanwhile.
+PURGE_STEP_S = 0.02
+PURGE_BUSY_SHARE = 0.15
+PURGE_IDLE_S = 0.1
+PURGE_CHUNK_ENTRIES_FIRST = 64
+PURGE_CHUNK_ENTRIES_MIN = 8
+PURGE_CHUNK_ENTRIES_MAX = 16_384
+VACUUM_STEP_PAGES_FIRST = 64
+VACUUM_STEP_PAGES_MIN = 8
+VACUUM_STEP_PAGES_MAX = 16_384
+PURGE_DISK_CHECK_S = 1.0
