@@ -208,14 +208,17 @@ class GarbageCollector:
 
     async def report(self, bookie_id: str) -> dict[str, Any]:
         """The storage report (docs/api.md, "Bookie": ``GET /v1/storage``): the file and
-        its free pages, live ledgers, orphaned ones (metadata found missing once, waiting
-        for the grace) and those pending delete (past the grace), each with its reason."""
+        its free pages, live ledgers, deleted ones whose entries are still being purged
+        (not live: bookie/writer.py, "The purge"), orphaned ones (metadata found missing
+        once, waiting for the grace) and those pending delete (past the grace), each with
+        its reason."""
         reader = self._reader
         loop = asyncio.get_running_loop()
         counted = await self._count_bytes()
         sizes = counted.sizes
         states = self._index.states()
         space = await loop.run_in_executor(reader.executor, reader.file_space)
+        purging = await loop.run_in_executor(reader.executor, reader.purging_ids)
         now = _now_ms()
         orphaned: list[dict[str, Any]] = []
         pending: list[dict[str, Any]] = []
@@ -243,6 +246,10 @@ class GarbageCollector:
             "file_bytes": space.file_bytes,
             "free_pages_bytes": space.free_pages_bytes,
             "live": {"ledgers": len(live), "bytes": sum(sizes.get(lid, 0) for lid in live)},
+            "purging": {
+                "ledgers": len(purging),
+                "bytes": sum(sizes.get(lid, 0) for lid in purging),
+            },
             "orphaned": orphaned[:listed],
             "orphaned_count": len(orphaned),
             "orphaned_bytes": sum(item["bytes"] for item in orphaned),

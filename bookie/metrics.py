@@ -125,6 +125,26 @@ class BookieMetrics:
             registry=r,
         )
         self.ledgers = Gauge("quire_bookie_ledgers", "Ledgers known to this bookie", registry=r)
+        self.purging_ledgers = Gauge(
+            "quire_bookie_purging_ledgers",
+            "Deleted ledgers whose entries the writer is still purging (bookie/writer.py)",
+            registry=r,
+        )
+        self.purged_entries = Counter(
+            "quire_bookie_purged_entries_total",
+            "Entry rows of deleted ledgers the background purge removed",
+            registry=r,
+        )
+        self.vacuumed_pages = Counter(
+            "quire_bookie_vacuumed_pages_total",
+            "Free pages the paced incremental vacuum gave back to the file system",
+            registry=r,
+        )
+        self.purge_seconds = Counter(
+            "quire_bookie_purge_seconds_total",
+            "Writer-thread seconds spent in purge and vacuum steps",
+            registry=r,
+        )
         self.gc_passes = Counter(
             "quire_bookie_gc_passes_total",
             "Garbage-collection passes (not dry runs), by outcome: ok, or zookeeper_error "

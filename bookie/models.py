@@ -157,6 +157,14 @@ class StorageLive(BaseModel):
     bytes: int = Field(description="Their payload bytes")
 
 
+class StoragePurging(BaseModel):
+    ledgers: int = Field(
+        description="Deleted ledgers whose entries the bookie is still removing in the "
+        "background (unknown to the API since their delete; not live)"
+    )
+    bytes: int = Field(description="Payload bytes of their entries not removed yet")
+
+
 class GcSettingsView(BaseModel):
     interval_s: float = Field(description="Seconds between passes (--gc-interval-s; 0: never)")
     grace_s: float = Field(description="Seconds between the two looks (--gc-grace-s)")
@@ -181,6 +189,7 @@ class StorageReport(BaseModel):
         "file_bytes - free_pages_bytes is what the data uses"
     )
     live: StorageLive
+    purging: StoragePurging
     orphaned: list[StorageLedger] = Field(
         description="Ledgers whose metadata one look found missing, waiting for the second "
         "look after the grace (the first ones; the count covers all)"

@@ -1,17 +1,26 @@
 """The bookie's store: SQLite in WAL mode through SQLAlchemy Core.
 
-Two tables live in ``bookie.db`` in the data dir:
+Three tables live in ``bookie.db`` in the data dir:
 
     entries (ledger_id, entry_id) -> lac, length, digest_type, digest, payload
     ledgers (ledger_id) -> fenced, lac, last_entry_id
+    purging (ledger_id)          the deleted ledgers whose entries are not all gone yet
 
 One connection writes: it belongs to the group-commit writer thread
 (``bookie.writer``). Reads use a small pool of other connections in worker
 threads; WAL lets them read committed data while the writer writes.
 
-The database is created with ``auto_vacuum=INCREMENTAL`` so that deleting a
-ledger can give its pages back to the file system (``incremental_vacuum``
-after the delete, then a checkpoint that truncates the write-ahead log).
+Deleting a ledger is cheap and durable: its ``ledgers`` row goes and its id goes into
+``purging`` in one group commit, and from then on the ledger is unknown to every reader
+and writer of the API. Its entry rows are removed later by the writer thread in small
+paced transactions (bookie/writer.py, "The purge"); the one that removes the last of them
+removes the ``purging`` row too, so a restart resumes the purge where it stopped. A data
+dir of an older version (no ``purging`` table) gets the table when it is opened
+(``create_all`` creates missing tables only).
+
+The database is created with ``auto_vacuum=INCREMENTAL``: the pages the purge frees are
+reused by new entries at once, and paced ``incremental_vacuum(N)`` steps give them back to
+the file system afterwards, ending with a checkpoint that truncates the write-ahead log.
 With journal sync on, ``synchronous=FULL``: every commit fsyncs the log.
 With it off, ``synchronous=NORMAL``: the database stays consistent after a
 crash but the last commits may be lost.
@@ -79,6 +88,12 @@ ledgers = Table(
     Column("last_entry_id", Integer, nullable=False, default=-1),
 )
 
+purging = Table(
+    "purging",
+    metadata,
+    Column("ledger_id", Integer, primary_key=True, autoincrement=False),
+)
+
 _QMARK = sqlite.dialect(paramstyle="qmark")
 
 
@@ -124,6 +139,13 @@ def striped_range_sql(residues: int) -> str:
 
 DELETE_ENTRIES_SQL = driver_sql(entries.delete().where(entries.c.ledger_id == 0))
 DELETE_LEDGER_SQL = driver_sql(ledgers.delete().where(ledgers.c.ledger_id == 0))
+INSERT_PURGING_SQL = driver_sql(purging.insert().prefix_with("OR IGNORE"))
+DELETE_PURGING_SQL = driver_sql(purging.delete().where(purging.c.ledger_id == 0))
+# One chunk of a purge: (ledger_id, limit) -> at most limit of the ledger's entry rows
+# deleted, by rowid (the primary key's index finds them; nothing else is read).
+PURGE_CHUNK_SQL = (
+    "DELETE FROM entries WHERE rowid IN (SELECT rowid FROM entries WHERE ledger_id = ? LIMIT ?)"
+)
 
 
 class FileSpace(NamedTuple):
@@ -285,6 +307,15 @@ def load_ledgers_on(conn: Connection) -> dict[int, tuple[int, int, bool]]:
     return {lid: (lac, last, bool(fenced)) for lid, lac, last, fenced in rows}
 
 
+def load_purging_on(conn: Connection) -> list[int]:
+    """The ids of the deleted ledgers whose entries are still being purged, ascending."""
+    with conn.begin():
+        return [
+            row[0]
+            for row in conn.execute(select(purging.c.ledger_id).order_by(purging.c.ledger_id))
+        ]
+
+
 def store_size_bytes(data_dir: Path) -> int:
     """Bytes on disk of the database and its write-ahead log."""
     total = 0
@@ -427,6 +458,11 @@ class Reader:
             query = _bytes_per_ledger().where(entries.c.ledger_id.between(ids[0], ids[-1]))
             sizes = {lid: int(total or 0) for lid, total in conn.execute(query)}
         return [(lid, sizes.get(lid, 0)) for lid in ids]
+
+    def purging_ids(self) -> list[int]:
+        """The deleted ledgers whose entries the writer is still purging."""
+        with self._engine.connect() as conn:
+            return load_purging_on(conn)
 
     def file_space(self) -> FileSpace:
         """The database's pages in all and free, as committed (the write-ahead log

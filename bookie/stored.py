@@ -146,13 +146,16 @@ def row_ok(
 
 
 def runs_sql(ledgers: int) -> str:
-    """The runs of ``ledgers`` listed ledgers, ordered by ledger then first id."""
+    """The runs of ``ledgers`` listed ledgers, ordered by ledger then first id. A deleted
+    ledger whose entries are still being purged (bookie/writer.py, "The purge") has none:
+    it is unknown here from its delete on."""
     marks = ", ".join("?" * ledgers)
     return (
         "SELECT ledger_id, MIN(entry_id), MAX(entry_id), COUNT(*) FROM ("
         " SELECT ledger_id, entry_id,"
         " entry_id - ROW_NUMBER() OVER (PARTITION BY ledger_id ORDER BY entry_id) AS run"
         f" FROM entries WHERE ledger_id IN ({marks})"
+        " AND ledger_id NOT IN (SELECT ledger_id FROM purging)"
         ") GROUP BY ledger_id, run ORDER BY ledger_id, run"
     )
 

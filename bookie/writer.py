@@ -71,10 +71,25 @@ loop's turn; any operation while the thread has work; an add of more than
 are longer, and the hand-off matters less to them); and every add while commits take
 more than ``INLINE_COMMIT_S_MAX`` on average (a slow disk: reads and all other
 requests would wait that long). The kept add is queued first, so queue order holds
-across both. The thread holds ``_busy`` for each batch, its vacuum included, and the
-loop commits only if it takes ``_busy`` without waiting, so one of them at a time uses
-the connection and the ledger states. Measured with one add in flight through the
-gateway and under load: benchmarks/README.md, "Measured choices".
+across both. The thread holds ``_busy`` for each batch and each purge or vacuum step,
+and the loop commits only if it takes ``_busy`` without waiting, so one of them at a
+time uses the connection and the ledger states. Measured with one add in flight through
+the gateway and under load: benchmarks/README.md, "Measured choices".
+
+The purge. A delete only removes the ledger's row and marks its id purging (bookie/
+apply.py, bookie/storage.py), so it costs what a fence costs and answers at once; the
+ledger is gone for the API from that commit on. Between batches the thread deletes the
+purging ledgers' entry rows in chunks (``PURGE_CHUNK_SQL``), each chunk its own short
+transaction, the last one of a ledger removing its ``purging`` row too; once no ledger is
+purging, paced ``PRAGMA incremental_vacuum(N)`` steps give the free pages back to the file
+system, and one ``wal_checkpoint(TRUNCATE)`` ends the vacuum. Each step is sized to take
+about ``PURGE_STEP_S`` (``StepSize``), and runs only when ``Pacer`` allows it: at once while
+the writer is idle (no operation served in the last ``PURGE_IDLE_S`` and none queued),
+else only while the steps have held at most ``PURGE_BUSY_SHARE`` of the writer's time. So
+adds keep most of the writer under any rate of deletes, and an add that arrives during
+a step waits for one step at most. The free pages a purge leaves are reused by new
+entries at once; the vacuum returns what is left over time. A restart resumes from the
+``purging`` table. Measured: benchmarks/README.md, "One bookie to 20 GB".
 """
 
 from __future__ import annotations
@@ -95,7 +110,15 @@ from bookie import limits
 from bookie.apply import LedgerState, Row, apply_add, apply_other
 from bookie.metrics import BookieMetrics
 from bookie.operations import AddOp, AddOpResult, DeleteOp, Deliver, FenceOp, Op, Snapshot
-from bookie.storage import INSERT_ENTRY_SQL, UPSERT_LEDGER_SQL, load_ledgers_on
+from bookie.purge import Pacer, StepSize
+from bookie.storage import (
+    DELETE_PURGING_SQL,
+    INSERT_ENTRY_SQL,
+    PURGE_CHUNK_SQL,
+    UPSERT_LEDGER_SQL,
+    load_ledgers_on,
+    load_purging_on,
+)
 from services.errors import BookieReadOnly, BookieUnavailable, QuireError, invariant
 
 log = logging.getLogger(__name__)
@@ -139,11 +162,35 @@ class GroupCommitWriter:
         self._commit_s = 0.0  # moving average of commit times, both paths
         self._on_loop = False
         self._busy = threading.Lock()
+        # The purge (module docstring, "The purge"): the deleted ledgers whose entries
+        # are not all gone, whether a vacuum is due, and the pacing of their steps.
+        self._purging: set[int] = set()
+        self._vacuum_due = False
+        self._pacer = Pacer(limits.PURGE_BUSY_SHARE)
+        self._chunk = StepSize(
+            limits.PURGE_CHUNK_ENTRIES_FIRST,
+            limits.PURGE_CHUNK_ENTRIES_MIN,
+            limits.PURGE_CHUNK_ENTRIES_MAX,
+            limits.PURGE_STEP_S,
+        )
+        self._pages = StepSize(
+            limits.VACUUM_STEP_PAGES_FIRST,
+            limits.VACUUM_STEP_PAGES_MIN,
+            limits.VACUUM_STEP_PAGES_MAX,
+            limits.PURGE_STEP_S,
+        )
+        self._last_op_at = 0.0  # perf_counter when the writer last committed operations
+        self._disk_checked_at = 0.0
 
     def start(self, states: dict[int, Snapshot]) -> None:
         """Connect (here, so a failure raises to the caller) and start the thread."""
         self._ledgers = {lid: [lac, last, fenced] for lid, (lac, last, fenced) in states.items()}
         self._conn = self._engine.connect()
+        self._purging = set(load_purging_on(self._conn))
+        # Free pages a crash or an older version left are given back too.
+        raw = self._conn.connection.driver_connection
+        self._vacuum_due = int(raw.execute("PRAGMA freelist_count").fetchone()[0]) > 0
+        self._metrics.purging_ledgers.set(len(self._purging))
         self._thread.start()
 
     def submit(self, op: Op) -> None:
@@ -223,7 +270,7 @@ class GroupCommitWriter:
     def _run(self) -> None:
         with self._conn as conn:
             while True:
-                batch, stop = self._take_batch()
+                batch, stop = self._take_batch(self._background_wait_s())
                 if batch:
                     with self._busy:
                         try:
@@ -233,6 +280,9 @@ class GroupCommitWriter:
                             self._fail(batch, exc)
                 if stop:
                     return
+                if self._background_wait_s() == 0.0:
+                    with self._busy:
+                        self._background_step(conn)
 
     def _fail(self, batch: list[Op], exc: Exception) -> None:
         """Answer every operation of ``batch`` with the failure (module docstring): a
@@ -252,9 +302,20 @@ class GroupCommitWriter:
             err = BookieUnavailable(f"storage failure: {type(exc).__name__}: {exc}")
         self._hand_back({}, [(op.future, err) for op in batch])
 
-    def _take_batch(self) -> tuple[list[Op], bool]:
-        """Block for the first operation, then drain what is queued, within the bounds."""
-        first = self._held if self._held is not None else self._queue.get()
+    def _take_batch(self, wait_s: float | None = None) -> tuple[list[Op], bool]:
+        """Wait for the first operation (at most ``wait_s``; None: as long as it takes),
+        then drain what is queued, within the bounds."""
+        first = self._held
+        if first is None:
+            try:
+                if wait_s is None:
+                    first = self._queue.get()
+                elif wait_s > 0:
+                    first = self._queue.get(timeout=wait_s)
+                else:
+                    first = self._queue.get_nowait()
+            except queue.Empty:
+                return [], False
         self._held = None
         if first is _STOP:
             return [], True
@@ -317,7 +378,9 @@ class GroupCommitWriter:
             try:
                 for op in batch:
                     if isinstance(op, AddOp):
-                        result = apply_add(db, self._ledgers, op, rows, written, touched)
+                        result = apply_add(
+                            db, self._ledgers, self._purging, op, rows, written, touched
+                        )
                         results.append((op.future, result))
                     else:
                         if rows:  # keep queue order: earlier adds before this operation
@@ -325,9 +388,8 @@ class GroupCommitWriter:
                             rows = []
                         if isinstance(op, DeleteOp):
                             written.clear()  # everything written so far is flushed
-                        results.append(
-                            (op.future, apply_other(db, self._ledgers, op, touched, deleted))
-                        )
+                        answer = apply_other(db, self._ledgers, self._purging, op, touched, deleted)
+                        results.append((op.future, answer))
                 if rows:
                     db.executemany(INSERT_ENTRY_SQL, rows)
                 stored = sum(r.stored for _, r in results if isinstance(r, AddOpResult))
@@ -354,6 +416,7 @@ class GroupCommitWriter:
             self._reload()
             self._fail(batch, exc)
             return
+        self._last_op_at = time.perf_counter()
         metrics = self._metrics
         metrics.commits.inc()
         if self._on_loop:
@@ -370,23 +433,92 @@ class GroupCommitWriter:
             st = self._ledgers.get(lid)
             changes[lid] = None if st is None else (st[0], st[1], bool(st[2]))
         invariant(len(results) == len(batch), "one result per operation of the batch")
-        self._hand_back(changes, results)
         if deleted:
-            self._vacuum(conn)
+            metrics.purging_ledgers.set(len(self._purging))
+        self._hand_back(changes, results)
 
-    def _vacuum(self, conn: Any) -> None:
-        """Give the pages of deleted ledgers back to the file system."""
+    # -- the purge (module docstring, "The purge") -----------------------------
+
+    def _background_wait_s(self) -> float | None:
+        """Seconds until the next purge or vacuum step may run; None: nothing to do."""
+        if not self._purging and not self._vacuum_due:
+            return None
+        return self._pacer.wait_s(time.perf_counter())
+
+    def _background_step(self, conn: Any) -> None:
+        """One purge chunk or vacuum step (the thread holds ``_busy``), then pace."""
+        raw = conn.connection.driver_connection
+        started = time.perf_counter()
+        try:
+            if self._purging:
+                self._purge_chunk(raw)
+            else:
+                self._vacuum_step(raw)
+        except Exception:  # noqa: BLE001 - the purge is retried; nothing is lost
+            log.warning("purge of deleted ledgers failed; retrying", exc_info=True)
+            if raw.in_transaction:
+                raw.execute("ROLLBACK")
+            self._reload()
+            self._pacer.next_at = time.perf_counter() + 1.0
+            return
+        ended = time.perf_counter()
+        took = ended - started
+        self._metrics.purge_seconds.inc(took)
+        busy = (
+            ended - self._last_op_at < limits.PURGE_IDLE_S
+            or self._held is not None
+            or not self._queue.empty()
+        )
+        self._pacer.ran(ended, took, busy)
+        if self._on_vacuum is not None and (
+            ended - self._disk_checked_at >= limits.PURGE_DISK_CHECK_S
+            or not (self._purging or self._vacuum_due)
+        ):
+            self._disk_checked_at = ended
+            self._loop.call_soon_threadsafe(self._on_vacuum)
+
+    def _purge_chunk(self, raw: Any) -> None:
+        """Delete one chunk of the lowest purging ledger's entries, in a transaction of
+        its own; the one that finds the last of them ends the ledger's purge too."""
+        lid = min(self._purging)
+        size = self._chunk.size
+        started = time.perf_counter()
+        raw.execute("BEGIN")
+        try:
+            did = raw.execute(PURGE_CHUNK_SQL, (lid, size)).rowcount
+            done = did < size
+            if done:
+                raw.execute(DELETE_PURGING_SQL, (lid,))
+            raw.execute("COMMIT")
+        except BaseException:
+            if raw.in_transaction:
+                raw.execute("ROLLBACK")
+            raise
+        self._chunk.ran(did, time.perf_counter() - started)
+        self._vacuum_due = True
+        self._metrics.purged_entries.inc(did)
+        if done:
+            self._purging.discard(lid)
+            self._metrics.purging_ledgers.set(len(self._purging))
+
+    def _vacuum_step(self, raw: Any) -> None:
+        """Give at most one step's free pages back to the file system; when none are
+        left, checkpoint the write-ahead log and truncate it (the vacuum is over)."""
         # These pragmas go straight to the driver connection, in autocommit mode
         # (isolation_level None). ``execute`` steps a statement once, and each step
         # of incremental_vacuum frees one page; ``executescript`` steps it to the end.
-        raw = conn.connection.driver_connection
-        try:
-            raw.executescript("PRAGMA incremental_vacuum;")
-            raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-        except Exception:  # noqa: BLE001 - space comes back at the next vacuum
-            log.warning("incremental vacuum failed", exc_info=True)
-        if self._on_vacuum is not None:
-            self._loop.call_soon_threadsafe(self._on_vacuum)
+        before = int(raw.execute("PRAGMA freelist_count").fetchone()[0])
+        if before:
+            size = self._pages.size
+            started = time.perf_counter()
+            raw.executescript(f"PRAGMA incremental_vacuum({size});")
+            left = int(raw.execute("PRAGMA freelist_count").fetchone()[0])
+            self._pages.ran(before - left, time.perf_counter() - started)
+            self._metrics.vacuumed_pages.inc(max(0, before - left))
+            if left:
+                return
+        raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        self._vacuum_due = False
 
     def _reload(self) -> None:
         try:
@@ -398,6 +530,10 @@ class GroupCommitWriter:
         self._ledgers = {
             lid: [lac, last, f or lid in fenced] for lid, (lac, last, f) in states.items()
         }
+        try:
+            self._purging = set(load_purging_on(self._conn))
+        except Exception:  # noqa: BLE001 - as above
+            log.exception("could not reload the purging ledgers after a failed commit")
 
 
 def disk_full(exc: BaseException) -> bool:

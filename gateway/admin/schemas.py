@@ -215,6 +215,14 @@ class StorageByLog(BaseModel):
     )
 
 
+class StoragePurging(BaseModel):
+    ledgers: int = Field(
+        description="deleted ledgers whose entries the bookie is still removing in the "
+        "background (not live)"
+    )
+    bytes: int = Field(description="payload bytes of their entries not removed yet")
+
+
 class StorageReport(BaseModel):
     """A bookie's storage report, as the bookie answers it (docs/operations.md, "Space
     given back")."""
@@ -225,6 +233,10 @@ class StorageReport(BaseModel):
         description="bytes of free pages in it; file_bytes - free_pages_bytes is what the data uses"
     )
     live: StorageLive
+    purging: StoragePurging | None = Field(
+        default=None,
+        description="deleted ledgers not yet purged (absent from bookies of older versions)",
+    )
     orphaned: list[StorageLedger] = Field(
         description="metadata found missing once, waiting for the second look after the "
         "grace (the first 100; the count covers all)"

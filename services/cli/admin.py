@@ -200,6 +200,14 @@ def storage_table(doc: dict[str, Any]) -> Table:
     table.add_row(
         "[green]live[/green]", f"{live['ledgers']} ledgers", human_bytes(live["bytes"]), "-"
     )
+    purging = doc.get("purging")  # absent from bookies of older versions
+    if purging and purging["ledgers"]:
+        table.add_row(
+            "purging",
+            f"{purging['ledgers']} ledgers",
+            human_bytes(purging["bytes"]),
+            "deleted; entries being removed in the background",
+        )
     for key, label in (("orphaned", "orphaned"), ("pending_delete", "pending delete")):
         for item in doc[key]:
             table.add_row(
