@@ -1457,6 +1457,19 @@ export interface components {
              */
             log: string;
         };
+        /** StoragePurging */
+        StoragePurging: {
+            /**
+             * Bytes
+             * @description payload bytes of their entries not removed yet
+             */
+            bytes: number;
+            /**
+             * Ledgers
+             * @description deleted ledgers whose entries the bookie is still removing in the background (not live)
+             */
+            ledgers: number;
+        };
         /**
          * StorageReport
          * @description A bookie's storage report, as the bookie answers it (docs/operations.md, "Space
@@ -1512,6 +1525,8 @@ export interface components {
             pending_delete_bytes: number;
             /** Pending Delete Count */
             pending_delete_count: number;
+            /** @description deleted ledgers not yet purged (absent from bookies of older versions) */
+            purging?: components["schemas"]["StoragePurging"] | null;
         };
         /** UnderReplicatedLedger */
         UnderReplicatedLedger: {

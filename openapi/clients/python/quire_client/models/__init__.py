@@ -58,6 +58,7 @@ from .storage_last_pass import StorageLastPass
 from .storage_ledger import StorageLedger
 from .storage_live import StorageLive
 from .storage_log_total import StorageLogTotal
+from .storage_purging import StoragePurging
 from .storage_report import StorageReport
 from .under_replicated_ledger import UnderReplicatedLedger
 from .under_replicated_ledger_progress_type_0 import UnderReplicatedLedgerProgressType0
@@ -125,6 +126,7 @@ __all__ = (
     "StorageLedger",
     "StorageLive",
     "StorageLogTotal",
+    "StoragePurging",
     "StorageReport",
     "UnderReplicatedLedger",
     "UnderReplicatedLedgerProgressType0",

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from ..models.storage_last_pass import StorageLastPass
     from ..models.storage_ledger import StorageLedger
     from ..models.storage_live import StorageLive
+    from ..models.storage_purging import StoragePurging
 
 
 T = TypeVar("T", bound="StorageReport")
@@ -43,6 +44,7 @@ class StorageReport:
             pending_delete_bytes (int):
             pending_delete_count (int):
             by_log (None | StorageByLog | Unset): only with by_log=true: the bookie's bytes counted by log
+            purging (None | StoragePurging | Unset): deleted ledgers not yet purged (absent from bookies of older versions)
     """
 
     bookie: str
@@ -60,11 +62,13 @@ class StorageReport:
     pending_delete_bytes: int
     pending_delete_count: int
     by_log: None | StorageByLog | Unset = UNSET
+    purging: None | StoragePurging | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.storage_by_log import StorageByLog  # noqa: PLC0415
         from ..models.storage_last_pass import StorageLastPass  # noqa: PLC0415
+        from ..models.storage_purging import StoragePurging  # noqa: PLC0415
 
         bookie = self.bookie
 
@@ -112,6 +116,14 @@ class StorageReport:
         else:
             by_log = self.by_log
 
+        purging: dict[str, Any] | None | Unset
+        if isinstance(self.purging, Unset):
+            purging = UNSET
+        elif isinstance(self.purging, StoragePurging):
+            purging = self.purging.to_dict()
+        else:
+            purging = self.purging
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -134,6 +146,8 @@ class StorageReport:
         )
         if by_log is not UNSET:
             field_dict["by_log"] = by_log
+        if purging is not UNSET:
+            field_dict["purging"] = purging
 
         return field_dict
 
@@ -144,6 +158,7 @@ class StorageReport:
         from ..models.storage_last_pass import StorageLastPass  # noqa: PLC0415
         from ..models.storage_ledger import StorageLedger  # noqa: PLC0415
         from ..models.storage_live import StorageLive  # noqa: PLC0415
+        from ..models.storage_purging import StoragePurging  # noqa: PLC0415
 
         d = dict(src_dict)
         bookie = d.pop("bookie")
@@ -214,6 +229,23 @@ class StorageReport:
 
         by_log = _parse_by_log(d.pop("by_log", UNSET))
 
+        def _parse_purging(data: object) -> None | StoragePurging | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                purging_type_0 = StoragePurging.from_dict(data)
+
+                return purging_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | StoragePurging | Unset, data)
+
+        purging = _parse_purging(d.pop("purging", UNSET))
+
         storage_report = cls(
             bookie=bookie,
             bytes_count_ms=bytes_count_ms,
@@ -230,6 +262,7 @@ class StorageReport:
             pending_delete_bytes=pending_delete_bytes,
             pending_delete_count=pending_delete_count,
             by_log=by_log,
+            purging=purging,
         )
 
         storage_report.additional_properties = d
