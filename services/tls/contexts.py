@@ -110,8 +110,8 @@ def server_context(files: TlsFiles) -> ssl.SSLContext:
     context.verify_mode = ssl.CERT_REQUIRED if files.client_auth else ssl.CERT_NONE
     # No TLS 1.3 session tickets: sent after the handshake, a ticket reaches a client
     # while it writes its first request, and a Python client that reads in another
-    # thread meanwhile (websockets' sync client) races inside OpenSSL and can lose that
-    # request (docs/security.md, "TLS"). Nothing here resumes sessions.
+    # thread meanwhile (websockets' sync client) lost that request far more often with
+    # one (docs/security.md, "TLS"). Nothing here resumes sessions.
     context.num_tickets = 0
     return context
 

@@ -9,11 +9,12 @@ import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidMessage
 from websockets.frames import Frame, Opcode
 from websockets.sync.client import ClientConnection, connect
 
 RECV_TIMEOUT_S = 30.0
+OPEN_ATTEMPTS_MAX = 3
 
 
 def ws_url(http_url: str, path: str) -> str:
@@ -51,15 +52,27 @@ class Stream:
             headers["Authorization"] = f"Bearer {token}"
         if password is not None:
             headers["X-Ledger-Password"] = password
-        connector = connect(
-            ws_url(http_url, path),
-            additional_headers=headers,
-            open_timeout=10,
-            close_timeout=5,
-            max_size=None,
-            ssl=ssl_context,
-        )
-        stream = cls(connector.__enter__(), connector)
+        for attempt in range(1, OPEN_ATTEMPTS_MAX + 1):
+            connector = connect(
+                ws_url(http_url, path),
+                additional_headers=headers,
+                open_timeout=15,
+                close_timeout=5,
+                max_size=None,
+                ssl=ssl_context,
+            )
+            try:
+                conn = connector.__enter__()
+                break
+            except InvalidMessage as exc:
+                # Over TLS, websockets' sync client writes its upgrade request while its
+                # reader thread reads the same socket; Python's ssl then loses the request
+                # now and then (docs/security.md, "TLS"): the gateway never saw it and
+                # closed the silent connection, so nothing happened there. Connect again.
+                lost = ssl_context is not None and isinstance(exc.__cause__, EOFError)
+                if not lost or attempt == OPEN_ATTEMPTS_MAX:
+                    raise
+        stream = cls(conn, connector)
         if auth_message is not None:
             stream.conn.send(json.dumps(auth_message))
         if expect_credits:

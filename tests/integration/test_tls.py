@@ -9,7 +9,6 @@ import asyncio
 import signal
 import socket
 import ssl
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,34 +157,13 @@ def _get_health(sock: ssl.SSLSocket) -> bytes:
     return sock.recv(4096)
 
 
-def _answer_read_by_a_thread(port: int, context: ssl.SSLContext) -> bytes | None:
-    """One request as websockets' sync client (and others with a reader thread) makes
-    it: a thread reads the socket from the handshake on while the request is written.
-    The answer's first bytes, or None when none came within 5 s."""
-    sock = context.wrap_socket(
-        socket.create_connection(("127.0.0.1", port), timeout=5), server_hostname="127.0.0.1"
-    )
-    got: list[bytes] = []
-    reader = threading.Thread(target=lambda: got.append(sock.recv(4096)), daemon=True)
-    try:
-        reader.start()
-        sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        reader.join(5.0)
-        return got[0] if got else None
-    finally:
-        if reader.is_alive():
-            sock.shutdown(socket.SHUT_RDWR)
-            reader.join(5.0)
-        sock.close()
-
-
-def test_no_session_ticket_races_a_clients_first_request(env: Env) -> None:
-    """A TLS 1.3 server sends its session tickets after the handshake; a Python client
-    that reads in one thread while it writes its first request in another (websockets'
-    sync client does) lost that request to the race inside OpenSSL about once in 15
-    connections on a loaded machine, and the server closed the silent connection after
-    its head time-out. The services send no tickets (docs/security.md, "TLS"): none
-    arrives, and every such request is answered."""
+def test_no_session_ticket_after_the_handshake(env: Env) -> None:
+    """A TLS 1.3 server sends its session tickets after the handshake, while the client
+    writes its first request. A Python client that reads the socket in one thread while
+    it writes in another (websockets' sync client does) then lost that request about once
+    in 15 connections on a loaded machine, and the gateway closed the silent connection
+    at its head time-out. The services send no tickets (docs/security.md, "TLS"): none
+    arrives after the handshake."""
     context = env.client_context()
     port = int(env.gateway.url.rsplit(":", 1)[1])
     sock = context.wrap_socket(
@@ -198,8 +176,6 @@ def test_no_session_ticket_races_a_clients_first_request(env: Env) -> None:
         assert session is not None and not session.has_ticket
     finally:
         sock.close()
-    answers = [_answer_read_by_a_thread(port, context) for _ in range(50)]
-    assert all(a is not None and a.startswith(b"HTTP/1.1 200") for a in answers), answers
 
 
 def test_sighup_reloads_the_certificate(env: Env) -> None:
