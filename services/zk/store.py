@@ -41,7 +41,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -135,15 +135,32 @@ class Delete:
 Step = Check | SetData | Delete
 
 
-def _got(path: str, answer: Any, principal: str) -> Versioned | None | BaseException:
-    """One get's answer (a data and stat pair, or kazoo's exception): the znode, None
-    when there is none, or the error to raise for it."""
-    if isinstance(answer, NoNodeError):
-        return None
-    if isinstance(answer, BaseException):
-        return _translate(answer, path, principal)
-    data, stat = answer
-    return Versioned(data or b"", stat.version, stat.ephemeralOwner, stat.mtime)
+@dataclass(frozen=True, slots=True)
+class _Failed:
+    """A request of several gets that failed whole (its error stands for all of them)."""
+
+    error: BaseException
+
+
+def _collect(answers: Iterable[tuple[str, Any]], principal: str) -> list[Versioned | None]:
+    """Gets' answers (a data and stat pair, kazoo's exception, or ``_Failed``) by path:
+    the znodes in order, None for one that does not exist; the first other error is
+    raised once all were looked at."""
+    out: list[Versioned | None] = []
+    failure: BaseException | None = None
+    for path, answer in answers:
+        if isinstance(answer, _Failed):
+            failure = failure or _translate(answer.error, path, principal)
+        elif isinstance(answer, NoNodeError):
+            out.append(None)
+        elif isinstance(answer, BaseException):
+            failure = failure or _translate(answer, path, principal)
+        else:
+            data, stat = answer
+            out.append(Versioned(data or b"", stat.version, stat.ephemeralOwner, stat.mtime))
+    if failure is not None:
+        raise failure
+    return out
 
 
 def _translate(exc: BaseException, path: str, principal: str) -> BaseException:
@@ -448,21 +465,13 @@ class MetadataStore:
             )
             await self.wait_connected(self.operation_timeout_s)
             return await self._get_many_single(paths)
-        out: list[Versioned | None] = []
-        failure: BaseException | None = None
+        pairs: list[tuple[str, Any]] = []
         for batch, answer in zip(batches, answers, strict=True):
-            if isinstance(answer, BaseException):
-                failure = failure or _translate(answer, batch[0], self.principal)
-                continue
-            for path, result in zip(batch, answer, strict=True):
-                got = _got(path, result, self.principal)
-                if isinstance(got, BaseException):
-                    failure = failure or got
-                else:
-                    out.append(got)
-        if failure is not None:
-            raise failure
-        return out
+            if isinstance(answer, BaseException):  # the whole request failed
+                pairs.append((batch[0], _Failed(answer)))
+            else:
+                pairs += zip(batch, answer, strict=True)
+        return _collect(pairs, self.principal)
 
     async def _get_many_single(self, paths: Sequence[str]) -> list[Versioned | None]:
         """``get_many`` as one pipelined get per znode (a server without the multi)."""
@@ -470,17 +479,7 @@ class MetadataStore:
             [functools.partial(self._client.get_async, path) for path in paths],
             f"{len(paths)} reads",
         )
-        out: list[Versioned | None] = []
-        failure: BaseException | None = None
-        for path, answer in zip(paths, answers, strict=True):
-            got = _got(path, answer, self.principal)
-            if isinstance(got, BaseException):
-                failure = failure or got
-            else:
-                out.append(got)
-        if failure is not None:
-            raise failure
-        return out
+        return _collect(zip(paths, answers, strict=True), self.principal)
 
     async def _pipelined(self, calls: Sequence[Callable[[], Any]], what: str) -> list[Any]:
         """Start every kazoo call of ``calls`` (each returns kazoo's async result) at
