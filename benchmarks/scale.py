@@ -722,7 +722,7 @@ def main() -> None:
     runs = {
         "longlog": longlog,
         "metadata": metadata,
-        "bookie": lambda a: scale_bookie.run(a, plot, machine),
+        "bookie": scale_bookie.run,
         "open": scale_open.run,
     }
     result = runs[args.part](args)

@@ -50,10 +50,8 @@ import shutil
 import sqlite3
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +64,7 @@ from kazoo.client import KazooClient
 from services.bench.histogram import bucket_of, percentile_s
 from services.bench.load import exchange, run_loop
 from services.bench.metadata import FIRST_WRITTEN_ID, write_closed_ledgers
+from services.bench.scale_common import machine, percentile, plot, say
 from services.cluster.processes import (
     ServiceProcess,
     ZooKeeperProcess,
@@ -123,10 +122,6 @@ READONLY_FREE_RATIO = 0.05
 ADD_RATIO_TARGET = 0.8
 COLD_READ_P99_TARGET_MS = 20.0
 RECLAIM_TARGET_S = 600.0
-
-
-def say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def add_arguments(sub: argparse.ArgumentParser) -> None:
@@ -694,12 +689,11 @@ def mb(value: int | None) -> float | None:
 
 
 def summary(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
     return {
-        "n": len(ordered),
-        "p50_ms": round(statistics.median(ordered), 2),
-        "p99_ms": round(ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], 2),
-        "max_ms": round(ordered[-1], 2),
+        "n": len(samples),
+        "p50_ms": round(statistics.median(samples), 2),
+        "p99_ms": round(percentile(samples, 0.99), 2),
+        "max_ms": round(max(samples), 2),
     }
 
 
@@ -716,11 +710,7 @@ def check_disk(where: Path, target_bytes: int) -> dict[str, Any]:
     return {"free_gb": round(usage.free / GIB, 1), "needed_gb": round(needed / GIB, 1)}
 
 
-def run(
-    args: argparse.Namespace,
-    plot: Callable[..., None],
-    machine: Callable[[], dict[str, Any]],
-) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.quick:
         args.target_gb, args.step_gb = min(args.target_gb, 1.0), min(args.step_gb, 0.25)
         args.probe_s = min(args.probe_s, 2.0)
@@ -790,7 +780,7 @@ def run(
     }
     result["against_targets"] = judge(rows, reclaim)
     if not args.quick or args.plot:
-        plot_bookie(args.out, rows, reclaim, plot)
+        plot_bookie(args.out, rows, reclaim)
     return result
 
 
@@ -836,7 +826,6 @@ def plot_bookie(
     out: Path,
     rows: list[dict[str, Any]],
     reclaim: dict[str, Any] | None,
-    plot: Callable[..., None],
 ) -> None:
     xs = [float(r["fill_gb"]) for r in rows]
     empty = rows[0]
