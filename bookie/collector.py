@@ -280,20 +280,19 @@ class GarbageCollector:
                 return counted
         if self._counting is None:
             self._counting = asyncio.ensure_future(self._count_now())
-        counting = self._counting
-        try:
-            return await asyncio.shield(counting)
-        finally:
-            if self._counting is counting and counting.done():
-                self._counting = None
+        return await asyncio.shield(self._counting)
 
     async def _count_now(self) -> Counted:
+        """One count; whatever its end, the next report past the reuse starts another."""
         reader = self._reader
         started = time.monotonic()
         wall = _wall_ms()
-        sizes = await asyncio.get_running_loop().run_in_executor(
-            reader.executor, reader.ledger_bytes, None
-        )
+        try:
+            sizes = await asyncio.get_running_loop().run_in_executor(
+                reader.executor, reader.ledger_bytes, None
+            )
+        finally:
+            self._counting = None
         counted = Counted(sizes, started, wall, time.monotonic() - started)
         self._counted = counted
         return counted

@@ -450,12 +450,13 @@ class Reader:
         """One page of the ledgers stored here (ids above ``after``, ascending, at most
         ``limit``), each with its payload bytes as ``ledger_bytes`` counts them (0: no
         entry). Both reads are one transaction, so the ids and the bytes agree; the
-        bytes are summed over the page's id range of the entries' index only."""
+        bytes are summed over the page's ids only (not the deleted ledgers between them
+        whose rows are still being purged)."""
         with self._engine.connect() as conn:
             ids = [row[0] for row in conn.execute(_ids_after(after, limit))]
             if not ids:
                 return []
-            query = _bytes_per_ledger().where(entries.c.ledger_id.between(ids[0], ids[-1]))
+            query = _bytes_per_ledger().where(entries.c.ledger_id.in_(ids))
             sizes = {lid: int(total or 0) for lid, total in conn.execute(query)}
         return [(lid, sizes.get(lid, 0)) for lid in ids]
 

@@ -433,8 +433,8 @@ class GroupCommitWriter:
             st = self._ledgers.get(lid)
             changes[lid] = None if st is None else (st[0], st[1], bool(st[2]))
         invariant(len(results) == len(batch), "one result per operation of the batch")
-        if deleted:
-            metrics.purging_ledgers.set(len(self._purging))
+        # Deletes add to the purge and rewrites of a purging id take from it.
+        metrics.purging_ledgers.set(len(self._purging))
         self._hand_back(changes, results)
 
     # -- the purge (module docstring, "The purge") -----------------------------
@@ -455,10 +455,9 @@ class GroupCommitWriter:
             else:
                 self._vacuum_step(raw)
         except Exception:  # noqa: BLE001 - the purge is retried; nothing is lost
+            # A step changes no state before its commit (a chunk rolls back its own
+            # transaction, a vacuum step is autocommit): nothing to reload.
             log.warning("purge of deleted ledgers failed; retrying", exc_info=True)
-            if raw.in_transaction:
-                raw.execute("ROLLBACK")
-            self._reload()
             self._pacer.next_at = time.perf_counter() + 1.0
             return
         ended = time.perf_counter()
@@ -534,6 +533,7 @@ class GroupCommitWriter:
             self._purging = set(load_purging_on(self._conn))
         except Exception:  # noqa: BLE001 - as above
             log.exception("could not reload the purging ledgers after a failed commit")
+        self._metrics.purging_ledgers.set(len(self._purging))
 
 
 def disk_full(exc: BaseException) -> bool:
