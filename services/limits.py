@@ -61,3 +61,7 @@ STORED_SAMPLE_ENTRIES_MAX = 16
 # saved keys are kept this long (plus clock skew) for any gateway that takes it over
 # (services/zk/saved_keys_store.py).
 IDEMPOTENCY_WINDOW_MAX_S = 86_400.0
+
+# Requests one process serves at once; more get a JSON 503 (services/web/server.py). The
+# default of ``--requests-in-flight-max``.
+REQUESTS_IN_FLIGHT_MAX = 4096

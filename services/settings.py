@@ -17,7 +17,12 @@ from pydantic import Field, PrivateAttr, ValidationError, field_validator, model
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from services.ledger_client.settings import LedgerClientSettings
-from services.limits import BATCH_ENTRIES_MAX, BODY_SIZE_MAX_BYTES, IDEMPOTENCY_WINDOW_MAX_S
+from services.limits import (
+    BATCH_ENTRIES_MAX,
+    BODY_SIZE_MAX_BYTES,
+    IDEMPOTENCY_WINDOW_MAX_S,
+    REQUESTS_IN_FLIGHT_MAX,
+)
 from services.tls.contexts import TlsFiles
 from services.zk.auth import AUTH_ENV, ZkCredentials, load_credentials
 
@@ -82,7 +87,7 @@ class CommonSettings(BaseSettings):
         512, ge=1, le=1_000_000, description="open connections per client address; more get 503"
     )
     requests_in_flight_max: int = Field(
-        4096,
+        REQUESTS_IN_FLIGHT_MAX,
         ge=1,
         le=1_000_000,
         description="requests being served at once; more get 503 (a long poll counts "

@@ -140,6 +140,10 @@ async def count_by_log(
             tally.add(page, await reads([lid for lid, _ in page]))
         if after_next is None or not page:
             return tally.to_json(truncated=False)
-        if tally.looked_at >= ledgers_max or clock() >= deadline:
+        if tally.looked_at >= ledgers_max:
+            # A full last page says nothing of what follows: one more id tells.
+            more, _ = await pages(after_next, 1)
+            return tally.to_json(truncated=bool(more))
+        if clock() >= deadline:
             return tally.to_json(truncated=True)
         after = after_next

@@ -28,6 +28,7 @@ from typing import Any
 
 from services.bench.connections import parse_head
 from services.bench.limits import RESPONSE_HEAD_MAX_BYTES
+from services.bench.load import run_loop
 from services.bench.ws_frames import (
     OP_CLOSE,
     OP_PING,
@@ -259,12 +260,7 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     holder = Holder(json.loads(sys.argv[1]))
     started = time.monotonic()
-    try:
-        import uvloop
-
-        uvloop.run(hold(holder))
-    except ImportError:  # pragma: no cover - uvloop is a dependency of the gateway
-        asyncio.run(hold(holder))
+    run_loop(hold(holder))
     print(f"held for {time.monotonic() - started:.1f} s", file=sys.stderr)
 
 

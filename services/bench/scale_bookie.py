@@ -621,13 +621,15 @@ class BookieScale:
                 await asyncio.sleep(RECLAIM_SAMPLE_S)
                 now = time.monotonic() - started
                 size = self.file_bytes()
-                free = self.free_pages_bytes()
+                # Off the loop that drives the adds being measured (a SQLite read, an
+                # HTTP GET of the metrics).
+                free = await asyncio.to_thread(self.free_pages_bytes)
                 added = self.written.probe_bytes - probe_bytes_before
                 # What the data of the file uses, less what the adds meanwhile put in:
                 # the deleted bytes are back once this fell by them (given back to the
                 # file system, or free pages the adds reused or will reuse).
                 held = size - free - added * FILE_OVER_PAYLOAD
-                purging = self.purging_ledgers()
+                purging = await asyncio.to_thread(self.purging_ledgers)
                 if purged_s is None and deletes.done() and purging == 0:
                     purged_s = now
                 timeline.append({"t_s": round(now, 1), "file_gb": round(size / GIB, 3),

@@ -4,14 +4,14 @@ Three bookies and ZooKeeper, then two phases, each on a gateway of its own (so t
 figures of one do not carry the other's memory):
 
 - *ledgers*: gateway L creates open ledgers (``POST /v1/ledgers``, E3 Qw2 Qa2) and adds
-  ``--ledger-entries`` entries to each, growing to each size of ``--ledger-steps`` (up
-  to ``--ledgers``); L then holds every write handle, idle.
+  ``--ledger-entries`` entries to each, growing through fixed fractions of ``--ledgers``
+  (``steps``); L then holds every write handle, idle.
 - *readers, then streams*: gateway T holds logs ``tail-0`` … (each ``PUT`` and
   ``POST .../writer`` on T, so T holds an open ledger per log) with one tailing reader
   each (a long poll ``GET .../records?wait_ms=30000``, asked again from its ``next`` as
-  soon as it is answered), growing to each size of ``--reader-steps``; then, on top of
+  soon as it is answered), growing through fixed fractions of ``--readers``; then, on top of
   the readers, idle WebSocket streams (``/v1/logs/tail-N/stream``, one per log from
-  ``tail-1``), growing to each size of ``--stream-steps``. The readers and streams are
+  ``tail-1``), growing through fixed fractions of ``--streams``. The readers and streams are
   held by ``services.bench.open_holder`` processes, at most ``HOLDER_CONNECTIONS_MAX``
   connections each, from addresses 127.0.0.2 … with at most ``--per-address``
   connections each (under the gateway's default ``--connections-per-client-max`` 512).

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from services.limits import REQUESTS_IN_FLIGHT_MAX
 from services.settings import CommonSettings
 
 # A request head (services/web/server.py): its bytes and its header lines.
 HEAD_SIZE_MAX_BYTES = 64 * 1024
 HEADERS_MAX = 100
-# Requests being served at once by one process; more get a JSON 503. The default of
-# ``--requests-in-flight-max`` (services/settings.py).
-REQUESTS_IN_FLIGHT_MAX = 4096
 # A Content-Length with more significant digits than any limit we set has is over the
 # limit whatever it says, and never reaches int(), which refuses past 4,300 digits
 # (services/web/body.py).

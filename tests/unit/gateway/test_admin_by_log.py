@@ -95,11 +95,17 @@ def test_pages_until_the_end_or_the_ledger_bound() -> None:
     bookie = Bookie(25)
     cut = asyncio.run(count_by_log(bookie.pages, bookie.reads, ledgers_max=15, page_ledgers=10))
     assert cut["truncated"] is True and cut["ledgers_looked_at"] == 15
-    assert bookie.calls == [(-1, 10), (9, 5)]
+    assert bookie.calls == [(-1, 10), (9, 5), (14, 1)]  # the last: is there one more?
 
     bookie = Bookie(20)
     exact = asyncio.run(count_by_log(bookie.pages, bookie.reads, ledgers_max=30, page_ledgers=10))
     assert exact["truncated"] is False and exact["ledgers_looked_at"] == 20
+
+    bookie = Bookie(20)  # the bound reached by the listing's last ledger
+    at_bound = asyncio.run(
+        count_by_log(bookie.pages, bookie.reads, ledgers_max=20, page_ledgers=10)
+    )
+    assert at_bound["truncated"] is False and at_bound["ledgers_looked_at"] == 20
 
 
 def test_stops_at_the_time_bound() -> None:
