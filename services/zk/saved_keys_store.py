@@ -17,7 +17,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from services.errors import InvalidArgument, MetadataConflict, NodeExists, NodeNotFound
+from services.errors import (
+    InvalidArgument,
+    MetadataConflict,
+    NodeExists,
+    NodeNotFound,
+    QuireError,
+)
 from services.protocol.saved_keys import (
     SavedLedger,
     decode_segment,
@@ -102,10 +108,18 @@ class SavedKeysStore:
                     zkpaths.saved_keys_segment(name, seq), encode_segment([ledger]),
                     makepath=False,
                 )  # fmt: skip
-                await self._trim(name, seq, now_ms, kept_ms)
-                return Tail(seq, 0, [ledger])
             except (MetadataConflict, NodeExists, NodeNotFound):
                 tail = None  # another writer saved meanwhile (or trimmed): read again
+                continue
+            # Saved. Trimming the old segments is best effort: the next save trims again.
+            try:
+                await self._trim(name, seq, now_ms, kept_ms)
+            except QuireError as exc:
+                log.info(
+                    "could not trim a log's old saved keys (the next save tries again)",
+                    extra={"fields": {"log": name, "error": exc.code}},
+                )
+            return Tail(seq, 0, [ledger])
         return None
 
     async def _read_tail(self, name: str) -> Tail | None:
