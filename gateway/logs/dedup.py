@@ -159,13 +159,13 @@ class TailScan:
                 continue
             if ordered and head.time_ms < self.cutoff_ms:
                 return True
-            if head.key is None or head.digest is None:
+            keyed = log_records.keyed_append(entry_id, record, end)
+            if keyed is None:
                 continue
-            if not log_records.visible(entry_id, record, end):
-                continue
+            key, digest = keyed
             first = Position(ledger_id, entry_id)
             last = Position(ledger_id, entry_id + record.remaining)
-            self._found.append((head.key, Appended(first, last, head.digest, head.time_ms)))
+            self._found.append((key, Appended(first, last, digest, head.time_ms)))
         return False
 
 

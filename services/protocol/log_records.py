@@ -182,6 +182,17 @@ def visible(entry_id: int, record: LogEntry, end: int) -> bool:
     return entry_id + record.remaining <= end
 
 
+def keyed_append(entry_id: int, record: LogEntry, end: int) -> tuple[str, bytes] | None:
+    """The key and digest of a whole keyed append starting at this entry, or None: what
+    the idempotency window keeps of a ledger, whether read (gateway/logs/dedup.py
+    ``TailScan``) or saved when it closed (services/protocol/saved_keys.py): a head with
+    a key and a digest whose whole request is readable up to ``end``."""
+    head = record.head
+    if head is None or head.key is None or head.digest is None:
+        return None
+    return (head.key, head.digest) if visible(entry_id, record, end) else None
+
+
 def visible_records(entries: Iterable[tuple[int, bytes]], end: int) -> Iterator[tuple[int, bytes]]:
     """The records of consecutive ``entries`` ((entry id, stored bytes)) a reader may see
     when entries up to ``end`` are readable: up to the first that is not ``visible``

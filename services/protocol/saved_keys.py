@@ -109,11 +109,10 @@ def summarise(
             continue
         oldest = head.time_ms if oldest is None else min(oldest, head.time_ms)
         newest = head.time_ms if newest is None else max(newest, head.time_ms)
-        if head.key is None or head.digest is None:
-            continue
-        if not log_records.visible(entry_id, record, last_entry_id):
-            continue
-        heads.append(SavedHead(head.key, entry_id, record.remaining, head.time_ms, head.digest))
+        keyed = log_records.keyed_append(entry_id, record, last_entry_id)
+        if keyed is not None:
+            key, digest = keyed
+            heads.append(SavedHead(key, entry_id, record.remaining, head.time_ms, digest))
     invariant(count == last_entry_id + 1, f"ledger {ledger_id} summarised from all its entries")
     return SavedLedger(ledger_id, last_entry_id, oldest, newest, tuple(heads))
 
