@@ -165,7 +165,8 @@ async def _rebuild_once(
     try:
         saved: dict[int, SavedLedger] = {}
         try:
-            saved = await saved_store.read(name)
+            cutoff_ms = wall_ms() - window.keys.window_ms - DEDUP_CLOCK_SKEW_MS
+            saved = await saved_store.read(name, cutoff_ms)
         except QuireError as exc:  # a cache: the ledgers are read instead
             log.warning(
                 "could not read the log's saved keys; the rebuild reads its ledgers",

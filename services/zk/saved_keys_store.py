@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 
 # At most this many segments per log (64 ledgers each: the newest 8,192 small ledgers).
 SEGMENTS_MAX = 128
+# Segments read by one pipelined read of a rebuild (``read``), newest first: the window's
+# ledgers are nearly always in the newest few.
+READ_SEGMENTS_AT_ONCE = 4
 # A save that keeps losing its compare-and-set gives up after this many attempts.
 SAVE_ATTEMPTS_MAX = 3
 
@@ -55,30 +58,42 @@ class SavedKeysStore:
     def __init__(self, store: MetadataStore) -> None:
         self.store = store
 
-    async def read(self, name: str) -> dict[int, SavedLedger]:
-        """Every saved ledger of log ``name`` by id (one listing, one pipelined read of the
-        segments). A segment that does not decode is passed over (its ledgers are read
-        from the bookies instead)."""
+    async def read(self, name: str, cutoff_ms: int | None = None) -> dict[int, SavedLedger]:
+        """The saved ledgers of log ``name`` by id, newest segments first,
+        ``READ_SEGMENTS_AT_ONCE`` to a pipelined read. With ``cutoff_ms`` (the window's
+        rebuild: now less the window and the clock skew allowance) the reads end with the
+        first segment holding a ledger whose oldest append is older: the walk stops in
+        that ledger, so what was saved before it is never needed (a segment's ledgers are
+        saved in log order, and stamps never go backwards along the log). A segment that
+        does not decode is passed over (its ledgers are read from the bookies instead)."""
         try:
             children = await self.store.children(zkpaths.saved_keys(name))
         except NodeNotFound:
             return {}
-        seqs = sorted(s for s in map(zkpaths.segment_seq, children) if s is not None)
-        nodes = await self.store.get_many([zkpaths.saved_keys_segment(name, s) for s in seqs])
+        seqs = sorted((s for s in map(zkpaths.segment_seq, children) if s is not None),
+                      reverse=True)  # fmt: skip
         found: dict[int, SavedLedger] = {}
-        for seq, node in zip(seqs, nodes, strict=True):
-            if node is None:
-                continue  # trimmed meanwhile
-            try:
-                ledgers = decode_segment(node.data)
-            except InvalidArgument as exc:
-                log.warning(
-                    "a segment of saved keys does not decode; its ledgers are read instead",
-                    extra={"fields": {"log": name, "segment": seq, "error": exc.message}},
-                )
-                continue
-            for ledger in ledgers:
-                found[ledger.ledger_id] = ledger
+        for at in range(0, len(seqs), READ_SEGMENTS_AT_ONCE):
+            group = seqs[at : at + READ_SEGMENTS_AT_ONCE]
+            nodes = await self.store.get_many([zkpaths.saved_keys_segment(name, s) for s in group])
+            for seq, node in zip(group, nodes, strict=True):
+                if node is None:
+                    continue  # trimmed meanwhile
+                try:
+                    ledgers = decode_segment(node.data)
+                except InvalidArgument as exc:
+                    log.warning(
+                        "a segment of saved keys does not decode; its ledgers are read instead",
+                        extra={"fields": {"log": name, "segment": seq, "error": exc.message}},
+                    )
+                    continue
+                for ledger in ledgers:
+                    found[ledger.ledger_id] = ledger
+                if cutoff_ms is not None and any(
+                    ledger.oldest_ms is not None and ledger.oldest_ms < cutoff_ms
+                    for ledger in ledgers
+                ):
+                    return found
         return found
 
     async def save(
