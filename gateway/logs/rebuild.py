@@ -43,7 +43,7 @@ from gateway.limits import (
 from gateway.logs.dedup import LogWindow, TailScan
 from gateway.logs.steps import LOG_METADATA_KEY, WRITER_METADATA_KEY
 from services.clock import wall_ms
-from services.errors import LedgerNotFound, QuireError
+from services.errors import QuireError
 from services.ledger_client.runners import read as reads
 from services.limits import IDEMPOTENCY_WINDOW_MAX_S
 from services.protocol import saved_keys
@@ -188,17 +188,19 @@ async def _rebuild_once(
 
 
 async def save_keys(
-    gw: Gateway, saved_store: SavedKeysStore, name: str, ledger_id: int, tail: Tail | None
+    gw: Gateway,
+    saved_store: SavedKeysStore,
+    name: str,
+    metadata: LedgerMetadata,
+    tail: Tail | None,
 ) -> Tail | None:
-    """Save the keys of ledger ``ledger_id`` of log ``name``, which this writer rolled and
-    closed, for the next writer's rebuild (see the module docstring): its metadata is
-    read (it must be CLOSED and a writer's), its entries read back in one page, their
-    summary added to the log's saved keys. A ledger over ``saved_keys.ENTRIES_MAX``
-    entries is not saved. Returns the tail of the saved keys for the next save."""
-    try:
-        metadata = (await gw.ctx.ledgers.get(ledger_id)).metadata
-    except LedgerNotFound:
-        return tail
+    """Save the keys of a ledger of log ``name`` which this writer rolled and closed (its
+    metadata as the close answered it), for the next writer's rebuild (see the module
+    docstring): it must be CLOSED and a writer's; its entries are read back in one page
+    and their summary added to the log's saved keys. A ledger over
+    ``saved_keys.ENTRIES_MAX`` entries is not saved. Returns the tail of the saved keys
+    for the next save."""
+    ledger_id = metadata.ledger_id
     end = metadata.last_entry_id
     if (
         metadata.state is not LedgerState.CLOSED

@@ -24,7 +24,7 @@ from services.errors import (
     present,
 )
 from services.protocol import log_writer as lw
-from services.protocol.metadata import LedgerState
+from services.protocol.metadata import LedgerMetadata, LedgerState
 from services.protocol.reads import digest_key
 from services.zk.log_store import LogStore
 
@@ -107,15 +107,15 @@ async def _carry_out(gw: Gateway, logs: LogStore, op: Operation, effect: lw.Effe
     raise QuireError(f"unexpected log effect {effect!r}")
 
 
-async def close_for_good(gw: Gateway, ledger_id: int) -> None:
+async def close_for_good(gw: Gateway, ledger_id: int) -> LedgerMetadata | None:
     """Make ledger ``ledger_id`` CLOSED: closed by its writer when that is this gateway
-    (its pending adds finish first), else fenced and recovered. A deleted ledger has
-    nothing left to fence."""
+    (its pending adds finish first), else fenced and recovered. Its CLOSED metadata, or
+    None when it was deleted (nothing left to fence)."""
     runner = gw.handles.live(ledger_id)
     if runner is not None:
         try:
-            await runner.close()
-            return
+            metadata, _ = await runner.close()
+            return metadata
         except QuireError as exc:
             log.info(
                 "closing a log ledger failed; recovering it",
@@ -124,12 +124,13 @@ async def close_for_good(gw: Gateway, ledger_id: int) -> None:
     try:
         current = await gw.ctx.ledgers.get(ledger_id)
     except LedgerNotFound:
-        return
+        return None
     if current.metadata.state is LedgerState.CLOSED:
-        return
-    await gw.recoveries.recover(
+        return current.metadata
+    metadata, _ = await gw.recoveries.recover(
         current.metadata, current.version, digest_key(current.metadata, None)
     )
+    return metadata
 
 
 async def closed_end(gw: Gateway, ledger_id: int) -> int | None:

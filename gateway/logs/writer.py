@@ -62,6 +62,7 @@ from services.protocol import log_writer as lw
 from services.protocol import retention
 from services.protocol.dedup import DedupWindow
 from services.protocol.logs import ExpectedLast, Position
+from services.protocol.metadata import LedgerMetadata
 from services.zk import paths as zkpaths
 from services.zk.log_store import LogStore
 from services.zk.saved_keys_store import SavedKeysStore, Tail
@@ -593,7 +594,7 @@ class LogWriter:
         no longer live but the ledger is still OPEN (its own close failed), so that
         readers, who stop at an OPEN ledger, go on to the next one."""
         try:
-            await steps.close_for_good(self.gw, old.ledger_id)
+            closed = await steps.close_for_good(self.gw, old.ledger_id)
         except QuireError as exc:
             log.info(
                 "closing a rolled-out log ledger failed (a new writer recovers it)",
@@ -601,17 +602,19 @@ class LogWriter:
                                   "error": exc.code}},
             )  # fmt: skip
             return
-        await self._save_keys(old.ledger_id)
+        if closed is not None:
+            await self._save_keys(closed)
 
-    async def _save_keys(self, ledger_id: int) -> None:
+    async def _save_keys(self, closed: LedgerMetadata) -> None:
         """Save the keys of a ledger this writer rolled out and closed, for the next
         writer's window (``rebuild.save_keys``), one save at a time (each adds to the
         newest segment by compare-and-set). Best effort: a ledger not saved is read by
         the next writer's rebuild."""
+        ledger_id = closed.ledger_id
         async with self._saving:
             try:
                 self._saved_tail = await rebuild.save_keys(
-                    self.gw, self.saved_keys, self.name, ledger_id, self._saved_tail
+                    self.gw, self.saved_keys, self.name, closed, self._saved_tail
                 )
             except QuireError as exc:
                 self._saved_tail = None
