@@ -94,9 +94,9 @@ def test_a_store_of_the_previous_version_gets_its_counts_when_opened(
 
 def test_the_writer_keeps_the_migrated_counts(tmp_path: Path) -> None:
     """After the migration the writer starts from the counted figures: adds (and a
-    recovery write-back to the fenced ledger) add to them,
-    the purge of the ledger deleted before the upgrade takes its bytes away to 0, and
-    the storage report's sums read them."""
+    recovery write-back to the fenced ledger) add to them, the purge of the ledger
+    deleted before the upgrade takes its bytes away to 0, and the storage report's sums
+    read them."""
     previous_store(tmp_path)
 
     async def main() -> None:
