@@ -8,7 +8,12 @@ the writer purges its entries later (bookie/writer.py, "The purge"). A ledger id
 again while it is still purging (an add, a fence or a LAC update: Quire's clients never
 reuse a ledger id, but the API allows it) first has the rest of its old entries deleted
 in the same transaction, so it starts afresh exactly as a ledger whose purge had ended:
-no old entry can show through, and the answers do not depend on the purge's progress."""
+no old entry can show through, and the answers do not depend on the purge's progress.
+
+Each ledger's state carries the payload bytes of its entry rows (bookie/storage.py, "Kept
+byte counts"): an add counts the rows it inserts (never an entry it finds stored), the
+writer upserts the count with the ledger's row, a delete moves it to the ledger's
+``purging`` row, and a rewrite of a purging id drops the old rows with their count."""
 
 from __future__ import annotations
 
@@ -25,7 +30,8 @@ from bookie.storage import (
 from services.errors import EntryExists, LedgerFenced, LedgerNotFound
 from services.wire.framing import DIGEST_CODES
 
-# A ledger's state: [lac, last_entry_id, fenced]. Lists, for cheap in-place updates.
+# A ledger's state: [lac, last_entry_id, fenced, bytes] (bytes: the payload bytes of its
+# entry rows). Lists, for cheap in-place updates.
 LedgerState = list[int]
 # A row of the entries table: (ledger_id, entry_id, lac, length, digest_type, digest, payload).
 Row = tuple[Any, ...]
@@ -40,7 +46,7 @@ def new_ledger(
         db.execute(DELETE_ENTRIES_SQL, (lid,))
         db.execute(DELETE_PURGING_SQL, (lid,))
         purging.discard(lid)
-    st = ledgers[lid] = [-1, -1, False]
+    st = ledgers[lid] = [-1, -1, False, 0]
     return st
 
 
@@ -83,6 +89,7 @@ def apply_add(
                 continue
         written[(lid, r.entry_id)] = row
         rows.append(row)
+        st[3] += len(r.payload)
         if r.lac > st[0]:
             st[0] = r.lac
         if r.entry_id > st[1]:
@@ -111,7 +118,7 @@ def apply_other(
         if op.if_state is not None and (st[0], st[1], bool(st[2])) != op.if_state:
             return False
         db.execute(DELETE_LEDGER_SQL, (lid,))
-        db.execute(INSERT_PURGING_SQL, (lid,))
+        db.execute(INSERT_PURGING_SQL, (lid, st[3]))
         purging.add(lid)
         del ledgers[lid]
         touched.discard(lid)

@@ -23,7 +23,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -55,16 +54,6 @@ def _iso(wall_ms: int) -> str:
     return datetime.fromtimestamp(wall_ms / 1000, UTC).isoformat(timespec="seconds")
 
 
-@dataclass(frozen=True, slots=True)
-class Counted:
-    """One count of the payload bytes per ledger (``GarbageCollector._count_bytes``)."""
-
-    sizes: dict[int, int]
-    at: float  # when it started (monotonic s)
-    wall_ms: int  # when it started (wall clock)
-    took_s: float
-
-
 class GarbageCollector:
     """The passes (scheduled and asked for) and the storage report of one bookie."""
 
@@ -91,8 +80,6 @@ class GarbageCollector:
         self._metrics = metrics
         self._lock = asyncio.Lock()
         self.last_pass: dict[str, Any] | None = None
-        self._counted: Counted | None = None  # the last count of bytes per ledger
-        self._counting: asyncio.Future[Counted] | None = None  # the count under way
 
     async def run_forever(self) -> None:
         """A pass every ``interval_s``; a failed pass is logged and the next one runs."""
@@ -211,22 +198,31 @@ class GarbageCollector:
         its free pages, live ledgers, deleted ones whose entries are still being purged
         (not live: bookie/writer.py, "The purge"), orphaned ones (metadata found missing
         once, waiting for the grace) and those pending delete (past the grace), each with
-        its reason."""
+        its reason. The bytes are the counts the writer keeps with each ledger
+        (bookie/storage.py, "Kept byte counts"), summed in one read: O(ledgers), so
+        every report reads them afresh (``bytes_counted_at``: when, ``bytes_count_ms``:
+        how long the read took)."""
         reader = self._reader
         loop = asyncio.get_running_loop()
-        counted = await self._count_bytes()
-        sizes = counted.sizes
         states = self._index.states()
-        space = await loop.run_in_executor(reader.executor, reader.file_space)
-        purging = await loop.run_in_executor(reader.executor, reader.purging_ids)
         now = _now_ms()
+        missing = sorted(
+            (lid, self.rules.due(first, now), first)
+            for lid, first in self.rules.missing().items()
+            if lid in states
+        )
+        started, wall = time.monotonic(), _wall_ms()
+        counts = await loop.run_in_executor(
+            reader.executor, reader.storage_counts, [lid for lid, _, _ in missing]
+        )
+        took_s = time.monotonic() - started
+        space = await loop.run_in_executor(reader.executor, reader.file_space)
+        sizes = counts.sizes
         orphaned: list[dict[str, Any]] = []
         pending: list[dict[str, Any]] = []
-        for lid, first in sorted(self.rules.missing().items()):
-            if lid not in states:
-                continue
+        for lid, due, first in missing:
             since = _iso(first.wall_ms)
-            if self.rules.due(first, now):
+            if due:
                 reason = (
                     f"metadata missing since {since} and still past the grace: deleted by "
                     f"the next pass (at most {self.deletes_per_pass} a pass) if still missing"
@@ -238,18 +234,18 @@ class GarbageCollector:
                     f"({self.grace_s:g} s) if a second look finds it missing too"
                 )
                 orphaned.append({"ledger_id": lid, "bytes": sizes.get(lid, 0), "reason": reason})
-        gone = {item["ledger_id"] for item in orphaned} | {item["ledger_id"] for item in pending}
-        live = [lid for lid in states if lid not in gone]
+        # Live: every ledger the read found stored, less the orphaned and pending ones it
+        # found (one deleted since the index was read is in neither figure).
         listed = limits.GC_LISTED_MAX
         return {
             "bookie": bookie_id,
             "file_bytes": space.file_bytes,
             "free_pages_bytes": space.free_pages_bytes,
-            "live": {"ledgers": len(live), "bytes": sum(sizes.get(lid, 0) for lid in live)},
-            "purging": {
-                "ledgers": len(purging),
-                "bytes": sum(sizes.get(lid, 0) for lid in purging),
+            "live": {
+                "ledgers": counts.ledgers - len(sizes),
+                "bytes": counts.bytes - sum(sizes.values()),
             },
+            "purging": {"ledgers": counts.purging_ledgers, "bytes": counts.purging_bytes},
             "orphaned": orphaned[:listed],
             "orphaned_count": len(orphaned),
             "orphaned_bytes": sum(item["bytes"] for item in orphaned),
@@ -262,37 +258,6 @@ class GarbageCollector:
                 "deletes_per_pass": self.deletes_per_pass,
             },
             "last_pass": self.last_pass,
-            "bytes_counted_at": _iso(counted.wall_ms),
-            "bytes_count_ms": round(counted.took_s * 1000),
+            "bytes_counted_at": _iso(wall),
+            "bytes_count_ms": round(took_s * 1000),
         }
-
-    async def _count_bytes(self) -> Counted:
-        """The payload bytes per ledger: counting scans every entry's row (about 1.5 s a
-        GB on the machine of benchmarks/README.md, "One bookie to 20 GB"), so a count is
-        reused for ``STORAGE_COUNT_REUSE_FACTOR`` times as long as it took and reports
-        asked meanwhile share one count: a page that polls the report keeps a read
-        thread busy at most 1 / (1 + that factor) of the time, and a small store is
-        counted afresh for every report."""
-        counted = self._counted
-        if counted is not None:
-            age_s = time.monotonic() - counted.at
-            if age_s < counted.took_s * limits.STORAGE_COUNT_REUSE_FACTOR:
-                return counted
-        if self._counting is None:
-            self._counting = asyncio.ensure_future(self._count_now())
-        return await asyncio.shield(self._counting)
-
-    async def _count_now(self) -> Counted:
-        """One count; whatever its end, the next report past the reuse starts another."""
-        reader = self._reader
-        started = time.monotonic()
-        wall = _wall_ms()
-        try:
-            sizes = await asyncio.get_running_loop().run_in_executor(
-                reader.executor, reader.ledger_bytes, None
-            )
-        finally:
-            self._counting = None
-        counted = Counted(sizes, started, wall, time.monotonic() - started)
-        self._counted = counted
-        return counted

@@ -66,11 +66,6 @@ KAZOO_REPEAT_WINDOW_S = 60.0
 # lists (orphaned, pending delete); past it the counts still cover them all.
 GC_LOOKS_PER_READ = 1000
 GC_LISTED_MAX = 100
-# The storage report's count of bytes per ledger scans every entry's row (26-30 s at
-# 20 GB: benchmarks/README.md, "One bookie to 20 GB"); a count is reused for this many
-# times as long as it took (bookie/collector.py ``_count_bytes``).
-STORAGE_COUNT_REUSE_FACTOR = 10
-
 # The purge of deleted ledgers' entries and the vacuum after it (bookie/writer.py, "The
 # purge"; bookie/purge.py): the writer thread runs one step (a chunk of entry rows
 # deleted, or pages vacuumed, each its own transaction) at a time, sized to take about

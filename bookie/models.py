@@ -205,10 +205,10 @@ class StorageReport(BaseModel):
     gc: GcSettingsView
     last_pass: GcLastPass | None = Field(description="The last pass (not a dry run), or null")
     bytes_counted_at: str = Field(
-        description="When the bytes per ledger were counted (ISO 8601, UTC): a count scans "
-        "every entry, and is reused for ten times as long as it took"
+        description="When the bytes were read (ISO 8601, UTC): the payload bytes the bookie "
+        "keeps per ledger with its entries, summed for this report"
     )
-    bytes_count_ms: int = Field(description="How long that count took")
+    bytes_count_ms: int = Field(description="How long that sum over the ledgers took")
 
 
 class GcFreed(BaseModel):

@@ -3,8 +3,8 @@
 Three tables live in ``bookie.db`` in the data dir:
 
     entries (ledger_id, entry_id) -> lac, length, digest_type, digest, payload
-    ledgers (ledger_id) -> fenced, lac, last_entry_id
-    purging (ledger_id)          the deleted ledgers whose entries are not all gone yet
+    ledgers (ledger_id) -> fenced, lac, last_entry_id, bytes
+    purging (ledger_id) -> bytes   the deleted ledgers whose entries are not all gone yet
 
 One connection writes: it belongs to the group-commit writer thread
 (``bookie.writer``). Reads use a small pool of other connections in worker
@@ -18,6 +18,16 @@ removes the ``purging`` row too, so a restart resumes the purge where it stopped
 dir of an older version (no ``purging`` table) gets the table when it is opened
 (``create_all`` creates missing tables only).
 
+Kept byte counts. ``bytes`` is the payload bytes of the ledger's entry rows (of a purging
+ledger: of the rows not purged yet), kept exact by every statement that adds or removes
+entry rows, in the same transaction: the writer's per-ledger upsert after its inserts
+(bookie/apply.py), a delete (the ledger's count moves to its ``purging`` row), each purge
+chunk (it subtracts what it deleted) and the rewrite of a purging id (both go). So the
+storage report sums counts, O(ledgers), where it used to scan every entry, O(entries),
+and a crash cannot separate a count from its rows. A data dir of an older version (no
+``bytes`` columns) gets them when it is opened, filled from a scan of its entries in the
+same transaction (``add_kept_bytes``): once, at start-up, before the bookie serves.
+
 The database is created with ``auto_vacuum=INCREMENTAL``: the pages the purge frees are
 reused by new entries at once, and paced ``incremental_vacuum(N)`` steps give them back to
 the file system afterwards, ending with a checkpoint that truncates the write-ahead log.
@@ -30,8 +40,10 @@ from __future__ import annotations
 
 import fcntl
 import functools
+import logging
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -62,6 +74,8 @@ from bookie.limits import (
 )
 from services.errors import DataDirInUse, present
 
+log = logging.getLogger(__name__)
+
 DB_FILE = "bookie.db"
 LOCK_FILE = "bookie.lock"
 
@@ -86,12 +100,16 @@ ledgers = Table(
     Column("fenced", Integer, nullable=False, default=0),
     Column("lac", Integer, nullable=False, default=-1),
     Column("last_entry_id", Integer, nullable=False, default=-1),
+    # Payload bytes of its entry rows (module docstring, "Kept byte counts").
+    Column("bytes", Integer, nullable=False, default=0, server_default="0"),
 )
 
 purging = Table(
     "purging",
     metadata,
     Column("ledger_id", Integer, primary_key=True, autoincrement=False),
+    # Payload bytes of its entry rows not purged yet.
+    Column("bytes", Integer, nullable=False, default=0, server_default="0"),
 )
 
 _QMARK = sqlite.dialect(paramstyle="qmark")
@@ -139,12 +157,20 @@ def striped_range_sql(residues: int) -> str:
 
 DELETE_ENTRIES_SQL = driver_sql(entries.delete().where(entries.c.ledger_id == 0))
 DELETE_LEDGER_SQL = driver_sql(ledgers.delete().where(ledgers.c.ledger_id == 0))
+# (ledger_id, bytes): a deleted ledger's id and the payload bytes its rows still hold.
 INSERT_PURGING_SQL = driver_sql(purging.insert().prefix_with("OR IGNORE"))
 DELETE_PURGING_SQL = driver_sql(purging.delete().where(purging.c.ledger_id == 0))
+# (bytes purged, ledger_id): a purge chunk's rows leave the purging ledger's count.
+PURGED_BYTES_SQL = driver_sql(
+    purging.update().values(bytes=purging.c.bytes - 0).where(purging.c.ledger_id == 0)
+)
 # One chunk of a purge: (ledger_id, limit) -> at most limit of the ledger's entry rows
-# deleted, by rowid (the primary key's index finds them; nothing else is read).
+# deleted, by rowid (the primary key's index finds them), each answering its payload's
+# length for the purging row's count (SQLite takes a blob's length from the record's
+# header, without reading its overflow pages).
 PURGE_CHUNK_SQL = (
     "DELETE FROM entries WHERE rowid IN (SELECT rowid FROM entries WHERE ledger_id = ? LIMIT ?)"
+    " RETURNING length(payload)"
 )
 
 
@@ -284,7 +310,53 @@ def create_writer_engine(data_dir: Path, journal_sync: bool) -> Engine:
     engine = _autocommit_engine(path, 1, pragmas)
     with engine.begin() as conn:
         metadata.create_all(conn)
+        add_kept_bytes(conn)
     return engine
+
+
+# The payload bytes of each ledger's entry rows, counted from the rows (the migration's
+# fill, and what the kept counts must always equal).
+_SCAN_BYTES = (
+    "(SELECT coalesce(sum(length(payload)), 0) FROM entries"
+    " WHERE entries.ledger_id = {table}.ledger_id)"
+)
+
+
+def add_kept_bytes(conn: Connection) -> None:
+    """Give a store of an older version its ``bytes`` columns, filled from its entries
+    (module docstring, "Kept byte counts"), in the caller's transaction: a crash leaves
+    the old schema, and the next start does it again. A scan of every entry (about 1.5 s
+    a GB: benchmarks/README.md, "One bookie to 20 GB"), so it is logged with its time.
+    A store that has the columns is left as it is."""
+    missing = [
+        table.name
+        for table in (ledgers, purging)
+        if "bytes"
+        not in {row[1] for row in conn.exec_driver_sql(f"PRAGMA table_info({table.name})")}
+    ]
+    if not missing:
+        return
+    log.info(
+        "counting the payload bytes of every ledger (a data dir of an older version: "
+        "once, before the bookie serves; about 1.5 s a GB)",
+        extra={"fields": {"tables": missing}},
+    )
+    started = time.perf_counter()
+    for name in missing:
+        conn.exec_driver_sql(f"ALTER TABLE {name} ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0")
+        conn.exec_driver_sql(f"UPDATE {name} SET bytes = {_SCAN_BYTES.format(table=name)}")
+    counted = conn.execute(select(func.count(), func.coalesce(func.sum(ledgers.c.bytes), 0)))
+    count, total = counted.one()
+    log.info(
+        "counted the payload bytes of every ledger",
+        extra={
+            "fields": {
+                "ledgers": count,
+                "bytes": total,
+                "took_s": round(time.perf_counter() - started, 3),
+            }
+        },
+    )
 
 
 def create_reader_engine(data_dir: Path) -> Engine:
@@ -305,6 +377,14 @@ def load_ledgers_on(conn: Connection) -> dict[int, tuple[int, int, bool]]:
             select(ledgers.c.ledger_id, ledgers.c.lac, ledgers.c.last_entry_id, ledgers.c.fenced)
         ).all()
     return {lid: (lac, last, bool(fenced)) for lid, lac, last, fenced in rows}
+
+
+def load_ledger_bytes_on(conn: Connection) -> dict[int, int]:
+    """Every ledger's kept payload bytes (the writer's starting counts)."""
+    with conn.begin():
+        return {
+            lid: size for lid, size in conn.execute(select(ledgers.c.ledger_id, ledgers.c.bytes))
+        }
 
 
 def load_purging_on(conn: Connection) -> list[int]:
@@ -337,11 +417,29 @@ def _ids_after(after: int, limit: int) -> Select[int]:
     )
 
 
-def _bytes_per_ledger() -> Select[int, Any]:
-    """Payload bytes per ledger with an entry: what the storage report counts."""
-    return select(entries.c.ledger_id, func.sum(func.length(entries.c.payload))).group_by(
-        entries.c.ledger_id
-    )
+class StorageCounts(NamedTuple):
+    """What the storage report reads from the kept counts, in one transaction: the
+    ledgers stored and their payload bytes, the purging ones and the bytes left of them,
+    and the bytes of the ledgers asked about (those stored here, by id)."""
+
+    ledgers: int
+    bytes: int
+    purging_ledgers: int
+    purging_bytes: int
+    sizes: dict[int, int]
+
+
+# Ids per ``IN (...)`` list of the reads by id (SQLite allows 32,766 parameters).
+_IDS_PER_QUERY = 1000
+
+
+def _sizes_of(conn: Connection, ledger_ids: list[int]) -> dict[int, int]:
+    sizes: dict[int, int] = {}
+    for at in range(0, len(ledger_ids), _IDS_PER_QUERY):
+        chunk = ledger_ids[at : at + _IDS_PER_QUERY]
+        query = select(ledgers.c.ledger_id, ledgers.c.bytes).where(ledgers.c.ledger_id.in_(chunk))
+        sizes.update({lid: size for lid, size in conn.execute(query)})
+    return sizes
 
 
 class Reader:
@@ -437,28 +535,36 @@ class Reader:
         with self._engine.connect() as conn:
             return [row[0] for row in conn.execute(_ids_after(after, limit))]
 
-    def ledger_bytes(self, ledger_ids: list[int] | None = None) -> dict[int, int]:
-        """Payload bytes stored per ledger: of ``ledger_ids``, or of every ledger with an
-        entry (a scan of the entries' index: for reports, not for the data path)."""
-        query = _bytes_per_ledger()
-        if ledger_ids is not None:
-            query = query.where(entries.c.ledger_id.in_(ledger_ids))
+    def ledger_bytes(self, ledger_ids: list[int]) -> dict[int, int]:
+        """The kept payload bytes of those of ``ledger_ids`` stored here (0: no entry)."""
         with self._engine.connect() as conn:
-            return {lid: int(total or 0) for lid, total in conn.execute(query)}
+            return _sizes_of(conn, ledger_ids)
 
     def ledger_bytes_page(self, after: int, limit: int) -> list[tuple[int, int]]:
         """One page of the ledgers stored here (ids above ``after``, ascending, at most
-        ``limit``), each with its payload bytes as ``ledger_bytes`` counts them (0: no
-        entry). Both reads are one transaction, so the ids and the bytes agree; the
-        bytes are summed over the page's ids only (not the deleted ledgers between them
-        whose rows are still being purged)."""
+        ``limit``), each with its kept payload bytes (0: no entry): one read of the
+        ``ledgers`` table, so the ids and the bytes agree (not the deleted ledgers still
+        being purged: they have no row there)."""
+        query = (
+            select(ledgers.c.ledger_id, ledgers.c.bytes)
+            .where(ledgers.c.ledger_id > after)
+            .order_by(ledgers.c.ledger_id)
+            .limit(limit)
+        )
         with self._engine.connect() as conn:
-            ids = [row[0] for row in conn.execute(_ids_after(after, limit))]
-            if not ids:
-                return []
-            query = _bytes_per_ledger().where(entries.c.ledger_id.in_(ids))
-            sizes = {lid: int(total or 0) for lid, total in conn.execute(query)}
-        return [(lid, sizes.get(lid, 0)) for lid in ids]
+            return [(lid, size) for lid, size in conn.execute(query)]
+
+    def storage_counts(self, ledger_ids: list[int]) -> StorageCounts:
+        """The storage report's figures from the kept counts (module docstring, "Kept
+        byte counts"), read in one transaction: a sum over the ledgers and the purging
+        ledgers, O(ledgers), not a scan of the entries; with the bytes of ``ledger_ids``."""
+        total = select(func.count(), func.coalesce(func.sum(ledgers.c.bytes), 0))
+        left = select(func.count(), func.coalesce(func.sum(purging.c.bytes), 0))
+        with self._engine.connect() as conn:
+            count, size = conn.execute(total).one()
+            purging_count, purging_size = conn.execute(left).one()
+            sizes = _sizes_of(conn, ledger_ids)
+        return StorageCounts(int(count), int(size), int(purging_count), int(purging_size), sizes)
 
     def purging_ids(self) -> list[int]:
         """The deleted ledgers whose entries the writer is still purging."""

@@ -17,7 +17,7 @@ below) and loops:
    which first publishes the new ledger states, then resolves the futures.
 
 Ordering rules. The writer keeps its own copy of every ledger's state
-(lac, last entry id, fenced), loaded at start and changed at apply time, so
+(lac, last entry id, fenced, payload bytes), loaded at start and changed at apply time, so
 an operation sees the effect of every operation queued before it: a fence
 queued before an add rejects that add, even in the same batch. Nothing is
 answered before the commit that made it durable, so a fence is on disk
@@ -80,7 +80,8 @@ The purge. A delete only removes the ledger's row and marks its id purging (book
 apply.py, bookie/storage.py), so it costs what a fence costs and answers at once; the
 ledger is gone for the API from that commit on. Between batches the thread deletes the
 purging ledgers' entry rows in chunks (``PURGE_CHUNK_SQL``), each chunk its own short
-transaction, the last one of a ledger removing its ``purging`` row too; once no ledger is
+transaction that also takes the bytes it deleted off the ledger's ``purging`` row (its
+kept count: bookie/storage.py), the last one of a ledger removing that row; once no ledger is
 purging, paced ``PRAGMA incremental_vacuum(N)`` steps give the free pages back to the file
 system, and one ``wal_checkpoint(TRUNCATE)`` ends the vacuum. Each step is sized to take
 about ``PURGE_STEP_S`` (``StepSize``), and runs only when ``Pacer`` allows it: at once while
@@ -115,7 +116,9 @@ from bookie.storage import (
     DELETE_PURGING_SQL,
     INSERT_ENTRY_SQL,
     PURGE_CHUNK_SQL,
+    PURGED_BYTES_SQL,
     UPSERT_LEDGER_SQL,
+    load_ledger_bytes_on,
     load_ledgers_on,
     load_purging_on,
 )
@@ -184,8 +187,12 @@ class GroupCommitWriter:
 
     def start(self, states: dict[int, Snapshot]) -> None:
         """Connect (here, so a failure raises to the caller) and start the thread."""
-        self._ledgers = {lid: [lac, last, fenced] for lid, (lac, last, fenced) in states.items()}
         self._conn = self._engine.connect()
+        sizes = load_ledger_bytes_on(self._conn)
+        self._ledgers = {
+            lid: [lac, last, fenced, sizes.get(lid, 0)]
+            for lid, (lac, last, fenced) in states.items()
+        }
         self._purging = set(load_purging_on(self._conn))
         # Free pages a crash or an older version left are given back too.
         raw = self._conn.connection.driver_connection
@@ -394,7 +401,7 @@ class GroupCommitWriter:
                     db.executemany(INSERT_ENTRY_SQL, rows)
                 stored = sum(r.stored for _, r in results if isinstance(r, AddOpResult))
                 upserts = [
-                    (lid, int(st[2]), st[0], st[1])
+                    (lid, int(st[2]), st[0], st[1], st[3])
                     for lid in touched
                     if (st := self._ledgers.get(lid)) is not None
                 ]
@@ -478,16 +485,20 @@ class GroupCommitWriter:
 
     def _purge_chunk(self, raw: Any) -> None:
         """Delete one chunk of the lowest purging ledger's entries, in a transaction of
-        its own; the one that finds the last of them ends the ledger's purge too."""
+        its own with the purging row's count of bytes left; the one that finds the last of
+        them ends the ledger's purge too."""
         lid = min(self._purging)
         size = self._chunk.size
         started = time.perf_counter()
         raw.execute("BEGIN")
         try:
-            did = raw.execute(PURGE_CHUNK_SQL, (lid, size)).rowcount
+            lengths = raw.execute(PURGE_CHUNK_SQL, (lid, size)).fetchall()
+            did = len(lengths)
             done = did < size
             if done:
                 raw.execute(DELETE_PURGING_SQL, (lid,))
+            else:
+                raw.execute(PURGED_BYTES_SQL, (sum(n for (n,) in lengths), lid))
             raw.execute("COMMIT")
         except BaseException:
             if raw.in_transaction:
@@ -522,12 +533,14 @@ class GroupCommitWriter:
     def _reload(self) -> None:
         try:
             states = load_ledgers_on(self._conn)
+            sizes = load_ledger_bytes_on(self._conn)
         except Exception:  # noqa: BLE001 - keep the (more restrictive) state we have
             log.exception("could not reload ledger states after a failed commit")
             return
         fenced = {lid for lid, st in self._ledgers.items() if st[2]}
         self._ledgers = {
-            lid: [lac, last, f or lid in fenced] for lid, (lac, last, f) in states.items()
+            lid: [lac, last, f or lid in fenced, sizes.get(lid, 0)]
+            for lid, (lac, last, f) in states.items()
         }
         try:
             self._purging = set(load_purging_on(self._conn))

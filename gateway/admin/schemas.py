@@ -252,10 +252,10 @@ class StorageReport(BaseModel):
     gc: StorageGcSettings
     last_pass: StorageLastPass | None = Field(description="the last pass (not a dry run)")
     bytes_counted_at: str = Field(
-        description="when the bookie counted the bytes per ledger (ISO 8601, UTC): a count "
-        "scans every entry, and is reused for ten times as long as it took"
+        description="when the bookie read its bytes per ledger (ISO 8601, UTC): the counts "
+        "it keeps with its entries, summed for this report"
     )
-    bytes_count_ms: int = Field(description="how long that count took")
+    bytes_count_ms: int = Field(description="how long that sum over the ledgers took")
     by_log: StorageByLog | None = Field(
         default=None, description="only with by_log=true: the bookie's bytes counted by log"
     )

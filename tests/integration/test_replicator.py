@@ -11,6 +11,7 @@ from kazoo.client import KazooClient
 
 from services.wire import digest
 from services.wire.framing import FramedRecord
+from tests.bookie_bytes import assert_kept_equals_scan
 from tests.harness import Cluster, wait_for
 from tests.integration.auto_support import (
     fragment_complete,
@@ -74,10 +75,20 @@ def test_closed_ledgers_are_made_whole_and_survive_a_second_loss(
     assert metric_value(metrics, "quire_replicator_entries_replicated_total") > 0
     assert replicator_status(replicator)["in_flight"] == []
 
+    # The copies' bytes are counted as they are written back (bookie/storage.py, "Kept
+    # byte counts").
+    for address, proc in procs.items():
+        if address != dead:
+            assert_kept_equals_scan(data_dir_of(proc))
+
     second = next(b for b in ensembles[affected[0]] if b != dead)
     procs[second].kill()
     for lid, payloads in written.items():
         assert [d for _, d in gateway.read_all(lid)] == payloads
+
+
+def data_dir_of(proc) -> Path:  # type: ignore[no-untyped-def]
+    return Path(proc.argv[proc.argv.index("--data-dir") + 1])
 
 
 def _forge(proc, lid: int, entry_id: int, length: int) -> None:  # type: ignore[no-untyped-def]
@@ -198,6 +209,10 @@ def test_a_live_bookie_lacking_its_share_is_filled_in_place(
     assert after.fragments == before.fragments
     assert fragment_complete(after) == []
     assert set(procs) == set(before.fragments[0].bookies)
+    # Its share written back (to an id deleted there, maybe still purging) is counted:
+    # 20 of the 30 entries of 300 bytes, and nothing of the deleted copy.
+    kept = assert_kept_equals_scan(data_dir_of(procs[victim]))
+    assert kept[("ledgers", lid)] == 20 * 300 and ("purging", lid) not in kept
 
 
 def test_a_bookie_filled_in_place_and_then_lost_is_replaced(

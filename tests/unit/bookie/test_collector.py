@@ -7,8 +7,6 @@ storage report lists what waits with its reason."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import time
 from pathlib import Path
 
 from bookie.collector import GarbageCollector
@@ -17,6 +15,7 @@ from bookie.storage import Reader
 from services.errors import MetadataUnavailable
 from services.zk import paths as zkpaths
 from services.zk.store import Versioned
+from tests.bookie_bytes import assert_kept_equals_scan
 from tests.unit.bookie.writers import Started
 
 
@@ -155,45 +154,35 @@ def test_a_ledger_written_since_the_look_is_kept(tmp_path: Path) -> None:
     asyncio.run(with_collector(tmp_path, body))
 
 
-class SlowCount:
-    """The reader with a count of bytes per ledger that takes ``delay_s`` and is counted."""
-
-    def __init__(self, reader: Reader, delay_s: float) -> None:
-        self.reader = reader
-        self.delay_s = delay_s
-        self.counts = 0
-
-    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
-        return getattr(self.reader, name)
-
-    def ledger_bytes(self, ledger_ids: list[int] | None = None) -> dict[int, int]:
-        self.counts += 1
-        time.sleep(self.delay_s)  # the scan of a large store, in the reader's thread
-        return self.reader.ledger_bytes(ledger_ids)
-
-
-def test_a_costly_count_of_bytes_is_shared_and_reused_for_ten_times_its_time(
-    tmp_path: Path,
-) -> None:
-    """The report's bytes per ledger scan every entry: reports asked together share one
-    count, a report within ten times the count's duration reuses it (its bytes as of
-    then, its ledgers current), and a later one counts again."""
+def test_the_report_reads_the_kept_counts_afresh_each_time(tmp_path: Path) -> None:
+    """The report's bytes are the counts the writer keeps with each ledger (no scan of
+    the entries, so nothing to reuse): an add shows in the next report, a delete moves
+    the ledger's bytes from live to purging at once (and out of the report once purged),
+    and live, orphaned and pending bytes add up to the kept counts of the stored
+    ledgers."""
 
     async def body(collector, store, started) -> None:  # type: ignore[no-untyped-def]
-        slow = SlowCount(collector._reader, 0.2)
-        collector._reader = slow
-        first, second = await asyncio.gather(collector.report("b1"), collector.report("b1"))
-        assert slow.counts == 1
-        assert first["bytes_counted_at"] == second["bytes_counted_at"]
-        assert first["bytes_count_ms"] >= 200
+        first = await collector.report("b1")
         assert first["live"] == {"ledgers": 3, "bytes": 300}
+        assert first["purging"] == {"ledgers": 0, "bytes": 0}
+        assert first["bytes_count_ms"] >= 0 and first["bytes_counted_at"]
         await started.add(1, 1, b"y" * 50).future
-        reused = await collector.report("b1")
-        assert slow.counts == 1 and reused["live"]["bytes"] == 300  # as of the count
-        # Ten times the count's duration later, the next report counts again.
-        counted = collector._counted
-        collector._counted = dataclasses.replace(counted, at=counted.at - 10 * counted.took_s)
-        fresh = await collector.report("b1")
-        assert slow.counts == 2 and fresh["live"]["bytes"] == 350
+        assert (await collector.report("b1"))["live"] == {"ledgers": 3, "bytes": 350}
+
+        await collector.run_pass(dry_run=False)  # ledgers 2 and 3: metadata missing
+        report = await collector.report("b1")
+        assert report["live"] == {"ledgers": 1, "bytes": 150}
+        waiting = report["orphaned"] + report["pending_delete"]
+        assert [(o["ledger_id"], o["bytes"]) for o in waiting] == [(2, 100), (3, 100)]
+
+        op = DeleteOp(1, started.loop.create_future())
+        started.writer.submit(op)
+        assert await op.future is True
+        gone = await collector.report("b1")
+        assert gone["live"] == {"ledgers": 0, "bytes": 0}
+        # Purging: the bytes left of ledger 1 (0 once its purge, in the background, ended).
+        assert gone["purging"] in ({"ledgers": 1, "bytes": 150}, {"ledgers": 0, "bytes": 0})
+        kept = assert_kept_equals_scan(tmp_path)
+        assert kept[("ledgers", 2)] == kept[("ledgers", 3)] == 100
 
     asyncio.run(with_collector(tmp_path, body))

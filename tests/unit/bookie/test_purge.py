@@ -12,6 +12,7 @@ from pathlib import Path
 from bookie.operations import AddOp, AddOpResult, DeleteOp, FenceOp, SetLacOp
 from bookie.purge import Pacer, StepSize
 from bookie.storage import DB_FILE, Reader, create_writer_engine
+from tests.bookie_bytes import assert_kept_equals_scan
 from tests.unit.bookie.test_writer import run_batch
 from tests.unit.bookie.writers import Started, sealed
 
@@ -104,13 +105,18 @@ def test_a_delete_answers_before_the_purge_and_the_purge_ends_its_ledger(tmp_pat
             left = count(tmp_path, "SELECT COUNT(*) FROM entries WHERE ledger_id = 1")
             marked = count(tmp_path, "SELECT COUNT(*) FROM purging WHERE ledger_id = 1")
             assert marked == 1 or left == 0
-            await poll(
-                lambda: (
-                    count(tmp_path, "SELECT COUNT(*) FROM entries WHERE ledger_id = 1") == 0
-                    and count(tmp_path, "SELECT COUNT(*) FROM purging") == 0
-                ),
-                "the purge to end",
-            )
+            # Every chunk takes what it deleted off the purging row's count, in its own
+            # transaction: at every moment the count is what is left.
+            lefts: set[int] = set()
+
+            def purged() -> bool:
+                kept = assert_kept_equals_scan(tmp_path)
+                lefts.add(kept.get(("purging", 1), 0))
+                return ("purging", 1) not in kept and kept[("ledgers", 2)] == 4
+
+            await poll(purged, "the purge to end")
+            assert count(tmp_path, "SELECT COUNT(*) FROM entries WHERE ledger_id = 1") == 0
+            assert lefts <= set(range(0, 600 * 4096 + 1, 4096))
             assert w.count("quire_bookie_purged_entries_total") == 600
             assert w.count("quire_bookie_purging_ledgers") == 0
             assert count(tmp_path, "SELECT COUNT(*) FROM entries WHERE ledger_id = 2") == 1
@@ -133,14 +139,15 @@ def test_a_restart_resumes_the_purge_from_the_purging_table(tmp_path):
                 "INSERT INTO entries VALUES (?, ?, ?, ?, 1, ?, ?)",
                 [(lid, e, e - 1, e + 1, b"1234", bytes(2000)) for e in range(300)],
             )
-        db.execute("INSERT INTO ledgers VALUES (8, 1, 298, 299)")
-        db.execute("INSERT INTO purging VALUES (7)")
+        db.execute("INSERT INTO ledgers VALUES (8, 1, 298, 299, 600000)")
+        db.execute("INSERT INTO purging VALUES (7, 600000)")
     db.close()
 
     async def main():
         w = Started(tmp_path)
         try:
             assert w.index.get(7) is None
+            assert_kept_equals_scan(tmp_path)
             await poll(
                 lambda: count(tmp_path, "SELECT COUNT(*) FROM purging") == 0,
                 "the purge to resume and end",
@@ -154,6 +161,7 @@ def test_a_restart_resumes_the_purge_from_the_purging_table(tmp_path):
                 "fenced": True,
             }
             assert w.count("quire_bookie_purged_entries_total") == 300
+            assert assert_kept_equals_scan(tmp_path) == {("ledgers", 8): 600_000}
         finally:
             await w.stop()
 
@@ -193,6 +201,8 @@ def test_a_data_dir_of_the_older_schema_gets_the_purging_table(tmp_path):
         try:
             assert count(tmp_path, "SELECT COUNT(*) FROM purging") == 0  # the table exists
             assert sorted(w.index.states()) == [3, 4]
+            # The ``bytes`` column came with it, counted from the entries.
+            assert assert_kept_equals_scan(tmp_path) == {("ledgers", 3): 3, ("ledgers", 4): 3}
             delete = DeleteOp(3, w.loop.create_future())
             w.writer.submit(delete)
             assert await delete.future is True
@@ -255,3 +265,8 @@ def test_a_ledger_written_again_while_purging_starts_afresh(tmp_path):
         assert reader.purging_ids() == []
     finally:
         reader.close()
+    assert assert_kept_equals_scan(tmp_path) == {
+        ("ledgers", 1): 3,
+        ("ledgers", 2): 0,
+        ("ledgers", 3): 0,
+    }

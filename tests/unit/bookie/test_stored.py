@@ -59,7 +59,8 @@ def insert(engine: Engine, rows: list[tuple], fenced: dict[int, bool] | None = N
         for lid in lids:
             last = max((r[1] for r in rows if r[0] == lid), default=-1)
             flag = int((fenced or {}).get(lid, False))
-            conn.exec_driver_sql(UPSERT_LEDGER_SQL, (lid, flag, -1, last))
+            size = sum(len(r[6]) for r in rows if r[0] == lid)
+            conn.exec_driver_sql(UPSERT_LEDGER_SQL, (lid, flag, -1, last, size))
 
 
 def test_runs_of_splits_at_gaps() -> None:

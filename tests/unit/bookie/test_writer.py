@@ -9,10 +9,11 @@ from bookie.ledgers import LedgerIndex
 from bookie.limits import INLINE_BYTES_MAX, INLINE_COMMIT_S_MAX, INLINE_ENTRIES_MAX
 from bookie.metrics import BookieMetrics
 from bookie.operations import AddOp, AddOpResult, DeleteOp, FenceOp, SetLacOp
-from bookie.storage import Reader, create_writer_engine, load_ledgers
+from bookie.storage import Reader, StorageCounts, create_writer_engine, load_ledgers
 from bookie.writer import GroupCommitWriter
 from services.errors import LedgerNotFound
 from services.wire.framing import FramedRecord
+from tests.bookie_bytes import assert_kept_equals_scan
 from tests.unit.bookie.writers import Started, metric, sealed
 
 
@@ -161,10 +162,11 @@ def test_range_read_bounds(tmp_path):
         reader.close()
 
 
-def test_ledger_bytes_page_agrees_with_the_report_sums(tmp_path):
+def test_ledger_bytes_page_reads_the_kept_counts(tmp_path):
     """The paged listing of ledgers with their bytes names every ledger stored (one with
-    no entry, only a fence flag, has 0 bytes), in id order, each with the bytes
-    ``ledger_bytes`` (the storage report's sum) gives it, a page after another."""
+    no entry, only a fence flag, has 0 bytes), in id order, each with the payload bytes
+    the writer kept for it in the same commits as its entries: what a scan of the
+    entries counts, and what ``ledger_bytes`` and the storage report's sums read."""
 
     def ops(loop):
         return [
@@ -175,19 +177,84 @@ def test_ledger_bytes_page_agrees_with_the_report_sums(tmp_path):
         ]
 
     asyncio.run(run_batch(tmp_path, ops))
+    assert assert_kept_equals_scan(tmp_path) == {
+        ("ledgers", 3): 400,
+        ("ledgers", 5): 0,
+        ("ledgers", 7): 5,
+        ("ledgers", 11): 60,
+    }
     reader = Reader(tmp_path)
     try:
-        sums = reader.ledger_bytes()
-        assert sums == {3: 400, 7: 5, 11: 60}
-        first = reader.ledger_bytes_page(-1, 2)
-        assert first == [(3, 400), (5, 0)]
+        assert reader.ledger_bytes([3, 5, 7, 11, 12]) == {3: 400, 5: 0, 7: 5, 11: 60}
+        assert reader.ledger_bytes_page(-1, 2) == [(3, 400), (5, 0)]
         assert reader.ledger_bytes_page(5, 2) == [(7, 5), (11, 60)]
         assert reader.ledger_bytes_page(11, 2) == []
         whole = reader.ledger_bytes_page(-1, 100)
         assert [lid for lid, _ in whole] == reader.list_ledgers(-1, 100)
-        assert {lid: size for lid, size in whole if size} == sums
+        counts = reader.storage_counts([7, 12])
+        assert counts == StorageCounts(4, 465, 0, 0, {7: 5})
     finally:
         reader.close()
+
+
+def test_kept_counts_follow_every_write_and_survive_a_failed_commit(tmp_path):
+    """Adds alone and in batches, repeats of stored entries (same bytes: counted once;
+    other bytes: refused, not counted), recovery adds on a fenced ledger, a delete (its
+    count moves to the purging row) and an add to the deleted id (its old rows and
+    count go, the new ledger counts from 0) keep every count equal to a scan; a batch
+    whose commit fails counts nothing, and the writer's counts after it are the
+    database's (the next add adds to them)."""
+
+    def first(loop):
+        f = loop.create_future
+        return [
+            AddOp([sealed(1, e, bytes(10 + e)) for e in range(5)], f(), 60),
+            AddOp([sealed(2, 0, b"abc")], f(), 3),
+            AddOp([sealed(1, 2, bytes(12)), sealed(1, 3, b"other"), sealed(2, 1, b"de")], f(), 19),
+            FenceOp(2, f()),
+            AddOp(
+                [sealed(2, 2, b"fgh", recovery=True), sealed(2, 0, b"abc", recovery=True)], f(), 6
+            ),
+            AddOp([sealed(3, e, bytes(1000)) for e in range(50)], f(), 50_000),
+        ]
+
+    results, _, _, _ = asyncio.run(run_batch(tmp_path, first))
+    assert results[2] == AddOpResult(2, [(1, 3, "entry_exists")])
+    assert assert_kept_equals_scan(tmp_path) == {
+        ("ledgers", 1): 10 + 11 + 12 + 13 + 14,
+        ("ledgers", 2): 3 + 2 + 3,
+        ("ledgers", 3): 50_000,
+    }
+
+    async def main():
+        w = Started(tmp_path)
+        try:
+            f = w.loop.create_future
+            poisoned = FramedRecord(1, 9, 8, object(), b"", False, "none", 0)  # not bindable
+            failed = AddOp([sealed(1, 5, bytes(100)), poisoned], f(), 101)
+            w.writer.submit(failed)
+            assert isinstance(await failed.future, Exception)
+            assert assert_kept_equals_scan(tmp_path)[("ledgers", 1)] == 60
+            ops = [
+                AddOp([sealed(1, 5, bytes(7))], f(), 7),
+                DeleteOp(3, f()),
+                DeleteOp(2, f()),
+                AddOp([sealed(2, 0, b"new")], f(), 3),
+            ]
+            for op in ops:
+                w.writer.submit(op)
+                await op.future
+            assert [op.future.result() for op in ops[1:3]] == [True, True]
+            kept = assert_kept_equals_scan(tmp_path)
+            assert kept[("ledgers", 1)] == 67  # not 167: the failed batch's count is gone
+            assert kept[("ledgers", 2)] == 3
+            assert ("purging", 2) not in kept  # the rewrite dropped its old rows
+            # Ledger 3's rows are purged in the background: its row counts what is left.
+            assert kept.get(("purging", 3), 0) <= 50_000
+        finally:
+            await w.stop()
+
+    asyncio.run(main())
 
 
 def test_long_poll_wakes_on_change_and_times_out():

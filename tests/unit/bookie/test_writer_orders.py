@@ -27,6 +27,7 @@ import pytest
 import bookie.limits
 from bookie.operations import AddOp, DeleteOp, FenceOp, SetLacOp
 from bookie.storage import DB_FILE
+from tests.bookie_bytes import assert_kept_equals_scan
 from tests.unit.bookie.writers import Started, metric, sealed
 
 LEDGERS = (1, 2, 3)
@@ -114,7 +115,7 @@ def rows(data_dir: Path) -> tuple[list, list]:
             "ORDER BY ledger_id, entry_id"
         ).fetchall()
         ledgers = db.execute(
-            "SELECT ledger_id, fenced, lac, last_entry_id FROM ledgers ORDER BY ledger_id"
+            "SELECT ledger_id, fenced, lac, last_entry_id, bytes FROM ledgers ORDER BY ledger_id"
         ).fetchall()
     finally:
         db.close()
@@ -169,5 +170,8 @@ def test_answers_and_rows_do_not_depend_on_who_commits(tmp_path, monkeypatch, se
 
     assert [comparable(a) for a in got] == [comparable(a) for a in expected]
     assert rows(mixed) == rows(alone)
+    # The kept byte counts too, and they are what a scan of the rows counts.
+    assert_kept_equals_scan(alone)
+    assert_kept_equals_scan(mixed)
     loop_commits = counts["quire_bookie_loop_commits_total"]
     assert 1 <= loop_commits < counts["quire_bookie_commits_total"]
