@@ -1485,12 +1485,12 @@ export interface components {
             by_log?: components["schemas"]["StorageByLog"] | null;
             /**
              * Bytes Count Ms
-             * @description how long that count took
+             * @description how long that sum over the ledgers took
              */
             bytes_count_ms: number;
             /**
              * Bytes Counted At
-             * @description when the bookie counted the bytes per ledger (ISO 8601, UTC): a count scans every entry, and is reused for ten times as long as it took
+             * @description when the bookie read its bytes per ledger (ISO 8601, UTC): the counts it keeps with its entries, summed for this report
              */
             bytes_counted_at: string;
             /**

@@ -27,9 +27,9 @@ class StorageReport:
 
         Attributes:
             bookie (str): the bookie's id
-            bytes_count_ms (int): how long that count took
-            bytes_counted_at (str): when the bookie counted the bytes per ledger (ISO 8601, UTC): a count scans every entry,
-                and is reused for ten times as long as it took
+            bytes_count_ms (int): how long that sum over the ledgers took
+            bytes_counted_at (str): when the bookie read its bytes per ledger (ISO 8601, UTC): the counts it keeps with its
+                entries, summed for this report
             file_bytes (int): size of its database
             free_pages_bytes (int): bytes of free pages in it; file_bytes - free_pages_bytes is what the data uses
             gc (StorageGcSettings):
