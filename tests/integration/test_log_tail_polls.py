@@ -209,3 +209,30 @@ def test_reads_on_the_old_writer_see_the_new_writers_records(
     assert records_of(r.json()) == [(position, b"from b")]
     assert [d for _, d in a.read_all(name)] == [b"from a", b"from b"]
 
+
+def test_the_fast_path_answers_a_read_as_fastapi_does(gws: tuple[LogClient, LogClient]) -> None:
+    """A tailing read taken by the fast path (gateway/fastpath.py: ``from``, ``limit``,
+    ``wait_ms``) answers the same status, type and bytes as the route behind FastAPI
+    (the same read with a parameter the fast path does not take): records, an empty
+    read at the end, an unknown log, a position not in the log."""
+    a, _ = gws
+    name = unique_name("poll")
+    a.create(name)
+    a.take_writer(name)
+    ledger = a.append(name, [b"one", b"\x00two"])[0][0]
+    a.append(name, [b"three"])
+    queries = [
+        f"from={ledger}:0&limit=2",
+        f"from={ledger}%3A1&limit=100&wait_ms=0",
+        f"from={ledger}:3&wait_ms=50",
+        "limit=1",
+        f"from={ledger + 1_000_000}:0",
+    ]
+    paths = [f"/v1/logs/{name}/records?{q}" for q in queries]
+    paths.append(f"/v1/logs/{unique_name('none')}/records?from=1:0")
+    for path in paths:
+        fast = a.http.get(path)
+        slow = a.http.get(path + "&fastapi=1")
+        assert (fast.status_code, fast.content) == (slow.status_code, slow.content), path
+        assert fast.headers["content-type"] == slow.headers["content-type"], path
+        assert fast.status_code in (200, 400, 404), fast.text
