@@ -13,6 +13,16 @@ decides which calls are taken and serves them; it is served on two levels:
   ``front``, services/web/app.py; the bookie does the same for its adds:
   bookie/fastpath.py), for the rest: pipelined and chunked requests, in-process clients.
 
+The tailing read ``GET /v1/logs/{name}/records?from=…&wait_ms=…`` (with ``limit``, and
+nothing else) is taken by ``AddFastPath`` too (``AddRoutes.take_read``; it has a query,
+which the lane is never offered): a tailing reader asks again as soon as its long poll
+is answered, and 10,000 readers cost the gateway a third of a core in polls, most of it
+in those layers (benchmarks/README.md, "Many open things"). Its answer is the route's
+(``records_answer``, gateway/logs/answers.py). Only a query the route would read the
+same way is taken: each of ``from`` (``LID:EID``, its colon possibly escaped),
+``limit`` and ``wait_ms`` (canonical decimal integers in range) at most once; anything
+else (``from_time``, ``cursor``, a value the route would refuse) goes on to FastAPI.
+
 The contract is the routes': the token is checked first with the middleware's own
 rules (``TokenPolicy.allows``; a call it refuses goes on to the stack, whose
 ``TokenMiddleware`` answers the 401), the body is read with the same limits and
@@ -39,15 +49,15 @@ from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 
 from gateway.ledgers.answers import add_answer
 from gateway.limits import ANSWER_TEMPLATES_MAX
-from gateway.logs.answers import append_answer
+from gateway.logs.answers import append_answer, records_answer
 from gateway.logs.owners import Caller
 from gateway.passwords import client_address
 from gateway.service import Gateway
 from services.budget import BudgetShare, ByteBudget
-from services.errors import PayloadTooLarge, QuireError
-from services.limits import BODY_SIZE_MAX_BYTES, ID_MAX
+from services.errors import InvalidArgument, PayloadTooLarge, QuireError
+from services.limits import BODY_SIZE_MAX_BYTES, ID_MAX, LIST_LIMIT_MAX
 from services.protocol.log_records import KEY_MAX_CHARS
-from services.protocol.logs import POSITION_PATTERN
+from services.protocol.logs import POSITION_PATTERN, Position
 from services.web.body import content_length, is_json_type, take_untimed
 from services.web.lane import JSON_TYPE, Answer, LaneCall, error_answer
 
@@ -57,6 +67,8 @@ _LEDGER_ADD = re.compile(r"/v1/ledgers/(0|[1-9][0-9]{0,18})/entries")
 _LOG_APPEND = re.compile(r"/v1/logs/([A-Za-z0-9._-]{1,200})/records")
 _KEY = re.compile(f"[ -~]{{1,{KEY_MAX_CHARS}}}")
 _EXPECTED = re.compile(rf"none|{POSITION_PATTERN[1:-1]}")
+_CANONICAL = re.compile(rb"0|[1-9][0-9]{0,18}")
+_READ_INTEGERS = (b"limit", b"wait_ms")
 _HEADERS_READ = {
     b"content-length",
     b"content-type",
@@ -146,6 +158,62 @@ class AddRoutes:
             caller,
         )
 
+    def take_read(self, scope: Scope) -> Callable[[], Awaitable[Answer]] | None:
+        """The call serving ``scope``'s tailing read, or None when FastAPI must (the
+        module docstring)."""
+        if scope["method"] != "GET":
+            return None
+        path = scope["path"]
+        read = _LOG_APPEND.fullmatch(path) if path.startswith("/v1/logs/") else None
+        if read is None or not self.allows(scope):
+            return None
+        gw = self.gateway()
+        query = _read_query(scope.get("query_string", b"")) if gw is not None else None
+        if gw is None or query is None:
+            return None
+        return partial(_read, gw, read.group(1), *query, path)
+
+
+def _read_query(raw: bytes) -> tuple[Position | None, int, int] | None:
+    """``from``, ``limit`` and ``wait_ms`` of a tailing read's query, as the route reads
+    them (its defaults: the log's start, 1,000, 0); None when the query holds anything
+    else, a name twice, or a value the route would refuse (FastAPI answers it)."""
+    start: Position | None = None
+    values = {b"limit": LIST_LIMIT_MAX, b"wait_ms": 0}
+    seen: set[bytes] = set()
+    for part in raw.split(b"&") if raw else ():
+        name, equals, value = part.partition(b"=")
+        if not equals or name in seen:
+            return None
+        seen.add(name)
+        if name == b"from":
+            try:
+                start = Position.parse(_unescape_colon(value).decode("ascii"), "from")
+            except (InvalidArgument, UnicodeDecodeError):
+                return None
+        elif name in _READ_INTEGERS and _CANONICAL.fullmatch(value) is not None:
+            values[name] = int(value)
+            if values[name] > ID_MAX or name == b"limit" and values[name] < 1:
+                return None
+        else:
+            return None
+    return start, values[b"limit"], values[b"wait_ms"]
+
+
+def _unescape_colon(value: bytes) -> bytes:
+    """A position as clients send it: httpx and browsers escape its colon."""
+    return value.replace(b"%3A", b":").replace(b"%3a", b":") if b"%" in value else value
+
+
+async def _read(
+    gw: Gateway, name: str, start: Position | None, limit: int, wait_ms: int, path: str
+) -> Answer:
+    try:
+        answer = await records_answer(gw, name, start, limit, wait_ms)
+    except Exception as exc:  # noqa: BLE001 - every error mapped, never a bare 500 page
+        return error_answer(exc, f"GET {path}")
+    return 200, json.dumps(answer, separators=(",", ":")).encode(), JSON_TYPE
+
 
 async def _add(
     gw: Gateway,
@@ -211,8 +279,13 @@ class AddFastPath:
         self.routes = routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        call = self.routes.take(scope) if scope["type"] == "http" else None
+        http = scope["type"] == "http"
+        call = self.routes.take(scope) if http else None
         if call is None:
+            read = self.routes.take_read(scope) if http else None
+            if read is not None:
+                await _send(send, *await read())
+                return
             await self.app(scope, receive, send)
             return
         budget = self.routes.body_budget

@@ -17,14 +17,18 @@ What is kept, and why it is safe to serve:
   ``CLOSED_LEDGER_RECHECK_S`` ago is asked again, as below, so that a swap or a delete
   made by another gateway is seen within that time while ZooKeeper answers.
 - An OPEN (or IN_RECOVERY) ledger's metadata, and a log's (its ledger list), change:
-  ZooKeeper is asked first, and its answer kept. The kept copy is served only when
-  ZooKeeper cannot answer: at once while the session is not connected, else after
-  ``METADATA_WAIT_KEPT_S``. A reader then sees the ledger or the log as it was when
-  this gateway last read it: an open ledger read up to the LAC its bookies report (its
-  readable end never passes what the writer acknowledged, so the reader sees a prefix
-  of the entries), a log up to the last ledger of the list it knew (a prefix of the
-  log's one order; records in a ledger rolled in since, or behind a truncation made
-  since, are not known, or still shown, as to a reader that read just before).
+  ZooKeeper is asked first, and its answer kept. A log this gateway writes is the
+  exception: its writer's copy of the list is as current as ZooKeeper's answer would be
+  (kept from a read made under a watch on the log's znode, dropped when the watch fires:
+  gateway/logs/writer.py ``LogWriter.listed``), so a read takes it instead of asking.
+  Otherwise the kept copy is served only when ZooKeeper cannot answer: at once while the
+  session is not connected, else after ``METADATA_WAIT_KEPT_S``. A reader then sees the
+  ledger or the log as it was when this gateway last read it: an open ledger read up to
+  the LAC its bookies report (its readable end never passes what the writer
+  acknowledged, so the reader sees a prefix of the entries), a log up to the last ledger
+  of the list it knew (a prefix of the log's one order; records in a ledger rolled in
+  since, or behind a truncation made since, are not known, or still shown, as to a
+  reader that read just before).
 
 Deletes: ``forget`` drops a ledger (or a log) once this gateway's delete of it is
 acknowledged, and a read that was fetching its metadata from ZooKeeper meanwhile does
@@ -68,6 +72,7 @@ T = TypeVar("T")
 # The ``reason`` label of the hits counter.
 HIT_CLOSED = "closed"  # a closed ledger's kept metadata, ZooKeeper not asked
 HIT_UNAVAILABLE = "unavailable"  # ZooKeeper did not answer: the kept copy was served
+HIT_WRITER = "writer"  # a log's list from this gateway's writer of it, ZooKeeper not asked
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,10 +180,21 @@ class MetadataCache:
                 self._ledgers.put(current.ledger_id, current, self._clock())
         return await read(current)
 
-    async def log(self, name: str, get: Callable[[str], Awaitable[VersionedLog]]) -> LogMetadata:
-        """Log ``name``'s metadata for a read: ZooKeeper's (``get``), else (ZooKeeper not
-        answering) the list this gateway read last. ``LogNotFound`` when it does not
-        exist."""
+    async def log(
+        self,
+        name: str,
+        get: Callable[[str], Awaitable[VersionedLog]],
+        listed: LogMetadata | None = None,
+    ) -> LogMetadata:
+        """Log ``name``'s metadata for a read: ``listed`` when given (this gateway's
+        writer's copy, which its watch on the znode keeps current: gateway/logs/writer.py
+        ``LogWriter.listed``; kept as ZooKeeper's answer is, for when ZooKeeper cannot
+        answer), else ZooKeeper's (``get``), else (ZooKeeper not answering) the list this
+        gateway read last. ``LogNotFound`` when it does not exist."""
+        if listed is not None:
+            self._hits.labels(HIT_WRITER).inc()
+            self._logs.put(name, listed, self._clock())
+            return listed
         kept = self._logs.get(name)
 
         async def from_zookeeper(key: str) -> LogMetadata:

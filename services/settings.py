@@ -239,7 +239,9 @@ class GatewaySettings(CommonSettings):
     # variable, with its unit last. Those of the ledger client have its names and its
     # defaults (services/ledger_client/settings.py; tests/unit/test_settings.py checks).
     fast_path: bool = Field(
-        True, description="serve adds and log appends below FastAPI's routing (same contract)"
+        True,
+        description="serve adds, log appends and tailing log reads below FastAPI's routing "
+        "(same contract)",
     )
     admission_wait_ms: int = Field(
         30_000, ge=1, le=600_000, description="longest wait of an add for room in its ledger"

@@ -50,6 +50,7 @@ from services.limits import (
     LAC_WAIT_MAX_MS,
     LIST_LIMIT_MAX,
 )
+from services.protocol import long_poll
 from services.protocol.reads import digest_key, readable_end
 from services.web.body import body_share, is_json, read_body, read_small_body
 from services.web.errors import error_responses, explained, noted
@@ -234,7 +235,8 @@ async def get_lac(
     wait_ms: Annotated[int, Query(ge=0, le=ID_MAX, description="clamped to 30000")] = 0,
 ) -> dict[str, int]:
     metadata = await ops.metadata_for(gw, ledger_id, password)
-    wait_ms = min(wait_ms, LAC_WAIT_MAX_MS)
+    # Up to a sixteenth early, drawn per poll: pollers that started together spread out.
+    wait_ms = long_poll.wait_ms(min(wait_ms, LAC_WAIT_MAX_MS), gw.ctx.rng)
     closed_end = readable_end(metadata, None)
     if closed_end is not None:
         return {"last_add_confirmed": closed_end}

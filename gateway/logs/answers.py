@@ -1,6 +1,7 @@
-"""The answer to ``POST /v1/logs/{name}/records`` once its body is read, shared by the
-route (gateway/logs/routes.py) and the fast path (gateway/fastpath.py), so that both
-answer an append with the same code.
+"""The answers to ``POST /v1/logs/{name}/records`` once its body is read and to ``GET
+/v1/logs/{name}/records`` once its start is known, shared by the routes
+(gateway/logs/routes.py) and the fast path (gateway/fastpath.py), so that both answer
+an append and a read with the same code.
 
 The append is served by this gateway's writer of the log when it has one; else it is
 forwarded to the gateway writing the log, or the role is taken here when the log has
@@ -18,13 +19,14 @@ from gateway.http.batches import decode_batch
 from gateway.http.json_input import parse_json
 from gateway.limits import FORWARD_HOPS_MAX
 from gateway.logs import operations as log_ops
+from gateway.logs import reads as log_reads
 from gateway.logs.owners import NO_CALLER, Caller
 from gateway.logs.schemas import position_json
 from gateway.logs.writer import AppendResult, LogWriter
 from gateway.service import Gateway
 from services.errors import NotWriter, PayloadTooLarge, Unavailable
-from services.limits import ENTRY_SIZE_MAX_BYTES
-from services.protocol.logs import ExpectedLast
+from services.limits import ENTRY_SIZE_MAX_BYTES, LAC_WAIT_MAX_MS, LIST_LIMIT_MAX
+from services.protocol.logs import ExpectedLast, Position
 
 
 async def append_answer(
@@ -86,6 +88,17 @@ async def append_answer(
         f"log {name}: its writer role kept moving ({FORWARD_HOPS_MAX} routes); nothing was "
         "appended, try again"
     )
+
+
+async def records_answer(
+    gw: Gateway, name: str, start: Position | None, limit: int, wait_ms: int
+) -> dict[str, Any]:
+    """A read of the log from ``start`` (None: its first record), once the start is
+    known: ``limit`` clamped to 1,000 records and ``wait_ms`` to 30,000 (docs/api.md)."""
+    page = await log_reads.read(
+        gw, name, start, min(limit, LIST_LIMIT_MAX), min(wait_ms, LAC_WAIT_MAX_MS)
+    )
+    return page.to_api()
 
 
 async def writer_for_stream(gw: Gateway, name: str) -> LogWriter:

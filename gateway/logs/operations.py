@@ -89,6 +89,7 @@ async def set_retention(gw: Gateway, name: str, patch: Any) -> LogMetadata:
             )
         except MetadataConflict:
             continue
+        _wrote(gw, name, stored.version)
         log.info(
             "retention policy changed",
             extra={"fields": {"log": name, "policy": policy.to_api() if policy else None}},
@@ -97,16 +98,28 @@ async def set_retention(gw: Gateway, name: str, patch: Any) -> LogMetadata:
     raise MetadataConflict(f"log {name}: the log kept changing; set its retention again")
 
 
+def _wrote(gw: Gateway, name: str, version: int) -> None:
+    """This gateway changed log ``name``'s znode (now at ``version``): its writer of
+    the log, if any, serves its reads no copy older than that (``LogWriter.wrote``)."""
+    writer = gw.logs.get(name)
+    if writer is not None:
+        writer.wrote(version)
+
+
 async def get(gw: Gateway, name: str) -> VersionedLog:
     check_log_name(name)
     return await gw.logs.logs.get(name)
 
 
 async def get_for_read(gw: Gateway, name: str) -> LogMetadata:
-    """The log's metadata for a read: ZooKeeper's, or the list this gateway read last
-    while ZooKeeper cannot answer (``MetadataCache.log``)."""
+    """The log's metadata for a read: this gateway's writer's copy when it writes the
+    log and its watch says the copy is current (``LogWriter.listed``), else ZooKeeper's,
+    or the list this gateway read last while ZooKeeper cannot answer
+    (``MetadataCache.log``)."""
     check_log_name(name)
-    return await gw.metadata.log(name, gw.logs.logs.get)
+    writer = gw.logs.get(name)
+    listed = writer.listed if writer is not None else None
+    return await gw.metadata.log(name, gw.logs.logs.get, listed)
 
 
 async def not_writer(gw: Gateway, name: str, exc: NotWriter) -> NotWriter:
@@ -163,6 +176,7 @@ async def truncate(gw: Gateway, name: str, before: Position) -> LogMetadata:
             )
         except MetadataConflict:
             continue
+        _wrote(gw, name, stored.version)
         await delete_ledgers(gw, removed)
         return stored.log
     raise MetadataConflict(f"log {name}: the list kept changing; truncate again")

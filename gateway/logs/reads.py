@@ -15,7 +15,8 @@ entries are readable, and a batch cut short by a writer crash never shows. Each
 record is answered with its stamp (``time``, null for data written before every
 entry carried one). Reads never fence. ``caught_up`` says the read reached what is
 readable now; with ``wait_ms`` an empty read waits (in slices, re-reading the list, so
-a roll or a new writer is seen) until a record is readable or the time is up.
+a roll or a new writer is seen) until a record is readable or the time is up: a time
+drawn from the last sixteenth of ``wait_ms`` (services/protocol/long_poll.py).
 
 A listed ledger that is gone is never skipped: truncated while the read went through
 the list, the records read so far are answered (or the read is 400 like any truncated
@@ -44,7 +45,7 @@ from gateway.logs.schemas import position_json
 from services.errors import InvalidArgument, LedgerNotFound, LogLedgerMissing
 from services.ledger_client.runners import read as reads
 from services.limits import PAGE_BYTES_MAX
-from services.protocol import log_records, retention
+from services.protocol import log_records, long_poll, retention
 from services.protocol.cursors import LedgerSpan, lag
 from services.protocol.logs import LogMetadata, Position
 from services.protocol.metadata import LedgerMetadata, LedgerState
@@ -91,7 +92,9 @@ class Readable:
 async def read(
     gw: Gateway, name: str, start: Position | None, limit: int, wait_ms: int
 ) -> RecordsPage:
-    deadline = time.monotonic() + wait_ms / 1000
+    # An empty read waits a little less than asked, drawn per poll (``long_poll``), so
+    # that readers that started together do not all ask again at once.
+    deadline = time.monotonic() + long_poll.wait_ms(wait_ms, gw.ctx.rng) / 1000
     truncated = 0
     while True:
         current = await log_ops.get_for_read(gw, name)

@@ -52,7 +52,6 @@ from services.errors import (
 from services.limits import (
     BODY_SIZE_MAX_BYTES,
     ID_MAX,
-    LAC_WAIT_MAX_MS,
     LIST_LIMIT_MAX,
 )
 from services.protocol import log_records
@@ -390,10 +389,7 @@ async def read_records(
         if first is not None:
             raise InvalidArgument("give from or from_time, not both")
         start = await log_reads.start_at_time(gw, name, parse_time(from_time))
-    page = await log_reads.read(
-        gw, name, start, min(limit, LIST_LIMIT_MAX), min(wait_ms, LAC_WAIT_MAX_MS)
-    )
-    return page.to_api()
+    return await answers.records_answer(gw, name, start, limit, wait_ms)
 
 
 @router.post(

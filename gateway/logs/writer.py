@@ -61,10 +61,10 @@ from services.protocol import log_append as la
 from services.protocol import log_writer as lw
 from services.protocol import retention
 from services.protocol.dedup import DedupWindow
-from services.protocol.logs import ExpectedLast, Position
+from services.protocol.logs import ExpectedLast, LogMetadata, Position
 from services.protocol.metadata import LedgerMetadata
 from services.zk import paths as zkpaths
-from services.zk.log_store import LogStore
+from services.zk.log_store import LogStore, VersionedLog
 from services.zk.saved_keys_store import SavedKeysStore, Tail
 
 if TYPE_CHECKING:  # the gateway builds its log writers with itself (gateway/app.py)
@@ -169,6 +169,12 @@ class LogWriter:
         self.version = acquired.version
         self.runner = runner
         self.lost: str | None = None  # why this gateway no longer writes the log
+        # The log's metadata as ZooKeeper has it, for this gateway's reads of the log
+        # (``listed``): kept by ``_watch_log`` from a read made after its watch on the
+        # znode was armed, dropped the moment that watch fires; served only when at
+        # least as new as this gateway's own last write of the znode (``wrote``).
+        self._listed: VersionedLog | None = None
+        self._written = acquired.version
         settings = gw.settings
         self.dedup = LogWindow(
             DedupWindow(int(settings.idempotency_window_s * 1000), settings.idempotency_keys_max)
@@ -507,18 +513,57 @@ class LogWriter:
         holder = f"{writer.gateway} at epoch {writer.epoch}" if writer else "nobody"
         self._lose(f"another writer took log {self.name} (now: {holder})")
 
+    @property
+    def listed(self) -> LogMetadata | None:
+        """The log's metadata as current as a ZooKeeper read would give it, or None
+        when that is not known now (the watch fired and the log was not read again
+        yet, ZooKeeper did not answer, the role is lost).
+
+        Reads of the log on this gateway take it instead of reading the znode
+        (``operations.get_for_read``): each poll of a tailing reader asked ZooKeeper
+        twice, a large part of its cost (benchmarks/README.md, "Many open things").
+        It is kept from a read of the znode made after a watch on it was armed, so any
+        later change fires the watch, and it is dropped as the watch fires, before the
+        log is read again: a truncation, a retention pass or a roll (this gateway's
+        own too), a new writer or a delete elsewhere, and a lost session (kazoo fires
+        every watch then) all drop it. Between a change in ZooKeeper and its
+        notification a read gets the copy from before it, as a read that asked
+        ZooKeeper just before it would; a read that finds a listed ledger gone asks
+        ZooKeeper itself (``reads._missing``), as before. A change this gateway made
+        (a roll, a truncation, a retention policy) is seen by its own next read at
+        once: a copy older than the version it wrote is not served (``wrote``)."""
+        kept = self._listed
+        if kept is None or self.lost is not None or kept.version < self._written:
+            return None
+        return kept.log
+
+    def wrote(self, version: int) -> None:
+        """This gateway wrote the log's znode, now at ``version``: until the watch has
+        read it again, this gateway's reads ask ZooKeeper (``listed``)."""
+        self._written = max(self._written, version)
+
     async def _watch_log(self) -> None:
         """Learn early that the log was deleted or taken: one-shot watches on its znode,
         re-armed while the role is held. (The fence on our ledger stays the rule; this
-        covers a log deleted elsewhere, whose ledgers' bookies forget the fence.)"""
+        covers a log deleted elsewhere, whose ledgers' bookies forget the fence.) Each
+        read of the znode made while the watch is armed and has not fired is kept for
+        this gateway's reads of the log (``listed``)."""
         changed = asyncio.Event()
+
+        def fired() -> None:
+            self._listed = None
+            changed.set()
+
         while self.lost is None:
             changed.clear()
             try:
-                await self.logs.store.exists_once(zkpaths.log(self.name), changed.set)
-                current = (await self.logs.get(self.name)).log
+                await self.logs.store.exists_once(zkpaths.log(self.name), fired)
+                read = await self.logs.get(self.name)
+                current = read.log
                 if not current.held_by(self.gateway_id, self.epoch):
                     self._lose(f"another writer took log {self.name}")
+                elif not changed.is_set():
+                    self._listed = read
                 policy = retention.policy_of(current)
                 if policy != self._policy:
                     self._policy = policy
@@ -538,6 +583,7 @@ class LogWriter:
             raise NotWriter(f"this gateway is no longer the writer of log {self.name}: {self.lost}")
 
     def _lose(self, why: str) -> None:
+        self._listed = None
         if self.lost is None:
             self.lost = why
             try:
@@ -583,6 +629,7 @@ class LogWriter:
             self.gw.handles.live(rolled.ledger_id), "a rolled-in ledger has a live handle"
         )
         self.log, self.version = rolled.log, rolled.version
+        self.wrote(rolled.version)
         self._ledger_started = time.monotonic()
         self._arm_age_roll()
         self.gw.metrics.log_rolls.labels(self.name, reason).inc()

@@ -1,6 +1,6 @@
 """The gateway's add fast path takes exactly the requests it should (clean adds and log
-appends) and leaves every other one to FastAPI; it answers with the route's own code
-and the one error mapping."""
+appends, and tailing reads of logs) and leaves every other one to FastAPI; it answers
+with the route's own code and the one error mapping."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway import fastpath
-from services.errors import LedgerNotFound
+from services.errors import LedgerNotFound, LogNotFound
 from services.limits import ID_MAX
+from services.protocol.logs import Position
 
 
 class Inner:
@@ -33,6 +34,7 @@ def run(
     headers: list[tuple[bytes, bytes]] | None = None,
     method: str = "POST",
     ready: bool = True,
+    query: bytes = b"",
 ) -> tuple[Inner, list[dict[str, Any]]]:
     inner = Inner()
     routes = fastpath.AddRoutes(lambda: object() if ready else None)  # type: ignore[arg-type,return-value]
@@ -52,6 +54,7 @@ def run(
         "path": path,
         "headers": headers or [(b"content-length", b"%d" % len(body))],
         "client": ("127.0.0.5", 5000),
+        "query_string": query,
     }
     asyncio.run(app(scope, receive, send))
     return inner, sent
@@ -73,8 +76,15 @@ def answers(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
         seen.append(("append", name, key, raw, batch))
         return {"position": {"ledger_id": 1, "entry_id": 2}}
 
+    async def records_answer(gw: Any, name: str, start: Any, limit: int, wait_ms: int) -> Any:
+        seen.append(("read", name, start, limit, wait_ms))
+        if name == "gone":
+            raise LogNotFound("no log 'gone'")
+        return {"records": [], "next": str(start), "caught_up": True}
+
     monkeypatch.setattr(fastpath, "add_answer", add_answer)
     monkeypatch.setattr(fastpath, "append_answer", append_answer)
+    monkeypatch.setattr(fastpath, "records_answer", records_answer)
     return seen
 
 
@@ -132,6 +142,57 @@ def test_anything_else_goes_on_to_fastapi(
     ready: bool,
 ) -> None:
     inner, sent = run(path, headers=headers, method=method, ready=ready)
+    assert inner.calls == [path] and sent == [] and answers == []
+
+
+def test_a_tailing_read_never_reaches_fastapi(answers: list[tuple[Any, ...]]) -> None:
+    """``GET .../records`` with ``from`` (its colon escaped or not), ``limit`` and
+    ``wait_ms`` in any order is answered by the route's own code, with the route's
+    defaults for what is not given; its errors are the one mapping."""
+    path = "/v1/logs/tail-7/records"
+    inner, sent = run(path, b"", [], "GET", query=b"limit=100&wait_ms=30000&from=12:3")
+    assert inner.calls == [] and answers[-1] == ("read", "tail-7", Position(12, 3), 100, 30000)
+    assert _json(sent) == (200, {"records": [], "next": "12:3", "caught_up": True})
+    assert (b"content-type", b"application/json") in sent[0]["headers"]
+    inner, sent = run(path, b"", [], "GET", query=b"from=0%3a0")
+    assert inner.calls == [] and answers[-1] == ("read", "tail-7", Position(0, 0), 1000, 0)
+    inner, sent = run(path, b"", [], "GET")
+    defaults: tuple[Any, ...] = ("read", "tail-7", None, 1000, 0)
+    assert inner.calls == [] and answers[-1] == defaults
+    inner, sent = run("/v1/logs/gone/records", b"", [], "GET", query=b"wait_ms=5")
+    assert inner.calls == [] and _json(sent) == (
+        404,
+        {"error": "log_not_found", "message": "no log 'gone'"},
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "method", "query"),
+    [
+        ("/v1/logs/t/records", "GET", b"from_time=1"),
+        ("/v1/logs/t/records", "GET", b"cursor=c"),
+        ("/v1/logs/t/records", "GET", b"from=01:2"),  # not canonical: FastAPI's 400
+        ("/v1/logs/t/records", "GET", b"from=1:2:3"),
+        ("/v1/logs/t/records", "GET", b"from=1%3B2"),
+        ("/v1/logs/t/records", "GET", f"from={ID_MAX + 1}:0".encode()),
+        ("/v1/logs/t/records", "GET", b"limit=0"),
+        ("/v1/logs/t/records", "GET", b"limit=01"),
+        ("/v1/logs/t/records", "GET", b"wait_ms=-1"),
+        ("/v1/logs/t/records", "GET", f"wait_ms={ID_MAX + 1}".encode()),
+        ("/v1/logs/t/records", "GET", b"wait_ms=1&wait_ms=2"),
+        ("/v1/logs/t/records", "GET", b"from=1:2&x=1"),
+        ("/v1/logs/t/records", "GET", b"from=1:2&"),
+        ("/v1/logs/t/records", "GET", b"wait_ms"),
+        ("/v1/logs/t/records", "HEAD", b""),
+        ("/v1/logs/t/records/", "GET", b""),
+        ("/v1/logs/bad name/records", "GET", b""),
+        ("/v1/logs/t", "GET", b""),
+    ],
+)
+def test_any_other_read_goes_on_to_fastapi(
+    answers: list[tuple[Any, ...]], path: str, method: str, query: bytes
+) -> None:
+    inner, sent = run(path, b"", [], method, query=query)
     assert inner.calls == [path] and sent == [] and answers == []
 
 

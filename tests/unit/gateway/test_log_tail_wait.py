@@ -3,18 +3,29 @@ on this gateway's own write handle of the log it waits the whole remaining time 
 wait, woken by the handle (LAC, close, fence) or by the log writer losing its role, and
 never wakes on a timer to re-read the list; anywhere else it waits in slices of
 ``WAIT_SLICE_MS`` and the list is re-read between them. Before, every waiting read woke
-every 500 ms: 2,500 idle tailing readers took 80 % of the gateway's core."""
+every 500 ms: 2,500 idle tailing readers took 80 % of the gateway's core.
+
+A whole poll on this gateway's writer of the log reads the log's list from the writer's
+copy (``LogWriter.listed``), not from ZooKeeper: a poll asked ZooKeeper twice, 666
+reads a second for 10,000 readers. An empty poll ends in the last sixteenth of its
+``wait_ms``, never after it (services/protocol/long_poll.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import random
+import time
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
 from gateway.limits import WAIT_SLICE_MS
 from gateway.logs import reads
+from gateway.metadata_cache import HIT_WRITER, MetadataCache
+from gateway.metrics import GatewayMetrics
+from services.protocol.logs import LogMetadata, Position
 from services.protocol.metadata import LedgerMetadata
+from services.zk.log_store import VersionedLog
 
 POOL = ["b0:1", "b1:1", "b2:1"]
 
@@ -69,3 +80,88 @@ def test_a_read_on_a_handle_the_log_writer_does_not_hold_waits_a_slice() -> None
     runner.waits.clear()
     asyncio.run(reads._wait(gateway(runner, None), "tail", readable(), 30_000))
     assert [(a, t) for a, t, _ in runner.waits] == [(4, WAIT_SLICE_MS / 1000)]
+
+
+class SleepingRunner(Runner):
+    """A write handle at LAC 4 that nothing is appended to: a wait lasts its time-out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lac = 4
+        self.handle = SimpleNamespace(metadata=LedgerMetadata.new(7, POOL, 2, 2), length=100)
+
+    async def wait_lac(
+        self, after: int, timeout_s: float, until: Callable[[], bool] | None = None
+    ) -> int:
+        await super().wait_lac(after, timeout_s, until)
+        await asyncio.sleep(timeout_s)
+        return self.lac
+
+
+class ZooKeeperLogs:
+    """The log's znode, read through ``get``: the reads are counted."""
+
+    def __init__(self, log: LogMetadata) -> None:
+        self.log = log
+        self.reads = 0
+
+    async def get(self, name: str) -> VersionedLog:
+        self.reads += 1
+        return VersionedLog(self.log, 3)
+
+
+def poll_gateway(
+    runner: SleepingRunner, listed: LogMetadata | None
+) -> tuple[Any, ZooKeeperLogs, GatewayMetrics]:
+    log = LogMetadata("tail", ledgers=(5, 7))
+    zookeeper = ZooKeeperLogs(log)
+    writer = SimpleNamespace(runner=runner, lost=None, listed=listed)
+    logs = SimpleNamespace(get=lambda name: writer if name == "tail" else None, logs=zookeeper)
+    metrics = GatewayMetrics()
+    gw = SimpleNamespace(
+        handles=SimpleNamespace(live=lambda lid: runner if lid == 7 else None),
+        log_writers=[logs],
+        logs=logs,
+        metadata=MetadataCache(SimpleNamespace(connected=True), metrics.metadata_cache_hits),
+        ctx=SimpleNamespace(rng=random.Random(3)),
+    )
+    return gw, zookeeper, metrics
+
+
+def test_an_empty_poll_on_the_writer_asks_zookeeper_nothing() -> None:
+    """A poll that finds nothing, on the writer gateway whose copy of the list is
+    current, reads the list from that copy on both of its passes (before and after the
+    wait) and never from ZooKeeper; without the copy (the watch fired, the role lost)
+    it reads ZooKeeper on each pass, as before."""
+    runner = SleepingRunner()
+    gw, zookeeper, metrics = poll_gateway(runner, LogMetadata("tail", ledgers=(5, 7)))
+    page = asyncio.run(reads.read(gw, "tail", Position(7, 5), 100, 160))
+    assert (page.records, page.next, page.caught_up) == ([], Position(7, 5), True)
+    assert zookeeper.reads == 0
+    assert metrics.metadata_cache_hits.labels(HIT_WRITER)._value.get() == 2
+    assert len(runner.waits) == 1
+
+    gw, zookeeper, metrics = poll_gateway(SleepingRunner(), None)
+    asyncio.run(reads.read(gw, "tail", Position(7, 5), 100, 160))
+    assert zookeeper.reads == 2
+    assert metrics.metadata_cache_hits.labels(HIT_WRITER)._value.get() == 0
+
+
+def test_an_empty_poll_ends_in_the_last_sixteenth_of_its_wait() -> None:
+    """Asked to wait 800 ms, an empty poll waits between 750 and 800 ms (plus the
+    scheduling of a loop), and polls asked alike wait different times."""
+    waited: list[float] = []
+    gw, _, _ = poll_gateway(SleepingRunner(), LogMetadata("tail", ledgers=(5, 7)))
+    gw.ctx.rng = random.Random(11)
+
+    async def polls() -> None:
+        async def one() -> None:
+            started = time.monotonic()
+            await reads.read(gw, "tail", Position(7, 5), 100, 800)
+            waited.append((time.monotonic() - started) * 1000)
+
+        await asyncio.gather(*(one() for _ in range(8)))
+
+    asyncio.run(polls())
+    assert all(750 - 2 <= ms <= 800 + 150 for ms in waited), waited
+    assert max(waited) - min(waited) > 5, waited
