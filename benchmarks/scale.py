@@ -30,6 +30,7 @@ figures are not the ones in benchmarks/README.md.
     .venv/bin/python benchmarks/scale.py bookie --target-gb 1 --step-gb 0.25
     .venv/bin/python benchmarks/scale.py open          # 100k open ledgers; 10k readers, 5k streams
     .venv/bin/python benchmarks/scale.py open --quick            # 2k, 200, 100
+    .venv/bin/python benchmarks/scale.py open --phases ledgers   # the open ledgers alone
 
 The last stdout line is the part's result as JSON (also written to
 ``OUT/<part>.json``); progress goes to stderr.

@@ -80,7 +80,7 @@ async def metadata_for(
     (``MetadataCache.ledger``)."""
     runner = gw.handles.get(ledger_id)
     if runner is not None and runner.live:
-        metadata = runner.handle.metadata
+        metadata = runner.metadata
     else:
         metadata = await gw.metadata.ledger(ledger_id)
     if check:
@@ -93,7 +93,7 @@ def api_object(gw: Gateway, metadata: LedgerMetadata) -> dict[str, Any]:
     out = metadata.to_api()
     runner = gw.handles.get(metadata.ledger_id)
     if runner is not None and runner.live and metadata.state is LedgerState.OPEN:
-        out["length"] = runner.handle.length
+        out["length"] = runner.length
     return out
 
 
@@ -104,7 +104,7 @@ async def writer_for(gw: Gateway, ledger_id: int, password: str | None) -> Handl
         metadata = (await gw.ctx.ledgers.get(ledger_id)).metadata
         await check_password(password, metadata.password_hash)
         raise NotWriter(f"this gateway does not hold the write handle of ledger {ledger_id}")
-    await check_password(password, runner.handle.metadata.password_hash)
+    await check_password(password, runner.metadata.password_hash)
     return runner
 
 

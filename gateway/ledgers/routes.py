@@ -96,7 +96,7 @@ async def create_ledger(request: Request, gw: GatewayDep) -> JSONResponse:
         body.password,
         body.metadata,
     )
-    return JSONResponse(ops.api_object(gw, runner.handle.metadata), status_code=201)
+    return JSONResponse(ops.api_object(gw, runner.metadata), status_code=201)
 
 
 @router.get(

@@ -48,7 +48,7 @@ class LedgerTarget(_Authorized):
         super().__init__(check_token)
         self.gw = gw
         self.runner = runner
-        self.password_hash = runner.handle.metadata.password_hash
+        self.password_hash = runner.metadata.password_hash
 
     async def submit(self, records: list[StreamRecord]) -> asyncio.Future[Acks]:
         added = await ops.submit_add(self.gw, self.runner, tuple(r.payload for r in records))

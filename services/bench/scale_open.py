@@ -24,7 +24,8 @@ and an active client beside what is held: single 100-byte appends, one at a time
 latency p50 / p99 / max. Size 0 of each phase is the empty gateway the ratios compare
 against. The gateway runs with ``--connections-max`` and ``--requests-in-flight-max``
 raised to hold the readers and streams (``GATEWAY_FLAGS``); nothing else is changed from
-its defaults.
+its defaults. ``--phases ledgers`` (or ``tail``) runs one phase alone; the plots draw
+both, so they are then left as they are.
 """
 
 from __future__ import annotations
@@ -75,6 +76,9 @@ SETTLE_DEADLINE_S = 60.0
 PAYLOAD = b"x" * 100
 
 
+PHASES = ("ledgers", "tail")
+
+
 def steps(last: int, fractions: tuple[float, ...]) -> list[int]:
     return sorted({0, *(max(1, round(last * f)) for f in fractions if last)})
 
@@ -87,8 +91,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         cluster.start_zookeeper()
         cluster.start_bookies(3)
-        result["ledgers"] = LedgerPhase(cluster, args).run()
-        result["tail"] = TailPhase(cluster, args, holders).run()
+        if "ledgers" in args.phases:
+            result["ledgers"] = LedgerPhase(cluster, args).run()
+        if "tail" in args.phases:
+            result["tail"] = TailPhase(cluster, args, holders).run()
     finally:
         holders.stop()
         cluster.stop()
@@ -101,6 +107,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "per_address": args.per_address,
         "ledger_entries": args.ledger_entries,
         "wait_ms": args.wait_ms,
+        "phases": sorted(args.phases),
     }
     result["targets"] = {
         "ledger_bytes": LEDGER_BYTES_TARGET,
@@ -110,8 +117,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "idle_cpu_percent": IDLE_CPU_TARGET_PERCENT,
     }
     result["machine"] = machine()
-    if not args.quick or args.plot:
+    if (not args.quick or args.plot) and set(PHASES) <= args.phases:
         plot_open(args.out, result)
+    elif not args.quick or args.plot:
+        # Each plot draws both phases: one phase alone would lose the other's curves.
+        say("one phase only: the plots are left as they are")
     return result
 
 
@@ -501,6 +511,20 @@ def add_arguments(sub: argparse.ArgumentParser) -> None:
     )
     sub.add_argument("--concurrency", type=int, default=32, help="set-up requests at once")
     sub.add_argument("--zk-heap-mb", type=int, default=1024, help="ZooKeeper's JVM heap")
+    sub.add_argument(
+        "--phases",
+        type=phases,
+        default=set(PHASES),
+        help="the phases to run, comma-separated: ledgers, tail (both; plots need both)",
+    )
+
+
+def phases(text: str) -> set[str]:
+    chosen = {p.strip() for p in text.split(",") if p.strip()}
+    unknown = chosen - set(PHASES)
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"phases are {', '.join(PHASES)}; got {text!r}")
+    return chosen
 
 
 def resolve(args: argparse.Namespace) -> None:

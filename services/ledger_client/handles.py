@@ -43,6 +43,8 @@ class HandleTable:
         self.closed_kept_max = ctx.settings.closed_handles_kept_max
         self._live: dict[int, HandleRunner] = {}
         self._closed: OrderedDict[int, HandleRunner] = OrderedDict()
+        # One bound method given to every runner, not one made per runner (64 bytes each).
+        self._on_retired = self._retire
 
     def open(self, metadata: LedgerMetadata, version: int, digest_key: bytes) -> HandleRunner:
         handle = WriteHandle(
@@ -54,7 +56,7 @@ class HandleTable:
             now=self.ctx.clock(),
         )
         runner = HandleRunner(self.ctx, self.senders, handle)
-        runner.on_retired = self._retire
+        runner.on_retired = self._on_retired
         self._live[metadata.ledger_id] = runner
         self.ctx.metrics.open_handles.set(len(self._live))
         return runner

@@ -67,14 +67,16 @@ _NO_REQUESTS: deque[PendingRequest] = deque()
 class PendingAdds:
     """The in-order ack tracker of one write handle."""
 
-    def __init__(self, ack_quorum: int) -> None:
+    def __init__(self, ack_quorum: int, lac: int = -1, acked_length: int = 0) -> None:
+        """Nothing pending, entries up to ``lac`` (``acked_length`` bytes) acknowledged:
+        a new ledger's tracker, or a parked handle's (``writer.ParkedWriter``) resumed."""
         self.ack_quorum = ack_quorum
         self.entries: deque[PendingEntry] = _NO_ENTRIES
         self.requests: deque[PendingRequest] = _NO_REQUESTS
-        self.lac = -1  # the last entry acknowledged to the client
-        self.acked_length = 0  # total payload bytes of entries 0..lac
-        self.next_entry_id = 0
-        self.length = 0  # total payload bytes of every entry handed out
+        self.lac = lac  # the last entry acknowledged to the client
+        self.acked_length = acked_length  # total payload bytes of entries 0..lac
+        self.next_entry_id = lac + 1
+        self.length = acked_length  # total payload bytes of every entry handed out
         self.bytes = 0  # payload bytes pending
 
     def __len__(self) -> int:

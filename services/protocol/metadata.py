@@ -18,7 +18,6 @@ in by the caller: nothing here reads a clock.
 from __future__ import annotations
 
 import bisect
-import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -31,6 +30,8 @@ from services.wire.digest import DIGEST_TYPES
 
 FORMAT_VERSION = 1
 CUSTOM_METADATA_MAX_BYTES = 64 * 1024
+# Distinct fragment lists, and write-set tables, shared across ledgers (``_shared_*``).
+SHARED_FRAGMENTS_MAX = 4096
 
 
 class LedgerState(StrEnum):
@@ -96,9 +97,51 @@ def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-@dataclass(frozen=True)
+# Ledgers created on the same bookies have equal fragment lists (one fragment at 0, the
+# same bookies and instances) and equal write-set tables. The metadata is frozen, so they
+# share one object of each instead of holding copies: a gateway keeps the metadata of
+# every ledger it writes, 100,000 idle open ones in issue 42's target (benchmarks/README.md,
+# "Many open things"). Each table is bounded by ``SHARED_FRAGMENTS_MAX`` and emptied when
+# full (a reader of many unlike ledgers, such as the auditor, only loses the sharing); a
+# race between threads only loses a share too.
+_shared_fragments: dict[tuple[Fragment, ...], tuple[Fragment, ...]] = {}
+_shared_write_sets: dict[tuple[tuple[str, ...], int], tuple[tuple[str, ...], ...]] = {}
+
+
+def _shared_fragment_list(fragments: tuple[Fragment, ...]) -> tuple[Fragment, ...]:
+    shared = _shared_fragments.get(fragments)
+    if shared is not None:
+        return shared
+    if len(_shared_fragments) >= SHARED_FRAGMENTS_MAX:
+        _shared_fragments.clear()
+    _shared_fragments[fragments] = fragments
+    return fragments
+
+
+def _shared_write_set_table(
+    bookies: tuple[str, ...], write_quorum: int
+) -> tuple[tuple[str, ...], ...]:
+    """The write sets of an ensemble, by ``entry_id % len(bookies)``."""
+    key = (bookies, write_quorum)
+    shared = _shared_write_sets.get(key)
+    if shared is not None:
+        return shared
+    table = tuple(
+        tuple(bookies[i] for i in write_set)
+        for write_set in quorum.write_quorums(len(bookies), write_quorum)
+    )
+    if len(_shared_write_sets) >= SHARED_FRAGMENTS_MAX:
+        _shared_write_sets.clear()
+    _shared_write_sets[key] = table
+    return table
+
+
+@dataclass(frozen=True, slots=True)
 class LedgerMetadata:
-    """One ledger's metadata. Validated on construction (``InvalidArgument``)."""
+    """One ledger's metadata. Validated on construction (``InvalidArgument``).
+
+    Slotted, with its fragment list and write sets shared with equal ledgers'
+    (``_shared_fragment_list``): a gateway holds one per ledger it writes."""
 
     ledger_id: int
     ensemble_size: int
@@ -120,6 +163,11 @@ class LedgerMetadata:
     # (``services.wire.digest.seal_mac_key``), so replication workers can verify the
     # entries they copy; never the password, never in ``to_api``.
     mac_key_sealed: str | None = field(default=None, repr=False)
+    # The write sets of the last fragment, by ``entry_id % ensemble_size`` (the writer asks
+    # for one per entry it adds). Derived, never given; shared.
+    _write_sets: tuple[tuple[str, ...], ...] = field(
+        init=False, repr=False, compare=False, hash=False
+    )
 
     def __post_init__(self) -> None:
         quorum.check_sizes(self.ensemble_size, self.write_quorum, self.ack_quorum)
@@ -163,6 +211,10 @@ class LedgerMetadata:
             raise InvalidArgument(f"ledger {self.ledger_id}: created_at must be >= 0 (ms)")
         if not _is_int(self.closed_at) or self.closed_at < 0:
             raise InvalidArgument(f"ledger {self.ledger_id}: closed_at must be >= 0 (ms)")
+        fragments = _shared_fragment_list(self.fragments)
+        object.__setattr__(self, "fragments", fragments)
+        write_sets = _shared_write_set_table(fragments[-1].bookies, self.write_quorum)
+        object.__setattr__(self, "_write_sets", write_sets)
 
     # ------------------------------------------------------------------ building
 
@@ -291,21 +343,10 @@ class LedgerMetadata:
         firsts = [f.first_entry_id for f in self.fragments]
         return self.fragments[bisect.bisect_right(firsts, entry_id) - 1]
 
-    @functools.cached_property
-    def _ensemble_write_sets(self) -> tuple[tuple[str, ...], ...]:
-        """The write sets of the last fragment, by ``entry_id % ensemble_size``: the
-        writer asks for one per entry it adds (a cached property: the metadata is
-        frozen, a changed ledger is a new object)."""
-        bookies = self.ensemble
-        return tuple(
-            tuple(bookies[i] for i in write_set)
-            for write_set in quorum.write_quorums(self.ensemble_size, self.write_quorum)
-        )
-
     def write_set_bookies(self, entry_id: int) -> tuple[str, ...]:
         """The Qw bookies that store ``entry_id``, in write-set order."""
         if entry_id >= self.fragments[-1].first_entry_id:  # new entries: the ensemble
-            return self._ensemble_write_sets[entry_id % self.ensemble_size]
+            return self._write_sets[entry_id % self.ensemble_size]
         bookies = self.fragment_for(entry_id).bookies
         return tuple(
             bookies[i] for i in quorum.write_set(entry_id, self.ensemble_size, self.write_quorum)

@@ -20,6 +20,10 @@ from services.protocol import messages as m
 
 
 class EffectRunner:
+    # Slotted (a subclass may add a ``__dict__``): a gateway holds a write runner per open
+    # ledger (benchmarks/README.md, "Many open things").
+    __slots__ = ("ctx", "_tasks", "_timer", "_timer_at")
+
     def __init__(self, ctx: LedgerClientContext) -> None:
         self.ctx = ctx
         # None until a task is spawned: an empty set costs 216 bytes in each of the many

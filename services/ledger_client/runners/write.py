@@ -22,17 +22,16 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import itertools
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
-from services.errors import Unavailable
+from services.errors import Unavailable, present
 from services.ledger_client.context import LedgerClientContext
 from services.ledger_client.runners.base import EffectRunner
 from services.ledger_client.senders import AddAnswer, BookieSender, SenderTable
 from services.protocol import messages as m
 from services.protocol.metadata import LedgerMetadata
-from services.protocol.writer import HandleState, WriteHandle
+from services.protocol.writer import HandleState, ParkedWriter, WriteHandle
 from services.wire.framing import FramedRecord
 
 
@@ -59,14 +58,43 @@ class AddsDone:
 
 
 class HandleRunner(EffectRunner):
+    """Runs one ledger's write handle. While nothing happens the handle is parked
+    (services/protocol/writer.py, "Parking"): the runner keeps only its ``ParkedWriter``
+    and drops the handle and its own per-handle containers; the next event, or anything
+    asking for ``handle``, resumes it in place, so whoever holds the runner (the handle
+    table, log writers, streams) keeps holding the right one. ``lac``, ``live``,
+    ``metadata``, ``length`` and ``next_entry_id`` answer from either form without
+    resuming. Slotted: a gateway holds one per open ledger (benchmarks/README.md,
+    "Many open things")."""
+
+    __slots__ = (
+        "senders",
+        "_writer",
+        "_parked",
+        "_next_request_id",
+        "_adds",
+        "_closes",
+        "_waiters",
+        "_admission",
+        "closed_metadata",
+        "_ensemble_changes_seen",
+        "_ensemble",
+        "_ensemble_senders",
+        "_park_soon",
+        "on_retired",
+    )
+
     def __init__(self, ctx: LedgerClientContext, senders: SenderTable, handle: WriteHandle) -> None:
         super().__init__(ctx)
         self.senders = senders
-        self.handle = handle
-        self._ids = itertools.count()
-        self._adds: dict[Hashable, asyncio.Future[AddOutcome]] = {}
-        self._closes: dict[Hashable, asyncio.Future[tuple[LedgerMetadata, int]]] = {}
-        self._waiters: list[asyncio.Future[None]] = []
+        self._writer: WriteHandle | None = handle
+        self._parked: ParkedWriter | None = None
+        self._next_request_id = 0
+        # The futures of the add and close requests fed and not yet answered, by request
+        # id; None while there are none (an empty dict costs 64 bytes a handle).
+        self._adds: dict[Hashable, asyncio.Future[AddOutcome]] | None = None
+        self._closes: dict[Hashable, asyncio.Future[tuple[LedgerMetadata, int]]] | None = None
+        self._waiters: list[asyncio.Future[None]] | None = None
         # Adds waiting for room, in turn (``_admit``): the first is woken by ``_notify``.
         # None while no add waits: an empty deque holds about 600 bytes, and a gateway
         # holds tens of thousands of idle handles (benchmarks/README.md, "Many open things").
@@ -75,21 +103,102 @@ class HandleRunner(EffectRunner):
         self._ensemble_changes_seen = 0
         # The senders of the ensemble's bookies (``_admits``), for the ensemble they are of.
         self._ensemble: tuple[str, ...] = ()
-        self._ensemble_senders: list[BookieSender] = []
+        self._ensemble_senders: tuple[BookieSender, ...] = ()
+        # A check for parking is scheduled (``handle`` resumed the handle outside a feed).
+        self._park_soon = False
         # Called once the handle is no longer live and nobody awaits it (HandleTable).
         self.on_retired: Callable[[HandleRunner], None] | None = None
+        self._park()  # a new ledger's handle is idle until its first add
+
+    # ------------------------------------------------------------ parking
+
+    @property
+    def handle(self) -> WriteHandle:
+        """The write handle, resumed if it was parked (and parked again once idle)."""
+        handle = self._writer
+        if handle is None:
+            handle = self._resume()
+            if not self._park_soon:
+                # Asked from outside a feed (a read of the handle's state): park it again
+                # after the caller's step if nothing came of it.
+                try:
+                    loop = asyncio.get_running_loop()
+                except RuntimeError:  # no loop to park it later on: it stays resumed
+                    return handle
+                self._park_soon = True
+                loop.call_soon(self._park_later)
+        return handle
+
+    @property
+    def parked(self) -> bool:
+        return self._writer is None
+
+    def _resume(self) -> WriteHandle:
+        parked = present(self._parked, "a write runner with neither a handle nor a parked one")
+        handle = self._writer = WriteHandle.resume(parked, rng=self.ctx.rng, now=self.ctx.clock())
+        self._parked = None
+        self._ensemble_changes_seen = 0
+        return handle
+
+    def _park_later(self) -> None:
+        self._park_soon = False
+        self._park()
+
+    def _park(self) -> None:
+        """Keep only the ``ParkedWriter`` of the handle when it is idle enough (the
+        handle decides: ``WriteHandle.park``) and nothing of the runner's waits on it:
+        no request awaits an answer, no add waits for room, no timer, no task."""
+        handle = self._writer
+        if (
+            handle is None
+            or self._adds
+            or self._closes
+            or self._admission
+            or self._timer is not None
+            or self._tasks
+        ):
+            return
+        parked = handle.park()
+        if parked is None:
+            return
+        self._parked, self._writer = parked, None
+        self._adds = self._closes = None
+        self._tasks = None
+        self._ensemble, self._ensemble_senders = (), ()
+        self._ensemble_changes_seen = 0
 
     @property
     def ledger_id(self) -> int:
-        return self.handle.ledger_id
+        parked = self._parked
+        return parked.ledger_id if parked is not None else self.handle.ledger_id
 
     @property
     def lac(self) -> int:
-        return self.handle.lac
+        parked = self._parked
+        return parked.lac if parked is not None else self.handle.lac
 
     @property
     def live(self) -> bool:
+        if self._parked is not None:
+            return True  # only an OPEN handle parks, and it stays OPEN until resumed
         return self.handle.state in (HandleState.OPEN, HandleState.CLOSING)
+
+    @property
+    def metadata(self) -> LedgerMetadata:
+        """The ledger's metadata as the handle last knew it."""
+        parked = self._parked
+        return parked.metadata if parked is not None else self.handle.metadata
+
+    @property
+    def length(self) -> int:
+        """Total payload bytes of the entries up to the LAC."""
+        parked = self._parked
+        return parked.length if parked is not None else self.handle.length
+
+    @property
+    def next_entry_id(self) -> int:
+        parked = self._parked
+        return parked.next_entry_id if parked is not None else self.handle.next_entry_id
 
     @property
     def idle(self) -> bool:
@@ -101,6 +210,11 @@ class HandleRunner(EffectRunner):
         """No longer live and nobody awaits it: the table may move it to the closed ones."""
         return not self.live and self.idle
 
+    def _request_id(self) -> int:
+        rid = self._next_request_id
+        self._next_request_id = rid + 1
+        return rid
+
     # ------------------------------------------------------------ requests
 
     async def add(self, payloads: tuple[bytes, ...]) -> AddOutcome:
@@ -111,17 +225,21 @@ class HandleRunner(EffectRunner):
         Adds submitted one after the other by one caller get ascending entry ids in that
         order (a streaming append's records: ``gateway/streams/session.py``)."""
         await self._admit(len(payloads), sum(map(len, payloads)))
-        rid = next(self._ids)
+        rid = self._request_id()
         future: asyncio.Future[AddOutcome] = asyncio.get_running_loop().create_future()
+        if self._adds is None:
+            self._adds = {}
         self._adds[rid] = future
         self._feed(m.AddRequested(rid, payloads, self.ctx.clock()))
         return future
 
     async def close(self) -> tuple[LedgerMetadata, int]:
-        rid = next(self._ids)
+        rid = self._request_id()
         future: asyncio.Future[tuple[LedgerMetadata, int]] = (
             asyncio.get_running_loop().create_future()
         )
+        if self._closes is None:
+            self._closes = {}
         self._closes[rid] = future
         self._feed(m.CloseRequested(rid, self.ctx.clock()))
         return await future
@@ -129,7 +247,7 @@ class HandleRunner(EffectRunner):
     def fenced(self) -> None:
         """The ledger was fenced under the handle (``HandleTable.recovered``): fed as a
         bookie's fence refusal, which fences the handle whatever it waits for."""
-        bookie = self.handle.metadata.ensemble[0]
+        bookie = self.metadata.ensemble[0]
         self._feed(m.BookieFailed(bookie, m.RejectReason.FENCED))
 
     async def wait_lac(
@@ -153,7 +271,7 @@ class HandleRunner(EffectRunner):
         """Have the waits on this handle check their condition now (something they
         wait for changed outside the handle: gateway/logs/writer.py ``_lose``)."""
         if self._waiters:
-            waiters, self._waiters = self._waiters, []
+            waiters, self._waiters = self._waiters, None
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(None)
@@ -163,12 +281,16 @@ class HandleRunner(EffectRunner):
         loop = asyncio.get_running_loop()
         while not predicate():
             waiter: asyncio.Future[None] = loop.create_future()
+            if self._waiters is None:
+                self._waiters = []
             self._waiters.append(waiter)
             try:
                 await waiter
             finally:
-                if waiter in self._waiters:
+                if self._waiters is not None and waiter in self._waiters:
                     self._waiters.remove(waiter)
+                if not self._waiters:
+                    self._waiters = None
 
     async def _admit(self, entries: int, size: int) -> None:
         """Wait until the handle and its bookies' queues have room (back-pressure),
@@ -222,15 +344,14 @@ class HandleRunner(EffectRunner):
         queue. When a queue is full, this handle is woken when requests leave it."""
         if not self.live:
             return True
-        room_entries, room_bytes = self.handle.room()
-        if not (
-            (entries <= room_entries and size <= room_bytes) or self.handle.pending_entries == 0
-        ):
+        handle = self.handle
+        room_entries, room_bytes = handle.room()
+        if not ((entries <= room_entries and size <= room_bytes) or handle.pending_entries == 0):
             return False
-        ensemble = self.handle.metadata.ensemble
+        ensemble = handle.metadata.ensemble
         if ensemble is not self._ensemble:
             self._ensemble = ensemble
-            self._ensemble_senders = [self.senders.get(bookie) for bookie in ensemble]
+            self._ensemble_senders = tuple(self.senders.get(bookie) for bookie in ensemble)
         for sender in self._ensemble_senders:
             if not sender.has_room(entries, size):
                 sender.when_room(self._notify)
@@ -240,31 +361,38 @@ class HandleRunner(EffectRunner):
     # ------------------------------------------------------------ the loop
 
     def _handle(self, event: m.Event) -> list[m.Effect]:
-        return self.handle.handle(event)
+        handle = self._writer
+        if handle is None:
+            handle = self._resume()
+        return handle.handle(event)
 
     def _next_deadline(self) -> int | None:
-        return self.handle.next_deadline()
+        handle = self._writer
+        return handle.next_deadline() if handle is not None else None
 
     def _after_feed(self) -> None:
-        changes = self.handle.ensemble_changes
-        if changes > self._ensemble_changes_seen:
-            self.ctx.metrics.ensemble_changes.inc(changes - self._ensemble_changes_seen)
-            self._ensemble_changes_seen = changes
+        handle = self._writer
+        if handle is not None:
+            changes = handle.ensemble_changes
+            if changes > self._ensemble_changes_seen:
+                self.ctx.metrics.ensemble_changes.inc(changes - self._ensemble_changes_seen)
+                self._ensemble_changes_seen = changes
         self._notify()
         if self.on_retired is not None and self.retired:
             self.on_retired(self)
+        self._park()
 
     def _apply(self, effect: m.Effect) -> None:
         if isinstance(effect, m.SendAdds):
             self._send_adds(effect.bookie, effect.records)
         elif isinstance(effect, m.AckAdds):
-            future = self._adds.pop(effect.request_id, None)
+            future = self._adds.pop(effect.request_id, None) if self._adds else None
             if future is not None and not future.done():
                 future.set_result(
                     AddOutcome(effect.first_entry_id, effect.last_entry_id, effect.lac)
                 )
         elif isinstance(effect, m.FailAdds):
-            future = self._adds.pop(effect.request_id, None)
+            future = self._adds.pop(effect.request_id, None) if self._adds else None
             if future is not None and not future.done():
                 future.set_exception(effect.exception())
         elif isinstance(effect, m.ReadWritableBookies):
@@ -274,13 +402,13 @@ class HandleRunner(EffectRunner):
                 self.senders.lac(bookie).update(effect.ledger_id, effect.lac)
         elif isinstance(effect, m.CloseDone):
             self.closed_metadata = effect.metadata
-            future = self._closes.pop(effect.request_id, None)
-            if future is not None and not future.done():
-                future.set_result((effect.metadata, effect.version))
+            closing = self._closes.pop(effect.request_id, None) if self._closes else None
+            if closing is not None and not closing.done():
+                closing.set_result((effect.metadata, effect.version))
         elif isinstance(effect, m.CloseFailed):
-            future = self._closes.pop(effect.request_id, None)
-            if future is not None and not future.done():
-                future.set_exception(effect.exception())
+            closing = self._closes.pop(effect.request_id, None) if self._closes else None
+            if closing is not None and not closing.done():
+                closing.set_exception(effect.exception())
         else:
             self._unexpected(effect)
 
@@ -298,14 +426,14 @@ class HandleRunner(EffectRunner):
         if self._admission and not self._admission[0].done():
             self._admission[0].set_result(None)
         if self._waiters:
-            waiters, self._waiters = self._waiters, []
+            waiters, self._waiters = self._waiters, None
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(None)
 
     async def aclose(self) -> None:
         futures: list[asyncio.Future[AddOutcome] | asyncio.Future[tuple[LedgerMetadata, int]]]
-        futures = [*self._adds.values(), *self._closes.values()]
+        futures = [*(self._adds or {}).values(), *(self._closes or {}).values()]
         for future in futures:
             if not future.done():
                 future.set_exception(Unavailable("the gateway is shutting down"))

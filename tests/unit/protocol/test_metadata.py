@@ -3,6 +3,7 @@ body and the API object."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -10,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.errors import InvalidArgument, InvariantViolation
+from services.protocol import metadata as metadata_module
 from services.protocol import quorum
 from services.protocol.metadata import Fragment, LedgerMetadata, LedgerState
 
@@ -65,9 +67,11 @@ def test_validation_of_fragments_state_and_digest() -> None:
         {"ledger_id": -1},
         {"ledger_id": 1 << 63},
     ]
+    # Every field given at construction (the write sets are derived).
+    init_fields = {f.name: getattr(md, f.name) for f in dataclasses.fields(md) if f.init}
     for change in bad:
         with pytest.raises(InvalidArgument):
-            LedgerMetadata(**{**md.__dict__, **change})
+            LedgerMetadata(**{**init_fields, **change})
 
 
 def test_fragment_for_and_write_sets_follow_fragment_boundaries() -> None:
@@ -253,3 +257,27 @@ def test_write_set_bookies_is_the_striped_write_set_of_the_entrys_fragment(sizes
             bookies[i] for i in quorum.write_set(entry_id, ensemble_size, write_quorum)
         )
         assert md.write_set_bookies(entry_id) == expected
+
+
+def test_ledgers_on_the_same_bookies_share_their_fragments_and_write_sets() -> None:
+    """Ledgers created on the same bookies share one fragment list and one write-set
+    table (the metadata is frozen; a gateway holds one per open ledger), and equal
+    metadata still compares equal; other bookies, another Qw or an ensemble change get
+    their own, with the right write sets; the tables stay bounded."""
+    one = LedgerMetadata.new(1, ENSEMBLE, 2, 2, created_at=1)
+    two = LedgerMetadata.new(2, ENSEMBLE, 2, 2, created_at=2)
+    assert one.fragments is two.fragments and one._write_sets is two._write_sets
+    assert LedgerMetadata.from_json(one.to_json()).fragments is one.fragments
+    assert LedgerMetadata.from_json(one.to_json()) == one
+    other_quorum = LedgerMetadata.new(3, ENSEMBLE, 3, 2)
+    assert other_quorum.fragments is one.fragments
+    assert other_quorum.write_set_bookies(1) == tuple(ENSEMBLE[i] for i in (1, 2, 0))
+    assert one.write_set_bookies(1) == tuple(ENSEMBLE[i] for i in (1, 2))
+    changed = one.with_ensemble(5, ["b9:1", *ENSEMBLE[1:]])
+    assert changed.fragments is not one.fragments
+    assert changed.write_set_bookies(5) == (ENSEMBLE[2], "b9:1")
+    assert changed.write_set_bookies(1) == one.write_set_bookies(1)  # the first fragment's
+    for i in range(metadata_module.SHARED_FRAGMENTS_MAX + 10):
+        LedgerMetadata.new(i, [f"x{i}:1", "y:1", "z:1"], 2, 2)
+    assert len(metadata_module._shared_fragments) <= metadata_module.SHARED_FRAGMENTS_MAX
+    assert len(metadata_module._shared_write_sets) <= metadata_module.SHARED_FRAGMENTS_MAX

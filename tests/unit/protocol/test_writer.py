@@ -633,3 +633,66 @@ def test_an_ensemble_change_records_the_replacements_registered_instance() -> No
     new_bookie = last.bookies[0]
     assert new_bookie not in POOL[:3]
     assert last.instances == (f"{new_bookie}#2", "b2:3181#1", "b3:3181#1")
+
+
+# ---------------------------------------------------------------------- parking
+
+
+def test_an_idle_handle_parks_only_once_nothing_is_in_flight_and_its_lac_went_out() -> None:
+    """writer.py "Parking": a handle parks only when OPEN with nothing pending, no
+    ensemble change, no metadata write and no close asked, and once the bookies were told
+    its LAC; a new ledger's handle parks at once."""
+    limits = WriterLimits(explicit_lac_delay_ms=20)
+    h = make(limits=limits)
+    parked = h.park()
+    assert parked is not None and (parked.lac, parked.length, parked.next_entry_id) == (-1, 0, 0)
+    first = add(h, "r", b"x", now=100)
+    assert h.park() is None  # an add in flight
+    ack_everything(h, first)
+    assert h.park() is None  # its LAC not told yet
+    assert h.handle(Tick(120)) == [SendLac(1, tuple(POOL[:3]), 0)]
+    parked = h.park()
+    assert parked is not None and (parked.lac, parked.length) == (0, 1)
+    assert parked.metadata is h.metadata and parked.ledger_id == 1
+
+    failing = make(limits=limits)
+    ack_everything(failing, add(failing, "r", b"x"))
+    failing.handle(Tick(1_000))
+    failing.handle(BookieFailed("b1:3181", RejectReason.UNAVAILABLE))
+    assert failing.changing_ensemble and failing.park() is None  # a change in progress
+
+    closing = make()
+    closing.handle(CloseRequested("c", 0))
+    assert closing.park() is None  # closing, its CAS in flight
+    fenced = make()
+    fenced.handle(BookieFailed("b1:3181", RejectReason.FENCED))
+    assert fenced.state is HandleState.FENCED and fenced.park() is None
+
+
+def test_a_resumed_handle_carries_on_where_the_parked_one_stopped() -> None:
+    """writer.py "Parking": the handle resumed from a parked one gives the next add the
+    next entry id, its record the LAC and the cumulative length, closes at the LAC with
+    the exact length, and a fence still fails its adds ``ledger_fenced``."""
+    limits = WriterLimits(explicit_lac_delay_ms=20)
+    h = make(limits=limits)
+    ack_everything(h, add(h, "r1", b"hello", b"world!", now=100))
+    h.handle(Tick(200))
+    parked = h.park()
+    assert parked is not None
+
+    resumed = WriteHandle.resume(parked, rng=random.Random(1), now=300)
+    assert (resumed.lac, resumed.length, resumed.next_entry_id) == (1, 11, 2)
+    assert resumed.state is HandleState.OPEN and resumed.next_deadline() is None
+    later = add(resumed, "r2", b"!", now=300)
+    (record,) = {r.entry_id: r for x in of(later, SendAdds) for r in x.records}.values()
+    assert (record.entry_id, record.lac, record.length) == (2, 1, 12) and record_ok(record)
+    ack_everything(resumed, later)
+    (write,) = of(resumed.handle(CloseRequested("c", 300)), WriteMetadata)
+    assert (write.metadata.last_entry_id, write.metadata.length) == (2, 12)
+    assert write.metadata.state is LedgerState.CLOSED
+
+    fenced = WriteHandle.resume(parked, rng=random.Random(1), now=300)
+    pending = add(fenced, "r3", b"?", now=300)
+    assert of(pending, SendAdds)
+    (fail,) = fenced.handle(BookieAddsDone("b3:3181", (), (2,), RejectReason.FENCED))
+    assert isinstance(fail, FailAdds) and fail.error is LedgerFenced
