@@ -236,7 +236,7 @@ async def get_lac(
 ) -> dict[str, int]:
     metadata = await ops.metadata_for(gw, ledger_id, password)
     # Up to a sixteenth early, drawn per poll: pollers that started together spread out.
-    wait_ms = long_poll.wait_ms(min(wait_ms, LAC_WAIT_MAX_MS), gw.ctx.rng)
+    wait_ms = long_poll.wait_ms(min(wait_ms, LAC_WAIT_MAX_MS))
     closed_end = readable_end(metadata, None)
     if closed_end is not None:
         return {"last_add_confirmed": closed_end}

@@ -276,6 +276,7 @@ async def attach(
     result = await run(gw, _Listing(gw.logs.logs.store, ledger_ids), op, op.start())
     if not isinstance(result, lw.Attached):
         raise InvariantViolation(f"attaching ledgers answered {result!r}")
+    _wrote(gw, name, result.version)  # a writer that took the role meanwhile reads anew
     return result.log, result.committed
 
 

@@ -94,7 +94,7 @@ async def read(
 ) -> RecordsPage:
     # An empty read waits a little less than asked, drawn per poll (``long_poll``), so
     # that readers that started together do not all ask again at once.
-    deadline = time.monotonic() + long_poll.wait_ms(wait_ms, gw.ctx.rng) / 1000
+    deadline = time.monotonic() + long_poll.wait_ms(wait_ms) / 1000
     truncated = 0
     while True:
         current = await log_ops.get_for_read(gw, name)
@@ -155,7 +155,7 @@ async def readable(gw: Gateway, ledger_id: int, last: bool) -> Readable | None:
     and closed it; its metadata says where it ends)."""
     runner = gw.handles.live(ledger_id) if last else None
     if runner is not None:
-        return Readable(runner.handle.metadata, runner.lac, False, runner.handle.length)
+        return Readable(runner.metadata, runner.lac, False, runner.length)
     try:
         metadata = await gw.metadata.ledger(ledger_id)
     except LedgerNotFound:

@@ -684,13 +684,13 @@ class LogWriter:
         return limits if self._policy is None else self._policy.roll_limits(*limits)
 
     def _maybe_roll(self) -> None:
-        handle = self.runner.handle
+        runner = self.runner  # its length and next entry id, read without resuming it
         if self._rolling is not None and not self._rolling.done():
             return
         size, entries, _ = self._roll_limits()
-        if handle.length >= size:
+        if runner.length >= size:
             self._spawn(self._auto_roll("size"))
-        elif handle.next_entry_id >= entries:
+        elif runner.next_entry_id >= entries:
             self._spawn(self._auto_roll("entries"))
 
     async def _auto_roll(self, reason: str) -> None:
@@ -709,7 +709,7 @@ class LogWriter:
         def due() -> None:
             if self.lost is not None or self.runner.ledger_id != ledger_id:
                 return
-            if self.runner.handle.next_entry_id == 0:
+            if self.runner.next_entry_id == 0:
                 # An empty ledger holds nothing to age: its clock starts again (an idle
                 # log does not make a ledger per period).
                 self._ledger_started = time.monotonic()

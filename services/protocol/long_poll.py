@@ -22,9 +22,12 @@ import random
 # An empty long poll asked to wait ``wait_ms`` is answered after between
 # ``wait_ms - wait_ms // EARLY_DIVISOR`` and ``wait_ms``.
 EARLY_DIVISOR = 16
+# The draws' own generator: the gateway's seeded one (``ctx.rng``) decides protocol
+# choices, whose sequence should not depend on how many polls came.
+_JITTER = random.Random()
 
 
-def wait_ms(asked_ms: int, rng: random.Random) -> int:
+def wait_ms(asked_ms: int, rng: random.Random = _JITTER) -> int:
     """The time an empty long poll asked to wait ``asked_ms`` waits: uniform in
     [``asked_ms`` - ``asked_ms`` // ``EARLY_DIVISOR``, ``asked_ms``], whole ms."""
     if asked_ms <= 0:

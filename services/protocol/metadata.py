@@ -31,7 +31,9 @@ from services.wire.digest import DIGEST_TYPES
 FORMAT_VERSION = 1
 CUSTOM_METADATA_MAX_BYTES = 64 * 1024
 # Distinct fragment lists, and write-set tables, shared across ledgers (``_shared_*``).
-SHARED_FRAGMENTS_MAX = 4096
+# Ensembles are ordered (placement shuffles them), so a cluster of B bookies has up to
+# B!/(B-E)! of them: 4,896 for 18 bookies at E 3, all shared here.
+SHARED_FRAGMENTS_MAX = 16_384
 
 
 class LedgerState(StrEnum):
@@ -101,9 +103,9 @@ def _is_int(value: object) -> TypeGuard[int]:
 # same bookies and instances) and equal write-set tables. The metadata is frozen, so they
 # share one object of each instead of holding copies: a gateway keeps the metadata of
 # every ledger it writes, 100,000 idle open ones in issue 42's target (benchmarks/README.md,
-# "Many open things"). Each table is bounded by ``SHARED_FRAGMENTS_MAX`` and emptied when
-# full (a reader of many unlike ledgers, such as the auditor, only loses the sharing); a
-# race between threads only loses a share too.
+# "Many open things"). Each table is bounded by ``SHARED_FRAGMENTS_MAX``, its oldest entry
+# dropped to make room (a reader of many unlike ledgers, such as the auditor, only loses
+# some sharing); a race between threads only loses a share too.
 _shared_fragments: dict[tuple[Fragment, ...], tuple[Fragment, ...]] = {}
 _shared_write_sets: dict[tuple[tuple[str, ...], int], tuple[tuple[str, ...], ...]] = {}
 
@@ -113,7 +115,7 @@ def _shared_fragment_list(fragments: tuple[Fragment, ...]) -> tuple[Fragment, ..
     if shared is not None:
         return shared
     if len(_shared_fragments) >= SHARED_FRAGMENTS_MAX:
-        _shared_fragments.clear()
+        _drop_oldest(_shared_fragments)
     _shared_fragments[fragments] = fragments
     return fragments
 
@@ -131,9 +133,17 @@ def _shared_write_set_table(
         for write_set in quorum.write_quorums(len(bookies), write_quorum)
     )
     if len(_shared_write_sets) >= SHARED_FRAGMENTS_MAX:
-        _shared_write_sets.clear()
+        _drop_oldest(_shared_write_sets)
     _shared_write_sets[key] = table
     return table
+
+
+def _drop_oldest(table: dict[Any, Any]) -> None:
+    """Drop the entry put in first (dicts keep their order of insertion)."""
+    try:
+        del table[next(iter(table))]
+    except (StopIteration, KeyError, RuntimeError):
+        pass  # emptied or changed by another thread meanwhile: nothing to drop
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,7 +74,15 @@ class EffectRunner:
         if self._tasks is None:
             self._tasks = set()
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        if self._tasks is not None:
+            self._tasks.discard(task)
+        self._after_task()
+
+    def _after_task(self) -> None:
+        """Called when a spawned task has ended (its last feed, if any, came before)."""
 
     # ------------------------------------------------------------ time
 

@@ -308,6 +308,7 @@ class HandleRunner(EffectRunner):
         if queue is None:
             queue = self._admission = collections.deque()
         queue.append(waiter)
+        admitted = False
         try:
             # Checked with no await between the last check and the caller feeding its add.
             while queue[0] is not waiter or not self._admits(entries, size):
@@ -322,12 +323,17 @@ class HandleRunner(EffectRunner):
                 fresh: asyncio.Future[None] = loop.create_future()
                 queue[queue.index(waiter)] = fresh
                 waiter = fresh
+            admitted = True
         finally:
             queue.remove(waiter)
             if queue and not queue[0].done():
                 queue[0].set_result(None)  # the next in turn checks now
             if not queue and self._admission is queue:
                 self._admission = None
+            if not admitted:
+                # Refused in time (or cancelled): the checks may have resumed the handle
+                # after its re-park was looked at (``handle``); nothing else would park it.
+                self._park()
 
     def _refusal(self, entries: int, size: int) -> str:
         """Why an add of ``entries`` and ``size`` bytes was not admitted in time."""
@@ -380,6 +386,11 @@ class HandleRunner(EffectRunner):
         self._notify()
         if self.on_retired is not None and self.retired:
             self.on_retired(self)
+        self._park()
+
+    def _after_task(self) -> None:
+        # A task's own feed (an ensemble change's metadata write) ran while the task was
+        # still listed, so that feed could not park the handle: it may now.
         self._park()
 
     def _apply(self, effect: m.Effect) -> None:

@@ -88,7 +88,8 @@ class SleepingRunner(Runner):
     def __init__(self) -> None:
         super().__init__()
         self.lac = 4
-        self.handle = SimpleNamespace(metadata=LedgerMetadata.new(7, POOL, 2, 2), length=100)
+        self.metadata = LedgerMetadata.new(7, POOL, 2, 2)
+        self.length = 100
 
     async def wait_lac(
         self, after: int, timeout_s: float, until: Callable[[], bool] | None = None
@@ -152,7 +153,6 @@ def test_an_empty_poll_ends_in_the_last_sixteenth_of_its_wait() -> None:
     scheduling of a loop), and polls asked alike wait different times."""
     waited: list[float] = []
     gw, _, _ = poll_gateway(SleepingRunner(), LogMetadata("tail", ledgers=(5, 7)))
-    gw.ctx.rng = random.Random(11)
 
     async def polls() -> None:
         async def one() -> None:

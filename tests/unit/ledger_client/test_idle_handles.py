@@ -259,6 +259,35 @@ def test_a_handle_with_adds_in_flight_is_not_parked() -> None:
     asyncio.run(body())
 
 
+def test_a_handle_resumed_by_a_late_failure_parks_again_after_its_ensemble_change() -> None:
+    """Qw 3, Qa 2: an add acknowledged by two bookies while the third is slow; the handle
+    parks. The third then fails: the handle is resumed, replaces the bookie (a metadata
+    write in a task of its own) and, once idle again, parks again (it stayed resumed for
+    good when the task's end was not looked at)."""
+
+    async def body() -> None:
+        spare = "127.0.0.1:40004"
+        bookies, store = FakeBookies([*POOL, spare]), FakeLedgerStore()
+        ctx = make_context(bookies, store, explicit_lac_delay_ms=LAC_DELAY_MS)
+        table = HandleTable(ctx, SenderTable(ctx.bookie, SenderLimits.from_settings(ctx.settings)))
+        instances = {b: bookies.instance_of(b) for b in POOL}
+        created = await store.create(LedgerMetadata.new(7, POOL, 3, 2, instances=instances))
+        runner = table.open(created.metadata, created.version, b"")
+        slow = bookies.bookies[POOL[2]]
+        slow.gate = asyncio.Event()
+        assert (await runner.add((b"acked by two",))).lac == 0
+        await settle(lambda: runner.parked)
+        slow.down = True
+        slow.gate.set()
+        await settle(lambda: POOL[2] not in runner.metadata.ensemble)
+        assert spare in runner.metadata.ensemble
+        await settle(lambda: runner.parked and not runner._tasks)
+        assert (await store.get(7)).metadata.ensemble == runner.metadata.ensemble
+        assert (await runner.add((b"after the change",))).first_entry_id == 1
+
+    asyncio.run(body())
+
+
 def main(count: int) -> None:
     """Print where the bytes of ``count`` idle open ledgers go, by source line."""
 

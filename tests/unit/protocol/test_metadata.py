@@ -281,3 +281,9 @@ def test_ledgers_on_the_same_bookies_share_their_fragments_and_write_sets() -> N
         LedgerMetadata.new(i, [f"x{i}:1", "y:1", "z:1"], 2, 2)
     assert len(metadata_module._shared_fragments) <= metadata_module.SHARED_FRAGMENTS_MAX
     assert len(metadata_module._shared_write_sets) <= metadata_module.SHARED_FRAGMENTS_MAX
+    # Full tables drop their oldest entries only: the recent ones are still shared.
+    last = metadata_module.SHARED_FRAGMENTS_MAX + 9
+    recent = LedgerMetadata.new(1, [f"x{last}:1", "y:1", "z:1"], 2, 2)
+    again = LedgerMetadata.new(2, [f"x{last}:1", "y:1", "z:1"], 2, 2)
+    assert again.fragments is recent.fragments
+    assert len(metadata_module._shared_fragments) >= metadata_module.SHARED_FRAGMENTS_MAX - 1
