@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from services import gc_pauses
 from services.zk.metrics import ZooKeeperMetrics
 
 # The states of quire_auditor_bookies, as in the admin API's cluster object.
@@ -30,6 +31,7 @@ class AuditorMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        gc_pauses.register(r, "auditor")
         self.underreplicated = Gauge(
             "quire_auditor_under_replicated_ledgers",
             "Ledgers marked under-replicated now (counted from the marks at scrape)",

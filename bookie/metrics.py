@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from services import gc_pauses
 from services.zk.metrics import ZooKeeperMetrics
 
 _FSYNC_BUCKETS_S = (
@@ -42,6 +43,7 @@ class BookieMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
         r = self.registry
+        gc_pauses.register(r, "bookie")
         self.adds = Counter(
             "quire_bookie_adds_total", "Entries stored (acknowledged adds)", registry=r
         )

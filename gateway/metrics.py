@@ -13,6 +13,7 @@ import time
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from services import gc_pauses
 from services.budget import ByteBudget
 from services.errors import QuireError
 from services.ledger_client.metrics import LedgerClientMetrics
@@ -28,6 +29,7 @@ class GatewayMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        gc_pauses.register(r, "gateway")
         self.add_latency = Histogram(
             "quire_gateway_add_seconds",
             "Time from an add request to its acknowledgement",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from services import gc_pauses
 from services.zk.metrics import ZooKeeperMetrics
 
 RECOVERY_OUTCOMES = ("completed", "failed")
@@ -19,6 +20,7 @@ class ReplicatorMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        gc_pauses.register(r, "replicator")
         self.ledgers_replicated = Counter(
             "quire_replicator_ledgers_replicated_total",
             "Ledgers made whole again (their mark cleared) by this worker",

@@ -156,7 +156,27 @@ class Measured:
                 break
         return time.monotonic() - started
 
+    def full_collections(self) -> tuple[float, float, float]:
+        """The gateway's full garbage collections so far: how many, how many took
+        over 0.5 s, and their seconds (``quire_gateway_gc_pause_seconds``; a scrape
+        renders every log's series, so it is taken outside the measured windows)."""
+        text = self.http.get("/metrics").text
+        prefix = "quire_gateway_gc_pause_seconds"
+        values: dict[str, float] = {}
+        for line in text.splitlines():
+            if line.startswith(prefix) and 'generation="2"' in line:
+                key = line.split("{", 1)[0].removeprefix(prefix)
+                if key == "_bucket" and 'le="0.5"' not in line:
+                    continue
+                values[key] = float(line.rsplit(" ", 1)[1])
+        if "_count" not in values:
+            raise SystemExit(f"the gateway's /metrics has no {prefix}")
+        count = values["_count"]
+        return count, count - values.get("_bucket", 0.0), values.get("_sum", 0.0)
+
     def measure(self, args: argparse.Namespace, items: int) -> dict[str, Any]:
+        gc_before = self.full_collections()
+        window_started = time.monotonic()
         row: dict[str, Any] = {"items": items, "settle_s": round(self.settle(), 1)}
         before = process_cpu_s(self.pid)
         quiet_started = time.monotonic()
@@ -167,6 +187,15 @@ class Measured:
         row["rss_mb"] = round(info.rss / 2**20, 1)
         row["threads"] = psutil.Process(self.pid).num_threads()
         row["active"] = self.active(args)
+        window_s = time.monotonic() - window_started
+        gc_after = self.full_collections()
+        # Full collections while settling, quiet and active: each pauses every request.
+        row["gc_full"] = {
+            "window_s": round(window_s, 1),
+            "count": int(gc_after[0] - gc_before[0]),
+            "over_500ms": int(gc_after[1] - gc_before[1]),
+            "seconds": round(gc_after[2] - gc_before[2], 2),
+        }
         if self.baseline_p99_ms is None:
             self.baseline_p99_ms = row["active"]["p99_ms"]
         row["p99_ratio"] = round(row["active"]["p99_ms"] / self.baseline_p99_ms, 2)
