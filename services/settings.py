@@ -93,6 +93,14 @@ class CommonSettings(BaseSettings):
         description="requests being served at once; more get 503 (a long poll counts "
         "while it waits)",
     )
+    gc_thorough_interval_s: int = Field(
+        300,
+        ge=0,
+        le=86_400,
+        description="the survivors of each full garbage collection stay frozen, and one "
+        "full collection every this many seconds walks every object (0: CPython's "
+        "collector as it is)",
+    )
 
     # TLS (docs/security.md, "TLS"): on when the three files are given, for the port
     # and for every call to another service; one cluster is all TLS or all plain.

@@ -31,6 +31,7 @@ from typing import cast
 import uvicorn
 from fastapi import FastAPI
 
+from services import gc_pauses
 from services.settings import CommonSettings
 from services.tls.contexts import TlsContexts, TlsError
 from services.web import limits
@@ -137,7 +138,9 @@ class FrozenHeapServer(uvicorn.Server):
 
     The heap: with thousands of slow sockets open, full collections over the whole heap
     paused the event loop for a second or more (benchmarks/README.md, "Measured
-    choices"); frozen objects are never traversed again.
+    choices"); frozen objects are never traversed again. From then on the survivors of
+    each full collection are frozen too, and thawed every ``--gc-thorough-interval-s``
+    for one full collection of everything (services/gc_pauses.py).
 
     The accepts: uvloop (its libuv) accepts one connection per listening socket per turn
     of the loop, where asyncio's own loop takes the whole queue. Under load a turn of the
@@ -154,9 +157,15 @@ class FrozenHeapServer(uvicorn.Server):
     With ``tls``, SIGHUP reloads the TLS files into the live contexts (module
     docstring)."""
 
-    def __init__(self, config: uvicorn.Config, tls: TlsContexts | None = None) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        tls: TlsContexts | None = None,
+        gc_thorough_interval_s: float = 0,
+    ) -> None:
         super().__init__(config)
         self.tls = tls
+        self.gc_thorough_interval_s = gc_thorough_interval_s
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -166,6 +175,7 @@ class FrozenHeapServer(uvicorn.Server):
                 on_sighup(self.tls.reload_logged)
         gc.collect()
         gc.freeze()
+        gc_pauses.keep_survivors_frozen(self.gc_thorough_interval_s)
 
     async def _watch_accepts(self, watchers: int) -> None:
         config = self.config
@@ -200,7 +210,8 @@ def serve(
     """Serve ``app`` on the settings' host and port until SIGINT/SIGTERM (with WebSocket
     when ``websocket_message_max_bytes`` is given, over TLS with ``tls``:
     ``server_config``)."""
-    server = FrozenHeapServer(server_config(app, settings, websocket_message_max_bytes, tls), tls)
+    config = server_config(app, settings, websocket_message_max_bytes, tls)
+    server = FrozenHeapServer(config, tls, settings.gc_thorough_interval_s)
     server.run()
     if not server.started:
         # Start-up failed (the lifespan raised): uvicorn has logged why.
