@@ -128,6 +128,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 # -- measuring one gateway ----------------------------------------------------------------
 
 
+# A collection this long, by generation, is counted apart (a bucket bound of
+# services/gc_pauses.py): a full one of 0.5 s, a young one of 10 ms.
+SLOW_COLLECTION_S = {"0": "0.01", "1": "0.01", "2": "0.5"}
+
+
 class Measured:
     """A gateway under measurement and its active client's log."""
 
@@ -156,26 +161,33 @@ class Measured:
                 break
         return time.monotonic() - started
 
-    def full_collections(self) -> tuple[float, float, float]:
-        """The gateway's full garbage collections so far: how many, how many took
-        over 0.5 s, and their seconds (``quire_gateway_gc_pause_seconds``; a scrape
-        renders every log's series, so it is taken outside the measured windows)."""
+    def collections(self) -> dict[str, tuple[float, float, float]]:
+        """The gateway's garbage collections so far, by generation: how many, how many
+        took longer than ``SLOW_COLLECTION_S`` of theirs, and their seconds
+        (``quire_gateway_gc_pause_seconds``; a scrape renders every log's series, so it
+        is taken outside the measured windows)."""
         text = self.http.get("/metrics").text
         prefix = "quire_gateway_gc_pause_seconds"
-        values: dict[str, float] = {}
+        values: dict[tuple[str, str], float] = {}
         for line in text.splitlines():
-            if line.startswith(prefix) and 'generation="2"' in line:
-                key = line.split("{", 1)[0].removeprefix(prefix)
-                if key == "_bucket" and 'le="0.5"' not in line:
-                    continue
-                values[key] = float(line.rsplit(" ", 1)[1])
-        if "_count" not in values:
-            raise SystemExit(f"the gateway's /metrics has no {prefix}")
-        count = values["_count"]
-        return count, count - values.get("_bucket", 0.0), values.get("_sum", 0.0)
+            if not line.startswith(prefix):
+                continue
+            generation = line.split('generation="', 1)[1].split('"', 1)[0]
+            key = line.split("{", 1)[0].removeprefix(prefix)
+            if key == "_bucket" and f'le="{SLOW_COLLECTION_S[generation]}"' not in line:
+                continue
+            values[generation, key] = float(line.rsplit(" ", 1)[1])
+        found: dict[str, tuple[float, float, float]] = {}
+        for generation in SLOW_COLLECTION_S:
+            if (generation, "_count") not in values:
+                raise SystemExit(f"the gateway's /metrics has no {prefix} of {generation}")
+            count = values[generation, "_count"]
+            slow = count - values.get((generation, "_bucket"), 0.0)
+            found[generation] = (count, slow, values.get((generation, "_sum"), 0.0))
+        return found
 
     def measure(self, args: argparse.Namespace, items: int) -> dict[str, Any]:
-        gc_before = self.full_collections()
+        gc_before = self.collections()
         window_started = time.monotonic()
         row: dict[str, Any] = {"items": items, "settle_s": round(self.settle(), 1)}
         before = process_cpu_s(self.pid)
@@ -188,14 +200,22 @@ class Measured:
         row["threads"] = psutil.Process(self.pid).num_threads()
         row["active"] = self.active(args)
         window_s = time.monotonic() - window_started
-        gc_after = self.full_collections()
-        # Full collections while settling, quiet and active: each pauses every request.
-        row["gc_full"] = {
-            "window_s": round(window_s, 1),
-            "count": int(gc_after[0] - gc_before[0]),
-            "over_500ms": int(gc_after[1] - gc_before[1]),
-            "seconds": round(gc_after[2] - gc_before[2], 2),
-        }
+        gc_after = self.collections()
+
+        def window(generations: tuple[str, ...], slow: str) -> dict[str, Any]:
+            def change(i: int) -> float:
+                return sum(gc_after[g][i] - gc_before[g][i] for g in generations)
+
+            return {
+                "window_s": round(window_s, 1),
+                "count": int(change(0)),
+                slow: int(change(1)),
+                "seconds": round(change(2), 3),
+            }
+
+        # Collections while settling, quiet and active: each pauses every request.
+        row["gc_full"] = window(("2",), "over_500ms")
+        row["gc_young"] = window(("0", "1"), "over_10ms")
         if self.baseline_p99_ms is None:
             self.baseline_p99_ms = row["active"]["p99_ms"]
         row["p99_ratio"] = round(row["active"]["p99_ms"] / self.baseline_p99_ms, 2)

@@ -152,6 +152,7 @@ def test_open_measures_each_size_and_plots(tmp_path: Path) -> None:
         assert row["active"]["appends"] >= 20 and row["active"]["p99_ms"] > 0
         assert row["p99_ratio"] > 0
         assert row["gc_full"]["window_s"] > 0 and row["gc_full"]["count"] >= 0
+        assert row["gc_young"]["count"] >= row["gc_young"]["over_10ms"] >= 0
     assert ledgers[0]["p99_ratio"] == 1.0 and "bytes_per_ledger" in ledgers[-1]
     assert all(r["readers"] == 40 and "bytes_per_item" in r for r in tail["streams"])
     # Each answered long poll of tail-0's reader carried the active client's records.
