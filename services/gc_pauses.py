@@ -41,10 +41,15 @@ GENERATIONS = (0, 1, 2)
 
 
 class _Pauses:
-    """Counts of collections by generation and bucket, and their summed seconds."""
+    """Counts of collections by generation and bucket, and their summed seconds.
+
+    No lock: the collector runs one collection at a time, so its callbacks never race
+    each other, and a scrape that copies the counts while a collection ends at worst
+    reads one collection's count without its time. (A lock deadlocked: a scrape
+    allocating while it held it could start a collection whose callback, in the same
+    thread, waited for it.)"""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
         self.counts = {g: [0] * (len(BUCKETS) + 1) for g in GENERATIONS}
         self.sums = dict.fromkeys(GENERATIONS, 0.0)
         self._started: float | None = None
@@ -58,9 +63,8 @@ class _Pauses:
         if started is None or generation not in self.sums:
             return
         took = time.perf_counter() - started
-        with self.lock:
-            self.counts[generation][bisect.bisect_left(BUCKETS, took)] += 1
-            self.sums[generation] += took
+        self.counts[generation][bisect.bisect_left(BUCKETS, took)] += 1
+        self.sums[generation] += took
 
 
 class _Freezer:
@@ -117,9 +121,8 @@ class GcPauseCollector(Collector):
             "Pauses of the process for CPython's cyclic garbage collection, by generation",
             labels=["generation"],
         )
-        with _PAUSES.lock:
-            counts = {g: list(c) for g, c in _PAUSES.counts.items()}
-            sums = dict(_PAUSES.sums)
+        counts = {g: list(c) for g, c in _PAUSES.counts.items()}
+        sums = dict(_PAUSES.sums)
         for generation in GENERATIONS:
             cumulative, buckets = 0, []
             for bound, count in zip((*map(str, BUCKETS), "+Inf"), counts[generation], strict=True):

@@ -4,7 +4,10 @@ collections are kept frozen between thorough ones (services/gc_pauses.py)."""
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 import weakref
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
@@ -90,3 +93,29 @@ def test_with_an_interval_of_0_nothing_is_frozen() -> None:
     assert gc_pauses._FREEZER.callback not in gc.callbacks
     gc.collect()
     assert gc.get_freeze_count() == 0
+
+
+SCRAPES_WHILE_COLLECTING = """
+import gc
+from prometheus_client import CollectorRegistry, generate_latest
+from services import gc_pauses
+registry = CollectorRegistry()
+gc_pauses.register(registry, "gateway")
+gc.set_threshold(1)  # every allocation starts a collection, a scrape's too
+for _ in range(300):
+    generate_latest(registry)
+print("scraped")
+"""
+
+
+def test_a_scrape_that_starts_a_collection_finishes() -> None:
+    """A scrape's own allocations may start a collection, whose callback runs in the
+    scraping thread: with every allocation collecting, 300 scrapes finish (a lock held
+    by the scrape and wanted by the callback hung the gateway). In a process of its own,
+    so a hang fails this test only."""
+    done = subprocess.run(
+        [sys.executable, "-c", SCRAPES_WHILE_COLLECTING],
+        capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "scraped"
