@@ -38,7 +38,6 @@ from services.protocol.logs import (
 from services.protocol.metadata import LedgerState
 from services.zk import paths as zkpaths
 from services.zk.log_store import LogStore, VersionedLog
-from services.zk.store import MetadataStore
 
 if TYPE_CHECKING:  # the gateway builds its log writers with itself (gateway/app.py)
     from gateway.logs.writer import LogWriter
@@ -89,21 +88,12 @@ async def set_retention(gw: Gateway, name: str, patch: Any) -> LogMetadata:
             )
         except MetadataConflict:
             continue
-        _wrote(gw, name, stored.version)
         log.info(
             "retention policy changed",
             extra={"fields": {"log": name, "policy": policy.to_api() if policy else None}},
         )
         return stored.log
     raise MetadataConflict(f"log {name}: the log kept changing; set its retention again")
-
-
-def _wrote(gw: Gateway, name: str, version: int) -> None:
-    """This gateway changed log ``name``'s znode (now at ``version``): its writer of
-    the log, if any, serves its reads no copy older than that (``LogWriter.wrote``)."""
-    writer = gw.logs.get(name)
-    if writer is not None:
-        writer.wrote(version)
 
 
 async def get(gw: Gateway, name: str) -> VersionedLog:
@@ -176,7 +166,6 @@ async def truncate(gw: Gateway, name: str, before: Position) -> LogMetadata:
             )
         except MetadataConflict:
             continue
-        _wrote(gw, name, stored.version)
         await delete_ledgers(gw, removed)
         return stored.log
     raise MetadataConflict(f"log {name}: the list kept changing; truncate again")
@@ -273,10 +262,9 @@ async def attach(
     if held is not None:
         held._lose("the log's ledgers were attached by a commit (POST /ledgers)")
     op = lw.AttachLedgers(name, gw.settings.address, ledger_ids, commit, gw.ctx.rng)
-    result = await run(gw, _Listing(gw.logs.logs.store, ledger_ids), op, op.start())
+    result = await run(gw, _Listing(gw.logs.logs, ledger_ids), op, op.start())
     if not isinstance(result, lw.Attached):
         raise InvariantViolation(f"attaching ledgers answered {result!r}")
-    _wrote(gw, name, result.version)  # a writer that took the role meanwhile reads anew
     return result.log, result.committed
 
 
@@ -294,8 +282,9 @@ class _Listing(LogStore):
     a ledger deleted after the attach's checks is never listed. A ledger deleted
     meanwhile is 400, like one that did not exist at the start."""
 
-    def __init__(self, store: MetadataStore, ledger_ids: list[int]) -> None:
-        super().__init__(store)
+    def __init__(self, logs: LogStore, ledger_ids: list[int]) -> None:
+        super().__init__(logs.store)
+        self.on_written = logs.on_written
         self.ledger_ids = tuple(ledger_ids)
 
     async def compare_and_set(self, log: LogMetadata, version: int) -> VersionedLog:

@@ -538,8 +538,9 @@ class LogWriter:
         return kept.log
 
     def wrote(self, version: int) -> None:
-        """This gateway wrote the log's znode, now at ``version``: until the watch has
-        read it again, this gateway's reads ask ZooKeeper (``listed``)."""
+        """This gateway wrote the log's znode, now at ``version`` (told by the log store
+        at each write: ``LogWriters``): until the watch has read it again, this gateway's
+        reads ask ZooKeeper (``listed``)."""
         self._written = max(self._written, version)
 
     async def _watch_log(self) -> None:
@@ -629,7 +630,6 @@ class LogWriter:
             self.gw.handles.live(rolled.ledger_id), "a rolled-in ledger has a live handle"
         )
         self.log, self.version = rolled.log, rolled.version
-        self.wrote(rolled.version)
         self._ledger_started = time.monotonic()
         self._arm_age_roll()
         self.gw.metrics.log_rolls.labels(self.name, reason).inc()

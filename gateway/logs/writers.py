@@ -29,6 +29,14 @@ class LogWriters:
         self.owners = owners
         self._writers: dict[str, LogWriter] = {}
         self._acquiring: dict[str, asyncio.Future[LogWriter]] = {}
+        logs.on_written = self._wrote
+
+    def _wrote(self, name: str, version: int) -> None:
+        """This gateway wrote log ``name``'s znode (a roll, a truncation, a retention
+        policy, an attach): its writer of the log serves no older copy of the list."""
+        writer = self._writers.get(name)
+        if writer is not None:
+            writer.wrote(version)
 
     def get(self, name: str) -> LogWriter | None:
         writer = self._writers.get(name)

@@ -7,7 +7,7 @@ One znode per log at ``services.zk.paths.log(name)``; its version is the CAS tok
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from services.errors import LedgerNotFound, LogNotFound, MetadataConflict, NodeExists, NodeNotFound
@@ -26,6 +26,15 @@ class VersionedLog:
 class LogStore:
     def __init__(self, store: MetadataStore) -> None:
         self.store = store
+        # Told (log name, new version) after each write of a log's znode through this
+        # store: the gateway's writer of the log then serves its reads no older copy of
+        # the list (gateway/logs/writers.py).
+        self.on_written: Callable[[str, int], None] | None = None
+
+    def _written(self, written: VersionedLog) -> VersionedLog:
+        if self.on_written is not None:
+            self.on_written(written.log.name, written.version)
+        return written
 
     async def create(self, log: LogMetadata) -> tuple[VersionedLog, bool]:
         """Create the log unless it exists; (the log as stored, whether it was created)."""
@@ -49,7 +58,7 @@ class LogStore:
             new_version = await self.store.set(zkpaths.log(log.name), log.to_json(), version)
         except NodeNotFound as exc:
             raise LogNotFound(f"log {log.name!r} was deleted") from exc
-        return VersionedLog(log, new_version)
+        return self._written(VersionedLog(log, new_version))
 
     async def compare_and_set_listing(
         self, log: LogMetadata, version: int, ledger_ids: Sequence[int]
@@ -63,7 +72,7 @@ class LogStore:
         steps.append(SetData(path, log.to_json(), version))
         failed = await self.store.transaction(steps)
         if failed is None:  # a set at ``version`` makes the znode's version + 1
-            return VersionedLog(log, version + 1)
+            return self._written(VersionedLog(log, version + 1))
         index, error = failed
         if index < len(ledger_ids):
             raise LedgerNotFound(f"ledger {ledger_ids[index]} was deleted") from error
