@@ -83,17 +83,44 @@ class Holder:
         }
 
 
-class Reader(asyncio.Protocol):
-    """A tailing reader: one long poll out at a time, asked again from the answer's
-    ``next``."""
+class Held(asyncio.Protocol):
+    """A connection a holder keeps open on log ``log``: counted once it is set up,
+    aborted on a failure, and a loss while the holder is not stopping is counted (and,
+    with ``LOSS_IS_AN_ERROR``, reported)."""
+
+    KIND = "connection"
+    LOSS_IS_AN_ERROR = True
 
     def __init__(self, holder: Holder, log: str) -> None:
         self.holder = holder
         self.log = log
-        self.next: str | None = None
         self.buffer = b""
         self.transport: asyncio.Transport | None = None
         self.counted = False
+
+    def fail(self, text: str) -> None:
+        self.holder.error(f"{self.KIND} of {self.log}: {text}")
+        if self.transport is not None:
+            self.transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.counted:
+            self.holder.open -= 1
+        if not self.holder.stopping:
+            self.holder.lost += 1
+            if self.LOSS_IS_AN_ERROR:
+                self.holder.error(f"{self.KIND} of {self.log}: closed by the gateway ({exc})")
+
+
+class Reader(Held):
+    """A tailing reader: one long poll out at a time, asked again from the answer's
+    ``next``."""
+
+    KIND = "reader"
+
+    def __init__(self, holder: Holder, log: str) -> None:
+        super().__init__(holder, log)
+        self.next: str | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -135,31 +162,18 @@ class Reader(asyncio.Protocol):
         if not self.holder.stopping:
             self.ask()
 
-    def fail(self, text: str) -> None:
-        self.holder.error(f"reader of {self.log}: {text}")
-        if self.transport is not None:
-            self.transport.abort()
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self.counted:
-            self.holder.open -= 1
-        if not self.holder.stopping:
-            self.holder.lost += 1
-            self.holder.error(f"reader of {self.log}: closed by the gateway ({exc})")
-
-
-class Stream(asyncio.Protocol):
+class Stream(Held):
     """An idle stream: the handshake, the credits, then only pongs."""
 
+    KIND = "stream"
+    LOSS_IS_AN_ERROR = False
+
     def __init__(self, holder: Holder, log: str) -> None:
-        self.holder = holder
-        self.log = log
+        super().__init__(holder, log)
         self.request, self.key = handshake(holder.host, holder.port, f"/v1/logs/{log}/stream", {})
         self.upgraded = False
-        self.counted = False
         self.frames = FrameReader()
-        self.buffer = b""
-        self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -199,17 +213,6 @@ class Stream(asyncio.Protocol):
             elif opcode == OP_CLOSE:
                 self.fail(f"closed by the gateway: {payload[:2].hex()} {payload[2:]!r}")
                 return
-
-    def fail(self, text: str) -> None:
-        self.holder.error(f"stream of {self.log}: {text}")
-        if self.transport is not None:
-            self.transport.abort()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self.counted:
-            self.holder.open -= 1
-        if not self.holder.stopping:
-            self.holder.lost += 1
 
 
 async def hold(holder: Holder) -> None:
