@@ -69,7 +69,10 @@ def test_survivors_stay_frozen_until_a_thorough_collection_frees_their_cycles() 
         gc.collect()
         frozen = gc.get_freeze_count()
         assert frozen > 0
-        assert registry.get_sample_value("quire_gateway_gc_frozen_objects") == frozen
+        # The frozen count moves as frozen objects are freed by their reference count
+        # (or a collection of the test's worker freezes more): the gauge is read live.
+        exposed = registry.get_sample_value("quire_gateway_gc_frozen_objects")
+        assert exposed is not None and abs(exposed - frozen) <= frozen // 100
         del node
         gc.collect()
         assert probe() is not None  # frozen: no collection looks at it

@@ -15,20 +15,7 @@ import pytest
 from bookie.operations import AddOp, AddOpResult
 from bookie.storage import DB_FILE, Reader, create_writer_engine
 from tests.bookie_bytes import assert_kept_equals_scan
-from tests.unit.bookie.writers import Started, sealed
-
-# The schema the previous version created (bookie/storage.py before the byte counts).
-PREVIOUS_SCHEMA = [
-    "PRAGMA page_size=16384",
-    "PRAGMA auto_vacuum=INCREMENTAL",
-    "PRAGMA journal_mode=WAL",
-    "CREATE TABLE entries (ledger_id INTEGER NOT NULL, entry_id INTEGER NOT NULL, "
-    "lac INTEGER NOT NULL, length INTEGER NOT NULL, digest_type INTEGER NOT NULL, "
-    "digest BLOB NOT NULL, payload BLOB NOT NULL, PRIMARY KEY (ledger_id, entry_id))",
-    "CREATE TABLE ledgers (ledger_id INTEGER NOT NULL, fenced INTEGER NOT NULL, "
-    "lac INTEGER NOT NULL, last_entry_id INTEGER NOT NULL, PRIMARY KEY (ledger_id))",
-    "CREATE TABLE purging (ledger_id INTEGER NOT NULL, PRIMARY KEY (ledger_id))",
-]
+from tests.unit.bookie.writers import SCHEMA_BEFORE_BYTES, Started, sealed
 
 
 def previous_store(data_dir: Path) -> None:
@@ -37,7 +24,7 @@ def previous_store(data_dir: Path) -> None:
     deleted with 25 of its entries of 300 bytes not purged yet."""
     db = sqlite3.connect(data_dir / DB_FILE, isolation_level=None)
     try:
-        for statement in PREVIOUS_SCHEMA:
+        for statement in SCHEMA_BEFORE_BYTES:
             db.execute(statement)
         db.execute("BEGIN")
         for lid, count, size in ((3, 40, 1000), (5, 1, 0), (7, 25, 300)):

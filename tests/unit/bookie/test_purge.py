@@ -14,7 +14,7 @@ from bookie.purge import Pacer, StepSize
 from bookie.storage import DB_FILE, Reader, create_writer_engine
 from tests.bookie_bytes import assert_kept_equals_scan
 from tests.unit.bookie.test_writer import run_batch
-from tests.unit.bookie.writers import Started, sealed
+from tests.unit.bookie.writers import SCHEMA_BEFORE_PURGING, Started, sealed
 
 DEADLINE_S = 20.0
 
@@ -114,7 +114,11 @@ def test_a_delete_answers_before_the_purge_and_the_purge_ends_its_ledger(tmp_pat
                 lefts.add(kept.get(("purging", 1), 0))
                 return ("purging", 1) not in kept and kept[("ledgers", 2)] == 4
 
-            await poll(purged, "the purge to end")
+            # The writer counts a chunk's rows after its commit: wait for the count too.
+            await poll(
+                lambda: purged() and w.count("quire_bookie_purged_entries_total") == 600,
+                "the purge to end and be counted",
+            )
             assert count(tmp_path, "SELECT COUNT(*) FROM entries WHERE ledger_id = 1") == 0
             assert lefts <= set(range(0, 600 * 4096 + 1, 4096))
             assert w.count("quire_bookie_purged_entries_total") == 600
@@ -168,23 +172,11 @@ def test_a_restart_resumes_the_purge_from_the_purging_table(tmp_path):
     asyncio.run(main())
 
 
-OLD_SCHEMA = [
-    "PRAGMA page_size=16384",
-    "PRAGMA auto_vacuum=INCREMENTAL",
-    "PRAGMA journal_mode=WAL",
-    "CREATE TABLE entries (ledger_id INTEGER NOT NULL, entry_id INTEGER NOT NULL, "
-    "lac INTEGER NOT NULL, length INTEGER NOT NULL, digest_type INTEGER NOT NULL, "
-    "digest BLOB NOT NULL, payload BLOB NOT NULL, PRIMARY KEY (ledger_id, entry_id))",
-    "CREATE TABLE ledgers (ledger_id INTEGER NOT NULL, fenced INTEGER NOT NULL, "
-    "lac INTEGER NOT NULL, last_entry_id INTEGER NOT NULL, PRIMARY KEY (ledger_id))",
-]
-
-
 def test_a_data_dir_of_the_older_schema_gets_the_purging_table(tmp_path):
     """A store made by the previous version (two tables, no ``purging``) opens: the table
     is created, the stored ledgers read back, and a delete in it is purged."""
     db = sqlite3.connect(tmp_path / DB_FILE, isolation_level=None)
-    for statement in OLD_SCHEMA:
+    for statement in SCHEMA_BEFORE_PURGING:
         db.execute(statement)
     db.execute("BEGIN")
     for lid in (3, 4):

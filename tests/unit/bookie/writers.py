@@ -14,6 +14,23 @@ from bookie.writer import GroupCommitWriter
 from services.wire import digest
 from services.wire.framing import FramedRecord
 
+# The stores earlier versions made (bookie/storage.py before the ``purging`` table, and
+# before the kept byte counts), for the tests of their migration.
+SCHEMA_BEFORE_PURGING = [
+    "PRAGMA page_size=16384",
+    "PRAGMA auto_vacuum=INCREMENTAL",
+    "PRAGMA journal_mode=WAL",
+    "CREATE TABLE entries (ledger_id INTEGER NOT NULL, entry_id INTEGER NOT NULL, "
+    "lac INTEGER NOT NULL, length INTEGER NOT NULL, digest_type INTEGER NOT NULL, "
+    "digest BLOB NOT NULL, payload BLOB NOT NULL, PRIMARY KEY (ledger_id, entry_id))",
+    "CREATE TABLE ledgers (ledger_id INTEGER NOT NULL, fenced INTEGER NOT NULL, "
+    "lac INTEGER NOT NULL, last_entry_id INTEGER NOT NULL, PRIMARY KEY (ledger_id))",
+]
+SCHEMA_BEFORE_BYTES = [
+    *SCHEMA_BEFORE_PURGING,
+    "CREATE TABLE purging (ledger_id INTEGER NOT NULL, PRIMARY KEY (ledger_id))",
+]
+
 
 def sealed(lid: int, eid: int, payload: bytes = b"x", recovery: bool = False) -> FramedRecord:
     return digest.seal(FramedRecord(lid, eid, eid - 1, payload, b"", recovery, "crc32c", eid + 1))
