@@ -425,7 +425,6 @@ class Auditor:
         self.metrics.audit_duration.labels(kind).observe(report.duration_s)
         self.metrics.bookies_skipped.inc(len(report.bookies_skipped))
         self.metrics.marks_cleared.inc(report.cleared)
-        self.last_audit = report
         self.named = report.named
         self.metrics.placement_violations.set(report.placement.violations)
         try:
@@ -436,7 +435,16 @@ class Auditor:
             log.warning("cannot write the placement report: %s", exc)
         self._bookies_changed.set()
         log.info("%s check: %s", kind, report.to_api())
-        await self._finish_decommissions(decommissioning, report)
+        try:
+            await self._finish_decommissions(decommissioning, report)
+        except QuireError as exc:
+            # The states are written again by the retried check; the work loop must
+            # outlive a ZooKeeper error here as it does one in the walk.
+            log.warning("cannot write the decommission states of the %s check: %s", kind, exc)
+            return False
+        # Published last, so that a check the status shows as ended has had its
+        # consequences (decommission states included) written.
+        self.last_audit = report
         return True
 
     async def _finish_decommissions(

@@ -105,13 +105,17 @@ RECENT_BYTES = 256 * MIB
 RECLAIM_SINGLE_CLIENTS = 8
 RECLAIM_BATCH_CLIENTS = 8
 RECLAIM_SAMPLE_S = 1.0
-RECLAIM_BASELINE_PROBES = 2
+RECLAIM_BASELINE_PROBES = 4
 SETTLED_BYTES = 64 * MIB
 SETTLED_PROBES = 4
 SETTLED_FLOOR_S = 3.0
 # The file's bytes per payload byte of 1 KiB entries (the index, headers, page slack:
-# measured 1.05 from 4 GiB up), to count what the adds during reclamation took.
+# measured 1.05 from 4 GiB up, more on a small file), to count what the adds during
+# reclamation took: measured over the baseline load of each run, this is the fallback
+# and the bounds of that measure.
 FILE_OVER_PAYLOAD = 1.05
+FILE_OVER_PAYLOAD_BOUNDS = (1.0, 1.5)
+RATIO_MIN_ADDED = 16 * MIB
 # Disk: what must stay free beyond the target (the WAL, the probes' ledgers, slack) and
 # the bookie's read-only threshold (its --readonly-free-ratio default).
 DISK_MARGIN_BYTES = 4 * GIB
@@ -535,10 +539,12 @@ class BookieScale:
         )
         baseline_s = RECLAIM_BASELINE_PROBES * self.args.probe_s
         say(f"reclaim: baseline load ({baseline_s:.0f} s)")
+        used_before, added_before = self.used_bytes(), w.probe_bytes
         baseline = run_loop(self.reclaim_load(baseline_s, None))
+        ratio = self.file_over_payload(used_before, added_before)
         before = self.file_bytes()
         say(f"reclaim: deleting {len(doomed)} ledgers ({doomed_bytes / GIB:.2f} GiB) under load")
-        result = run_loop(self.reclaim_run(doomed, before, doomed_bytes))
+        result = run_loop(self.reclaim_run(doomed, before, doomed_bytes, ratio))
         say(json.dumps({k: v for k, v in result.items() if k not in ("timeline", "during")}))
         assert self.http is not None
         # The report and the dry run scan the whole store: on a loaded machine at 20 GiB
@@ -560,6 +566,7 @@ class BookieScale:
             "deleted_gb": round(doomed_bytes / GIB, 3),
             "file_gb_before": round(before / GIB, 3),
             "baseline": baseline,
+            "file_over_payload": round(ratio, 3),
             **result,
             "free_pages_gb_after": round(after_storage["free_pages_bytes"] / GIB, 3)
             if after_storage
@@ -580,8 +587,21 @@ class BookieScale:
         )
         return {"single": single, "batched": batched}
 
+    def used_bytes(self) -> int:
+        """The file's bytes that hold data (its size less its free pages)."""
+        return self.file_bytes() - self.free_pages_bytes()
+
+    def file_over_payload(self, used_before: int, added_before: int) -> float:
+        """The file's bytes per payload byte the baseline load added, in this run (the
+        ratio is higher on a small file than on a large one), within the bounds."""
+        added = self.written.probe_bytes - added_before
+        if added < RATIO_MIN_ADDED:  # too little to measure beside the WAL's checkpoints
+            return FILE_OVER_PAYLOAD
+        low, high = FILE_OVER_PAYLOAD_BOUNDS
+        return min(high, max(low, (self.used_bytes() - used_before) / added))
+
     async def reclaim_run(
-        self, doomed: list[int], before: int, doomed_bytes: int
+        self, doomed: list[int], before: int, doomed_bytes: int, file_over_payload: float
     ) -> dict[str, Any]:
         assert self.zk is not None
         zk = self.zk
@@ -628,7 +648,7 @@ class BookieScale:
                 # What the data of the file uses, less what the adds meanwhile put in:
                 # the deleted bytes are back once this fell by them (given back to the
                 # file system, or free pages the adds reused or will reuse).
-                held = size - free - added * FILE_OVER_PAYLOAD
+                held = size - free - added * file_over_payload
                 purging = await asyncio.to_thread(self.purging_ledgers)
                 if purged_s is None and deletes.done() and purging == 0:
                     purged_s = now
