@@ -55,11 +55,12 @@ def test_a_check_shows_as_ended_once_its_decommissions_are_written() -> None:
     async def set_decommissioned(bookie: str) -> None:
         seen.append(a.last_audit)  # what a status request would answer meanwhile
 
-    a = auditor(mock.AsyncMock(side_effect=set_decommissioned))
+    written = mock.AsyncMock(side_effect=set_decommissioned)
+    a = auditor(written)
     assert asyncio.run(a._audit(FULL)) is True
     assert seen == [None]
     assert a.last_audit is not None and a.last_audit.kind == FULL
-    a.underreplication.set_decommissioned.assert_awaited_once_with(BOOKIE)
+    written.assert_awaited_once_with(BOOKIE)
 
 
 def test_a_zookeeper_error_writing_a_decommission_retries_the_check() -> None:
