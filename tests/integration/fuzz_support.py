@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,6 +70,7 @@ FAILURE_TEXT_MAX_CHARS = 4000
 # Stateful sessions: each runs this many scenarios (or stops early, inconsistent).
 SCENARIOS_PER_SESSION = 25
 STATEFUL_SESSIONS_MAX = 40
+EXPECTED_LAST_POSITION = "Expected-Last-Position"
 QUORUMS = ("ensemble_size", "write_quorum", "ack_quorum")
 QUORUM_DEFAULTS = (3, 2, 2)
 
@@ -192,15 +193,16 @@ def bound_long_polls(case: Case) -> None:
 
 def within_contract(case: Case, quorum_max: int | None = None) -> Case:
     """A valid case kept valid under the rules of docs/api.md that JSON Schema cannot state
-        (so that their 400 is not counted as valid input refused): ``from <= to`` when both
-        are given (swapped otherwise); a position's ids at most 2^63-1 (its pattern allows 19
-        digits); ``E >= Qw >= Qa`` in a ledger's or log's settings (sorted so, defaults
-        filled in) and no wider than ``quorum_max`` when given; an hmac-sha256 ledger has a
-        password; custom metadata within its byte bounds (keys of at most 256 bytes, values
-        of 4096, 16384 in all: JSON Schema counts characters); a retention policy's
-    ``max_backlog_bytes`` comes with ``retain_for_cursors``; a bookie's ``stride`` comes
-        with ``residues``, distinct integers below it (derived from the stride; both dropped
-        without one)."""
+    (so that their 400 is not counted as valid input refused): ``from <= to`` when both
+    are given (swapped otherwise); a position's ids at most 2^63-1 (its pattern allows 19
+    digits), in a query's ``from`` and ``before`` and in an append's
+    ``Expected-Last-Position``; ``E >= Qw >= Qa`` in a ledger's or log's settings (sorted
+    so, defaults filled in) and no wider than ``quorum_max`` when given; an hmac-sha256
+    ledger has a password; custom metadata within its byte bounds (keys of at most 256
+    bytes, values of 4096, 16384 in all: JSON Schema counts characters); a retention
+    policy's ``max_backlog_bytes`` comes with ``retain_for_cursors``; a bookie's
+    ``stride`` comes with ``residues``, distinct integers below it (derived from the
+    stride; both dropped without one)."""
     query = case.query
     if isinstance(query, dict):
         first, last = query.get("from"), query.get("to")
@@ -209,7 +211,7 @@ def within_contract(case: Case, quorum_max: int | None = None) -> Case:
         for name in ("from", "before"):
             value = query.get(name)
             if isinstance(value, str):
-                query[name] = re.sub(r"[0-9]{19}", lambda m: str(min(int(m[0]), ID_MAX)), value)
+                query[name] = _ids_within_bounds(value)
         if "stride" in query or "residues" in query:
             stride = query.get("stride")
             if isinstance(stride, int) and stride > 0:
@@ -217,6 +219,11 @@ def within_contract(case: Case, quorum_max: int | None = None) -> Case:
             else:
                 query.pop("stride", None)
                 query.pop("residues", None)
+    headers = case.headers  # a case-insensitive mapping, not a dict
+    if isinstance(headers, MutableMapping):
+        condition = headers.get(EXPECTED_LAST_POSITION)
+        if isinstance(condition, str):
+            headers[EXPECTED_LAST_POSITION] = _ids_within_bounds(condition)
     body = case.body
     if isinstance(body, dict):
         _quorums_in_order(body, quorum_max)
@@ -229,6 +236,10 @@ def within_contract(case: Case, quorum_max: int | None = None) -> Case:
         if body.get("digest") == "hmac-sha256" and not body.get("password"):
             body["password"] = "fuzz-password"
     return case
+
+
+def _ids_within_bounds(position: str) -> str:
+    return re.sub(r"[0-9]{19}", lambda m: str(min(int(m[0]), ID_MAX)), position)
 
 
 def _quorums_in_order(body: dict[str, Any], quorum_max: int | None) -> None:
