@@ -1,9 +1,12 @@
-"""`quire ledger ...` against a real cluster (3 bookies and a gateway), run as the
-installed `quire` console script in a subprocess, the way people run it: its exit codes,
-streams, stdin, terminal and signals. The long walks through every command
-(`test_round_trip`, `test_password`) make most of their calls in-process through typer's
+"""`quire ledger ...` against a real cluster (3 bookies and a gateway, shared by the
+module's tests, which break nothing of it), run as the installed `quire` console script
+in a subprocess, the way people run it: its exit codes, streams, stdin, terminal and
+signals. Each test keeps its process-level calls real (stdin lines, raw bytes on stdout,
+the WebSocket stream, an exit code and one-line stderr per kind of error, the gateway
+and token from the environment); the rest of its calls run in-process through typer's
 CliRunner (``here``: the same command, its stdout and stderr apart, its exit code; about
-0.3 s of interpreter start-up less per call), as do usage errors and --help."""
+0.4 s of interpreter start-up and imports less per call), as do usage errors and
+--help."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -24,7 +28,13 @@ from typer.testing import CliRunner, Result
 from services.cli.app import app
 from services.cluster.processes import ZooKeeperProcess, free_port_block
 from tests.harness import Cluster, wait_for
-from tests.integration.gateway_support import Gateway, start_bookies, start_gateway, wait_writable
+from tests.integration.gateway_support import (
+    Gateway,
+    module_cluster,
+    start_bookies,
+    start_gateway,
+    wait_writable,
+)
 
 QUIRE = Path(sys.executable).parent / "quire"
 TIMEOUT_S = 120.0
@@ -95,14 +105,29 @@ def error(proc: subprocess.CompletedProcess, exit_code: int, code: str) -> str:
     return stderr
 
 
+@dataclass
+class Module:
+    cluster: Cluster
+    gateway: Gateway
+
+
+@pytest.fixture(scope="module")
+def module(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Module]:  # type: ignore[no-untyped-def]
+    """3 bookies and a gateway that can place an ensemble of 3, for the module's tests:
+    each makes ledgers of its own, and none stops, pauses or reconfigures a process."""
+    with module_cluster(zookeeper, tmp_path_factory.mktemp("cli-ledger")) as cluster:
+        start_bookies(cluster, 3)
+        gw = start_gateway(cluster)
+        try:
+            wait_writable(gw, 3)
+            yield Module(cluster, gw)
+        finally:
+            gw.close_client()
+
+
 @pytest.fixture
-def gateway(cluster: Cluster) -> Iterator[Gateway]:
-    """3 bookies and a gateway that can place an ensemble of 3."""
-    start_bookies(cluster, 3)
-    gw = start_gateway(cluster)
-    wait_writable(gw, 3)
-    yield gw
-    gw.close_client()
+def gateway(module: Module) -> Gateway:
+    return module.gateway
 
 
 def test_round_trip(gateway: Gateway, tmp_path: Path) -> None:
@@ -110,7 +135,7 @@ def test_round_trip(gateway: Gateway, tmp_path: Path) -> None:
     format, byte-exact and in order → show/list → close → recover → delete."""
     url = gateway.url
     created = json.loads(
-        ok(quire("ledger", "create", "-e", "3", "-w", "2", "-a", "2", "--meta", "k=v", gateway=url))
+        ok(here("ledger", "create", "-e", "3", "-w", "2", "-a", "2", "--meta", "k=v", gateway=url))
     )
     lid = created["ledger_id"]
     assert created["state"] == "OPEN"
@@ -178,7 +203,7 @@ def test_round_trip(gateway: Gateway, tmp_path: Path) -> None:
     error(here("ledger", "show", str(other), gateway=url), NOT_FOUND, "ledger_not_found")
 
 
-def test_password(gateway: Gateway, cluster: Cluster) -> None:
+def test_password(gateway: Gateway, module: Module) -> None:
     """A ledger created with a password needs it (flag or QUIRE_LEDGER_PASSWORD) to
     append, read, close and delete; a missing or wrong one is 401 and changes nothing;
     show needs none. The password is never printed, nor logged by the gateway."""
@@ -211,7 +236,7 @@ def test_password(gateway: Gateway, cluster: Cluster) -> None:
     error(run("ledger", "show", str(lid)), NOT_FOUND, "ledger_not_found")
 
     assert all(secret.encode() not in out for out in outputs)
-    for proc in cluster.processes:
+    for proc in module.cluster.processes:
         assert secret not in Path(proc.log_path).read_text(errors="replace"), proc.name
 
 
@@ -222,8 +247,8 @@ def test_append_stream(gateway: Gateway, tmp_path: Path) -> None:
     recovered (fenced and closed by the recovery), a stream to it fails with
     ledger_fenced in one clear line and stores nothing."""
     url, secret = gateway.url, "stream-pa55"
-    lid = int(ok(quire("ledger", "create", "-q", "--password", secret, gateway=url)))
-    run = lambda *a, **kw: quire("ledger", "append", str(lid), "--stream", *a, gateway=url, **kw)  # noqa: E731
+    lid = int(ok(here("ledger", "create", "-q", "--password", secret, gateway=url)))
+    run = lambda *a, **kw: here("ledger", "append", str(lid), "--stream", *a, gateway=url, **kw)  # noqa: E731
     error(run("x", "--password", "wrong"), UNAUTHORIZED, "unauthorized")
     one = json.loads(ok(run("first", "--password", secret)))
     assert one == {
@@ -233,17 +258,20 @@ def test_append_stream(gateway: Gateway, tmp_path: Path) -> None:
     lines = [f"line-{i}" for i in range(2_500)]
     source = tmp_path / "lines.txt"
     source.write_text("".join(f"{line}\n" for line in lines))
-    summary = json.loads(ok(run("--lines", "--file", str(source), "-q", "--password", secret)))
+    summary = json.loads(
+        ok(quire("ledger", "append", str(lid), "--stream", "--lines", "--file", str(source),
+                 "-q", "--password", secret, gateway=url))
+    )  # fmt: skip
     assert summary["entries"] == 2_500 and summary["first_entry_id"] == 1
     assert summary["last_entry_id"] == 2_500 and summary["last_add_confirmed"] == 2_500
     assert summary["bytes"] == sum(map(len, lines))
     env = {"QUIRE_LEDGER_PASSWORD": secret}
-    read = ok(quire("ledger", "read", str(lid), gateway=url, env=env)).splitlines()
+    read = ok(here("ledger", "read", str(lid), gateway=url, env=env)).splitlines()
     assert read == ["first", *lines]
 
-    ok(quire("ledger", "recover", str(lid), gateway=url, env=env))  # fences it
+    ok(here("ledger", "recover", str(lid), gateway=url, env=env))  # fences it
     error(run("late", "--password", secret), CONFLICT, "ledger_fenced")
-    assert ok(quire("ledger", "read", str(lid), gateway=url, env=env)).splitlines() == read
+    assert ok(here("ledger", "read", str(lid), gateway=url, env=env)).splitlines() == read
 
 
 def test_errors(gateway: Gateway) -> None:
@@ -252,15 +280,15 @@ def test_errors(gateway: Gateway) -> None:
     url = gateway.url
     stderr = error(quire("ledger", "show", "987654", gateway=url), NOT_FOUND, "ledger_not_found")
     assert "987654" in stderr
-    error(quire("ledger", "read", "987654", gateway=url), NOT_FOUND, "ledger_not_found")
-    error(quire("ledger", "append", "987654", "x", gateway=url), NOT_FOUND, "ledger_not_found")
-    error(quire("ledger", "delete", "-y", "987654", gateway=url), NOT_FOUND, "ledger_not_found")
+    error(here("ledger", "read", "987654", gateway=url), NOT_FOUND, "ledger_not_found")
+    error(here("ledger", "append", "987654", "x", gateway=url), NOT_FOUND, "ledger_not_found")
+    error(here("ledger", "delete", "-y", "987654", gateway=url), NOT_FOUND, "ledger_not_found")
     error(quire("ledger", "create", "-e", "2", "-w", "3", gateway=url), INVALID, "invalid_argument")
 
-    lid = int(ok(quire("ledger", "create", "-q", gateway=url)))
+    lid = int(ok(here("ledger", "create", "-q", gateway=url)))
     backwards = invoke("ledger", "read", str(lid), "--from", "5", "--to", "1", gateway=url)
     assert backwards.exit_code == USAGE and "--from" in backwards.stderr
-    assert ok(quire("ledger", "read", str(lid), gateway=url)) == ""  # empty, open
+    assert ok(here("ledger", "read", str(lid), gateway=url)) == ""  # empty, open
 
     dead = "http://127.0.0.1:9"  # discard port: nothing listens
     stderr = error(quire("ledger", "show", "1", gateway=dead), UNREACHABLE, "gateway_unreachable")
@@ -276,24 +304,24 @@ def test_errors(gateway: Gateway) -> None:
         assert "Usage" in helped.stdout
 
 
-def test_token(cluster: Cluster) -> None:
+def test_token(module: Module) -> None:
     """With a gateway run with --api-token, the commands need the global --token (or
     QUIRE_TOKEN): without it they exit 5 unauthorized, with it they work."""
-    start_bookies(cluster, 3)
     token = "t0ken-for-the-cli"
-    gw = start_gateway(cluster, ["--api-token", token], token=token)
+    gw = start_gateway(module.cluster, ["--api-token", token], token=token)
     try:
         wait_writable(gw, 3)
         error(quire("ledger", "create", gateway=gw.url), UNAUTHORIZED, "unauthorized")
         error(quire("--token", "nope", "ledger", "list", gateway=gw.url), UNAUTHORIZED,
               "unauthorized")  # fmt: skip
-        lid = int(ok(quire("--token", token, "ledger", "create", "-q", gateway=gw.url)))
+        lid = int(ok(here("--token", token, "ledger", "create", "-q", gateway=gw.url)))
         env = {"QUIRE_TOKEN": token}
         ok(quire("ledger", "append", str(lid), "tok", gateway=gw.url, env=env))
-        assert ok(quire("ledger", "read", str(lid), gateway=gw.url, env=env)) == "tok\n"
-        error(quire("ledger", "read", str(lid), gateway=gw.url), UNAUTHORIZED, "unauthorized")
+        assert ok(here("ledger", "read", str(lid), gateway=gw.url, env=env)) == "tok\n"
+        error(here("ledger", "read", str(lid), gateway=gw.url), UNAUTHORIZED, "unauthorized")
     finally:
         gw.close_client()
+        gw.proc.stop()
 
 
 def test_quire_up_gateway_serves_the_ledger_commands(

@@ -1,5 +1,6 @@
-"""Schemathesis against a live gateway and a live bookie (real ZooKeeper, three bookies
-without a cluster secret, a gateway without tokens), from the documents they serve: no
+"""Schemathesis against a live gateway (real ZooKeeper, three bookies without a cluster
+secret, a gateway without tokens) and a live bookie (one, in a chroot of its own, with a
+few ledgers), from the documents they serve: no
 server error beyond 503 not_enough_bookies (a ledger wider than the cluster), every
 answer conforms to the document (status code, content type, headers, body), and the
 stateful scenarios of the gateway's links (create ledger -> add -> read -> close; create
@@ -10,11 +11,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from services.cluster.processes import ServiceProcess
+from tests.integration.bookie_support import Bookie, sealed
 from tests.integration.fuzz_support import (
     Fuzzer,
     contract_server_errors,
@@ -36,6 +38,8 @@ REQUESTS_MIN = int(os.environ.get("QUIRE_FUZZ_REQUESTS", "2000"))
 # until they made a fifth of the requests asked for.
 STATEFUL_REQUESTS_MIN = REQUESTS_MIN // 5
 STEPS = 8
+# The ledgers (three entries each) the fuzzed bookie holds before it is fuzzed.
+SEEDED_LEDGERS = (1, 2, 7)
 
 
 # The chains the gateway's links describe, each call made at least three times in them.
@@ -53,32 +57,45 @@ LINKED = (
 )
 
 
-@dataclass
-class Env:
-    gateway: Gateway
-    bookie: ServiceProcess
-
-
-@pytest.fixture(scope="module")
-def env(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:  # type: ignore[no-untyped-def]
-    with module_cluster(zookeeper, tmp_path_factory.mktemp("schemathesis")) as cluster:
-        bookies = start_bookies(cluster, BOOKIES, ["--no-journal-sync"])
+@pytest.fixture
+def gateway(zookeeper, tmp_path: Path) -> Iterator[Gateway]:  # type: ignore[no-untyped-def]
+    """A gateway and BOOKIES bookies of a chroot of their own, for one test: the bookie's
+    fuzzing sets disk thresholds that make its bookie read-only, so the two tests share
+    no process, and may run in either order or side by side on two workers."""
+    with module_cluster(zookeeper, tmp_path) as cluster:
+        start_bookies(cluster, BOOKIES, ["--no-journal-sync"])
         gateway = start_gateway(cluster)
         try:
             wait_writable(gateway, BOOKIES)
-            yield Env(gateway, bookies[0])
+            yield gateway
         finally:
             gateway.close_client()
 
 
-def test_gateway_conforms_to_its_document(env: Env) -> None:
+@pytest.fixture
+def bookie(zookeeper, tmp_path: Path) -> Iterator[ServiceProcess]:  # type: ignore[no-untyped-def]
+    """One bookie (no gateway) of a chroot of its own, for one test, holding a few entries
+    of a few ledgers, so that its listings and reads answer with items to check."""
+    with module_cluster(zookeeper, tmp_path) as cluster:
+        (bookie,) = start_bookies(cluster, 1, ["--no-journal-sync"])
+        client = Bookie(bookie)
+        try:
+            for ledger_id in SEEDED_LEDGERS:
+                client.add([sealed(ledger_id, entry_id) for entry_id in range(3)])
+        finally:
+            client.close()
+        yield bookie
+
+
+def test_gateway_conforms_to_its_document(gateway: Gateway) -> None:
     """The gateway under at least REQUESTS_MIN generated requests, valid and invalid, on
     every operation, plus linked scenarios: no failed check, the links exercised."""
-    schema = load(env.gateway.url)
+    schema = load(gateway.url)
     fuzzer = Fuzzer(
         schema, contract_server_errors({503: {"not_enough_bookies"}}), quorum_max=BOOKIES
     )
-    fuzzer.run_operations(examples_per_mode(schema, REQUESTS_MIN))
+    # The scenarios' requests count towards REQUESTS_MIN: the operations make the rest.
+    fuzzer.run_operations(examples_per_mode(schema, REQUESTS_MIN - STATEFUL_REQUESTS_MIN))
     # Decommissioning is irreversible: in a chain it takes a real bookie id (from GET
     # /v1/admin/bookies) and leaves the cluster too few bookies for any later ledger, so
     # every other chain would end at its first step (503). It is fuzzed above (its
@@ -100,11 +117,11 @@ def test_gateway_conforms_to_its_document(env: Env) -> None:
         assert report.stateful.get(label, 0) >= LINKED_CALLS_MIN, report.summary()
 
 
-def test_bookie_conforms_to_its_document(env: Env) -> None:
+def test_bookie_conforms_to_its_document(bookie: ServiceProcess) -> None:
     """A bookie under at least REQUESTS_MIN generated requests, valid and invalid, on
     every operation (its adds with framed records when valid): no failed check, no server
     error but the documented 503 bookie_read_only (a disk threshold the fuzzer set)."""
-    schema = load(env.bookie.url)
+    schema = load(bookie.url)
     fuzzer = Fuzzer(schema, contract_server_errors({503: {"bookie_read_only"}}))
     fuzzer.run_operations(examples_per_mode(schema, REQUESTS_MIN))
     report = fuzzer.report
