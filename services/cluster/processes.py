@@ -17,6 +17,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -382,10 +383,31 @@ class ZooKeeperProcess(ManagedProcess):
         self.wait_until(lambda: zookeeper_ready(self.host, self.port), deadline_s, "serving")
 
 
+_clients = threading.local()
+
+
+def poll_client(verify: ssl.SSLContext | bool = True) -> httpx.Client:
+    """This thread's client for polls verified with ``verify`` (a context, or True for
+    the default CAs), made once. A call of ``httpx.get`` makes a client, and with it a
+    TLS context: about 25 ms of CPU, paid by every poll of a loop that asks every 50 ms
+    (half a core while a start-up is awaited). Without keep-alive: a process restarted
+    on the same port meets a new connection, never a dead one."""
+    made: dict[object, tuple[ssl.SSLContext | bool, httpx.Client]] | None
+    made = getattr(_clients, "made", None)
+    if made is None:
+        made = _clients.made = {}
+    key = id(verify) if isinstance(verify, ssl.SSLContext) else verify
+    entry = made.get(key)
+    if entry is None or entry[0] is not verify:  # an id reused by another context
+        limits = httpx.Limits(max_keepalive_connections=0)
+        entry = made[key] = (verify, httpx.Client(verify=verify, limits=limits))
+    return entry[1]
+
+
 def health_ok(url: str, verify: ssl.SSLContext | bool = True) -> bool:
     """Whether ``url``'s ``/health`` answers 200 (over HTTPS, verified with ``verify``)."""
     try:
-        return httpx.get(f"{url}/health", timeout=1.0, verify=verify).status_code == 200
+        return poll_client(verify).get(f"{url}/health", timeout=1.0).status_code == 200
     except httpx.HTTPError:
         return False
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection
 import httpx
 from kazoo.client import KazooClient
 
-from services.cluster.processes import ServiceProcess
+from services.cluster.processes import ServiceProcess, poll_client
 from services.protocol.metadata import LedgerMetadata
 from services.wire import framing
 from services.zk import paths as zkpaths
@@ -26,7 +26,7 @@ def start_replicator(cluster: Cluster, extra_args: list[str] | None = None) -> S
 
 
 def replicator_status(proc: ServiceProcess) -> dict:
-    r = httpx.get(f"{proc.url}/v1/status", timeout=10.0)
+    r = poll_client().get(f"{proc.url}/v1/status", timeout=10.0)
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -74,7 +74,7 @@ def replicas(address: str, ledger_id: int, last: int) -> dict[int, framing.Frame
     out: dict[int, framing.FramedRecord] = {}
     first = 0
     while first <= last:
-        r = httpx.get(
+        r = poll_client().get(
             f"http://{address}/v1/ledgers/{ledger_id}/entries",
             params={"from": first, "to": last},
             timeout=10.0,

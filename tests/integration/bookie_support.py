@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from services.cluster.processes import ServiceProcess, tail
+from services.cluster.processes import ServiceProcess, poll_client, tail
 from services.wire import digest, framing
 from services.wire.framing import FramedRecord
 
@@ -110,7 +110,7 @@ class Bookie:
 
     def healthy(self) -> bool:
         try:
-            return httpx.get(f"{self.proc.url}/health", timeout=2.0).status_code == 200
+            return poll_client().get(f"{self.proc.url}/health", timeout=2.0).status_code == 200
         except httpx.HTTPError:
             return False
 

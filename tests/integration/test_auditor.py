@@ -8,8 +8,7 @@ import json
 import threading
 import time
 
-import httpx
-
+from services.cluster.processes import poll_client
 from services.protocol.metadata import LedgerMetadata
 from services.zk import paths as zkpaths
 from tests.harness import Cluster, expire_session, wait_for
@@ -207,7 +206,7 @@ def test_audit_on_demand_finds_a_deleted_replica(cluster: Cluster, zk_client) ->
     ledgers = _closed_ledgers(gateway, 3)
     target = ledgers[1]
     bookie = target["fragments"][0]["bookies"][1]
-    r = httpx.delete(f"http://{bookie}/v1/ledgers/{target['ledger_id']}", timeout=10)
+    r = poll_client().delete(f"http://{bookie}/v1/ledgers/{target['ledger_id']}", timeout=10)
     assert r.status_code in (200, 204), r.text
     status = auditor.audit_and_wait()
     assert marks(zk_client) == {target["ledger_id"]: [bookie]}

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 
-import httpx
 from kazoo.client import KazooClient
 
 from services.bookie_client import BookieClientPool
+from services.cluster.processes import poll_client
 from services.zk import paths as zkpaths
 from tests.harness import Cluster, wait_for
 from tests.integration.auto_support import ledger_metadata, names, start_auditor
@@ -217,7 +217,9 @@ def test_a_decommissioned_bookie_a_fragment_names_again_is_moved_off_again(
     _copy_share(cluster.secret, lid, replaced, leaving, len(payloads) - 1)
     late = metadata.replace_bookie(0, replaced, leaving)
     zk_client.set(zkpaths.ledger(lid), late.to_json(), stat.version)
-    assert httpx.delete(f"http://{replaced}/v1/ledgers/{lid}", timeout=10.0).status_code == 204
+    assert (
+        poll_client().delete(f"http://{replaced}/v1/ledgers/{lid}", timeout=10.0).status_code == 204
+    )
     auditor.audit_and_wait()
 
     def moved_off() -> bool:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import socket
 
-import httpx
 import pytest
 
+from services.cluster.processes import poll_client
 from services.limits import BATCH_ENTRIES_MAX, STORED_ENTRY_SIZE_MAX_BYTES
 from services.wire import digest, framing
 from services.wire.framing import HEADER, FramedRecord
@@ -210,7 +210,7 @@ def test_content_type_is_not_required_and_ids_at_the_limit_work(bookie):
     valid everywhere."""
     top = 2**63 - 1
     record = digest.seal(FramedRecord(top, top, top, b"top", b"", False, "crc32c", top))
-    r = httpx.post(f"{bookie.proc.url}/v1/entries", content=framing.encode([record]))
+    r = poll_client().post(f"{bookie.proc.url}/v1/entries", content=framing.encode([record]))
     assert r.status_code == 200 and r.json()["stored"] == 1
     assert bookie.read(top, top) == record
     assert bookie.lac(top) == {"ledger_id": top, "lac": top, "last_entry_id": top, "fenced": False}

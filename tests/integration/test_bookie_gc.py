@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from services.cli.app import app as cli_app
-from services.cluster.processes import ServiceProcess
+from services.cluster.processes import ServiceProcess, poll_client
 from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import (
     Gateway,
@@ -110,9 +110,9 @@ def test_ledgers_deleted_while_a_bookie_was_down_are_orphaned_then_freed(env) ->
     # what the live ledgers need, plus the tables' own pages.
     assert used(after) <= after["live"]["bytes"] + 16 * PAGE_BYTES
     assert used(after) < used_before // 4
-    metrics = httpx.get(f"{down.url}/metrics", timeout=10.0).text
+    metrics = poll_client().get(f"{down.url}/metrics", timeout=10.0).text
     assert metric_value(metrics, "quire_bookie_gc_freed_ledgers_total") >= len(doomed)
-    listed = httpx.get(f"{down.url}/v1/ledgers", timeout=10.0).json()["ledgers"]
+    listed = poll_client().get(f"{down.url}/v1/ledgers", timeout=10.0).json()["ledgers"]
     assert not set(doomed) & set(listed)
     for lid, payloads in live:
         assert [data for _, data in gateway.read_all(lid)] == payloads

@@ -11,7 +11,7 @@ import time
 
 import httpx
 
-from services.cluster.processes import ZooKeeperProcess, free_port, tail
+from services.cluster.processes import ZooKeeperProcess, free_port, poll_client, tail
 from services.wire import framing
 from tests.harness import Cluster, fresh_chroot, wait_for
 from tests.integration.bookie_support import Bookie, sealed
@@ -123,7 +123,7 @@ def test_health_and_metrics_answer_while_zookeeper_is_unreachable(tmp_path):
         health = wait_for(lambda: _get(f"{proc.url}/health"), 15.0, "/health to answer")
         assert health.status_code == 503
         assert health.json()["error"] == "unavailable"
-        assert httpx.get(f"{proc.url}/metrics", timeout=5.0).status_code == 200
+        assert poll_client().get(f"{proc.url}/metrics", timeout=5.0).status_code == 200
         bookie = Bookie(proc)
         r = bookie.http.post(
             "/v1/entries",
@@ -153,7 +153,7 @@ def test_health_and_metrics_answer_while_zookeeper_is_unreachable(tmp_path):
 
 def _get(url: str) -> httpx.Response | None:
     try:
-        return httpx.get(url, timeout=2.0)
+        return poll_client().get(url, timeout=2.0)
     except httpx.HTTPError:
         return None
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-import httpx
-
 from services.bookie_client import BookieClient
+from services.cluster.processes import poll_client
 from tests.harness import Cluster
 
 
@@ -27,7 +26,7 @@ def test_lacs_update_many_ledgers_in_one_request(cluster: Cluster) -> None:
     bookie.kill()
     bookie.start()
     bookie.wait_healthy()
-    doc = httpx.get(f"{bookie.url}/v1/ledgers/2/lac").json()
+    doc = poll_client().get(f"{bookie.url}/v1/ledgers/2/lac").json()
     assert doc["lac"] == 9 and doc["fenced"] is False
 
 
@@ -48,10 +47,10 @@ def test_lacs_bad_input_is_refused_whole(cluster: Cluster) -> None:
         [1, 2],
     ]
     for body in bad_bodies:
-        r = httpx.post(url, json=body, timeout=30)
+        r = poll_client().post(url, json=body, timeout=30)
         assert r.status_code == 400, (body if len(str(body)) < 200 else "big", r.text)
         assert r.json()["error"] == "invalid_argument"
-    r = httpx.post(url, content=b"not json", headers={"content-type": "application/json"})
+    r = poll_client().post(url, content=b"not json", headers={"content-type": "application/json"})
     assert r.status_code == 400 and r.json()["error"] == "invalid_argument"
-    r = httpx.get(f"{bookie.url}/v1/ledgers/7/lac")
+    r = poll_client().get(f"{bookie.url}/v1/ledgers/7/lac")
     assert r.status_code == 404 and r.json()["error"] == "ledger_not_found"

@@ -7,7 +7,7 @@ import json
 
 import httpx
 
-from services.cluster.processes import free_port
+from services.cluster.processes import free_port, poll_client
 from services.wire import framing
 from services.zk import paths as zkpaths
 from tests.harness import wait_for
@@ -67,10 +67,10 @@ def test_health_is_503_until_registered(cluster, zk_client):
     health = f"{proc.url}/health"
 
     def answered() -> int:
-        return httpx.get(health, timeout=2.0).status_code
+        return poll_client().get(health, timeout=2.0).status_code
 
     assert wait_for(answered, 30.0, "the server to answer") == 503
-    body = httpx.get(health).json()
+    body = poll_client().get(health).json()
     assert body["error"] == "unavailable"
     assert json.loads(zk_client.get(zkpaths.bookie(bookie_id))[0])["instance_id"] == "other"
     zk_client.delete(zkpaths.bookie(bookie_id))

@@ -7,10 +7,9 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 
-import httpx
-
 from bookie.storage import DB_FILE
 from services.bookie_client import BookieClient, StoredInfo
+from services.cluster.processes import poll_client
 from services.errors import LedgerNotFound
 from services.limits import STORED_BATCH_MAX, STORED_SAMPLE_ENTRIES_MAX
 from services.wire import digest
@@ -109,9 +108,11 @@ def test_stored_runs_bulk_checks_and_a_corrupted_entry(cluster, tmp_path):
     r = bookie.http.get("/v1/ledgers/1/stored", params={"verify": "most"})
     assert (r.status_code, r.json()["error"]) == (400, "invalid_argument")
     for call in (
-        lambda: httpx.get(f"{proc.url}/v1/ledgers/1/stored", timeout=10),
-        lambda: httpx.post(f"{proc.url}/v1/stored", json={"ledger_ids": [1]}, timeout=10),
-        lambda: httpx.get(f"{proc.url}/v1/info", headers={"X-Cluster-Secret": "no"}, timeout=10),
+        lambda: poll_client().get(f"{proc.url}/v1/ledgers/1/stored", timeout=10),
+        lambda: poll_client().post(f"{proc.url}/v1/stored", json={"ledger_ids": [1]}, timeout=10),
+        lambda: poll_client().get(
+            f"{proc.url}/v1/info", headers={"X-Cluster-Secret": "no"}, timeout=10
+        ),
     ):
         r = call()
         assert (r.status_code, r.json()["error"]) == (401, "unauthorized")

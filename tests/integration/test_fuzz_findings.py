@@ -16,7 +16,7 @@ import httpx
 import pytest
 from openapi_spec_validator import validate
 
-from services.cluster.processes import ServiceProcess
+from services.cluster.processes import ServiceProcess, poll_client
 from tests.integration.gateway_support import (
     Gateway,
     assert_error,
@@ -68,7 +68,7 @@ def env(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:  
 
 
 def served(port: int) -> dict[str, Any]:
-    r = httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=10.0)
+    r = poll_client().get(f"http://127.0.0.1:{port}/openapi.json", timeout=10.0)
     assert r.status_code == 200, r.text
     doc: dict[str, Any] = r.json()
     return doc
@@ -234,7 +234,7 @@ def test_from_greater_than_to_is_documented_400(env: Env) -> None:
     lid = env.ledger_id
     r = env.gateway.request("GET", f"/v1/ledgers/{lid}/entries", params={"from": 1, "to": 0})
     assert_error(r, 400, "invalid_argument")
-    r = httpx.get(f"{env.bookie.url}/v1/ledgers/{lid}/entries?from=1&to=0", timeout=10.0)
+    r = poll_client().get(f"{env.bookie.url}/v1/ledgers/{lid}/entries?from=1&to=0", timeout=10.0)
     assert_error(r, 400, "invalid_argument")
     for port in _ports(env).values():
         op = served(port)["paths"]["/v1/ledgers/{ledger_id}/entries"]["get"]

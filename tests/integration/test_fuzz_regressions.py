@@ -19,7 +19,7 @@ import httpx
 import pytest
 import schemathesis
 
-from services.cluster.processes import ServiceProcess
+from services.cluster.processes import ServiceProcess, poll_client
 from services.limits import ID_MAX
 from tests.integration.gateway_support import (
     Gateway,
@@ -56,7 +56,7 @@ def env(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:  
 
 
 def served(url: str) -> dict[str, Any]:
-    r = httpx.get(f"{url}/openapi.json", timeout=10.0)
+    r = poll_client().get(f"{url}/openapi.json", timeout=10.0)
     assert r.status_code == 200, r.text
     doc: dict[str, Any] = r.json()
     return doc

@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from services.cluster.processes import poll_client
 from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import (
     Appender,
@@ -287,7 +288,7 @@ def test_delete_removes_the_ledger_everywhere(env: Env) -> None:
         assert_error(gateway.request("DELETE", f"/v1/ledgers/{lid}"), 404, "ledger_not_found")
         assert_error(gateway.request("GET", f"/v1/ledgers/{lid}/entries"), 404, "ledger_not_found")
     for bookie in env.bookies:
-        stored = httpx.get(f"{bookie.url}/v1/ledgers/{lid}/lac")
+        stored = poll_client().get(f"{bookie.url}/v1/ledgers/{lid}/lac")
         assert stored.status_code == 404, stored.text
     # (Not checked: an add on the writer after a delete elsewhere. As in BookKeeper, the
     # writer learns of the delete only through a later metadata write.)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
+from services.cluster.processes import poll_client
 from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import (
     Gateway,
@@ -273,11 +274,11 @@ def test_cluster_secret_end_to_end(env: Env) -> None:
     the gateway (given the same secret) creates, writes, reads and recovers through
     them."""
     bookie = env.bookies[0]
-    r = httpx.get(f"{bookie.url}/v1/ledgers")
+    r = poll_client().get(f"{bookie.url}/v1/ledgers")
     assert_error(r, 401, "unauthorized")
-    r = httpx.get(f"{bookie.url}/v1/ledgers", headers={"X-Cluster-Secret": "wrong"})
+    r = poll_client().get(f"{bookie.url}/v1/ledgers", headers={"X-Cluster-Secret": "wrong"})
     assert_error(r, 401, "unauthorized")
-    r = httpx.get(f"{bookie.url}/v1/ledgers", headers={"X-Cluster-Secret": SECRET})
+    r = poll_client().get(f"{bookie.url}/v1/ledgers", headers={"X-Cluster-Secret": SECRET})
     assert r.status_code == 200, r.text
     lid = env.writer.create(ensemble_size=3, write_quorum=3, ack_quorum=3)["ledger_id"]
     env.writer.add_batch(lid, [b"s1", b"s2"])
@@ -285,7 +286,7 @@ def test_cluster_secret_end_to_end(env: Env) -> None:
     wait_for(lambda: env.other.lac(lid) == 1, 10, "the other gateway to see LAC 1")
     assert [d for _, d in env.other.read_all(lid)] == [b"s1", b"s2"]
     assert env.other.recover(lid)["last_entry_id"] == 1
-    stored = httpx.get(
+    stored = poll_client().get(
         f"{bookie.url}/v1/ledgers/{lid}/entries/1", headers={"X-Cluster-Secret": SECRET}
     )
     assert stored.status_code == 200 and b"s2" in stored.content

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from services.cluster.processes import ServiceProcess
+from services.cluster.processes import ServiceProcess, poll_client
 from tests.harness import wait_for
 from tests.integration.gateway_support import (
     Gateway,
@@ -121,7 +121,7 @@ def test_a_create_with_a_large_body_waits_for_the_budget_too(gateways: Gateways)
         with ThreadPoolExecutor(1) as pool:
             body = b" " * 400_000 + b'{"ensemble_size": 3, "write_quorum": 2, "ack_quorum": 2}'
             create = pool.submit(
-                lambda: httpx.post(
+                lambda: poll_client().post(
                     gateway.url + "/v1/ledgers",
                     content=body,
                     headers={"Content-Type": "application/json"},

@@ -8,8 +8,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-import httpx
-
+from services.cluster.processes import poll_client
 from services.wire import digest, framing
 from services.wire.framing import FramedRecord
 from tests.harness import Cluster, wait_for
@@ -81,10 +80,12 @@ def test_read_only_bookie_is_replaced_like_a_failed_one(cluster: Cluster) -> Non
     ensemble change the same way, and nothing acknowledged is lost."""
 
     def make_read_only(proc) -> None:  # type: ignore[no-untyped-def]
-        r = httpx.post(f"{proc.url}/v1/admin/disk-threshold", json={"readonly_free_ratio": 0.9999})
+        r = poll_client().post(
+            f"{proc.url}/v1/admin/disk-threshold", json={"readonly_free_ratio": 0.9999}
+        )
         assert r.status_code == 200, r.text
         wait_for(
-            lambda: httpx.get(f"{proc.url}/v1/info").json()["state"] == "readonly",
+            lambda: poll_client().get(f"{proc.url}/v1/info").json()["state"] == "readonly",
             10,
             "the bookie to turn read-only",
         )
@@ -297,7 +298,7 @@ def test_an_entry_stored_with_other_bytes_replaces_the_bookie_for_that_ledger_on
     holder = bookies[4 % 3]  # first of entry 4's write set (E=3, Qw=2)
     length = sum(map(len, before)) + len(b"other bytes")
     forged = FramedRecord(lid_a, 4, 3, b"other bytes", digest_type="crc32c", length=length)
-    r = httpx.post(
+    r = poll_client().post(
         f"http://{holder}/v1/entries",
         content=framing.encode([digest.seal(forged, b"")]),
         headers={"Content-Type": framing.MEDIA_TYPE},

@@ -9,9 +9,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import httpx
 import pytest
 
+from services.cluster.processes import poll_client
 from tests.harness import wait_for
 from tests.integration.gateway_support import (
     Gateway,
@@ -40,7 +40,7 @@ def env(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:  
 
 
 def _bookie_lac(url: str, lid: int) -> int | None:
-    r = httpx.get(f"{url}/v1/ledgers/{lid}/lac", timeout=10.0)
+    r = poll_client().get(f"{url}/v1/ledgers/{lid}/lac", timeout=10.0)
     if r.status_code == 404:
         return None
     assert r.status_code == 200, r.text
@@ -59,8 +59,8 @@ def test_a_non_writer_lac_never_goes_backwards(env: Env) -> None:
     wait_for(lambda: all(_bookie_lac(u, lid) == 4 for u in urls), 10, "LAC 4 on every bookie")
     assert env.reader.lac(lid) == 4
     for url in urls:
-        assert httpx.delete(f"{url}/v1/ledgers/{lid}", timeout=10.0).status_code == 204
-    r = httpx.post(f"{urls[0]}/v1/ledgers/{lid}/lac", json={"lac": 1}, timeout=10.0)
+        assert poll_client().delete(f"{url}/v1/ledgers/{lid}", timeout=10.0).status_code == 204
+    r = poll_client().post(f"{urls[0]}/v1/ledgers/{lid}/lac", json={"lac": 1}, timeout=10.0)
     assert r.status_code == 200, r.text
     assert [_bookie_lac(u, lid) for u in urls] == [1, None, None]
     assert env.reader.lac(lid) == 4

@@ -15,11 +15,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 from kazoo.client import KazooClient
 
 from services.bookie_client import BookieClientPool, LacInfo
-from services.cluster.processes import ServiceProcess
+from services.cluster.processes import ServiceProcess, poll_client
 from services.ledger_client.context import LedgerClientContext
 from services.ledger_client.handles import Recoveries
 from services.ledger_client.metrics import LedgerClientMetrics
@@ -188,7 +187,7 @@ def test_the_length_comes_from_the_fence_when_the_floor_entrys_bookies_are_gone(
 
 def _bookie_lac(cluster: Cluster, bookie: str, ledger_id: int) -> int:
     headers = {"X-Cluster-Secret": cluster.secret} if cluster.secret else {}
-    r = httpx.get(f"http://{bookie}/v1/ledgers/{ledger_id}/lac", headers=headers, timeout=5)
+    r = poll_client().get(f"http://{bookie}/v1/ledgers/{ledger_id}/lac", headers=headers, timeout=5)
     return r.json()["lac"] if r.status_code == 200 else -2
 
 

@@ -10,10 +10,9 @@ exposition of every process of the service its prefix names (tests/dashboard.py)
 
 from __future__ import annotations
 
-import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.cluster.processes import ServiceProcess
+from services.cluster.processes import ServiceProcess, poll_client
 from tests import dashboard
 from tests.harness import Cluster, wait_for
 from tests.integration.auto_support import start_auditor, start_replicator, wait_elected
@@ -22,7 +21,7 @@ from tests.integration.log_support import LogClient
 
 
 def scrape(proc: ServiceProcess) -> str:
-    r = httpx.get(f"{proc.url}/metrics", timeout=10.0)
+    r = poll_client().get(f"{proc.url}/metrics", timeout=10.0)
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("text/plain"), r.headers
     return r.text

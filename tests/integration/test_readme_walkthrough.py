@@ -14,9 +14,9 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
+from services.cluster.processes import poll_client
 from tests.harness import wait_for
 from tests.integration.test_quire_up import (
     QuireUp,
@@ -65,10 +65,10 @@ def test_kill_a_bookie_keep_writing_and_watch_it_re_replicate(up: QuireUp) -> No
 
     created = _cli(gateway, "ledger", "create")
     assert created.returncode == 0, created.stderr
-    lid = int(httpx.get(f"{gateway}/v1/ledgers", timeout=10).json()["ledgers"][-1])
+    lid = int(poll_client().get(f"{gateway}/v1/ledgers", timeout=10).json()["ledgers"][-1])
     appended = _cli(gateway, "ledger", "append", str(lid), "hello", "world")
     assert appended.returncode == 0, appended.stderr
-    fragments = httpx.get(f"{gateway}/v1/ledgers/{lid}", timeout=10).json()["fragments"]
+    fragments = poll_client().get(f"{gateway}/v1/ledgers/{lid}", timeout=10).json()["fragments"]
     victim_id = fragments[0]["bookies"][0]
     victim = next(v for v in started.values() if v["where"].endswith(victim_id))
     os.kill(victim["pid"], signal.SIGKILL)
@@ -77,7 +77,7 @@ def test_kill_a_bookie_keep_writing_and_watch_it_re_replicate(up: QuireUp) -> No
     assert more.returncode == 0, more.stderr  # the writer replaced the bookie itself
 
     def repaired() -> bool:
-        doc = httpx.get(f"{gateway}/v1/ledgers/{lid}", timeout=10).json()
+        doc = poll_client().get(f"{gateway}/v1/ledgers/{lid}", timeout=10).json()
         return not any(victim_id in f["bookies"] for f in doc["fragments"])
 
     wait_for(repaired, DEADLINE_S, "no fragment to name the killed bookie")

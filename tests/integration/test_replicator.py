@@ -6,9 +6,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-import httpx
 from kazoo.client import KazooClient
 
+from services.cluster.processes import poll_client
 from services.wire import digest
 from services.wire.framing import FramedRecord
 from tests.bookie_bytes import assert_kept_equals_scan
@@ -70,7 +70,7 @@ def test_closed_ledgers_are_made_whole_and_survive_a_second_loss(
     wait_for(whole, REPAIR_DEADLINE_S, "every fragment repaired and the marks gone")
     for lid in written:
         assert fragment_complete(ledger_metadata(zk_client, lid)) == []
-    metrics = httpx.get(f"{replicator.url}/metrics").text
+    metrics = poll_client().get(f"{replicator.url}/metrics").text
     assert metric_value(metrics, "quire_replicator_ledgers_replicated_total") == len(affected)
     assert metric_value(metrics, "quire_replicator_entries_replicated_total") > 0
     assert replicator_status(replicator)["in_flight"] == []
@@ -147,7 +147,7 @@ def test_hmac_ledger_is_copied_verified_and_a_corrupt_replica_is_not_copied(
     procs[forger].kill()
     assert [d for _, d in gateway.read_all(lid, password)] == payloads
     assert target in procs
-    metrics = httpx.get(f"{replicator.url}/metrics").text
+    metrics = poll_client().get(f"{replicator.url}/metrics").text
     assert metric_value(metrics, "quire_replicator_entries_replicated_total") == len(payloads)
 
 
@@ -199,7 +199,7 @@ def test_a_live_bookie_lacking_its_share_is_filled_in_place(
     gateway.close(lid)
     before = ledger_metadata(zk_client, lid)
     victim = before.fragments[0].bookies[1]
-    r = httpx.delete(f"http://{victim}/v1/ledgers/{lid}", timeout=10.0)
+    r = poll_client().delete(f"http://{victim}/v1/ledgers/{lid}", timeout=10.0)
     assert r.status_code == 204, r.text
     assert fragment_complete(before), "the replica is gone before the repair"
     start_replicator(cluster, ["--marks-poll-interval", "1"])
@@ -233,7 +233,7 @@ def test_a_bookie_filled_in_place_and_then_lost_is_replaced(
     gateway.add_batch(lid, payloads)
     gateway.close(lid)
     filled, dead = ledger_metadata(zk_client, lid).fragments[0].bookies[:2]
-    r = httpx.delete(f"http://{filled}/v1/ledgers/{lid}", timeout=10.0)
+    r = poll_client().delete(f"http://{filled}/v1/ledgers/{lid}", timeout=10.0)
     assert r.status_code == 204, r.text
     procs[dead].stop()
     replicator = start_replicator(

@@ -7,10 +7,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import httpx
 from kazoo.client import KazooClient
 
-from services.cluster.processes import ServiceProcess
+from services.cluster.processes import ServiceProcess, poll_client
 from services.protocol.metadata import LedgerState
 from services.zk import paths as zkpaths
 from tests.harness import Cluster, wait_for
@@ -36,7 +35,7 @@ GRACE_S = 3.0
 
 
 def stored_entries(bookie: ServiceProcess, lid: int) -> int:
-    r = httpx.get(f"{bookie.url}/v1/ledgers/{lid}/stored", timeout=10)
+    r = poll_client().get(f"{bookie.url}/v1/ledgers/{lid}/stored", timeout=10)
     assert r.status_code == 200, r.text
     entries: int = r.json()["entries"]
     return entries

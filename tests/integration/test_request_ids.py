@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from services.cluster.processes import ServiceProcess
+from services.cluster.processes import ServiceProcess, poll_client
 from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import (
     Gateway,
@@ -119,7 +118,7 @@ def test_an_error_answer_carries_the_id(env: Env) -> None:
     r = env.gateway.request("GET", "/v1/nowhere", headers={"X-Request-Id": "trace-route"})
     assert_error(r, 404, "not_found")
     assert r.headers["x-request-id"] == "trace-route"
-    r = httpx.get(
+    r = poll_client().get(
         env.bookies[0].url + "/v1/ledgers/987654321/lac", headers={"X-Request-Id": "at-bookie"}
     )
     assert r.status_code == 404

@@ -17,13 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 import pytest
 from websockets.exceptions import InvalidStatus
 
 from services.bench import ws_frames
-from services.cluster.processes import ZooKeeperProcess
+from services.cluster.processes import ZooKeeperProcess, poll_client
 from services.limits import ENTRY_SIZE_MAX_BYTES
 from services.web.limits import DRAIN_WAIT_S
 from tests.harness import Cluster, wait_for
@@ -563,7 +562,7 @@ def test_bad_targets_are_refused_with_their_codes(gateways: Gateways) -> None:
         stream = Stream.open(gateways.a.url, path, expect_credits=False)
         assert stream.wait_closed() == close_code, path
         assert stream.error is not None and stream.error["error"] == code, (path, stream.error)
-    plain = httpx.get(gateways.a.url + "/v1/ledgers/1/stream")
+    plain = poll_client().get(gateways.a.url + "/v1/ledgers/1/stream")
     assert plain.status_code == 400 and plain.json()["error"] == "invalid_argument"
 
 

@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
@@ -25,7 +24,7 @@ from kazoo.security import OPEN_ACL_UNSAFE
 from typer.testing import CliRunner
 
 from services.cli.app import app as quire
-from services.cluster.processes import ServiceProcess, tail
+from services.cluster.processes import ServiceProcess, poll_client, tail
 from services.zk import paths as zkpaths
 from services.zk.auth import ZkCredentials
 from services.zk.store import MetadataStore
@@ -225,7 +224,7 @@ def test_a_service_refused_by_zookeeper_says_so_and_stays_unready(env: Env, who:
             assert "NoAuth" in lines[0] and env.cluster.zk_root in lines[0], lines[0]
             assert OTHER_PASSWORD not in log and PASSWORD not in log
             assert proc.alive()
-            r = httpx.get(f"{proc.url}/health", timeout=5.0)
+            r = poll_client().get(f"{proc.url}/health", timeout=5.0)
             assert r.status_code == 503, r.text
             assert OTHER_PASSWORD not in r.text
     finally:

@@ -37,6 +37,7 @@ from services.cluster.processes import (
     ManagedProcess,
     ProcessError,
     free_port,
+    poll_client,
     stop_processes,
     tail,
 )
@@ -112,7 +113,7 @@ class StandaloneCluster:
 
     def state(self) -> dict[str, Any]:
         """The master's JSON status page (workers, applications)."""
-        r = httpx.get(f"{self.master_ui}/json/", timeout=2.0)
+        r = poll_client().get(f"{self.master_ui}/json/", timeout=2.0)
         r.raise_for_status()
         doc: dict[str, Any] = r.json()
         return doc
