@@ -68,6 +68,7 @@ SPREAD: frozenset[str] = frozenset(
         "integration/test_replicator",
         "integration/test_replicator_faults",
         "integration/test_replicator_open",
+        "integration/test_schemathesis",
         "integration/test_stream_overload",
         "integration/test_underreplication_store",
         "simulation/test_simulation",
@@ -80,7 +81,13 @@ SPREAD: frozenset[str] = frozenset(
 
 # Scopes started first, in this order (the longest, as measured: tests/README.md); the
 # rest follow in collection order.
-FIRST: Sequence[str] = ("spark", "quire-up", "bench", "tests/integration/test_schemathesis.py")
+FIRST: Sequence[str] = (
+    "spark",
+    "quire-up",
+    "bench",
+    "tests/integration/test_schemathesis.py::test_gateway_conforms_to_its_document",
+    "tests/integration/test_schemathesis.py::test_bookie_conforms_to_its_document",
+)
 
 # Tests whose outcome depends on having the cores to themselves (a commit measured under
 # 2 ms, a session expiry seen in time, ZooKeeper paused within a session time-out, a
