@@ -9,6 +9,7 @@ not start.
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import random
 import signal
@@ -386,12 +387,21 @@ class ZooKeeperProcess(ManagedProcess):
 _clients = threading.local()
 
 
+@functools.cache
+def default_verify() -> ssl.SSLContext:
+    """The default CAs' context, made once: an ``httpx.Client`` given ``verify=True``
+    loads them again (about 25 ms of CPU a client), one given this context does not."""
+    return ssl.create_default_context()
+
+
 def poll_client(verify: ssl.SSLContext | bool = True) -> httpx.Client:
     """This thread's client for polls verified with ``verify`` (a context, or True for
     the default CAs), made once. A call of ``httpx.get`` makes a client, and with it a
     TLS context: about 25 ms of CPU, paid by every poll of a loop that asks every 50 ms
     (half a core while a start-up is awaited). Without keep-alive: a process restarted
     on the same port meets a new connection, never a dead one."""
+    if verify is True:
+        verify = default_verify()
     made: dict[object, tuple[ssl.SSLContext | bool, httpx.Client]] | None
     made = getattr(_clients, "made", None)
     if made is None:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection
 import httpx
 from kazoo.client import KazooClient
 
-from services.cluster.processes import ServiceProcess, poll_client
+from services.cluster.processes import ServiceProcess, default_verify, poll_client
 from services.protocol.metadata import LedgerMetadata
 from services.wire import framing
 from services.zk import paths as zkpaths
@@ -145,7 +145,9 @@ class AuditorProc:
     def __init__(self, proc: ServiceProcess, secret: str | None = None) -> None:
         self.proc = proc
         headers = {"X-Cluster-Secret": secret} if secret else {}
-        self.http = httpx.Client(base_url=proc.url, headers=headers, timeout=30.0)
+        self.http = httpx.Client(
+            base_url=proc.url, headers=headers, timeout=30.0, verify=default_verify()
+        )
 
     @property
     def id(self) -> str:

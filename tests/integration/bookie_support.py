@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from services.cluster.processes import ServiceProcess, poll_client, tail
+from services.cluster.processes import ServiceProcess, default_verify, poll_client, tail
 from services.wire import digest, framing
 from services.wire.framing import FramedRecord
 
@@ -40,7 +40,9 @@ class Bookie:
     def __init__(self, proc: ServiceProcess, secret: str | None = None) -> None:
         self.proc = proc
         headers = {"X-Cluster-Secret": secret} if secret else {}
-        self.http = httpx.Client(base_url=proc.url, headers=headers, timeout=30.0)
+        self.http = httpx.Client(
+            base_url=proc.url, headers=headers, timeout=30.0, verify=default_verify()
+        )
 
     @property
     def id(self) -> str:

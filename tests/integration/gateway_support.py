@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 from kazoo.client import KazooClient
 
-from services.cluster.processes import ServiceProcess
+from services.cluster.processes import ServiceProcess, default_verify
 from services.tls.certificates import CertificateAuthority
 from services.tls.contexts import TlsFiles
 from services.zk.auth import load_credentials
@@ -49,7 +49,7 @@ class Gateway:
             headers=headers,
             timeout=timeout_s,
             transport=transport,
-            verify=proc.client_context() or True,  # a TLS gateway: its test CA
+            verify=proc.client_context() or default_verify(),  # a TLS gateway: its test CA
         )
 
     @property
@@ -280,7 +280,12 @@ class Appender:
         return headers
 
     def _run(self) -> None:
-        client = httpx.Client(base_url=self.url, timeout=self.timeout_s, transport=self.transport)
+        client = httpx.Client(
+            base_url=self.url,
+            timeout=self.timeout_s,
+            transport=self.transport,
+            verify=default_verify(),
+        )
         with client as http:
             path = f"/v1/ledgers/{self.ledger_id}/entries"
             while not self._stop.is_set():

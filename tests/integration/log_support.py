@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from services.cluster.processes import default_verify
 from tests.harness import wait_for
 
 # A position as the tests compare it: (ledger id, entry id).
@@ -33,7 +34,7 @@ class LogClient:
 
     def __init__(self, url: str, timeout_s: float = 30.0) -> None:
         self.url = url
-        self.http = httpx.Client(base_url=url, timeout=timeout_s)
+        self.http = httpx.Client(base_url=url, timeout=timeout_s, verify=default_verify())
 
     def close(self) -> None:
         self.http.close()
