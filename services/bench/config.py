@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.bench.limits import FSYNC_PROBE_S
+
 
 class BenchError(RuntimeError):
     """The benchmark cannot run; the message is one line for people."""
@@ -28,6 +30,7 @@ class BenchConfig:
     rate: float = 0.0
     duration_s: float = 10.0
     warmup_s: float = 1.0
+    fsync_probe_s: float = FSYNC_PROBE_S  # --local: the raw fsync probe of its disk
     load_procs: int = 1
     keep_ledgers: bool = False
     work_dir: Path | None = None

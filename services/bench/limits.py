@@ -15,7 +15,7 @@ LEDGER_CREATE_THREADS = 16  # ledgers created (and deleted) this many at a time
 WRITABLE_WAIT_S = 30.0  # until the gateway sees enough writable bookies
 START_DELAY_S = 1.0  # the load processes import and connect before the clock starts
 LOAD_SLACK_S = 90.0  # a load process that outlives its window by this much is killed
-FSYNC_PROBE_S = 2.0  # the raw fsync probe of --local
+FSYNC_PROBE_S = 2.0  # the raw fsync probe of --local (--fsync-probe-s)
 SAMPLE_INTERVAL_S = 0.1  # the CPU and memory sampler (``measure.py``)
 FSYNC_BLOCK_BYTES = 4096  # what the fsync probe appends before each fsync
 

@@ -12,13 +12,14 @@ admits at most ``--connections-per-client-max`` per address, 512 by default). Th
 connections are asyncio ``Protocol`` objects on raw bytes (services/bench/connections.py
 ``parse_head``, services/bench/ws_frames.py), so that holding thousands costs this
 process little CPU beside the gateway it measures. A progress line (JSON) goes to stdout
-every ``PROGRESS_INTERVAL_S``; SIGTERM closes every connection and ends the process
-with a last line ``{"type": "result", …}``.
+every ``PROGRESS_INTERVAL_S``, and at once when every connection is open; SIGTERM closes
+every connection and ends the process with a last line ``{"type": "result", …}``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import resource
 import signal
@@ -64,6 +65,14 @@ class Holder:
         self.first_error: str | None = None
         self.stopping = False
         self.connections: list[asyncio.Protocol] = []
+        # Set once every connection of the spec is open: a progress line goes out then,
+        # not at the next interval (the bench waits for it before it measures).
+        self.all_open = asyncio.Event()
+
+    def opened(self) -> None:
+        self.open += 1
+        if self.open == len(self.spec["targets"]):
+            self.all_open.set()
 
     def error(self, text: str) -> None:
         self.errors += 1
@@ -134,7 +143,7 @@ class Reader(Held):
         self.transport.write(request.encode())
         if not self.counted:
             self.counted = True
-            self.holder.open += 1
+            self.holder.opened()
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
@@ -206,7 +215,7 @@ class Stream(Held):
                     return
                 if "credits" in doc and not self.counted:
                     self.counted = True
-                    self.holder.open += 1
+                    self.holder.opened()
             elif opcode == OP_PING:
                 self.holder.pings += 1
                 self.transport.write(encode_frame(OP_PONG, payload))
@@ -242,7 +251,12 @@ async def hold(holder: Holder) -> None:
     async def report() -> None:
         while True:
             print(json.dumps(holder.doc("progress")), flush=True)
-            await asyncio.sleep(PROGRESS_INTERVAL_S)
+            if holder.all_open.is_set():
+                await asyncio.sleep(PROGRESS_INTERVAL_S)
+                continue
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(PROGRESS_INTERVAL_S):
+                    await holder.all_open.wait()
 
     reporter = asyncio.create_task(report())
     connecting = asyncio.gather(*(connect(i, log) for i, log in enumerate(spec["targets"])))

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from services.bench.config import BenchConfig, BenchError
-from services.bench.limits import FSYNC_PROBE_S, LEDGER_CREATE_THREADS, WRITABLE_WAIT_S
+from services.bench.limits import LEDGER_CREATE_THREADS, WRITABLE_WAIT_S
 from services.bench.log_bench import run_log
 from services.bench.measure import local_pid_listening_on, raw_fsync
 from services.bench.report import report
@@ -178,8 +178,9 @@ def run(config: BenchConfig) -> dict:
     try:
         if config.local:
             work = Path(tempfile.mkdtemp(prefix="quire-bench-", dir=config.work_dir))
-            note(f"quire bench: raw fsync (4 KiB append + fsync) in {work} for {FSYNC_PROBE_S:g}s")
-            fsync = raw_fsync(work, FSYNC_PROBE_S)
+            probe_s = config.fsync_probe_s
+            note(f"quire bench: raw fsync (4 KiB append + fsync) in {work} for {probe_s:g}s")
+            fsync = raw_fsync(work, probe_s)
             note(
                 f"  {fsync['raw_fsync_per_s']:,.0f} fsync/s, p50 {fsync['raw_fsync_p50_ms']} ms, "
                 f"p99 {fsync['raw_fsync_p99_ms']} ms"

@@ -14,10 +14,10 @@ it.
 
 At the start and after every ``--step-gb`` of fill: single and batched add throughput
 and latency (``--probe-s`` each, their own new ledgers of 1 KiB entries); the latency of
-single-entry reads of random old entries (written before the last ``RECENT_BYTES``)
+single-entry reads of random old entries (written before the last ``--recent-mb``)
 right after the file was dropped from the page cache (``posix_fadvise(DONTNEED)`` on the
 bookie's database file only: no other process's cache is touched), the 1 KiB and the
-64 KiB entries apart, and of random recent ones (the last ``RECENT_BYTES`` written,
+64 KiB entries apart, and of random recent ones (the last ``--recent-mb`` written,
 mostly cached); how much of the file the page cache held before and after the cold reads
 (``fincore``); the bookie's RSS; the database file against the payload bytes written and
 what ``GET /v1/storage`` counts.
@@ -98,12 +98,11 @@ PROBE_LEDGER_BASE = FIRST_WRITTEN_ID + 10_000_000
 REQUEST_TIMEOUT_S = 60.0
 # Reads: samples of each kind, and what counts as recent.
 READ_SAMPLES = 200
-RECENT_BYTES = 256 * MIB
+RECENT_MIB = 256  # --recent-mb
 # Reclamation: the load during it (single and batched clients), how often the file is
 # looked at, how many probes long the load before it runs, and when the file counts as
 # settled (no shrink by more than this for this many probes' time, at least the floor).
-RECLAIM_SINGLE_CLIENTS = 8
-RECLAIM_BATCH_CLIENTS = 8
+RECLAIM_CLIENTS = 8  # of single adds, and as many of batched (--reclaim-clients)
 RECLAIM_SAMPLE_S = 1.0
 RECLAIM_BASELINE_PROBES = 4
 SETTLED_BYTES = 64 * MIB
@@ -136,6 +135,12 @@ def add_arguments(sub: argparse.ArgumentParser) -> None:
                      help="the fill stops (and says so) past this")  # fmt: skip
     sub.add_argument("--reclaim-deadline-s", type=float, default=900.0,
                      help="longest wait for the deleted ledgers' space")  # fmt: skip
+    sub.add_argument("--recent-mb", type=int, default=RECENT_MIB,
+                     help="the last MiB written count as recent; older entries are read "
+                          "cold")  # fmt: skip
+    sub.add_argument("--reclaim-clients", type=int, default=RECLAIM_CLIENTS,
+                     help="clients of single adds, and as many of batched adds, during the "
+                          "reclamation and its baseline")  # fmt: skip
 
 
 # -- the written entries --------------------------------------------------------------
@@ -460,7 +465,7 @@ class BookieScale:
 
     def read_row(self) -> dict[str, Any]:
         w = self.written
-        recent_from = w.fill_bytes - RECENT_BYTES
+        recent_from = w.fill_bytes - self.args.recent_mb * MIB
         old = [c for c in w.chunks if c.offset + REQUEST_BYTES <= recent_from]
         recent = [c for c in w.chunks if c.offset >= recent_from]
         row: dict[str, Any] = {}
@@ -582,8 +587,8 @@ class BookieScale:
         singles: list[int] | None = None, batches: list[int] | None = None,
     ) -> dict[str, Any]:  # fmt: skip
         single, batched = await asyncio.gather(
-            self.adds(RECLAIM_SINGLE_CLIENTS, 1, seconds, stop, singles, started),
-            self.adds(RECLAIM_BATCH_CLIENTS, PROBE_BATCH, seconds, stop, batches, started),
+            self.adds(self.args.reclaim_clients, 1, seconds, stop, singles, started),
+            self.adds(self.args.reclaim_clients, PROBE_BATCH, seconds, stop, batches, started),
         )
         return {"single": single, "batched": batched}
 
@@ -738,6 +743,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         args.probe_s = min(args.probe_s, 2.0)
     if args.step_gb <= 0 or args.target_gb <= 0 or args.step_gb > args.target_gb:
         raise SystemExit("scale.py bookie: need 0 < --step-gb <= --target-gb")
+    if args.reclaim_clients < 1 or args.recent_mb < 1:
+        raise SystemExit("scale.py bookie: need --reclaim-clients >= 1 and --recent-mb >= 1")
     target = int(args.target_gb * GIB)
     work = Path(tempfile.mkdtemp(prefix="quire-scale-bookie-"))
     started = time.monotonic()
@@ -786,8 +793,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "fill_active_ledgers": FILL_ACTIVE_LEDGERS,
             "probe": f"{PROBE_CLIENTS} clients, 1 KiB entries, single or {PROBE_BATCH} a request",
             "probe_s": args.probe_s,
+            "reclaim_clients": args.reclaim_clients,
             "read_samples": READ_SAMPLES,
-            "recent_mib": RECENT_BYTES // MIB,
+            "recent_mib": args.recent_mb,
         },
         "disk": disk,
         "rows": rows,

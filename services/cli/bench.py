@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from services.bench.limits import CLIENTS_MAX, LEDGERS_MAX
+from services.bench.limits import CLIENTS_MAX, FSYNC_PROBE_S, LEDGERS_MAX
 from services.cli.common import global_options
 from services.cluster.limits import BOOKIES_MAX
 
@@ -75,6 +75,15 @@ def bench_command(
     ] = 0.0,
     duration: Annotated[float, typer.Option(min=0.1, help="seconds counted")] = 10.0,
     warmup: Annotated[float, typer.Option(min=0.0, help="seconds before counting")] = 1.0,
+    fsync_probe_s: Annotated[
+        float,
+        typer.Option(
+            min=0.1,
+            max=60.0,
+            help="with --local: seconds of the raw fsync probe (4 KiB append + fsync) of its "
+            "temp dir's disk, before the cluster starts",
+        ),
+    ] = FSYNC_PROBE_S,
     bookies: Annotated[int, typer.Option(min=1, max=BOOKIES_MAX, help="bookies of --local")] = 3,
     load_procs: Annotated[int, typer.Option(min=1, max=64, help="load generator processes")] = 1,
     keep_ledgers: Annotated[
@@ -210,6 +219,7 @@ def bench_command(
         rate=rate,
         duration_s=duration,
         warmup_s=warmup,
+        fsync_probe_s=fsync_probe_s,
         load_procs=load_procs,
         keep_ledgers=keep_ledgers,
         work_dir=work_dir,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_bench_local import QUIRE, _env, _left_behind
+from tests.integration.test_bench_local import FSYNC_PROBE_S, QUIRE, _env, _left_behind
 
 
 def test_bench_log_with_rolls_keys_and_handover(tmp_path: Path) -> None:
@@ -19,7 +19,8 @@ def test_bench_log_with_rolls_keys_and_handover(tmp_path: Path) -> None:
     was timed and the old writer's gateway went on taking its busy clients' appends
     (forwarded to the new writer), nothing is left behind."""
     proc = subprocess.run(
-        [str(QUIRE), "bench", "--local", "--log", "--duration", "2", "--warmup", "0.3",
+        [str(QUIRE), "bench", "--local", "--log", "--duration", "1.2", "--warmup", "0.3",
+         "--fsync-probe-s", FSYNC_PROBE_S,
          "--concurrency", "2", "--batch", "5", "--idempotency-keys", "--roll-every-s", "0.5",
          "--handover", "--handover-reps", "2"],
         capture_output=True, text=True, timeout=240, env=_env(tmp_path),

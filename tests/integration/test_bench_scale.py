@@ -49,7 +49,8 @@ def last_json(proc: subprocess.CompletedProcess[str]) -> dict:
 def test_longlog_measures_each_size_and_plots(tmp_path: Path) -> None:
     """Each size of the curve has its reads (landing where asked), truncate and
     hand-overs; the result and the plots are written; the work directory is removed."""
-    proc = scale(tmp_path, "longlog", "--quick", "--plot", "--sizes", "5,12", "--repeats", "2")
+    proc = scale(tmp_path, "longlog", "--quick", "--plot", "--sizes", "5,12", "--repeats", "2",
+                 "--window-s", "0.5")  # fmt: skip
     result = last_json(proc)
     rows = result["rows"]
     assert [r["ledgers"] for r in rows] == [6, 12]  # the open last ledger counts at first
@@ -83,17 +84,19 @@ def test_metadata_measures_each_size(tmp_path: Path) -> None:
 
 
 def test_bookie_fills_measures_each_step_and_reclaims(tmp_path: Path) -> None:
-    """A bookie filled to 0.4 GiB with a point every 0.2: each point has its adds, RSS and
-    file against payload, the later ones cold reads of old entries of both sizes right
-    after the file left the page cache; then half the ledgers deleted under load are
-    purged, their space released (reused by the adds or given back), and they are gone;
-    the plots are written and the work directory removed."""
-    proc = scale(tmp_path, "bookie", "--target-gb", "0.4", "--step-gb", "0.2",
-                 "--probe-s", "0.5", "--reclaim-deadline-s", "60", "--plot")  # fmt: skip
+    """A bookie filled to 0.2 GiB with a point every 0.1: each point has its adds, RSS and
+    file against payload, the filled ones cold reads of old entries (older than the last
+    64 MiB) of both sizes right after the file left the page cache; then half the ledgers
+    deleted under a load of 2 + 2 clients are purged, their space released (reused by the
+    adds or given back), and they are gone; the plots are written and the work directory
+    removed."""
+    proc = scale(tmp_path, "bookie", "--target-gb", "0.2", "--step-gb", "0.1",
+                 "--recent-mb", "64", "--probe-s", "0.5", "--reclaim-clients", "2",
+                 "--reclaim-deadline-s", "60", "--plot")  # fmt: skip
     result = last_json(proc)
     rows = result["rows"]
     assert result["complete"] is True
-    assert [round(r["fill_gb"], 1) for r in rows] == [0.0, 0.2, 0.4]
+    assert [round(r["fill_gb"], 1) for r in rows] == [0.0, 0.1, 0.2]
     for row in rows:
         assert row["single"]["entries_per_s"] > 0 and row["single"]["errors"] == 0
         assert row["batched"]["entries_per_s"] > row["single"]["entries_per_s"]
@@ -101,10 +104,12 @@ def test_bookie_fills_measures_each_step_and_reclaims(tmp_path: Path) -> None:
         # The file holds at least the payload the bookie was sent (no entry lost).
         assert row["file_gb"] >= 0.95 * row["written_gb"]
         assert row["live_gb"] >= 0.95 * row["written_gb"]
-    last = rows[-1]
-    assert last["cold_1k"]["n"] > 0 and last["cold_64k"]["p99_ms"] > 0
-    assert last["cached_before_cold_mb"] is None or last["cached_before_cold_mb"] < 50
-    assert last["recent"]["p50_ms"] > 0
+    assert "cold_1k" not in rows[0]  # nothing old in the empty bookie
+    for row in rows[1:]:
+        assert row["cold_1k"]["n"] > 0 and row["cold_64k"]["p99_ms"] > 0
+        assert row["cached_before_cold_mb"] is None or row["cached_before_cold_mb"] < 50
+        assert row["recent"]["p50_ms"] > 0
+    assert result["shape"]["reclaim_clients"] == 2 and result["shape"]["recent_mib"] == 64
     reclaim = result["reclaim"]
     assert reclaim["deleted_ledgers"] > 0 and reclaim["deletes_s"] is not None
     # Space back: the deleted bytes purged and no longer held by data (the adds meanwhile
@@ -144,7 +149,8 @@ def test_open_measures_each_size_and_plots(tmp_path: Path) -> None:
     and the work directory removed."""
     proc = scale(
         tmp_path, "open", "--quick", "--plot", "--ledgers", "60", "--readers", "40",
-        "--streams", "20", "--active-s", "1", "--quiet-s", "1", "--rate", "40",
+        "--streams", "20", "--active-s", "0.8", "--quiet-s", "0.5", "--rate", "50",
+        "--settle-window-s", "0.2",
     )  # fmt: skip
     result = last_json(proc)
     ledgers, tail = result["ledgers"], result["tail"]
@@ -157,6 +163,7 @@ def test_open_measures_each_size_and_plots(tmp_path: Path) -> None:
         assert row["p99_ratio"] > 0
         assert row["gc_full"]["window_s"] > 0 and row["gc_full"]["count"] >= 0
         assert row["gc_young"]["count"] >= row["gc_young"]["over_10ms"] >= 0
+    assert result["settings"]["settle_window_s"] == 0.2
     assert ledgers[0]["p99_ratio"] == 1.0 and "bytes_per_ledger" in ledgers[-1]
     assert all(r["readers"] == 40 and "bytes_per_item" in r for r in tail["streams"])
     # Each answered long poll of tail-0's reader carried the active client's records.
