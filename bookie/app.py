@@ -9,7 +9,6 @@ registration, disk watch) and stops it.
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -37,6 +36,7 @@ from services.web.auth import secret_matches
 from services.web.errors import error_json, install_error_handlers
 from services.web.openapi import install_openapi
 from services.web.routes import add_health_route, add_metrics_route
+from services.web.shutdown_signal import on_shutdown_signal
 
 SECRET_SCHEME = {
     "type": "apiKey",
@@ -99,34 +99,6 @@ class InstanceHeaderMiddleware:
         await self.app(scope, receive, with_headers(send, [header]))
 
 
-def _on_shutdown_signal(callback: Callable[[], None]) -> Callable[[], None]:
-    """Also call ``callback`` on the loop when SIGINT/SIGTERM arrives (uvicorn's own
-    handlers still run). Long-polls then answer at once instead of holding the
-    graceful shutdown for up to 30 s. Returns a function that undoes it."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    loop = asyncio.get_running_loop()
-    installed: dict[int, tuple[Any, Any]] = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        previous = signal.getsignal(sig)
-        if not callable(previous):
-            continue
-
-        def handler(signum: int, frame: Any, previous: Any = previous) -> None:
-            loop.call_soon_threadsafe(callback)
-            previous(signum, frame)
-
-        signal.signal(sig, handler)
-        installed[sig] = (handler, previous)
-
-    def restore() -> None:
-        for sig, (handler, previous) in installed.items():
-            if signal.getsignal(sig) is handler:
-                signal.signal(sig, previous)
-
-    return restore
-
-
 def _stop_serving() -> None:
     """The bookie refused to start after the server began (e.g. its cookie does not match):
     stop the server as SIGTERM would; ``bookie.__main__`` then exits 3."""
@@ -144,7 +116,7 @@ def create_app(settings: BookieSettings) -> FastAPI:
         node.on_refused = _stop_serving
         await node.start()  # returns at once; the node opens in the background
         app.state.node = node
-        restore = _on_shutdown_signal(node.closing)
+        restore = on_shutdown_signal(node.closing)
         try:
             yield
         finally:

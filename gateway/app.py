@@ -46,6 +46,7 @@ from services.web.app import new_app
 from services.web.errors import install_error_handlers
 from services.web.openapi import install_openapi
 from services.web.routes import add_health_route, add_metrics_route
+from services.web.shutdown_signal import on_shutdown_signal
 from services.zk.cursor_store import CursorStore
 from services.zk.ledger_store import LedgerStore
 from services.zk.log_store import LogStore
@@ -196,9 +197,14 @@ def create_app(settings: GatewaySettings, ssl_context: ssl.SSLContext | None = N
         tasks = [connecting]
         if token_file is not None:
             tasks.append(asyncio.create_task(token_file.watch(), name="gateway-token-file"))
+        # SIGTERM/SIGINT: the long polls answer now, so the graceful shutdown (which
+        # waits for them) is not held until they expire (gateway/draining.py).
+        restore = on_shutdown_signal(gateway.draining.begin)
         try:
             yield
         finally:
+            restore()
+            gateway.draining.begin()
             app.state.gateway = None
             app.state.admin = None
             app.state.metadata_store = None

@@ -10,6 +10,7 @@ registered here and exposed with the rest.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -165,6 +166,15 @@ class GatewayMetrics:
             "Payload bytes of all streams read and not yet acknowledged",
             registry=r,
         )
+        self._long_polls = Gauge(
+            "quire_gateway_long_polls_waiting",
+            "Long polls (reads and LAC requests with wait_ms) waiting for more to answer",
+            registry=r,
+        )
+
+    def watch_long_polls(self, waiting: Callable[[], int]) -> None:
+        """The long polls waiting, read at each scrape (gateway/draining.py)."""
+        self._long_polls.set_function(waiting)
 
     def add_began(self, entries: int) -> float:
         """An add request of ``entries`` entries goes to its write handle: its size is

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from gateway.draining import Draining
 from gateway.metadata_cache import MetadataCache
 from gateway.metrics import GatewayMetrics
 from services.errors import Unavailable
@@ -41,6 +42,8 @@ class Gateway:
     # The durable cursors of the logs (gateway/logs/cursors.py ``serve_cursors``), beside
     # the log writers and like them served by the gateway app only.
     log_cursors: list[Cursors] = field(default_factory=list)
+    # The server's shutdown began: long polls answer now (gateway/draining.py).
+    draining: Draining = field(default_factory=Draining)
 
     @classmethod
     def build(
@@ -50,7 +53,11 @@ class Gateway:
         ``metrics.client``."""
         senders = SenderTable(ctx.bookie, SenderLimits.from_settings(ctx.settings))
         metadata = MetadataCache(ctx.ledgers, metrics.metadata_cache_hits)
-        return cls(settings, metrics, ctx, HandleTable(ctx, senders), Recoveries(ctx), metadata)
+        handles = HandleTable(ctx, senders)
+        gateway = cls(settings, metrics, ctx, handles, Recoveries(ctx), metadata)
+        gateway.draining.on_begin(handles.wake_waiters)
+        metrics.watch_long_polls(lambda: gateway.draining.waiting)
+        return gateway
 
     @property
     def logs(self) -> LogWriters:

@@ -44,6 +44,7 @@ SPREAD: frozenset[str] = frozenset(
     f"tests/{path}.py"
     for path in (
         "integration/test_audit_locks",
+        "integration/test_bench_scale",
         "integration/test_auditor",
         "integration/test_autorecovery",
         "integration/test_bookie_api",

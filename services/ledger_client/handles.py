@@ -95,6 +95,12 @@ class HandleTable:
         runner = self.get(ledger_id)
         return runner if runner is not None and runner.live else None
 
+    def wake_waiters(self) -> None:
+        """Have every wait on a live handle check its condition now (``wait_lac``'s
+        ``until``: the gateway's shutdown began, gateway/draining.py)."""
+        for runner in list(self._live.values()):
+            runner.wake_waiters()
+
     def recovered(self, ledger_id: int) -> None:
         """This client's own recovery closed the ledger: its live write handle, if it
         holds one, is fenced now (the recovery fenced the bookies, but a handle whose

@@ -124,3 +124,77 @@ def test_adds_in_progress_when_the_gateway_shuts_down_are_answered(
         )
         assert r.status_code == 200, r.text
         assert base64.b64decode(r.json()["records"][0]["data"]) == b"log-record"
+
+
+def test_long_polls_answer_at_once_when_the_gateway_shuts_down(
+    zookeeper: ZooKeeperProcess, tmp_path: Path
+) -> None:
+    """Long polls of 30 s wait on gateway ``a`` when it gets SIGTERM: a tailing read of
+    a log ``a`` writes (woken on its write handle), a LAC poll of a ledger ``a`` writes
+    (on its handle) and a LAC poll of a ledger ``b`` writes (on the bookies' own long
+    polls), each past the end. Each is answered 200 with what there is, nothing new, at
+    once, and ``a`` exits within seconds, not when the polls would have ended
+    (gateway/draining.py)."""
+    with patient_writer(zookeeper, tmp_path) as (_bookies, a, b):
+        quorum = {"ensemble_size": 3, "write_quorum": 3, "ack_quorum": 2}
+        assert a.http.put("/v1/logs/tailed", json=quorum).status_code == 201
+        assert a.http.post("/v1/logs/tailed/writer").status_code == 200
+        r = a.http.post("/v1/logs/tailed/records", content=b"only")
+        assert r.status_code == 200, r.text
+        after_only = r.json()["position"]
+        next_from = f"{after_only['ledger_id']}:{after_only['entry_id'] + 1}"
+        own = a.create(**quorum)["ledger_id"]
+        a.add_batch(own, [b"zero", b"one"])
+        other = b.create(**quorum)["ledger_id"]
+        b.add_batch(other, [b"zero", b"one"])
+        wait = {"wait_ms": 30000}
+        calls = {
+            "tail": dict(url="/v1/logs/tailed/records", params={"from": next_from, **wait}),
+            "own_lac": dict(url=f"/v1/ledgers/{own}/lac", params={"after": 1, **wait}),
+            "other_lac": dict(url=f"/v1/ledgers/{other}/lac", params={"after": 1, **wait}),
+        }
+        answers: dict[str, httpx.Response | BaseException] = {}
+        answered_at: dict[str, float] = {}
+
+        def call(name: str, kwargs: dict) -> None:  # type: ignore[type-arg]
+            try:
+                with httpx.Client(base_url=a.url, timeout=TIMEOUT_S) as client:
+                    answers[name] = client.get(**kwargs)
+            except BaseException as exc:  # noqa: BLE001 - reported by the assertions
+                answers[name] = exc
+            answered_at[name] = time.monotonic()
+
+        threads = [threading.Thread(target=call, args=item) for item in calls.items()]
+        for thread in threads:
+            thread.start()
+        try:
+            # All three waiting: the gateway counts its requests in progress.
+            wait_for(
+                lambda: metric_value(a.metrics(), "quire_gateway_long_polls_waiting") == 3,
+                20.0,
+                "the three long polls to wait",
+            )
+            assert answers == {}
+            signalled = time.monotonic()
+            a.proc.signal(signal.SIGTERM)
+        finally:
+            for thread in threads:
+                thread.join(TIMEOUT_S)
+        assert a.proc.proc is not None
+        assert a.proc.proc.wait(timeout=20) in (0, -signal.SIGTERM)
+        exited = time.monotonic() - signalled
+        for name, answer in answers.items():
+            assert isinstance(answer, httpx.Response), (name, answer)
+            assert answer.status_code == 200, (name, answer.text)
+        assert set(answers) == set(calls)
+        tail = answers["tail"]
+        assert isinstance(tail, httpx.Response) and tail.json()["records"] == []
+        own_lac, other_lac = answers["own_lac"], answers["other_lac"]
+        assert isinstance(own_lac, httpx.Response) and isinstance(other_lac, httpx.Response)
+        assert own_lac.json()["last_add_confirmed"] == 1  # the handle's
+        # The bookies' (b's LAC reaches them with its next add or LAC update).
+        assert other_lac.json()["last_add_confirmed"] in (-1, 0, 1)
+        # Answered and gone within seconds of the signal (the polls had 30 s left; the
+        # margin covers a loaded machine, not a wait's end).
+        assert max(answered_at.values()) - signalled < 10.0, answered_at
+        assert exited < 15.0, exited

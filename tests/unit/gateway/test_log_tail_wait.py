@@ -19,6 +19,7 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
+from gateway.draining import Draining
 from gateway.limits import WAIT_SLICE_MS
 from gateway.logs import reads
 from gateway.metadata_cache import HIT_WRITER, MetadataCache
@@ -49,6 +50,7 @@ def gateway(runner: Runner, writer: Any) -> Any:
         handles=SimpleNamespace(live=lambda lid: runner if lid == 7 else None),
         log_writers=[writers],
         logs=writers,
+        draining=Draining(),
     )
 
 
@@ -70,13 +72,65 @@ def test_a_read_on_the_writers_own_handle_waits_the_whole_time_once() -> None:
     assert until() is True
 
 
+def test_every_wait_ends_once_the_gateways_shutdown_began() -> None:
+    """The waits on a handle (the writer's whole-time one, another's slice) end when the
+    shutdown begins (gateway/draining.py): their ``until`` turns true."""
+    for holder in ("writer", "other"):
+        runner = Runner()
+        writer = SimpleNamespace(runner=runner if holder == "writer" else Runner(), lost=None)
+        gw = gateway(runner, writer)
+        asyncio.run(reads._wait(gw, "tail", readable(), 30_000))
+        (_, _, until) = runner.waits[0]
+        assert until is not None and until() is False
+        gw.draining.begin()
+        assert until() is True, holder
+
+
+def test_a_poll_answers_at_once_once_the_shutdown_began() -> None:
+    """An empty poll of 30 s on the writer's handle answers as soon as the shutdown
+    begins, empty; one that starts after it began answers without waiting; a wait on
+    bookies (``unless_draining``) is cancelled and answers None."""
+    runner = WakeableRunner()
+
+    async def scenario() -> tuple[float, float, object]:
+        gw, _, _ = poll_gateway(runner, LogMetadata("tail", ledgers=(5, 7)))
+        gw.draining.on_begin(runner.wake_waiters)  # as Gateway.build has it
+        started = time.monotonic()
+        poll = asyncio.ensure_future(reads.read(gw, "tail", Position(7, 5), 100, 30_000))
+        cancelled = asyncio.Event()
+
+        async def bookies() -> int:
+            try:
+                await asyncio.sleep(30)
+            finally:
+                cancelled.set()
+            return 9
+
+        on_bookies = asyncio.ensure_future(gw.draining.unless_draining(bookies()))
+        await asyncio.sleep(0)
+        assert gw.draining.waiting == 1
+        gw.draining.begin()
+        page = await asyncio.wait_for(poll, 5)
+        assert page.records == []
+        first = time.monotonic() - started
+        started = time.monotonic()
+        await reads.read(gw, "tail", Position(7, 5), 100, 30_000)
+        again = time.monotonic() - started
+        assert gw.draining.waiting == 0 and cancelled.is_set()
+        return first, again, await on_bookies
+
+    first, again, waited = asyncio.run(scenario())
+    assert waited is None
+    assert first < 5 and again < 1
+
+
 def test_a_read_on_a_handle_the_log_writer_does_not_hold_waits_a_slice() -> None:
     """A handle of the log's ledger that is not the log writer's current one (another
     log's writer here, or a writer that rolled) is waited on for a slice only."""
     runner = Runner()
     other = SimpleNamespace(runner=Runner(), lost=None)
     asyncio.run(reads._wait(gateway(runner, other), "tail", readable(), 30_000))
-    assert [(a, t, u) for a, t, u in runner.waits] == [(4, WAIT_SLICE_MS / 1000, None)]
+    assert [(a, t) for a, t, _ in runner.waits] == [(4, WAIT_SLICE_MS / 1000)]
     runner.waits.clear()
     asyncio.run(reads._wait(gateway(runner, None), "tail", readable(), 30_000))
     assert [(a, t) for a, t, _ in runner.waits] == [(4, WAIT_SLICE_MS / 1000)]
@@ -96,6 +150,33 @@ class SleepingRunner(Runner):
     ) -> int:
         await super().wait_lac(after, timeout_s, until)
         await asyncio.sleep(timeout_s)
+        return self.lac
+
+
+class WakeableRunner(SleepingRunner):
+    """A write handle at LAC 4 whose waits end at their time-out, or once woken with
+    their ``until`` true."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.woken: asyncio.Event | None = None
+
+    def wake_waiters(self) -> None:
+        if self.woken is not None:
+            self.woken.set()
+
+    async def wait_lac(
+        self, after: int, timeout_s: float, until: Callable[[], bool] | None = None
+    ) -> int:
+        self.waits.append((after, timeout_s, until))
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout_s
+        while until is None or not until():
+            self.woken = asyncio.Event()
+            try:
+                await asyncio.wait_for(self.woken.wait(), max(0.0, end - loop.time()))
+            except TimeoutError:
+                break
         return self.lac
 
 
@@ -125,6 +206,7 @@ def poll_gateway(
         logs=logs,
         metadata=MetadataCache(SimpleNamespace(connected=True), metrics.metadata_cache_hits),
         ctx=SimpleNamespace(rng=random.Random(3)),
+        draining=Draining(),
     )
     return gw, zookeeper, metrics
 
