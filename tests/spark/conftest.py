@@ -1,5 +1,5 @@
 """Fixtures of the Spark connector tests: one local SparkSession per test process
-(``session.spark_session``; starting one takes ~15 s), shared by every module.
+(``session.spark_session``; starting one takes ~5 s), shared by every module.
 
 A JVM holds one SparkContext at a time, so test_cluster.py, whose session runs on a
 standalone cluster, stops the local one first; its tests are therefore run after every

@@ -5,6 +5,7 @@ gateway that was the log's writer is fenced off; bad modes and options fail clea
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -13,11 +14,12 @@ from pyspark.sql import Row, SparkSession
 from pyspark.sql.functions import col, udf
 from pyspark.sql.types import BinaryType, StructField, StructType
 
+from services.spark import limits as spark_limits
 from services.spark.batch_write import QuireWriter
 from tests.harness import Cluster
 from tests.integration.gateway_support import Gateway, ok
 from tests.shared import StandardCluster, unique_name
-from tests.spark.write_support import get_log, ledgers_of_log, read_log
+from tests.spark.write_support import ImpatientQuire, get_log, ledgers_of_log, read_log
 
 
 @dataclass
@@ -134,7 +136,8 @@ def test_a_losing_attempt_ledger_is_deleted_by_the_commit(env: Env) -> None:
 
 def test_overwrite_and_bad_options_fail_clearly(env: Env) -> None:
     """mode overwrite, a missing log option, a frame without data and an unreachable
-    gateway each fail before any task runs, with a message that says what is wrong."""
+    gateway each fail before any task runs, with a message that says what is wrong
+    (the unreachable one once the writer's retries gave up: after 1 s here)."""
     frame = env.spark.createDataFrame([("x",)], "data string")
 
     def writer():  # type: ignore[no-untyped-def]
@@ -149,7 +152,12 @@ def test_overwrite_and_bad_options_fail_clearly(env: Env) -> None:
         other.write.format("quire").option("gateway", env.a.url).option("log", "o").mode(
             "append"
         ).save()
+    # The writer of quire-impatient (write_support.py) gives up on the gateway after 1 s,
+    # not after the 30 s a job waits for a gateway to come back; the message is the same.
+    env.spark.dataSource.register(ImpatientQuire)
+    started = time.monotonic()
     with pytest.raises(Exception, match="gateway_unreachable"):
-        frame.write.format("quire").option("gateway", "http://127.0.0.1:9").option("log", "o").mode(
-            "append"
-        ).save()
+        frame.write.format("quire-impatient").option("gateway", "http://127.0.0.1:9").option(
+            "log", "o"
+        ).mode("append").save()
+    assert time.monotonic() - started < spark_limits.RETRY_BUDGET_S  # the lowered budget

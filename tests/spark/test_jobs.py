@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from tests.harness import wait_for
 from tests.integration.gateway_support import Gateway
 from tests.integration.log_support import LogClient
 from tests.shared import unique_name
+from tests.spark.cluster import JVM_OPTIONS
 from tests.spark.stream_support import ROOT, gateway  # noqa: F401 - fixtures
 
 
@@ -90,7 +92,11 @@ def test_export_parquet_runs_with_python_m(
     logs.take_writer(name)
     logs.append(name, [b"one", b"two", b"three"])
     out = tmp_path / "cli.parquet"
+    # Its JVM as light as the tests' own session's (session.py): the client compiler and
+    # the serial collector, through the variable pyspark launches spark-submit with.
+    submit = f"--driver-java-options {shlex.quote(JVM_OPTIONS)} pyspark-shell"
     env = dict(os.environ, PYTHONPATH=ROOT, PYSPARK_PYTHON=sys.executable)
+    env["PYSPARK_SUBMIT_ARGS"] = submit
     done = subprocess.run(
         [sys.executable, "-m", "services.spark.jobs.export_parquet", "--gateway", gateway.url]
         + ["--log", name, "--out", str(out), "--text"],

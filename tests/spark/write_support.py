@@ -1,12 +1,46 @@
 """Helpers of the Spark write tests: reads of a log and its task ledgers through the
-gateway (the SparkSession is conftest.py's ``spark``)."""
+gateway, and the data source ``quire-impatient`` (the SparkSession is conftest.py's
+``spark``)."""
 
 from __future__ import annotations
 
 import base64
 from typing import Any
 
+from pyspark.sql.datasource import DataSourceWriter
+from pyspark.sql.types import StructType
+
+from services.spark import limits as spark_limits
+from services.spark.source import QuireDataSource
 from tests.integration.gateway_support import Gateway, ok
+
+# How long the writer ``quire-impatient`` makes on the driver retries an unreachable
+# gateway (the connector's own: spark_limits.RETRY_BUDGET_S, 30 s).
+IMPATIENT_RETRY_BUDGET_S = 1.0
+
+
+class ImpatientQuire(QuireDataSource):
+    """The data source ``quire`` under the name ``quire-impatient``, whose batch writer
+    gives up on an unreachable gateway after ``IMPATIENT_RETRY_BUDGET_S``: a test that a
+    job against a gateway nobody answers fails clearly need not wait out the 30 s a
+    real job waits for a gateway to come back.
+
+    The writer is made in a Python worker that Spark starts for the job's planning, not
+    in the test's process, so a test's monkeypatch cannot reach it; the bound is lowered
+    there while the real writer is made (its calls on the driver happen then), and put
+    back after, because the worker may be reused for other jobs."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "quire-impatient"
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        saved = spark_limits.RETRY_BUDGET_S
+        spark_limits.RETRY_BUDGET_S = IMPATIENT_RETRY_BUDGET_S
+        try:
+            return super().writer(schema, overwrite)
+        finally:
+            spark_limits.RETRY_BUDGET_S = saved
 
 
 def get_log(g: Gateway, name: str) -> dict[str, Any]:
