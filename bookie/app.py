@@ -36,7 +36,7 @@ from services.web.auth import secret_matches
 from services.web.errors import error_json, install_error_handlers
 from services.web.openapi import install_openapi
 from services.web.routes import add_health_route, add_metrics_route
-from services.web.shutdown_signal import on_shutdown_signal
+from services.web.serve import on_shutdown
 
 SECRET_SCHEME = {
     "type": "apiKey",
@@ -116,11 +116,11 @@ def create_app(settings: BookieSettings) -> FastAPI:
         node.on_refused = _stop_serving
         await node.start()  # returns at once; the node opens in the background
         app.state.node = node
-        restore = on_shutdown_signal(node.closing)
+        remove = on_shutdown(app, node.closing)
         try:
             yield
         finally:
-            restore()
+            remove()
             app.state.node = None
             await node.stop()
             app.state.refusal = node.refusal

@@ -46,7 +46,7 @@ from services.web.app import new_app
 from services.web.errors import install_error_handlers
 from services.web.openapi import install_openapi
 from services.web.routes import add_health_route, add_metrics_route
-from services.web.shutdown_signal import on_shutdown_signal
+from services.web.serve import on_shutdown
 from services.zk.cursor_store import CursorStore
 from services.zk.ledger_store import LedgerStore
 from services.zk.log_store import LogStore
@@ -198,13 +198,15 @@ def create_app(settings: GatewaySettings, ssl_context: ssl.SSLContext | None = N
         if token_file is not None:
             tasks.append(asyncio.create_task(token_file.watch(), name="gateway-token-file"))
         # SIGTERM/SIGINT: the long polls answer now, so the graceful shutdown (which
-        # waits for them) is not held until they expire (gateway/draining.py).
-        restore = on_shutdown_signal(gateway.draining.begin)
+        # waits for them) is not held until they expire (gateway/stopping.py).
+        remove = on_shutdown(app, gateway.stopping.begin)
         try:
             yield
         finally:
-            restore()
-            gateway.draining.begin()
+            remove()
+            # Only a safety net: by now the server has waited for every request (a
+            # test's in-process server has no shutdown of its own).
+            gateway.stopping.begin()
             app.state.gateway = None
             app.state.admin = None
             app.state.metadata_store = None

@@ -173,7 +173,7 @@ class GatewayMetrics:
         )
 
     def watch_long_polls(self, waiting: Callable[[], int]) -> None:
-        """The long polls waiting, read at each scrape (gateway/draining.py)."""
+        """The long polls waiting, read at each scrape (gateway/stopping.py)."""
         self._long_polls.set_function(waiting)
 
     def add_began(self, entries: int) -> float:

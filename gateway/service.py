@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gateway.draining import Draining
 from gateway.metadata_cache import MetadataCache
 from gateway.metrics import GatewayMetrics
+from gateway.stopping import Stopping
 from services.errors import Unavailable
 from services.ledger_client.context import LedgerClientContext
 from services.ledger_client.handles import HandleTable, Recoveries
@@ -42,8 +42,8 @@ class Gateway:
     # The durable cursors of the logs (gateway/logs/cursors.py ``serve_cursors``), beside
     # the log writers and like them served by the gateway app only.
     log_cursors: list[Cursors] = field(default_factory=list)
-    # The server's shutdown began: long polls answer now (gateway/draining.py).
-    draining: Draining = field(default_factory=Draining)
+    # The server's shutdown began: long polls answer now (gateway/stopping.py).
+    stopping: Stopping = field(default_factory=Stopping)
 
     @classmethod
     def build(
@@ -55,8 +55,8 @@ class Gateway:
         metadata = MetadataCache(ctx.ledgers, metrics.metadata_cache_hits)
         handles = HandleTable(ctx, senders)
         gateway = cls(settings, metrics, ctx, handles, Recoveries(ctx), metadata)
-        gateway.draining.on_begin(handles.wake_waiters)
-        metrics.watch_long_polls(lambda: gateway.draining.waiting)
+        gateway.stopping.on_begin(handles.wake_waiters)
+        metrics.watch_long_polls(lambda: gateway.stopping.waiting)
         return gateway
 
     @property

@@ -241,27 +241,27 @@ async def get_lac(
     if closed_end is not None:
         return {"last_add_confirmed": closed_end}
     # Once the gateway's shutdown began, a long poll answers what it has at once
-    # (gateway/draining.py).
-    draining = gw.draining
+    # (gateway/stopping.py).
+    stopping = gw.stopping
     runner = gw.handles.live(ledger_id)
     if runner is not None:
         lac = runner.lac
         if after is not None and wait_ms > 0 and lac <= after:
-            draining.waiting += 1
+            stopping.waiting += 1
             try:
-                lac = await runner.wait_lac(after, wait_ms / 1000, until=lambda: draining.began)
+                lac = await runner.wait_lac(after, wait_ms / 1000, until=lambda: stopping.began)
             finally:
-                draining.waiting -= 1
+                stopping.waiting -= 1
         return {"last_add_confirmed": lac}
     waited = None
     if after is not None and wait_ms > 0:
-        draining.waiting += 1
+        stopping.waiting += 1
         try:
-            waited = await draining.unless_draining(
+            waited = await stopping.unless_stopping(
                 reads.wait_bookies_lac(gw.ctx, metadata, after, wait_ms)
             )
         finally:
-            draining.waiting -= 1
+            stopping.waiting -= 1
     lac = waited if waited is not None else await reads.bookies_lac(gw.ctx, metadata)
     return {"last_add_confirmed": lac}
 

@@ -110,14 +110,14 @@ async def read(
                 ) from None
             continue  # from the log's first record: read the list again
         remaining_ms = int((deadline - time.monotonic()) * 1000)
-        if page.records or remaining_ms <= 0 or gw.draining.began:
-            return page  # (or the gateway's shutdown began: answer now, gateway/draining.py)
-        draining = gw.draining
-        draining.waiting += 1
+        if page.records or remaining_ms <= 0 or gw.stopping.began:
+            return page  # (or the gateway's shutdown began: answer now, gateway/stopping.py)
+        stopping = gw.stopping
+        stopping.waiting += 1
         try:
             await _wait(gw, name, waiting_on, remaining_ms)
         finally:
-            draining.waiting -= 1
+            stopping.waiting -= 1
         if start is None and page.next is not None:
             start = page.next
 
@@ -305,15 +305,15 @@ async def _wait(gw: Gateway, name: str, ledger: Readable | None, remaining_ms: i
     runner = gw.handles.live(lid)
     if runner is not None:
         writer = gw.logs.get(name) if gw.log_writers else None
-        draining = gw.draining
+        stopping = gw.stopping
         if writer is not None and writer.runner is runner:
             await runner.wait_lac(
                 ledger.end,
                 remaining_ms / 1000,
-                until=lambda: writer.lost is not None or draining.began,
+                until=lambda: writer.lost is not None or stopping.began,
             )
             return
-        await runner.wait_lac(ledger.end, slice_ms / 1000, until=lambda: draining.began)
+        await runner.wait_lac(ledger.end, slice_ms / 1000, until=lambda: stopping.began)
         return
     await reads.wait_bookies_lac(gw.ctx, ledger.metadata, ledger.end, slice_ms)
 

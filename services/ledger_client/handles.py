@@ -97,7 +97,7 @@ class HandleTable:
 
     def wake_waiters(self) -> None:
         """Have every wait on a live handle check its condition now (``wait_lac``'s
-        ``until``: the gateway's shutdown began, gateway/draining.py)."""
+        ``until``: the gateway's shutdown began, gateway/stopping.py)."""
         for runner in list(self._live.values()):
             runner.wake_waiters()
 

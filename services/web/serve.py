@@ -26,6 +26,7 @@ import os
 import resource
 import socket
 import sys
+from collections.abc import Callable
 from typing import cast
 
 import uvicorn
@@ -162,10 +163,21 @@ class FrozenHeapServer(uvicorn.Server):
         config: uvicorn.Config,
         tls: TlsContexts | None = None,
         gc_thorough_interval_s: float = 0,
+        shutdown_began: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(config)
         self.tls = tls
         self.gc_thorough_interval_s = gc_thorough_interval_s
+        self.shutdown_began = shutdown_began
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """``shutdown_began`` first (the app's long polls answer now: ``on_shutdown``),
+        then uvicorn's shutdown, which closes the listeners and tells every connection
+        to close after its answer before any answer can be written, and then waits for
+        the requests in progress."""
+        if self.shutdown_began is not None:
+            self.shutdown_began()
+        await super().shutdown(sockets)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -201,6 +213,34 @@ class FrozenHeapServer(uvicorn.Server):
                     )
 
 
+# The app's state attribute listing what ``on_shutdown`` registered.
+_SHUTDOWN_HOOKS = "shutdown_hooks"
+
+
+def on_shutdown(app: FastAPI, hook: Callable[[], None]) -> Callable[[], None]:
+    """Call ``hook`` when the server's shutdown begins (SIGINT/SIGTERM), before it waits
+    for the requests in progress: long polls answer now instead of holding the shutdown
+    until they end (up to 30 s). Returns a function that removes it (a lifespan's
+    exit)."""
+    hooks: list[Callable[[], None]] = getattr(app.state, _SHUTDOWN_HOOKS, None) or []
+    hooks.append(hook)
+    setattr(app.state, _SHUTDOWN_HOOKS, hooks)
+
+    def remove() -> None:
+        if hook in hooks:
+            hooks.remove(hook)
+
+    return remove
+
+
+def _shutdown_began(app: FastAPI) -> None:
+    for hook in list(getattr(app.state, _SHUTDOWN_HOOKS, None) or []):
+        try:
+            hook()
+        except Exception:  # noqa: BLE001 - the shutdown must go on
+            log.exception("a shutdown hook failed")
+
+
 def serve(
     app: FastAPI,
     settings: CommonSettings,
@@ -211,7 +251,9 @@ def serve(
     when ``websocket_message_max_bytes`` is given, over TLS with ``tls``:
     ``server_config``)."""
     config = server_config(app, settings, websocket_message_max_bytes, tls)
-    server = FrozenHeapServer(config, tls, settings.gc_thorough_interval_s)
+    server = FrozenHeapServer(
+        config, tls, settings.gc_thorough_interval_s, lambda: _shutdown_began(app)
+    )
     server.run()
     if not server.started:
         # Start-up failed (the lifespan raised): uvicorn has logged why.

@@ -133,8 +133,8 @@ def test_long_polls_answer_at_once_when_the_gateway_shuts_down(
     a log ``a`` writes (woken on its write handle), a LAC poll of a ledger ``a`` writes
     (on its handle) and a LAC poll of a ledger ``b`` writes (on the bookies' own long
     polls), each past the end. Each is answered 200 with what there is, nothing new, at
-    once, and ``a`` exits within seconds, not when the polls would have ended
-    (gateway/draining.py)."""
+    once, with ``Connection: close``, and ``a`` exits within seconds, not when the polls
+    would have ended (gateway/stopping.py)."""
     with patient_writer(zookeeper, tmp_path) as (_bookies, a, b):
         quorum = {"ensemble_size": 3, "write_quorum": 3, "ack_quorum": 2}
         assert a.http.put("/v1/logs/tailed", json=quorum).status_code == 201
@@ -186,6 +186,9 @@ def test_long_polls_answer_at_once_when_the_gateway_shuts_down(
         for name, answer in answers.items():
             assert isinstance(answer, httpx.Response), (name, answer)
             assert answer.status_code == 200, (name, answer.text)
+            # Woken once the server told each connection to close after its answer, so
+            # a reader asks again elsewhere rather than on this gateway.
+            assert answer.headers.get("connection") == "close", (name, answer.headers)
         assert set(answers) == set(calls)
         tail = answers["tail"]
         assert isinstance(tail, httpx.Response) and tail.json()["records"] == []

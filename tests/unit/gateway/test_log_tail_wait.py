@@ -19,11 +19,11 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-from gateway.draining import Draining
 from gateway.limits import WAIT_SLICE_MS
 from gateway.logs import reads
 from gateway.metadata_cache import HIT_WRITER, MetadataCache
 from gateway.metrics import GatewayMetrics
+from gateway.stopping import Stopping
 from services.protocol.logs import LogMetadata, Position
 from services.protocol.metadata import LedgerMetadata
 from services.zk.log_store import VersionedLog
@@ -50,7 +50,7 @@ def gateway(runner: Runner, writer: Any) -> Any:
         handles=SimpleNamespace(live=lambda lid: runner if lid == 7 else None),
         log_writers=[writers],
         logs=writers,
-        draining=Draining(),
+        stopping=Stopping(),
     )
 
 
@@ -74,7 +74,7 @@ def test_a_read_on_the_writers_own_handle_waits_the_whole_time_once() -> None:
 
 def test_every_wait_ends_once_the_gateways_shutdown_began() -> None:
     """The waits on a handle (the writer's whole-time one, another's slice) end when the
-    shutdown begins (gateway/draining.py): their ``until`` turns true."""
+    shutdown begins (gateway/stopping.py): their ``until`` turns true."""
     for holder in ("writer", "other"):
         runner = Runner()
         writer = SimpleNamespace(runner=runner if holder == "writer" else Runner(), lost=None)
@@ -82,19 +82,19 @@ def test_every_wait_ends_once_the_gateways_shutdown_began() -> None:
         asyncio.run(reads._wait(gw, "tail", readable(), 30_000))
         (_, _, until) = runner.waits[0]
         assert until is not None and until() is False
-        gw.draining.begin()
+        gw.stopping.begin()
         assert until() is True, holder
 
 
 def test_a_poll_answers_at_once_once_the_shutdown_began() -> None:
     """An empty poll of 30 s on the writer's handle answers as soon as the shutdown
     begins, empty; one that starts after it began answers without waiting; a wait on
-    bookies (``unless_draining``) is cancelled and answers None."""
+    bookies (``unless_stopping``) is cancelled and answers None."""
     runner = WakeableRunner()
 
     async def scenario() -> tuple[float, float, object]:
         gw, _, _ = poll_gateway(runner, LogMetadata("tail", ledgers=(5, 7)))
-        gw.draining.on_begin(runner.wake_waiters)  # as Gateway.build has it
+        gw.stopping.on_begin(runner.wake_waiters)  # as Gateway.build has it
         started = time.monotonic()
         poll = asyncio.ensure_future(reads.read(gw, "tail", Position(7, 5), 100, 30_000))
         cancelled = asyncio.Event()
@@ -106,17 +106,17 @@ def test_a_poll_answers_at_once_once_the_shutdown_began() -> None:
                 cancelled.set()
             return 9
 
-        on_bookies = asyncio.ensure_future(gw.draining.unless_draining(bookies()))
+        on_bookies = asyncio.ensure_future(gw.stopping.unless_stopping(bookies()))
         await asyncio.sleep(0)
-        assert gw.draining.waiting == 1
-        gw.draining.begin()
+        assert gw.stopping.waiting == 1
+        gw.stopping.begin()
         page = await asyncio.wait_for(poll, 5)
         assert page.records == []
         first = time.monotonic() - started
         started = time.monotonic()
         await reads.read(gw, "tail", Position(7, 5), 100, 30_000)
         again = time.monotonic() - started
-        assert gw.draining.waiting == 0 and cancelled.is_set()
+        assert gw.stopping.waiting == 0 and cancelled.is_set()
         return first, again, await on_bookies
 
     first, again, waited = asyncio.run(scenario())
@@ -206,7 +206,7 @@ def poll_gateway(
         logs=logs,
         metadata=MetadataCache(SimpleNamespace(connected=True), metrics.metadata_cache_hits),
         ctx=SimpleNamespace(rng=random.Random(3)),
-        draining=Draining(),
+        stopping=Stopping(),
     )
     return gw, zookeeper, metrics
 
