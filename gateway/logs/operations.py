@@ -101,13 +101,19 @@ async def get(gw: Gateway, name: str) -> VersionedLog:
     return await gw.logs.logs.get(name)
 
 
-async def get_for_read(gw: Gateway, name: str) -> LogMetadata:
-    """The log's metadata for a read: this gateway's writer's copy when it writes the
-    log and its watch says the copy is current (``LogWriter.listed``), else ZooKeeper's,
-    or the list this gateway read last while ZooKeeper cannot answer
-    (``MetadataCache.log``)."""
+async def get_for_read(gw: Gateway, name: str, tailing: bool = False) -> LogMetadata:
+    """The log's metadata for a read: ZooKeeper's, or the list this gateway read last
+    while ZooKeeper cannot answer (``MetadataCache.log``).
+
+    For a long poll (``tailing``), this gateway's writer's copy when it writes the log
+    and its watch says the copy is current (``LogWriter.listed``): 10,000 tailing
+    readers asked ZooKeeper twice a poll. Only for them: the copy learns a change
+    another gateway made (an attach, a truncation, a new writer) when the watch fires,
+    milliseconds later, so a client acknowledged by that gateway could read here without
+    its change; a long poll that found nothing is woken then (the writer loses its role,
+    or reads the list again), and any other read asks ZooKeeper, as it did."""
     check_log_name(name)
-    writer = gw.logs.get(name)
+    writer = gw.logs.get(name) if tailing else None
     listed = writer.listed if writer is not None else None
     return await gw.metadata.log(name, gw.logs.logs.get, listed)
 

@@ -97,7 +97,7 @@ async def read(
     deadline = time.monotonic() + long_poll.wait_ms(wait_ms) / 1000
     truncated = 0
     while True:
-        current = await log_ops.get_for_read(gw, name)
+        current = await log_ops.get_for_read(gw, name, tailing=wait_ms > 0)
         try:
             page, waiting_on = await _read_once(gw, current, start, limit)
         except _Truncated as exc:

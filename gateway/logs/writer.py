@@ -519,9 +519,11 @@ class LogWriter:
         when that is not known now (the watch fired and the log was not read again
         yet, ZooKeeper did not answer, the role is lost).
 
-        Reads of the log on this gateway take it instead of reading the znode
+        Long polls of the log on this gateway take it instead of reading the znode
         (``operations.get_for_read``): each poll of a tailing reader asked ZooKeeper
-        twice, a large part of its cost (benchmarks/README.md, "Many open things").
+        twice, a large part of its cost (benchmarks/README.md, "Many open things");
+        other reads ask ZooKeeper, so that a change another gateway acknowledged is
+        seen at once.
         It is kept from a read of the znode made after a watch on it was armed, so any
         later change fires the watch, and it is dropped as the watch fires, before the
         log is read again: a truncation, a retention pass or a roll (this gateway's
