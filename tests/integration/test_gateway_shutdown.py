@@ -23,6 +23,33 @@ TIMEOUT_S = 60.0
 STEADY_S = 0.5
 
 
+class Calls:
+    """Each call on a thread of its own to ``url`` with ``method``: its answer (or what
+    it raised) in ``answers``, and when it came in ``answered_at``."""
+
+    def __init__(self, url: str, method: str, calls: dict[str, dict]) -> None:  # type: ignore[type-arg]
+        self.url, self.method, self.calls = url, method, calls
+        self.answers: dict[str, httpx.Response | BaseException] = {}
+        self.answered_at: dict[str, float] = {}
+        self.threads = [threading.Thread(target=self._call, args=item) for item in calls.items()]
+
+    def _call(self, name: str, kwargs: dict) -> None:  # type: ignore[type-arg]
+        try:
+            with httpx.Client(base_url=self.url, timeout=TIMEOUT_S) as client:
+                self.answers[name] = client.request(self.method, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertions
+            self.answers[name] = exc
+        self.answered_at[name] = time.monotonic()
+
+    def start(self) -> None:
+        for thread in self.threads:
+            thread.start()
+
+    def join(self) -> None:
+        for thread in self.threads:
+            thread.join(TIMEOUT_S)
+
+
 def _chunked(data: bytes) -> Iterator[bytes]:
     yield data[:3]  # no Content-Length: the request goes to FastAPI's route
     yield data[3:]
@@ -53,20 +80,11 @@ def test_adds_in_progress_when_the_gateway_shuts_down_are_answered(
             "chunked": dict(url=path, content=_chunked(b"chunked-entry")),
             "append": dict(url="/v1/logs/shutdown-log/records", content=b"log-record"),
         }
-        answers: dict[str, httpx.Response | BaseException] = {}
-
-        def call(name: str, kwargs: dict) -> None:  # type: ignore[type-arg]
-            try:
-                with httpx.Client(base_url=a.url, timeout=TIMEOUT_S) as client:
-                    answers[name] = client.post(**kwargs)
-            except BaseException as exc:  # noqa: BLE001 - reported by the assertions
-                answers[name] = exc
-
+        adds = Calls(a.url, "POST", calls)
+        answers = adds.answers
         bookies[0].pause()
-        threads = [threading.Thread(target=call, args=item) for item in calls.items()]
         try:
-            for thread in threads:
-                thread.start()
+            adds.start()
             # Every add taken and sent on to the bookies: 6 entries, each counted once per
             # bookie until that bookie answers; the paused one never does, so once the
             # others answered the count is 6 and stays there. (A count of 6 reached early,
@@ -92,8 +110,7 @@ def test_adds_in_progress_when_the_gateway_shuts_down_are_answered(
             assert answers == {}
         finally:
             bookies[0].resume()
-            for thread in threads:
-                thread.join(TIMEOUT_S)
+            adds.join()
         for name, answer in answers.items():
             assert isinstance(answer, httpx.Response), (name, answer)
             assert answer.status_code == 200, (name, answer.text)
@@ -153,20 +170,9 @@ def test_long_polls_answer_at_once_when_the_gateway_shuts_down(
             "own_lac": dict(url=f"/v1/ledgers/{own}/lac", params={"after": 1, **wait}),
             "other_lac": dict(url=f"/v1/ledgers/{other}/lac", params={"after": 1, **wait}),
         }
-        answers: dict[str, httpx.Response | BaseException] = {}
-        answered_at: dict[str, float] = {}
-
-        def call(name: str, kwargs: dict) -> None:  # type: ignore[type-arg]
-            try:
-                with httpx.Client(base_url=a.url, timeout=TIMEOUT_S) as client:
-                    answers[name] = client.get(**kwargs)
-            except BaseException as exc:  # noqa: BLE001 - reported by the assertions
-                answers[name] = exc
-            answered_at[name] = time.monotonic()
-
-        threads = [threading.Thread(target=call, args=item) for item in calls.items()]
-        for thread in threads:
-            thread.start()
+        polls = Calls(a.url, "GET", calls)
+        answers, answered_at = polls.answers, polls.answered_at
+        polls.start()
         try:
             # All three waiting: the gateway counts its requests in progress.
             wait_for(
@@ -178,8 +184,7 @@ def test_long_polls_answer_at_once_when_the_gateway_shuts_down(
             signalled = time.monotonic()
             a.proc.signal(signal.SIGTERM)
         finally:
-            for thread in threads:
-                thread.join(TIMEOUT_S)
+            polls.join()
         assert a.proc.proc is not None
         assert a.proc.proc.wait(timeout=20) in (0, -signal.SIGTERM)
         exited = time.monotonic() - signalled
