@@ -204,9 +204,6 @@ def create_app(settings: GatewaySettings, ssl_context: ssl.SSLContext | None = N
             yield
         finally:
             remove()
-            # Only a safety net: by now the server has waited for every request (a
-            # test's in-process server has no shutdown of its own).
-            gateway.stopping.begin()
             app.state.gateway = None
             app.state.admin = None
             app.state.metadata_store = None

@@ -19,10 +19,11 @@ from services.errors import (
     NotWriter,
     QuireError,
 )
+from services.ledger_client.runners import read as reads
 from services.ledger_client.runners.write import AddOutcome, HandleRunner
 from services.protocol import placement, quorum
 from services.protocol.metadata import LedgerMetadata, LedgerState
-from services.protocol.reads import digest_key
+from services.protocol.reads import digest_key, readable_end
 from services.wire.digest import mac_key, seal_mac_key
 
 log = logging.getLogger(__name__)
@@ -196,3 +197,26 @@ async def delete(
             )
 
     await asyncio.gather(*(delete_on(b) for b in metadata.bookies()))
+
+
+async def lac(gw: Gateway, metadata: LedgerMetadata, after: int | None, wait_ms: int) -> int:
+    """The ledger's LAC: a CLOSED ledger's end; this gateway's write handle's; else the
+    bookies'. With ``after``, waits up to ``wait_ms`` for one past it, unless the
+    gateway's shutdown began, then answers what it has at once (gateway/stopping.py)."""
+    closed_end = readable_end(metadata, None)
+    if closed_end is not None:
+        return closed_end
+    runner = gw.handles.live(metadata.ledger_id)
+    if after is None or wait_ms <= 0:
+        return runner.lac if runner is not None else await reads.bookies_lac(gw.ctx, metadata)
+    stopping = gw.stopping
+    if runner is not None:
+        if runner.lac > after:
+            return runner.lac
+        with stopping:  # a long poll waiting
+            return await runner.wait_lac(after, wait_ms / 1000, until=lambda: stopping.began)
+    with stopping:
+        waited = await stopping.unless_stopping(
+            reads.wait_bookies_lac(gw.ctx, metadata, after, wait_ms)
+        )
+    return waited if waited is not None else await reads.bookies_lac(gw.ctx, metadata)

@@ -30,13 +30,19 @@ log = logging.getLogger(__name__)
 class Stopping:
     def __init__(self) -> None:
         self.began = False
-        # Long polls waiting now (``quire_gateway_long_polls_waiting``), counted by the
-        # waits themselves.
+        # Long polls waiting now (``quire_gateway_long_polls_waiting``): each wait of
+        # one is made inside ``with stopping:``.
         self.waiting = 0
         # One future per wait in ``unless_stopping`` (a set, not one shared future:
         # 10,000 waits would each scan a shared future's callbacks when they end).
         self._waits: set[asyncio.Future[None]] = set()
         self._wakes: list[Callable[[], None]] = []
+
+    def __enter__(self) -> None:
+        self.waiting += 1
+
+    def __exit__(self, *_exc: object) -> None:
+        self.waiting -= 1
 
     def on_begin(self, wake: Callable[[], None]) -> None:
         """Call ``wake`` when the shutdown begins (wakes waits that check ``began``)."""

@@ -51,7 +51,7 @@ from services.limits import (
     LIST_LIMIT_MAX,
 )
 from services.protocol import long_poll
-from services.protocol.reads import digest_key, readable_end
+from services.protocol.reads import digest_key
 from services.web.body import body_share, is_json, read_body, read_small_body
 from services.web.errors import error_responses, explained, noted
 from services.wire import entries_stream
@@ -237,33 +237,7 @@ async def get_lac(
     metadata = await ops.metadata_for(gw, ledger_id, password)
     # Up to a sixteenth early, drawn per poll: pollers that started together spread out.
     wait_ms = long_poll.wait_ms(min(wait_ms, LAC_WAIT_MAX_MS))
-    closed_end = readable_end(metadata, None)
-    if closed_end is not None:
-        return {"last_add_confirmed": closed_end}
-    # Once the gateway's shutdown began, a long poll answers what it has at once
-    # (gateway/stopping.py).
-    stopping = gw.stopping
-    runner = gw.handles.live(ledger_id)
-    if runner is not None:
-        lac = runner.lac
-        if after is not None and wait_ms > 0 and lac <= after:
-            stopping.waiting += 1
-            try:
-                lac = await runner.wait_lac(after, wait_ms / 1000, until=lambda: stopping.began)
-            finally:
-                stopping.waiting -= 1
-        return {"last_add_confirmed": lac}
-    waited = None
-    if after is not None and wait_ms > 0:
-        stopping.waiting += 1
-        try:
-            waited = await stopping.unless_stopping(
-                reads.wait_bookies_lac(gw.ctx, metadata, after, wait_ms)
-            )
-        finally:
-            stopping.waiting -= 1
-    lac = waited if waited is not None else await reads.bookies_lac(gw.ctx, metadata)
-    return {"last_add_confirmed": lac}
+    return {"last_add_confirmed": await ops.lac(gw, metadata, after, wait_ms)}
 
 
 @router.get(

@@ -112,12 +112,8 @@ async def read(
         remaining_ms = int((deadline - time.monotonic()) * 1000)
         if page.records or remaining_ms <= 0 or gw.stopping.began:
             return page  # (or the gateway's shutdown began: answer now, gateway/stopping.py)
-        stopping = gw.stopping
-        stopping.waiting += 1
-        try:
+        with gw.stopping:  # a long poll waiting
             await _wait(gw, name, waiting_on, remaining_ms)
-        finally:
-            stopping.waiting -= 1
         if start is None and page.next is not None:
             start = page.next
 

@@ -405,16 +405,14 @@ def poll_client(verify: ssl.SSLContext | bool = True) -> httpx.Client:
     on the same port meets a new connection, never a dead one."""
     if verify is True:
         verify = default_verify()
-    made: dict[object, tuple[ssl.SSLContext | bool, httpx.Client]] | None
-    made = getattr(_clients, "made", None)
+    made: dict[ssl.SSLContext | bool, httpx.Client] | None = getattr(_clients, "made", None)
     if made is None:
         made = _clients.made = {}
-    key = id(verify) if isinstance(verify, ssl.SSLContext) else verify
-    entry = made.get(key)
-    if entry is None or entry[0] is not verify:  # an id reused by another context
+    client = made.get(verify)
+    if client is None:
         limits = httpx.Limits(max_keepalive_connections=0)
-        entry = made[key] = (verify, httpx.Client(verify=verify, limits=limits))
-    return entry[1]
+        client = made[verify] = httpx.Client(verify=verify, limits=limits)
+    return client
 
 
 def health_ok(url: str, verify: ssl.SSLContext | bool = True) -> bool:

@@ -23,11 +23,9 @@ from services.cluster.processes import ServiceProcess
 from tests.integration.gateway_support import (
     Gateway,
     assert_error,
-    module_cluster,
     ok,
+    one_gateway,
     payload_for,
-    start_bookies,
-    start_gateway,
     wait_writable,
 )
 
@@ -63,14 +61,8 @@ def append_and_roll(gateway: Gateway, log: str, records: int, size: int) -> None
 
 @pytest.fixture(scope="module")
 def env(zookeeper, tmp_path_factory) -> Iterator[dict[str, Any]]:  # type: ignore[no-untyped-def]
-    with module_cluster(zookeeper, tmp_path_factory.mktemp("bylog")) as cluster:
-        bookies = start_bookies(cluster, 3, GC_ARGS)
-        gateway = start_gateway(cluster)
-        try:
-            wait_writable(gateway, 3)
-            yield build(bookies, gateway)
-        finally:
-            gateway.close_client()
+    with one_gateway(zookeeper, tmp_path_factory.mktemp("bylog"), GC_ARGS) as (_, bookies, gw):
+        yield build(bookies, gw)
 
 
 def build(bookies: list[ServiceProcess], gateway: Gateway) -> dict[str, Any]:

@@ -30,8 +30,7 @@ from services.cluster.processes import ZooKeeperProcess, free_port_block
 from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import (
     Gateway,
-    module_cluster,
-    start_bookies,
+    one_gateway,
     start_gateway,
     wait_writable,
 )
@@ -115,14 +114,8 @@ class Module:
 def module(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Module]:  # type: ignore[no-untyped-def]
     """3 bookies and a gateway that can place an ensemble of 3, for the module's tests:
     each makes ledgers of its own, and none stops, pauses or reconfigures a process."""
-    with module_cluster(zookeeper, tmp_path_factory.mktemp("cli-ledger")) as cluster:
-        start_bookies(cluster, 3)
-        gw = start_gateway(cluster)
-        try:
-            wait_writable(gw, 3)
-            yield Module(cluster, gw)
-        finally:
-            gw.close_client()
+    with one_gateway(zookeeper, tmp_path_factory.mktemp("cli-ledger")) as (cluster, _, gw):
+        yield Module(cluster, gw)
 
 
 @pytest.fixture
