@@ -360,7 +360,9 @@ def test_get_many_falls_back_to_single_reads_on_a_server_without_the_multi(
             assert [g is None for g in got] == [i % 3 == 0 for i in range(450)]
             assert got[1] is not None and got[1].data == b"1"
             assert sent.get("UnknownToTheServer", 0) >= 1
-            assert sent.get("GetData") == 450
+            # Once each; or, when some went out on the connection the server was dropping
+            # (ConnectionLoss), all once more after it is back: never more than twice.
+            assert 450 <= sent.get("GetData", 0) <= 900
             sent.clear()
             again = await store.get_many(paths[:10])
             assert [g is None for g in again] == [i % 3 == 0 for i in range(10)]
