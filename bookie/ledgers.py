@@ -82,14 +82,20 @@ class LedgerIndex:
         """Wait up to ``wait_s`` until the ledger's LAC or last entry id passes ``after``.
 
         Answers at once when it already has, when the wait is zero, while shutting
-        down, or when ``LAC_WAITERS_MAX`` long-polls are already waiting.
+        down, or when ``LAC_WAITERS_MAX`` long-polls are already waiting; None at once
+        when the ledger is deleted while it waits (a ledger not known yet is waited for:
+        its first entry may be on its way).
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(wait_s, LAC_WAIT_MAX_MS / 1000)
+        known = False
         while True:
             view = self.get(ledger_id)
+            if view is None and known:
+                return None  # deleted while we waited
             if view is not None and (view.lac > after or view.last_entry_id > after):
                 return view
+            known = view is not None
             remaining = deadline - loop.time()
             if remaining <= 0 or self._closing.is_set() or self._waiters >= LAC_WAITERS_MAX:
                 return view

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from gateway.limits import LAC_EARLY_END_S
 from gateway.passwords import check_password, new_password_hash
 from gateway.service import Gateway
 from services.clock import wall_ms
@@ -183,7 +184,9 @@ async def delete(
     runner = gw.handles.get(ledger_id)
     gw.handles.forget(ledger_id)
     if runner is not None:
-        await runner.aclose()
+        # Its adds and long polls (a tailing reader's LAC wait) answer 404 now, not at
+        # their time-outs.
+        await runner.aclose(LedgerNotFound(f"ledger {ledger_id} was deleted"))
 
     async def delete_on(bookie: str) -> None:
         try:
@@ -215,8 +218,16 @@ async def lac(gw: Gateway, metadata: LedgerMetadata, after: int | None, wait_ms:
             return runner.lac
         with stopping:  # a long poll waiting
             return await runner.wait_lac(after, wait_ms / 1000, until=lambda: stopping.began)
+    loop = asyncio.get_running_loop()
+    ends_at = loop.time() + wait_ms / 1000
     with stopping:
         waited = await stopping.unless_stopping(
             reads.wait_bookies_lac(gw.ctx, metadata, after, wait_ms)
         )
-    return waited if waited is not None else await reads.bookies_lac(gw.ctx, metadata)
+    if waited is None:
+        return await reads.bookies_lac(gw.ctx, metadata)
+    if waited <= after and loop.time() < ends_at - LAC_EARLY_END_S:
+        # Nothing new, yet the bookies ended their polls early: they do when the ledger is
+        # deleted (then this is LedgerNotFound, not a LAC from no bookie at all).
+        await gw.ctx.ledgers.get(metadata.ledger_id)
+    return waited

@@ -302,14 +302,17 @@ async def _wait(gw: Gateway, name: str, ledger: Readable | None, remaining_ms: i
     if runner is not None:
         writer = gw.logs.get(name) if gw.log_writers else None
         stopping = gw.stopping
-        if writer is not None and writer.runner is runner:
-            await runner.wait_lac(
-                ledger.end,
-                remaining_ms / 1000,
-                until=lambda: writer.lost is not None or stopping.began,
-            )
-            return
-        await runner.wait_lac(ledger.end, slice_ms / 1000, until=lambda: stopping.began)
+        try:
+            if writer is not None and writer.runner is runner:
+                await runner.wait_lac(
+                    ledger.end,
+                    remaining_ms / 1000,
+                    until=lambda: writer.lost is not None or stopping.began,
+                )
+                return
+            await runner.wait_lac(ledger.end, slice_ms / 1000, until=lambda: stopping.began)
+        except LedgerNotFound:
+            pass  # the ledger was deleted meanwhile: the list, read again, says what is left
         return
     await reads.wait_bookies_lac(gw.ctx, ledger.metadata, ledger.end, slice_ms)
 

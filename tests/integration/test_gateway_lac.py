@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import httpx
 import pytest
 
 from services.cluster.processes import poll_client
 from tests.harness import wait_for
 from tests.integration.gateway_support import (
     Gateway,
+    assert_error,
+    metric_value,
     module_cluster,
     start_bookies,
     start_gateway,
@@ -69,3 +73,40 @@ def test_a_non_writer_lac_never_goes_backwards(env: Env) -> None:
     assert time.monotonic() - started < 2.5
     assert env.writer.add(lid, b"e5")["entry_id"] == 5
     wait_for(lambda: env.reader.lac(lid) == 5, 10, "the reader to see LAC 5")
+
+
+def test_a_lac_long_poll_on_a_ledger_deleted_meanwhile_answers_not_found_at_once(
+    env: Env,
+) -> None:
+    """A tailing reader's 20 s LAC poll on an open ledger, on the writer gateway (its
+    wait on the write handle) and on another gateway (its long polls to the bookies):
+    once the ledger is deleted each answers within seconds, not at its time-out, and
+    says 404 ``ledger_not_found``: the writer's handle is stopped by the delete, and the
+    bookies end their polls, after which the other gateway finds the ledger gone."""
+    lid = env.writer.create(ensemble_size=3, write_quorum=3, ack_quorum=2)["ledger_id"]
+    env.writer.add(lid, b"e0")
+    answers: dict[str, httpx.Response] = {}
+
+    def poll(name: str, gateway: Gateway) -> None:
+        answers[name] = gateway.request(
+            "GET", f"/v1/ledgers/{lid}/lac", params={"after": 0, "wait_ms": 20_000}
+        )
+
+    with ThreadPoolExecutor(2) as pool:
+        polls = [pool.submit(poll, "writer", env.writer), pool.submit(poll, "reader", env.reader)]
+        wait_for(
+            lambda: all(
+                metric_value(g.metrics(), "quire_gateway_long_polls_waiting") >= 1
+                for g in (env.writer, env.reader)
+            ),
+            10,
+            "both polls waiting",
+        )
+        started = time.monotonic()
+        assert env.writer.request("DELETE", f"/v1/ledgers/{lid}").status_code == 204
+        for f in polls:
+            f.result(timeout=25)
+        took = time.monotonic() - started
+    assert took < 10
+    for name in ("writer", "reader"):
+        assert_error(answers[name], 404, "ledger_not_found")

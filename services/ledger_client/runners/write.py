@@ -24,8 +24,9 @@ import asyncio
 import collections
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Any
 
-from services.errors import Unavailable, present
+from services.errors import QuireError, Unavailable, present
 from services.ledger_client.context import LedgerClientContext
 from services.ledger_client.runners.base import EffectRunner
 from services.ledger_client.senders import AddAnswer, BookieSender, SenderTable
@@ -94,7 +95,10 @@ class HandleRunner(EffectRunner):
         # id; None while there are none (an empty dict costs 64 bytes a handle).
         self._adds: dict[Hashable, asyncio.Future[AddOutcome]] | None = None
         self._closes: dict[Hashable, asyncio.Future[tuple[LedgerMetadata, int]]] | None = None
-        self._waiters: list[asyncio.Future[None]] | None = None
+        # The waits on this handle (``_wait_until``), in arrival order; a dict so that a
+        # wait that timed out leaves in O(1) (10,000 tailing polls may wait on one handle).
+        # None while nobody waits.
+        self._waiters: dict[asyncio.Future[None], None] | None = None
         # Adds waiting for room, in turn (``_admit``): the first is woken by ``_notify``.
         # None while no add waits: an empty deque holds about 600 bytes, and a gateway
         # holds tens of thousands of idle handles (benchmarks/README.md, "Many open things").
@@ -282,15 +286,15 @@ class HandleRunner(EffectRunner):
         while not predicate():
             waiter: asyncio.Future[None] = loop.create_future()
             if self._waiters is None:
-                self._waiters = []
-            self._waiters.append(waiter)
+                self._waiters = {}
+            self._waiters[waiter] = None
             try:
                 await waiter
             finally:
-                if self._waiters is not None and waiter in self._waiters:
-                    self._waiters.remove(waiter)
-                if not self._waiters:
-                    self._waiters = None
+                if self._waiters is not None:
+                    self._waiters.pop(waiter, None)
+                    if not self._waiters:
+                        self._waiters = None
 
     async def _admit(self, entries: int, size: int) -> None:
         """Wait until the handle and its bookies' queues have room (back-pressure),
@@ -442,10 +446,21 @@ class HandleRunner(EffectRunner):
                 if not waiter.done():
                     waiter.set_result(None)
 
-    async def aclose(self) -> None:
-        futures: list[asyncio.Future[AddOutcome] | asyncio.Future[tuple[LedgerMetadata, int]]]
-        futures = [*(self._adds or {}).values(), *(self._closes or {}).values()]
+    async def aclose(self, error: QuireError | None = None) -> None:
+        """Stop the runner: every add and close awaiting an answer, every add waiting for
+        room and every wait on the handle (``wait_lac``) fails with ``error`` at once
+        (default: 503, the gateway is shutting down; the gateway's delete of an open
+        ledger gives ``LedgerNotFound``), then the timer and tasks are cancelled."""
+        if error is None:
+            error = Unavailable("the gateway is shutting down")
+        futures: list[asyncio.Future[Any]] = [
+            *(self._adds or {}).values(),
+            *(self._closes or {}).values(),
+            *(self._admission or ()),
+            *(self._waiters or ()),
+        ]
+        self._waiters = None
         for future in futures:
             if not future.done():
-                future.set_exception(Unavailable("the gateway is shutting down"))
+                future.set_exception(error)
         await self._stop()

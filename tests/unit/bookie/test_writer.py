@@ -285,6 +285,25 @@ def test_long_poll_wakes_on_change_and_times_out():
     asyncio.run(main())
 
 
+def test_a_long_poll_on_a_ledger_deleted_while_it_waits_answers_none_at_once():
+    """A ledger deleted during a 30 s poll: the poll ends at once with None (the route's
+    404), while a poll on a ledger still unknown goes on waiting for its first entry."""
+
+    async def main():
+        index = LedgerIndex({1: (3, 4, False)})
+        deleted = asyncio.create_task(index.wait_past(1, 4, 30.0))
+        unknown = asyncio.create_task(index.wait_past(2, -1, 30.0))
+        await asyncio.sleep(0)
+        index.apply({1: None})
+        assert await asyncio.wait_for(deleted, 5.0) is None
+        await asyncio.sleep(0)
+        assert not unknown.done()
+        index.apply({2: (-1, 0, False)})
+        assert (await asyncio.wait_for(unknown, 5.0)).last_entry_id == 0
+
+    asyncio.run(main())
+
+
 def test_failed_commit_fails_its_batch_and_the_writer_goes_on(tmp_path):
     """When a group commit fails, every operation of the batch gets bookie_unavailable,
     nothing of it is stored, and later operations are served normally."""
