@@ -44,7 +44,6 @@ GATEWAYS = "/gateways"
 LEDGER_ID_MAX = ID_MAX
 LEDGER_ID_DIGITS = 19
 LEDGER_LEAF_PREFIX = "L"  # the leaf level's names: "L" and the last digits
-_ID_DIGITS = LEDGER_ID_DIGITS
 _ID_SPLIT = (3, 4, 4, 4, 4)
 
 
@@ -63,7 +62,7 @@ def cookie(bookie_id: str) -> str:
 def _hierarchy(ledger_id: int) -> list[str]:
     if not 0 <= ledger_id <= LEDGER_ID_MAX:
         raise InvalidArgument(f"ledger id out of range: {ledger_id}")
-    digits = f"{ledger_id:0{_ID_DIGITS}d}"
+    digits = f"{ledger_id:0{LEDGER_ID_DIGITS}d}"
     parts, pos = [], 0
     for width in _ID_SPLIT:
         parts.append(digits[pos : pos + width])
