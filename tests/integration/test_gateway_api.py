@@ -275,13 +275,30 @@ def test_paging_over_a_thousand_entries(env: Env) -> None:
     assert [d for _, d in r.read_all(big)] == chunks
 
 
+def _bookie_lac(url: str, lid: int) -> int | None:
+    """The LAC a bookie stores for ``lid`` (None: it holds no record of it)."""
+    r = poll_client().get(f"{url}/v1/ledgers/{lid}/lac", timeout=10.0)
+    if r.status_code == 404:
+        return None
+    assert r.status_code == 200, r.text
+    lac: int = r.json()["lac"]
+    return lac
+
+
 def test_delete_removes_the_ledger_everywhere(env: Env) -> None:
     """Delete: 204; the ledger is gone for every gateway (404) and from the bookies;
     deleting again is 404."""
     lid = env.writer.create()["ledger_id"]
     env.writer.add_batch(lid, [b"a", b"b"])
-    # Let the writer's idle LAC update land first: a late one would leave a stub record.
-    wait_for(lambda: env.reader.lac(lid) == 1, 5, "the writer's LAC update")
+    # Let the writer's idle LAC update land on every bookie first (the reader's LAC is 1
+    # once one bookie has it): a late one to another bookie would leave a stub record
+    # there after the delete.
+    wait_for(
+        lambda: all(_bookie_lac(b.url, lid) == 1 for b in env.bookies),
+        10,
+        "the writer's LAC update on every bookie",
+    )
+    assert env.reader.lac(lid) == 1
     assert env.reader.request("DELETE", f"/v1/ledgers/{lid}").status_code == 204
     for gateway in (env.writer, env.reader):
         assert_error(gateway.request("GET", f"/v1/ledgers/{lid}"), 404, "ledger_not_found")

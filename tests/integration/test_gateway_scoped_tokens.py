@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from gateway.http.scopes import token_digest
+from gateway.limits import TOKEN_FILE_POLL_S
 from tests.harness import wait_for
 from tests.integration.gateway_support import Gateway, assert_error
 from tests.integration.stream_support import Stream
@@ -221,24 +222,56 @@ def test_token_file_changes_take_effect_without_a_restart(env: Env) -> None:
         wait_for(lambda gw=gw: status(gw, NEWCOMER) == 200, 10, "the new token in force")
         assert status(gw, READER) == 401
     replace_file(env.path, "[[token]]\nname = 'broken'\n")
-    time.sleep(2.5)  # two polls
+    for gw in gws:
+        wait_for(lambda gw=gw: _log_lines(gw, "not reloaded"), 10, "the refused version logged")
+    # Logged once, not on every poll: the count stays one for two more poll intervals
+    # (an observation of an absence, not a synchronisation).
+    observe_until = time.monotonic() + 2 * TOKEN_FILE_POLL_S + 0.5
+    while time.monotonic() < observe_until:
+        for gw in gws:
+            lines = _log_lines(gw, "not reloaded")
+            assert len(lines) == 1 and "the 2 tokens in force stay" in lines[0], lines
+        time.sleep(0.1)
     for gw in gws:
         assert status(gw, NEWCOMER) == 200 and status(gw, ADMIN) == 200
-        lines = [line for line in Path(gw.proc.log_path).read_text().splitlines()
-                 if "not reloaded" in line]  # fmt: skip
-        assert len(lines) == 1 and "the 2 tokens in force stay" in lines[0], lines
 
     # Same size and modification time, written in place: only SIGHUP reads it.
     replace_file(env.path, FIRST)
     for gw in gws:
         wait_for(lambda gw=gw: status(gw, READER) == 200, 10, "the first file back")
     stat = env.path.stat()
-    swapped = FIRST.replace(token_digest(READER), token_digest(NEWCOMER))
-    with env.path.open("r+") as file:
-        file.write(swapped)
-    os.utime(env.path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    time.sleep(2.5)
-    assert status(env.fast, READER) == 200  # the poll saw no change
+    swapped = FIRST.replace(token_digest(READER), token_digest(NEWCOMER)).encode()
+    assert len(swapped) == stat.st_size
+    # The poll compares (mtime, size, inode): the write in place changes the mtime until
+    # the utime puts it back. Nothing makes the two atomic, so they are done right after
+    # a reload on SIGHUP, which restarts each gateway's poll interval (token_file.py
+    # watch): the next poll is a full interval away from the two system calls.
+    reloads = [_reloads(gw) for gw in gws]
+    for gw in gws:
+        gw.proc.signal(signal.SIGHUP)
+    for gw, before in zip(gws, reloads, strict=True):
+        wait_for(
+            lambda gw=gw, before=before: _reloads(gw) > before,
+            10,
+            "the reload on SIGHUP",
+        )
+    fd = os.open(env.path, os.O_WRONLY)
+    try:
+        os.pwrite(fd, swapped, 0)
+        os.utime(fd, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    finally:
+        os.close(fd)
+    after = env.path.stat()
+    assert (after.st_mtime_ns, after.st_size, after.st_ino) == (
+        stat.st_mtime_ns,
+        stat.st_size,
+        stat.st_ino,
+    )
+    # The poll saw no change: READER stays in force for two more poll intervals.
+    observe_until = time.monotonic() + 2 * TOKEN_FILE_POLL_S + 0.5
+    while time.monotonic() < observe_until:
+        assert status(env.fast, READER) == 200
+        time.sleep(0.1)
     for gw in gws:
         gw.proc.signal(signal.SIGHUP)
         wait_for(lambda gw=gw: status(gw, NEWCOMER) == 200, 10, "the file read on SIGHUP")
@@ -247,6 +280,16 @@ def test_token_file_changes_take_effect_without_a_restart(env: Env) -> None:
     replace_file(env.path, FIRST)
     for gw in gws:
         wait_for(lambda gw=gw: status(gw, READER) == 200, 10, "the first file back")
+
+
+def _log_lines(gw: Gateway, text: str) -> list[str]:
+    """The lines of the gateway's log holding ``text``."""
+    return [line for line in Path(gw.proc.log_path).read_text().splitlines() if text in line]
+
+
+def _reloads(gw: Gateway) -> int:
+    """How many times the gateway logged a successful reload of the token file."""
+    return sum("not reloaded" not in line for line in _log_lines(gw, "reloaded: "))
 
 
 def test_no_token_appears_in_logs_metrics_or_the_openapi_document(env: Env) -> None:

@@ -205,8 +205,10 @@ def test_setting_a_watch_never_blocks_the_event_loop(zookeeper_of_its_own):
                 ticked_s = time.monotonic() - started
             finally:
                 resume.join()
-            assert returned_s < 0.5, f"setting the watches blocked the loop {returned_s:.1f} s"
-            assert ticked_s < 1.0, f"the loop stalled {ticked_s:.1f} s"
+            # A blocking call holds the loop until ZooKeeper is back (PAUSE_S, 2 s); 1.5 s
+            # leaves a loaded machine room and still fails that.
+            assert returned_s < 1.5, f"setting the watches blocked the loop {returned_s:.1f} s"
+            assert ticked_s < 1.5, f"the loop stalled {ticked_s:.1f} s"
             await asyncio.wait_for(asyncio.gather(*installing), 20)
             assert [getattr(v, "data", None) for v in data] == [b"one"]
             assert children == [["node"]]
