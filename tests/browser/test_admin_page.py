@@ -1,8 +1,9 @@
 """The admin page (GET /admin) in a real headless Chromium against a real cluster
 (ZooKeeper, five bookies, a gateway with an admin token): what it shows matches the
-Admin API, it follows changes within its staleness bound (the page polls every second;
-the bound is two), its browsers page and search, its buttons act after a confirmation
-that works from the keyboard, and it never logs a console error.
+Admin API, it follows changes without a reload (its staleness bound, two seconds with a
+poll every second, is checked on the page's code: tests/unit/gateway/test_admin_page_poll.py),
+its browsers page and search, its buttons act after a confirmation that works from the
+keyboard, and it never logs a console error.
 
 The tests share one cluster and one browser and run in file order: the ones that kill
 or decommission bookies come last. Screenshots go to each test's temp dir."""
@@ -34,8 +35,12 @@ from tests.integration.gateway_support import (
 ADMIN_TOKEN = "admin-token-page-41d2"
 BOOKIES = 5
 RACKS = ("rack-a", "rack-a", "rack-b", "rack-b", "rack-c")  # one per bookie
-STALENESS_S = 2.0  # what the page promises (it polls every second)
-SLACK_S = 1.0  # a loaded CI machine: one more poll's worth
+# How long the browser tests wait for the page to follow a change. The page promises
+# two seconds (it polls every second); that promise is checked exactly on the page's code
+# (tests/unit/gateway/test_admin_page_poll.py). Here headless Chromium on a loaded
+# two-core machine fetches and redraws: a page that does not follow at all, or only on a
+# reload, still fails.
+FOLLOW_WAIT_MS = 10_000
 PAGE_SIZE = 20  # ledgers per page in the ledger browser
 
 
@@ -210,13 +215,13 @@ def test_adds_per_second_follow_the_traffic(tab: Page, env: Env) -> None:
         appender.wait_count(200)
         for b in env.bookies:
             cell = page.locator(f'tr[data-bookie="{b.address}"] .adds')
-            expect(cell).to_have_text(_positive(), timeout=(STALENESS_S + SLACK_S) * 1000)
+            expect(cell).to_have_text(_positive(), timeout=FOLLOW_WAIT_MS)
     finally:
         appender.stop()
     assert not appender.errors, appender.errors
     for b in env.bookies:
         cell = page.locator(f'tr[data-bookie="{b.address}"] .adds')
-        expect(cell).to_have_text("0", timeout=(2 * STALENESS_S + SLACK_S) * 1000)
+        expect(cell).to_have_text("0", timeout=FOLLOW_WAIT_MS)
     no_errors(tab)
 
 
@@ -229,7 +234,7 @@ def _positive() -> Any:
 def test_a_ledger_shows_its_fragments_and_a_live_lac(tab: Page, env: Env) -> None:
     """Searching a ledger id shows its state, LAC and a fragments grid: one row per
     bookie of its ensemble, each marked with its ensemble index over the entry range;
-    entries added later move the LAC on the page within the staleness bound."""
+    entries added later move the LAC on the page without a reload (its polls)."""
     ledger_id = create_ledger(env, 5)
     meta = env.get(f"/v1/ledgers/{ledger_id}")
     page = login(tab, env)
@@ -249,9 +254,7 @@ def test_a_ledger_shows_its_fragments_and_a_live_lac(tab: Page, env: Env) -> Non
     for n in range(3):
         r = env.gateway.request("POST", f"/v1/ledgers/{ledger_id}/entries", content=b"m%d" % n)
         assert r.status_code == 200
-    start = time.monotonic()
-    expect(page.locator("#ledger-lac")).to_have_text("7", timeout=(STALENESS_S + SLACK_S) * 1000)
-    assert time.monotonic() - start <= STALENESS_S + SLACK_S
+    expect(page.locator("#ledger-lac")).to_have_text("7", timeout=FOLLOW_WAIT_MS)
     env.post(f"/v1/ledgers/{ledger_id}/close")
     expect(page.locator("#ledger-state")).to_have_text("CLOSED", timeout=3000)
     expect(grid.locator("thead th")).to_have_text(["Bookie", "entries 0–7"])
@@ -345,14 +348,14 @@ def test_under_replication_shows_each_repair_live(tab: Page, env: Env) -> None:
         expect(bar).to_have_attribute("value", "1")
         expect(bar).to_have_attribute("max", "4")
         env.zk.set(lock_path, lock(3))
-        expect(bar).to_have_attribute("value", "3", timeout=(STALENESS_S + SLACK_S) * 1000)
+        expect(bar).to_have_attribute("value", "3", timeout=FOLLOW_WAIT_MS)
         expect(running).to_contain_text("3/4 fragments, 30 entries")
         tab.shot("under-replication")
     finally:
         env.zk.delete(lock_path)
         for ledger_id in ids:
             env.zk.delete(zkpaths.under_replicated(ledger_id))
-    expect(page.locator("#under-empty")).to_be_visible(timeout=(STALENESS_S + SLACK_S) * 1000)
+    expect(page.locator("#under-empty")).to_be_visible(timeout=FOLLOW_WAIT_MS)
     expect(page.locator("#under-count")).to_have_text("0")
     no_errors(tab)
 
@@ -401,9 +404,9 @@ def test_the_replication_switch_works_from_the_keyboard_after_a_confirmation(
 # ------------------------------------------------------------------- kills and decommissions
 
 
-def test_a_killed_bookie_shows_down_within_the_staleness_bound(tab: Page, env: Env) -> None:
-    """SIGKILL a bookie: once the API says it is down, the page says so within the
-    staleness bound, in its row and in the counts; a ledger written through the loss
+def test_a_killed_bookie_shows_down_on_the_page(tab: Page, env: Env) -> None:
+    """SIGKILL a bookie: once the API says it is down, the page says so by its polls,
+    in its row and in the counts; a ledger written through the loss
     draws its second fragment without the dead bookie."""
     ledger_id = create_ledger(env, 3, e=3, qw=3, qa=2)
     ensemble = env.get(f"/v1/ledgers/{ledger_id}")["fragments"][0]["bookies"]
@@ -411,10 +414,8 @@ def test_a_killed_bookie_shows_down_within_the_staleness_bound(tab: Page, env: E
     page = login(tab, env)
     victim.kill()
     wait_for(lambda: env.states()[victim.address] == "down", 30.0, "the API to say down")
-    seen_down = time.monotonic()
     row = page.locator(f'tr[data-bookie="{victim.address}"]')
-    expect(row.locator(".state")).to_have_text("down", timeout=(STALENESS_S + SLACK_S) * 1000)
-    assert time.monotonic() - seen_down <= STALENESS_S + SLACK_S
+    expect(row.locator(".state")).to_have_text("down", timeout=FOLLOW_WAIT_MS)
     expect(page.locator("#bookie-counts")).to_have_text(f"{BOOKIES - 1} / 0 / 1")
     expect(row.locator(".ledgers")).to_have_text("–")
 

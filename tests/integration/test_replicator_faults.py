@@ -5,6 +5,7 @@ connection drop (the session survives) while it copies."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -109,7 +110,7 @@ def test_a_hanging_source_and_target_cost_a_timeout_not_the_repair(
     a, b, c = ledger_metadata(zk_client, lid).fragments[0].bookies
     d, e = sorted(set(procs) - {a, b, c})
     procs[a].kill()
-    start_replicator(cluster, ["--bookie-request-timeout-ms", "1000"])
+    worker = start_replicator(cluster, ["--bookie-request-timeout-ms", "1000"])
     hung = [procs[b], procs[d]]
     try:
         for proc in hung:
@@ -120,7 +121,13 @@ def test_a_hanging_source_and_target_cost_a_timeout_not_the_repair(
         elapsed = time.monotonic() - started
         metadata = ledger_metadata(zk_client, lid)
         assert metadata.fragments[0].bookies == tuple(e if x == a else x for x in (a, b, c))
-        assert elapsed < 15, elapsed
+        # Bounded, and well within the hung bookies' 30 s sessions: the repair did not
+        # wait for them to leave the registry (nominally a few seconds; 25 s is room for
+        # a loaded machine). Each hung call cost the 1 s time-out given, not the 5 s
+        # default: the worker's log names the time-outs it met.
+        assert elapsed < 25, elapsed
+        timeouts = re.findall(r"no answer within (\S+)s", worker.log_path.read_text())
+        assert timeouts and set(timeouts) == {"1"}, timeouts
         assert fragment_complete(metadata, skip={b}) == []
     finally:
         for proc in hung:

@@ -284,6 +284,10 @@ def test_a_gateway_shutting_down_acknowledges_what_it_took_then_closes_with_1012
                 "the gateway to take the 200 records",
             )
             assert len(stream.acks) == 100
+            # Taken before the signal: the drain's timer starts after it, so the wait
+            # measured from here is never shorter than the drain's bound, however late
+            # this process notices the shutdown.
+            began = time.monotonic()
             a.proc.signal(signal.SIGTERM)
             wait_for(
                 lambda: "Shutting down" in a.proc.log_path.read_text(),
@@ -292,7 +296,6 @@ def test_a_gateway_shutting_down_acknowledges_what_it_took_then_closes_with_1012
             )
             if bookie_back:
                 bookies[0].resume()
-            began = time.monotonic()
             assert stream.wait_closed() == 1012
             waited = time.monotonic() - began
             assert stream.error is None, stream.error
@@ -300,7 +303,8 @@ def test_a_gateway_shutting_down_acknowledges_what_it_took_then_closes_with_1012
             acked = 300 if bookie_back else 100
             assert [ack["entry_id"] for ack in stream.acks] == list(range(acked))
             if not bookie_back:
-                assert DRAIN_WAIT_S - 0.5 <= waited <= DRAIN_WAIT_S + 10, waited
+                # (0.1 s: the loop's own clock, which the timer is set on, is coarser.)
+                assert DRAIN_WAIT_S - 0.1 <= waited <= DRAIN_WAIT_S + 10, waited
             # It exits by itself (uvicorn re-raises the SIGTERM it handled, once done).
             assert a.proc.proc is not None
             assert a.proc.proc.wait(timeout=30) in (0, -signal.SIGTERM)

@@ -90,4 +90,6 @@ def test_an_unanswered_request_times_out_as_an_error(monkeypatch: pytest.MonkeyP
     assert result["first_error"] == "TimeoutError: no answer within 0.3s"
     # One time-out per hung request while counting (each on a new connection).
     assert 2 <= result["errors"] <= 4
-    assert elapsed < 2.0  # the requests hung at the end were timed out too
+    # The requests hung at the end were timed out too: 1.3 s nominal; a run that waited
+    # for them (the server holds them an hour) or for the default 60 s time-out fails.
+    assert elapsed < 3.0

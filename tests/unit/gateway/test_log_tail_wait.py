@@ -19,11 +19,14 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from gateway.limits import WAIT_SLICE_MS
 from gateway.logs import reads
 from gateway.metadata_cache import HIT_WRITER, MetadataCache
 from gateway.metrics import GatewayMetrics
 from gateway.stopping import Stopping
+from services.protocol import long_poll
 from services.protocol.logs import LogMetadata, Position
 from services.protocol.metadata import LedgerMetadata
 from services.zk.log_store import VersionedLog
@@ -233,20 +236,58 @@ def test_an_empty_poll_on_the_writer_asks_zookeeper_nothing() -> None:
     assert metrics.metadata_cache_hits.labels(HIT_WRITER)._value.get() == 0
 
 
-def test_an_empty_poll_ends_in_the_last_sixteenth_of_its_wait() -> None:
-    """Asked to wait 800 ms, an empty poll waits between 750 and 800 ms (plus the
-    scheduling of a loop), and polls asked alike wait different times."""
-    waited: list[float] = []
-    gw, _, _ = poll_gateway(SleepingRunner(), LogMetadata("tail", ledgers=(5, 7)))
+def test_an_empty_poll_ends_in_the_last_sixteenth_of_its_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Asked to wait 800 ms, an empty poll draws a wait between 750 and 800 ms, waits on
+    the handle no longer than that (once), and answers after it (plus the scheduling of
+    a loop, which a busy machine stretches); polls asked alike draw different waits.
 
-    async def polls() -> None:
+    The spread is checked on the recorded draws, not on the measured times: a stall of
+    the loop ends every timer in one turn, which would erase a measured spread."""
+    drawn: dict[asyncio.Task[Any] | None, int] = {}
+    draw = long_poll.wait_ms
+
+    def recorded_draw(asked_ms: int) -> int:
+        ms = draw(asked_ms)
+        drawn[asyncio.current_task()] = ms
+        return ms
+
+    monkeypatch.setattr(long_poll, "wait_ms", recorded_draw)
+    timeouts: dict[asyncio.Task[Any] | None, float] = {}
+
+    class TimedRunner(SleepingRunner):
+        async def wait_lac(
+            self, after: int, timeout_s: float, until: Callable[[], bool] | None = None
+        ) -> int:
+            timeouts[asyncio.current_task()] = timeout_s
+            return await super().wait_lac(after, timeout_s, until)
+
+    runner = TimedRunner()
+    gw, _, _ = poll_gateway(runner, LogMetadata("tail", ledgers=(5, 7)))
+    # Per poll: the drawn wait, the handle's time-out (ms) and the time the poll took.
+    polls: list[tuple[int, float, float]] = []
+
+    async def polls_of_eight() -> None:
         async def one() -> None:
             started = time.monotonic()
             await reads.read(gw, "tail", Position(7, 5), 100, 800)
-            waited.append((time.monotonic() - started) * 1000)
+            waited_ms = (time.monotonic() - started) * 1000
+            task = asyncio.current_task()
+            polls.append((drawn[task], timeouts[task] * 1000, waited_ms))
 
         await asyncio.gather(*(one() for _ in range(8)))
 
-    asyncio.run(polls())
-    assert all(750 - 2 <= ms <= 800 + 150 for ms in waited), waited
-    assert max(waited) - min(waited) > 5, waited
+    asyncio.run(polls_of_eight())
+    assert len(polls) == 8 and len(runner.waits) == 8, polls  # one wait per poll
+    assert all(750 <= ms <= 800 for ms, _, _ in polls), polls
+    draws = [ms for ms, _, _ in polls]
+    assert max(draws) - min(draws) > 5, draws
+    # The handle is asked to wait what is left of the drawn wait, never the asked 800 ms
+    # (a poll that ignored its draw would wait 800 where it drew less: fails here).
+    assert all(timeout_ms <= ms for ms, timeout_ms, _ in polls), polls
+    # Not before the drawn wait is over (by construction of the deadline, to the ms the
+    # wait is rounded to), nor far after: a poll that waited another slice or its whole
+    # wait again would take 500 ms or more longer; a loaded machine delays a timer by
+    # far less than 400 ms.
+    assert all(ms - 2 <= waited <= ms + 400 for ms, _, waited in polls), polls
