@@ -26,6 +26,11 @@ ARGS = [
     "--disable-sync",
 ]
 VIEWPORT = {"width": 1366, "height": 768}  # a laptop screen
+# Every ``expect`` waits for its condition up to this long (Playwright's default is 5 s).
+# The page follows the cluster by a poll a second; a headless Chromium beside a busy
+# test run can take seconds more to fetch and redraw. The page's own promise (a poll at
+# most a second apart) is checked exactly in tests/unit/gateway/test_admin_page_poll.py.
+expect.set_options(timeout=10_000)
 
 
 @pytest.fixture(scope="module")

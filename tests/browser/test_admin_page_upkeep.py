@@ -183,7 +183,7 @@ def test_a_log_lists_its_cursors_with_their_lag_and_last_ack(tab: Page, env: Env
     expect(other.locator(".skipped")).to_have_text("none")  # retention removed nothing unread
     tab.shot("cursors")
 
-    # The view is live: three more appends show within the page's staleness bound.
+    # The view is live: three more appends show on the page by its next polls.
     for n in range(RECORDS, RECORDS + 3):
         append(env, "clicks", n)
     expect(row.locator(".lag-records")).to_have_text(str(RECORDS - 5 + 3))
