@@ -32,16 +32,28 @@ class LedgerView:
         }
 
 
+class _Changed(asyncio.Event):
+    """Set when a ledger's state changes; ``deleted`` when the change was its delete (a
+    waiter then answers at once, whatever a later commit re-created)."""
+
+    deleted = False
+
+
 class LedgerIndex:
     def __init__(self, states: dict[int, tuple[int, int, bool]] | None = None) -> None:
         self._states: dict[int, tuple[int, int, bool]] = dict(states or {})
-        self._events: dict[int, asyncio.Event] = {}
+        self._events: dict[int, _Changed] = {}
         self._waiters = 0
         self._waiting: dict[int, int] = {}
         self._closing = asyncio.Event()
 
     def __len__(self) -> int:
         return len(self._states)
+
+    @property
+    def polls_waiting(self) -> int:
+        """LAC long polls waiting now (``wait_past``)."""
+        return self._waiters
 
     def __contains__(self, ledger_id: int) -> bool:
         return ledger_id in self._states
@@ -69,6 +81,7 @@ class LedgerIndex:
             if events:
                 ev = events.pop(lid, None)
                 if ev is not None:
+                    ev.deleted = st is None
                     ev.set()
 
     def close(self) -> None:
@@ -88,20 +101,16 @@ class LedgerIndex:
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(wait_s, LAC_WAIT_MAX_MS / 1000)
-        known = False
         while True:
             view = self.get(ledger_id)
-            if view is None and known:
-                return None  # deleted while we waited
             if view is not None and (view.lac > after or view.last_entry_id > after):
                 return view
-            known = view is not None
             remaining = deadline - loop.time()
             if remaining <= 0 or self._closing.is_set() or self._waiters >= LAC_WAITERS_MAX:
                 return view
             ev = self._events.get(ledger_id)
             if ev is None:
-                ev = self._events[ledger_id] = asyncio.Event()
+                ev = self._events[ledger_id] = _Changed()
             self._waiters += 1
             self._waiting[ledger_id] = self._waiting.get(ledger_id, 0) + 1
             try:
@@ -120,3 +129,5 @@ class LedgerIndex:
                     del self._waiting[ledger_id]
                     if self._events.get(ledger_id) is ev:
                         del self._events[ledger_id]
+            if ev.deleted:
+                return None  # deleted while it waited

@@ -127,6 +127,11 @@ class BookieMetrics:
             registry=r,
         )
         self.ledgers = Gauge("quire_bookie_ledgers", "Ledgers known to this bookie", registry=r)
+        self.lac_polls_waiting = Gauge(
+            "quire_bookie_lac_polls_waiting",
+            "LAC long polls waiting for a ledger to pass the LAC asked about",
+            registry=r,
+        )
         self.purging_ledgers = Gauge(
             "quire_bookie_purging_ledgers",
             "Deleted ledgers whose entries the writer is still purging (bookie/writer.py)",

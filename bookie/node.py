@@ -102,6 +102,7 @@ class BookieNode:
         self.full_at_free_bytes: int | None = None
         self.instance_id = ""
         self.index = LedgerIndex()
+        self.metrics.lac_polls_waiting.set_function(lambda: self.index.polls_waiting)
         self.store: MetadataStore | None = None
         self.registration: Registration | None = None
         self.reader: Reader | None = None

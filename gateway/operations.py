@@ -226,8 +226,14 @@ async def lac(gw: Gateway, metadata: LedgerMetadata, after: int | None, wait_ms:
         )
     if waited is None:
         return await reads.bookies_lac(gw.ctx, metadata)
-    if waited <= after and loop.time() < ends_at - LAC_EARLY_END_S:
+    if waited <= after and loop.time() < ends_at - LAC_EARLY_END_S and not stopping.began:
         # Nothing new, yet the bookies ended their polls early: they do when the ledger is
-        # deleted (then this is LedgerNotFound, not a LAC from no bookie at all).
-        await gw.ctx.ledgers.get(metadata.ledger_id)
+        # deleted (then this is LedgerNotFound, not a LAC from no bookie at all). Any other
+        # failure to ask leaves the answer as it was.
+        try:
+            await gw.ctx.ledgers.get(metadata.ledger_id)
+        except LedgerNotFound:
+            raise
+        except QuireError:
+            pass
     return waited

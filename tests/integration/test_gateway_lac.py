@@ -87,6 +87,13 @@ def test_a_lac_long_poll_on_a_ledger_deleted_meanwhile_answers_not_found_at_once
     bookies end their polls, after which the other gateway finds the ledger gone."""
     lid = env.writer.create(ensemble_size=3, write_quorum=3, ack_quorum=2)["ledger_id"]
     env.writer.add(lid, b"e0")
+    urls = [b.url for b in env.bookies]
+
+    def stored_everywhere() -> bool:
+        answers = [poll_client().get(f"{u}/v1/ledgers/{lid}/lac", timeout=10.0) for u in urls]
+        return all(r.status_code == 200 and r.json()["last_entry_id"] == 0 for r in answers)
+
+    wait_for(stored_everywhere, 10, "entry 0 on every bookie")
     answers: dict[str, httpx.Response] = {}
 
     def poll(name: str, gateway: Gateway) -> None:
@@ -97,12 +104,22 @@ def test_a_lac_long_poll_on_a_ledger_deleted_meanwhile_answers_not_found_at_once
     with ThreadPoolExecutor(2) as pool:
         polls = [pool.submit(poll, "writer", env.writer), pool.submit(poll, "reader", env.reader)]
         wait_for(
-            lambda: all(
-                metric_value(g.metrics(), "quire_gateway_long_polls_waiting") >= 1
-                for g in (env.writer, env.reader)
+            lambda: (
+                all(
+                    metric_value(g.metrics(), "quire_gateway_long_polls_waiting") >= 1
+                    for g in (env.writer, env.reader)
+                )
+                and all(
+                    metric_value(
+                        poll_client().get(f"{u}/metrics", timeout=10.0).text,
+                        "quire_bookie_lac_polls_waiting",
+                    )
+                    >= 1
+                    for u in urls
+                )
             ),
             10,
-            "both polls waiting",
+            "both polls waiting, the reader's on every bookie",
         )
         started = time.monotonic()
         assert env.writer.request("DELETE", f"/v1/ledgers/{lid}").status_code == 204

@@ -83,6 +83,7 @@ class HandleRunner(EffectRunner):
         "_ensemble_senders",
         "_park_soon",
         "on_retired",
+        "_stopped",
     )
 
     def __init__(self, ctx: LedgerClientContext, senders: SenderTable, handle: WriteHandle) -> None:
@@ -112,6 +113,8 @@ class HandleRunner(EffectRunner):
         self._park_soon = False
         # Called once the handle is no longer live and nobody awaits it (HandleTable).
         self.on_retired: Callable[[HandleRunner], None] | None = None
+        # Why the runner was stopped (``aclose``): every request and wait then fails with it.
+        self._stopped: QuireError | None = None
         self._park()  # a new ledger's handle is idle until its first add
 
     # ------------------------------------------------------------ parking
@@ -183,6 +186,8 @@ class HandleRunner(EffectRunner):
 
     @property
     def live(self) -> bool:
+        if self._stopped is not None:
+            return False
         if self._parked is not None:
             return True  # only an OPEN handle parks, and it stays OPEN until resumed
         return self.handle.state in (HandleState.OPEN, HandleState.CLOSING)
@@ -229,6 +234,8 @@ class HandleRunner(EffectRunner):
         Adds submitted one after the other by one caller get ascending entry ids in that
         order (a streaming append's records: ``gateway/streams/session.py``)."""
         await self._admit(len(payloads), sum(map(len, payloads)))
+        if self._stopped is not None:
+            raise self._stopped
         rid = self._request_id()
         future: asyncio.Future[AddOutcome] = asyncio.get_running_loop().create_future()
         if self._adds is None:
@@ -238,6 +245,8 @@ class HandleRunner(EffectRunner):
         return future
 
     async def close(self) -> tuple[LedgerMetadata, int]:
+        if self._stopped is not None:
+            raise self._stopped
         rid = self._request_id()
         future: asyncio.Future[tuple[LedgerMetadata, int]] = (
             asyncio.get_running_loop().create_future()
@@ -259,7 +268,8 @@ class HandleRunner(EffectRunner):
     ) -> int:
         """Wait up to ``timeout_s`` for the LAC to pass ``after`` (or the handle to stop
         being live, or ``until()`` to hold, checked when ``wake_waiters`` is called);
-        return the LAC."""
+        return the LAC. Raises the runner's error once it is stopped (``aclose``: a delete's
+        ``LedgerNotFound``, the shutdown's ``Unavailable``)."""
 
         def done() -> bool:
             return self.lac > after or not self.live or (until is not None and until())
@@ -283,7 +293,11 @@ class HandleRunner(EffectRunner):
     async def _wait_until(self, predicate: Callable[[], bool]) -> None:
         """Wait until ``predicate()`` holds; re-checked after every event fed."""
         loop = asyncio.get_running_loop()
-        while not predicate():
+        while True:
+            if self._stopped is not None:
+                raise self._stopped  # also for a wait woken just before the stop
+            if predicate():
+                return
             waiter: asyncio.Future[None] = loop.create_future()
             if self._waiters is None:
                 self._waiters = {}
@@ -316,6 +330,8 @@ class HandleRunner(EffectRunner):
         try:
             # Checked with no await between the last check and the caller feeding its add.
             while queue[0] is not waiter or not self._admits(entries, size):
+                if self._stopped is not None:
+                    raise self._stopped
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     raise Unavailable(self._refusal(entries, size))
@@ -369,6 +385,10 @@ class HandleRunner(EffectRunner):
         return True
 
     # ------------------------------------------------------------ the loop
+
+    def _feed(self, event: m.Event) -> None:
+        if self._stopped is None:  # a stopped runner sends nothing more (no late LAC update)
+            super()._feed(event)
 
     def _handle(self, event: m.Event) -> list[m.Effect]:
         handle = self._writer
@@ -453,6 +473,7 @@ class HandleRunner(EffectRunner):
         ledger gives ``LedgerNotFound``), then the timer and tasks are cancelled."""
         if error is None:
             error = Unavailable("the gateway is shutting down")
+        self._stopped = error  # and no event is fed from now on (``_feed``)
         futures: list[asyncio.Future[Any]] = [
             *(self._adds or {}).values(),
             *(self._closes or {}).values(),

@@ -290,16 +290,28 @@ def test_a_long_poll_on_a_ledger_deleted_while_it_waits_answers_none_at_once():
     404), while a poll on a ledger still unknown goes on waiting for its first entry."""
 
     async def main():
-        index = LedgerIndex({1: (3, 4, False)})
+        index = LedgerIndex({1: (3, 4, False), 3: (3, 4, False)})
         deleted = asyncio.create_task(index.wait_past(1, 4, 30.0))
         unknown = asyncio.create_task(index.wait_past(2, -1, 30.0))
         await asyncio.sleep(0)
+        assert index.polls_waiting == 2
+        index.apply({1: (3, 4, True)})  # fenced: a change, not past 4, so it waits on
+        await asyncio.sleep(0)
+        assert not deleted.done()
         index.apply({1: None})
         assert await asyncio.wait_for(deleted, 5.0) is None
         await asyncio.sleep(0)
         assert not unknown.done()
         index.apply({2: (-1, 0, False)})
         assert (await asyncio.wait_for(unknown, 5.0)).last_entry_id == 0
+        # Deleted, then a late LAC update re-creates a record before the poll runs: the
+        # poll still ends (None), it does not wait on the new record.
+        recreated = asyncio.create_task(index.wait_past(3, 4, 30.0))
+        await asyncio.sleep(0)
+        index.apply({3: None})
+        index.apply({3: (4, -1, False)})
+        assert await asyncio.wait_for(recreated, 5.0) is None
+        assert index.polls_waiting == 0
 
     asyncio.run(main())
 

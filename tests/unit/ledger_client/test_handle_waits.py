@@ -10,7 +10,11 @@ import asyncio
 import pytest
 
 from services.errors import LedgerNotFound, Unavailable
-from tests.unit.ledger_client.test_idle_handles import idle_handles, settle
+from services.ledger_client.handles import HandleTable
+from services.ledger_client.senders import SenderLimits, SenderTable
+from services.protocol.metadata import LedgerMetadata
+from tests.unit.ledger_client.fakes import FakeBookies, FakeLedgerStore, make_context
+from tests.unit.ledger_client.test_idle_handles import POOL, idle_handles, settle
 
 
 def test_waits_that_time_out_leave_and_the_others_are_woken_by_the_next_add() -> None:
@@ -60,5 +64,70 @@ def test_stopping_the_runner_ends_its_waits_adds_and_closes_at_once(
         assert loop.time() - started < 5
         assert runner._waiters is None
         bookie.gate.set()
+
+    asyncio.run(body())
+
+
+def test_a_wait_woken_in_the_turn_of_the_stop_still_ends_with_its_error() -> None:
+    """A LAC wait woken by an event that did not move the LAC past it (``wake_waiters``),
+    then the stop in the same loop turn: it raises the stop's error instead of waiting
+    again for its whole time."""
+
+    async def body() -> None:
+        idle = await idle_handles(adds=1, count=1, measure=False)
+        runner = idle.runners[0]
+        waiting = asyncio.ensure_future(runner.wait_lac(0, timeout_s=30))
+        await settle(lambda: runner._waiters is not None)
+        runner.wake_waiters()  # its future done, its task not run yet
+        await runner.aclose(LedgerNotFound("ledger 7 was deleted"))
+        with pytest.raises(LedgerNotFound):
+            await asyncio.wait_for(waiting, 5)
+        assert not runner.live
+        with pytest.raises(LedgerNotFound):
+            await runner.add((b"after the stop",))
+        with pytest.raises(LedgerNotFound):
+            await runner.close()
+
+    asyncio.run(body())
+
+
+def test_an_add_waiting_for_room_ends_with_the_stop_error() -> None:
+    """Adds queued behind a bookie that does not answer fill its sender's queue; the
+    next add waits for room (admission, up to 30 s here) and fails with the stop's error
+    as soon as the runner stops, as do the adds queued before it."""
+
+    async def body() -> None:
+        bookies, store = FakeBookies(POOL), FakeLedgerStore()
+        ctx = make_context(
+            bookies,
+            store,
+            bookie_requests_in_flight_max=1,
+            bookie_batch_entries_max=1,
+            admission_wait_ms=30_000,
+        )
+        senders = SenderTable(ctx.bookie, SenderLimits.from_settings(ctx.settings))
+        table = HandleTable(ctx, senders)
+        created = await store.create(
+            LedgerMetadata.new(7, POOL, 2, 2, instances={b: bookies.instance_of(b) for b in POOL})
+        )
+        runner = table.open(created.metadata, created.version, b"")
+        for bookie in bookies.bookies.values():
+            bookie.gate = asyncio.Event()  # nothing is answered
+        adds = []
+        for n in range(64):
+            adds.append(asyncio.ensure_future(runner.add((b"%d" % n,))))
+            await asyncio.sleep(0)
+            if runner._admission:
+                break
+        assert runner._admission, "no add ever waited for room"
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await runner.aclose(LedgerNotFound("ledger 7 was deleted"))
+        results = await asyncio.wait_for(asyncio.gather(*adds, return_exceptions=True), 5)
+        assert all(isinstance(r, LedgerNotFound) for r in results), results
+        assert loop.time() - started < 5
+        for bookie in bookies.bookies.values():
+            bookie.gate.set()
+        await senders.aclose()
 
     asyncio.run(body())
