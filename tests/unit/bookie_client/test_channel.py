@@ -118,6 +118,9 @@ def test_a_bad_or_missing_answer_fails_its_request(script: Script, error: type, 
     # then too. (That a question is asked and its answer heeded: the busy bookie's test.)
     probes = [head for head, _ in server.requests if head.startswith(b"GET /health ")]
     assert len(probes) <= 2, server.requests
+    if error is not TimeoutError and time.monotonic() - started < 0.15:
+        # Answered (badly) before half the time-out: no half-time timer ran, none asked.
+        assert probes == [], server.requests
     # A failed connection is not used again: every request the server read came on a
     # connection of its own, and none was opened but for the requests and questions.
     assert len(server.requests) <= server.connections <= 2 + 2, server.requests
