@@ -185,12 +185,15 @@ class MetadataCache:
         name: str,
         get: Callable[[str], Awaitable[VersionedLog]],
         listed: LogMetadata | None = None,
+        kept_allowed: bool = True,
     ) -> LogMetadata:
         """Log ``name``'s metadata for a read: ``listed`` when given (this gateway's
         writer's copy, which its watch on the znode keeps current: gateway/logs/writer.py
         ``LogWriter.listed``; kept as ZooKeeper's answer is, for when ZooKeeper cannot
         answer), else ZooKeeper's (``get``), else (ZooKeeper not answering) the list this
-        gateway read last. ``LogNotFound`` when it does not exist."""
+        gateway read last, unless ``kept_allowed`` is False: then ``MetadataUnavailable``
+        (asked as when there is a kept copy: not while the session is not connected, and
+        ``METADATA_WAIT_KEPT_S`` at most). ``LogNotFound`` when it does not exist."""
         if listed is not None:
             self._hits.labels(HIT_WRITER).inc()
             self._logs.put(name, listed, self._clock())
@@ -200,7 +203,7 @@ class MetadataCache:
         async def from_zookeeper(key: str) -> LogMetadata:
             return (await get(key)).log
 
-        return await self._fresh(self._logs, name, kept, LogNotFound, from_zookeeper)
+        return await self._fresh(self._logs, name, kept, LogNotFound, from_zookeeper, kept_allowed)
 
     def stamps(self, ledger_id: int) -> tuple[int, int] | None:
         """The first and last stamps kept for a CLOSED log ledger, if any."""
@@ -229,10 +232,12 @@ class MetadataCache:
         kept: _Kept[V] | None,
         not_found: type[Exception],
         fetch: Callable[[K], Awaitable[V]],
+        kept_allowed: bool = True,
     ) -> V:
         """ZooKeeper's value for ``key`` (``fetch``), kept unless a ``forget`` came while
         it was fetched; dropped when ZooKeeper says it does not exist (``not_found``);
-        the kept copy when ZooKeeper does not answer and there is one."""
+        the kept copy when ZooKeeper does not answer and there is one (and it may be
+        served: ``kept_allowed``)."""
         generation = self._generation
         try:
             current = await self._ask(lambda: fetch(key), kept is not None)
@@ -240,7 +245,7 @@ class MetadataCache:
             kept_map.pop(key)
             raise
         except MetadataUnavailable:
-            if kept is None:
+            if kept is None or not kept_allowed:
                 raise
             self._hits.labels(HIT_UNAVAILABLE).inc()
             return kept.value

@@ -101,7 +101,9 @@ async def get(gw: Gateway, name: str) -> VersionedLog:
     return await gw.logs.logs.get(name)
 
 
-async def get_for_read(gw: Gateway, name: str, tailing: bool = False) -> LogMetadata:
+async def get_for_read(
+    gw: Gateway, name: str, tailing: bool = False, current: bool = False
+) -> LogMetadata:
     """The log's metadata for a read: ZooKeeper's, or the list this gateway read last
     while ZooKeeper cannot answer (``MetadataCache.log``).
 
@@ -111,11 +113,15 @@ async def get_for_read(gw: Gateway, name: str, tailing: bool = False) -> LogMeta
     another gateway made (an attach, a truncation, a new writer) when the watch fires,
     milliseconds later, so a client acknowledged by that gateway could read here without
     its change; a long poll that found nothing is woken then (the writer loses its role,
-    or reads the list again), and any other read asks ZooKeeper, as it did."""
+    or reads the list again), and any other read asks ZooKeeper, as it did.
+
+    With ``current``, ZooKeeper's answer only (``MetadataUnavailable`` when it cannot
+    answer): a position another gateway handed out may be in a ledger the list kept
+    here does not have yet (``reads.read``)."""
     check_log_name(name)
-    writer = gw.logs.get(name) if tailing else None
+    writer = gw.logs.get(name) if tailing and not current else None
     listed = writer.listed if writer is not None else None
-    return await gw.metadata.log(name, gw.logs.logs.get, listed)
+    return await gw.metadata.log(name, gw.logs.logs.get, listed, kept_allowed=not current)
 
 
 async def not_writer(gw: Gateway, name: str, exc: NotWriter) -> NotWriter:

@@ -42,7 +42,12 @@ from gateway.limits import TRUNCATED_RETRIES_MAX, USAGE_LOOKUPS_IN_FLIGHT, WAIT_
 from gateway.logs import operations as log_ops
 from gateway.logs import time_search
 from gateway.logs.schemas import position_json
-from services.errors import InvalidArgument, LedgerNotFound, LogLedgerMissing
+from services.errors import (
+    InvalidArgument,
+    LedgerNotFound,
+    LogLedgerMissing,
+    MetadataUnavailable,
+)
 from services.ledger_client.runners import read as reads
 from services.limits import PAGE_BYTES_MAX
 from services.protocol import log_records, long_poll, retention
@@ -96,10 +101,30 @@ async def read(
     # that readers that started together do not all ask again at once.
     deadline = time.monotonic() + long_poll.wait_ms(wait_ms) / 1000
     truncated = 0
+    zookeeper_only = False
     while True:
-        current = await log_ops.get_for_read(gw, name, tailing=wait_ms > 0)
+        try:
+            current = await log_ops.get_for_read(
+                gw, name, tailing=wait_ms > 0, current=zookeeper_only
+            )
+        except MetadataUnavailable as exc:
+            if not zookeeper_only:
+                raise
+            raise MetadataUnavailable(
+                f"position {start} is not in the list of log {name} this gateway has, and "
+                f"ZooKeeper cannot tell whether it is new ({exc.message}); retry"
+            ) from None
         try:
             page, waiting_on = await _read_once(gw, current, start, limit)
+        except _NotListed as exc:
+            if zookeeper_only:
+                raise InvalidArgument(str(exc)) from None
+            # The list read may be behind the log: the copy kept while ZooKeeper does not
+            # answer, or the writer's copy before its watch fired. A position another
+            # gateway handed out is then in a ledger not listed here yet: ask ZooKeeper
+            # itself before answering 400, and 503 (retry) if it cannot answer.
+            zookeeper_only = True
+            continue
         except _Truncated as exc:
             if exc.page.records:
                 return exc.page  # the next read, from in the truncated part, is 400
@@ -109,6 +134,7 @@ async def read(
                     f"position {exc.position} is not in log {name} (truncated meanwhile)"
                 ) from None
             continue  # from the log's first record: read the list again
+        zookeeper_only = False
         remaining_ms = int((deadline - time.monotonic()) * 1000)
         if page.records or remaining_ms <= 0 or gw.stopping.began:
             return page  # (or the gateway's shutdown began: answer now, gateway/stopping.py)
@@ -176,7 +202,7 @@ async def _read_once(
     if not log.ledgers:
         page.next, page.caught_up = start, True
         if start is not None:
-            raise InvalidArgument(f"position {start} is not in log {log.name} (it is empty)")
+            raise _NotListed(f"position {start} is not in log {log.name} (it is empty)")
         return page, None
     if start is None:
         start = Position(log.ledgers[0], 0)
@@ -184,9 +210,7 @@ async def _read_once(
     if index is None and (resumed := retention.resume_at(log, start)) is not None:
         start, index = resumed, 0  # just past a ledger retention removed: no gap
     if index is None:
-        raise InvalidArgument(
-            f"position {start} is not in log {log.name} (truncated, or never in it)"
-        )
+        raise _NotListed(f"position {start} is not in log {log.name} (truncated, or never in it)")
     page.next = start
     position = start
     while True:
@@ -213,6 +237,10 @@ async def _read_once(
             return page, None
         position = Position(log.ledgers[index], 0)
         page.next = position
+
+
+class _NotListed(Exception):
+    """The position asked for is in no ledger of the list this read went by."""
 
 
 class _Truncated(Exception):
