@@ -25,6 +25,9 @@ The properties (docs/protocol.md and docs/logs.md give the rules):
   comes first in the log;
 - ``prefix``: what a tailing reader read of a log, in order, is a prefix of the log's
   final order; what a ledger reader read is what the ledger holds;
+- ``position``: a log read from a position the cluster handed out (a ``next``; the
+  workload truncates nothing) is never refused as bad input (400): a gateway that cannot
+  tell, cut from ZooKeeper, answers 503 to be retried;
 - ``replication``: with the faults healed and every ledger closed, the under-replicated
   list emptied within its bound;
 - ``placement``: every bookie a fragment names holds the fragment's entries of its
@@ -119,6 +122,7 @@ def check(records: Sequence[Record], final: Final) -> list[Violation]:
         exactly_once,
         one_writer,
         readers_see_prefixes,
+        positions_accepted,
         replication,
         placement,
     ):
@@ -460,6 +464,21 @@ def readers_see_prefixes(ops: list[Operation], final: Final) -> list[Violation]:
                 )
             )
         cursors[(op.invoke.process, name)] = cursor + len(got)
+    return found
+
+
+def positions_accepted(ops: list[Operation], final: Final) -> list[Violation]:
+    found = []
+    for op in ops:
+        if op.f == "log_read" and op.outcome != OK and op.result.get("status") == 400:
+            found.append(
+                Violation(
+                    "position",
+                    f"{op.invoke.process} read log {op.value['log']} from "
+                    f"{op.value.get('from')} through {op.value.get('gateway')} "
+                    f"(#{op.invoke.i}): 400 {op.result.get('error')}",
+                )
+            )
     return found
 
 

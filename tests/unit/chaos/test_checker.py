@@ -245,6 +245,17 @@ def test_a_spark_read_from_a_position_is_judged_from_that_position() -> None:
     assert checks(s, final) == {"prefix"}
 
 
+def test_a_log_read_refused_as_bad_input_is_reported() -> None:
+    """The workload reads only from positions the cluster handed out: a 400 is a gateway
+    refusing a ``next`` another gave (a 503 to retry is not a violation)."""
+    s, final = clean()
+    value = {"gateway": "gateway1", "log": "log", "from": "20:2"}
+    s.op("r", "log_read", value, "fail", {"status": 503, "error": "metadata_unavailable"})
+    assert checks(s, final) == set()
+    s.op("r", "log_read", value, "fail", {"status": 400, "error": "invalid_argument"})
+    assert checks(s, final) == {"position"}
+
+
 def test_a_ledger_reader_that_saw_other_bytes_is_reported() -> None:
     s, final = clean()
     s.op("lr", "ledger_read", {"gateway": "gateway1", "ledger_id": 7}, "ok",
