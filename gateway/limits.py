@@ -48,11 +48,6 @@ METADATA_KEY_MAX_BYTES = 256
 METADATA_VALUE_MAX_BYTES = 4 * 1024
 METADATA_TOTAL_MAX_BYTES = 16 * 1024
 
-# A non-writer's LAC long poll that ends this much or more before its time with nothing
-# new asks ZooKeeper whether the ledger still exists (bookies end their polls when it is
-# deleted: gateway/operations.py ``lac``).
-LAC_EARLY_END_S = 0.25
-
 # Ledger passwords (gateway/passwords.py): the threads that hash them and the hashes
 # queued for them; the verified passwords remembered (so a known one is not hashed
 # again); the token bucket of wrong passwords per client address (its burst, its refill

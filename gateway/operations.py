@@ -11,7 +11,6 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.limits import LAC_EARLY_END_S
 from gateway.passwords import check_password, new_password_hash
 from gateway.service import Gateway
 from services.clock import wall_ms
@@ -218,22 +217,20 @@ async def lac(gw: Gateway, metadata: LedgerMetadata, after: int | None, wait_ms:
             return runner.lac
         with stopping:  # a long poll waiting
             return await runner.wait_lac(after, wait_ms / 1000, until=lambda: stopping.began)
-    loop = asyncio.get_running_loop()
-    ends_at = loop.time() + wait_ms / 1000
     with stopping:
         waited = await stopping.unless_stopping(
             reads.wait_bookies_lac(gw.ctx, metadata, after, wait_ms)
         )
     if waited is None:
         return await reads.bookies_lac(gw.ctx, metadata)
-    if waited <= after and loop.time() < ends_at - LAC_EARLY_END_S and not stopping.began:
-        # Nothing new, yet the bookies ended their polls early: they do when the ledger is
-        # deleted (then this is LedgerNotFound, not a LAC from no bookie at all). Any other
-        # failure to ask leaves the answer as it was.
+    if waited.known_nowhere:
+        # No bookie knows the ledger: nothing written to it yet, or deleted while the poll
+        # waited (its bookies end their polls then); ZooKeeper tells which (404). Any
+        # other failure to ask leaves the answer as it was.
         try:
             await gw.ctx.ledgers.get(metadata.ledger_id)
         except LedgerNotFound:
             raise
         except QuireError:
             pass
-    return waited
+    return waited.lac

@@ -11,7 +11,8 @@ bookie answered a LAC, the silent ones are not waited for (their requests are
 cancelled); with no LAC answered by then, every bookie is waited for (each
 request has its own time-out in the runner). No LAC at all is
 ``BookieUnavailable`` — unless every bookie said it has no such ledger: a
-ledger nothing was written to yet has LAC -1.
+ledger nothing was written to yet has LAC -1 (``LacDone.known_nowhere``: a deleted
+ledger answers the same, and only its metadata tells them apart).
 
 LAC long poll (``after`` and ``wait_ms > 0``). Every bookie is asked to wait up
 to ``wait_ms`` for its LAC (or its last entry) to pass ``after``. The first LAC
@@ -208,7 +209,11 @@ class LacOp:
                     f"no bookie of ledger {self.ledger_id}'s last fragment answered its LAC",
                 )
             )
-        return self._finish(LacDone(max(self.known, lac_from_answers(self._lacs))))
+        # No LAC and no failure: every bookie said it has no such ledger.
+        nowhere = not self._lacs
+        return self._finish(
+            LacDone(max(self.known, lac_from_answers(self._lacs)), known_nowhere=nowhere)
+        )
 
     # ------------------------------------------------------------------ long poll
 

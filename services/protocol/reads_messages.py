@@ -138,7 +138,11 @@ class ReadDone:
 
 @dataclass(frozen=True, slots=True)
 class LacDone:
+    """The LAC; ``known_nowhere`` when every bookie asked said it has no such ledger
+    (nothing written to it yet, or deleted: only the metadata tells which)."""
+
     lac: int
+    known_nowhere: bool = False
 
 
 @dataclass(frozen=True, slots=True)

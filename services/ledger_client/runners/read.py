@@ -186,26 +186,28 @@ class ReadRunner:
         self._requests[effect.request_id] = self._loop.create_task(run())
 
 
-async def _lac(ctx: LedgerClientContext, op: LacOp) -> int:
+async def _lac(ctx: LedgerClientContext, op: LacOp) -> LacDone:
     result = await ReadRunner(ctx, op).run()
     if not isinstance(result, LacDone):
         raise InvariantViolation(f"a LAC read answered {result!r}")
-    return ctx.lacs_seen.observe(op.ledger_id, result.lac)
+    lac = ctx.lacs_seen.observe(op.ledger_id, result.lac)
+    return result if lac == result.lac else LacDone(lac, result.known_nowhere)
 
 
 async def bookies_lac(ctx: LedgerClientContext, metadata: LedgerMetadata) -> int:
     """The highest LAC the bookies of the last fragment report (-1 if none knows any), or
     the highest this gateway saw before if that is higher: it never goes backwards."""
     known = ctx.lacs_seen.get(metadata.ledger_id)
-    return await _lac(ctx, LacOp(metadata, known=known, limits=lac_limits(ctx)))
+    return (await _lac(ctx, LacOp(metadata, known=known, limits=lac_limits(ctx)))).lac
 
 
 async def wait_bookies_lac(
     ctx: LedgerClientContext, metadata: LedgerMetadata, after: int, wait_ms: int
-) -> int:
+) -> LacDone:
     """Long poll: the first LAC above ``after`` any bookie reports within ``wait_ms``,
     else the highest LAC known when the time is up (at once when this gateway already
-    saw one above ``after``)."""
+    saw one above ``after``); ``known_nowhere`` when no bookie knew the ledger at the
+    end (the bookies end their polls when it is deleted)."""
     known = ctx.lacs_seen.get(metadata.ledger_id)
     op = LacOp(metadata, after=after, wait_ms=wait_ms, known=known, limits=lac_limits(ctx))
     return await _lac(ctx, op)

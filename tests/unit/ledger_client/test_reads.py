@@ -91,7 +91,7 @@ def test_long_poll_waits_for_the_lac_not_just_the_entry() -> None:
 
         task = asyncio.ensure_future(writer())
         started = time.monotonic()
-        lac = await reads.wait_bookies_lac(_ctx(bookies), METADATA, 4, 5_000)
+        lac = (await reads.wait_bookies_lac(_ctx(bookies), METADATA, 4, 5_000)).lac
         await task
         return lac, time.monotonic() - started
 
@@ -107,7 +107,7 @@ def test_long_poll_answers_the_current_lac_when_time_is_up() -> None:
         bookies = FakeBookies()
         bookies.set(7, 7)
         started = time.monotonic()
-        lac = await reads.wait_bookies_lac(_ctx(bookies), METADATA, 7, 300)
+        lac = (await reads.wait_bookies_lac(_ctx(bookies), METADATA, 7, 300)).lac
         return lac, time.monotonic() - started
 
     lac, elapsed = asyncio.run(run())
@@ -123,7 +123,7 @@ def test_long_poll_with_an_entry_stored_but_no_lac_update_is_bounded() -> None:
         bookies = FakeBookies()
         bookies.set(2, 3)
         started = time.monotonic()
-        lac = await reads.wait_bookies_lac(_ctx(bookies), METADATA, 2, 400)
+        lac = (await reads.wait_bookies_lac(_ctx(bookies), METADATA, 2, 400)).lac
         return lac, time.monotonic() - started, bookies.calls
 
     lac, elapsed, calls = asyncio.run(run())
@@ -312,9 +312,9 @@ def test_a_bookie_reporting_a_lower_lac_later_never_lowers_the_reported_lac() ->
         page = await reads.read_page(ctx, after, 0, await last_readable(gw, after), b"")
         assert [e for e, _ in page.entries] == list(range(8))
         started = time.monotonic()
-        assert await reads.wait_bookies_lac(ctx, after, 5, 5_000) == 7
+        assert (await reads.wait_bookies_lac(ctx, after, 5, 5_000)).lac == 7
         assert time.monotonic() - started < 0.5  # answered at once: 7 is past after=5
-        assert await reads.wait_bookies_lac(ctx, after, 7, 50) == 7  # timed out: still 7
+        assert (await reads.wait_bookies_lac(ctx, after, 7, 50)).lac == 7  # timed out: still 7
         bookies["d"].lac = 9
         assert await reads.bookies_lac(ctx, after) == 9
         bookies["d"].lac = 3

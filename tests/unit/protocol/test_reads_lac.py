@@ -72,8 +72,11 @@ def test_lac_read_does_not_wait_for_silent_bookies_past_the_deadline() -> None:
 
 def test_lac_read_with_no_answer_is_unavailable_unless_no_bookie_has_the_ledger() -> None:
     """No LAC from any bookie is bookie_unavailable; every bookie saying ledger_not_found
-    (nothing written yet) is LAC -1."""
-    for code, expected in (("bookie_unavailable", None), ("ledger_not_found", LacDone(-1))):
+    (nothing written yet, or deleted: the metadata tells) is LAC -1, known nowhere."""
+    for code, expected in (
+        ("bookie_unavailable", None),
+        ("ledger_not_found", LacDone(-1, known_nowhere=True)),
+    ):
         op = LacOp(ledger(), limits=LIMITS)
         effects: list[ReadEffect] = []
         for ask in polls(op.start(now=0)).values():
