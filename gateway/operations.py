@@ -225,10 +225,10 @@ async def lac(gw: Gateway, metadata: LedgerMetadata, after: int | None, wait_ms:
         return await reads.bookies_lac(gw.ctx, metadata)
     if waited.known_nowhere:
         # No bookie knows the ledger: nothing written to it yet, or deleted while the poll
-        # waited (its bookies end their polls then); ZooKeeper tells which (404). Any
-        # other failure to ask leaves the answer as it was.
+        # waited (its bookies end their polls then); ZooKeeper tells which (404, and the
+        # kept copy is dropped). Any other failure to ask leaves the answer as it was.
         try:
-            await gw.ctx.ledgers.get(metadata.ledger_id)
+            await gw.metadata.current(metadata.ledger_id)
         except LedgerNotFound:
             raise
         except QuireError:
