@@ -382,13 +382,16 @@ def module_cluster(  # type: ignore[no-untyped-def]
 
 @contextmanager
 def one_gateway(  # type: ignore[no-untyped-def]
-    zookeeper, base_dir: Path, bookie_args: list[str] | None = None
+    zookeeper,
+    base_dir: Path,
+    bookie_args: list[str] | None = None,
+    gateway_args: list[str] | None = None,
 ) -> Iterator[tuple[Cluster, list[ServiceProcess], Gateway]]:
-    """A module's cluster of three bookies (with ``bookie_args``) and a gateway that
-    sees them writable; the gateway's client is closed at the end."""
+    """A module's cluster of three bookies (with ``bookie_args``) and a gateway (with
+    ``gateway_args``) that sees them writable; the gateway's client is closed at the end."""
     with module_cluster(zookeeper, base_dir) as cluster:
         bookies = start_bookies(cluster, 3, bookie_args)
-        gateway = start_gateway(cluster)
+        gateway = start_gateway(cluster, gateway_args)
         try:
             wait_writable(gateway, 3)
             yield cluster, bookies, gateway

@@ -23,11 +23,9 @@ from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import (
     Gateway,
     metric_value,
-    module_cluster,
     ok,
+    one_gateway,
     payload_for,
-    start_bookies,
-    start_gateway,
     wait_writable,
 )
 
@@ -39,14 +37,8 @@ PAGE_BYTES = 16384  # bookie/limits.py PAGE_SIZE_BYTES
 
 @pytest.fixture(scope="module")
 def env(zookeeper, tmp_path_factory) -> Iterator[tuple[Cluster, list[ServiceProcess], Gateway]]:  # type: ignore[no-untyped-def]
-    with module_cluster(zookeeper, tmp_path_factory.mktemp("gc")) as cluster:
-        bookies = start_bookies(cluster, 3, GC_ARGS)
-        gateway = start_gateway(cluster)
-        try:
-            wait_writable(gateway, 3)
-            yield cluster, bookies, gateway
-        finally:
-            gateway.close_client()
+    with one_gateway(zookeeper, tmp_path_factory.mktemp("gc"), GC_ARGS) as cluster_env:
+        yield cluster_env
 
 
 def written_ledger(gateway: Gateway, entries: int, size: int) -> tuple[int, list[bytes]]:

@@ -15,10 +15,7 @@ from services.limits import BATCH_ENTRIES_MAX, BODY_SIZE_MAX_BYTES, ENTRY_SIZE_M
 from tests.integration.gateway_support import (
     Gateway,
     assert_error,
-    module_cluster,
-    start_bookies,
-    start_gateway,
-    wait_writable,
+    one_gateway,
 )
 
 ID_MAX = 2**63 - 1
@@ -37,17 +34,13 @@ class Env:
 
 @pytest.fixture(scope="module")
 def env(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:  # type: ignore[no-untyped-def]
-    with module_cluster(zookeeper, tmp_path_factory.mktemp("gateway-bad-input")) as cluster:
-        start_bookies(cluster, 3)
-        gateway = start_gateway(cluster)
-        wait_writable(gateway, 3)
+    with one_gateway(zookeeper, tmp_path_factory.mktemp("gateway-bad-input")) as (_, _, gateway):
         open_id = gateway.create()["ledger_id"]
         gateway.add_batch(open_id, [b"a", b"b", b"c"])
         closed_id = gateway.create()["ledger_id"]
         gateway.add_batch(closed_id, [b"x", b"y"])
         gateway.close(closed_id)
         yield Env(gateway, open_id, closed_id, ID_MAX)
-        gateway.close_client()
 
 
 def _ledger_paths(lid: str) -> list[tuple[str, str]]:

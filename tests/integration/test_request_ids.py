@@ -20,10 +20,7 @@ from tests.harness import Cluster, wait_for
 from tests.integration.gateway_support import (
     Gateway,
     assert_error,
-    module_cluster,
-    start_bookies,
-    start_gateway,
-    wait_writable,
+    one_gateway,
 )
 
 NEW_ID = re.compile(r"[0-9a-f]{32}")
@@ -40,14 +37,9 @@ class Env:
 
 @pytest.fixture(scope="module")
 def env(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:  # type: ignore[no-untyped-def]
-    with module_cluster(zookeeper, tmp_path_factory.mktemp("request-ids")) as cluster:
-        bookies = start_bookies(cluster, 3, extra_args=DEBUG)
-        gateway = start_gateway(cluster, extra_args=DEBUG)
-        try:
-            wait_writable(gateway, 3)
-            yield Env(cluster, gateway, bookies)
-        finally:
-            gateway.close_client()
+    base = tmp_path_factory.mktemp("request-ids")
+    with one_gateway(zookeeper, base, DEBUG, DEBUG) as (cluster, bookies, gateway):
+        yield Env(cluster, gateway, bookies)
 
 
 def json_lines(path: Path) -> list[dict[str, Any]]:
