@@ -15,6 +15,7 @@ import pytest
 
 from services.cluster.processes import poll_client
 from tests.harness import wait_for
+from tests.integration.bookie_support import Bookie
 from tests.integration.gateway_support import (
     Gateway,
     assert_error,
@@ -87,13 +88,12 @@ def test_a_lac_long_poll_on_a_ledger_deleted_meanwhile_answers_not_found_at_once
     bookies end their polls, after which the other gateway finds the ledger gone."""
     lid = env.writer.create(ensemble_size=3, write_quorum=3, ack_quorum=2)["ledger_id"]
     env.writer.add(lid, b"e0")
-    urls = [b.url for b in env.bookies]
-
-    def stored_everywhere() -> bool:
-        answers = [poll_client().get(f"{u}/v1/ledgers/{lid}/lac", timeout=10.0) for u in urls]
-        return all(r.status_code == 200 and r.json()["last_entry_id"] == 0 for r in answers)
-
-    wait_for(stored_everywhere, 10, "entry 0 on every bookie")
+    bookies = [Bookie(proc) for proc in env.bookies]
+    wait_for(
+        lambda: all(b.lac(lid)["last_entry_id"] == 0 for b in bookies),
+        10,
+        "entry 0 on every bookie",
+    )
     answers: dict[str, httpx.Response] = {}
 
     def poll(name: str, gateway: Gateway) -> None:
@@ -109,14 +109,7 @@ def test_a_lac_long_poll_on_a_ledger_deleted_meanwhile_answers_not_found_at_once
                     metric_value(g.metrics(), "quire_gateway_long_polls_waiting") >= 1
                     for g in (env.writer, env.reader)
                 )
-                and all(
-                    metric_value(
-                        poll_client().get(f"{u}/metrics", timeout=10.0).text,
-                        "quire_bookie_lac_polls_waiting",
-                    )
-                    >= 1
-                    for u in urls
-                )
+                and all(b.metric("quire_bookie_lac_polls_waiting") >= 1 for b in bookies)
             ),
             10,
             "both polls waiting, the reader's on every bookie",
@@ -126,6 +119,8 @@ def test_a_lac_long_poll_on_a_ledger_deleted_meanwhile_answers_not_found_at_once
         for f in polls:
             f.result(timeout=25)
         took = time.monotonic() - started
+    for b in bookies:
+        b.close()
     assert took < 10
     for name in ("writer", "reader"):
         assert_error(answers[name], 404, "ledger_not_found")
