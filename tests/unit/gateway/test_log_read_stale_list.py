@@ -18,26 +18,10 @@ from gateway.metrics import GatewayMetrics
 from gateway.stopping import Stopping
 from services.errors import InvalidArgument, MetadataUnavailable
 from services.protocol.logs import LogMetadata, Position
-from services.zk.log_store import VersionedLog
-from tests.unit.gateway.test_log_tail_wait import SleepingRunner, poll_gateway
+from tests.unit.gateway.test_log_tail_wait import SleepingRunner, ZooKeeperLogs, poll_gateway
 
 
-class ZooKeeper:
-    """The log's znode; ``down`` makes every read fail as a cut-off session does."""
-
-    def __init__(self, log: LogMetadata) -> None:
-        self.log = log
-        self.reads = 0
-        self.connected = True
-
-    async def get(self, name: str) -> VersionedLog:
-        self.reads += 1
-        if not self.connected:
-            raise MetadataUnavailable("ZooKeeper is not connected")
-        return VersionedLog(self.log, 3)
-
-
-def reader_gateway(zookeeper: ZooKeeper) -> SimpleNamespace:
+def reader_gateway(zookeeper: ZooKeeperLogs) -> SimpleNamespace:
     """A gateway that is not the log's writer (reads go by ZooKeeper's list, or the
     kept one)."""
     metrics = GatewayMetrics()
@@ -51,7 +35,7 @@ def reader_gateway(zookeeper: ZooKeeper) -> SimpleNamespace:
 
 
 def test_a_position_past_the_kept_list_is_503_while_zookeeper_cannot_tell() -> None:
-    zookeeper = ZooKeeper(LogMetadata("tail", ledgers=()))
+    zookeeper = ZooKeeperLogs(LogMetadata("tail", ledgers=()))
     gw = reader_gateway(zookeeper)
     # Read once while ZooKeeper answers: the (empty) list is kept.
     page = asyncio.run(reads.read(gw, "tail", None, 100, 0))
@@ -63,7 +47,7 @@ def test_a_position_past_the_kept_list_is_503_while_zookeeper_cannot_tell() -> N
 
 
 def test_a_position_zookeeper_does_not_list_is_400_after_asking_it() -> None:
-    zookeeper = ZooKeeper(LogMetadata("tail", ledgers=()))
+    zookeeper = ZooKeeperLogs(LogMetadata("tail", ledgers=()))
     gw = reader_gateway(zookeeper)
     with pytest.raises(InvalidArgument, match="not in log tail"):
         asyncio.run(reads.read(gw, "tail", Position(9, 0), 100, 0))

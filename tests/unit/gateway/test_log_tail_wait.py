@@ -26,6 +26,7 @@ from gateway.logs import reads
 from gateway.metadata_cache import HIT_WRITER, MetadataCache
 from gateway.metrics import GatewayMetrics
 from gateway.stopping import Stopping
+from services.errors import MetadataUnavailable
 from services.protocol import long_poll
 from services.protocol.logs import LogMetadata, Position
 from services.protocol.metadata import LedgerMetadata
@@ -187,14 +188,19 @@ class WakeableRunner(SleepingRunner):
 
 
 class ZooKeeperLogs:
-    """The log's znode, read through ``get``: the reads are counted."""
+    """The log's znode, read through ``get``: the reads are counted; while not
+    ``connected`` each fails as a cut-off session's does (also the ``connected`` a
+    ``MetadataCache`` given this as its store looks at)."""
 
     def __init__(self, log: LogMetadata) -> None:
         self.log = log
         self.reads = 0
+        self.connected = True
 
     async def get(self, name: str) -> VersionedLog:
         self.reads += 1
+        if not self.connected:
+            raise MetadataUnavailable("ZooKeeper is not connected")
         return VersionedLog(self.log, 3)
 
 
