@@ -89,38 +89,43 @@ def test_a_lac_long_poll_on_a_ledger_deleted_meanwhile_answers_not_found_at_once
     lid = env.writer.create(ensemble_size=3, write_quorum=3, ack_quorum=2)["ledger_id"]
     env.writer.add(lid, b"e0")
     bookies = [Bookie(proc) for proc in env.bookies]
-    wait_for(
-        lambda: all(b.lac(lid)["last_entry_id"] == 0 for b in bookies),
-        10,
-        "entry 0 on every bookie",
-    )
-    answers: dict[str, httpx.Response] = {}
-
-    def poll(name: str, gateway: Gateway) -> None:
-        answers[name] = gateway.request(
-            "GET", f"/v1/ledgers/{lid}/lac", params={"after": 0, "wait_ms": 20_000}
-        )
-
-    with ThreadPoolExecutor(2) as pool:
-        polls = [pool.submit(poll, "writer", env.writer), pool.submit(poll, "reader", env.reader)]
+    try:
         wait_for(
-            lambda: (
-                all(
-                    metric_value(g.metrics(), "quire_gateway_long_polls_waiting") >= 1
-                    for g in (env.writer, env.reader)
-                )
-                and all(b.metric("quire_bookie_lac_polls_waiting") >= 1 for b in bookies)
-            ),
+            lambda: all(b.lac(lid)["last_entry_id"] == 0 for b in bookies),
             10,
-            "both polls waiting, the reader's on every bookie",
+            "entry 0 on every bookie",
         )
-        started = time.monotonic()
-        assert env.writer.request("DELETE", f"/v1/ledgers/{lid}").status_code == 204
-        for f in polls:
-            f.result(timeout=25)
-        took = time.monotonic() - started
-    for b in bookies:
-        b.close()
+        answers: dict[str, httpx.Response] = {}
+
+        def poll(name: str, gateway: Gateway) -> None:
+            answers[name] = gateway.request(
+                "GET", f"/v1/ledgers/{lid}/lac", params={"after": 0, "wait_ms": 20_000}
+            )
+
+        with ThreadPoolExecutor(2) as pool:
+            polls = [
+                pool.submit(poll, "writer", env.writer),
+                pool.submit(poll, "reader", env.reader),
+            ]
+            wait_for(
+                lambda: (
+                    all(
+                        metric_value(g.metrics(), "quire_gateway_long_polls_waiting") >= 1
+                        for g in (env.writer, env.reader)
+                    )
+                    and all(b.metric("quire_bookie_lac_polls_waiting") >= 1 for b in bookies)
+                ),
+                10,
+                "both polls waiting, the reader's on every bookie",
+            )
+            started = time.monotonic()
+            assert env.writer.request("DELETE", f"/v1/ledgers/{lid}").status_code == 204
+            for f in polls:
+                f.result(timeout=25)
+            took = time.monotonic() - started
+    finally:
+        for b in bookies:
+            b.close()
     assert took < 10
     for name in ("writer", "reader"):
         assert_error(answers[name], 404, "ledger_not_found")
